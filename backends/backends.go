@@ -1,0 +1,71 @@
+// Package backends turns a plan cell into the exact process the runner starts and judges what
+// that process left behind. One sub-package per program we drive (backends/sglang,
+// backends/vllmomni); backends/sim holds faithful simulators of sglang and nsys for tests and
+// --simulate.
+package backends
+
+import "github.com/sglprof/runner/plans"
+
+// Launch is the process for one cell: argv (never passed through a shell), the variables to
+// add to the inherited environment, and the working directory.
+type Launch struct {
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env"`
+	Dir  string            `json:"dir"`
+}
+
+// Evidence is one log line that supports a finding, with its 1-based line number in log.txt.
+type Evidence struct {
+	Line   int    `json:"line"`
+	Text   string `json:"text"`
+	Stream string `json:"stream,omitempty"`
+}
+
+// Reason is one cause of a verdict (or a warning), with the log lines that show it.
+type Reason struct {
+	Code    string     `json:"code"`    // e.g. "diffusers-fallback", "cuda-oom", "trace-missing", "exit-status"
+	Message string     `json:"message"` // says what happened and what to do
+	Lines   []Evidence `json:"lines,omitempty"`
+}
+
+// Exit is how the cell's process ended, as the runner's process layer saw it.
+type Exit struct {
+	Code     int    `json:"code"`             // exit status; -1 when killed by a signal or never started
+	Signal   string `json:"signal,omitempty"` // e.g. "killed", "interrupt"
+	StartErr string `json:"start_error,omitempty"`
+}
+
+// Artifacts are the files a cell produced, as absolute paths.
+type Artifacts struct {
+	Traces   []string `json:"traces,omitempty"`    // torch-profiler traces (.trace.json.gz)
+	PerfDump string   `json:"perf_dump,omitempty"` // --perf-dump-path JSON
+	Outputs  []string `json:"outputs,omitempty"`   // generated images/videos
+}
+
+// Assessment is a backend's judgement of one finished cell (before timeouts and interrupts,
+// which the runner decides itself).
+type Assessment struct {
+	Verdict   string    `json:"verdict"` // plans.VerdictOK, VerdictInvalid or VerdictFailed
+	Reasons   []Reason  `json:"reasons,omitempty"`
+	Warnings  []Reason  `json:"warnings,omitempty"`
+	Artifacts Artifacts `json:"artifacts"`
+}
+
+// Watcher sees every log line of a cell as it is produced (stdout and stderr, '\r' progress
+// frames split into lines, ANSI codes intact). It must be cheap: it runs on the log path.
+type Watcher interface {
+	Line(lineNo int, stream, text string)
+}
+
+// Backend drives one external program.
+type Backend interface {
+	// Name is the plan's backend kind ("sglang").
+	Name() string
+	// Launch builds the process for cell c whose directory is cellDir (absolute, existing).
+	Launch(c plans.Cell, cellDir string) (Launch, error)
+	// NewWatcher returns the log watcher for one run of cell c.
+	NewWatcher(c plans.Cell) Watcher
+	// Assess judges the cell after its process ended: w is the watcher returned by NewWatcher
+	// for this run, exit how it ended. It looks for the artifacts the cell asked for.
+	Assess(c plans.Cell, cellDir string, w Watcher, exit Exit) Assessment
+}

@@ -1,0 +1,194 @@
+// Package trace is the profiler-neutral model of one GPU trace: kernels and memory operations,
+// their launches, CPU ops, Python frames and annotations, all with times in int64 nanoseconds.
+// The Kineto reader (reports/kineto) and the Nsight Systems reader (nsys) both produce it, so
+// the triage tables are computed by one piece of code whatever the profiler was.
+//
+// Records are pointer-free and names are interned to NameID, so a trace of millions of events
+// costs tens of bytes per event and the garbage collector never scans the slices.
+package trace
+
+// NameID is an interned string; 0 is the empty string.
+type NameID uint32
+
+// Names interns strings. The zero value is not ready: use NewNames.
+type Names struct {
+	ids  map[string]NameID
+	strs []string
+}
+
+// NewNames returns an interner holding only the empty string (id 0).
+func NewNames() *Names {
+	return &Names{ids: map[string]NameID{"": 0}, strs: []string{""}}
+}
+
+// Intern returns the id of s, adding it if new. The map lookup with string(b) does not
+// allocate when b is already known, which is the common case on a hot path.
+func (n *Names) Intern(b []byte) NameID {
+	if id, ok := n.ids[string(b)]; ok {
+		return id
+	}
+	s := string(b)
+	id := NameID(len(n.strs))
+	n.strs = append(n.strs, s)
+	n.ids[s] = id
+	return id
+}
+
+// InternString is Intern for a string.
+func (n *Names) InternString(s string) NameID {
+	if id, ok := n.ids[s]; ok {
+		return id
+	}
+	id := NameID(len(n.strs))
+	n.strs = append(n.strs, s)
+	n.ids[s] = id
+	return id
+}
+
+// Lookup returns the id of s without adding it.
+func (n *Names) Lookup(s string) (NameID, bool) {
+	id, ok := n.ids[s]
+	return id, ok
+}
+
+// String returns the text of id ("" for an unknown id).
+func (n *Names) String(id NameID) string {
+	if int(id) < len(n.strs) {
+		return n.strs[id]
+	}
+	return ""
+}
+
+// Len is the number of distinct names, the empty string included.
+func (n *Names) Len() int { return len(n.strs) }
+
+// OpKind is the kind of a GPU operation.
+type OpKind uint8
+
+// GPU operation kinds.
+const (
+	OpKernel OpKind = iota
+	OpMemcpy
+	OpMemset
+)
+
+// String names the kind as the JSON output does.
+func (k OpKind) String() string {
+	switch k {
+	case OpMemcpy:
+		return "memcpy"
+	case OpMemset:
+		return "memset"
+	default:
+		return "kernel"
+	}
+}
+
+// NoID marks an absent correlation, External id, Python id or index.
+const NoID = -1
+
+// GPUOp is one kernel, memcpy or memset on a device stream.
+type GPUOp struct {
+	Start, End  int64 // ns, in the trace's own clock (see Trace.BaseNS)
+	Correlation int64 // launch correlation id (CUPTI correlationId); NoID when absent
+	ExternalID  int64 // Kineto "External id" of the enclosing CPU op; NoID when absent
+	Bytes       int64 // memcpy/memset bytes; 0 for kernels
+	Name        NameID
+	Device      int32
+	Stream      int32
+	Kind        OpKind
+	// Links filled by Link: index into Trace.Launches and Trace.CPUOps, or NoID.
+	Launch int32
+	CPUOp  int32
+}
+
+// Dur is End-Start.
+func (o *GPUOp) Dur() int64 { return o.End - o.Start }
+
+// Launch is a runtime or driver API call on the CPU (cudaLaunchKernel, cudaGraphLaunch,
+// cudaMemcpyAsync, cudaStreamSynchronize, ...). GPU ops point to it by correlation id.
+type Launch struct {
+	Start, End  int64
+	Correlation int64
+	ExternalID  int64
+	Name        NameID
+	PID, TID    int32
+	// Graph is true when the call replays a CUDA/HIP graph (one launch, many GPU ops).
+	Graph bool
+}
+
+// CPUOp is a framework-level CPU operation (Kineto cpu_op, e.g. aten::mm).
+type CPUOp struct {
+	Start, End int64
+	ExternalID int64
+	Name       NameID
+	PID, TID   int32
+	// Frame is the innermost Python frame enclosing the op (filled by Link), or NoID.
+	Frame int32
+}
+
+// Frame is one Python function call (Kineto python_function, recorded with with_stack=True).
+type Frame struct {
+	Start, End int64
+	ID         int64 // "Python id"; NoID when absent
+	ParentID   int64 // "Python parent id"; NoID when absent
+	Name       NameID
+	PID, TID   int32
+	// Parent is the index of the enclosing frame in Trace.Frames (filled by Link), or NoID.
+	Parent int32
+}
+
+// Annotation is a named range: a CPU user annotation (record_function, NVTX range) or its
+// GPU-side projection (gpu_user_annotation).
+type Annotation struct {
+	Start, End int64
+	Name       NameID
+	PID, TID   int32
+	Device     int32 // for GPU annotations; NoID otherwise
+	GPU        bool
+}
+
+// Process describes one pid of the trace.
+type Process struct {
+	PID   int32
+	Name  string // process_name, e.g. "python3" or "sglang::scheduler"
+	Label string // process_labels, e.g. "GPU 0"; for merged SGLang traces the "[TP00] ..." prefix
+	// Rank is the distributed rank when known (distributedInfo, "[TPnn]" prefix, file name); NoID otherwise.
+	Rank int32
+}
+
+// Device is one GPU described by the trace.
+type Device struct {
+	ID   int32
+	Name string
+}
+
+// Trace is one trace file in the profiler-neutral model.
+type Trace struct {
+	Path   string // the file it came from
+	Format string // "kineto" or "nsys"
+	// BaseNS is the Unix-epoch nanosecond time that op times are relative to (0 when the op
+	// times are themselves absolute, as in old Kineto traces and nsys exports).
+	BaseNS int64
+
+	Names       *Names
+	GPUOps      []GPUOp
+	Launches    []Launch
+	CPUOps      []CPUOp
+	Frames      []Frame
+	Annotations []Annotation
+	Processes   []Process
+	Devices     []Device
+	// Meta holds top-level scalar metadata worth showing (schemaVersion, distributedInfo.rank, ...).
+	Meta map[string]string
+	// Warnings are problems found while reading that did not stop it (truncation, bad events).
+	Warnings []string
+}
+
+// New returns an empty trace with its interner ready.
+func New(path, format string) *Trace {
+	return &Trace{Path: path, Format: format, Names: NewNames(), Meta: map[string]string{}}
+}
+
+// Name returns the text of a NameID of this trace.
+func (t *Trace) Name(id NameID) string { return t.Names.String(id) }
