@@ -115,6 +115,9 @@ type Launch struct {
 	PID, TID    int32
 	// Graph is true when the call replays a CUDA/HIP graph (one launch, many GPU ops).
 	Graph bool
+	// Frame is the innermost Python frame enclosing the call on its thread (filled by Link), or
+	// NoID. For a graph replay this is the replay site.
+	Frame int32
 }
 
 // CPUOp is a framework-level CPU operation (Kineto cpu_op, e.g. aten::mm).
@@ -146,6 +149,20 @@ type Annotation struct {
 	PID, TID   int32
 	Device     int32 // for GPU annotations; NoID otherwise
 	GPU        bool
+	// ExternalID is Kineto's "External id" (it ties a gpu_user_annotation to its CPU
+	// user_annotation and to the kernels launched inside it); NoID when absent. Readers that
+	// have no such id (nsys) leave it 0 or NoID.
+	ExternalID int64
+}
+
+// Flow is one end of a Kineto CPU-to-GPU flow arrow (cat "ac2g"): the start ("s") sits on the
+// launching runtime call, the finish ("f") on the GPU op it binds to, and the id is the launch's
+// correlation id. Link uses flows only as a cross-check of the correlation join.
+type Flow struct {
+	TS       int64
+	ID       int64
+	PID, TID int32
+	Start    bool // true for "s", false for "f"
 }
 
 // Process describes one pid of the trace.
@@ -177,12 +194,16 @@ type Trace struct {
 	CPUOps      []CPUOp
 	Frames      []Frame
 	Annotations []Annotation
+	Flows       []Flow
 	Processes   []Process
 	Devices     []Device
 	// Meta holds top-level scalar metadata worth showing (schemaVersion, distributedInfo.rank, ...).
 	Meta map[string]string
 	// Warnings are problems found while reading that did not stop it (truncation, bad events).
 	Warnings []string
+	// Events is the number of trace events the reader saw (all phases and categories, kept or
+	// not), so callers can report coverage.
+	Events int64
 }
 
 // New returns an empty trace with its interner ready.

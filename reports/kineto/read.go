@@ -1,0 +1,696 @@
+// Package kineto reads PyTorch profiler (Kineto) Chrome-trace JSON into the profiler-neutral
+// model of reports/trace, and rewrites such traces for viewing (Fix, Slim).
+//
+// The reader streams: a hand-written splitter finds traceEvents at the top level (keys in any
+// order, metadata before or after it, or a bare event array), hands out one element's raw bytes
+// at a time, and a reused fastjson parser decodes each element into compact pointer-free records
+// with interned names. Times are parsed from the decimal text as fixed point into int64
+// nanoseconds. Damaged input (truncated files, gzip streams cut short, invalid UTF-8, unescaped
+// quotes from old Kineto versions) yields what could be read plus warnings naming byte offsets.
+package kineto
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/valyala/fastjson"
+
+	"github.com/sglprof/runner/reports/trace"
+)
+
+// Options tune what the reader keeps. The zero value keeps everything.
+type Options struct {
+	// SkipFrames drops python_function events. They are most of a with_stack trace's events, so
+	// callers that need no Python attribution save most of the memory.
+	SkipFrames bool
+	// SkipCPUOps drops cpu_op events (kernels then cannot be attributed to an operator).
+	SkipCPUOps bool
+	// SkipFlows drops ac2g flow events (Link then cannot cross-check correlations).
+	SkipFlows bool
+	// MaxWarningsPerKind caps the detailed warnings of one kind; the rest are counted in one
+	// summary line. 0 means 5.
+	MaxWarningsPerKind int
+	// Logger, when not nil, receives a debug line per warning.
+	Logger *slog.Logger
+}
+
+// maxEventDurNS is the duration above which an event is treated as a CUPTI overflow record
+// (HTA uses the same 7-day bound) and dropped.
+const maxEventDurNS = 7 * 24 * 3600 * 1_000_000_000
+
+// syntheticPIDBase is the first id given to a non-numeric pid or tid ("Spans", "[TP00] 9").
+// Real OS pids and stream ids stay far below it.
+const syntheticPIDBase = 1 << 30
+
+// ReadFile reads a Kineto trace file, plain or gzip-compressed (detected by its magic bytes).
+func ReadFile(ctx context.Context, path string, opts Options) (*trace.Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open Kineto trace: %w", err)
+	}
+	defer f.Close()
+	return Read(ctx, f, path, opts)
+}
+
+// Read reads a Kineto trace from r; name is recorded as Trace.Path and used in messages.
+// Damage that leaves part of the trace readable is reported in Trace.Warnings; an error is
+// returned only when nothing usable could be read (not JSON, not a trace, empty) or ctx ends.
+func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.Trace, error) {
+	in, closeFn, err := openMaybeGzip(r)
+	if err != nil {
+		return nil, fmt.Errorf("read Kineto trace %s: %w", name, err)
+	}
+	defer closeFn()
+	d := newDecoder(ctx, name, opts)
+	s := newScanner(in)
+	werr := walk(s, d, nil)
+	if d.ctxErr != nil {
+		return nil, fmt.Errorf("read Kineto trace %s: %w", name, d.ctxErr)
+	}
+	var se *syntaxError
+	if werr != nil {
+		if !errors.As(werr, &se) {
+			return nil, fmt.Errorf("read Kineto trace %s: %w", name, werr)
+		}
+		if d.t.Events == 0 && !d.sawEvents && !errors.Is(se.Err, errTruncated) {
+			return nil, fmt.Errorf("read Kineto trace %s: not a Kineto/Chrome trace (%v); pass a .json or .json.gz written by the PyTorch profiler", name, werr)
+		}
+		switch {
+		case s.readErr != nil:
+			d.warnf("truncated", "input ends early at byte %d of the uncompressed JSON (%v): the gzip stream is cut short; kept the %d events read before it", se.Offset, s.readErr, d.t.Events)
+		case errors.Is(se.Err, errTruncated):
+			d.warnf("truncated", "trace is truncated at byte %d (no closing ']}': the profiler probably died before finishing the file); kept the %d events read before it", se.Offset, d.t.Events)
+		default:
+			d.warnf("syntax", "stopped at malformed JSON (%v); kept the %d events read before it", werr, d.t.Events)
+		}
+	} else if s.readErr != nil {
+		d.warnf("truncated", "reading stopped at byte %d of the uncompressed JSON: %v", s.offset(), s.readErr)
+	}
+	if !d.sawEvents && d.t.Events == 0 && werr == nil {
+		d.warnf("empty", "the trace has no traceEvents")
+	}
+	d.finish()
+	return d.t, nil
+}
+
+// openMaybeGzip returns a reader of the uncompressed bytes: gzip when the stream starts with
+// the gzip magic bytes, r itself otherwise.
+func openMaybeGzip(r io.Reader) (io.Reader, func(), error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	magic, err := br.Peek(2)
+	if err != nil && len(magic) < 2 {
+		if errors.Is(err, io.EOF) {
+			return br, func() {}, nil // empty or 1-byte input: the scanner reports it
+		}
+		return nil, nil, err
+	}
+	if magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gzip header: %w", err)
+		}
+		return zr, func() { zr.Close() }, nil
+	}
+	return br, func() {}, nil
+}
+
+// decoder turns raw events into trace records.
+type decoder struct {
+	ctx    context.Context
+	ctxErr error
+	opts   Options
+	t      *trace.Trace
+	p      fastjson.Parser
+	tp     fastjson.Parser // for top-level values
+	num    []byte
+
+	sawEvents bool
+	warnCount map[string]int
+	warnOrder []string
+
+	synth    map[string]int32 // non-numeric pid/tid text -> synthetic id
+	synthTxt []string
+	procs    map[int32]*trace.Process
+	graph    []int8 // per NameID: 0 unknown, 1 graph launch, 2 not
+
+	nOverflow, nNegative, nBadTime int
+	rank                           int32
+
+	ev rawEvent
+}
+
+// rawEvent holds the fields of one event while it is decoded; byte slices alias the parser.
+type rawEvent struct {
+	ph, cat, name []byte
+	pid, tid      *fastjson.Value
+	ts, dur, id   *fastjson.Value
+	args          *fastjson.Value
+}
+
+func newDecoder(ctx context.Context, name string, opts Options) *decoder {
+	if opts.MaxWarningsPerKind <= 0 {
+		opts.MaxWarningsPerKind = 5
+	}
+	return &decoder{
+		ctx:       ctx,
+		opts:      opts,
+		t:         trace.New(name, "kineto"),
+		warnCount: map[string]int{},
+		synth:     map[string]int32{},
+		procs:     map[int32]*trace.Process{},
+		rank:      trace.NoID,
+	}
+}
+
+// warnf records a warning of a kind, keeping the first few of each kind verbatim.
+func (d *decoder) warnf(kind, format string, args ...any) {
+	n := d.warnCount[kind]
+	if n == 0 {
+		d.warnOrder = append(d.warnOrder, kind)
+	}
+	d.warnCount[kind] = n + 1
+	if n < d.opts.MaxWarningsPerKind {
+		msg := fmt.Sprintf(format, args...)
+		d.t.Warnings = append(d.t.Warnings, msg)
+		if d.opts.Logger != nil {
+			d.opts.Logger.Debug("kineto warning", "trace", d.t.Path, "kind", kind, "msg", msg)
+		}
+	}
+}
+
+func (d *decoder) malformed(off int64) {
+	d.t.Events++
+	d.warnf("quote", "event near byte %d lost its string structure (a raw newline inside a string: an unescaped quote from an old Kineto version?); skipped it", off)
+}
+
+func (d *decoder) finish() {
+	t := d.t
+	if d.nOverflow > 0 {
+		d.warnf("overflow", "dropped %d events with durations over 7 days (CUPTI overflow records)", d.nOverflow)
+	}
+	if d.nNegative > 0 {
+		d.warnf("negative", "dropped %d events with negative durations", d.nNegative)
+	}
+	if d.nBadTime > 0 {
+		d.warnf("time", "dropped %d duration events whose ts or dur is not a number", d.nBadTime)
+	}
+	// Dangling flows: finishes whose start is missing are normal for runtime calls Kineto does
+	// not draw arrows for; starts without a finish mean the GPU side was lost.
+	if len(t.Flows) > 0 {
+		starts := make(map[int64]struct{})
+		ends := make(map[int64]struct{})
+		for _, f := range t.Flows {
+			if f.Start {
+				starts[f.ID] = struct{}{}
+			} else {
+				ends[f.ID] = struct{}{}
+			}
+		}
+		noEnd, noStart := 0, 0
+		for id := range starts {
+			if _, ok := ends[id]; !ok {
+				noEnd++
+			}
+		}
+		for id := range ends {
+			if _, ok := starts[id]; !ok {
+				noStart++
+			}
+		}
+		if noEnd > 0 || noStart > 0 {
+			d.warnf("flows", "dangling flows: %d flow starts without a finish (GPU side missing), %d finishes without a start (normal for runtime calls Kineto draws no arrow for)", noEnd, noStart)
+		}
+	}
+	// Processes in pid order of first appearance is not stable across maps: sort by pid.
+	for _, p := range d.procs {
+		if p.Rank == trace.NoID && d.rank != trace.NoID {
+			p.Rank = d.rank
+		}
+		t.Processes = append(t.Processes, *p)
+	}
+	sortProcesses(t.Processes)
+	// Summaries for capped warning kinds.
+	for _, k := range d.warnOrder {
+		if n := d.warnCount[k]; n > d.opts.MaxWarningsPerKind {
+			t.Warnings = append(t.Warnings, fmt.Sprintf("... and %d more warnings of this kind (%s)", n-d.opts.MaxWarningsPerKind, k))
+		}
+	}
+}
+
+func sortProcesses(ps []trace.Process) {
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].PID < ps[j-1].PID; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+// top handles one top-level key other than traceEvents.
+func (d *decoder) top(key, raw []byte, off int64) {
+	t := d.t
+	k := string(key)
+	v, err := d.tp.ParseBytes(raw)
+	if err != nil {
+		d.warnf("meta", "top-level key %q at byte %d is not valid JSON: %v", k, off, err)
+		return
+	}
+	switch k {
+	case "baseTimeNanoseconds":
+		if n, ok := parseInt(v.MarshalTo(d.num[:0])); ok {
+			t.BaseNS = n
+		}
+		t.Meta[k] = string(raw)
+		return
+	case "deviceProperties":
+		arr, _ := v.Array()
+		for _, dv := range arr {
+			id := dv.GetInt64("id")
+			t.Devices = append(t.Devices, trace.Device{ID: int32(id), Name: string(dv.GetStringBytes("name"))})
+		}
+		return
+	case "distributedInfo":
+		o, err := v.Object()
+		if err != nil {
+			return
+		}
+		o.Visit(func(k2 []byte, v2 *fastjson.Value) {
+			switch v2.Type() {
+			case fastjson.TypeNumber, fastjson.TypeString:
+				t.Meta["distributedInfo."+string(k2)] = scalarText(v2)
+			}
+		})
+		if r, err := v.Get("rank").Int64(); err == nil && v.Get("rank") != nil {
+			d.rank = int32(r)
+		}
+		return
+	}
+	switch v.Type() {
+	case fastjson.TypeString, fastjson.TypeNumber, fastjson.TypeTrue, fastjson.TypeFalse:
+		if len(raw) <= 4096 {
+			t.Meta[k] = scalarText(v)
+		}
+	}
+}
+
+func scalarText(v *fastjson.Value) string {
+	if v.Type() == fastjson.TypeString {
+		b, _ := v.StringBytes()
+		return string(b)
+	}
+	return v.String()
+}
+
+// event decodes one traceEvents element.
+func (d *decoder) event(raw []byte, off int64) error {
+	d.sawEvents = true
+	d.t.Events++
+	if d.t.Events&4095 == 0 {
+		if err := d.ctx.Err(); err != nil {
+			d.ctxErr = err
+			return err
+		}
+	}
+	if !utf8.Valid(raw) {
+		bad := firstInvalidUTF8(raw)
+		d.warnf("utf8", "event at byte %d has invalid UTF-8 at byte %d; skipped it", off, off+int64(bad))
+		return nil
+	}
+	v, err := d.p.ParseBytes(raw)
+	if err != nil {
+		d.warnf("json", "event at byte %d is not valid JSON (%v; an unescaped quote from an old Kineto version?); skipped it", off, err)
+		return nil
+	}
+	o, err := v.Object()
+	if err != nil {
+		d.warnf("json", "element at byte %d of traceEvents is not an object; skipped it", off)
+		return nil
+	}
+	ev := &d.ev
+	*ev = rawEvent{}
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		switch string(k) {
+		case "ph":
+			ev.ph, _ = v.StringBytes()
+		case "cat":
+			ev.cat, _ = v.StringBytes()
+		case "name":
+			ev.name, _ = v.StringBytes()
+		case "pid":
+			ev.pid = v
+		case "tid":
+			ev.tid = v
+		case "ts":
+			ev.ts = v
+		case "dur":
+			ev.dur = v
+		case "id":
+			ev.id = v
+		case "args":
+			ev.args = v
+		}
+	})
+	if len(ev.ph) != 1 {
+		return nil
+	}
+	switch ev.ph[0] {
+	case 'X':
+		d.complete(ev, off)
+	case 'M':
+		d.metadata(ev)
+	case 's', 'f':
+		if d.opts.SkipFlows {
+			return nil
+		}
+		if c := string(ev.cat); c != "ac2g" && c != "async_cpu_to_gpu" {
+			return nil
+		}
+		ts, ok := d.micros(ev.ts)
+		if !ok || ev.id == nil {
+			return nil
+		}
+		id, ok := d.intVal(ev.id)
+		if !ok {
+			return nil
+		}
+		pid, _ := d.idOf(ev.pid)
+		tid, _ := d.idOf(ev.tid)
+		d.t.Flows = append(d.t.Flows, trace.Flow{TS: ts, ID: id, PID: pid, TID: tid, Start: ev.ph[0] == 's'})
+	}
+	return nil
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return 0
+}
+
+// micros parses a ts/dur value into nanoseconds.
+func (d *decoder) micros(v *fastjson.Value) (int64, bool) {
+	if v == nil {
+		return 0, false
+	}
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		d.num = v.MarshalTo(d.num[:0])
+		return parseMicrosNS(d.num)
+	case fastjson.TypeString:
+		b, _ := v.StringBytes()
+		return parseMicrosNS(b)
+	}
+	return 0, false
+}
+
+// intVal parses an integer-valued number (or numeric string).
+func (d *decoder) intVal(v *fastjson.Value) (int64, bool) {
+	if v == nil {
+		return 0, false
+	}
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		d.num = v.MarshalTo(d.num[:0])
+		return parseInt(d.num)
+	case fastjson.TypeString:
+		b, _ := v.StringBytes()
+		return parseInt(b)
+	}
+	return 0, false
+}
+
+// idOf maps a pid or tid to an int32: numbers as they are (wrapping like C), numeric strings
+// parsed, other strings to synthetic ids from syntheticPIDBase up. synthetic is true for those.
+func (d *decoder) idOf(v *fastjson.Value) (id int32, synthetic bool) {
+	if v == nil {
+		return 0, false
+	}
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		if n, ok := d.intVal(v); ok {
+			return int32(n), false
+		}
+		return 0, false
+	case fastjson.TypeString:
+		b, _ := v.StringBytes()
+		if n, ok := parseInt(b); ok {
+			return int32(n), false
+		}
+		if id, ok := d.synth[string(b)]; ok {
+			return id, true
+		}
+		id := int32(syntheticPIDBase + len(d.synthTxt))
+		s := string(b)
+		d.synth[s] = id
+		d.synthTxt = append(d.synthTxt, s)
+		return id, true
+	}
+	return 0, false
+}
+
+// proc returns the process record of a pid, creating it (with label and rank derived from a
+// string pid such as "[TP00-DP01] 9") on first use.
+func (d *decoder) proc(pid int32, synthetic bool) *trace.Process {
+	if p, ok := d.procs[pid]; ok {
+		return p
+	}
+	p := &trace.Process{PID: pid, Rank: trace.NoID}
+	if synthetic && pid >= syntheticPIDBase && int(pid-syntheticPIDBase) < len(d.synthTxt) {
+		txt := d.synthTxt[pid-syntheticPIDBase]
+		p.Label = txt
+		if lab, rank, ok := parseMergedPID(txt); ok {
+			p.Label = lab
+			p.Rank = rank
+		}
+	}
+	d.procs[pid] = p
+	return p
+}
+
+// parseMergedPID splits an SGLang merged-trace pid "[TP00-DP01-PP02-EP03] 1234" into its
+// bracketed label and the TP rank.
+func parseMergedPID(s string) (label string, rank int32, ok bool) {
+	if !strings.HasPrefix(s, "[") {
+		return "", 0, false
+	}
+	end := strings.IndexByte(s, ']')
+	if end < 0 {
+		return "", 0, false
+	}
+	label = s[:end+1]
+	rank = trace.NoID
+	for _, part := range strings.Split(s[1:end], "-") {
+		if strings.HasPrefix(part, "TP") {
+			if n, err := strconv.Atoi(part[2:]); err == nil {
+				rank = int32(n)
+			}
+		}
+	}
+	return label, rank, true
+}
+
+// trailingInt returns the integer at the end of a string pid ("[TP00] 9" -> 9).
+func trailingInt(s string) (int32, bool) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	if i == len(s) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s[i:])
+	if err != nil {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// argsFields are the args the reader uses.
+type argsFields struct {
+	external, correlation, stream, device, bytes, pyID, pyParent int64
+	hasStream, hasDevice                                         bool
+}
+
+func (d *decoder) readArgs(v *fastjson.Value, a *argsFields) {
+	a.external, a.correlation, a.pyID, a.pyParent = trace.NoID, trace.NoID, trace.NoID, trace.NoID
+	if v == nil {
+		return
+	}
+	o, err := v.Object()
+	if err != nil {
+		return
+	}
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		switch string(k) {
+		case "External id":
+			if n, ok := d.intVal(v); ok {
+				a.external = n
+			}
+		case "correlation":
+			if n, ok := d.intVal(v); ok {
+				a.correlation = n
+			}
+		case "stream":
+			if n, ok := d.intVal(v); ok {
+				a.stream, a.hasStream = n, true
+			}
+		case "device":
+			if n, ok := d.intVal(v); ok {
+				a.device, a.hasDevice = n, true
+			}
+		case "bytes":
+			if n, ok := d.intVal(v); ok {
+				a.bytes = n
+			}
+		case "Python id":
+			if n, ok := d.intVal(v); ok {
+				a.pyID = n
+			}
+		case "Python parent id":
+			if n, ok := d.intVal(v); ok {
+				a.pyParent = n
+			}
+		}
+	})
+}
+
+// complete handles a ph "X" event.
+func (d *decoder) complete(ev *rawEvent, off int64) {
+	cat := string(ev.cat)
+	var kind trace.OpKind
+	switch cat {
+	case "kernel":
+		kind = trace.OpKernel
+	case "gpu_memcpy":
+		kind = trace.OpMemcpy
+	case "gpu_memset":
+		kind = trace.OpMemset
+	case "cuda_runtime", "cuda_driver", "cpu_op", "python_function", "user_annotation", "gpu_user_annotation":
+	default:
+		return
+	}
+	if cat == "python_function" && d.opts.SkipFrames || cat == "cpu_op" && d.opts.SkipCPUOps {
+		return
+	}
+	ts, ok1 := d.micros(ev.ts)
+	dur, ok2 := d.micros(ev.dur)
+	if !ok1 || !ok2 {
+		d.nBadTime++
+		if d.nBadTime <= 3 {
+			d.warnf("time-detail", "event at byte %d has a ts or dur that is not a decimal number; skipped it", off)
+		}
+		return
+	}
+	if dur < 0 {
+		d.nNegative++
+		return
+	}
+	if dur > maxEventDurNS {
+		d.nOverflow++
+		return
+	}
+	var a argsFields
+	d.readArgs(ev.args, &a)
+	pid, psyn := d.idOf(ev.pid)
+	tid, _ := d.idOf(ev.tid)
+	t := d.t
+	name := t.Names.Intern(ev.name)
+	switch cat {
+	case "kernel", "gpu_memcpy", "gpu_memset":
+		dev := pid
+		if a.hasDevice {
+			dev = int32(a.device)
+		} else if psyn {
+			if n, ok := trailingInt(d.synthTxt[pid-syntheticPIDBase]); ok {
+				dev = n
+			}
+		}
+		stream := tid
+		if a.hasStream {
+			stream = int32(a.stream)
+		}
+		op := trace.GPUOp{Start: ts, End: ts + dur, Correlation: a.correlation, ExternalID: a.external,
+			Name: name, Device: dev, Stream: stream, Kind: kind, Launch: trace.NoID, CPUOp: trace.NoID}
+		if kind != trace.OpKernel {
+			op.Bytes = a.bytes
+		}
+		t.GPUOps = append(t.GPUOps, op)
+		if psyn {
+			d.proc(pid, true)
+		}
+	case "cuda_runtime", "cuda_driver":
+		t.Launches = append(t.Launches, trace.Launch{Start: ts, End: ts + dur, Correlation: a.correlation,
+			ExternalID: a.external, Name: name, PID: pid, TID: tid, Graph: d.isGraph(name), Frame: trace.NoID})
+	case "cpu_op":
+		t.CPUOps = append(t.CPUOps, trace.CPUOp{Start: ts, End: ts + dur, ExternalID: a.external, Name: name,
+			PID: pid, TID: tid, Frame: trace.NoID})
+	case "python_function":
+		t.Frames = append(t.Frames, trace.Frame{Start: ts, End: ts + dur, ID: a.pyID, ParentID: a.pyParent,
+			Name: name, PID: pid, TID: tid, Parent: trace.NoID})
+	case "user_annotation", "gpu_user_annotation":
+		an := trace.Annotation{Start: ts, End: ts + dur, Name: name, PID: pid, TID: tid, Device: trace.NoID,
+			ExternalID: a.external}
+		if cat == "gpu_user_annotation" {
+			an.GPU = true
+			an.Device = pid
+			if a.hasDevice {
+				an.Device = int32(a.device)
+			}
+		}
+		t.Annotations = append(t.Annotations, an)
+	}
+}
+
+// isGraph reports whether a runtime call name replays a CUDA or HIP graph.
+func (d *decoder) isGraph(name trace.NameID) bool {
+	for int(name) >= len(d.graph) {
+		d.graph = append(d.graph, 0)
+	}
+	switch d.graph[name] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	g := strings.Contains(d.t.Names.String(name), "GraphLaunch")
+	if g {
+		d.graph[name] = 1
+	} else {
+		d.graph[name] = 2
+	}
+	return g
+}
+
+// metadata handles a ph "M" event (process and thread names, labels).
+func (d *decoder) metadata(ev *rawEvent) {
+	pid, psyn := d.idOf(ev.pid)
+	switch string(ev.name) {
+	case "process_name":
+		p := d.proc(pid, psyn)
+		if ev.args != nil {
+			p.Name = string(ev.args.GetStringBytes("name"))
+		}
+	case "process_labels":
+		p := d.proc(pid, psyn)
+		if ev.args != nil {
+			lab := string(ev.args.GetStringBytes("labels"))
+			if p.Label != "" && lab != "" && p.Label != lab {
+				p.Label = p.Label + " " + lab
+			} else if lab != "" {
+				p.Label = lab
+			}
+		}
+	}
+}

@@ -1,0 +1,459 @@
+package kineto
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// The splitter: a hand-written scanner that walks the top level of a Kineto document and hands
+// out the raw bytes of each traceEvents element, so that no generic parse tree of the whole file
+// ever exists. Only one element (plus the read-ahead) is in memory at a time.
+
+const (
+	initialBuf = 1 << 20
+	readChunk  = 256 << 10
+	// maxElement bounds a single JSON value (one event, or one top-level metadata value) so that
+	// a corrupt file cannot make the reader grow its buffer without limit.
+	maxElement = 256 << 20
+)
+
+// errTruncated is returned (wrapped in a *syntaxError) when the input ends inside the document.
+var errTruncated = errors.New("unexpected end of input")
+
+// syntaxError is a problem in the document structure at a byte offset of the uncompressed JSON.
+type syntaxError struct {
+	Offset int64
+	Err    error
+	Msg    string
+}
+
+func (e *syntaxError) Error() string {
+	if e.Msg != "" {
+		return fmt.Sprintf("byte %d: %s", e.Offset, e.Msg)
+	}
+	return fmt.Sprintf("byte %d: %v", e.Offset, e.Err)
+}
+
+func (e *syntaxError) Unwrap() error { return e.Err }
+
+// scanner is a sliding window over the input.
+type scanner struct {
+	r       io.Reader
+	buf     []byte
+	pos     int   // next unread byte
+	end     int   // end of valid data
+	base    int64 // input offset of buf[0]
+	eof     bool
+	readErr error // a read error other than io.EOF (e.g. a gzip stream cut short)
+	// badString is set by value() when a string contained a raw newline, which means the string
+	// structure was lost (an unescaped quote from old Kineto versions).
+	badString    bool
+	badStringOff int64
+}
+
+func newScanner(r io.Reader) *scanner {
+	return &scanner{r: r, buf: make([]byte, initialBuf)}
+}
+
+func (s *scanner) offset() int64 { return s.base + int64(s.pos) }
+
+// fill reads more input, keeping buf[keep:end] (keep <= pos). It returns false at end of input.
+func (s *scanner) fill(keep int) bool {
+	if s.eof {
+		return false
+	}
+	if keep > 0 {
+		n := copy(s.buf, s.buf[keep:s.end])
+		s.base += int64(keep)
+		s.pos -= keep
+		s.end = n
+	}
+	if len(s.buf)-s.end < readChunk {
+		if len(s.buf) >= maxElement+readChunk {
+			return false
+		}
+		nb := make([]byte, 2*len(s.buf))
+		copy(nb, s.buf[:s.end])
+		s.buf = nb
+	}
+	for {
+		n, err := s.r.Read(s.buf[s.end:])
+		s.end += n
+		if err != nil {
+			s.eof = true
+			if !errors.Is(err, io.EOF) {
+				s.readErr = err
+			}
+			return n > 0
+		}
+		if n > 0 {
+			return true
+		}
+	}
+}
+
+// skipWS skips whitespace, passing the skipped bytes to emit when it is not nil.
+func (s *scanner) skipWS(emit func([]byte)) bool {
+	for {
+		st := s.pos
+		for s.pos < s.end {
+			c := s.buf[s.pos]
+			if c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+				break
+			}
+			s.pos++
+		}
+		if emit != nil && s.pos > st {
+			emit(s.buf[st:s.pos])
+		}
+		if s.pos < s.end {
+			return true
+		}
+		if !s.fill(s.pos) {
+			return false
+		}
+	}
+}
+
+// peek returns the next byte without consuming it.
+func (s *scanner) peek() (byte, bool) {
+	if s.pos >= s.end && !s.fill(s.pos) {
+		return 0, false
+	}
+	return s.buf[s.pos], true
+}
+
+func (s *scanner) truncated() error {
+	return &syntaxError{Offset: s.offset(), Err: errTruncated}
+}
+
+// value scans one complete JSON value starting at pos and returns its raw bytes (valid until
+// the next scanner call) and its input offset. It checks structure only (brackets and strings);
+// the caller parses the bytes.
+func (s *scanner) value() ([]byte, int64, error) {
+	start := s.pos
+	off := s.offset()
+	i := s.pos
+	depth := 0
+	s.badString = false
+	for {
+		if i >= s.end {
+			rel := i - start
+			if !s.fill(start) {
+				if !s.eof {
+					return nil, off, &syntaxError{Offset: off, Msg: fmt.Sprintf("a single JSON value is larger than %d MiB", maxElement>>20)}
+				}
+				s.pos = s.end
+				return nil, off, &syntaxError{Offset: s.offset(), Err: errTruncated}
+			}
+			start = 0
+			i = rel
+			continue
+		}
+		c := s.buf[i]
+		switch c {
+		case '"':
+			// Find the closing quote, skipping escaped ones.
+			j := i + 1
+			for {
+				k := bytes.IndexByte(s.buf[j:s.end], '"')
+				if k < 0 {
+					rel := i - start
+					relj := s.end - start
+					if !s.fill(start) {
+						s.pos = s.end
+						return nil, off, &syntaxError{Offset: s.offset(), Err: errTruncated}
+					}
+					start = 0
+					i = rel
+					j = relj
+					continue
+				}
+				q := j + k
+				bs := 0
+				for p := q - 1; p > i && s.buf[p] == '\\'; p-- {
+					bs++
+				}
+				if bs%2 == 0 {
+					if nl := bytes.IndexByte(s.buf[i+1:q], '\n'); nl >= 0 && !s.badString {
+						s.badString = true
+						s.badStringOff = s.base + int64(i+1+nl)
+					}
+					i = q + 1
+					break
+				}
+				j = q + 1
+			}
+			if depth == 0 {
+				s.pos = i
+				return s.buf[start:i], off, nil
+			}
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			depth--
+			i++
+			if depth <= 0 {
+				if depth < 0 {
+					return nil, off, &syntaxError{Offset: s.base + int64(i-1), Msg: fmt.Sprintf("unexpected %q", c)}
+				}
+				s.pos = i
+				return s.buf[start:i], off, nil
+			}
+		default:
+			if depth == 0 {
+				// A scalar: number, true, false, null. It ends at a delimiter.
+				j := i
+				for {
+					if j >= s.end {
+						rel, relj := i-start, j-start
+						if !s.fill(start) {
+							// A scalar at the very end of input is complete only at top level,
+							// where the caller never asks for one; treat it as truncation.
+							s.pos = s.end
+							return nil, off, &syntaxError{Offset: s.offset(), Err: errTruncated}
+						}
+						start, i, j = 0, rel, relj
+						continue
+					}
+					d := s.buf[j]
+					if d == ',' || d == '}' || d == ']' || d == ' ' || d == '\n' || d == '\r' || d == '\t' || d == ':' {
+						break
+					}
+					j++
+				}
+				if j == i {
+					return nil, off, &syntaxError{Offset: s.base + int64(i), Msg: fmt.Sprintf("unexpected %q", c)}
+				}
+				s.pos = j
+				return s.buf[start:j], off, nil
+			}
+			i++
+		}
+	}
+}
+
+// resync skips forward to the next line whose first non-blank byte is '{' — the start of the
+// next event in Kineto's one-event-per-block layout — after a string lost its structure.
+// It reports false when no such line exists before the end of input.
+func (s *scanner) resync(from int64) bool {
+	// Position at from (which lies inside the current window or before it).
+	if from > s.base && from-s.base <= int64(s.end) {
+		s.pos = int(from - s.base)
+	}
+	for {
+		k := bytes.IndexByte(s.buf[s.pos:s.end], '\n')
+		if k < 0 {
+			s.pos = s.end
+			if !s.fill(s.pos) {
+				return false
+			}
+			continue
+		}
+		s.pos += k + 1
+		// Skip indentation.
+		for {
+			for s.pos < s.end && (s.buf[s.pos] == ' ' || s.buf[s.pos] == '\t') {
+				s.pos++
+			}
+			if s.pos < s.end {
+				break
+			}
+			if !s.fill(s.pos) {
+				return false
+			}
+		}
+		if s.buf[s.pos] == '{' {
+			return true
+		}
+	}
+}
+
+// handler receives what the walker finds.
+type handler interface {
+	// top is called for each top-level key other than traceEvents, with the raw value.
+	top(key, raw []byte, off int64)
+	// event is called for each element of traceEvents (or of a bare top-level array).
+	event(raw []byte, off int64) error
+	// malformed is called when an element lost its string structure and was skipped.
+	malformed(off int64)
+}
+
+// walk drives the scanner over a whole document. emit, when not nil, receives every byte that
+// is not part of a traceEvents element or the separators between elements (the document's
+// skeleton), so Fix and Slim can copy it verbatim. The returned error is a *syntaxError for
+// malformed or truncated input, ctx-style errors from the handler otherwise.
+func walk(s *scanner, h handler, emit func([]byte)) error {
+	if !s.skipWS(emit) {
+		return &syntaxError{Offset: s.offset(), Msg: "empty input"}
+	}
+	c, _ := s.peek()
+	// A UTF-8 byte order mark is tolerated.
+	if c == 0xEF {
+		if s.end-s.pos < 3 {
+			s.fill(s.pos)
+		}
+		if s.end-s.pos >= 3 && s.buf[s.pos+1] == 0xBB && s.buf[s.pos+2] == 0xBF {
+			s.pos += 3
+			if !s.skipWS(emit) {
+				return &syntaxError{Offset: s.offset(), Msg: "empty input"}
+			}
+			c, _ = s.peek()
+		}
+	}
+	switch c {
+	case '[':
+		if emit != nil {
+			emit(s.buf[s.pos : s.pos+1])
+		}
+		s.pos++
+		if err := walkArray(s, h); err != nil {
+			return err
+		}
+		if emit != nil {
+			emit([]byte("]"))
+		}
+		s.skipWS(emit)
+		return nil
+	case '{':
+	default:
+		return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("a trace starts with '{' or '[', found %q", c)}
+	}
+	if emit != nil {
+		emit(s.buf[s.pos : s.pos+1])
+	}
+	s.pos++
+	for {
+		if !s.skipWS(emit) {
+			return s.truncated()
+		}
+		c, _ := s.peek()
+		if c == '}' {
+			if emit != nil {
+				emit(s.buf[s.pos : s.pos+1])
+			}
+			s.pos++
+			s.skipWS(emit)
+			return nil
+		}
+		if c != '"' {
+			return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected a key, found %q", c)}
+		}
+		kraw, _, err := s.value()
+		if err != nil {
+			return err
+		}
+		isEvents := string(kraw) == `"traceEvents"`
+		var key []byte
+		if !isEvents {
+			key = append([]byte(nil), kraw[1:len(kraw)-1]...)
+		}
+		if emit != nil {
+			emit(kraw)
+		}
+		if !s.skipWS(emit) {
+			return s.truncated()
+		}
+		if c, _ := s.peek(); c != ':' {
+			return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected ':', found %q", c)}
+		}
+		if emit != nil {
+			emit(s.buf[s.pos : s.pos+1])
+		}
+		s.pos++
+		if !s.skipWS(emit) {
+			return s.truncated()
+		}
+		if c, _ := s.peek(); isEvents && c == '[' {
+			if emit != nil {
+				emit(s.buf[s.pos : s.pos+1])
+			}
+			s.pos++
+			if err := walkArray(s, h); err != nil {
+				return err
+			}
+			if emit != nil {
+				emit([]byte("]"))
+			}
+		} else {
+			v, off, err := s.value()
+			if err != nil {
+				return err
+			}
+			if !isEvents {
+				h.top(key, v, off)
+			}
+			if emit != nil {
+				emit(v)
+			}
+		}
+		if !s.skipWS(emit) {
+			return s.truncated()
+		}
+		c, _ = s.peek()
+		switch c {
+		case ',':
+			if emit != nil {
+				emit(s.buf[s.pos : s.pos+1])
+			}
+			s.pos++
+		case '}':
+		default:
+			return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected ',' or '}' after a top-level value, found %q", c)}
+		}
+	}
+}
+
+// walkArray hands each element of an array to h.event; pos is just after '['. It consumes the
+// closing ']'.
+func walkArray(s *scanner, h handler) error {
+	for {
+		if !s.skipWS(nil) {
+			return s.truncated()
+		}
+		c, _ := s.peek()
+		if c == ']' {
+			s.pos++
+			return nil
+		}
+		if c == ',' { // tolerate a stray comma (e.g. "[,", trailing ",]" from hand edits)
+			s.pos++
+			continue
+		}
+		v, off, err := s.value()
+		if err != nil {
+			return err
+		}
+		if s.badString {
+			// The element's strings went out of step: skip to the next event block.
+			h.malformed(s.badStringOff)
+			if !s.resync(s.badStringOff) {
+				return s.truncated()
+			}
+			continue
+		}
+		if err := h.event(v, off); err != nil {
+			return err
+		}
+		if !s.skipWS(nil) {
+			return s.truncated()
+		}
+		c, _ = s.peek()
+		switch c {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return nil
+		default:
+			// Tolerate a missing comma when the next element starts; report others.
+			if c == '{' {
+				continue
+			}
+			return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected ',' or ']' between events, found %q", c)}
+		}
+	}
+}

@@ -1,0 +1,352 @@
+package trace
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Link fills the cross-references of a freshly read trace and appends a warning for each kind
+// of inconsistency it finds. It is idempotent and works on any reader's output: whatever a
+// reader did not provide (no CPU ops, no frames, no flows, as in an nsys export without Python
+// data) simply leaves the corresponding links NoID.
+//
+// The rules, in order:
+//
+//  1. GPUOp.Launch: the runtime/driver call with the same correlation id. Correlation ids are
+//     unique per launch, so a CUDA/HIP graph replay (one cudaGraphLaunch, many GPU ops sharing
+//     its correlation) maps every replayed op to that one call, whose Graph flag is set. When
+//     several launches share an id (merged traces) the first one read wins.
+//  2. Flows cross-check: a flow finish ("f") written on the GPU side carries the launch's
+//     correlation id and the op's start time. A GPU op that has flow finishes at its exact start
+//     time none of which carries its correlation is counted as a disagreement (warning). The
+//     correlation join is kept: flows only confirm it.
+//  3. GPUOp.CPUOp: the cpu_op whose External id equals the op's own External id, else the
+//     launch's External id. When several CPU ops share the id, the innermost one (latest start,
+//     then earliest end) among those enclosing the launch call; if none encloses it, the
+//     innermost of all. External ids that name an annotation rather than a CPU op (typical for
+//     graph replays) leave CPUOp NoID.
+//  4. CPUOp.Frame and Launch.Frame: the innermost Python frame on the same pid/tid whose
+//     interval contains the op's start (start inclusive, end exclusive), found by one sorted
+//     sweep per thread (O(n log n)). For a graph replay the launch's frame is the replay site.
+//  5. Frame.Parent: the frame whose "Python id" equals this frame's "Python parent id" on the
+//     same pid; when the parent id is absent or names no recorded frame, the innermost frame of
+//     the same thread enclosing this frame's start (time containment).
+func Link(t *Trace) {
+	linkLaunches(t)
+	linkCPUOps(t)
+	linkFrames(t)
+}
+
+func linkLaunches(t *Trace) {
+	byCorr := make(map[int64]int32, len(t.Launches))
+	for i := range t.Launches {
+		t.Launches[i].Frame = NoID
+		c := t.Launches[i].Correlation
+		if c == NoID {
+			continue
+		}
+		if _, ok := byCorr[c]; !ok {
+			byCorr[c] = int32(i)
+		}
+	}
+	unmatched := 0
+	for i := range t.GPUOps {
+		op := &t.GPUOps[i]
+		op.Launch = NoID
+		if op.Correlation == NoID {
+			unmatched++
+			continue
+		}
+		if li, ok := byCorr[op.Correlation]; ok {
+			op.Launch = li
+		} else {
+			unmatched++
+		}
+	}
+	if unmatched > 0 && len(t.Launches) > 0 {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("link: %d of %d GPU ops have no launch call with their correlation id (launch outside the profiled window?)", unmatched, len(t.GPUOps)))
+	}
+
+	// Flow cross-check.
+	if len(t.Flows) == 0 {
+		return
+	}
+	finishes := make(map[int64][]int64)
+	for _, f := range t.Flows {
+		if !f.Start {
+			finishes[f.TS] = append(finishes[f.TS], f.ID)
+		}
+	}
+	disagree, checked := 0, 0
+	for i := range t.GPUOps {
+		op := &t.GPUOps[i]
+		ids, ok := finishes[op.Start]
+		if !ok || op.Correlation == NoID {
+			continue
+		}
+		checked++
+		if !slices.Contains(ids, op.Correlation) {
+			disagree++
+		}
+	}
+	if disagree > 0 {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("link: flows disagree with correlation ids for %d of %d GPU ops that have a flow arrow (correlation was used)", disagree, checked))
+	}
+}
+
+func linkCPUOps(t *Trace) {
+	for i := range t.GPUOps {
+		t.GPUOps[i].CPUOp = NoID
+	}
+	if len(t.CPUOps) == 0 {
+		return
+	}
+	// CPU op indices sorted by (External id, Start): a binary search finds an id's run.
+	idx := make([]int32, 0, len(t.CPUOps))
+	for i := range t.CPUOps {
+		if t.CPUOps[i].ExternalID != NoID {
+			idx = append(idx, int32(i))
+		}
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		x, y := &t.CPUOps[a], &t.CPUOps[b]
+		if c := cmp.Compare(x.ExternalID, y.ExternalID); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Start, y.Start)
+	})
+	find := func(ext int64, at int64, hasAt bool) int32 {
+		lo, _ := slices.BinarySearchFunc(idx, ext, func(i int32, e int64) int { return cmp.Compare(t.CPUOps[i].ExternalID, e) })
+		if lo >= len(idx) || t.CPUOps[idx[lo]].ExternalID != ext {
+			return NoID
+		}
+		hi := lo + 1
+		for hi < len(idx) && t.CPUOps[idx[hi]].ExternalID == ext {
+			hi++
+		}
+		if hi-lo == 1 {
+			return idx[lo]
+		}
+		best, bestAny := int32(NoID), int32(NoID)
+		inner := func(cur int32, cand int32) bool {
+			if cur == NoID {
+				return true
+			}
+			c, d := &t.CPUOps[cand], &t.CPUOps[cur]
+			return c.Start > d.Start || c.Start == d.Start && c.End < d.End
+		}
+		for _, ci := range idx[lo:hi] {
+			if inner(bestAny, ci) {
+				bestAny = ci
+			}
+			c := &t.CPUOps[ci]
+			if hasAt && c.Start <= at && at <= c.End && inner(best, ci) {
+				best = ci
+			}
+		}
+		if best != NoID {
+			return best
+		}
+		return bestAny
+	}
+	for i := range t.GPUOps {
+		op := &t.GPUOps[i]
+		var at int64
+		hasAt := false
+		var launchExt int64 = NoID
+		if op.Launch != NoID {
+			l := &t.Launches[op.Launch]
+			at, hasAt, launchExt = l.Start, true, l.ExternalID
+		}
+		ci := int32(NoID)
+		if op.ExternalID != NoID {
+			ci = find(op.ExternalID, at, hasAt)
+		}
+		if ci == NoID && launchExt != NoID && launchExt != op.ExternalID {
+			ci = find(launchExt, at, hasAt)
+		}
+		op.CPUOp = ci
+	}
+}
+
+// sweepItem is one interval or query point of the per-thread sweep.
+type sweepItem struct {
+	start, end int64
+	pid, tid   int32
+	kind       uint8 // 0 frame, 1 CPU op query, 2 launch query
+	idx        int32
+}
+
+func linkFrames(t *Trace) {
+	for i := range t.CPUOps {
+		t.CPUOps[i].Frame = NoID
+	}
+	for i := range t.Frames {
+		t.Frames[i].Parent = NoID
+	}
+	if len(t.Frames) == 0 {
+		return
+	}
+	items := make([]sweepItem, 0, len(t.Frames)+len(t.CPUOps)+len(t.Launches))
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		items = append(items, sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)})
+	}
+	for i := range t.CPUOps {
+		c := &t.CPUOps[i]
+		items = append(items, sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)})
+	}
+	for i := range t.Launches {
+		l := &t.Launches[i]
+		items = append(items, sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)})
+	}
+	// Per thread, by start; at equal starts frames come first, longer (outer) frames before
+	// shorter ones, so a frame starting with its op still encloses it.
+	slices.SortFunc(items, func(a, b sweepItem) int {
+		if c := cmp.Compare(a.pid, b.pid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.tid, b.tid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.start, b.start); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.kind, b.kind); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.end, a.end); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.idx, b.idx)
+	})
+	containing := make([]int32, len(t.Frames)) // time-containment parent of each frame
+	var stack []int32
+	var curPID, curTID int32
+	for n, it := range items {
+		if n == 0 || it.pid != curPID || it.tid != curTID {
+			stack = stack[:0]
+			curPID, curTID = it.pid, it.tid
+		}
+		// Pop frames that ended at or before this start.
+		for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
+			stack = stack[:len(stack)-1]
+		}
+		// A frame that started earlier but ended before an outer one did (improper nesting)
+		// may hide under the top; the top is still the innermost open frame that we know of.
+		top := int32(NoID)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch it.kind {
+		case 0:
+			containing[it.idx] = top
+			stack = append(stack, it.idx)
+		case 1:
+			t.CPUOps[it.idx].Frame = top
+		case 2:
+			t.Launches[it.idx].Frame = top
+		}
+	}
+	// Parent by Python id where possible.
+	type pyKey struct {
+		pid int32
+		id  int64
+	}
+	byID := make(map[pyKey]int32, len(t.Frames))
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		if f.ID != NoID {
+			byID[pyKey{f.PID, f.ID}] = int32(i)
+		}
+	}
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		if f.ParentID != NoID {
+			if p, ok := byID[pyKey{f.PID, f.ParentID}]; ok && p != int32(i) {
+				f.Parent = p
+				continue
+			}
+		}
+		f.Parent = containing[i]
+	}
+}
+
+// Stack returns the Python call stack of a frame, innermost first, by following Frame.Parent
+// (so Link must have run). It stops at a repeated frame, so a corrupt parent chain cannot loop.
+func (t *Trace) Stack(frame int32) []int32 {
+	var out []int32
+	for f := frame; f != NoID && int(f) < len(t.Frames); f = t.Frames[f].Parent {
+		if len(out) > len(t.Frames) || slices.Contains(out, f) {
+			break
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// OpFrame returns the innermost Python frame responsible for GPU op i: the frame of its CPU op,
+// else the frame around its launch call (for a graph replay, the replay site), else NoID.
+func (t *Trace) OpFrame(i int) int32 {
+	op := &t.GPUOps[i]
+	if op.CPUOp != NoID && t.CPUOps[op.CPUOp].Frame != NoID {
+		return t.CPUOps[op.CPUOp].Frame
+	}
+	if op.Launch != NoID {
+		return t.Launches[op.Launch].Frame
+	}
+	return NoID
+}
+
+// IsGraphReplay reports whether GPU op i was replayed by a CUDA/HIP graph launch.
+func (t *Trace) IsGraphReplay(i int) bool {
+	op := &t.GPUOps[i]
+	return op.Launch != NoID && t.Launches[op.Launch].Graph
+}
+
+// StreamKey identifies one GPU stream.
+type StreamKey struct {
+	Device, Stream int32
+}
+
+// OpsByStream groups GPU op indices by stream, each group sorted by (Start, End, index), the
+// order every per-stream sweep (overlap, lanes) needs.
+func (t *Trace) OpsByStream(kinds ...OpKind) map[StreamKey][]int32 {
+	out := map[StreamKey][]int32{}
+	for i := range t.GPUOps {
+		op := &t.GPUOps[i]
+		if len(kinds) > 0 && !slices.Contains(kinds, op.Kind) {
+			continue
+		}
+		k := StreamKey{op.Device, op.Stream}
+		out[k] = append(out[k], int32(i))
+	}
+	for _, ids := range out {
+		slices.SortFunc(ids, func(a, b int32) int {
+			x, y := &t.GPUOps[a], &t.GPUOps[b]
+			if c := cmp.Compare(x.Start, y.Start); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(x.End, y.End); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+	}
+	return out
+}
+
+// KernelTime returns the number of kernels and their summed duration, over all devices when
+// device is NoID, else on that device only.
+func (t *Trace) KernelTime(device int32) (count int, totalNS int64) {
+	for i := range t.GPUOps {
+		op := &t.GPUOps[i]
+		if op.Kind != OpKernel || device != NoID && op.Device != device {
+			continue
+		}
+		count++
+		totalNS += op.End - op.Start
+	}
+	return count, totalNS
+}
