@@ -1,0 +1,545 @@
+package plans
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Load reads and parses the plan file at path. On success the plan keeps Path and the file's
+// exact bytes in Source. A plan that is invalid yields a *Error listing every problem.
+func Load(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w; check the path to the plan file", err)
+	}
+	p, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	p.Path = path
+	return p, nil
+}
+
+// Parse decodes, defaults and validates a plan. name is used in error messages only (usually
+// the file path). Every problem in the file is reported at once in a *Error; a TOML syntax error
+// stops decoding, so it is reported alone.
+func Parse(name string, data []byte) (*Plan, error) {
+	d := &decoder{src: string(data), bad: map[string]bool{}, reported: map[string]bool{}, tainted: map[string]bool{}}
+	p := d.decode()
+	if !d.syntax {
+		// Validate even after type errors, so the user sees every problem at once; values that
+		// failed to decode are skipped by the checks (see decoder.bad).
+		applyDefaults(p, d)
+		d.validate(p)
+	}
+	if len(d.problems) > 0 {
+		sortProblems(d.problems)
+		return nil, &Error{File: name, Problems: d.problems}
+	}
+	p.Source = append([]byte(nil), data...)
+	return p, nil
+}
+
+// schema lists the keys each table accepts, in documentation order. backend.env is free-form.
+var schema = map[string][]string{
+	"":        {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate"},
+	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace"},
+	"matrix":  {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats"},
+	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages"},
+	"nsys":    {"delay", "duration", "trace", "cuda_graph_trace"},
+	"gate":    {"diffusers_fallback"},
+}
+
+// The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
+// the wrong type is one problem instead of aborting the whole decode, and so that a table
+// written as a scalar (`backend = "x"`) is reported like any other type error.
+type rawPlan struct {
+	Name      toml.Primitive `toml:"name"`
+	OutputDir toml.Primitive `toml:"output_dir"`
+	Backend   toml.Primitive `toml:"backend"`
+	Matrix    toml.Primitive `toml:"matrix"`
+	Profile   toml.Primitive `toml:"profile"`
+	NSys      toml.Primitive `toml:"nsys"`
+	Gate      toml.Primitive `toml:"gate"`
+}
+
+type rawBackend struct {
+	Kind      toml.Primitive `toml:"kind"`
+	Mode      toml.Primitive `toml:"mode"`
+	Command   toml.Primitive `toml:"command"`
+	ExtraArgs toml.Primitive `toml:"extra_args"`
+	Env       toml.Primitive `toml:"env"`
+	Timeout   toml.Primitive `toml:"timeout"`
+	Grace     toml.Primitive `toml:"grace"`
+}
+
+type rawMatrix struct {
+	Model             toml.Primitive `toml:"model"`
+	Prompt            toml.Primitive `toml:"prompt"`
+	Resolution        toml.Primitive `toml:"resolution"`
+	NumInferenceSteps toml.Primitive `toml:"num_inference_steps"`
+	Seed              toml.Primitive `toml:"seed"`
+	Repeats           toml.Primitive `toml:"repeats"`
+}
+
+type rawProfile struct {
+	Profilers            toml.Primitive `toml:"profilers"`
+	NumProfiledTimesteps toml.Primitive `toml:"num_profiled_timesteps"`
+	ProfileAllStages     toml.Primitive `toml:"profile_all_stages"`
+}
+
+type rawNSys struct {
+	Delay          toml.Primitive `toml:"delay"`
+	Duration       toml.Primitive `toml:"duration"`
+	Trace          toml.Primitive `toml:"trace"`
+	CudaGraphTrace toml.Primitive `toml:"cuda_graph_trace"`
+}
+
+type rawGate struct {
+	DiffusersFallback toml.Primitive `toml:"diffusers_fallback"`
+}
+
+// decoder carries the state of one Parse: the metadata of the decode, the problems so far, and
+// which keys already have a problem (so one mistake is reported once, not again by every check
+// that depends on it).
+type decoder struct {
+	src      string
+	lines    []string
+	md       toml.MetaData
+	syntax   bool
+	problems []Problem
+	// bad holds dotted keys whose value could not be decoded; checks under them are skipped.
+	bad map[string]bool
+	// reported holds dotted unknown keys already reported.
+	reported map[string]bool
+	// tainted holds schema keys that a wrong-case key folded onto (BurntSushi matches struct
+	// fields case-insensitively, so `MODEL` fills `model`); their value is not trusted.
+	tainted map[string]bool
+	pos     *positions
+}
+
+func (d *decoder) decode() *Plan {
+	p := &Plan{}
+	var raw rawPlan
+	md, err := toml.Decode(d.src, &raw)
+	if err != nil {
+		d.syntax = true
+		d.syntaxError(err)
+		return p
+	}
+	d.md = md
+	d.checkCase()
+
+	if d.table([]string{"backend"}) {
+		var rb rawBackend
+		if d.decodeTable([]string{"backend"}, raw.Backend, &rb) {
+			b := &p.Backend
+			decodeField(d, path("backend", "kind"), rb.Kind, &b.Kind, `a string: "sglang" or "vllm-omni"`)
+			decodeField(d, path("backend", "mode"), rb.Mode, &b.Mode, `a string: "generate" or "serve"`)
+			decodeField(d, path("backend", "command"), rb.Command, &b.Command, `an array of strings such as ["sglang"]`)
+			decodeField(d, path("backend", "extra_args"), rb.ExtraArgs, &b.ExtraArgs, `an array of strings such as ["--backend", "sglang"]`)
+			d.decodeEnv(rb.Env, b)
+			decodeField(d, path("backend", "timeout"), rb.Timeout, &b.Timeout, `a duration string such as "20m"`)
+			decodeField(d, path("backend", "grace"), rb.Grace, &b.Grace, `a duration string such as "10s"`)
+		}
+	}
+	if d.table([]string{"matrix"}) {
+		var rm rawMatrix
+		if d.decodeTable([]string{"matrix"}, raw.Matrix, &rm) {
+			m := &p.Matrix
+			decodeField(d, path("matrix", "model"), rm.Model, &m.Model, `an array of strings such as ["Qwen/Qwen-Image"]`)
+			decodeField(d, path("matrix", "prompt"), rm.Prompt, &m.Prompt, `an array of strings such as ["a red fox"]`)
+			decodeField(d, path("matrix", "resolution"), rm.Resolution, &m.Resolution, `an array of strings such as ["1024x1024", "720p"]`)
+			decodeField(d, path("matrix", "num_inference_steps"), rm.NumInferenceSteps, &m.NumInferenceSteps, `an array of integers such as [50]`)
+			decodeField(d, path("matrix", "seed"), rm.Seed, &m.Seed, `an array of integers such as [0, 1]`)
+			decodeField(d, path("matrix", "repeats"), rm.Repeats, &m.Repeats, `an integer such as 3`)
+		}
+	}
+	if d.table([]string{"profile"}) {
+		var rp rawProfile
+		if d.decodeTable([]string{"profile"}, raw.Profile, &rp) {
+			pr := &p.Profile
+			decodeField(d, path("profile", "profilers"), rp.Profilers, &pr.Profilers, `an array of strings such as ["none", "torch", "nsys"]`)
+			decodeField(d, path("profile", "num_profiled_timesteps"), rp.NumProfiledTimesteps, &pr.NumProfiledTimesteps, `an integer such as 5 (or -1 for all steps)`)
+			decodeField(d, path("profile", "profile_all_stages"), rp.ProfileAllStages, &pr.ProfileAllStages, `true or false`)
+		}
+	}
+	if d.table([]string{"nsys"}) {
+		var rn rawNSys
+		if d.decodeTable([]string{"nsys"}, raw.NSys, &rn) {
+			n := &p.NSys
+			decodeField(d, path("nsys", "delay"), rn.Delay, &n.Delay, `a duration string such as "10s"`)
+			decodeField(d, path("nsys", "duration"), rn.Duration, &n.Duration, `a duration string such as "30s"`)
+			decodeField(d, path("nsys", "trace"), rn.Trace, &n.Trace, `an array of strings such as ["cuda", "nvtx", "osrt"]`)
+			decodeField(d, path("nsys", "cuda_graph_trace"), rn.CudaGraphTrace, &n.CudaGraphTrace, `a string: "node" or "graph"`)
+		}
+	}
+	if d.table([]string{"gate"}) {
+		var rg rawGate
+		if d.decodeTable([]string{"gate"}, raw.Gate, &rg) {
+			decodeField(d, path("gate", "diffusers_fallback"), rg.DiffusersFallback, &p.Gate.DiffusersFallback, `a string: "fail" or "warn"`)
+		}
+	}
+	decodeField(d, path("name"), raw.Name, &p.Name, `a string such as "qwen-image"`)
+	decodeField(d, path("output_dir"), raw.OutputDir, &p.OutputDir, `a string such as "runs"`)
+
+	d.checkUndecoded()
+	return p
+}
+
+func path(k ...string) []string { return k }
+
+// present reports whether the exact key was written in the file and can be trusted.
+func (d *decoder) present(k []string) bool {
+	if d.tainted[toml.Key(k).String()] || d.underBad(k) {
+		return false
+	}
+	return d.md.IsDefined(k...)
+}
+
+// table is present() for a table: an implicitly created table (only `[nsys.x]` or a dotted key
+// `nsys.delay = ...`) is present too, which IsDefined already covers.
+func (d *decoder) table(k []string) bool { return d.present(k) }
+
+func (d *decoder) underBad(k []string) bool {
+	for i := 1; i <= len(k); i++ {
+		s := toml.Key(k[:i]).String()
+		if d.bad[s] || d.reported[s] {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *decoder) decodeTable(k []string, prim toml.Primitive, dst any) bool {
+	if err := d.md.PrimitiveDecode(prim, dst); err != nil {
+		d.typeError(k, prim, err, fmt.Sprintf("a table; write it as a [%s] section", toml.Key(k)))
+		return false
+	}
+	return true
+}
+
+// decodeField decodes one value into dst, only when the key was written. On a type error dst
+// is left untouched (a half-decoded array would trigger misleading follow-up problems).
+func decodeField[T any](d *decoder, k []string, prim toml.Primitive, dst *T, expect string) bool {
+	if !d.present(k) {
+		return false
+	}
+	var v T
+	if err := d.md.PrimitiveDecode(prim, &v); err != nil {
+		d.typeError(k, prim, err, expect)
+		return false
+	}
+	*dst = v
+	return true
+}
+
+func (d *decoder) decodeEnv(prim toml.Primitive, b *Backend) {
+	k := path("backend", "env")
+	if !d.present(k) {
+		return
+	}
+	var raw map[string]toml.Primitive
+	if err := d.md.PrimitiveDecode(prim, &raw); err != nil {
+		d.typeError(k, prim, err, `a table of strings such as { HF_HUB_OFFLINE = "1" }`)
+		return
+	}
+	names := make([]string, 0, len(raw))
+	for n := range raw {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	b.Env = make(map[string]string, len(raw))
+	for _, n := range names {
+		var s string
+		if decodeField(d, path("backend", "env", n), raw[n], &s, `a string (environment values are strings: write "1", not 1)`) {
+			b.Env[n] = s
+		}
+	}
+}
+
+var lineRE = regexp.MustCompile(`^toml: line (\d+)`)
+
+// typeError records a value of the wrong type. The line is the one BurntSushi reports (from a
+// ParseError for errors our UnmarshalTOML returned, from the message text otherwise).
+func (d *decoder) typeError(k []string, prim toml.Primitive, err error, expect string) {
+	d.bad[toml.Key(k).String()] = true
+	line := 0
+	var msg string
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		line = pe.Position.Line
+		msg = pe.Message
+	} else {
+		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		var v any
+		_ = d.md.PrimitiveDecode(prim, &v)
+		msg = fmt.Sprintf("expected %s, got %s%s", expect, describe(v), fixHint(v, expect))
+	}
+	d.addAt(k, line, msg)
+}
+
+// describe names the TOML type of a decoded value for messages.
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return fmt.Sprintf("an integer (%d)", v)
+	case float64:
+		return fmt.Sprintf("a float (%v)", v)
+	case bool:
+		return fmt.Sprintf("a boolean (%v)", v)
+	case time.Time:
+		return "a date/time"
+	case []map[string]any:
+		return "an array of tables"
+	case map[string]any:
+		return "a table"
+	case []any:
+		if len(v) == 0 {
+			return "an empty array"
+		}
+		for _, e := range v {
+			if _, ok := e.(string); !ok {
+				return "an array holding " + describe(e)
+			}
+		}
+		return "an array of strings"
+	case nil:
+		return "nothing"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// fixHint says what to change for the common mistakes.
+func fixHint(v any, expect string) string {
+	wantArray := strings.HasPrefix(expect, "an array")
+	switch v.(type) {
+	case string, int64, float64, bool:
+		if wantArray {
+			return "; wrap the value in [ ] to make a one-element list"
+		}
+		if s, ok := v.(string); ok {
+			if strings.HasPrefix(expect, "an integer") {
+				if _, err := strconv.Atoi(s); err == nil {
+					return "; write the number without quotes"
+				}
+			}
+			if expect == "true or false" && (s == "true" || s == "false") {
+				return "; write it without quotes"
+			}
+		}
+		if _, ok := v.(int64); ok && strings.Contains(expect, "string") && !wantArray {
+			return "; put the value in quotes"
+		}
+	case []any:
+		if strings.Contains(expect, "strings") {
+			return "; quote every element"
+		}
+		if strings.Contains(expect, "integers") {
+			return "; write every element as a number without quotes"
+		}
+	}
+	return ""
+}
+
+func (d *decoder) syntaxError(err error) {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		d.problems = append(d.problems, Problem{Msg: "cannot read TOML: " + err.Error()})
+		return
+	}
+	line, col := pe.Position.Line, pe.Position.Col
+	// BurntSushi derives Col from the byte offset with an off-by-one at line starts; recompute
+	// it from the offset and the line it reports.
+	if c, ok := colFromOffset(d.src, line, pe.Position.Start); ok {
+		col = c
+	}
+	d.problems = append(d.problems, Problem{Line: line, Col: col,
+		Msg: "TOML syntax error: " + pe.Message + "; fix the syntax here (strings need double quotes, lists are [\"a\", \"b\"], one key = value per line)"})
+}
+
+func colFromOffset(src string, line, start int) (int, bool) {
+	if line < 1 || start < 0 || start > len(src) {
+		return 0, false
+	}
+	off := 0
+	for l := 1; l < line; l++ {
+		i := strings.IndexByte(src[off:], '\n')
+		if i < 0 {
+			return 0, false
+		}
+		off += i + 1
+	}
+	end := len(src)
+	if i := strings.IndexByte(src[off:], '\n'); i >= 0 {
+		end = off + i
+	}
+	if start < off || start > end {
+		return 0, false
+	}
+	return start - off + 1, true
+}
+
+// knownKey reports whether the exact dotted key is part of the schema.
+func knownKey(k []string) bool {
+	if len(k) == 0 {
+		return false
+	}
+	if len(k) >= 3 && k[0] == "backend" && k[1] == "env" {
+		return true // env names are the user's; their values are type-checked separately
+	}
+	if len(k) > 2 {
+		return false
+	}
+	parent := ""
+	if len(k) == 2 {
+		if !inList(schema[""], k[0]) || schema[k[0]] == nil {
+			return false
+		}
+		parent = k[0]
+	}
+	return inList(schema[parent], k[len(k)-1])
+}
+
+func inList(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// firstUnknown returns the shortest prefix of k that is not a schema key ("a" for "a.b.c").
+func firstUnknown(k []string) []string {
+	for i := 1; i <= len(k); i++ {
+		if !knownKey(k[:i]) {
+			return k[:i]
+		}
+	}
+	return nil
+}
+
+// checkCase catches keys that differ from a schema key only in case. BurntSushi decodes them
+// into the field anyway (it falls back to a case-insensitive match), so they never show up in
+// Undecoded and would silently set the value.
+func (d *decoder) checkCase() {
+	for _, k := range d.md.Keys() {
+		u := firstUnknown(k)
+		if u == nil {
+			continue
+		}
+		us := toml.Key(u).String()
+		if d.reported[us] {
+			continue
+		}
+		parent := ""
+		if len(u) == 2 {
+			parent = u[0]
+		}
+		if len(u) > 2 {
+			continue
+		}
+		for _, s := range schema[parent] {
+			if strings.EqualFold(s, u[len(u)-1]) {
+				want := append(append([]string(nil), u[:len(u)-1]...), s)
+				d.tainted[toml.Key(want).String()] = true
+				d.reported[us] = true
+				d.addKey(u, fmt.Sprintf("unknown key %q: keys are case-sensitive; write %q", u[len(u)-1], s))
+				break
+			}
+		}
+	}
+}
+
+// checkUndecoded turns every key BurntSushi left undecoded into a problem naming the key and
+// its line. Keys below one already reported, or below a value that failed to decode, are part
+// of that problem and are skipped.
+func (d *decoder) checkUndecoded() {
+	for _, k := range d.md.Undecoded() {
+		u := firstUnknown(k)
+		if u == nil {
+			continue // a known key left undecoded only because its table failed to decode
+		}
+		if d.underBad(u[:len(u)-1]) || d.underBad(u) {
+			continue
+		}
+		d.reported[toml.Key(u).String()] = true
+		d.addKey(u, unknownMsg(u))
+	}
+}
+
+func unknownMsg(u []string) string {
+	last := u[len(u)-1]
+	parent := ""
+	where := "at the top of the file"
+	if len(u) == 2 {
+		parent = u[0]
+		where = "in [" + parent + "]"
+	}
+	if len(u) > 2 {
+		return fmt.Sprintf("unknown key %q; [%s] has no sub-table %q", last, toml.Key(u[:len(u)-2]), u[len(u)-2])
+	}
+	valid := schema[parent]
+	if s := closest(last, valid); s != "" {
+		return fmt.Sprintf("unknown key %q %s; did you mean %q?", last, where, s)
+	}
+	// A key in the wrong table is the other common mistake (e.g. `name` written after [gate]).
+	for _, t := range schema[""] {
+		if t != parent && inList(schema[t], last) {
+			return fmt.Sprintf("unknown key %q %s; it belongs in [%s]: move it below that header", last, where, t)
+		}
+	}
+	if parent != "" && inList(schema[""], last) && schema[last] == nil {
+		return fmt.Sprintf("unknown key %q %s; it belongs at the top of the file, before the first [table]", last, where)
+	}
+	return fmt.Sprintf("unknown key %q %s; valid keys are: %s", last, where, strings.Join(valid, ", "))
+}
+
+// closest returns the valid key within edit distance 2 of s, if any.
+func closest(s string, valid []string) string {
+	best, bestD := "", 3
+	for _, v := range valid {
+		if dd := editDistance(strings.ToLower(s), v); dd < bestD {
+			best, bestD = v, dd
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			c = min(c, prev[j]+1, cur[j-1]+1)
+			cur[j] = c
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
