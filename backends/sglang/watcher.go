@@ -1,0 +1,267 @@
+package sglang
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/sglprof/runner/backends"
+)
+
+// Finding names what a log line showed. They are the keys of Watcher.Evidence.
+type Finding string
+
+// The findings the watcher records. Each maps to fixed, case-sensitive substrings of sglang's
+// log (ref-sglang-interfaces.md §A.3, §A.6, §A.7) matched after ANSI codes are stripped.
+const (
+	// FindingFallback: sglang ran the vanilla diffusers pipeline instead of its native engine.
+	FindingFallback Finding = "diffusers-fallback"
+	// FindingOOM: a CUDA out-of-memory error.
+	FindingOOM Finding = "cuda-oom"
+	// FindingTraceSave: the torch profiler failed to write or verify its trace.
+	FindingTraceSave Finding = "trace-save-failed"
+	// FindingUnrecognized: argparse rejected a flag (usually an extra_args typo or a flag this
+	// sglang build does not know).
+	FindingUnrecognized Finding = "unrecognized-arguments"
+	// FindingWorkerDead: a diffusion worker (scheduler) process died.
+	FindingWorkerDead Finding = "worker-dead"
+	// FindingGenerateFailed: sglang reported that a prompt produced no output.
+	FindingGenerateFailed Finding = "generate-failed"
+)
+
+// patterns lists the substrings per finding. The fallback markers are exactly the three that
+// sglang's own CI gate uses; "Falling back to default kernels" (deep_gemm without CUDA_HOME)
+// and "falling back to float32" (a dtype retry) contain "Falling back"/"falling back" but are
+// not diffusers fallbacks, which is why no broader pattern is used.
+var patterns = []struct {
+	finding Finding
+	subs    []string
+}{
+	{FindingFallback, []string{"Falling back to diffusers backend", "Using diffusers backend", "Loaded diffusers pipeline"}},
+	{FindingOOM, []string{"CUDA out of memory", "OutOfMemoryError"}}, // also covers torch.OutOfMemoryError
+	{FindingTraceSave, []string{"Failed to save trace:", "Trace file may be corrupted:", "Failed to export trace:", "Multiple gzip headers detected"}},
+	{FindingUnrecognized, []string{"error: unrecognized arguments:"}},
+	{FindingWorkerDead, []string{"scheduler is dead"}},
+	{FindingGenerateFailed, []string{"Failed to generate output"}},
+}
+
+// Path-carrying lines. The trace line changed wording (and gained colour codes) across
+// versions; the oldest metrics line is prefixed with "[Performance] ", which the substring
+// match covers.
+var (
+	tracePrefixes   = []string{"Saved profiler traces to:", "Saving profiler traces to:"}
+	metricsPrefixes = []string{"Metrics dumped to:"}
+)
+
+// Bounds that keep a watcher's memory constant however long or hostile the log is.
+const (
+	// MaxEvidence is how many lines are kept per finding; the first ones are kept because
+	// the first OOM or fallback line names the cause, later ones repeat it.
+	MaxEvidence = 5
+	// TailLines is how many of the last log lines are kept for context.
+	TailLines = 40
+	// MaxLineBytes caps the stored text of one line (evidence and tail).
+	MaxLineBytes = 2048
+	// MaxPaths caps how many trace or metrics paths are remembered.
+	MaxPaths = 64
+)
+
+// Watcher is the sglang log watcher. It is safe for concurrent use because the process layer
+// may feed stdout and stderr from different goroutines.
+type Watcher struct {
+	mu       sync.Mutex
+	lines    int
+	evidence map[Finding][]backends.Evidence
+	counts   map[Finding]int
+	traces   []string
+	metrics  []string
+	tail     [TailLines]backends.Evidence
+	tailN    int // number of lines ever added to tail
+}
+
+// NewWatcher returns an empty watcher.
+func NewWatcher() *Watcher {
+	return &Watcher{evidence: map[Finding][]backends.Evidence{}, counts: map[Finding]int{}}
+}
+
+// Line implements backends.Watcher. text may contain ANSI colour codes and '\r' progress
+// frames; each '\r'-separated frame is matched on its own so that a path printed after a
+// progress bar ends where the line ends.
+func (w *Watcher) Line(lineNo int, stream, text string) {
+	clean := StripANSI(text)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines++
+	w.tail[w.tailN%TailLines] = backends.Evidence{Line: lineNo, Text: clip(strings.TrimRight(clean, "\r\n")), Stream: stream}
+	w.tailN++
+	for frame := range strings.SplitSeq(clean, "\r") {
+		w.match(lineNo, stream, frame)
+	}
+}
+
+func (w *Watcher) match(lineNo int, stream, frame string) {
+	if frame == "" {
+		return
+	}
+	for _, p := range patterns {
+		for _, s := range p.subs {
+			if strings.Contains(frame, s) {
+				w.counts[p.finding]++
+				if len(w.evidence[p.finding]) < MaxEvidence {
+					w.evidence[p.finding] = append(w.evidence[p.finding], backends.Evidence{Line: lineNo, Text: clip(frame), Stream: stream})
+				}
+				break
+			}
+		}
+	}
+	if p, ok := pathAfter(frame, tracePrefixes); ok {
+		w.traces = addPath(w.traces, p)
+	}
+	if p, ok := pathAfter(frame, metricsPrefixes); ok {
+		w.metrics = addPath(w.metrics, p)
+	}
+}
+
+// pathAfter returns the text after the first of prefixes found in frame, trimmed.
+func pathAfter(frame string, prefixes []string) (string, bool) {
+	for _, pre := range prefixes {
+		if i := strings.Index(frame, pre); i >= 0 {
+			p := strings.TrimSpace(frame[i+len(pre):])
+			if p == "" || len(p) > 4096 {
+				return "", false
+			}
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func addPath(list []string, p string) []string {
+	for _, q := range list {
+		if q == p {
+			return list
+		}
+	}
+	if len(list) >= MaxPaths {
+		return list
+	}
+	return append(list, p)
+}
+
+// clip bounds one stored line, cutting on a UTF-8 boundary.
+func clip(s string) string {
+	if len(s) <= MaxLineBytes {
+		return s
+	}
+	cut := MaxLineBytes
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…[truncated]"
+}
+
+// Evidence returns the first MaxEvidence lines that showed finding f.
+func (w *Watcher) Evidence(f Finding) []backends.Evidence {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]backends.Evidence(nil), w.evidence[f]...)
+}
+
+// Count is how many lines showed finding f (not bounded by MaxEvidence).
+func (w *Watcher) Count(f Finding) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counts[f]
+}
+
+// TracePaths are the trace files sglang said it saved, in log order, without duplicates.
+func (w *Watcher) TracePaths() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.traces...)
+}
+
+// MetricsPaths are the perf-dump files sglang said it wrote, in log order.
+func (w *Watcher) MetricsPaths() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.metrics...)
+}
+
+// Lines is how many lines the watcher has seen.
+func (w *Watcher) Lines() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lines
+}
+
+// Tail returns up to n of the last lines seen (n ≤ TailLines), oldest first, ANSI stripped.
+func (w *Watcher) Tail(n int) []backends.Evidence {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = min(n, TailLines, w.tailN)
+	if n <= 0 {
+		return nil
+	}
+	out := make([]backends.Evidence, 0, n)
+	for i := w.tailN - n; i < w.tailN; i++ {
+		out = append(out, w.tail[i%TailLines])
+	}
+	return out
+}
+
+// StripANSI removes terminal escape sequences: CSI sequences (ESC '[' parameters intermediates
+// final, e.g. "\x1b[1;36m", "\x1b[0;0m", "\x1b[2K"), OSC sequences (ESC ']' ... BEL or ESC '\')
+// and other escapes (ESC ( B, ESC =). sglang colours paths and timings, so matching must not depend on them.
+func StripANSI(s string) string {
+	i := strings.IndexByte(s, 0x1b)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i >= 0 {
+		b.WriteString(s[:i])
+		s = s[i+1:]
+		switch {
+		case s == "":
+		case s[0] == '[':
+			j := 1
+			for j < len(s) && s[j] >= 0x30 && s[j] <= 0x3f { // parameter bytes
+				j++
+			}
+			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x2f { // intermediate bytes
+				j++
+			}
+			if j < len(s) && s[j] >= 0x40 && s[j] <= 0x7e { // final byte
+				j++
+			}
+			s = s[j:]
+		case s[0] == ']':
+			j := 1
+			for j < len(s) {
+				if s[j] == 0x07 {
+					j++
+					break
+				}
+				if s[j] == 0x1b && j+1 < len(s) && s[j+1] == '\\' {
+					j += 2
+					break
+				}
+				j++
+			}
+			s = s[j:]
+		default: // nF escapes such as ESC ( B: intermediates 0x20-0x2f, then one final byte
+			j := 0
+			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x2f {
+				j++
+			}
+			if j < len(s) {
+				j++
+			}
+			s = s[j:]
+		}
+		i = strings.IndexByte(s, 0x1b)
+	}
+	b.WriteString(s)
+	return b.String()
+}
