@@ -1,0 +1,293 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// chunkSize is how much of a pipe is read at once; logQueue chunks may wait
+// for the log writer. Together they bound the memory the output path holds
+// (about 4 MiB plus one pending line per stream) whatever the child prints.
+const (
+	chunkSize = 256 << 10
+	logQueue  = 16
+)
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+
+// output is the shared state behind the two stream writers: line numbering,
+// the OnLine serialisation and the asynchronous log writer.
+type output struct {
+	onLine func(Line)
+	stdout *stream
+	stderr *stream
+
+	mu    sync.Mutex // serialises OnLine calls and guards lines
+	lines int
+
+	logW     io.Writer
+	stall    time.Duration
+	logQ     chan logChunk
+	logDone  chan struct{} // writer goroutine finished
+	logDead  chan struct{} // closed by failLog: stop queueing
+	failed   atomic.Bool
+	failOnce sync.Once
+	errMu    sync.Mutex
+	err      error
+	finished bool
+}
+
+type logChunk struct {
+	b *[]byte
+	n int
+}
+
+func newOutput(s Spec, log *slog.Logger) *output {
+	o := &output{onLine: s.OnLine, logW: s.Log, stall: s.LogStall}
+	o.stdout = &stream{o: o, name: Stdout}
+	o.stderr = &stream{o: o, name: Stderr}
+	if o.logW != nil {
+		o.logQ = make(chan logChunk, logQueue)
+		o.logDone = make(chan struct{})
+		o.logDead = make(chan struct{})
+		go o.writeLog(log)
+	}
+	return o
+}
+
+// writeLog is the only goroutine that touches Spec.Log, so a slow disk
+// delays the log, not the reading of the pipes (up to the queue and
+// LogStall), and a failed write never reaches os/exec, which would close the
+// pipe and kill the child with SIGPIPE.
+func (o *output) writeLog(log *slog.Logger) {
+	defer close(o.logDone)
+	for c := range o.logQ {
+		if !o.failed.Load() {
+			n, err := o.logW.Write((*c.b)[:c.n])
+			if err == nil && n < c.n {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				o.failLog(fmt.Errorf("write log: %w; the rest of the output is missing from the log", err))
+				log.Warn("writing the log failed; the child keeps running", "err", err)
+			}
+		}
+		chunkPool.Put(c.b)
+	}
+}
+
+func (o *output) failLog(err error) {
+	o.failOnce.Do(func() {
+		o.errMu.Lock()
+		o.err = err
+		o.errMu.Unlock()
+		o.failed.Store(true)
+		close(o.logDead)
+	})
+}
+
+func (o *output) logErr() error {
+	o.errMu.Lock()
+	defer o.errMu.Unlock()
+	return o.err
+}
+
+// toLog hands a chunk to the log writer, taking ownership of b.
+func (o *output) toLog(b *[]byte, n int) {
+	if o.logW == nil || o.failed.Load() {
+		chunkPool.Put(b)
+		return
+	}
+	c := logChunk{b, n}
+	select {
+	case o.logQ <- c:
+		return
+	default:
+	}
+	t := time.NewTimer(o.stall)
+	defer t.Stop()
+	select {
+	case o.logQ <- c:
+	case <-o.logDead:
+		chunkPool.Put(b)
+	case <-t.C:
+		o.failLog(fmt.Errorf("log writer blocked for more than %s; the rest of the output is missing from the log", o.stall))
+		chunkPool.Put(b)
+	}
+}
+
+// finish delivers unterminated last lines and waits (up to LogStall) for
+// the log writer to drain. It must run after both streams stopped.
+func (o *output) finish() {
+	if o.finished {
+		return
+	}
+	o.finished = true
+	o.mu.Lock()
+	o.stdout.flush()
+	o.stderr.flush()
+	o.mu.Unlock()
+	if o.logW == nil {
+		return
+	}
+	close(o.logQ)
+	t := time.NewTimer(o.stall)
+	defer t.Stop()
+	select {
+	case <-o.logDone:
+	case <-t.C:
+		o.failLog(fmt.Errorf("log writer still blocked %s after the process ended; the log is incomplete", o.stall))
+	}
+}
+
+// stream is what os/exec copies one of the child's pipes into. It
+// implements io.ReaderFrom so that io.Copy hands it the pipe itself: we read
+// in large chunks straight into pooled buffers that then go to the log
+// without another copy.
+type stream struct {
+	o       *output
+	name    string
+	pend    []byte // unterminated line so far, at most MaxLine
+	afterCR bool   // last byte seen was '\r': a following '\n' is not a new line
+}
+
+// ReadFrom never returns an error of its own: an error here would make
+// os/exec close the pipe, and the child would die of SIGPIPE.
+func (s *stream) ReadFrom(r io.Reader) (int64, error) {
+	growPipe(r)
+	var total int64
+	defer func() {
+		s.o.mu.Lock()
+		s.flush()
+		s.o.mu.Unlock()
+	}()
+	for {
+		b := chunkPool.Get().(*[]byte)
+		n, err := r.Read(*b)
+		if n > 0 {
+			total += int64(n)
+			s.consume((*b)[:n])
+			s.o.toLog(b, n)
+		} else {
+			chunkPool.Put(b)
+		}
+		if err != nil {
+			if err == io.EOF || errors.Is(err, os.ErrClosed) {
+				return total, nil
+			}
+			return total, err
+		}
+	}
+}
+
+// Write lets stream be used as a plain io.Writer too.
+func (s *stream) Write(p []byte) (int, error) {
+	for q := p; len(q) > 0; {
+		b := chunkPool.Get().(*[]byte)
+		n := copy(*b, q)
+		q = q[n:]
+		s.consume((*b)[:n])
+		s.o.toLog(b, n)
+	}
+	return len(p), nil
+}
+
+// consume splits one chunk into lines, holding the OnLine lock for the whole
+// chunk so the lines of a chunk are delivered together and the lock is
+// taken once per chunk, not once per line.
+func (s *stream) consume(p []byte) {
+	s.o.mu.Lock()
+	defer s.o.mu.Unlock()
+	off, nl := 0, -1 // nl: index of the next '\n' at or after off, len(p) if none
+	for off < len(p) {
+		if s.afterCR {
+			s.afterCR = false
+			if p[off] == '\n' {
+				off++
+				continue
+			}
+		}
+		if nl < off {
+			// Found once and reused: a '\r' flood (a progress bar) must not
+			// rescan the rest of the chunk for '\n' at every update.
+			if i := bytes.IndexByte(p[off:], '\n'); i < 0 {
+				nl = len(p)
+			} else {
+				nl = off + i
+			}
+		}
+		end, cr := nl, false
+		if j := bytes.IndexByte(p[off:nl], '\r'); j >= 0 {
+			end, cr = off+j, true
+		}
+		if end == len(p) {
+			s.appendPending(p[off:])
+			return
+		}
+		s.endLine(p[off:end], cr)
+		off = end + 1
+		s.afterCR = cr
+	}
+}
+
+// appendPending adds bytes to the unterminated line, delivering MaxLine
+// pieces as Partial lines once more bytes follow them.
+func (s *stream) appendPending(b []byte) {
+	for len(b) > 0 {
+		room := MaxLine - len(s.pend)
+		if len(b) <= room {
+			s.pend = append(s.pend, b...)
+			return
+		}
+		s.pend = append(s.pend, b[:room]...)
+		b = b[room:]
+		s.deliver(s.pend, true)
+		s.pend = s.pend[:0]
+	}
+}
+
+// endLine finishes a line. An empty line ended by '\r' is dropped: it is
+// the '\r' a progress bar prints before each update and carries nothing.
+func (s *stream) endLine(seg []byte, cr bool) {
+	if len(s.pend) == 0 {
+		if len(seg) == 0 && cr {
+			return
+		}
+		for len(seg) > MaxLine {
+			s.deliver(seg[:MaxLine], true)
+			seg = seg[MaxLine:]
+		}
+		s.deliver(seg, false)
+		return
+	}
+	s.appendPending(seg)
+	s.deliver(s.pend, false)
+	if cap(s.pend) > 64<<10 {
+		s.pend = nil // do not keep a megabyte per stream after one long line
+	} else {
+		s.pend = s.pend[:0]
+	}
+}
+
+// flush delivers an unterminated last line; callers hold o.mu.
+func (s *stream) flush() {
+	if len(s.pend) > 0 {
+		s.deliver(s.pend, false)
+		s.pend = nil
+	}
+	s.afterCR = false
+}
+
+func (s *stream) deliver(text []byte, partial bool) {
+	s.o.lines++
+	if s.o.onLine != nil {
+		s.o.onLine(Line{No: s.o.lines, Stream: s.name, Text: string(text), Partial: partial})
+	}
+}

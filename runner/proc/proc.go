@@ -1,0 +1,390 @@
+// Package proc runs one child program per call, in its own process group, and
+// guarantees that nothing it started outlives the call.
+//
+// It is the only package of the runner that starts processes, and the only
+// user of github.com/go-cmd/cmd. go-cmd owns the process life cycle (process
+// group, start, wait, exit status); this package adds what go-cmd lacks for a
+// profiler runner:
+//
+//   - a stop ladder for the whole group: SIGINT (so nsys can still write its
+//     report), then SIGTERM, then SIGKILL, each after a grace period, on
+//     context cancellation (Ctrl-C) or on a timeout;
+//   - a sweep after the main process exits: any member of the group still
+//     alive (a worker or a background job that ignores SIGTERM) is killed and
+//     counted, so no process we started survives Run;
+//   - output handling that never breaks or needlessly blocks the child: raw
+//     bytes go to a log writer on their own goroutine (a failing or stalled
+//     writer is dropped, the child carries on), lines are cut at '\n' and '\r'
+//     (tqdm progress bars) and at MaxLine, and handed to a callback.
+//
+// The output path is our own io.ReaderFrom installed in go-cmd's BeforeExec
+// hook rather than go-cmd's streaming channels: go-cmd sends one string per
+// line over a channel and kills the child with SIGPIPE when a line outgrows
+// its buffer; reading the pipe ourselves in large chunks is what keeps the
+// runner's overhead within the issue's 3% (see BenchmarkLog200MB and the
+// package README figures).
+//
+// Linux is the target. Process-group membership is read from /proc, and the
+// main process's exit is observed with waitid(WNOWAIT); see proc_linux.go.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/go-cmd/cmd"
+	"golang.org/x/sys/unix"
+)
+
+// MaxLine is the longest line handed to Spec.OnLine. Longer runs of bytes
+// without a line end (a JSON dump, a progress bar that never prints '\n')
+// arrive as several Lines of at most MaxLine bytes with Partial set on all but
+// the last, so memory stays bounded whatever the child prints.
+const MaxLine = 1 << 20
+
+// Defaults applied when the corresponding Spec field is zero. The interrupt
+// grace is long because nsys writes its report after SIGINT, which takes
+// tens of seconds for large traces.
+const (
+	DefaultInterruptGrace = 30 * time.Second
+	DefaultTerminateGrace = 10 * time.Second
+	DefaultLeftoverGrace  = time.Second
+	DefaultLogStall       = 10 * time.Second
+)
+
+// Stream names used in Line.Stream.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// Line is one line of the child's output.
+type Line struct {
+	// No numbers lines from 1 across both streams, in delivery order.
+	No int
+	// Stream is Stdout or Stderr.
+	Stream string
+	// Text is the line without its terminator ("\n", "\r\n" or "\r").
+	Text string
+	// Partial is set when the line was cut at MaxLine and continues in the
+	// next Line of the same stream.
+	Partial bool
+}
+
+// Spec says what to run and how to treat it. Only Argv is required.
+type Spec struct {
+	// Argv is the program and its arguments, executed directly, never through
+	// a shell, so prompts with quotes, $(...) or newlines stay one argument.
+	// Argv[0] is looked up on PATH when it contains no slash.
+	Argv []string
+	// Env is the child's full environment; nil inherits ours.
+	Env []string
+	// Dir is the working directory; "" means ours.
+	Dir string
+
+	// Log receives the raw bytes of stdout and stderr as produced (the cell's
+	// log.txt), from one goroutine. If it returns an error, or blocks for
+	// longer than LogStall, Result.LogErr is set and the rest of the output is
+	// left out of the log; the child is never stopped for it. Run does not
+	// close Log.
+	Log io.Writer
+	// LogStall bounds how long the child may be held up by a log writer that
+	// does not keep pace (0 = DefaultLogStall). Short stalls apply
+	// back-pressure, exactly as `cmd > log.txt` would on a slow disk.
+	LogStall time.Duration
+
+	// OnLine, if set, receives every line in order; calls never overlap.
+	// It runs on the path that reads the child's pipes, so it must be quick
+	// (a few substring checks): a slow OnLine slows the child down.
+	// Text may share memory with neighbouring output: strings.Clone it
+	// before keeping it for long.
+	OnLine func(Line)
+
+	// Timeout stops the child with the stop ladder once it has run this long
+	// and sets Result.TimedOut; 0 means no timeout.
+	Timeout time.Duration
+	// InterruptGrace is how long the ladder waits after SIGINT before SIGTERM
+	// (0 = DefaultInterruptGrace); TerminateGrace is how long it then waits
+	// before SIGKILL (0 = DefaultTerminateGrace).
+	InterruptGrace, TerminateGrace time.Duration
+	// LeftoverGrace is how long other group members may outlive the main
+	// process before they get SIGTERM, and how long they then have before
+	// SIGKILL (0 = DefaultLeftoverGrace). Workers of a program that exits
+	// normally are usually gone well within it.
+	LeftoverGrace time.Duration
+}
+
+// Result describes how a run ended. ExitCode is -1 when the process was
+// killed by a signal or never started.
+type Result struct {
+	PID      int
+	ExitCode int
+	// Signal is the name of the signal that ended the process ("SIGKILL"),
+	// or "".
+	Signal string
+	// StartErr is set when the program could not be started (not found,
+	// not executable, bad Dir) or ctx was already done; nothing ran then.
+	StartErr error
+	// TimedOut is set when Spec.Timeout expired and the ladder ran;
+	// Interrupted when ctx was cancelled and the ladder ran.
+	TimedOut, Interrupted bool
+	// StoppedWith is the last signal the stop ladder had to send to the
+	// group: "", "SIGINT", "SIGTERM" or "SIGKILL".
+	StoppedWith string
+	// Start and End bracket the main process: End is when it exited, not
+	// when the cleanup of the rest of the group finished.
+	Start, End time.Time
+	// Lines counts the lines of output (what OnLine received, or would have).
+	Lines int
+	// LogErr is the first error writing Spec.Log; output after it is missing
+	// from the log but was still passed to OnLine.
+	LogErr error
+	// Leftovers counts the group members that were still alive after the
+	// main process exited and the LeftoverGrace had passed, and were killed.
+	Leftovers int
+}
+
+// Run starts s.Argv in a new process group, streams its output to s.Log and
+// s.OnLine, and returns when the main process has exited, every other member
+// of its group is gone and all output has been handled.
+//
+// Cancelling ctx (the runner's Ctrl-C) runs the stop ladder on the group and
+// sets Interrupted; so does the expiry of s.Timeout, setting TimedOut. The
+// ladder is SIGINT, InterruptGrace, SIGTERM, TerminateGrace, SIGKILL, and
+// stops as soon as the main process exits. log may be nil.
+func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s = s.withDefaults()
+	res := Result{ExitCode: -1}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		res.StartErr = errors.New("proc: empty command line; the backend produced no argv")
+		return res
+	}
+	if err := ctx.Err(); err != nil {
+		res.Interrupted = true
+		res.StartErr = fmt.Errorf("%s not started: %w", s.Argv[0], err)
+		return res
+	}
+
+	out := newOutput(s, log)
+	var ecmd *exec.Cmd
+	c := cmd.NewCmdOptions(cmd.Options{
+		BeforeExec: []func(*exec.Cmd){func(x *exec.Cmd) {
+			ecmd = x
+			// go-cmd has set Setpgid already; replacing SysProcAttr would
+			// drop it and with it every group signal below.
+			if x.SysProcAttr == nil {
+				x.SysProcAttr = &syscall.SysProcAttr{}
+			}
+			x.SysProcAttr.Setpgid = true
+			setParentDeathSignal(x.SysProcAttr)
+			x.Stdout = out.stdout
+			x.Stderr = out.stderr
+			// Backstop only: the sweep below normally empties the group (and
+			// so closes the pipes) well before this.
+			x.WaitDelay = 3*s.LeftoverGrace + 5*time.Second
+		}},
+	}, s.Argv[0], s.Argv[1:]...)
+	c.Env = s.Env
+	c.Dir = s.Dir
+
+	log.Debug("starting", "argv", s.Argv, "dir", s.Dir)
+	c.Start()
+	pid := waitStarted(c)
+	st0 := c.Status()
+	res.Start = time.Unix(0, st0.StartTs)
+	if pid == 0 {
+		<-c.Done()
+		st := c.Status()
+		out.finish()
+		res.StartErr = startError(s, st.Error)
+		res.End = time.Unix(0, st.StopTs)
+		log.Debug("start failed", "err", res.StartErr)
+		return res
+	}
+	res.PID = pid
+	exited := watchExit(pid)
+
+	var timeoutC <-chan time.Time
+	if s.Timeout > 0 {
+		t := time.NewTimer(s.Timeout - time.Since(res.Start))
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		res.Interrupted = true
+		log.Info("interrupted; stopping the process group", "pid", pid)
+		res.StoppedWith = ladder(pid, s, exited, log)
+	case <-timeoutC:
+		res.TimedOut = true
+		log.Info("timeout; stopping the process group", "pid", pid, "timeout", s.Timeout)
+		res.StoppedWith = ladder(pid, s, exited, log)
+	}
+	res.End = time.Now()
+
+	res.Leftovers = sweep(pid, s.LeftoverGrace, c.Done(), log)
+
+	<-c.Done()
+	st := c.Status()
+	if errors.Is(st.Error, exec.ErrWaitDelay) {
+		log.Warn("output pipes were held open by a process outside the group; stopped reading", "pid", pid)
+	}
+	out.finish()
+	res.Lines = out.lines
+	res.LogErr = out.logErr()
+
+	if ecmd != nil && ecmd.ProcessState != nil {
+		if ws, ok := ecmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = unix.SignalName(ws.Signal())
+		} else {
+			res.ExitCode = ecmd.ProcessState.ExitCode()
+		}
+	}
+	log.Debug("finished", "pid", pid, "exit", res.ExitCode, "signal", res.Signal,
+		"stopped_with", res.StoppedWith, "leftovers", res.Leftovers, "lines", res.Lines)
+	return res
+}
+
+func (s Spec) withDefaults() Spec {
+	if s.InterruptGrace <= 0 {
+		s.InterruptGrace = DefaultInterruptGrace
+	}
+	if s.TerminateGrace <= 0 {
+		s.TerminateGrace = DefaultTerminateGrace
+	}
+	if s.LeftoverGrace <= 0 {
+		s.LeftoverGrace = DefaultLeftoverGrace
+	}
+	if s.LogStall <= 0 {
+		s.LogStall = DefaultLogStall
+	}
+	return s
+}
+
+// startError turns an exec error into one that says what to do next.
+func startError(s Spec, err error) error {
+	if err == nil {
+		err = errors.New("unknown error")
+	}
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, syscall.ENOENT) && s.Dir == "":
+		return fmt.Errorf("cannot start %q: %w; install it or put it on PATH, or fix the command (backend.command in the plan)", s.Argv[0], err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("cannot start %q: %w; the file is not executable (chmod +x) or is not a program", s.Argv[0], err)
+	case s.Dir != "":
+		return fmt.Errorf("cannot start %q in %s: %w; check that the program exists and the directory is accessible", s.Argv[0], s.Dir, err)
+	}
+	return fmt.Errorf("cannot start %q: %w", s.Argv[0], err)
+}
+
+// waitStarted returns the child's pid once go-cmd has started it, or 0 when
+// the start failed. go-cmd has no start notification, and the pid (which is
+// also the group id) is needed before any signal can be sent; starting takes
+// about a millisecond, so a short poll is enough.
+func waitStarted(c *cmd.Cmd) int {
+	tick := 50 * time.Microsecond
+	for {
+		if pid := c.Status().PID; pid != 0 {
+			return pid
+		}
+		select {
+		case <-c.Done():
+			return c.Status().PID
+		case <-time.After(tick):
+		}
+		if tick < 5*time.Millisecond {
+			tick *= 2
+		}
+	}
+}
+
+// ladder stops the group: SIGINT, SIGTERM, SIGKILL with the configured grace
+// between them, returning the last signal it had to send.
+func ladder(pgid int, s Spec, exited <-chan struct{}, log *slog.Logger) string {
+	steps := []struct {
+		sig   syscall.Signal
+		grace time.Duration
+	}{{syscall.SIGINT, s.InterruptGrace}, {syscall.SIGTERM, s.TerminateGrace}, {syscall.SIGKILL, 0}}
+	last := ""
+	for _, st := range steps {
+		select {
+		case <-exited:
+			return last
+		default:
+		}
+		name := unix.SignalName(st.sig)
+		if err := syscall.Kill(-pgid, st.sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			log.Warn("signalling the process group failed", "pgid", pgid, "signal", name, "err", err)
+		}
+		last = name
+		log.Info("sent signal to the process group", "pgid", pgid, "signal", name)
+		if st.sig == syscall.SIGKILL {
+			<-exited
+			return last
+		}
+		t := time.NewTimer(st.grace)
+		select {
+		case <-exited:
+			t.Stop()
+			return last
+		case <-t.C:
+		}
+	}
+	return last
+}
+
+// sweep waits up to grace for the rest of the group to go away by itself
+// (or for done, which means every pipe holder is gone), then kills what is
+// left with SIGTERM and, after another grace, SIGKILL. It returns how many
+// members had to be killed, and only returns once the group is empty (or a
+// SIGKILLed member has not died within several seconds, which is logged).
+func sweep(pgid int, grace time.Duration, done <-chan struct{}, log *slog.Logger) int {
+	waitEmpty := func(d time.Duration, done <-chan struct{}) bool {
+		deadline := time.Now().Add(d)
+		tick := 200 * time.Microsecond
+		for {
+			if !GroupAlive(pgid) {
+				return true
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+			select {
+			case <-done:
+				done = nil // pipes closed; keep polling the group itself
+			case <-time.After(tick):
+			}
+			if tick < 20*time.Millisecond {
+				tick *= 2
+			}
+		}
+	}
+	if waitEmpty(grace, done) {
+		return 0
+	}
+	members, err := GroupMembers(pgid)
+	n := len(members)
+	if err != nil || n == 0 {
+		n = 1 // /proc unreadable, but kill(2) says someone is there
+	}
+	log.Warn("processes outlived the main process; killing them", "pgid", pgid, "pids", members)
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	if waitEmpty(grace, nil) {
+		return n
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if !waitEmpty(5*time.Second, nil) {
+		log.Error("process group still alive after SIGKILL (uninterruptible sleep?)", "pgid", pgid)
+	}
+	return n
+}

@@ -1,0 +1,139 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// setParentDeathSignal asks the kernel to send SIGTERM to the child if the
+// runner dies without cleaning up (SIGKILL, OOM killer). It is a safety net
+// only: the kernel ties it to the OS thread that forked, which Go may retire.
+// SIGTERM rather than SIGKILL so that a well-behaved program (sglang, nsys)
+// can still take its own workers down with it.
+func setParentDeathSignal(a *syscall.SysProcAttr) {
+	a.Pdeathsig = syscall.SIGTERM
+}
+
+// watchExit returns a channel closed when process pid (our child) has
+// exited. waitid with WNOWAIT observes the exit without reaping, so os/exec
+// (through go-cmd) still collects the status; if os/exec reaped first,
+// waitid fails with ECHILD, which also means the process is gone. This tells
+// us of the exit at once, whereas go-cmd only reports after the output pipes
+// close, which a surviving grandchild can delay indefinitely.
+func watchExit(pid int) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if !errors.Is(err, syscall.EINTR) {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// GroupAlive reports whether process group pgid still has a live member.
+// It asks kill(-pgid, 0) first; because kill also succeeds for zombies
+// (exited processes nobody has reaped yet, which can linger when PID 1 does
+// not reap orphans, as in some containers), a positive answer is confirmed by
+// listing the group in /proc, ignoring zombies.
+func GroupAlive(pgid int) bool {
+	if pgid <= 0 {
+		return false
+	}
+	err := syscall.Kill(-pgid, 0)
+	if errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	members, lerr := GroupMembers(pgid)
+	if lerr != nil {
+		return true // cannot tell zombies apart; trust kill(2)
+	}
+	return len(members) > 0
+}
+
+// GroupMembers lists the live (non-zombie) processes whose process group is
+// pgid, by reading /proc/<pid>/stat for every process. Linux only.
+func GroupMembers(pgid int) ([]int, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		state, pg, ok := parseStat(b)
+		if !ok || pg != pgid || state == 'Z' || state == 'X' {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// parseStat extracts the state and process group from /proc/<pid>/stat:
+// "pid (comm) state ppid pgrp ...". comm may hold spaces and parentheses,
+// so the fields are counted from the last ')'.
+func parseStat(b []byte) (state byte, pgrp int, ok bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
+}
+
+// pipeSize is the capacity we ask for on the child's output pipes (the
+// unprivileged maximum, /proc/sys/fs/pipe-max-size, is 1 MiB by default).
+// The 64 KiB default makes a fast writer block and wake us up every 64 KiB;
+// a larger pipe lets the child run ahead while we write the log, which is
+// most of the difference between `cmd > log.txt` and going through us.
+const pipeSize = 1 << 20
+
+// growPipe enlarges the pipe behind r, best effort. os/exec hands io.Copy
+// the read end as a wrapper around *os.File, which still offers
+// SyscallConn (Fd would switch the pipe to blocking mode).
+func growPipe(r io.Reader) {
+	sc, ok := r.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	})
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
+	})
+}
