@@ -138,7 +138,7 @@ func (d *decoder) decode() *Plan {
 	d.md = md
 	d.checkCase()
 
-	if d.table([]string{"backend"}) {
+	if d.present([]string{"backend"}) {
 		var rb rawBackend
 		if d.decodeTable([]string{"backend"}, raw.Backend, &rb) {
 			b := &p.Backend
@@ -151,7 +151,7 @@ func (d *decoder) decode() *Plan {
 			decodeField(d, path("backend", "grace"), rb.Grace, &b.Grace, `a duration string such as "10s"`)
 		}
 	}
-	if d.table([]string{"matrix"}) {
+	if d.present([]string{"matrix"}) {
 		var rm rawMatrix
 		if d.decodeTable([]string{"matrix"}, raw.Matrix, &rm) {
 			m := &p.Matrix
@@ -163,7 +163,7 @@ func (d *decoder) decode() *Plan {
 			decodeField(d, path("matrix", "repeats"), rm.Repeats, &m.Repeats, `an integer such as 3`)
 		}
 	}
-	if d.table([]string{"profile"}) {
+	if d.present([]string{"profile"}) {
 		var rp rawProfile
 		if d.decodeTable([]string{"profile"}, raw.Profile, &rp) {
 			pr := &p.Profile
@@ -172,7 +172,7 @@ func (d *decoder) decode() *Plan {
 			decodeField(d, path("profile", "profile_all_stages"), rp.ProfileAllStages, &pr.ProfileAllStages, `true or false`)
 		}
 	}
-	if d.table([]string{"nsys"}) {
+	if d.present([]string{"nsys"}) {
 		var rn rawNSys
 		if d.decodeTable([]string{"nsys"}, raw.NSys, &rn) {
 			n := &p.NSys
@@ -182,7 +182,7 @@ func (d *decoder) decode() *Plan {
 			decodeField(d, path("nsys", "cuda_graph_trace"), rn.CudaGraphTrace, &n.CudaGraphTrace, `a string: "node" or "graph"`)
 		}
 	}
-	if d.table([]string{"gate"}) {
+	if d.present([]string{"gate"}) {
 		var rg rawGate
 		if d.decodeTable([]string{"gate"}, raw.Gate, &rg) {
 			decodeField(d, path("gate", "diffusers_fallback"), rg.DiffusersFallback, &p.Gate.DiffusersFallback, `a string: "fail" or "warn"`)
@@ -204,10 +204,6 @@ func (d *decoder) present(k []string) bool {
 	}
 	return d.md.IsDefined(k...)
 }
-
-// table is present() for a table: an implicitly created table (only `[nsys.x]` or a dotted key
-// `nsys.delay = ...`) is present too, which IsDefined already covers.
-func (d *decoder) table(k []string) bool { return d.present(k) }
 
 func (d *decoder) underBad(k []string) bool {
 	for i := 1; i <= len(k); i++ {
@@ -368,7 +364,7 @@ func (d *decoder) syntaxError(err error) {
 		col = c
 	}
 	d.problems = append(d.problems, Problem{Line: line, Col: col,
-		Msg: "TOML syntax error: " + pe.Message + "; fix the syntax here (strings need double quotes, lists are [\"a\", \"b\"], one key = value per line)"})
+		Msg: "TOML syntax error: " + pe.Message})
 }
 
 func colFromOffset(src string, line, start int) (int, bool) {
@@ -457,6 +453,7 @@ func (d *decoder) checkCase() {
 			if strings.EqualFold(s, u[len(u)-1]) {
 				want := append(append([]string(nil), u[:len(u)-1]...), s)
 				d.tainted[toml.Key(want).String()] = true
+				d.bad[toml.Key(want).String()] = true
 				d.reported[us] = true
 				d.addKey(u, fmt.Sprintf("unknown key %q: keys are case-sensitive; write %q", u[len(u)-1], s))
 				break
@@ -499,8 +496,13 @@ func unknownMsg(u []string) string {
 	}
 	// A key in the wrong table is the other common mistake (e.g. `name` written after [gate]).
 	for _, t := range schema[""] {
-		if t != parent && inList(schema[t], last) {
-			return fmt.Sprintf("unknown key %q %s; it belongs in [%s]: move it below that header", last, where, t)
+		if t == parent {
+			continue
+		}
+		for _, k := range schema[t] {
+			if strings.EqualFold(k, last) {
+				return fmt.Sprintf("unknown key %q %s; %q belongs in [%s]: move it below that header", last, where, k, t)
+			}
 		}
 	}
 	if parent != "" && inList(schema[""], last) && schema[last] == nil {

@@ -75,13 +75,17 @@ func (p *positions) line(k []string) int {
 			}
 		}
 	}
-	if !found {
-		if len(k) > 1 {
-			return p.line(k[:len(k)-1])
+	if found {
+		if l := p.firstLine(prim, 0); l > 0 {
+			return l
 		}
-		return 0
 	}
-	return p.firstLine(prim, 0)
+	// Not found, or BurntSushi recorded no position (it has none for the empty key ""): the
+	// enclosing table's line is the best we can say.
+	if len(k) > 1 {
+		return p.line(k[:len(k)-1])
+	}
+	return 0
 }
 
 func (p *positions) firstLine(prim toml.Primitive, depth int) int {
@@ -110,11 +114,15 @@ func (d *decoder) positions() *positions {
 // keyCol finds the column of the key name seg on line (1-based), written bare or quoted, or 0.
 func (d *decoder) keyCol(line int, seg string) int {
 	d.positions()
-	if line < 1 || line > len(d.lines) || seg == "" {
+	if line < 1 || line > len(d.lines) {
 		return 0
 	}
 	text := d.lines[line-1]
-	for _, tok := range []string{seg, `"` + seg + `"`, `'` + seg + `'`} {
+	toks := []string{seg, `"` + seg + `"`, `'` + seg + `'`}
+	if seg == "" {
+		toks = toks[1:]
+	}
+	for _, tok := range toks {
 		for from := 0; from < len(text); {
 			i := strings.Index(text[from:], tok)
 			if i < 0 {
@@ -152,10 +160,15 @@ func (d *decoder) addAt(k []string, line int, msg string) {
 // addElem records a problem with element i of the array at key k. When the element is a string
 // written literally, the problem points at it (arrays often span lines); otherwise at the key.
 func (d *decoder) addElem(k []string, i int, lit string, msg string) {
+	d.addElemN(k, i, lit, 0, msg)
+}
+
+// addElemN is addElem for the nth (0-based) literal occurrence of lit, for duplicates.
+func (d *decoder) addElemN(k []string, i int, lit string, nth int, msg string) {
 	line := d.positions().line(k)
 	key := toml.Key(k).String() + "[" + strconv.Itoa(i) + "]"
 	if line > 0 && lit != "" {
-		if l, c := d.findLiteral(line, lit); l > 0 {
+		if l, c := d.findLiteral(line, lit, nth); l > 0 {
 			d.problems = append(d.problems, Problem{Key: key, Line: l, Col: c, Msg: msg})
 			return
 		}
@@ -167,8 +180,9 @@ func (d *decoder) addElem(k []string, i int, lit string, msg string) {
 	d.problems = append(d.problems, Problem{Key: key, Line: line, Col: col, Msg: msg})
 }
 
-// findLiteral looks for "lit" or 'lit' from line on, stopping at the next key or table header.
-func (d *decoder) findLiteral(line int, lit string) (int, int) {
+// findLiteral looks for the nth "lit" or 'lit' from line on, stopping at the next key or table
+// header.
+func (d *decoder) findLiteral(line int, lit string, nth int) (int, int) {
 	for l := line; l <= len(d.lines); l++ {
 		text := d.lines[l-1]
 		if l > line {
@@ -180,10 +194,26 @@ func (d *decoder) findLiteral(line int, lit string) (int, int) {
 				break
 			}
 		}
-		for _, q := range []string{`"`, `'`} {
-			if i := strings.Index(text, q+lit+q); i >= 0 {
-				return l, i + 1
+		// On the key's own line, skip the key itself ("model = [\"model\"]").
+		from := 0
+		if l == line {
+			if eq := strings.IndexByte(text, '='); eq >= 0 {
+				from = eq
 			}
+		}
+		for from < len(text) {
+			i := strings.Index(text[from:], `"`+lit+`"`)
+			if j := strings.Index(text[from:], `'`+lit+`'`); j >= 0 && (i < 0 || j < i) {
+				i = j
+			}
+			if i < 0 {
+				break
+			}
+			if nth == 0 {
+				return l, from + i + 1
+			}
+			nth--
+			from += i + len(lit) + 2
 		}
 	}
 	return 0, 0

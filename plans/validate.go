@@ -43,7 +43,9 @@ func defaultTrace() []string { return []string{"cuda", "nvtx", "osrt"} }
 // applyDefaults fills what the file left out. A key that was written keeps its value even when
 // it is zero, so that `repeats = 0` is reported instead of silently becoming 1.
 func applyDefaults(p *Plan, d *decoder) {
-	set := func(k ...string) bool { return d.md.IsDefined(k...) || d.underBad(k) || d.tainted[strings.Join(k, ".")] }
+	set := func(k ...string) bool {
+		return d.md.IsDefined(k...) || d.underBad(k) || d.tainted[strings.Join(k, ".")]
+	}
 	if !set("output_dir") {
 		p.OutputDir = DefaultOutputDir
 	}
@@ -176,8 +178,8 @@ func (d *decoder) validate(p *Plan) {
 
 	// matrix
 	m := p.Matrix
-	d.stringAxis(path("matrix", "model"), m.Model, true, `add model = ["Qwen/Qwen-Image"] under [matrix]`)
-	d.stringAxis(path("matrix", "prompt"), m.Prompt, true, `add prompt = ["a red fox in the snow"] under [matrix]`)
+	d.stringAxis(path("matrix", "model"), m.Model, true, `list at least one model, e.g. model = ["Qwen/Qwen-Image"] under [matrix]`)
+	d.stringAxis(path("matrix", "prompt"), m.Prompt, true, `list at least one prompt, e.g. prompt = ["a red fox in the snow"] under [matrix]`)
 	if k := path("matrix", "resolution"); d.check(k...) && m.Resolution != nil {
 		if len(m.Resolution) == 0 {
 			d.addKey(k, `empty axis; list at least one resolution such as ["1024x1024"], or drop the key to use the model's default`)
@@ -190,7 +192,7 @@ func (d *decoder) validate(p *Plan) {
 				continue
 			}
 			if j, dup := seen[r.size()]; dup {
-				d.addElem(k, i, s, fmt.Sprintf("%q is the same size as element %d; list each resolution once (use matrix.repeats to run a configuration more than once)", s, j))
+				d.addElemN(k, i, s, occ(m.Resolution, i), fmt.Sprintf("%q is the same size as element %d; list each resolution once (use matrix.repeats to run a configuration more than once)", s, j))
 			}
 			seen[r.size()] = i
 		}
@@ -244,7 +246,7 @@ func (d *decoder) validate(p *Plan) {
 				continue
 			}
 			if j, dup := seen[s]; dup {
-				d.addElem(k, i, s, fmt.Sprintf("profiler %q is listed twice (elements %d and %d); list it once and use matrix.repeats for more runs", s, j, i))
+				d.addElemN(k, i, s, occ(pr.Profilers, i), fmt.Sprintf("profiler %q is listed twice (elements %d and %d); list it once and use matrix.repeats for more runs", s, j, i))
 			}
 			seen[s] = i
 		}
@@ -285,7 +287,7 @@ func (d *decoder) validate(p *Plan) {
 				continue
 			}
 			if j, dup := seen[s]; dup {
-				d.addElem(k, i, s, fmt.Sprintf("%q is listed twice (elements %d and %d); list it once", s, j, i))
+				d.addElemN(k, i, s, occ(ns.Trace, i), fmt.Sprintf("%q is listed twice (elements %d and %d); list it once", s, j, i))
 			}
 			seen[s] = i
 		}
@@ -344,12 +346,12 @@ func (d *decoder) stringAxis(k []string, vals []string, required bool, add strin
 	}
 	if vals == nil {
 		if required && !d.md.IsDefined(k...) {
-			d.missing(k, "required; "+add)
+			d.missing(k, "required: "+add)
 		}
 		return
 	}
 	if len(vals) == 0 {
-		d.addKey(k, "empty axis; "+add[strings.Index(add, " ")+1:])
+		d.addKey(k, "empty axis; "+add)
 		return
 	}
 	seen := map[string]int{}
@@ -361,7 +363,7 @@ func (d *decoder) stringAxis(k []string, vals []string, required bool, add strin
 			d.addElem(k, i, "", "contains a NUL byte, which cannot be passed as a command-line argument; remove it")
 		default:
 			if j, dup := seen[s]; dup {
-				d.addElem(k, i, s, fmt.Sprintf("listed twice (elements %d and %d); list each value once and use matrix.repeats to run a configuration more than once", j, i))
+				d.addElemN(k, i, s, occ(vals, i), fmt.Sprintf("listed twice (elements %d and %d); list each value once and use matrix.repeats to run a configuration more than once", j, i))
 			}
 			seen[s] = i
 		}
@@ -408,4 +410,15 @@ func cellCount(p *Plan) (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// occ counts the elements before i equal to vals[i]: which literal occurrence in the file is i.
+func occ(vals []string, i int) int {
+	n := 0
+	for _, v := range vals[:i] {
+		if v == vals[i] {
+			n++
+		}
+	}
+	return n
 }
