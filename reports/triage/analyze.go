@@ -1,0 +1,498 @@
+package triage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/sglprof/runner/reports/trace"
+)
+
+// Options configure Analyze.
+type Options struct {
+	// Open reads one trace file into the model. The CLI passes the Kineto reader for
+	// FormatKineto inputs and the nsys reader for FormatNsys ones; triage imports neither.
+	// The returned trace must be linked (GPUOp.Launch/CPUOp, CPUOp.Frame, Frame.Parent).
+	Open func(ctx context.Context, path string) (*trace.Trace, error)
+	// Mapping, when set, selects mapping-formal mode: these graph-off traces give the Python
+	// locations, the analysed inputs (graph-on, "formal") give times. Attribution conflicts
+	// between the two are reported as warnings, never merged silently (W9).
+	Mapping *Inputs
+	// Device chooses the analysed GPU; nil picks the device with the largest kernel time.
+	Device *int
+	// Cutoff drops rows whose share is below this percentage from the report itself
+	// (0 keeps every row; Render applies its own cutoff on top). The CLI passes DefaultCutoff
+	// to Render and leaves this 0 so that JSON consumers can choose.
+	Cutoff float64
+	// Model and TPSize override what server_args.json said (fusion gates).
+	Model  string
+	TPSize int
+	// Catalog and Classifier default to the embedded data files.
+	Catalog    *Catalog
+	Classifier *Classifier
+	// Logger receives progress at debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// Analyze reads every input and builds the per-stage kernel, overlap and fusion tables.
+// Inputs are read one at a time and released before the next, so memory is bounded by the
+// largest single trace.
+func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
+	if opts.Open == nil {
+		return nil, errors.New("triage: Options.Open is nil; pass a trace reader (the Kineto or nsys reader)")
+	}
+	if len(in.Files) == 0 {
+		return nil, errors.New("triage: no input traces; run Discover on a trace file or directory first")
+	}
+	a := &analyzer{opts: opts, cls: opts.Classifier, cat: opts.Catalog, log: opts.Logger}
+	if a.cls == nil {
+		a.cls = DefaultClassifier()
+	}
+	if a.cat == nil {
+		a.cat = DefaultCatalog()
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	rep := &Report{Mode: ModeSingle, Model: in.Model, TPSize: in.TPSize, Warnings: append([]string{}, in.Warnings...)}
+	if opts.Model != "" {
+		rep.Model = opts.Model
+	}
+	if opts.TPSize > 0 {
+		rep.TPSize = opts.TPSize
+	}
+	if opts.Mapping != nil {
+		rep.Mode = ModeMappingFormal
+		if rep.Model == "" {
+			rep.Model = opts.Mapping.Model
+		}
+		if rep.TPSize == 0 {
+			rep.TPSize = opts.Mapping.TPSize
+		}
+		rep.Warnings = append(rep.Warnings, prefixAll("mapping: ", opts.Mapping.Warnings)...)
+		a.mapping = map[string]map[string]map[siteKeyS]int64{}
+		for _, f := range opts.Mapping.Files {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			info, res, err := a.one(ctx, f, false)
+			if err != nil {
+				return nil, fmt.Errorf("mapping trace: %w", err)
+			}
+			rep.Mapping = append(rep.Mapping, info)
+			for _, sr := range res {
+				a.addMapping(sr)
+			}
+		}
+	}
+	a.model, a.tp = rep.Model, rep.TPSize
+	multiRank := false
+	for _, f := range in.Files[1:] {
+		if f.Rank != in.Files[0].Rank {
+			multiRank = true
+		}
+	}
+	seen := map[string]int{}
+	for _, f := range in.Files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		info, res, err := a.one(ctx, f, true)
+		if err != nil {
+			return nil, err
+		}
+		rep.Inputs = append(rep.Inputs, info)
+		for _, sr := range res {
+			label := sr.stage.Stage
+			if multiRank && f.Rank.String() != "" {
+				label += " " + f.Rank.String()
+			}
+			if seen[label] > 0 {
+				label += " (" + filepath.Base(f.Path) + ")"
+			}
+			seen[label]++
+			sr.stage.Stage = label
+			rep.Stages = append(rep.Stages, sr.stage)
+		}
+		rep.Warnings = append(rep.Warnings, a.warn...)
+		a.warn = nil
+	}
+	if opts.Cutoff > 0 {
+		for i := range rep.Stages {
+			applyCutoff(&rep.Stages[i], opts.Cutoff)
+		}
+	}
+	return rep, nil
+}
+
+func prefixAll(p string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p + s
+	}
+	return out
+}
+
+type analyzer struct {
+	opts    Options
+	cls     *Classifier
+	cat     *Catalog
+	log     *slog.Logger
+	model   string
+	tp      int
+	warn    []string
+	mapping map[string]map[string]map[siteKeyS]int64 // stage -> canonical (and base) name -> site -> ns
+}
+
+// siteKeyS is a resolved (location, CPU op) pair.
+type siteKeyS struct{ loc, cpu string }
+
+// site kinds of an op's attribution
+const (
+	kindFrame uint8 = iota
+	kindGraph
+	kindUnresolved
+)
+
+type siteKey struct {
+	loc  trace.NameID // frame name (kindFrame) or launch frame name (kindGraph)
+	cpu  trace.NameID // CPU op or launch name
+	kind uint8
+}
+
+type kagg struct {
+	name     string
+	base     string
+	cat      string
+	total    int64
+	hidden   int64
+	count    int
+	rep      int32 // index into the stage op list of the longest op
+	repDur   int64
+	sites    map[siteKey]int64
+	resolved int64 // time attributed to a real (non-graph, non-unresolved) site
+	rsites   map[siteKeyS]int64
+}
+
+type stageResult struct {
+	stage Stage
+	aggs  []*kagg
+}
+
+// one reads and analyses one trace; formal is false for mapping traces (no tables needed).
+func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []stageResult, error) {
+	info := InputInfo{Path: f.Path, Stage: f.Stage, Rank: f.Rank.Primary(), Device: -1}
+	t, err := a.opts.Open(ctx, f.Path)
+	if err != nil {
+		return info, nil, fmt.Errorf("read %s: %w", f.Path, err)
+	}
+	if t == nil {
+		return info, nil, fmt.Errorf("read %s: reader returned no trace", f.Path)
+	}
+	for _, w := range t.Warnings {
+		a.warn = append(a.warn, filepath.Base(f.Path)+": "+w)
+	}
+	dev, ok := a.pickDevice(t, f.Path)
+	if !ok {
+		a.warn = append(a.warn, fmt.Sprintf("%s: no GPU operations; nothing to triage", f.Path))
+		if info.Stage == "" {
+			info.Stage = StageAll
+		}
+		return info, nil, nil
+	}
+	info.Device = int(dev)
+	ops := make([]int32, 0, len(t.GPUOps))
+	for i := range t.GPUOps {
+		if o := &t.GPUOps[i]; o.Device == dev && o.End >= o.Start {
+			ops = append(ops, int32(i))
+		}
+	}
+	// Stage of every op: the file name wins, then annotations, else "all".
+	groups := map[string][]int32{}
+	var order []string
+	if f.Stage != "" {
+		groups[f.Stage] = ops
+		order = []string{f.Stage}
+	} else if st := opStages(t, ops, dev); st != nil {
+		for i, oi := range ops {
+			if _, ok := groups[st[i]]; !ok {
+				order = append(order, st[i])
+			}
+			groups[st[i]] = append(groups[st[i]], oi)
+		}
+		sort.SliceStable(order, func(i, j int) bool {
+			oi, oj := stageOrder(order[i]), stageOrder(order[j])
+			if oi != oj {
+				return oi < oj
+			}
+			return order[i] < order[j]
+		})
+		info.Stage = strings.Join(order, ",")
+	} else {
+		groups[StageAll] = ops
+		order = []string{StageAll}
+	}
+	if info.Stage == "" {
+		info.Stage = strings.Join(order, ",")
+	}
+	c := newTraceCtx(t, a.cls)
+	var res []stageResult
+	for _, st := range order {
+		if err := ctx.Err(); err != nil {
+			return info, nil, err
+		}
+		res = append(res, a.stage(c, st, groups[st], formal))
+	}
+	return info, res, nil
+}
+
+func (a *analyzer) pickDevice(t *trace.Trace, path string) (int32, bool) {
+	per := map[int32]int64{}
+	for i := range t.GPUOps {
+		per[t.GPUOps[i].Device] += t.GPUOps[i].Dur()
+	}
+	if len(per) == 0 {
+		return 0, false
+	}
+	devs := make([]int32, 0, len(per))
+	for d := range per {
+		devs = append(devs, d)
+	}
+	sort.Slice(devs, func(i, j int) bool {
+		if per[devs[i]] != per[devs[j]] {
+			return per[devs[i]] > per[devs[j]]
+		}
+		return devs[i] < devs[j]
+	})
+	if a.opts.Device != nil {
+		want := int32(*a.opts.Device)
+		if _, ok := per[want]; ok {
+			return want, true
+		}
+		a.warn = append(a.warn, fmt.Sprintf("%s: device %d has no GPU operations; analysing device %d (devices present: %v)", path, want, devs[0], devs))
+		return devs[0], true
+	}
+	if len(devs) > 1 {
+		a.warn = append(a.warn, fmt.Sprintf("%s: GPU ops on devices %v; analysing device %d (largest kernel time); choose another with --device", path, devs, devs[0]))
+	}
+	return devs[0], true
+}
+
+// traceCtx caches per-name and per-frame work for one trace.
+type traceCtx struct {
+	t      *trace.Trace
+	cls    *Classifier
+	canon  []int32 // NameID -> index into names; -1 unknown
+	names  []string
+	byName map[string]int32
+	cats   []string
+	sites  *siteFinder
+	gframe map[int32]int32 // graph launch index -> innermost enclosing frame
+}
+
+func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
+	c := &traceCtx{t: t, cls: cls, canon: make([]int32, t.Names.Len()), byName: map[string]int32{}, sites: newSiteFinder(t)}
+	for i := range c.canon {
+		c.canon[i] = -1
+	}
+	return c
+}
+
+func (c *traceCtx) canonID(id trace.NameID) int32 {
+	if int(id) >= len(c.canon) {
+		grown := make([]int32, c.t.Names.Len())
+		copy(grown, c.canon)
+		for i := len(c.canon); i < len(grown); i++ {
+			grown[i] = -1
+		}
+		c.canon = grown
+		if int(id) >= len(c.canon) {
+			return -1
+		}
+	}
+	if v := c.canon[id]; v >= 0 {
+		return v
+	}
+	n := Canonical(c.t.Name(id))
+	// distinct raw names can share a canonical name (addresses, whitespace, parameter lists)
+	if i, ok := c.byName[n]; ok {
+		c.canon[id] = i
+		return i
+	}
+	c.byName[n] = int32(len(c.names))
+	c.names = append(c.names, n)
+	c.cats = append(c.cats, c.cls.Classify(n))
+	c.canon[id] = int32(len(c.names) - 1)
+	return c.canon[id]
+}
+
+// opSite attributes one GPU op to a Python site.
+func (c *traceCtx) opSite(oi int32) siteKey {
+	t := c.t
+	op := &t.GPUOps[oi]
+	if op.Launch >= 0 && int(op.Launch) < len(t.Launches) && t.Launches[op.Launch].Graph {
+		l := &t.Launches[op.Launch]
+		k := siteKey{cpu: l.Name, kind: kindGraph}
+		if f := c.graphFrame(op.Launch); f >= 0 {
+			if b := c.sites.bestFrame(f); b >= 0 {
+				k.loc = t.Frames[b].Name
+			}
+		}
+		return k
+	}
+	if op.CPUOp >= 0 && int(op.CPUOp) < len(t.CPUOps) {
+		co := &t.CPUOps[op.CPUOp]
+		if b := c.sites.bestFrame(co.Frame); b >= 0 && c.sites.info(b).score > scoreNoise {
+			return siteKey{loc: t.Frames[b].Name, cpu: co.Name, kind: kindFrame}
+		}
+		return siteKey{cpu: co.Name, kind: kindUnresolved}
+	}
+	if op.Launch >= 0 && int(op.Launch) < len(t.Launches) {
+		return siteKey{cpu: t.Launches[op.Launch].Name, kind: kindUnresolved}
+	}
+	return siteKey{kind: kindUnresolved}
+}
+
+// graphFrame finds the innermost Python frame enclosing a graph launch on its thread. It is
+// computed once for all graph launches: frames are matched against the launches of their
+// thread sorted by start (cost ≈ frames·log L + depth·L).
+func (c *traceCtx) graphFrame(li int32) int32 {
+	if c.gframe == nil {
+		c.gframe = map[int32]int32{}
+		t := c.t
+		type tk struct{ pid, tid int32 }
+		byThread := map[tk][]int32{}
+		for i := range t.Launches {
+			if t.Launches[i].Graph {
+				k := tk{t.Launches[i].PID, t.Launches[i].TID}
+				byThread[k] = append(byThread[k], int32(i))
+			}
+		}
+		for _, ls := range byThread {
+			sort.Slice(ls, func(a, b int) bool { return t.Launches[ls[a]].Start < t.Launches[ls[b]].Start })
+		}
+		for fi := range t.Frames {
+			fr := &t.Frames[fi]
+			ls := byThread[tk{fr.PID, fr.TID}]
+			if len(ls) == 0 {
+				continue
+			}
+			j := sort.Search(len(ls), func(k int) bool { return t.Launches[ls[k]].Start >= fr.Start })
+			for ; j < len(ls) && t.Launches[ls[j]].Start < fr.End; j++ {
+				li := ls[j]
+				if t.Launches[li].End > fr.End {
+					continue
+				}
+				cur, ok := c.gframe[li]
+				if !ok || fr.Start > t.Frames[cur].Start || (fr.Start == t.Frames[cur].Start && fr.End < t.Frames[cur].End) {
+					c.gframe[li] = int32(fi)
+				}
+			}
+		}
+	}
+	if f, ok := c.gframe[li]; ok {
+		return f
+	}
+	return trace.NoID
+}
+
+// resolve turns a site key into display strings.
+func (c *traceCtx) resolve(k siteKey) siteKeyS {
+	t := c.t
+	switch k.kind {
+	case kindGraph:
+		loc := "graph replay (no Python frame)"
+		if k.loc != 0 {
+			loc = siteName(t.Name(k.loc))
+		}
+		return siteKeyS{loc: loc, cpu: t.Name(k.cpu) + " replay (graph)"}
+	case kindFrame:
+		return siteKeyS{loc: siteName(t.Name(k.loc)), cpu: t.Name(k.cpu)}
+	}
+	cpu := t.Name(k.cpu)
+	if cpu == "" {
+		cpu = "-"
+	}
+	return siteKeyS{loc: "unresolved", cpu: cpu}
+}
+
+func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) stageResult {
+	t := c.t
+	var aggs []*kagg
+	byCanon := map[int32]*kagg{}
+	iv := make([]Interval, len(ops))
+	var total int64
+	var first, last int64
+	for i, oi := range ops {
+		op := &t.GPUOps[oi]
+		d := op.Dur()
+		total += d
+		if i == 0 || op.Start < first {
+			first = op.Start
+		}
+		if i == 0 || op.End > last {
+			last = op.End
+		}
+		iv[i] = Interval{Start: op.Start, End: op.End, Stream: op.Stream}
+		cid := c.canonID(op.Name)
+		g := byCanon[cid]
+		if g == nil {
+			g = &kagg{name: c.names[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, rep: int32(i), repDur: -1}
+			g.base = baseName(g.name)
+			byCanon[cid] = g
+			aggs = append(aggs, g)
+		}
+		g.total += d
+		g.count++
+		if d > g.repDur {
+			g.repDur, g.rep = d, int32(i)
+		}
+		k := c.opSite(oi)
+		g.sites[k] += d
+		if k.kind == kindFrame {
+			g.resolved += d
+		}
+	}
+	sort.Slice(aggs, func(i, j int) bool {
+		if aggs[i].total != aggs[j].total {
+			return aggs[i].total > aggs[j].total
+		}
+		return aggs[i].name < aggs[j].name
+	})
+	res := stageResult{aggs: aggs, stage: Stage{Stage: label, KernelCount: len(ops), KernelTimeUS: us(total)}}
+	if len(ops) > 0 {
+		res.stage.WindowUS = us(last - first)
+	}
+	if !formal {
+		for _, g := range aggs {
+			g.rsites = map[siteKeyS]int64{}
+			for k, ns := range g.sites {
+				if k.kind == kindFrame {
+					g.rsites[c.resolve(k)] += ns
+				}
+			}
+		}
+		return res
+	}
+	sw := SweepOverlap(iv)
+	res.stage.BusyUS = us(sw.BusyNS)
+	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
+	for i, oi := range ops {
+		g := byCanon[c.canonID(t.GPUOps[oi].Name)]
+		g.hidden += sw.Hidden[i]
+	}
+	rows := make([]KernelRow, 0, len(aggs))
+	for _, g := range aggs {
+		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total}
+		row.Locations = a.locations(c, g, label)
+		rows = append(rows, row)
+	}
+	res.stage.Kernels = rows
+	res.stage.Overlap = a.overlapRows(c, ops, iv, sw, aggs, total, rows)
+	res.stage.Fusions = a.cat.Match(rows, total, a.model, a.tp)
+	return res
+}

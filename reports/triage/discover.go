@@ -1,0 +1,581 @@
+package triage
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Stage labels derived from file names and annotations.
+const (
+	StageExtend = "extend"
+	StageDecode = "decode"
+	StageMixed  = "mixed"
+	StageAll    = "all"
+	// StageUnannotated holds the kernels of an annotated trace that fell outside every stage
+	// annotation (warm-up, scheduler work between steps).
+	StageUnannotated = "unannotated"
+)
+
+// Input formats.
+const (
+	FormatKineto = "kineto"
+	FormatNsys   = "nsys"
+)
+
+// RankID is the parallel position a trace file name encodes; -1 marks an absent component.
+type RankID struct {
+	TP, DP, PP, EP int
+	// Global is the global rank of diffusion (global-rank<R>) and vLLM-Omni (trace_rank<r>) names.
+	Global int
+}
+
+// NoRank is a RankID with every component absent.
+var NoRank = RankID{-1, -1, -1, -1, -1}
+
+// Primary is the rank used for selection: the TP rank when present, else the global rank.
+func (r RankID) Primary() int {
+	if r.TP >= 0 {
+		return r.TP
+	}
+	return r.Global
+}
+
+// String renders the tuple as SGLang names it ("TP-0-DP-1"), or "rank3", or "" when unknown.
+func (r RankID) String() string {
+	if r.TP < 0 {
+		if r.Global >= 0 {
+			return "rank" + strconv.Itoa(r.Global)
+		}
+		return ""
+	}
+	s := "TP-" + strconv.Itoa(r.TP)
+	for _, c := range []struct {
+		k string
+		v int
+	}{{"DP", r.DP}, {"PP", r.PP}, {"EP", r.EP}} {
+		if c.v >= 0 {
+			s += "-" + c.k + "-" + strconv.Itoa(c.v)
+		}
+	}
+	return s
+}
+
+func (r RankID) less(o RankID) bool {
+	a := [5]int{r.Primary(), r.DP, r.PP, r.EP, r.Global}
+	b := [5]int{o.Primary(), o.DP, o.PP, o.EP, o.Global}
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// Input is one trace file chosen by Discover.
+type Input struct {
+	Path   string
+	Format string // FormatKineto or FormatNsys
+	// Stage comes from the file name or its directory (extend, decode, mixed); "" means it is
+	// derived from annotations when the trace is read, falling back to "all".
+	Stage   string
+	Rank    RankID
+	Merged  bool
+	ModTime time.Time
+}
+
+// Inputs is the result of discovery: the traces to analyse and what server_args.json said.
+type Inputs struct {
+	Root  string
+	Files []Input
+	// Model and TPSize come from server_args.json ("model_path" or "model", "tp_size");
+	// TPSize is 0 when unknown.
+	Model          string
+	TPSize         int
+	ServerArgsPath string
+	Warnings       []string
+}
+
+// DiscoverOptions chooses among the traces of a directory.
+type DiscoverOptions struct {
+	// Rank selects the TP rank (SGLang) or global rank (diffusion, vLLM-Omni) to analyse;
+	// nil means the lowest rank present.
+	Rank *int
+	// AllRanks keeps every rank (one stage section per rank and stage).
+	AllRanks bool
+}
+
+var (
+	reSGLang    = regexp.MustCompile(`^(.*?)-TP-(\d+)(?:-DP-(\d+))?(?:-PP-(\d+))?(?:-EP-(\d+))?(?:-([A-Za-z]+))?\.trace\.json(?:\.gz)?$`)
+	reMerged    = regexp.MustCompile(`^merged-.*\.trace\.json(?:\.gz)?$`)
+	reDiffusion = regexp.MustCompile(`^(.*?)(?:-(\d+)_steps|-full_stages)?-global-rank(\d+)\.trace\.json(?:\.gz)?$`)
+	reOmni      = regexp.MustCompile(`^trace_rank(\d+)\.json(?:\.gz)?$`)
+	reTPn       = regexp.MustCompile(`(?i)(?:^|[_-])tp(\d+)(?:[_.-]|$)`)
+	reRankN     = regexp.MustCompile(`(?i)(?:^|[_-])rank(\d+)(?:[_.-]|$)`)
+	reWorkerN   = regexp.MustCompile(`(?i)(?:^|[_-])worker(\d+)(?:[_.-]|$)`)
+)
+
+// notTraces are JSON files that sit next to traces in run directories and are never traces.
+var notTraces = map[string]bool{
+	"server_args.json": true, "metadata.json": true, "config.json": true, "perf.json": true,
+	"result.json": true, "cells.json": true, "manifest.json": true, "summary.json": true,
+	"triage.json": true, "command.json": true,
+}
+
+func atoiOr(s string, def int) int {
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+// nameStage maps an SGLang stage suffix or a directory name to a stage label.
+func nameStage(s string) string {
+	switch strings.ToLower(s) {
+	case "extend", "prefill":
+		return StageExtend
+	case "decode":
+		return StageDecode
+	case "mixed":
+		return StageMixed
+	}
+	return ""
+}
+
+// classifyName parses one file name. ok is false when the name is not a trace candidate by
+// name alone (other *.json files are sniffed by the caller).
+func classifyName(base string) (in Input, ok bool) {
+	in.Rank = NoRank
+	in.Format = FormatKineto
+	lower := strings.ToLower(base)
+	switch {
+	case strings.HasSuffix(lower, ".sqlite") || strings.HasSuffix(lower, ".nsys-rep"):
+		in.Format = FormatNsys
+		fillLooseRank(&in, base)
+		return in, true
+	case reMerged.MatchString(base):
+		in.Merged = true
+		return in, true
+	}
+	if m := reSGLang.FindStringSubmatch(base); m != nil {
+		in.Rank = RankID{TP: atoiOr(m[2], -1), DP: atoiOr(m[3], -1), PP: atoiOr(m[4], -1), EP: atoiOr(m[5], -1), Global: -1}
+		in.Stage = nameStage(m[6])
+		return in, true
+	}
+	if m := reDiffusion.FindStringSubmatch(base); m != nil {
+		in.Rank.Global = atoiOr(m[3], -1)
+		return in, true
+	}
+	if m := reOmni.FindStringSubmatch(base); m != nil {
+		in.Rank.Global = atoiOr(m[1], -1)
+		return in, true
+	}
+	if strings.HasSuffix(lower, ".trace.json") || strings.HasSuffix(lower, ".trace.json.gz") {
+		fillLooseRank(&in, base)
+		for _, suf := range []string{"-extend", "-prefill", "_extend", "_prefill"} {
+			if strings.Contains(lower, suf) {
+				in.Stage = StageExtend
+			}
+		}
+		if in.Stage == "" && (strings.Contains(lower, "-decode") || strings.Contains(lower, "_decode")) {
+			in.Stage = StageDecode
+		}
+		return in, true
+	}
+	return in, false
+}
+
+// fillLooseRank applies the anchor's v2 rank patterns to names that follow no known scheme.
+func fillLooseRank(in *Input, base string) {
+	if m := reTPn.FindStringSubmatch(base); m != nil {
+		in.Rank.TP = atoiOr(m[1], -1)
+		return
+	}
+	for _, re := range []*regexp.Regexp{reRankN, reWorkerN} {
+		if m := re.FindStringSubmatch(base); m != nil {
+			in.Rank.Global = atoiOr(m[1], -1)
+			return
+		}
+	}
+}
+
+// sniffTrace reports whether an unconventionally named .json/.json.gz file is a Chrome trace,
+// reading only its first few KiB (the anchor full-parsed every such file, W1).
+func sniffTrace(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var r io.Reader = f
+	head := make([]byte, 2)
+	if n, _ := io.ReadFull(f, head); n == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return false
+		}
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return false
+		}
+		r = gz
+	} else if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false
+	}
+	buf := make([]byte, 8192)
+	n, _ := io.ReadFull(r, buf)
+	buf = bytes.TrimLeft(buf[:n], " \t\r\n\ufeff")
+	if bytes.Contains(buf, []byte(`"traceEvents"`)) {
+		return true
+	}
+	return len(buf) > 0 && buf[0] == '[' && bytes.Contains(buf, []byte(`"ph"`))
+}
+
+// Discover finds the traces to analyse under root (a trace file or a directory).
+//
+// Rules, improving on the anchor (§3, W10): SGLang names are parsed for the full
+// TP/DP/PP/EP tuple and the stage suffix; merged-* files are used only when nothing else
+// exists; diffusion (-global-rank<R>) and vLLM-Omni (trace_rank<r>) names give the global rank;
+// .sqlite/.nsys-rep files are nsys inputs (an export wins over its report); other *.json files
+// are sniffed, not parsed. A directory whose traces sit in several sub-directories is read as a
+// staged layout when the sub-directories carry stages (prefill/…, decode/…), otherwise the
+// newest sub-directory wins. The lowest rank is kept unless opts say otherwise, and per
+// (rank, stage) the newest file. server_args.json is looked for next to the traces, one level
+// up, and one level below the root.
+func Discover(root string, opts DiscoverOptions) (Inputs, error) {
+	res := Inputs{Root: root}
+	st, err := os.Stat(root)
+	if err != nil {
+		return res, fmt.Errorf("triage input %s: %w (pass a trace file or the directory the profiler wrote)", root, err)
+	}
+	var cands []Input
+	if !st.IsDir() {
+		in, _ := classifyName(filepath.Base(root))
+		in.Path = root
+		in.ModTime = st.ModTime()
+		in.Merged = false // an explicitly named file is used whatever it is called
+		res.Files = []Input{in}
+		res.findServerArgs([]string{filepath.Dir(root), filepath.Dir(filepath.Dir(root))})
+		return res, nil
+	}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root {
+				return err
+			}
+			res.Warnings = append(res.Warnings, fmt.Sprintf("skipped %s: %v", p, err))
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		base := d.Name()
+		in, ok := classifyName(base)
+		if !ok {
+			lower := strings.ToLower(base)
+			if notTraces[lower] || !(strings.HasSuffix(lower, ".json") || strings.HasSuffix(lower, ".json.gz")) || !sniffTrace(p) {
+				return nil
+			}
+			fillLooseRank(&in, base)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		in.Path = p
+		in.ModTime = info.ModTime()
+		if in.Stage == "" {
+			in.Stage = dirStage(root, p)
+		}
+		cands = append(cands, in)
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("scan %s: %w", root, err)
+	}
+	if len(cands) == 0 {
+		return res, fmt.Errorf("no trace files under %s (looked for *.trace.json[.gz], *-global-rank<R>.trace.json.gz, trace_rank<r>.json[.gz], *.sqlite, *.nsys-rep and other Chrome-trace *.json[.gz]); pass a trace file or the profiler's output directory", root)
+	}
+	cands = res.pickDirs(root, cands)
+	cands = dedupeNsys(cands)
+	cands = dropMerged(cands)
+	cands, err = res.pickRanks(cands, opts)
+	if err != nil {
+		return res, err
+	}
+	cands = res.newestPerStage(cands)
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.Rank != b.Rank {
+			return a.Rank.less(b.Rank)
+		}
+		if sa, sb := stageOrder(a.Stage), stageOrder(b.Stage); sa != sb {
+			return sa < sb
+		}
+		return a.Path < b.Path
+	})
+	res.Files = cands
+	dirs := []string{}
+	seen := map[string]bool{}
+	for _, c := range cands {
+		for _, d := range []string{filepath.Dir(c.Path), filepath.Dir(filepath.Dir(c.Path))} {
+			if !seen[d] {
+				seen[d] = true
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	for _, d := range append([]string{root, filepath.Dir(root)}, subdirs(root)...) {
+		if !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	res.findServerArgs(dirs)
+	return res, nil
+}
+
+func subdirs(root string) []string {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, filepath.Join(root, e.Name()))
+		}
+	}
+	return out
+}
+
+// dirStage reads a stage from the directories between root and the file (v2's own
+// prefill/… and decode/… workload layout).
+func dirStage(root, p string) string {
+	rel, err := filepath.Rel(root, filepath.Dir(p))
+	if err != nil || rel == "." {
+		return ""
+	}
+	for _, seg := range strings.Split(filepath.ToSlash(rel), "/") {
+		if s := nameStage(seg); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func stageOrder(s string) int {
+	switch s {
+	case StageExtend:
+		return 0
+	case StageMixed:
+		return 1
+	case StageDecode:
+		return 2
+	case StageAll, "":
+		return 4
+	case StageUnannotated:
+		return 5
+	}
+	return 3
+}
+
+func (res *Inputs) pickDirs(root string, cands []Input) []Input {
+	byDir := map[string][]Input{}
+	for _, c := range cands {
+		d := filepath.Dir(c.Path)
+		byDir[d] = append(byDir[d], c)
+	}
+	if direct := byDir[filepath.Clean(root)]; len(direct) > 0 {
+		return direct
+	}
+	if len(byDir) == 1 {
+		return cands
+	}
+	staged := map[string]bool{}
+	for _, c := range cands {
+		if c.Stage != "" {
+			staged[c.Stage] = true
+		}
+	}
+	if len(staged) > 1 {
+		return cands
+	}
+	var best string
+	var bestT time.Time
+	for d, fs := range byDir {
+		for _, f := range fs {
+			if f.ModTime.After(bestT) || (f.ModTime.Equal(bestT) && d > best) {
+				best, bestT = d, f.ModTime
+			}
+		}
+	}
+	res.Warnings = append(res.Warnings, fmt.Sprintf("%d directories under %s hold traces; using the newest, %s (pass that directory or a file to choose another)", len(byDir), root, best))
+	return byDir[best]
+}
+
+func dedupeNsys(cands []Input) []Input {
+	sqlite := map[string]bool{}
+	for _, c := range cands {
+		if strings.HasSuffix(strings.ToLower(c.Path), ".sqlite") {
+			sqlite[strings.TrimSuffix(c.Path, filepath.Ext(c.Path))] = true
+		}
+	}
+	out := cands[:0]
+	for _, c := range cands {
+		if strings.HasSuffix(strings.ToLower(c.Path), ".nsys-rep") && sqlite[strings.TrimSuffix(c.Path, filepath.Ext(c.Path))] {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func dropMerged(cands []Input) []Input {
+	var rest []Input
+	for _, c := range cands {
+		if !c.Merged {
+			rest = append(rest, c)
+		}
+	}
+	if len(rest) == 0 {
+		return cands
+	}
+	return rest
+}
+
+func (res *Inputs) pickRanks(cands []Input, opts DiscoverOptions) ([]Input, error) {
+	if opts.AllRanks {
+		return cands, nil
+	}
+	ranks := map[RankID]bool{}
+	primaries := map[int]bool{}
+	for _, c := range cands {
+		if c.Rank.Primary() >= 0 {
+			ranks[c.Rank] = true
+			primaries[c.Rank.Primary()] = true
+		}
+	}
+	if len(ranks) == 0 {
+		if opts.Rank != nil {
+			return nil, fmt.Errorf("--rank %d: no trace file name under %s carries a rank; drop --rank", *opts.Rank, res.Root)
+		}
+		return cands, nil
+	}
+	list := make([]RankID, 0, len(ranks))
+	for r := range ranks {
+		list = append(list, r)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].less(list[j]) })
+	var want RankID
+	if opts.Rank != nil {
+		found := false
+		for _, r := range list {
+			if r.Primary() == *opts.Rank {
+				want, found = r, true
+				break
+			}
+		}
+		if !found {
+			ps := make([]int, 0, len(primaries))
+			for p := range primaries {
+				ps = append(ps, p)
+			}
+			sort.Ints(ps)
+			return nil, fmt.Errorf("--rank %d: no trace for that rank under %s; ranks present: %v", *opts.Rank, res.Root, ps)
+		}
+	} else {
+		want = list[0]
+	}
+	var out []Input
+	for _, c := range cands {
+		if c.Rank == want {
+			out = append(out, c)
+		}
+	}
+	if len(list) > 1 {
+		names := make([]string, len(list))
+		for i, r := range list {
+			names[i] = r.String()
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("analysing %s only; traces exist for %s (use --rank N or --all-ranks)", want.String(), strings.Join(names, ", ")))
+	}
+	return out, nil
+}
+
+func (res *Inputs) newestPerStage(cands []Input) []Input {
+	type key struct {
+		r RankID
+		s string
+	}
+	best := map[key]Input{}
+	var order []key
+	for _, c := range cands {
+		k := key{c.Rank, c.Stage}
+		b, ok := best[k]
+		if !ok {
+			order = append(order, k)
+			best[k] = c
+			continue
+		}
+		if c.ModTime.After(b.ModTime) || (c.ModTime.Equal(b.ModTime) && c.Path > b.Path) {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("ignored %s: %s is newer for the same rank and stage", b.Path, c.Path))
+			best[k] = c
+		} else {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("ignored %s: %s is newer for the same rank and stage", c.Path, b.Path))
+		}
+	}
+	out := make([]Input, 0, len(order))
+	for _, k := range order {
+		out = append(out, best[k])
+	}
+	return out
+}
+
+// serverArgs is the subset of SGLang's server_args.json that triage uses.
+type serverArgs struct {
+	ModelPath string          `json:"model_path"`
+	Model     string          `json:"model"`
+	TPSize    json.RawMessage `json:"tp_size"`
+}
+
+func (res *Inputs) findServerArgs(dirs []string) {
+	for _, d := range dirs {
+		p := filepath.Join(d, "server_args.json")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("server_args: %v", err))
+			}
+			continue
+		}
+		var sa serverArgs
+		if err := json.Unmarshal(b, &sa); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("server_args %s is not valid JSON (%v); model and TP gates are off", p, err))
+			continue
+		}
+		res.ServerArgsPath = p
+		res.Model = sa.ModelPath
+		if res.Model == "" {
+			res.Model = sa.Model
+		}
+		if len(sa.TPSize) > 0 {
+			res.TPSize = atoiOr(strings.Trim(string(sa.TPSize), `" `), 0)
+		}
+		return
+	}
+}

@@ -1,0 +1,249 @@
+package triage
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/sglprof/runner/reports/render"
+)
+
+// Verdicts and recommendations of the overlap table (anchor v2 labels, plus "overlapped" for
+// communication that a single trace shows already hidden behind compute).
+const (
+	VerdictHeadroom   = "headroom"
+	VerdictLowROI     = "low-roi-hidden"
+	VerdictOverlapped = "overlapped"
+
+	RecTryOverlap = "try overlap"
+	RecTryFusion  = "try fusion"
+	RecCheckDeps  = "check deps"
+	RecSkip       = "skip"
+	RecDefer      = "defer"
+	RecInspect    = "inspect"
+
+	DepHigh    = "high"
+	DepUnclear = "unclear"
+	DepLow     = "low"
+)
+
+func shortenName(s string, n int) string { return render.Shorten(s, n) }
+
+type ovCand struct {
+	g     *kagg
+	row   *KernelRow
+	score float64
+	excl  float64
+	hid   float64
+}
+
+// overlapRows selects and ranks the overlap table of one stage (anchor §6.4–6.6). Shares use
+// the same denominator as the kernel table (the stage's summed kernel time), so one kernel
+// shows one percentage everywhere (W7).
+func (a *analyzer) overlapRows(c *traceCtx, ops []int32, iv []Interval, sw Sweep, aggs []*kagg, total int64, rows []KernelRow) []OverlapRow {
+	var head, low, comm []ovCand
+	for i, g := range aggs {
+		if g.total < MinOverlapKernelNS || g.total == 0 {
+			continue
+		}
+		cd := ovCand{g: g, row: &rows[i]}
+		cd.hid = float64(g.hidden) / float64(g.total)
+		cd.excl = 1 - cd.hid
+		switch {
+		case cd.excl >= HeadroomExclusiveRatio:
+			cd.score = float64(g.total-g.hidden) * weightOf(g.cat)
+			head = append(head, cd)
+		case (g.cat == CatElementwise || g.cat == CatMemory || isLight(g.cat)) && cd.hid >= LowROIHiddenRatio:
+			cd.score = float64(g.hidden)
+			low = append(low, cd)
+		case g.cat == CatCommunication && cd.hid >= OverlappedCommRatio:
+			cd.score = float64(g.hidden)
+			comm = append(comm, cd)
+		}
+	}
+	byScore := func(cs []ovCand, computeLast bool) {
+		sort.Slice(cs, func(i, j int) bool {
+			if computeLast {
+				ci, cj := isCompute(cs[i].g.cat), isCompute(cs[j].g.cat)
+				if ci != cj {
+					return !ci
+				}
+			}
+			if cs[i].score != cs[j].score {
+				return cs[i].score > cs[j].score
+			}
+			return cs[i].g.name < cs[j].g.name
+		})
+	}
+	byScore(head, true)
+	byScore(low, false)
+	byScore(comm, false)
+	var out []OverlapRow
+	n := 0
+	for _, cd := range head {
+		if n == MaxHeadroomRows {
+			break
+		}
+		r := a.ovRow(c, ops, iv, sw, cd, total, VerdictHeadroom)
+		if r.Priority == "P5" {
+			continue
+		}
+		out = append(out, r)
+		n++
+	}
+	n = 0
+	for _, cd := range low {
+		if n == MaxLowROIRows {
+			break
+		}
+		out = append(out, a.ovRow(c, ops, iv, sw, cd, total, VerdictLowROI))
+		n++
+	}
+	for _, cd := range comm {
+		out = append(out, a.ovRow(c, ops, iv, sw, cd, total, VerdictOverlapped))
+	}
+	return out
+}
+
+func (a *analyzer) ovRow(c *traceCtx, ops []int32, iv []Interval, sw Sweep, cd ovCand, total int64, verdict string) OverlapRow {
+	g := cd.g
+	r := OverlapRow{
+		Verdict: verdict, Kernel: g.name, Category: g.cat, TotalUS: us(g.total),
+		SharePct: pct(g.total, total), ExclusivePct: cd.excl * 100, HiddenPct: cd.hid * 100,
+		DepRisk: depRisk(c, ops, iv, sw, g.rep), Scope: "unmapped",
+	}
+	if len(cd.row.Locations) > 0 {
+		r.Scope = cd.row.Locations[0].Location
+	}
+	r.Priority, r.Recommendation = priority(verdict, g.cat, r.SharePct, cd.excl, cd.hid, r.DepRisk)
+	return r
+}
+
+// priority implements the anchor's §6.6 decision table (v2 labels).
+func priority(verdict, cat string, share, excl, hid float64, dep string) (string, string) {
+	switch {
+	case share < SkipShareBelowPct:
+		return "P5", RecSkip
+	case verdict == VerdictHeadroom && dep == DepLow && cat == CatCommunication:
+		return "P1", RecTryOverlap
+	case verdict == VerdictHeadroom && dep == DepLow:
+		return "P1", RecTryFusion
+	case verdict == VerdictHeadroom:
+		return "P2", RecCheckDeps
+	case verdict == VerdictLowROI:
+		return "P4", RecSkip
+	case excl >= DeferExclusiveRatio && dep == DepLow:
+		return "P3", RecDefer
+	case hid >= SkipHiddenRatio:
+		return "P5", RecSkip
+	case dep == DepHigh:
+		return "P4", RecCheckDeps
+	case dep == DepUnclear:
+		return "P4", RecInspect
+	}
+	return "P4", RecDefer
+}
+
+// depRisk is the same-stream neighbour heuristic of §6.5 for the representative op (the
+// kernel's longest launch): a neighbour within the tight gap that shares the Python file or
+// function, or looks like a producer/consumer by category, makes overlap risky.
+func depRisk(c *traceCtx, ops []int32, iv []Interval, sw Sweep, rep int32) string {
+	if rep < 0 || int(rep) >= len(iv) {
+		return DepUnclear
+	}
+	me := iv[rep]
+	dur := me.End - me.Start
+	tight := int64(TightGapFraction * float64(dur))
+	if tight > TightGapMaxNS {
+		tight = TightGapMaxNS
+	}
+	if tight < TightGapMinNS {
+		tight = TightGapMinNS
+	}
+	myCat := c.cats[c.canonID(c.t.GPUOps[ops[rep]].Name)]
+	mySite := c.resolve(c.opSite(ops[rep])).loc
+	p := sw.Pos[rep]
+	risky, unclear := false, false
+	for _, np := range []int32{p - 1, p + 1} {
+		if np < 0 || int(np) >= len(sw.Order) {
+			continue
+		}
+		ni := sw.Order[np]
+		nb := iv[ni]
+		if nb.Stream != me.Stream {
+			continue
+		}
+		gap := nb.Start - me.End
+		if np < p {
+			gap = me.Start - nb.End
+		}
+		if gap < 0 {
+			gap = 0
+		}
+		if gap > tight {
+			continue
+		}
+		nCat := c.cats[c.canonID(c.t.GPUOps[ops[ni]].Name)]
+		nSite := c.resolve(c.opSite(ops[ni])).loc
+		switch {
+		case sameScope(mySite, nSite):
+			risky = true
+		case myCat == CatCommunication && nCat != CatCommunication:
+			risky = true
+		case isLight(myCat) && nCat != CatOther:
+			risky = true
+		case isUnmapped(mySite) || isUnmapped(nSite):
+			unclear = true
+		}
+	}
+	switch {
+	case risky:
+		return DepHigh
+	case unclear:
+		return DepUnclear
+	}
+	return DepLow
+}
+
+func isUnmapped(s string) bool {
+	return s == "" || s == "unresolved" || strings.HasPrefix(s, "graph replay")
+}
+
+// sameScope: two sites share a file path or a function name.
+func sameScope(a, b string) bool {
+	if isUnmapped(a) || isUnmapped(b) {
+		return false
+	}
+	fa, fna, _ := strings.Cut(a, " ")
+	fb, fnb, _ := strings.Cut(b, " ")
+	pa, _, _ := strings.Cut(fa, ":")
+	pb, _, _ := strings.Cut(fb, ":")
+	return pa == pb || (fna != "" && fna == fnb)
+}
+
+// applyCutoff drops rows below cutoff percent from a stage.
+func applyCutoff(s *Stage, cutoff float64) {
+	if cutoff <= 0 {
+		return
+	}
+	k := s.Kernels[:0]
+	for _, r := range s.Kernels {
+		if r.SharePct >= cutoff {
+			k = append(k, r)
+		}
+	}
+	s.Kernels = k
+	o := s.Overlap[:0]
+	for _, r := range s.Overlap {
+		if r.SharePct >= cutoff {
+			o = append(o, r)
+		}
+	}
+	s.Overlap = o
+	f := s.Fusions[:0]
+	for _, r := range s.Fusions {
+		if r.SharePct >= cutoff {
+			f = append(f, r)
+		}
+	}
+	s.Fusions = f
+}

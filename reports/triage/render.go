@@ -1,0 +1,289 @@
+package triage
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/sglprof/runner/reports/render"
+)
+
+// Output formats accepted by Render.
+const (
+	FormatText     = "text"
+	FormatMarkdown = "md"
+	FormatJSON     = "json"
+	FormatCSV      = "csv"
+)
+
+// Cell bounds (W14): long C++ template names are shortened pprof-style.
+const (
+	textNameWidth = 90
+	mdNameWidth   = 140
+	siteLines     = 3
+)
+
+// Render writes r in format (text, md, json, csv), hiding rows whose share is below cutoff
+// percent (0 shows every row). r itself is not modified.
+func Render(w io.Writer, r *Report, format string, cutoff float64) error {
+	v := filtered(r, cutoff)
+	switch format {
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("write triage json: %w", err)
+		}
+		return nil
+	case FormatMarkdown, "markdown":
+		return renderDoc(w, v, cutoff, true)
+	case FormatText, "":
+		return renderDoc(w, v, cutoff, false)
+	case FormatCSV:
+		return renderCSV(w, v)
+	}
+	return fmt.Errorf("unknown triage format %q; use text, md, json or csv", format)
+}
+
+// filtered returns a copy of r with rows under cutoff removed and nil slices made empty, so the
+// JSON contract always has arrays where it promises them.
+func filtered(r *Report, cutoff float64) *Report {
+	c := *r
+	c.Inputs = nonNil(r.Inputs)
+	c.Warnings = nonNil(r.Warnings)
+	c.Stages = make([]Stage, len(r.Stages))
+	for i, s := range r.Stages {
+		s.Kernels = append([]KernelRow{}, s.Kernels...)
+		s.Overlap = append([]OverlapRow{}, s.Overlap...)
+		s.Fusions = append([]FusionRow{}, s.Fusions...)
+		applyCutoff(&s, cutoff)
+		for k := range s.Kernels {
+			s.Kernels[k].Locations = nonNil(s.Kernels[k].Locations)
+		}
+		for k := range s.Fusions {
+			s.Fusions[k].Evidence = nonNil(s.Fusions[k].Evidence)
+			s.Fusions[k].CandidatePaths = nonNil(s.Fusions[k].CandidatePaths)
+		}
+		c.Stages[i] = s
+	}
+	return &c
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func stageTitle(s string) string {
+	if s == StageExtend || strings.HasPrefix(s, StageExtend+" ") {
+		return "extend/prefill" + strings.TrimPrefix(s, StageExtend)
+	}
+	return s
+}
+
+func ms(usv float64) string { return strconv.FormatFloat(usv/1000, 'f', 2, 64) + " ms" }
+func pc(p float64) string   { return strconv.FormatFloat(p, 'f', 1, 64) + "%" }
+
+func modeLabel(m string) string {
+	if m == ModeSingle {
+		return "single-trace"
+	}
+	return m
+}
+
+func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
+	var b strings.Builder
+	nameW := textNameWidth
+	write := render.WriteText
+	heading := func(s string) { b.WriteString("== " + s + " ==\n") }
+	sub := func(s string) { b.WriteString("-- " + s + " --\n") }
+	if md {
+		nameW = mdNameWidth
+		write = render.WriteMarkdown
+		heading = func(s string) { b.WriteString(s + "\n") }
+		sub = func(s string) { b.WriteString("##### " + s + "\n") }
+	}
+	b.WriteString("Triage View\n")
+	b.WriteString("Mode: " + modeLabel(r.Mode) + "\n")
+	paths := make([]string, len(r.Inputs))
+	for i, in := range r.Inputs {
+		paths[i] = in.Path
+	}
+	if r.Mode == ModeMappingFormal {
+		mp := make([]string, len(r.Mapping))
+		for i, in := range r.Mapping {
+			mp[i] = in.Path
+		}
+		b.WriteString("Mapping traces: " + strings.Join(mp, ", ") + "\n")
+		b.WriteString("Formal traces: " + strings.Join(paths, ", ") + "\n")
+	} else {
+		b.WriteString("Input traces: " + strings.Join(paths, ", ") + "\n")
+	}
+	if r.Model != "" {
+		b.WriteString("Model: " + r.Model + "\n")
+	}
+	if r.TPSize > 0 {
+		b.WriteString("TP size: " + strconv.Itoa(r.TPSize) + "\n")
+	}
+	if cutoff > 0 {
+		fmt.Fprintf(&b, "Rows under %s of the stage's kernel time are hidden (cutoff).\n", pc(cutoff))
+	}
+	b.WriteString("\n")
+	showStage := len(r.Stages) > 1 || (len(r.Stages) == 1 && r.Stages[0].Stage != StageAll)
+	flush := func(t *render.Table) error {
+		if err := write(&b, t); err != nil {
+			return err
+		}
+		b.WriteString("\n")
+		return nil
+	}
+
+	heading("Kernel Table")
+	for _, s := range r.Stages {
+		if showStage {
+			sub(stageTitle(s.Stage))
+		}
+		fmt.Fprintf(&b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
+			ms(s.KernelTimeUS), s.KernelCount, ms(s.BusyUS), ms(s.WindowUS))
+		t := &render.Table{
+			Header: []string{"Kernel", "Category", "GPU time", "Share", "Launches", "Python location (site share)", "CPU op"},
+			Align:  []render.Align{render.Left, render.Left, render.Right, render.Right, render.Right, render.Left, render.Left},
+			Empty:  fmt.Sprintf("No kernel rows at or above %s share.", pc(cutoff)),
+		}
+		if !md {
+			t.Header = []string{"Kernel", "Category", "GPU time", "Share", "sum%", "Launches", "Python location (site share)", "CPU op"}
+			t.Align = []render.Align{render.Left, render.Left, render.Right, render.Right, render.Right, render.Right, render.Left, render.Left}
+		}
+		var cum float64
+		for _, k := range s.Kernels {
+			cum += k.SharePct
+			loc, cpu := siteCells(k.Locations)
+			row := []string{render.Shorten(k.Name, nameW), k.Category, ms(k.TotalUS), pc(k.SharePct)}
+			if !md {
+				row = append(row, pc(cum))
+			}
+			row = append(row, strconv.Itoa(k.Count), loc, cpu)
+			t.Rows = append(t.Rows, row)
+		}
+		if err := flush(t); err != nil {
+			return err
+		}
+	}
+
+	heading("Overlap Opportunity Table")
+	for _, s := range r.Stages {
+		if showStage {
+			sub(stageTitle(s.Stage))
+		}
+		multi := pct(s.Summary.MultiStreamNS, int64(s.BusyUS*1000))
+		fmt.Fprintf(&b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
+			ms(s.BusyUS), ms(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
+		t := &render.Table{
+			Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "Formal signal", "Dep risk", "Recommendation"},
+			Empty:  "No overlap rows cleared the reporting bar.",
+		}
+		for _, o := range s.Overlap {
+			sig := fmt.Sprintf("%.1f us, share %s, excl %s / hid %s", o.TotalUS, pc(o.SharePct), pc(o.ExclusivePct), pc(o.HiddenPct))
+			t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, render.Shorten(o.Kernel, nameW), o.Scope, sig, o.DepRisk, o.Recommendation})
+		}
+		if err := flush(t); err != nil {
+			return err
+		}
+	}
+
+	heading("Fuse Opportunity Table")
+	for _, s := range r.Stages {
+		if showStage {
+			sub(stageTitle(s.Stage))
+		}
+		t := &render.Table{
+			Header: []string{"Pattern", "Status", "Confidence", "Related GPU time", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
+			Align:  []render.Align{render.Left, render.Left, render.Left, render.Right, render.Right},
+			Empty:  "No catalog fusion pattern matched this stage.",
+		}
+		for _, f := range s.Fusions {
+			t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, ms(f.RelatedUS), pc(f.SharePct),
+				strings.Join(f.Evidence, "\n"), strings.Join(f.Locations, "\n"), strings.Join(f.CandidatePaths, "\n"), f.Rationale})
+		}
+		if !md {
+			// The rationale is long prose; in a terminal it goes under the table.
+			t.Header = t.Header[:8]
+			for i := range t.Rows {
+				t.Rows[i] = t.Rows[i][:8]
+			}
+		}
+		if err := flush(t); err != nil {
+			return err
+		}
+		if !md {
+			for _, f := range s.Fusions {
+				b.WriteString("* " + f.Pattern + ": " + f.Rationale + "\n")
+			}
+			if len(s.Fusions) > 0 {
+				b.WriteString("\n")
+			}
+		}
+	}
+	if len(r.Warnings) > 0 {
+		heading("Warnings")
+		for _, wn := range r.Warnings {
+			b.WriteString("- " + wn + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func siteCells(ls []Location) (string, string) {
+	if len(ls) == 0 {
+		return "unresolved", "-"
+	}
+	var loc, cpu []string
+	for i, l := range ls {
+		if i == siteLines {
+			break
+		}
+		s := l.Location
+		if len(ls) > 1 {
+			s += fmt.Sprintf(" (site share %.0f%%)", l.SharePct)
+		}
+		loc = append(loc, s)
+		cpu = append(cpu, l.CPUOp)
+	}
+	return strings.Join(loc, "\n"), strings.Join(cpu, "\n")
+}
+
+func f64(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// renderCSV writes one long-form CSV: a "table" column says which table a row belongs to and
+// the columns that table does not use are empty. Numbers are unrounded.
+func renderCSV(w io.Writer, r *Report) error {
+	t := &render.Table{Header: []string{"table", "stage", "name", "category", "total_us", "count", "share_pct",
+		"location", "cpu_op", "priority", "verdict", "exclusive_pct", "hidden_pct", "dep_risk", "recommendation",
+		"status", "confidence", "evidence", "candidate_paths", "rationale"}}
+	for _, s := range r.Stages {
+		for _, k := range s.Kernels {
+			var loc, cpu []string
+			for _, l := range k.Locations {
+				loc = append(loc, fmt.Sprintf("%s (%s%%)", l.Location, f64(l.SharePct)))
+				cpu = append(cpu, l.CPUOp)
+			}
+			t.Rows = append(t.Rows, []string{"kernel", s.Stage, k.Name, k.Category, f64(k.TotalUS), strconv.Itoa(k.Count), f64(k.SharePct),
+				strings.Join(loc, "; "), strings.Join(cpu, "; ")})
+		}
+		for _, o := range s.Overlap {
+			t.Rows = append(t.Rows, []string{"overlap", s.Stage, o.Kernel, o.Category, f64(o.TotalUS), "", f64(o.SharePct),
+				o.Scope, "", o.Priority, o.Verdict, f64(o.ExclusivePct), f64(o.HiddenPct), o.DepRisk, o.Recommendation})
+		}
+		for _, f := range s.Fusions {
+			t.Rows = append(t.Rows, []string{"fusion", s.Stage, f.Pattern, "", f64(f.RelatedUS), "", f64(f.SharePct),
+				strings.Join(f.Locations, "; "), "", "", "", "", "", "", "", f.Status, f.Confidence,
+				strings.Join(f.Evidence, "; "), strings.Join(f.CandidatePaths, "; "), f.Rationale})
+		}
+	}
+	return render.WriteCSV(w, t)
+}

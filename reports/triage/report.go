@@ -1,0 +1,135 @@
+// Package triage answers the three questions a performance engineer asks of a GPU trace —
+// which kernels dominate, where communication or memory traffic could overlap compute, and
+// which known fusion applies — as per-stage kernel, overlap and fusion tables.
+//
+// It works on the profiler-neutral model of reports/trace, so Kineto (torch profiler) and
+// Nsight Systems traces are analysed by the same code; reading a file is injected through
+// Options.Open so that this package imports neither reader. Discover finds the traces of a
+// run directory (SGLang, SGLang diffusion and vLLM-Omni naming), Analyze builds a Report, and
+// Render writes it as text, Markdown, JSON or CSV. The JSON shape is a contract other tools
+// read; see Report.
+package triage
+
+// Mode values of Report.Mode.
+const (
+	ModeSingle        = "single"
+	ModeMappingFormal = "mapping-formal"
+)
+
+// DefaultCutoff is the share (percent of the stage's summed kernel time) below which table rows
+// are hidden unless the user asks for a lower cutoff; the anchor used the same 1.0 %.
+const DefaultCutoff = 1.0
+
+// Report is the result of one triage. Its JSON encoding is the contract of
+// `runner triage --format json`; numbers are unrounded and times are microseconds (float,
+// derived from integer nanoseconds only at the output edge).
+type Report struct {
+	Inputs   []InputInfo `json:"inputs"`
+	Mode     string      `json:"mode"`
+	Stages   []Stage     `json:"stages"`
+	Warnings []string    `json:"warnings"`
+
+	// Optional sections added by the nsys path (another package fills them); absent in
+	// torch-profiler reports.
+	NVTX      any `json:"nvtx,omitempty"`
+	MemoryOps any `json:"memory_ops,omitempty"`
+	API       any `json:"api,omitempty"`
+
+	// Model and TPSize come from server_args.json; shown in the text/Markdown header only.
+	Model  string `json:"-"`
+	TPSize int    `json:"-"`
+	// Mapping lists the graph-off traces used for Python attribution in mapping-formal mode.
+	Mapping []InputInfo `json:"-"`
+}
+
+// InputInfo names one analysed trace.
+type InputInfo struct {
+	Path  string `json:"path"`
+	Stage string `json:"stage"`
+	// Rank is the TP rank (SGLang) or global rank (diffusion, vLLM-Omni); -1 when unknown.
+	Rank int `json:"rank"`
+	// Device is the analysed GPU (the one with the largest kernel time unless chosen).
+	Device int `json:"device"`
+}
+
+// Stage is the triage of one stage (extend, decode, a diffusion pipeline stage, or all).
+type Stage struct {
+	Stage string `json:"stage"`
+	// KernelCount is the number of GPU ops (kernels, memcpys, memsets) in the stage.
+	KernelCount int `json:"kernel_count"`
+	// KernelTimeUS is the summed duration of those ops: the share denominator of every table
+	// (cumulative, so it exceeds BusyUS when streams overlap).
+	KernelTimeUS float64 `json:"kernel_time_us"`
+	// BusyUS is the union of busy intervals over all streams.
+	BusyUS float64 `json:"busy_us"`
+	// WindowUS is last end minus first start.
+	WindowUS float64       `json:"window_us"`
+	Kernels  []KernelRow   `json:"kernels"`
+	Overlap  []OverlapRow  `json:"overlap"`
+	Fusions  []FusionRow   `json:"fusions"`
+	Summary  OverlapTotals `json:"-"`
+}
+
+// OverlapTotals are the stage-wide figures of the stream sweep.
+type OverlapTotals struct {
+	MultiStreamNS int64 // time during which 2+ streams were busy
+	PeakStreams   int   // most streams busy at once
+	Streams       int   // distinct streams
+}
+
+// KernelRow is one canonical kernel name of a stage.
+type KernelRow struct {
+	Name      string     `json:"name"`
+	Category  string     `json:"category"`
+	TotalUS   float64    `json:"total_us"`
+	Count     int        `json:"count"`
+	SharePct  float64    `json:"share_pct"`
+	Locations []Location `json:"locations"`
+
+	totalNS int64
+}
+
+// Location is one Python site of a kernel with the share of the kernel's time spent there.
+type Location struct {
+	Location string  `json:"location"`
+	CPUOp    string  `json:"cpu_op"`
+	SharePct float64 `json:"share_pct"`
+}
+
+// OverlapRow is one overlap opportunity (or a reason to leave a kernel alone).
+type OverlapRow struct {
+	Priority       string  `json:"priority"`
+	Verdict        string  `json:"verdict"`
+	Kernel         string  `json:"kernel"`
+	Category       string  `json:"category"`
+	TotalUS        float64 `json:"total_us"`
+	SharePct       float64 `json:"share_pct"`
+	ExclusivePct   float64 `json:"exclusive_pct"`
+	HiddenPct      float64 `json:"hidden_pct"`
+	DepRisk        string  `json:"dep_risk"`
+	Recommendation string  `json:"recommendation"`
+	Scope          string  `json:"scope"`
+}
+
+// FusionRow is one catalog pattern that matched the stage.
+type FusionRow struct {
+	Pattern        string   `json:"pattern"`
+	Status         string   `json:"status"`
+	Confidence     string   `json:"confidence"`
+	RelatedUS      float64  `json:"related_us"`
+	SharePct       float64  `json:"share_pct"`
+	Evidence       []string `json:"evidence"`
+	CandidatePaths []string `json:"candidate_paths"`
+	Rationale      string   `json:"rationale"`
+	// Locations are the Python sites of the evidence kernels (Markdown column only).
+	Locations []string `json:"-"`
+}
+
+func us(ns int64) float64 { return float64(ns) / 1e3 }
+
+func pct(part, whole int64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return float64(part) * 100 / float64(whole)
+}
