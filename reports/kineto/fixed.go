@@ -19,7 +19,7 @@ func parseDecimalScaled(b []byte, scale int) (int64, bool) {
 		neg = b[i] == '-'
 		i++
 	}
-	var mant uint64 // significant digits, at most 19 kept
+	var mant uint64 // significant digits, at most 19 kept (19 nines fit in uint64)
 	digits := 0     // digits kept in mant
 	dropExp := 0    // integer digits dropped because mant was full (each multiplies by 10)
 	fracDigits := 0 // fraction digits kept in mant
@@ -29,7 +29,7 @@ func parseDecimalScaled(b []byte, scale int) (int64, bool) {
 	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
 		seen = true
 		d := uint64(b[i] - '0')
-		if digits < 18 {
+		if digits < 19 {
 			if mant != 0 || d != 0 {
 				digits++
 			}
@@ -49,7 +49,7 @@ func parseDecimalScaled(b []byte, scale int) (int64, bool) {
 		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
 			fracSeen = true
 			d := uint64(b[i] - '0')
-			if digits < 18 && dropExp == 0 {
+			if digits < 19 && dropExp == 0 {
 				if mant != 0 || d != 0 {
 					digits++
 				}

@@ -399,7 +399,8 @@ func firstInvalidUTF8(b []byte) int {
 	return 0
 }
 
-// micros parses a ts/dur value into nanoseconds.
+// micros parses a ts/dur number into nanoseconds (strings are not times: Chrome's format
+// and every Kineto version write numbers).
 func (d *decoder) micros(v *fastjson.Value) (int64, bool) {
 	if v == nil {
 		return 0, false
@@ -408,9 +409,6 @@ func (d *decoder) micros(v *fastjson.Value) (int64, bool) {
 	case fastjson.TypeNumber:
 		d.num = v.MarshalTo(d.num[:0])
 		return parseMicrosNS(d.num)
-	case fastjson.TypeString:
-		b, _ := v.StringBytes()
-		return parseMicrosNS(b)
 	}
 	return 0, false
 }
@@ -586,6 +584,11 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 	}
 	ts, ok1 := d.micros(ev.ts)
 	dur, ok2 := d.micros(ev.dur)
+	if ok1 && !ok2 && ev.dur != nil && ev.dur.Type() == fastjson.TypeNumber && d.num[0] != '-' {
+		// A duration too large for int64 ns: CUPTI's wrapped end-before-start records.
+		d.nOverflow++
+		return
+	}
 	if !ok1 || !ok2 {
 		d.nBadTime++
 		if d.nBadTime <= 3 {

@@ -22,6 +22,9 @@ const (
 // errTruncated is returned (wrapped in a *syntaxError) when the input ends inside the document.
 var errTruncated = errors.New("unexpected end of input")
 
+// errBadString is returned by value when a string held a raw newline (see scanner.badString).
+var errBadString = errors.New("raw newline inside a string")
+
 // syntaxError is a problem in the document structure at a byte offset of the uncompressed JSON.
 type syntaxError struct {
 	Offset int64
@@ -177,9 +180,13 @@ func (s *scanner) value() ([]byte, int64, error) {
 					bs++
 				}
 				if bs%2 == 0 {
-					if nl := bytes.IndexByte(s.buf[i+1:q], '\n'); nl >= 0 && !s.badString {
+					if nl := bytes.IndexByte(s.buf[i+1:q], '\n'); nl >= 0 {
+						// JSON strings cannot hold a raw newline: the string structure was
+						// lost earlier (an unescaped quote). Stop here so the caller resyncs.
 						s.badString = true
 						s.badStringOff = s.base + int64(i+1+nl)
+						s.pos = i + 1 + nl
+						return nil, off, &syntaxError{Offset: s.badStringOff, Err: errBadString}
 					}
 					i = q + 1
 					break
@@ -424,16 +431,16 @@ func walkArray(s *scanner, h handler) error {
 			continue
 		}
 		v, off, err := s.value()
-		if err != nil {
-			return err
-		}
-		if s.badString {
+		if errors.Is(err, errBadString) {
 			// The element's strings went out of step: skip to the next event block.
 			h.malformed(s.badStringOff)
 			if !s.resync(s.badStringOff) {
 				return s.truncated()
 			}
 			continue
+		}
+		if err != nil {
+			return err
 		}
 		if err := h.event(v, off); err != nil {
 			return err

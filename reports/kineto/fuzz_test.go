@@ -1,0 +1,68 @@
+package kineto
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzRead feeds arbitrary bytes to the reader: it must never panic or fail on a document it
+// can partly read, and on valid JSON it must find exactly the kernels encoding/json finds.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(smallTrace))
+	f.Add([]byte(`[{"ph":"X","cat":"kernel","name":"k","pid":"[TP00] 1","tid":-2,"ts":1e3,"dur":0.5}]`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","ts":1,"dur":2}],"baseTimeNanoseconds":5}`))
+	f.Add([]byte(`{"a":{"b":[1,2,{"c":"]"}]},"traceEvents":[{"ph":"X","cat":"kernel","ts":"1","dur":2,"args":{"stream":"x"}}]}`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","ts":1,"dur":2},`))
+	f.Add([]byte("{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\"b\",\"ts\":1,\"dur\":2}]}"))
+	f.Add([]byte("{\n\"traceEvents\": [\n  {\"name\": \"x\ny\"},\n  {\"ph\":\"X\",\"cat\":\"kernel\",\"ts\":1,\"dur\":1}\n]}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := Read(context.Background(), bytes.NewReader(data), "fuzz.json", Options{})
+		if err == nil && tr == nil {
+			t.Fatal("nil trace without error")
+		}
+		if len(data) > 1<<16 || !json.Valid(data) || !utf8.Valid(data) || bytes.Count(data, []byte("traceEvents")) > 1 || nestingDepth(data) > 100 {
+			return
+		}
+		want, ok := oracle(data)
+		if !ok {
+			return
+		}
+		if err != nil {
+			// Valid JSON that is an object or array is always readable.
+			if data2 := bytes.TrimSpace(data); len(data2) > 0 && (data2[0] == '{' || data2[0] == '[') {
+				t.Fatalf("valid JSON rejected: %v", err)
+			}
+			return
+		}
+		if n, _ := tr.KernelTime(-1); n != want.Kernels {
+			t.Fatalf("reader found %d kernels, encoding/json %d; warnings %v", n, want.Kernels, tr.Warnings)
+		}
+		if _, ns := tr.KernelTime(-1); ns != want.KernelNS {
+			t.Fatalf("kernel ns %d, oracle %d", ns, want.KernelNS)
+		}
+	})
+}
+
+// nestingDepth is the deepest bracket nesting outside strings.
+func nestingDepth(b []byte) int {
+	d, m, in, esc := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case in && esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case !in && (c == '{' || c == '['):
+			d++
+			m = max(m, d)
+		case !in && (c == '}' || c == ']'):
+			d--
+		}
+	}
+	return m
+}
