@@ -280,7 +280,7 @@ func (d *decoder) typeError(k []string, prim toml.Primitive, err error, expect s
 		}
 		var v any
 		_ = d.md.PrimitiveDecode(prim, &v)
-		msg = fmt.Sprintf("expected %s, got %s%s", expect, describe(v), fixHint(v, expect))
+		msg = fmt.Sprintf("expected %s, got %s%s", expect, describe(v), fixHint(k, v, expect))
 	}
 	d.addAt(k, line, msg)
 }
@@ -320,32 +320,58 @@ func describe(v any) string {
 }
 
 // fixHint says what to change for the common mistakes.
-func fixHint(v any, expect string) string {
+func fixHint(k []string, v any, expect string) string {
 	wantArray := strings.HasPrefix(expect, "an array")
-	switch v.(type) {
-	case string, int64, float64, bool:
+	last := k[len(k)-1]
+	switch v := v.(type) {
+	case string:
+		if wantArray && (last == "command" || last == "extra_args") && len(strings.Fields(v)) > 1 {
+			return fmt.Sprintf("; write one element per argument: [%s]", quoteList(strings.Fields(v)))
+		}
 		if wantArray {
 			return "; wrap the value in [ ] to make a one-element list"
 		}
-		if s, ok := v.(string); ok {
-			if strings.HasPrefix(expect, "an integer") {
-				if _, err := strconv.Atoi(s); err == nil {
-					return "; write the number without quotes"
-				}
-			}
-			if expect == "true or false" && (s == "true" || s == "false") {
-				return "; write it without quotes"
+		if strings.HasPrefix(expect, "an integer") {
+			if _, err := strconv.Atoi(v); err == nil {
+				return "; write the number without quotes"
 			}
 		}
-		if _, ok := v.(int64); ok && strings.Contains(expect, "string") && !wantArray {
+		if expect == "true or false" && (v == "true" || v == "false") {
+			return "; write it without quotes"
+		}
+	case int64, bool:
+		if wantArray {
+			return "; wrap the value in [ ] to make a one-element list"
+		}
+		if strings.Contains(expect, "string") {
 			return "; put the value in quotes"
 		}
-	case []any:
-		if strings.Contains(expect, "strings") {
-			return "; quote every element"
+	case float64:
+		if wantArray {
+			return "; wrap the value in [ ] to make a one-element list"
 		}
-		if strings.Contains(expect, "integers") {
-			return "; write every element as a number without quotes"
+		if strings.HasPrefix(expect, "an integer") {
+			return "; use a whole number"
+		}
+	case []any:
+		for _, e := range v {
+			switch e.(type) {
+			case string:
+				if strings.Contains(expect, "integers") {
+					return "; write every element as a number without quotes"
+				}
+			case float64:
+				if strings.Contains(expect, "integers") {
+					return "; use whole numbers"
+				}
+				if strings.Contains(expect, "strings") {
+					return "; quote every element"
+				}
+			case int64, bool:
+				if strings.Contains(expect, "strings") {
+					return "; quote every element"
+				}
+			}
 		}
 	}
 	return ""
