@@ -8,6 +8,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -189,50 +190,60 @@ func WriteCSV(w io.Writer, t *Table) error {
 	return cw.Error()
 }
 
-// Shorten bounds s to at most max runes, pprof-style for C++ names: template argument lists
-// and parameter lists are elided to "<…>" and "(…)" first, and only then is the tail cut with
-// "…". Short names are returned unchanged.
+// reLambda matches the lambda and call-operator scaffolding of PyTorch functor names
+// ("::{lambda(…)#1}", "::operator(…)(…) const") after parentheses were elided.
+var reLambda = regexp.MustCompile(`::\{lambda\(…\)#\d+\}|::operator\(…\)\(…\)( const)?`)
+
+// Shorten bounds s to at most max runes, pprof-style for C++ names. It elides in steps and
+// stops as soon as the name fits: template arguments nested two deep become "<…>", then every
+// parenthesised group becomes "(…)", then every template argument list; only then is the
+// middle cut with "…", keeping the head and the tail. Short names are returned unchanged.
 func Shorten(s string, max int) string {
 	if max <= 0 || utf8.RuneCountInString(s) <= max {
 		return s
 	}
-	s = elide(s, '<', '>', "<…>")
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	s = elide(s, '(', ')', "(…)")
-	if utf8.RuneCountInString(s) <= max {
-		return s
+	for _, step := range []func(string) string{
+		func(x string) string { return elide(x, '<', '>', "<…>", 2) },
+		func(x string) string { return elide(x, '(', ')', "(…)", 1) },
+		func(x string) string { return reLambda.ReplaceAllString(x, "") },
+		func(x string) string { return elide(x, '<', '>', "<…>", 1) },
+	} {
+		s = step(s)
+		if utf8.RuneCountInString(s) <= max {
+			return s
+		}
 	}
 	r := []rune(s)
-	if max < 2 {
+	if max < 3 {
 		return string(r[:max])
 	}
-	return string(r[:max-1]) + "…"
+	head := (max - 1) * 2 / 3
+	tail := max - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
-// elide replaces every top-level bracketed group (open..close, nesting respected) by repl.
-// An unbalanced group is left as it is.
-func elide(s string, open, close byte, repl string) string {
+// elide replaces every bracketed group (open..close, nesting respected) that starts at nesting
+// depth minDepth (1 = top level) by repl. Unbalanced groups are left as they are.
+func elide(s string, open, close byte, repl string, minDepth int) string {
 	var b strings.Builder
 	depth, start := 0, -1
 	last := 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case open:
-			if depth == 0 {
+			depth++
+			if depth == minDepth && start < 0 {
 				start = i
 			}
-			depth++
 		case close:
 			if depth > 0 {
-				depth--
-				if depth == 0 && start >= 0 {
+				if depth == minDepth && start >= 0 {
 					b.WriteString(s[last:start])
 					b.WriteString(repl)
 					last = i + 1
 					start = -1
 				}
+				depth--
 			}
 		}
 	}

@@ -160,7 +160,7 @@ func depRisk(c *traceCtx, ops []int32, iv []Interval, sw Sweep, rep int32) strin
 		tight = TightGapMinNS
 	}
 	myCat := c.cats[c.canonID(c.t.GPUOps[ops[rep]].Name)]
-	mySite := c.resolve(c.opSite(ops[rep])).loc
+	mySite := depSite(c, ops[rep])
 	p := sw.Pos[rep]
 	risky, unclear := false, false
 	for _, np := range []int32{p - 1, p + 1} {
@@ -183,7 +183,7 @@ func depRisk(c *traceCtx, ops []int32, iv []Interval, sw Sweep, rep int32) strin
 			continue
 		}
 		nCat := c.cats[c.canonID(c.t.GPUOps[ops[ni]].Name)]
-		nSite := c.resolve(c.opSite(ops[ni])).loc
+		nSite := depSite(c, ops[ni])
 		switch {
 		case sameScope(mySite, nSite):
 			risky = true
@@ -202,6 +202,16 @@ func depRisk(c *traceCtx, ops []int32, iv []Interval, sw Sweep, rep int32) strin
 		return DepUnclear
 	}
 	return DepLow
+}
+
+// depSite is the op's site for the neighbour test; a graph replay site says nothing about the
+// op's own code, so it counts as unmapped.
+func depSite(c *traceCtx, oi int32) string {
+	k := c.opSite(oi)
+	if k.kind != kindFrame {
+		return ""
+	}
+	return c.resolve(k).loc
 }
 
 func isUnmapped(s string) bool {

@@ -20,7 +20,7 @@ const (
 
 // Cell bounds (W14): long C++ template names are shortened pprof-style.
 const (
-	textNameWidth = 90
+	textNameWidth = 100
 	mdNameWidth   = 140
 	siteLines     = 3
 )
@@ -85,7 +85,14 @@ func stageTitle(s string) string {
 	return s
 }
 
-func ms(usv float64) string { return strconv.FormatFloat(usv/1000, 'f', 2, 64) + " ms" }
+// ms formats a duration given in µs: milliseconds with two decimals like the anchor, or
+// microseconds below 0.1 ms so that small kernels do not all print as 0.00 ms.
+func ms(usv float64) string {
+	if usv < 100 {
+		return strconv.FormatFloat(usv, 'f', 1, 64) + " us"
+	}
+	return strconv.FormatFloat(usv/1000, 'f', 2, 64) + " ms"
+}
 func pc(p float64) string   { return strconv.FormatFloat(p, 'f', 1, 64) + "%" }
 
 func modeLabel(m string) string {
