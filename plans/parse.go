@@ -32,7 +32,7 @@ func Load(path string) (*Plan, error) {
 // the file path). Every problem in the file is reported at once in a *Error; a TOML syntax error
 // stops decoding, so it is reported alone.
 func Parse(name string, data []byte) (*Plan, error) {
-	d := &decoder{src: string(data), bad: map[string]bool{}, reported: map[string]bool{}, tainted: map[string]bool{}}
+	d := &decoder{src: string(data), bad: map[string]bool{}, reported: map[string]bool{}}
 	p := d.decode()
 	if !d.syntax {
 		// Validate even after type errors, so the user sees every problem at once; values that
@@ -116,14 +116,13 @@ type decoder struct {
 	md       toml.MetaData
 	syntax   bool
 	problems []Problem
-	// bad holds dotted keys whose value could not be decoded; checks under them are skipped.
+	// bad holds dotted keys whose value is not used: it failed to decode, or a wrong-case key
+	// folded onto it (BurntSushi matches struct fields case-insensitively, so `MODEL` fills
+	// `model`, and with both present which one wins is random). Checks under them are skipped.
 	bad map[string]bool
 	// reported holds dotted unknown keys already reported.
 	reported map[string]bool
-	// tainted holds schema keys that a wrong-case key folded onto (BurntSushi matches struct
-	// fields case-insensitively, so `MODEL` fills `model`); their value is not trusted.
-	tainted map[string]bool
-	pos     *positions
+	pos      *positions
 }
 
 func (d *decoder) decode() *Plan {
@@ -199,10 +198,7 @@ func path(k ...string) []string { return k }
 
 // present reports whether the exact key was written in the file and can be trusted.
 func (d *decoder) present(k []string) bool {
-	if d.tainted[toml.Key(k).String()] || d.underBad(k) {
-		return false
-	}
-	return d.md.IsDefined(k...)
+	return !d.underBad(k) && d.md.IsDefined(k...)
 }
 
 func (d *decoder) underBad(k []string) bool {
@@ -478,7 +474,6 @@ func (d *decoder) checkCase() {
 		for _, s := range schema[parent] {
 			if strings.EqualFold(s, u[len(u)-1]) {
 				want := append(append([]string(nil), u[:len(u)-1]...), s)
-				d.tainted[toml.Key(want).String()] = true
 				d.bad[toml.Key(want).String()] = true
 				d.reported[us] = true
 				d.addKey(u, fmt.Sprintf("unknown key %q: keys are case-sensitive; write %q", u[len(u)-1], s))

@@ -44,7 +44,7 @@ func defaultTrace() []string { return []string{"cuda", "nvtx", "osrt"} }
 // it is zero, so that `repeats = 0` is reported instead of silently becoming 1.
 func applyDefaults(p *Plan, d *decoder) {
 	set := func(k ...string) bool {
-		return d.md.IsDefined(k...) || d.underBad(k) || d.tainted[strings.Join(k, ".")]
+		return d.md.IsDefined(k...) || d.underBad(k)
 	}
 	if !set("output_dir") {
 		p.OutputDir = DefaultOutputDir
@@ -90,12 +90,12 @@ func applyDefaults(p *Plan, d *decoder) {
 
 // check reports whether the value at k may be checked: it decoded, and its key is trusted.
 func (d *decoder) check(k ...string) bool {
-	return !d.underBad(k) && !d.tainted[strings.Join(k, ".")]
+	return !d.underBad(k)
 }
 
 // missing reports an absent required key, pointing at its table's header when there is one.
 func (d *decoder) missing(k []string, msg string) {
-	if d.tainted[strings.Join(k, ".")] || d.underBad(k) {
+	if d.underBad(k) {
 		return
 	}
 	line := 0
@@ -304,13 +304,12 @@ func (d *decoder) validate(p *Plan) {
 		d.addKey(k, fmt.Sprintf("unknown value %q; use %s", p.Gate.DiffusersFallback, quoteList(DiffusersFallback)))
 	}
 
-	// size of the matrix, only when every axis is usable
-	if len(d.problems) == 0 {
-		if n, ok := cellCount(p); !ok {
-			d.addKey([]string{"matrix"}, fmt.Sprintf("the matrix expands to more than %d cells; split the plan or shorten its axes", MaxCells))
-		} else if n == 0 {
-			d.addKey([]string{"matrix"}, "the matrix expands to no cells")
-		}
+	// The size of the matrix. An axis that failed to decode counts as empty, so "no cells" is
+	// only worth saying when nothing else is wrong.
+	if n, ok := cellCount(p); !ok {
+		d.addKey([]string{"matrix"}, fmt.Sprintf("the matrix expands to more than %d cells; split the plan or shorten its axes", MaxCells))
+	} else if n == 0 && len(d.problems) == 0 {
+		d.addKey([]string{"matrix"}, "the matrix expands to no cells")
 	}
 }
 
