@@ -291,7 +291,6 @@ type traceCtx struct {
 	byName map[string]int32
 	cats   []string
 	sites  *siteFinder
-	gframe map[int32]int32 // graph launch index -> innermost enclosing frame
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
@@ -337,10 +336,8 @@ func (c *traceCtx) opSite(oi int32) siteKey {
 	if op.Launch >= 0 && int(op.Launch) < len(t.Launches) && t.Launches[op.Launch].Graph {
 		l := &t.Launches[op.Launch]
 		k := siteKey{cpu: l.Name, kind: kindGraph}
-		if f := c.graphFrame(op.Launch); f >= 0 {
-			if b := c.sites.bestFrame(f); b >= 0 {
-				k.loc = t.Frames[b].Name
-			}
+		if b := c.sites.bestFrame(l.Frame); b >= 0 {
+			k.loc = t.Frames[b].Name
 		}
 		return k
 	}
@@ -352,52 +349,14 @@ func (c *traceCtx) opSite(oi int32) siteKey {
 		return siteKey{cpu: co.Name, kind: kindUnresolved}
 	}
 	if op.Launch >= 0 && int(op.Launch) < len(t.Launches) {
-		return siteKey{cpu: t.Launches[op.Launch].Name, kind: kindUnresolved}
+		// No CPU op (External id missing): the frames around the launch call still say where.
+		l := &t.Launches[op.Launch]
+		if b := c.sites.bestFrame(l.Frame); b >= 0 && c.sites.info(b).score > scoreNoise {
+			return siteKey{loc: t.Frames[b].Name, cpu: l.Name, kind: kindFrame}
+		}
+		return siteKey{cpu: l.Name, kind: kindUnresolved}
 	}
 	return siteKey{kind: kindUnresolved}
-}
-
-// graphFrame finds the innermost Python frame enclosing a graph launch on its thread. It is
-// computed once for all graph launches: frames are matched against the launches of their
-// thread sorted by start (cost ≈ frames·log L + depth·L).
-func (c *traceCtx) graphFrame(li int32) int32 {
-	if c.gframe == nil {
-		c.gframe = map[int32]int32{}
-		t := c.t
-		type tk struct{ pid, tid int32 }
-		byThread := map[tk][]int32{}
-		for i := range t.Launches {
-			if t.Launches[i].Graph {
-				k := tk{t.Launches[i].PID, t.Launches[i].TID}
-				byThread[k] = append(byThread[k], int32(i))
-			}
-		}
-		for _, ls := range byThread {
-			sort.Slice(ls, func(a, b int) bool { return t.Launches[ls[a]].Start < t.Launches[ls[b]].Start })
-		}
-		for fi := range t.Frames {
-			fr := &t.Frames[fi]
-			ls := byThread[tk{fr.PID, fr.TID}]
-			if len(ls) == 0 {
-				continue
-			}
-			j := sort.Search(len(ls), func(k int) bool { return t.Launches[ls[k]].Start >= fr.Start })
-			for ; j < len(ls) && t.Launches[ls[j]].Start < fr.End; j++ {
-				li := ls[j]
-				if t.Launches[li].End > fr.End {
-					continue
-				}
-				cur, ok := c.gframe[li]
-				if !ok || fr.Start > t.Frames[cur].Start || (fr.Start == t.Frames[cur].Start && fr.End < t.Frames[cur].End) {
-					c.gframe[li] = int32(fi)
-				}
-			}
-		}
-	}
-	if f, ok := c.gframe[li]; ok {
-		return f
-	}
-	return trace.NoID
 }
 
 // resolve turns a site key into display strings.

@@ -29,7 +29,7 @@ func (b *tb) cpuop(name string, start, end int64, frame int32) int32 {
 
 func (b *tb) launch(name string, start, end int64, graph bool) int32 {
 	b.t.Launches = append(b.t.Launches, trace.Launch{Start: start, End: end, Correlation: int64(len(b.t.Launches)), ExternalID: trace.NoID,
-		Name: b.id(name), PID: 1, TID: 1, Graph: graph})
+		Name: b.id(name), PID: 1, TID: 1, Graph: graph, Frame: trace.NoID})
 	return int32(len(b.t.Launches) - 1)
 }
 
@@ -126,7 +126,7 @@ func goldenTrace() *trace.Trace {
 	b.annot("step[DECODE bs=1]", tc, tc+10_000, false)
 	gf := b.frame(pyGraph, tc+100, tc+9_000, root)
 	gl := b.launch("cudaGraphLaunch", tc+1_000, tc+2_000, true)
-	_ = gf
+	b.t.Launches[gl].Frame = gf
 	for _, k := range []struct {
 		n string
 		d int64

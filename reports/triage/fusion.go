@@ -212,7 +212,9 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 		if p.Framework != "" && p.Framework != "any" && !fw[p.Framework] {
 			continue
 		}
-		if model != "" && !modelOK(p, model) {
+		// A model-specific pattern needs the model (server_args.json or --model): without it a
+		// DeepSeek row would be claimed for a Qwen trace that happens to run the same kernel.
+		if (model == "" && len(p.ModelInclude) > 0) || (model != "" && !modelOK(p, model)) {
 			continue
 		}
 		var active []int
@@ -260,9 +262,6 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 			fr.Confidence = ConfHigh
 			related = active
 		case allGroups:
-			if model == "" && len(p.ModelInclude) > 0 {
-				continue // a model-specific split pattern needs to know the model
-			}
 			if p.MinTP > 0 && tp > 0 && tp < p.MinTP {
 				continue
 			}

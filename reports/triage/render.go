@@ -93,7 +93,7 @@ func ms(usv float64) string {
 	}
 	return strconv.FormatFloat(usv/1000, 'f', 2, 64) + " ms"
 }
-func pc(p float64) string   { return strconv.FormatFloat(p, 'f', 1, 64) + "%" }
+func pc(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) + "%" }
 
 func modeLabel(m string) string {
 	if m == ModeSingle {
