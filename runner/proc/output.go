@@ -20,6 +20,16 @@ const (
 	logQueue  = 16
 )
 
+// After a read shorter than batchMin we wait batchWait before reading again,
+// but only when the pipe could be enlarged to pipeSize: 1 ms of output of
+// even a very fast child (1 GB/s) still fits in the pipe, so the child never
+// blocks on us, and we read it in a few large chunks instead of many small
+// ones.
+const (
+	batchMin  = 64 << 10
+	batchWait = time.Millisecond
+)
+
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
 // output is the shared state behind the two stream writers: line numbering,
@@ -51,8 +61,8 @@ type logChunk struct {
 
 func newOutput(s Spec, log *slog.Logger) *output {
 	o := &output{onLine: s.OnLine, logW: s.Log, stall: s.LogStall}
-	o.stdout = &stream{o: o, name: Stdout}
-	o.stderr = &stream{o: o, name: Stderr}
+	o.stdout = &stream{o: o, name: Stdout, limit: MaxLine}
+	o.stderr = &stream{o: o, name: Stderr, limit: MaxLine}
 	if o.logW != nil {
 		o.logQ = make(chan logChunk, logQueue)
 		o.logDone = make(chan struct{})
@@ -154,14 +164,15 @@ func (o *output) finish() {
 type stream struct {
 	o       *output
 	name    string
-	pend    []byte // unterminated line so far, at most MaxLine
+	limit   int    // MaxLine; smaller in tests
+	pend    []byte // unterminated line so far, at most limit
 	afterCR bool   // last byte seen was '\r': a following '\n' is not a new line
 }
 
 // ReadFrom never returns an error of its own: an error here would make
 // os/exec close the pipe, and the child would die of SIGPIPE.
 func (s *stream) ReadFrom(r io.Reader) (int64, error) {
-	growPipe(r)
+	big := growPipe(r)
 	var total int64
 	defer func() {
 		s.o.mu.Lock()
@@ -173,7 +184,7 @@ func (s *stream) ReadFrom(r io.Reader) (int64, error) {
 		n, err := r.Read(*b)
 		if n > 0 {
 			total += int64(n)
-			s.consume((*b)[:n])
+			s.consume((*b)[:n], s.o.asString((*b)[:n]))
 			s.o.toLog(b, n)
 		} else {
 			chunkPool.Put(b)
@@ -184,6 +195,13 @@ func (s *stream) ReadFrom(r io.Reader) (int64, error) {
 			}
 			return total, err
 		}
+		if big && n < batchMin {
+			// A child that writes in small pieces (bufio's 4 KiB) would
+			// otherwise wake us, and pay for the wake-up, on every write.
+			// The enlarged pipe holds what it writes meanwhile; a line
+			// reaches OnLine at most batchWait late.
+			time.Sleep(batchWait)
+		}
 	}
 }
 
@@ -193,19 +211,35 @@ func (s *stream) Write(p []byte) (int, error) {
 		b := chunkPool.Get().(*[]byte)
 		n := copy(*b, q)
 		q = q[n:]
-		s.consume((*b)[:n])
+		s.consume((*b)[:n], s.o.asString((*b)[:n]))
 		s.o.toLog(b, n)
 	}
 	return len(p), nil
 }
 
+// asString copies a chunk into a string for the lines to share, or returns
+// "" when nobody receives lines.
+func (o *output) asString(p []byte) string {
+	if o.onLine == nil {
+		return ""
+	}
+	return string(p)
+}
+
 // consume splits one chunk into lines, holding the OnLine lock for the whole
 // chunk so the lines of a chunk are delivered together and the lock is
-// taken once per chunk, not once per line.
-func (s *stream) consume(p []byte) {
+// taken once per chunk, not once per line. ps is string(p) when there is an
+// OnLine to feed: lines inside the chunk become substrings of it, one
+// allocation per chunk instead of one per line, which is most of the cost
+// of this path for a fast writer.
+func (s *stream) consume(p []byte, ps string) {
 	s.o.mu.Lock()
 	defer s.o.mu.Unlock()
-	off, nl := 0, -1 // nl: index of the next '\n' at or after off, len(p) if none
+	// nl and cr: index of the next '\n' / '\r' at or after off, len(p) if
+	// none. Each is searched again only once passed, so a log without '\r'
+	// costs one scan per chunk for it, and a '\r' flood (a progress bar)
+	// does not rescan the rest of the chunk for '\n' at every update.
+	off, nl, cr := 0, -1, -1
 	for off < len(p) {
 		if s.afterCR {
 			s.afterCR = false
@@ -215,60 +249,74 @@ func (s *stream) consume(p []byte) {
 			}
 		}
 		if nl < off {
-			// Found once and reused: a '\r' flood (a progress bar) must not
-			// rescan the rest of the chunk for '\n' at every update.
-			if i := bytes.IndexByte(p[off:], '\n'); i < 0 {
-				nl = len(p)
-			} else {
-				nl = off + i
-			}
+			nl = nextByte(p, off, '\n')
 		}
-		end, cr := nl, false
-		if j := bytes.IndexByte(p[off:nl], '\r'); j >= 0 {
-			end, cr = off+j, true
+		if cr < off {
+			cr = nextByte(p, off, '\r')
+		}
+		end, isCR := nl, false
+		if cr < nl {
+			end, isCR = cr, true
 		}
 		if end == len(p) {
 			s.appendPending(p[off:])
 			return
 		}
-		s.endLine(p[off:end], cr)
+		var str string
+		if ps != "" {
+			str = ps[off:end]
+		}
+		s.endLine(p[off:end], str, isCR)
 		off = end + 1
-		s.afterCR = cr
+		s.afterCR = isCR
 	}
 }
 
-// appendPending adds bytes to the unterminated line, delivering MaxLine
+func nextByte(p []byte, off int, c byte) int {
+	if i := bytes.IndexByte(p[off:], c); i >= 0 {
+		return off + i
+	}
+	return len(p)
+}
+
+// appendPending adds bytes to the unterminated line, delivering limit-sized
 // pieces as Partial lines once more bytes follow them.
 func (s *stream) appendPending(b []byte) {
 	for len(b) > 0 {
-		room := MaxLine - len(s.pend)
+		room := s.limit - len(s.pend)
 		if len(b) <= room {
 			s.pend = append(s.pend, b...)
 			return
 		}
 		s.pend = append(s.pend, b[:room]...)
 		b = b[room:]
-		s.deliver(s.pend, true)
+		s.deliver(s.pend, "", true)
 		s.pend = s.pend[:0]
 	}
 }
 
-// endLine finishes a line. An empty line ended by '\r' is dropped: it is
-// the '\r' a progress bar prints before each update and carries nothing.
-func (s *stream) endLine(seg []byte, cr bool) {
+// endLine finishes a line whose last bytes are seg (str is seg as a string,
+// or "" to allocate one if needed). An empty line ended by '\r' is dropped:
+// it is the '\r' a progress bar prints before each update and carries
+// nothing.
+func (s *stream) endLine(seg []byte, str string, cr bool) {
 	if len(s.pend) == 0 {
 		if len(seg) == 0 && cr {
 			return
 		}
-		for len(seg) > MaxLine {
-			s.deliver(seg[:MaxLine], true)
-			seg = seg[MaxLine:]
+		for len(seg) > s.limit {
+			piece := ""
+			if str != "" {
+				piece, str = str[:s.limit], str[s.limit:]
+			}
+			s.deliver(seg[:s.limit], piece, true)
+			seg = seg[s.limit:]
 		}
-		s.deliver(seg, false)
+		s.deliver(seg, str, false)
 		return
 	}
 	s.appendPending(seg)
-	s.deliver(s.pend, false)
+	s.deliver(s.pend, "", false)
 	if cap(s.pend) > 64<<10 {
 		s.pend = nil // do not keep a megabyte per stream after one long line
 	} else {
@@ -279,15 +327,21 @@ func (s *stream) endLine(seg []byte, cr bool) {
 // flush delivers an unterminated last line; callers hold o.mu.
 func (s *stream) flush() {
 	if len(s.pend) > 0 {
-		s.deliver(s.pend, false)
+		s.deliver(s.pend, "", false)
 		s.pend = nil
 	}
 	s.afterCR = false
 }
 
-func (s *stream) deliver(text []byte, partial bool) {
+// deliver counts a line and hands it to OnLine; text is the line, str the
+// same as a string when the caller already has one.
+func (s *stream) deliver(text []byte, str string, partial bool) {
 	s.o.lines++
-	if s.o.onLine != nil {
-		s.o.onLine(Line{No: s.o.lines, Stream: s.name, Text: string(text), Partial: partial})
+	if s.o.onLine == nil {
+		return
 	}
+	if str == "" && len(text) > 0 {
+		str = string(text)
+	}
+	s.o.onLine(Line{No: s.o.lines, Stream: s.name, Text: str, Partial: partial})
 }

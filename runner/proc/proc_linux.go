@@ -119,21 +119,24 @@ func parseStat(b []byte) (state byte, pgrp int, ok bool) {
 // most of the difference between `cmd > log.txt` and going through us.
 const pipeSize = 1 << 20
 
-// growPipe enlarges the pipe behind r, best effort. os/exec hands io.Copy
-// the read end as a wrapper around *os.File, which still offers
-// SyscallConn (Fd would switch the pipe to blocking mode).
-func growPipe(r io.Reader) {
+// growPipe enlarges the pipe behind r, best effort, and reports whether it
+// now holds at least pipeSize bytes. os/exec hands io.Copy the read end as a
+// wrapper around *os.File, which still offers SyscallConn (Fd would switch
+// the pipe to blocking mode).
+func growPipe(r io.Reader) bool {
 	sc, ok := r.(interface {
 		SyscallConn() (syscall.RawConn, error)
 	})
 	if !ok {
-		return
+		return false
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return
+		return false
 	}
+	size := 0
 	_ = rc.Control(func(fd uintptr) {
-		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
+		size, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
 	})
+	return size >= pipeSize
 }
