@@ -192,6 +192,9 @@ func (d *decoder) malformed(off int64) {
 	d.warnf("quote", "event near byte %d lost its string structure (a raw newline inside a string: an unescaped quote from an old Kineto version?); skipped it", off)
 }
 
+func (d *decoder) startEvents()     {}
+func (d *decoder) endEvents() error { return nil }
+
 func (d *decoder) finish() {
 	t := d.t
 	if d.nOverflow > 0 {

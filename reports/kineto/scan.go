@@ -287,6 +287,10 @@ type handler interface {
 	event(raw []byte, off int64) error
 	// malformed is called when an element lost its string structure and was skipped.
 	malformed(off int64)
+	// startEvents and endEvents bracket the event array (before its '[' and ']' are emitted),
+	// so a rewriter can insert its own elements at the end.
+	startEvents()
+	endEvents() error
 }
 
 // walk drives the scanner over a whole document. emit, when not nil, receives every byte that
@@ -317,7 +321,11 @@ func walk(s *scanner, h handler, emit func([]byte)) error {
 			emit(s.buf[s.pos : s.pos+1])
 		}
 		s.pos++
+		h.startEvents()
 		if err := walkArray(s, h); err != nil {
+			return err
+		}
+		if err := h.endEvents(); err != nil {
 			return err
 		}
 		if emit != nil {
@@ -379,7 +387,11 @@ func walk(s *scanner, h handler, emit func([]byte)) error {
 				emit(s.buf[s.pos : s.pos+1])
 			}
 			s.pos++
+			h.startEvents()
 			if err := walkArray(s, h); err != nil {
+				return err
+			}
+			if err := h.endEvents(); err != nil {
 				return err
 			}
 			if emit != nil {

@@ -1,0 +1,182 @@
+package kineto
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/valyala/fastjson"
+)
+
+// rewriter is the part of Fix and Slim that copies a document: the skeleton verbatim, the
+// events it is given with ",\n" separators.
+type rewriter struct {
+	ctx      context.Context
+	w        *bufio.Writer
+	first    bool
+	inEvents bool
+	done     bool // the event array was closed
+	events   int64
+	written  int64
+	p        fastjson.Parser
+	num      []byte
+	warnings []string
+}
+
+func newRewriter(ctx context.Context, out io.Writer) *rewriter {
+	return &rewriter{ctx: ctx, w: bufio.NewWriterSize(out, 1<<20), first: true}
+}
+
+func (r *rewriter) emit(b []byte) { r.w.Write(b) }
+
+func (r *rewriter) writeEvent(raw []byte) {
+	if r.first {
+		r.w.WriteString("\n")
+		r.first = false
+	} else {
+		r.w.WriteString(",\n")
+	}
+	r.w.Write(raw)
+	r.written++
+}
+
+func (r *rewriter) top(key, raw []byte, off int64) {}
+func (r *rewriter) malformed(off int64) {
+	r.events++
+	r.warnings = append(r.warnings, fmt.Sprintf("dropped a malformed event near byte %d (unescaped quote?)", off))
+}
+
+// tick counts an event and checks for cancellation now and then.
+func (r *rewriter) tick() error {
+	r.events++
+	if r.events&4095 == 0 {
+		return r.ctx.Err()
+	}
+	return nil
+}
+
+// eventFields are the fields Fix and Slim look at.
+type eventFields struct {
+	ph, cat, name []byte
+	pid, tid      []byte // raw JSON text
+	ts, dur       int64
+	hasTS, hasDur bool
+	args          *fastjson.Value
+}
+
+// fields parses raw into f; ok is false when raw is not a JSON object.
+func (r *rewriter) fields(raw []byte, f *eventFields) (*fastjson.Value, bool) {
+	*f = eventFields{}
+	v, err := r.p.ParseBytes(raw)
+	if err != nil {
+		return nil, false
+	}
+	o, err := v.Object()
+	if err != nil {
+		return nil, false
+	}
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		switch string(k) {
+		case "ph":
+			f.ph, _ = v.StringBytes()
+		case "cat":
+			f.cat, _ = v.StringBytes()
+		case "name":
+			f.name, _ = v.StringBytes()
+		case "pid":
+			f.pid = v.MarshalTo(f.pid[:0])
+		case "tid":
+			f.tid = v.MarshalTo(f.tid[:0])
+		case "ts":
+			if v.Type() == fastjson.TypeNumber {
+				r.num = v.MarshalTo(r.num[:0])
+				f.ts, f.hasTS = parseMicrosNS(r.num)
+			}
+		case "dur":
+			if v.Type() == fastjson.TypeNumber {
+				r.num = v.MarshalTo(r.num[:0])
+				f.dur, f.hasDur = parseMicrosNS(r.num)
+			}
+		case "args":
+			f.args = v
+		}
+	})
+	return v, true
+}
+
+// finishDoc handles the walker's result: on input cut inside the event array the rewriter closes
+// the array and the document so the output stays valid JSON.
+func (r *rewriter) finishDoc(werr error, closeEvents func() error, bareArray *bool) error {
+	if werr != nil {
+		var se *syntaxError
+		if !errors.As(werr, &se) {
+			return werr
+		}
+		if !r.inEvents || r.done {
+			return fmt.Errorf("input is malformed or truncated outside traceEvents (%v); the output is incomplete", werr)
+		}
+		r.warnings = append(r.warnings, fmt.Sprintf("input is truncated or malformed at byte %d (%v); closed the event array there", se.Offset, se.Err))
+		if err := closeEvents(); err != nil {
+			return err
+		}
+		if *bareArray {
+			r.w.WriteString("\n]\n")
+		} else {
+			r.w.WriteString("\n]}\n")
+		}
+	}
+	return r.w.Flush()
+}
+
+// bareArrayDetector records whether the document is a bare array (its first skeleton byte).
+type bareArrayDetector struct {
+	seen, bare bool
+}
+
+func (b *bareArrayDetector) wrap(emit func([]byte)) func([]byte) {
+	return func(p []byte) {
+		if !b.seen {
+			for _, c := range p {
+				if c == ' ' || c == '\n' || c == '\r' || c == '\t' {
+					continue
+				}
+				b.seen, b.bare = true, c == '['
+				break
+			}
+		}
+		emit(p)
+	}
+}
+
+// isGPUCat reports whether a category is a GPU op Perfetto draws on a stream track.
+func isGPUCat(cat []byte) bool {
+	switch string(cat) {
+	case "kernel", "gpu_memcpy", "gpu_memset":
+		return true
+	}
+	return false
+}
+
+// createOut creates path and returns a writer that gzips when the name ends in ".gz".
+func createOut(path string) (io.Writer, func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create output: %w", err)
+	}
+	if strings.HasSuffix(path, ".gz") {
+		zw, _ := gzip.NewWriterLevel(f, gzip.DefaultCompression)
+		return zw, func() error {
+			if err := zw.Close(); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		}, nil
+	}
+	return f, f.Close, nil
+}
