@@ -379,36 +379,47 @@ func (d *decoder) syntaxError(err error) {
 		d.problems = append(d.problems, Problem{Msg: "cannot read TOML: " + err.Error()})
 		return
 	}
-	line, col := pe.Position.Line, pe.Position.Col
-	// BurntSushi derives Col from the byte offset with an off-by-one at line starts; recompute
-	// it from the offset and the line it reports.
-	if c, ok := colFromOffset(d.src, line, pe.Position.Start); ok {
-		col = c
+	line, col := pe.Position.Line, 0
+	// BurntSushi's Col is off at line boundaries; derive line and column from the byte offset
+	// when it agrees with the reported line (an error on a newline is reported on the next
+	// line; the offset then says "end of the previous line", which is where the fix goes).
+	if l, c, ok := lineCol(d.src, pe.Position.Start); ok && l <= line && l >= line-1 {
+		line, col = l, c
 	}
-	d.problems = append(d.problems, Problem{Line: line, Col: col,
-		Msg: "TOML syntax error: " + pe.Message})
+	msg := "TOML syntax error: " + pe.Message
+	// A bracket or quote left open is reported where the parser gives up, often lines later;
+	// say where the value it was reading began.
+	if pe.LastKey != "" {
+		k := strings.Split(pe.LastKey, ".")
+		if kl := d.keyLineBefore(k[len(k)-1], line); kl > 0 && kl < line {
+			msg += fmt.Sprintf(" (reading the value of %s, which starts on line %d: is a closing bracket or quote missing there?)", pe.LastKey, kl)
+		}
+	}
+	d.problems = append(d.problems, Problem{Line: line, Col: col, Msg: msg})
 }
 
-func colFromOffset(src string, line, start int) (int, bool) {
-	if line < 1 || start < 0 || start > len(src) {
-		return 0, false
+// lineCol converts a byte offset into a 1-based line and column.
+func lineCol(src string, off int) (int, int, bool) {
+	if off <= 0 || off > len(src) {
+		return 0, 0, false
 	}
-	off := 0
-	for l := 1; l < line; l++ {
-		i := strings.IndexByte(src[off:], '\n')
-		if i < 0 {
-			return 0, false
+	before := src[:off]
+	line := strings.Count(before, "\n") + 1
+	return line, off - (strings.LastIndexByte(before, '\n') + 1) + 1, true
+}
+
+// keyLineBefore finds the last line at or before line that assigns key seg ("seg =").
+func (d *decoder) keyLineBefore(seg string, line int) int {
+	lines := strings.Split(d.src, "\n")
+	for l := min(line, len(lines)); l >= 1; l-- {
+		t := strings.TrimSpace(lines[l-1])
+		for _, tok := range []string{seg, `"` + seg + `"`, `'` + seg + `'`} {
+			if rest, ok := strings.CutPrefix(t, tok); ok && strings.HasPrefix(strings.TrimSpace(rest), "=") {
+				return l
+			}
 		}
-		off += i + 1
 	}
-	end := len(src)
-	if i := strings.IndexByte(src[off:], '\n'); i >= 0 {
-		end = off + i
-	}
-	if start < off || start > end {
-		return 0, false
-	}
-	return start - off + 1, true
+	return 0
 }
 
 // knownKey reports whether the exact dotted key is part of the schema.
