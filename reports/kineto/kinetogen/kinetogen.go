@@ -77,6 +77,9 @@ type Config struct {
 	StageNS   map[string]int64 // GPU time of TextEncodingStage / DecodingStage
 	TraceName string           // traceName value (default derived from Model)
 	HostPID   int              // pid of the CPU process (default 4321 + Rank)
+	// StageOnly, when StageTextEncoding or StageDecoding, generates only that diffusion stage
+	// (no steps); the simulator uses it to emit activity stage by stage.
+	StageOnly string
 }
 
 // Stats are counted while generating; they are the ground truth for reader tests.
@@ -488,6 +491,21 @@ func (g *gen) run() {
 	g.gpuT[computeStream] = g.cpuT
 	g.gpuT[commStream] = g.cpuT
 	c := &g.cfg
+	if c.StageOnly == StageTextEncoding || c.StageOnly == StageDecoding {
+		g.stage = c.StageOnly
+		dur := c.StageNS[c.StageOnly]
+		if dur <= 0 {
+			dur = c.StepNS / 5
+		}
+		g.block(c.StageOnly, 0, 0, func() {
+			if c.StageOnly == StageTextEncoding {
+				g.layers(textEncLayer, 28, dur, nil, nil)
+			} else {
+				g.layers(vaeOps, 12, dur, nil, vaeEpilogue)
+			}
+		})
+		return
+	}
 	if c.Flavor == FlavorDiffusion && c.AllStages {
 		g.stage = StageTextEncoding
 		dur := c.StageNS[StageTextEncoding]

@@ -1,0 +1,711 @@
+package sim
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sglprof/runner/nsys/nsysgen"
+)
+
+// NSysVersion is what the simulated `nsys --version` reports.
+const NSysVersion = "2025.5.1.121-255136380782v0"
+
+// reportMagic marks the simulator's .nsys-rep files. The real format is proprietary; the
+// simulator's is a gzip-compressed JSON document (nsysReport) holding the captured activity
+// with absolute simulated times, the collection window and how the application ended. Only
+// the simulated `nsys export` reads it.
+const reportMagic = "sglprof-sim-nsys-report"
+
+// nsysReport is the content of a simulated .nsys-rep.
+type nsysReport struct {
+	Magic          string            `json:"magic"`
+	Format         int               `json:"format"`
+	NSysVersion    string            `json:"nsys_version"`
+	Command        []string          `json:"command"`
+	Options        map[string]string `json:"options"`
+	SessionStartNS int64             `json:"session_start_unix_ns"`
+	WindowStartNS  int64             `json:"window_start_unix_ns"`
+	WindowEndNS    int64             `json:"window_end_unix_ns"` // 0: until the application ended
+	AppExitCode    int               `json:"app_exit_code"`
+	AppSignal      string            `json:"app_signal,omitempty"`
+	Interrupted    bool              `json:"interrupted,omitempty"`
+	GPUs           []nsysgen.GPU     `json:"gpus"`
+	Processes      []nsysgen.Process `json:"processes"`
+	Kernels        []nsysgen.Kernel  `json:"kernels"`
+	Runtime        []nsysgen.Runtime `json:"runtime"`
+	Memops         []nsysgen.Memop   `json:"memops"`
+	NVTX           []nsysgen.NVTX    `json:"nvtx"`
+}
+
+// nsysOpt is one option of `nsys profile`.
+type nsysOpt struct {
+	long, short string
+	boolean     bool
+	check       func(string) error
+}
+
+func oneOf(vals ...string) func(string) error {
+	return func(v string) error {
+		for _, x := range vals {
+			if v == x {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of: %s", strings.Join(vals, ", "))
+	}
+}
+
+func seconds(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return errors.New("must be a non-negative number of seconds")
+	}
+	return nil
+}
+
+var traceAPIs = []string{"cuda", "nvtx", "osrt", "cublas", "cublas-verbose", "cudnn", "cusolver", "cusparse", "nccl", "mpi", "ucx", "openmp", "opengl", "opengl-annotations", "vulkan", "python-gil", "gds", "cuda-sw", "nvvideo", "none"}
+
+func traceList(v string) error {
+	for _, t := range strings.Split(v, ",") {
+		if oneOf(traceAPIs...)(strings.TrimSpace(t)) != nil {
+			return fmt.Errorf("unknown API '%s' (known: %s)", t, strings.Join(traceAPIs, ", "))
+		}
+	}
+	return nil
+}
+
+func graphTrace(v string) error {
+	head, _, _ := strings.Cut(v, ":")
+	return oneOf("graph", "node")(head)
+}
+
+func killOpt(v string) error {
+	if oneOf("none", "sigkill", "sigterm")(v) == nil {
+		return nil
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 65 {
+		return nil
+	}
+	return errors.New("must be none, sigkill, sigterm or a signal number")
+}
+
+var profileOpts = []nsysOpt{
+	{long: "--trace", short: "-t", check: traceList},
+	{long: "--trace-fork-before-exec", boolean: true},
+	{long: "--cuda-graph-trace", check: graphTrace},
+	{long: "--force-overwrite", short: "-f", boolean: true},
+	{long: "--delay", short: "-y", check: seconds},
+	{long: "--duration", short: "-d", check: seconds},
+	{long: "--output", short: "-o"},
+	{long: "--capture-range", short: "-c", check: oneOf("none", "cudaProfilerApi", "hotkey", "nvtx")},
+	{long: "--capture-range-end"},
+	{long: "--nvtx-capture", short: "-p"},
+	{long: "--kill", check: killOpt},
+	{long: "--stop-on-exit", short: "-x", boolean: true},
+	{long: "--sample", short: "-s", check: oneOf("process-tree", "system-wide", "none")},
+	{long: "--cpuctxsw", check: oneOf("process-tree", "system-wide", "none")},
+	{long: "--stats", boolean: true},
+	{long: "--export"},
+	{long: "--wait", short: "-w", check: oneOf("primary", "all")},
+	{long: "--session-new"},
+	{long: "--cuda-memory-usage", boolean: true},
+	{long: "--cuda-event-trace"},
+	{long: "--cuda-flush-interval"},
+	{long: "--python-backtrace"},
+	{long: "--python-sampling", boolean: true},
+	{long: "--pytorch"},
+	{long: "--env-var", short: "-e"},
+	{long: "--show-output", boolean: true},
+	{long: "--nccl-trace"},
+}
+
+const nsysProfileUsage = "\nusage: nsys profile [<args>] [application] [<application args>]\nTry 'nsys profile --help' for more information.\n"
+
+// NSys runs the simulated `nsys`; args are the arguments after "nsys". It returns the exit
+// status: for profile, the application's status (128+signal when it was killed), 1 for
+// nsys's own errors.
+func NSys(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, "usage: nsys [--version] [--help] <command> [<args>] [application] [<application args>]\n")
+		return 1
+	}
+	switch args[0] {
+	case "--version", "-v":
+		fmt.Fprintf(stdout, "NVIDIA Nsight Systems version %s\n", NSysVersion)
+		return 0
+	case "--help", "-h":
+		fmt.Fprint(stdout, "usage: nsys [--version] [--help] <command> [<args>] [application] [<application args>]\n\n The most commonly used nsys commands are:\n\tprofile       Run an application and capture its profile into a nsys-rep file.\n\texport        Generate an export file from an existing nsys-rep file.\n")
+		return 0
+	case "profile":
+		return nsysProfile(ctx, args[1:], env, stdout, stderr)
+	case "export":
+		return nsysExport(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "Error: unknown command '%s'.\nusage: nsys [--version] [--help] <command> [<args>] [application] [<application args>]\n", args[0])
+	return 1
+}
+
+func isBoolWord(s string) bool { return s == "true" || s == "false" }
+
+// parseProfile splits `nsys profile` arguments into options and the application command.
+func parseProfile(args []string) (map[string]string, []string, error) {
+	opts := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		tok := args[i]
+		if !strings.HasPrefix(tok, "-") || tok == "-" {
+			return opts, args[i:], nil
+		}
+		if tok == "--" {
+			return opts, args[i+1:], nil
+		}
+		name, val, hasVal := tok, "", false
+		if eq := strings.IndexByte(tok, '='); eq > 0 {
+			name, val, hasVal = tok[:eq], tok[eq+1:], true
+		}
+		var o *nsysOpt
+		for j := range profileOpts {
+			if profileOpts[j].long == name || (profileOpts[j].short != "" && profileOpts[j].short == name) {
+				o = &profileOpts[j]
+			}
+		}
+		if o == nil {
+			return nil, nil, fmt.Errorf("unrecognised option '%s'", name)
+		}
+		if !hasVal {
+			switch {
+			case o.boolean && i+1 < len(args) && isBoolWord(args[i+1]):
+				i++
+				val = args[i]
+			case o.boolean:
+				val = "true"
+			case i+1 < len(args):
+				i++
+				val = args[i]
+			default:
+				return nil, nil, fmt.Errorf("the required argument for option '%s' is missing", o.long)
+			}
+		}
+		if o.boolean && !isBoolWord(val) {
+			return nil, nil, fmt.Errorf("the argument ('%s') for option '%s' is invalid. Valid choices are 'true' and 'false'", val, o.long)
+		}
+		if o.check != nil {
+			if err := o.check(val); err != nil {
+				return nil, nil, fmt.Errorf("the argument ('%s') for option '%s' is invalid: %v", val, o.long, err)
+			}
+		}
+		opts[o.long] = val
+	}
+	return opts, nil, nil
+}
+
+// expandOutput applies nsys's output-name substitutions and the .nsys-rep suffix.
+func expandOutput(name string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if name[i] != '%' || i+1 >= len(name) {
+			b.WriteByte(name[i])
+			continue
+		}
+		switch name[i+1] {
+		case 'p':
+			b.WriteString(strconv.Itoa(os.Getpid()))
+			i++
+		case 'h':
+			h, _ := os.Hostname()
+			b.WriteString(h)
+			i++
+		case '%':
+			b.WriteByte('%')
+			i++
+		case 'q':
+			if j := strings.IndexByte(name[i:], '}'); i+2 < len(name) && name[i+2] == '{' && j > 0 {
+				b.WriteString(env[name[i+3:i+j]])
+				i += j
+			} else {
+				b.WriteByte('%')
+			}
+		default:
+			b.WriteByte('%')
+		}
+	}
+	out := b.String()
+	if !strings.HasSuffix(out, ".nsys-rep") {
+		out += ".nsys-rep"
+	}
+	return out
+}
+
+func timeScale(env map[string]string) float64 {
+	k, err := readKnobs(map[string]string{EnvTimeScale: env[EnvTimeScale]})
+	if err != nil {
+		return DefaultTimeScale
+	}
+	return k.scale
+}
+
+func nsysProfile(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
+	opts, app, err := parseProfile(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: %v\n%s", err, nsysProfileUsage)
+		return 1
+	}
+	if len(app) == 0 {
+		fmt.Fprintf(stderr, "Error: no application was specified.%s", nsysProfileUsage)
+		return 1
+	}
+	if _, err := readKnobs(env); err != nil {
+		fmt.Fprintf(stderr, "runner sim: %v\n", err)
+		return 1
+	}
+	cwd, _ := os.Getwd()
+	out := opts["--output"]
+	if out == "" {
+		for n := 1; ; n++ {
+			out = filepath.Join(cwd, "report"+strconv.Itoa(n)+".nsys-rep")
+			if _, err := os.Stat(out); err != nil {
+				break
+			}
+		}
+	}
+	out = expandOutput(out, env)
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(cwd, out)
+	}
+	if _, err := os.Stat(out); err == nil && opts["--force-overwrite"] != "true" {
+		fmt.Fprintf(stderr, "Failed to create '%s': File exists.\nUse `--force-overwrite true` to overwrite existing files.\n", out)
+		return 1
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		fmt.Fprintf(stderr, "Failed to create '%s': %v\n", out, err)
+		return 1
+	}
+	actFile, err := os.CreateTemp("", "nsys-sim-activity-*.jsonl")
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: cannot create the collection buffer: %v\n", err)
+		return 1
+	}
+	actPath := actFile.Name()
+	actFile.Close()
+	defer os.Remove(actPath)
+
+	scale := timeScale(env)
+	delay, _ := strconv.ParseFloat(opts["--delay"], 64)
+	duration, _ := strconv.ParseFloat(opts["--duration"], 64)
+
+	cmd := exec.Command(app[0], app[1:]...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Env = make([]string, 0, len(env)+1)
+	for k, v := range env {
+		if k != EnvNSysActivity {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	sort.Strings(cmd.Env)
+	cmd.Env = append(cmd.Env, EnvNSysActivity+"="+actPath)
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "Error: failed to launch the application '%s': %v\n", app[0], err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	// The window is followed on the application's simulated clock (the newest activity it
+	// reported), so it lands on the same part of the run whatever the time scale and however
+	// slow this machine is; a real-time deadline (twice the scaled window, plus a second)
+	// still ends an application that stopped progressing, as nsys's own timer would.
+	winStart := t0.UnixNano() + int64(delay*1e9)
+	winEnd := winStart + int64(duration*1e9)
+	prog := &progress{path: actPath}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	stopping := opts["--duration"] != ""
+	if stopping && scale > 0 {
+		st := time.NewTimer(time.Duration((delay+duration)*scale*2*float64(time.Second)) + time.Second)
+		defer st.Stop()
+		deadline = st.C
+	}
+	collecting := false
+	interrupted := false
+	var waitErr error
+	stop := func() {
+		stopping = false
+		deadline = nil
+		switch k := opts["--kill"]; k {
+		case "none":
+		case "sigkill":
+			cmd.Process.Kill()
+		case "", "sigterm":
+			cmd.Process.Signal(syscall.SIGTERM)
+		default:
+			n, _ := strconv.Atoi(k)
+			cmd.Process.Signal(syscall.Signal(n))
+		}
+	}
+loop:
+	for {
+		select {
+		case <-tick.C:
+			now := prog.poll()
+			if !collecting && (now >= winStart || delay == 0) {
+				collecting = true
+				fmt.Fprintln(stdout, "Collecting data...")
+			}
+			if stopping && now >= winEnd {
+				stop()
+			}
+		case <-deadline:
+			stop()
+		case waitErr = <-done:
+			break loop
+		case s := <-sig:
+			interrupted = true
+			cmd.Process.Signal(s)
+		case <-ctx.Done():
+			interrupted = true
+			cmd.Process.Signal(syscall.SIGTERM)
+			ctxDone := time.NewTimer(5 * time.Second)
+			select {
+			case waitErr = <-done:
+			case <-ctxDone.C:
+				cmd.Process.Kill()
+				waitErr = <-done
+			}
+			break loop
+		}
+	}
+	if !collecting && (delay == 0 || prog.poll() >= winStart) {
+		fmt.Fprintln(stdout, "Collecting data...")
+	}
+
+	rep := &nsysReport{
+		Magic: reportMagic, Format: 1, NSysVersion: NSysVersion, Command: app, Options: opts,
+		SessionStartNS: t0.UnixNano(), WindowStartNS: t0.UnixNano() + int64(delay*1e9), Interrupted: interrupted,
+	}
+	if opts["--duration"] != "" {
+		rep.WindowEndNS = rep.WindowStartNS + int64(duration*1e9)
+	}
+	rep.AppExitCode = 0
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		rep.AppExitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			rep.AppSignal = ws.Signal().String()
+			rep.AppExitCode = 128 + int(ws.Signal())
+		}
+	}
+	if err := fillReport(rep, actPath, opts["--trace"]); err != nil {
+		fmt.Fprintf(stderr, "Error: reading collected data: %v\n", err)
+	}
+	if err := writeReport(out, rep); err != nil {
+		fmt.Fprintf(stderr, "Failed to create '%s': %v\n", out, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "Generating '%s'\n", filepath.Join(os.TempDir(), "nsys-report-"+strconv.FormatInt(t0.UnixNano()%0xffff, 16)+".qdstrm"))
+	fmt.Fprintf(stdout, "[1/1] [========================100%%] %s\n", filepath.Base(out))
+	if len(rep.Kernels) == 0 && strings.Contains(tracedAPIs(opts["--trace"]), "cuda") {
+		fmt.Fprintln(stdout, "WARNING: No CUDA kernel data was collected. The application may have ended before the collection window (--delay/--duration) or launched no kernels.")
+	}
+	fmt.Fprintf(stdout, "Generated:\n    %s\n", out)
+	return rep.AppExitCode
+}
+
+// progress follows the end of the activity file: the newest end time the application
+// reported is how far its simulated clock has got.
+type progress struct {
+	path string
+	off  int64
+	rem  []byte
+	max  int64
+}
+
+func (p *progress) poll() int64 {
+	f, err := os.Open(p.path)
+	if err != nil {
+		return p.max
+	}
+	defer f.Close()
+	if _, err := f.Seek(p.off, io.SeekStart); err != nil {
+		return p.max
+	}
+	b, _ := io.ReadAll(f)
+	p.off += int64(len(b))
+	b = append(p.rem, b...)
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		var r struct{ E int64 }
+		if json.Unmarshal(b[:i], &r) == nil && r.E > p.max {
+			p.max = r.E
+		}
+		b = b[i+1:]
+	}
+	p.rem = append(p.rem[:0], b...)
+	return p.max
+}
+
+func tracedAPIs(v string) string {
+	if v == "" {
+		return "cuda,opengl,nvtx,osrt"
+	}
+	return v
+}
+
+// fillReport reads the activity file and keeps what the window and --trace allow.
+func fillReport(rep *nsysReport, actPath, trace string) error {
+	f, err := os.Open(actPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	a, err := readActivity(f)
+	if err != nil {
+		return err
+	}
+	apis := map[string]bool{}
+	for _, t := range strings.Split(tracedAPIs(trace), ",") {
+		apis[strings.TrimSpace(t)] = true
+	}
+	in := func(s, e int64) bool {
+		if s < rep.WindowStartNS {
+			return false
+		}
+		return rep.WindowEndNS == 0 || e <= rep.WindowEndNS
+	}
+	pid := int32(0)
+	for _, p := range a.Procs {
+		rep.Processes = append(rep.Processes, nsysgen.Process{PID: p.PID, Name: p.Name})
+		pid = p.PID
+	}
+	for _, g := range a.GPUs {
+		rep.GPUs = append(rep.GPUs, nsysgen.GPU{ID: g.Dev, Name: g.Name})
+	}
+	if apis["cuda"] || apis["cuda-sw"] {
+		for _, k := range a.Kernels {
+			if in(k.S, k.E) {
+				rep.Kernels = append(rep.Kernels, nsysgen.Kernel{Start: k.S, End: k.E, Device: k.Dev, Stream: k.Str, Correlation: k.Corr, Name: k.Name,
+					GridX: k.G[0], GridY: k.G[1], GridZ: k.G[2], BlockX: k.B[0], BlockY: k.B[1], BlockZ: k.B[2], PID: pid})
+			}
+		}
+		for _, r := range a.RT {
+			if in(r.S, r.E) {
+				rep.Runtime = append(rep.Runtime, nsysgen.Runtime{Start: r.S, End: r.E, PID: r.PID, TID: r.TID, Correlation: r.Corr, Name: versioned(r.Name)})
+			}
+		}
+		for _, m := range a.Mems {
+			if in(m.S, m.E) {
+				rep.Memops = append(rep.Memops, nsysgen.Memop{Start: m.S, End: m.E, Device: m.Dev, Stream: m.Str, Correlation: m.Corr, Bytes: m.Bytes, CopyKind: m.CK, PID: pid})
+			}
+		}
+	}
+	if apis["nvtx"] {
+		for _, n := range a.NVTX {
+			if in(n.S, n.E) {
+				rep.NVTX = append(rep.NVTX, nsysgen.NVTX{Start: n.S, End: n.E, PID: n.PID, TID: n.TID, Text: n.Text})
+			}
+		}
+	}
+	return nil
+}
+
+// versioned gives runtime API names the _vNNNN suffix nsys stores.
+func versioned(name string) string {
+	switch name {
+	case "cudaLaunchKernel":
+		return "cudaLaunchKernel_v7000"
+	case "cudaGraphLaunch":
+		return "cudaGraphLaunch_v10000"
+	case "cudaMemcpyAsync":
+		return "cudaMemcpyAsync_v3020"
+	}
+	return name
+}
+
+func writeReport(path string, rep *nsysReport) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	zw := gzip.NewWriter(f)
+	if err := json.NewEncoder(zw).Encode(rep); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readReport(path string) (*nsysReport, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, errors.New("the file is not a valid Nsight Systems report")
+	}
+	var rep nsysReport
+	if err := json.NewDecoder(zr).Decode(&rep); err != nil || rep.Magic != reportMagic {
+		return nil, errors.New("the file is not a valid Nsight Systems report or it is truncated")
+	}
+	return &rep, nil
+}
+
+func nsysExport(args []string, stdout, stderr io.Writer) int {
+	const usageExport = "usage: nsys export [<args>] <nsys-rep-file>\nTry 'nsys export --help' for more information.\n"
+	typ, out, force := "", "", false
+	var inputs []string
+	for i := 0; i < len(args); i++ {
+		tok := args[i]
+		name, val, hasVal := tok, "", false
+		if strings.HasPrefix(tok, "--") {
+			if eq := strings.IndexByte(tok, '='); eq > 0 {
+				name, val, hasVal = tok[:eq], tok[eq+1:], true
+			}
+		}
+		next := func() (string, bool) {
+			if hasVal {
+				return val, true
+			}
+			if i+1 < len(args) {
+				i++
+				return args[i], true
+			}
+			return "", false
+		}
+		switch name {
+		case "--type", "-t":
+			v, ok := next()
+			if !ok {
+				fmt.Fprintf(stderr, "Error: the required argument for option '--type' is missing\n%s", usageExport)
+				return 1
+			}
+			typ = v
+		case "--output", "-o":
+			v, ok := next()
+			if !ok {
+				fmt.Fprintf(stderr, "Error: the required argument for option '--output' is missing\n%s", usageExport)
+				return 1
+			}
+			out = v
+		case "--force-overwrite", "-f", "--lazy", "-l", "--quiet", "-q":
+			v := "true"
+			if hasVal {
+				v = val
+			} else if i+1 < len(args) && isBoolWord(args[i+1]) {
+				i++
+				v = args[i]
+			}
+			if !isBoolWord(v) {
+				fmt.Fprintf(stderr, "Error: the argument ('%s') for option '%s' is invalid. Valid choices are 'true' and 'false'\n%s", v, name, usageExport)
+				return 1
+			}
+			if name == "--force-overwrite" || name == "-f" {
+				force = v == "true"
+			}
+		default:
+			if strings.HasPrefix(tok, "-") {
+				fmt.Fprintf(stderr, "Error: unrecognised option '%s'\n%s", name, usageExport)
+				return 1
+			}
+			inputs = append(inputs, tok)
+		}
+	}
+	if typ == "" {
+		fmt.Fprintf(stderr, "Error: the option '--type' is required but missing\n%s", usageExport)
+		return 1
+	}
+	if typ != "sqlite" {
+		fmt.Fprintf(stderr, "Error: export type '%s' is not supported by the runner's nsys simulator (only sqlite)\n", typ)
+		return 1
+	}
+	if len(inputs) != 1 {
+		fmt.Fprintf(stderr, "Error: exactly one report file must be given\n%s", usageExport)
+		return 1
+	}
+	in := inputs[0]
+	if out == "" {
+		out = strings.TrimSuffix(in, ".nsys-rep") + ".sqlite"
+	}
+	rep, err := readReport(in)
+	if err != nil {
+		fmt.Fprintf(stderr, "ERROR: Failed to open report '%s': %v\n", in, err)
+		return 1
+	}
+	if _, err := os.Stat(out); err == nil && !force {
+		fmt.Fprintf(stderr, "ERROR: Output file '%s' already exists. Use --force-overwrite true to overwrite it.\n", out)
+		return 1
+	}
+	if err := nsysgen.Write(out, toExport(rep)); err != nil {
+		fmt.Fprintf(stderr, "ERROR: Failed to write '%s': %v\n", out, err)
+		return 1
+	}
+	return 0
+}
+
+// toExport converts a report to nsysgen's input, times relative to the session start as nsys
+// stores them.
+func toExport(rep *nsysReport) nsysgen.Export {
+	t0 := rep.SessionStartNS
+	e := nsysgen.Export{
+		Version:            nsysgen.DefaultVersion,
+		SessionStartUnixNs: t0,
+		GPUs:               rep.GPUs,
+		Processes:          rep.Processes,
+	}
+	for _, k := range rep.Kernels {
+		k.Start -= t0
+		k.End -= t0
+		e.Kernels = append(e.Kernels, k)
+	}
+	for _, r := range rep.Runtime {
+		r.Start -= t0
+		r.End -= t0
+		e.Runtime = append(e.Runtime, r)
+	}
+	for _, m := range rep.Memops {
+		m.Start -= t0
+		m.End -= t0
+		e.Memops = append(e.Memops, m)
+	}
+	for _, n := range rep.NVTX {
+		n.Start -= t0
+		n.End -= t0
+		e.NVTX = append(e.NVTX, n)
+	}
+	return e
+}
