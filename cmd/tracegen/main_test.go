@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sglprof/runner/reports/kineto"
+	"github.com/sglprof/runner/reports/trace"
+)
+
+func TestTracegenWritesReadableGzip(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "t.json.gz")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-flavor", "llm", "-steps", "2", "-comm", "-graph", "-stack", "-o", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil || len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
+		t.Fatalf("output is not gzip (%v)", err)
+	}
+	tr, err := kineto.ReadFile(context.Background(), out, kineto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := tr.KernelTime(trace.NoID); n == 0 || len(tr.Frames) == 0 || len(tr.Warnings) != 0 {
+		t.Errorf("kernels %d frames %d warnings %v", n, len(tr.Frames), tr.Warnings)
+	}
+	if !strings.Contains(stderr.String(), "kernels") {
+		t.Errorf("no summary line: %q", stderr.String())
+	}
+}
+
+func TestTracegenUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"-size", "lots", "-o", "x.json"}, {"-o", "x.json", "extra"}, {"-nope"}} {
+		var so, se bytes.Buffer
+		if code := run(context.Background(), args, &so, &se); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
