@@ -152,9 +152,14 @@ var defaultCatalog = func() *Catalog {
 // DefaultCatalog returns the embedded catalog.
 func DefaultCatalog() *Catalog { return defaultCatalog }
 
-// frameworks infers which frameworks' code launched the kernels, from their Python sites.
-// An unknown framework is treated as SGLang (the runner's main target, and the anchor's default).
-func frameworks(rows []KernelRow) map[string]bool {
+// diffusionModels are model-name fragments of diffusion pipelines; they enable the diffusion
+// patterns when the Python sites do not say which framework ran.
+var diffusionModels = []string{"flux", "qwen-image", "wan2", "wan-", "ltx", "z-image", "zimage", "hunyuan", "stable-diffusion", "sd3", "cogvideo", "mochi", "diffusion"}
+
+// frameworks infers which frameworks' code launched the kernels, from their Python sites and
+// the model name. An unknown framework is treated as SGLang (the runner's main target, and the
+// anchor's default); diffusion patterns then need a diffusion model name.
+func frameworks(rows []KernelRow, model string) map[string]bool {
 	fw := map[string]bool{}
 	for _, r := range rows {
 		for _, l := range r.Locations {
@@ -175,8 +180,13 @@ func frameworks(rows []KernelRow) map[string]bool {
 			}
 		}
 	}
+	for _, m := range diffusionModels {
+		if strings.Contains(model, m) {
+			fw["sglang-diffusion"] = true
+		}
+	}
 	if len(fw) == 0 {
-		fw["sglang"], fw["sglang-diffusion"] = true, true
+		fw["sglang"] = true
 	}
 	return fw
 }
@@ -189,8 +199,8 @@ type rowText struct {
 // Match evaluates the catalog against a stage's kernel rows (all of them, whatever the
 // cutoff). total is the stage's summed kernel time in ns, the share denominator.
 func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []FusionRow {
-	fw := frameworks(rows)
 	model = strings.ToLower(model)
+	fw := frameworks(rows, model)
 	texts := make([]rowText, len(rows))
 	for i, r := range rows {
 		var b strings.Builder
