@@ -176,13 +176,13 @@ func TestParseClassifierErrors(t *testing.T) {
 
 func TestCanonical(t *testing.T) {
 	cases := map[string]string{
-		"void  foo<int>(float*,\n int)":                               "void foo<int>",
+		"void  foo<int>(float*,\n int)":                                              "void foo<int>",
 		"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-		"<built-in method x of PyCapsule object at 0x7f00aa>":          "<built-in method x of PyCapsule object at 0xADDR>",
-		"Memcpy DtoD (Device -> Device)":                               "Memcpy DtoD (Device -> Device)",
-		"nvjet_tst_64x8":                                               "nvjet_tst_64x8",
-		"(weird)":                                                      "(weird)",
-		"unbalanced)":                                                  "unbalanced)",
+		"<built-in method x of PyCapsule object at 0x7f00aa>":                        "<built-in method x of PyCapsule object at 0xADDR>",
+		"Memcpy DtoD (Device -> Device)":                                             "Memcpy DtoD (Device -> Device)",
+		"nvjet_tst_64x8":                                                             "nvjet_tst_64x8",
+		"(weird)":                                                                    "(weird)",
+		"unbalanced)":                                                                "unbalanced)",
 	}
 	for in, want := range cases {
 		if got := Canonical(in); got != want {
@@ -198,7 +198,7 @@ func TestSiteSelection(t *testing.T) {
 	cases := map[string]string{
 		"sglang/srt/layers/linear.py(412): forward":                              "python/sglang/srt/layers/linear.py:412 forward",
 		"/sgl-workspace/sglang/python/sglang/srt/layers/linear.py(412): forward": "python/sglang/srt/layers/linear.py:412 forward",
-		"/usr/lib/python3/dist-packages/vllm/model_executor/x.py(1): f":         "vllm/model_executor/x.py:1 f",
+		"/usr/lib/python3/dist-packages/vllm/model_executor/x.py(1): f":          "vllm/model_executor/x.py:1 f",
 		"torch/nn/modules/module.py(1773): _call_impl":                           "torch/nn/modules/module.py:1773 _call_impl",
 		"<built-in method mm of type object at 0x1>":                             "<built-in method mm of type object at 0x1>",
 	}
