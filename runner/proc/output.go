@@ -12,12 +12,13 @@ import (
 	"time"
 )
 
-// chunkSize is how much of a pipe is read at once; logQueue chunks may wait
-// for the log writer. Together they bound the memory the output path holds
-// (about 4 MiB plus one pending line per stream) whatever the child prints.
+// chunkSize is how much of a pipe is read at once; up to queueLen chunks
+// may wait for the line dispatcher and as many for the log writer. Together
+// they bound the memory the output path holds (about 8 MiB plus one pending
+// line per stream) whatever the child prints.
 const (
 	chunkSize = 256 << 10
-	logQueue  = 16
+	queueLen  = 16
 )
 
 // After a read shorter than batchMin we wait batchWait before reading again,
@@ -32,15 +33,20 @@ const (
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
-// output is the shared state behind the two stream writers: line numbering,
-// the OnLine serialisation and the asynchronous log writer.
+// output is the pipeline behind the two stream writers. Three stages run in
+// parallel so that a fast child is limited by the slowest of them rather
+// than by their sum: the pipe readers (os/exec's copy goroutines, one per
+// stream, in stream.ReadFrom), one dispatcher that cuts lines and calls
+// OnLine (so OnLine always runs on the same goroutine, in arrival order),
+// and one log writer.
 type output struct {
 	onLine func(Line)
 	stdout *stream
 	stderr *stream
 
-	mu    sync.Mutex // serialises OnLine calls and guards lines
-	lines int
+	lineQ        chan piece
+	dispatchDone chan struct{}
+	lines        int // dispatcher only, read after dispatchDone
 
 	logW     io.Writer
 	stall    time.Duration
@@ -54,6 +60,15 @@ type output struct {
 	finished bool
 }
 
+// piece is one chunk read from a stream (eof: the stream ended).
+type piece struct {
+	s   *stream
+	b   *[]byte
+	n   int
+	str string // string((*b)[:n]) when there is an OnLine
+	eof bool
+}
+
 type logChunk struct {
 	b *[]byte
 	n int
@@ -63,13 +78,31 @@ func newOutput(s Spec, log *slog.Logger) *output {
 	o := &output{onLine: s.OnLine, logW: s.Log, stall: s.LogStall}
 	o.stdout = &stream{o: o, name: Stdout, limit: MaxLine}
 	o.stderr = &stream{o: o, name: Stderr, limit: MaxLine}
+	o.lineQ = make(chan piece, queueLen)
+	o.dispatchDone = make(chan struct{})
+	go o.dispatch()
 	if o.logW != nil {
-		o.logQ = make(chan logChunk, logQueue)
+		o.logQ = make(chan logChunk, queueLen)
 		o.logDone = make(chan struct{})
 		o.logDead = make(chan struct{})
 		go o.writeLog(log)
 	}
 	return o
+}
+
+// dispatch is the line stage: lines in arrival order, then the chunk goes
+// on to the log. A slow OnLine fills lineQ and so, in the end, slows the
+// child down; a slow log writer does not hold up OnLine beyond LogStall.
+func (o *output) dispatch() {
+	defer close(o.dispatchDone)
+	for pc := range o.lineQ {
+		if pc.eof {
+			pc.s.flush()
+			continue
+		}
+		pc.s.consume((*pc.b)[:pc.n], pc.str)
+		o.toLog(pc.b, pc.n)
+	}
 }
 
 // writeLog is the only goroutine that touches Spec.Log, so a slow disk
@@ -140,10 +173,10 @@ func (o *output) finish() {
 		return
 	}
 	o.finished = true
-	o.mu.Lock()
+	close(o.lineQ)
+	<-o.dispatchDone
 	o.stdout.flush()
 	o.stderr.flush()
-	o.mu.Unlock()
 	if o.logW == nil {
 		return
 	}
@@ -159,8 +192,9 @@ func (o *output) finish() {
 
 // stream is what os/exec copies one of the child's pipes into. It
 // implements io.ReaderFrom so that io.Copy hands it the pipe itself: we read
-// in large chunks straight into pooled buffers that then go to the log
-// without another copy.
+// in large chunks straight into pooled buffers that then go to the
+// dispatcher and the log without another copy. pend and afterCR belong to
+// the dispatcher.
 type stream struct {
 	o       *output
 	name    string
@@ -174,18 +208,13 @@ type stream struct {
 func (s *stream) ReadFrom(r io.Reader) (int64, error) {
 	big := growPipe(r)
 	var total int64
-	defer func() {
-		s.o.mu.Lock()
-		s.flush()
-		s.o.mu.Unlock()
-	}()
+	defer func() { s.o.lineQ <- piece{s: s, eof: true} }()
 	for {
 		b := chunkPool.Get().(*[]byte)
 		n, err := r.Read(*b)
 		if n > 0 {
 			total += int64(n)
-			s.consume((*b)[:n], s.o.asString((*b)[:n]))
-			s.o.toLog(b, n)
+			s.o.lineQ <- piece{s: s, b: b, n: n, str: s.o.asString((*b)[:n])}
 		} else {
 			chunkPool.Put(b)
 		}
@@ -211,14 +240,14 @@ func (s *stream) Write(p []byte) (int, error) {
 		b := chunkPool.Get().(*[]byte)
 		n := copy(*b, q)
 		q = q[n:]
-		s.consume((*b)[:n], s.o.asString((*b)[:n]))
-		s.o.toLog(b, n)
+		s.o.lineQ <- piece{s: s, b: b, n: n, str: s.o.asString((*b)[:n])}
 	}
 	return len(p), nil
 }
 
-// asString copies a chunk into a string for the lines to share, or returns
-// "" when nobody receives lines.
+// asString copies a chunk into a string for its lines to share (one
+// allocation per chunk instead of one per line), or returns "" when nobody
+// receives lines. It runs on the reader, off the dispatcher's path.
 func (o *output) asString(p []byte) string {
 	if o.onLine == nil {
 		return ""
@@ -226,15 +255,10 @@ func (o *output) asString(p []byte) string {
 	return string(p)
 }
 
-// consume splits one chunk into lines, holding the OnLine lock for the whole
-// chunk so the lines of a chunk are delivered together and the lock is
-// taken once per chunk, not once per line. ps is string(p) when there is an
-// OnLine to feed: lines inside the chunk become substrings of it, one
-// allocation per chunk instead of one per line, which is most of the cost
-// of this path for a fast writer.
+// consume splits one chunk into lines (dispatcher only). ps is string(p)
+// when there is an OnLine to feed: lines inside the chunk become substrings
+// of it.
 func (s *stream) consume(p []byte, ps string) {
-	s.o.mu.Lock()
-	defer s.o.mu.Unlock()
 	// nl and cr: index of the next '\n' / '\r' at or after off, len(p) if
 	// none. Each is searched again only once passed, so a log without '\r'
 	// costs one scan per chunk for it, and a '\r' flood (a progress bar)
@@ -324,7 +348,8 @@ func (s *stream) endLine(seg []byte, str string, cr bool) {
 	}
 }
 
-// flush delivers an unterminated last line; callers hold o.mu.
+// flush delivers an unterminated last line (dispatcher only, or after it
+// stopped).
 func (s *stream) flush() {
 	if len(s.pend) > 0 {
 		s.deliver(s.pend, "", false)

@@ -18,11 +18,12 @@
 //     (tqdm progress bars) and at MaxLine, and handed to a callback.
 //
 // The output path is our own io.ReaderFrom installed in go-cmd's BeforeExec
-// hook rather than go-cmd's streaming channels: go-cmd sends one string per
-// line over a channel and kills the child with SIGPIPE when a line outgrows
-// its buffer; reading the pipe ourselves in large chunks is what keeps the
-// runner's overhead within the issue's 3% (see BenchmarkLog200MB and the
-// package README figures).
+// hook rather than go-cmd's streaming channels (Options.Streaming is off).
+// go-cmd allocates a string and does a channel send per line, and kills the
+// child with SIGPIPE when a line outgrows its buffer; reading the pipes
+// ourselves in large chunks through a three-stage pipeline (readers, line
+// dispatcher, log writer) halves the runner's CPU time per megabyte of log
+// (BenchmarkLog200MB measures both designs).
 //
 // Linux is the target. Process-group membership is read from /proc, and the
 // main process's exit is observed with waitid(WNOWAIT); see proc_linux.go.
@@ -99,11 +100,13 @@ type Spec struct {
 	// back-pressure, exactly as `cmd > log.txt` would on a slow disk.
 	LogStall time.Duration
 
-	// OnLine, if set, receives every line in order; calls never overlap.
-	// It runs on the path that reads the child's pipes, so it must be quick
-	// (a few substring checks): a slow OnLine slows the child down.
-	// Text may share memory with neighbouring output: strings.Clone it
-	// before keeping it for long.
+	// OnLine, if set, receives every line, always from the same goroutine
+	// (never concurrently), in order within each stream and in arrival order
+	// across them. It runs in parallel with the pipe readers and the log
+	// writer, but it must keep pace with the child: once about 4 MiB of
+	// output waits for it, the child is slowed down. Text shares memory
+	// with the rest of the chunk it was read in (up to 256 KiB):
+	// strings.Clone it before keeping many lines for long.
 	OnLine func(Line)
 
 	// Timeout stops the child with the stop ladder once it has run this long
