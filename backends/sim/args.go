@@ -12,14 +12,14 @@ import (
 type argKind int
 
 const (
-	argStr      argKind = iota // one value
-	argInt                     // one int value
-	argFloat                   // one float value
-	argStrs                    // nargs="+"
-	argInts                    // nargs="+" of int
-	argTrue                    // store_true
-	argFalse                   // store_false
-	argStoreBool               // sglang's StoreBoolean: bare flag = true, or an explicit true|false
+	argStr       argKind = iota // one value
+	argInt                      // one int value
+	argFloat                    // one float value
+	argStrs                     // nargs="+"
+	argInts                     // nargs="+" of int
+	argTrue                     // store_true
+	argFalse                    // store_false
+	argStoreBool                // sglang's StoreBoolean: bare flag = true, or an explicit true|false
 )
 
 // argSpec is one option of `sglang generate`, as registered with argparse.

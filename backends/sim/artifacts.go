@@ -152,7 +152,6 @@ func (g *gen) emitStage(stage string, abs int64, baseMS float64) {
 	g.emit(cfg)
 }
 
-
 func (g *gen) emit(cfg kinetogen.Config) {
 	a := g.act
 	pid := int32(os.Getpid())

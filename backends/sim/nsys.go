@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -307,6 +308,7 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	delay, _ := strconv.ParseFloat(opts["--delay"], 64)
 	duration, _ := strconv.ParseFloat(opts["--duration"], 64)
 
+	stdout, stderr = lockWriters(stdout, stderr)
 	cmd := exec.Command(app[0], app[1:]...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = make([]string, 0, len(env)+1)
@@ -329,6 +331,11 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	collecting := false
+	if delay == 0 {
+		collecting = true
+		fmt.Fprintln(stdout, "Collecting data...")
+	}
 
 	// The window is followed on the application's simulated clock (the newest activity it
 	// reported), so it lands on the same part of the run whatever the time scale and however
@@ -337,7 +344,7 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	winStart := t0.UnixNano() + int64(delay*1e9)
 	winEnd := winStart + int64(duration*1e9)
 	prog := &progress{path: actPath}
-	tick := time.NewTicker(5 * time.Millisecond)
+	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	var deadline <-chan time.Time
 	stopping := opts["--duration"] != ""
@@ -346,7 +353,6 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 		defer st.Stop()
 		deadline = st.C
 	}
-	collecting := false
 	interrupted := false
 	var waitErr error
 	stop := func() {
@@ -395,7 +401,7 @@ loop:
 			break loop
 		}
 	}
-	if !collecting && (delay == 0 || prog.poll() >= winStart) {
+	if !collecting && prog.poll() >= winStart {
 		fmt.Fprintln(stdout, "Collecting data...")
 	}
 
@@ -429,6 +435,35 @@ loop:
 	}
 	fmt.Fprintf(stdout, "Generated:\n    %s\n", out)
 	return rep.AppExitCode
+}
+
+// lockedWriter serialises writes: the application's output is copied by os/exec goroutines
+// while nsys prints its own lines, and a caller's io.Writer need not be safe for that.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func lockWriters(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	_, f1 := stdout.(*os.File)
+	_, f2 := stderr.(*os.File)
+	if f1 && f2 {
+		return stdout, stderr // files: the child writes to them directly
+	}
+	mu := &sync.Mutex{}
+	return lockedWriter{mu, stdout}, lockedWriter{mu, stderr}
 }
 
 // progress follows the end of the activity file: the newest end time the application
