@@ -3,6 +3,11 @@
 // the file name ends in .gz.
 //
 //	tracegen -flavor llm -size 500MB -comm -graph -stack -o /tmp/trace.json
+//
+// With -read FILE it instead reads a trace with the streaming reader (reports/kineto) and prints
+// one line of figures; scripts/bench_kineto.sh times it with /usr/bin/time for the end-to-end
+// throughput and peak RSS. -read-mode lean drops Python frames, CPU ops and flows; gunzip only
+// decompresses (the floor for .json.gz input).
 package main
 
 import (
@@ -20,7 +25,9 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
+	"github.com/sglprof/runner/reports/trace"
 )
 
 func main() {
@@ -46,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", 1, "jitter seed; the same flags give the same bytes")
 	level := fs.Int("gzip-level", gzip.DefaultCompression, "gzip level for .gz output (Python's gzip.open uses 9)")
 	out := fs.String("o", "", "output file (.json or .json.gz); - for stdout")
+	read := fs.String("read", "", "instead of generating, read this trace and print figures")
+	readMode := fs.String("read-mode", "full", "with -read: full (keep everything and link), lean (no frames, CPU ops, flows), gunzip (decompress only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -55,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "tracegen: unexpected argument %q (flags go before nothing else)\n", fs.Arg(0))
 		return 2
+	}
+	if *read != "" {
+		return readTrace(ctx, *read, *readMode, stdout, stderr)
 	}
 	if *out == "" {
 		fmt.Fprintln(stderr, "tracegen: -o FILE is required (use -o - for stdout)")
@@ -126,4 +138,92 @@ func write(path string, level int, stdout io.Writer, cfg kinetogen.Config) (kine
 		return st, f.Close()
 	}
 	return st, nil
+}
+
+// readTrace reads path in the given mode and prints "bytes events kernels kernel_ns seconds MB/s".
+func readTrace(ctx context.Context, path, mode string, stdout, stderr io.Writer) int {
+	start := time.Now()
+	var jsonBytes, events, kernels, kernelNS int64
+	switch mode {
+	case "gunzip":
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "tracegen: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
+		if err != nil {
+			fmt.Fprintf(stderr, "tracegen: %s: %v\n", path, err)
+			return 1
+		}
+		jsonBytes, err = io.Copy(io.Discard, zr)
+		if err != nil {
+			fmt.Fprintf(stderr, "tracegen: %s: %v\n", path, err)
+			return 1
+		}
+	case "full", "lean":
+		opts := kineto.Options{}
+		if mode == "lean" {
+			opts = kineto.Options{SkipFrames: true, SkipCPUOps: true, SkipFlows: true}
+		}
+		cr := &countingReader{}
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "tracegen: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		cr.r = f
+		tr, err := kineto.Read(ctx, cr, path, opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "tracegen: %v\n", err)
+			return 1
+		}
+		if mode == "full" {
+			trace.Link(tr)
+		}
+		n, ns := tr.KernelTime(trace.NoID)
+		events, kernels, kernelNS = tr.Events, int64(n), ns
+		jsonBytes = cr.n
+		if len(tr.Warnings) > 0 {
+			fmt.Fprintf(stderr, "tracegen: %d warnings, first: %s\n", len(tr.Warnings), tr.Warnings[0])
+		}
+		if strings.HasSuffix(path, ".gz") || isGzip(path) {
+			jsonBytes = -1 // the caller knows the uncompressed size
+		}
+	default:
+		fmt.Fprintf(stderr, "tracegen: -read-mode %q: want full, lean or gunzip\n", mode)
+		return 2
+	}
+	secs := time.Since(start).Seconds()
+	mbps := 0.0
+	if jsonBytes > 0 {
+		mbps = float64(jsonBytes) / 1e6 / secs
+	}
+	fmt.Fprintf(stdout, "bytes=%d events=%d kernels=%d kernel_ns=%d seconds=%.3f MB/s=%.1f\n", jsonBytes, events, kernels, kernelNS, secs, mbps)
+	return 0
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func isGzip(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [2]byte
+	n, _ := io.ReadFull(f, b[:])
+	return n == 2 && b[0] == 0x1f && b[1] == 0x8b
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,5 +42,27 @@ func TestTracegenUsageErrors(t *testing.T) {
 		if code := run(context.Background(), args, &so, &se); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+func TestTracegenReadMode(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "t.json")
+	var so, se bytes.Buffer
+	if code := run(context.Background(), []string{"-steps", "1", "-o", out}, &so, &se); code != 0 {
+		t.Fatalf("generate: %s", se.String())
+	}
+	info, _ := os.Stat(out)
+	for _, mode := range []string{"full", "lean"} {
+		so.Reset()
+		if code := run(context.Background(), []string{"-read", out, "-read-mode", mode}, &so, &se); code != 0 {
+			t.Fatalf("%s: exit %d: %s", mode, code, se.String())
+		}
+		if !strings.Contains(so.String(), "bytes="+strconv.FormatInt(info.Size(), 10)+" ") || strings.Contains(so.String(), "kernels=0 ") {
+			t.Errorf("%s: %q", mode, so.String())
+		}
+	}
+	if code := run(context.Background(), []string{"-read", out, "-read-mode", "bogus"}, &so, &se); code != 2 {
+		t.Errorf("bogus mode: exit %d", code)
 	}
 }

@@ -132,115 +132,147 @@ func (s *scanner) truncated() error {
 	return &syntaxError{Offset: s.offset(), Err: errTruncated}
 }
 
+// Byte classes for the scanner's tight loops.
+var (
+	// structClass: 1 quote, 2 opening bracket, 3 closing bracket, 0 anything else.
+	structClass [256]uint8
+	// strStop: bytes that end a run of plain string content.
+	strStop [256]bool
+)
+
+func init() {
+	structClass['"'] = 1
+	structClass['{'], structClass['['] = 2, 2
+	structClass['}'], structClass[']'] = 3, 3
+	strStop['"'], strStop['\\'], strStop['\n'] = true, true, true
+}
+
 // value scans one complete JSON value starting at pos and returns its raw bytes (valid until
 // the next scanner call) and its input offset. It checks structure only (brackets and strings);
-// the caller parses the bytes.
+// the caller parses the bytes. A raw newline inside a string (impossible in valid JSON, and the
+// sign of an unescaped quote from an old Kineto version in its one-event-per-block layout)
+// stops the scan with errBadString so the caller can resynchronise.
 func (s *scanner) value() ([]byte, int64, error) {
 	start := s.pos
 	off := s.offset()
+	if s.pos >= s.end && !s.fill(s.pos) {
+		return nil, off, s.truncated()
+	}
+	if c := s.buf[s.pos]; structClass[c] != 2 && c != '"' {
+		return s.scalar()
+	}
 	i := s.pos
 	depth := 0
-	s.badString = false
+	inStr := false
 	for {
-		if i >= s.end {
+		b := s.buf[:s.end]
+		if i >= len(b) {
 			rel := i - start
 			if !s.fill(start) {
 				if !s.eof {
 					return nil, off, &syntaxError{Offset: off, Msg: fmt.Sprintf("a single JSON value is larger than %d MiB", maxElement>>20)}
 				}
 				s.pos = s.end
-				return nil, off, &syntaxError{Offset: s.offset(), Err: errTruncated}
+				return nil, off, s.truncated()
 			}
 			start = 0
 			i = rel
 			continue
 		}
-		c := s.buf[i]
-		switch c {
-		case '"':
-			// Find the closing quote, skipping escaped ones.
-			j := i + 1
-			for {
-				k := bytes.IndexByte(s.buf[j:s.end], '"')
-				if k < 0 {
-					rel := i - start
-					relj := s.end - start
-					if !s.fill(start) {
-						s.pos = s.end
-						return nil, off, &syntaxError{Offset: s.offset(), Err: errTruncated}
-					}
-					start = 0
-					i = rel
-					j = relj
-					continue
-				}
-				q := j + k
-				bs := 0
-				for p := q - 1; p > i && s.buf[p] == '\\'; p-- {
-					bs++
-				}
-				if bs%2 == 0 {
-					if nl := bytes.IndexByte(s.buf[i+1:q], '\n'); nl >= 0 {
-						// JSON strings cannot hold a raw newline: the string structure was
-						// lost earlier (an unescaped quote). Stop here so the caller resyncs.
-						s.badString = true
-						s.badStringOff = s.base + int64(i+1+nl)
-						s.pos = i + 1 + nl
-						return nil, off, &syntaxError{Offset: s.badStringOff, Err: errBadString}
-					}
-					i = q + 1
-					break
-				}
-				j = q + 1
+		if inStr {
+			// Short strings (keys, small values) by table; long ones (kernel names) by the
+			// vectorised IndexByte, checking the run for escapes and raw newlines afterwards.
+			n := 0
+			for i < len(b) && !strStop[b[i]] && n < 24 {
+				i++
+				n++
 			}
-			if depth == 0 {
+			if n == 24 {
+				if q := bytes.IndexByte(b[i:], '"'); q > 0 {
+					run := b[i : i+q]
+					if bytes.IndexByte(run, '\\') < 0 && bytes.IndexByte(run, '\n') < 0 {
+						i += q
+					}
+				}
+				for i < len(b) && !strStop[b[i]] {
+					i++
+				}
+			}
+			if i >= len(b) {
+				continue
+			}
+			switch b[i] {
+			case '"':
+				inStr = false
+				i++
+				if depth == 0 {
+					s.pos = i
+					return b[start:i], off, nil
+				}
+			case '\\':
+				i += 2
+			default: // raw newline
+				s.badString = true
+				s.badStringOff = s.base + int64(i)
 				s.pos = i
-				return s.buf[start:i], off, nil
+				return nil, off, &syntaxError{Offset: s.badStringOff, Err: errBadString}
 			}
-		case '{', '[':
-			depth++
-			i++
-		case '}', ']':
-			depth--
-			i++
-			if depth <= 0 {
-				if depth < 0 {
-					return nil, off, &syntaxError{Offset: s.base + int64(i-1), Msg: fmt.Sprintf("unexpected %q", c)}
-				}
-				s.pos = i
-				return s.buf[start:i], off, nil
-			}
-		default:
-			if depth == 0 {
-				// A scalar: number, true, false, null. It ends at a delimiter.
-				j := i
-				for {
-					if j >= s.end {
-						rel, relj := i-start, j-start
-						if !s.fill(start) {
-							// A scalar at the very end of input is complete only at top level,
-							// where the caller never asks for one; treat it as truncation.
-							s.pos = s.end
-							return nil, off, &syntaxError{Offset: s.offset(), Err: errTruncated}
-						}
-						start, i, j = 0, rel, relj
-						continue
-					}
-					d := s.buf[j]
-					if d == ',' || d == '}' || d == ']' || d == ' ' || d == '\n' || d == '\r' || d == '\t' || d == ':' {
-						break
-					}
-					j++
-				}
-				if j == i {
-					return nil, off, &syntaxError{Offset: s.base + int64(i), Msg: fmt.Sprintf("unexpected %q", c)}
-				}
-				s.pos = j
-				return s.buf[start:j], off, nil
-			}
+			continue
+		}
+		for i < len(b) && structClass[b[i]] == 0 {
 			i++
 		}
+		if i >= len(b) {
+			continue
+		}
+		switch structClass[b[i]] {
+		case 1:
+			inStr = true
+		case 2:
+			depth++
+		case 3:
+			depth--
+			if depth <= 0 {
+				if depth < 0 {
+					return nil, off, &syntaxError{Offset: s.base + int64(i), Msg: fmt.Sprintf("unexpected %q", b[i])}
+				}
+				i++
+				s.pos = i
+				return b[start:i], off, nil
+			}
+		}
+		i++
 	}
+}
+
+// scalar scans a number or literal (true, false, null) at pos; it ends at a delimiter.
+func (s *scanner) scalar() ([]byte, int64, error) {
+	start := s.pos
+	off := s.offset()
+	j := s.pos
+	for {
+		if j >= s.end {
+			rel := j - start
+			if !s.fill(start) {
+				// A scalar runs to the end of input only at top level, where the caller never
+				// asks for one; treat it as truncation.
+				s.pos = s.end
+				return nil, off, s.truncated()
+			}
+			start, j = 0, rel
+			continue
+		}
+		d := s.buf[j]
+		if d == ',' || d == '}' || d == ']' || d == ' ' || d == '\n' || d == '\r' || d == '\t' || d == ':' {
+			break
+		}
+		j++
+	}
+	if j == start {
+		return nil, off, &syntaxError{Offset: off, Msg: fmt.Sprintf("unexpected %q", s.buf[start])}
+	}
+	s.pos = j
+	return s.buf[start:j], off, nil
 }
 
 // resync skips forward to the next line whose first non-blank byte is '{' — the start of the
