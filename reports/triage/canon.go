@@ -41,6 +41,11 @@ func replaceHex(s string) string {
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], "0xADDR") && (i == 0 || !isIdent(s[i-1])) {
+			b.WriteString("0xADDR") // already canonical: keep idempotent
+			i += 6
+			continue
+		}
 		if i+2 < len(s) && s[i] == '0' && s[i+1] == 'x' && isHex(s[i+2]) && (i == 0 || !isIdent(s[i-1])) {
 			j := i + 2
 			for j < len(s) && isHex(s[j]) {
