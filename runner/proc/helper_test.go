@@ -92,6 +92,20 @@ func helperMain(mode string) int {
 		time.Sleep(20 * time.Millisecond)
 		os.Stdout.WriteString("report written\n")
 		return 0
+	case "log-signals":
+		// Reports each SIGINT and SIGTERM and carries on: only SIGKILL ends
+		// it, so every rung of the ladder shows up in its output.
+		ch := make(chan os.Signal, 4)
+		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+		os.Stdout.WriteString("ready\n")
+		for sig := range ch {
+			os.Stdout.WriteString("got " + sig.String() + "\n")
+		}
+		return 0
+	case "sleep":
+		// Default signal handling: SIGINT ends it.
+		time.Sleep(time.Minute)
+		return 0
 	case "ignore-int":
 		// Ignores SIGINT, dies on SIGTERM.
 		signal.Ignore(syscall.SIGINT)

@@ -161,6 +161,11 @@ type Result struct {
 // sets Interrupted; so does the expiry of s.Timeout, setting TimedOut. The
 // ladder is SIGINT, InterruptGrace, SIGTERM, TerminateGrace, SIGKILL, and
 // stops as soon as the main process exits. log may be nil.
+//
+// The child's stdin is /dev/null. A process that leaves the group on its
+// own (setsid, a daemon) is beyond the group signals; if it keeps the output
+// pipes open, Run stops reading them a few seconds after the main process
+// exited (os/exec's WaitDelay) and logs a warning.
 func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

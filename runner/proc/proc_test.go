@@ -399,8 +399,10 @@ func TestLeftoversAreKilled(t *testing.T) {
 	if res.StoppedWith != "" {
 		t.Errorf("StoppedWith=%q: the ladder is for the main process, which exited by itself", res.StoppedWith)
 	}
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("Run took %v; the sweep should not wait for WaitDelay-scale timeouts", d)
+	// The grandchildren hold the output pipes; Run must end them itself
+	// rather than wait for os/exec's WaitDelay backstop (over 5 s here).
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("Run took %v; it waited for the WaitDelay backstop instead of sweeping the group", d)
 	}
 	if got := strings.Join(c.texts(""), "|"); !strings.Contains(got, "started") {
 		t.Errorf("lines %q lack the main process's output", got)
@@ -481,11 +483,68 @@ func TestCancelRunsLadder(t *testing.T) {
 	}
 }
 
+func TestLadderOrder(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var c collector
+	res := Run(ctx, Spec{
+		Argv: helperArgv(t),
+		Env:  helperEnvFor("log-signals"),
+		OnLine: func(l Line) {
+			c.on(l)
+			if l.Text == "ready" {
+				cancel()
+			}
+		},
+		InterruptGrace: testGrace,
+		TerminateGrace: testGrace,
+		LeftoverGrace:  testLeftover,
+	}, testLogger(t))
+	assertGroupGone(t, res.PID)
+	if got, want := strings.Join(c.texts(Stdout), "|"), "ready|got interrupt|got terminated"; got != want {
+		t.Errorf("child saw %q, want %q (SIGINT, then SIGTERM, then SIGKILL)", got, want)
+	}
+	if res.StoppedWith != "SIGKILL" || res.Signal != "SIGKILL" || !res.Interrupted {
+		t.Errorf("StoppedWith=%q Signal=%q Interrupted=%v, want SIGKILL SIGKILL true", res.StoppedWith, res.Signal, res.Interrupted)
+	}
+	if d := res.End.Sub(res.Start); d < 2*testGrace {
+		t.Errorf("child ended %v after start; the ladder must wait both grace periods (%v each)", d, testGrace)
+	}
+}
+
+func TestSlowLogWriterKeepsEverything(t *testing.T) {
+	const total = 4 << 20
+	w := &slowWriter{delay: 2 * time.Millisecond}
+	res := Run(context.Background(), Spec{
+		Argv: helperArgv(t),
+		Env:  helperEnvFor("log", "PROC_TEST_BYTES="+strconv.Itoa(total)),
+		Log:  w,
+	}, testLogger(t))
+	assertGroupGone(t, res.PID)
+	if res.ExitCode != 0 || res.LogErr != nil {
+		t.Fatalf("exit %d LogErr %v, want 0 and nil: a slow but working disk must not lose the log", res.ExitCode, res.LogErr)
+	}
+	if w.n != total {
+		t.Errorf("log got %d bytes, want %d", w.n, total)
+	}
+}
+
+type slowWriter struct {
+	delay time.Duration
+	n     int
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.delay)
+	w.n += len(p)
+	return len(p), nil
+}
+
 func TestTimeout(t *testing.T) {
-	needSh(t)
 	start := time.Now()
 	res := Run(context.Background(), Spec{
-		Argv:           []string{"/bin/sh", "-c", "sleep 30"},
+		Argv:           helperArgv(t),
+		Env:            helperEnvFor("sleep"),
 		Timeout:        200 * time.Millisecond,
 		InterruptGrace: testGrace,
 		TerminateGrace: testGrace,
