@@ -146,6 +146,10 @@ type analyzer struct {
 	tp      int
 	warn    []string
 	mapping map[string]map[string]map[siteKeyS]int64 // stage -> canonical (and base) name -> site -> ns
+
+	unmatchedN     int
+	unmatchedNS    int64
+	unmatchedFirst string
 }
 
 // siteKeyS is a resolved (location, CPU op) pair.
@@ -382,7 +386,8 @@ func (c *traceCtx) resolve(k siteKey) siteKeyS {
 func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) stageResult {
 	t := c.t
 	var aggs []*kagg
-	byCanon := map[int32]*kagg{}
+	byCanon := make([]*kagg, len(c.names), len(c.names)+16) // canonical id -> aggregate
+	opAgg := make([]*kagg, len(ops))
 	iv := make([]Interval, len(ops))
 	var total int64
 	var first, last int64
@@ -398,6 +403,9 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 		}
 		iv[i] = Interval{Start: op.Start, End: op.End, Stream: op.Stream}
 		cid := c.canonID(op.Name)
+		for int(cid) >= len(byCanon) {
+			byCanon = append(byCanon, nil)
+		}
 		g := byCanon[cid]
 		if g == nil {
 			g = &kagg{name: c.names[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, rep: int32(i), repDur: -1}
@@ -405,6 +413,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 			byCanon[cid] = g
 			aggs = append(aggs, g)
 		}
+		opAgg[i] = g
 		g.total += d
 		g.count++
 		if d > g.repDur {
@@ -440,15 +449,19 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	sw := SweepOverlap(iv)
 	res.stage.BusyUS = us(sw.BusyNS)
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
-	for i, oi := range ops {
-		g := byCanon[c.canonID(t.GPUOps[oi].Name)]
+	for i, g := range opAgg {
 		g.hidden += sw.Hidden[i]
 	}
 	rows := make([]KernelRow, 0, len(aggs))
+	a.unmatchedN, a.unmatchedNS = 0, 0
 	for _, g := range aggs {
 		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total}
 		row.Locations = a.locations(c, g, label)
 		rows = append(rows, row)
+	}
+	if a.unmatchedN > 0 {
+		a.warn = append(a.warn, fmt.Sprintf("stage %s: %d kernel names (%.1f%% of kernel time) have no match in the mapping trace and keep the formal trace's graph-replay or unresolved site; first: %s",
+			label, a.unmatchedN, pct(a.unmatchedNS, total), a.unmatchedFirst))
 	}
 	res.stage.Kernels = rows
 	res.stage.Overlap = a.overlapRows(c, ops, iv, sw, aggs, total, rows)

@@ -144,8 +144,14 @@ func (a *analyzer) locations(c *traceCtx, g *kagg, stage string) []Location {
 	return out
 }
 
-func (a *analyzer) unmatched(stage string, g *kagg) {
-	a.warn = append(a.warn, fmt.Sprintf("mapping trace has no kernel matching %s (stage %s); it keeps the formal trace's site", shortName(g.name), stage))
+// unmatched counts a formal kernel without a mapping-trace match; one warning per stage
+// summarises them (the first name is given so the user can search for it).
+func (a *analyzer) unmatched(_ string, g *kagg) {
+	if a.unmatchedN == 0 {
+		a.unmatchedFirst = shortName(g.name)
+	}
+	a.unmatchedN++
+	a.unmatchedNS += g.total
 }
 
 // shortName bounds a kernel name for warnings and cells (W14).

@@ -1,6 +1,8 @@
 package triage
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 )
 
@@ -83,30 +85,73 @@ type edge struct {
 func SweepOverlap(iv []Interval) Sweep {
 	n := len(iv)
 	sw := Sweep{Hidden: make([]int64, n), Order: make([]int32, n), Pos: make([]int32, n)}
-	for i := range sw.Order {
-		sw.Order[i] = int32(i)
+	// Bucket by stream (a counting sort: streams are few), then sort each bucket by start only
+	// when it is not already in order — trace ops mostly arrive in stream order, so this is
+	// linear on real input. Keys are values, not indices into iv, so comparisons stay in cache.
+	type key struct {
+		start, end int64
+		idx        int32
 	}
-	sort.Slice(sw.Order, func(a, b int) bool {
-		x, y := &iv[sw.Order[a]], &iv[sw.Order[b]]
-		if x.Stream != y.Stream {
-			return x.Stream < y.Stream
+	slot := map[int32]int{}
+	var streams []int32
+	var counts []int
+	for i := range iv {
+		j, ok := slot[iv[i].Stream]
+		if !ok {
+			j = len(streams)
+			slot[iv[i].Stream] = j
+			streams = append(streams, iv[i].Stream)
+			counts = append(counts, 0)
 		}
-		if x.Start != y.Start {
-			return x.Start < y.Start
-		}
-		if x.End != y.End {
-			return x.End < y.End
-		}
-		return sw.Order[a] < sw.Order[b]
-	})
-	for p, i := range sw.Order {
-		sw.Pos[i] = int32(p)
+		counts[j]++
 	}
-	// Per-stream unions as edges.
+	// Buckets in stream-id order, so Order is sorted by (stream, start, end, index).
+	rank := make([]int, len(streams))
+	for i := range rank {
+		rank[i] = i
+	}
+	slices.SortFunc(rank, func(a, b int) int { return cmp.Compare(streams[a], streams[b]) })
+	offset := make([]int, len(streams))
+	o := 0
+	for _, j := range rank {
+		offset[j] = o
+		o += counts[j]
+	}
+	keys := make([]key, n)
+	fill := append([]int{}, offset...)
+	for i := range iv {
+		j := slot[iv[i].Stream]
+		keys[fill[j]] = key{iv[i].Start, iv[i].End, int32(i)}
+		fill[j]++
+	}
+	cmpKey := func(x, y key) int {
+		if x.start != y.start {
+			return cmp.Compare(x.start, y.start)
+		}
+		if x.end != y.end {
+			return cmp.Compare(x.end, y.end)
+		}
+		return cmp.Compare(x.idx, y.idx)
+	}
+	for j := range streams {
+		b := keys[offset[j] : offset[j]+counts[j]]
+		if !slices.IsSortedFunc(b, cmpKey) {
+			slices.SortFunc(b, cmpKey)
+		}
+	}
+	for p, k := range keys {
+		sw.Order[p] = k.idx
+		sw.Pos[k.idx] = int32(p)
+	}
+	keys = nil
+	// Per-stream unions as edges. Each stream's edges come out sorted by time, so the global
+	// edge order is a k-way merge of k sorted runs (k = streams), O(n log k), not a sort.
 	edges := make([]edge, 0, 2*n)
+	var runs [][2]int // [start, end) of each stream's run in edges
 	for p := 0; p < n; {
 		s := iv[sw.Order[p]].Stream
 		sw.Streams++
+		r0 := len(edges)
 		cs, ce := iv[sw.Order[p]].Start, iv[sw.Order[p]].End
 		p++
 		for ; p < n && iv[sw.Order[p]].Stream == s; p++ {
@@ -125,13 +170,9 @@ func SweepOverlap(iv []Interval) Sweep {
 		if ce > cs {
 			edges = append(edges, edge{cs, 1}, edge{ce, -1})
 		}
+		runs = append(runs, [2]int{r0, len(edges)})
 	}
-	sort.Slice(edges, func(a, b int) bool {
-		if edges[a].t != edges[b].t {
-			return edges[a].t < edges[b].t
-		}
-		return edges[a].d < edges[b].d // ends first: touching intervals do not overlap
-	})
+	edges = mergeRuns(edges, runs)
 	// Sweep, collecting the 2+-stream intervals.
 	var mStart, mEnd []int64
 	c := 0
@@ -184,4 +225,59 @@ func measureIn(s, e int64, ms, me, cum []int64) int64 {
 		tot -= me[j] - e
 	}
 	return tot
+}
+
+// edgeLess orders edges by time, ends before starts at equal times so that touching intervals
+// do not count as overlapping.
+func edgeLess(a, b edge) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.d < b.d
+}
+
+// mergeRuns merges the sorted runs of edges into one sorted slice with a binary heap of run
+// cursors.
+func mergeRuns(edges []edge, runs [][2]int) []edge {
+	if len(runs) <= 1 {
+		return edges
+	}
+	out := make([]edge, 0, len(edges))
+	h := make([][2]int, 0, len(runs)) // cursor, end
+	for _, r := range runs {
+		if r[0] < r[1] {
+			h = append(h, r)
+		}
+	}
+	less := func(i, j int) bool { return edgeLess(edges[h[i][0]], edges[h[j][0]]) }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			m := l
+			if r := l + 1; r < len(h) && less(r, l) {
+				m = r
+			}
+			if !less(m, i) {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for len(h) > 0 {
+		out = append(out, edges[h[0][0]])
+		h[0][0]++
+		if h[0][0] == h[0][1] {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		down(0)
+	}
+	return out
 }
