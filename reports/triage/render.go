@@ -33,6 +33,7 @@ func Render(w io.Writer, r *Report, format string, cutoff float64) error {
 	case FormatJSON:
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // kernel names are full of <...>; keep them readable
 		if err := enc.Encode(v); err != nil {
 			return fmt.Errorf("write triage json: %w", err)
 		}

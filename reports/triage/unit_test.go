@@ -576,3 +576,73 @@ func TestPriorityTable(t *testing.T) {
 		}
 	}
 }
+
+func TestAnnotationStage(t *testing.T) {
+	cases := map[string]string{
+		"step[EXTEND bs=15 toks=15360]": StageExtend,
+		"step[PREFILL bs=1]":            StageExtend,
+		"prefill_step_3":                StageExtend,
+		"step[DECODE bs=32]":            StageDecode,
+		"decode_step_12":                StageDecode,
+		"step[MIXED bs=2]":              StageMixed,
+		"denoising_step_7":              "DenoisingStage",
+		"DenoisingStage":                "DenoisingStage",
+		"Ideogram4DenoisingStage":       "Ideogram4DenoisingStage",
+		"DecodingStage":                 "DecodingStage",
+		"ProfilerStep#3":                "",
+		"aten::mm":                      "",
+		"decoding something":            "",
+	}
+	for in, want := range cases {
+		if got := annotationStage(in); got != want {
+			t.Errorf("annotationStage(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Nested windows: the innermost wins; GPU windows are used with GPU time, CPU windows with the
+// launch time of the op (a graph replay runs after its CPU window closed).
+func TestOpStagesWindows(t *testing.T) {
+	b := newTB("w.json")
+	b.annot("DenoisingStage", 0, 1_000, true)
+	b.annot("SomethingElseStage", 200, 300, true)
+	b.annot("step[DECODE bs=1]", 5_000, 5_100, false)
+	l := b.launch("cudaGraphLaunch", 5_050, 5_060, true)
+	b.kernel("k1", 0, 7, 100, 150, trace.NoID, trace.NoID)       // DenoisingStage
+	b.kernel("k2", 0, 7, 250, 260, trace.NoID, trace.NoID)       // nested stage
+	b.kernel("k3", 0, 7, 9_000, 9_100, l, trace.NoID)            // decode via launch time
+	b.kernel("k4", 0, 7, 20_000, 20_100, trace.NoID, trace.NoID) // nothing
+	ops := []int32{0, 1, 2, 3}
+	got := opStages(b.t, ops, 0)
+	want := []string{"DenoisingStage", "SomethingElseStage", StageDecode, StageUnannotated}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("stages = %v, want %v", got, want)
+	}
+	// GPU annotations of another device are ignored.
+	if got := opStages(b.t, ops, 3); got[0] != StageUnannotated {
+		t.Errorf("device 3 used device 0's GPU windows: %v", got)
+	}
+	if opStages(newTB("x").t, nil, 0) != nil {
+		t.Error("a trace without stage annotations should give nil")
+	}
+}
+
+func TestAllRanksLabels(t *testing.T) {
+	t0 := goldenTrace()
+	t1 := goldenTrace()
+	m := map[string]*trace.Trace{"a-TP-0-DECODE.trace.json.gz": t0, "a-TP-1-DECODE.trace.json.gz": t1}
+	in := Inputs{Files: []Input{
+		{Path: "a-TP-0-DECODE.trace.json.gz", Stage: StageDecode, Rank: RankID{0, -1, -1, -1, -1}},
+		{Path: "a-TP-1-DECODE.trace.json.gz", Stage: StageDecode, Rank: RankID{1, -1, -1, -1, -1}},
+	}}
+	r, err := Analyze(context.Background(), in, Options{Open: opener(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Stages) != 2 || r.Stages[0].Stage != "decode TP-0" || r.Stages[1].Stage != "decode TP-1" {
+		t.Errorf("stage labels: %v / %v", r.Stages[0].Stage, r.Stages[len(r.Stages)-1].Stage)
+	}
+	if r.Inputs[1].Rank != 1 {
+		t.Errorf("input rank = %d", r.Inputs[1].Rank)
+	}
+}
