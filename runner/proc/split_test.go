@@ -1,8 +1,10 @@
 package proc
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // refSplit is the specification of line splitting, written the slow and
@@ -147,4 +149,30 @@ func FuzzSplitLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestStreamWriteFeedsLinesAndLog(t *testing.T) {
+	var log strings.Builder
+	var got []string
+	o := newOutput(Spec{Log: &log, LogStall: time.Second, OnLine: func(l Line) { got = append(got, l.Stream+":"+l.Text) }}, slog.New(slog.DiscardHandler))
+	big := strings.Repeat("y", chunkSize+10) // spans two chunks
+	for _, w := range []struct {
+		s   *stream
+		txt string
+	}{{o.stdout, "a\r\nb"}, {o.stdout, "c\n"}, {o.stderr, "\r 1%\r 2%\n"}, {o.stdout, big + "\n"}} {
+		if n, err := w.s.Write([]byte(w.txt)); n != len(w.txt) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	o.finish()
+	want := []string{"stdout:a", "stdout:bc", "stderr: 1%", "stderr: 2%", "stdout:" + big}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+	if want := "a\r\nbc\n\r 1%\r 2%\n" + big + "\n"; log.String() != want {
+		t.Errorf("log is not the raw bytes in order (%d bytes, want %d)", log.Len(), len(want))
+	}
+	if o.lines != len(want) || o.logErr() != nil {
+		t.Errorf("lines=%d logErr=%v", o.lines, o.logErr())
+	}
 }
