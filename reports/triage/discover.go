@@ -3,6 +3,7 @@ package triage
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // Stage labels derived from file names and annotations.
@@ -577,5 +580,31 @@ func (res *Inputs) findServerArgs(dirs []string) {
 			res.TPSize = atoiOr(strings.Trim(string(sa.TPSize), `" `), 0)
 		}
 		return
+	}
+}
+
+// OpenFunc reads one trace file into the linked model (the type of Options.Open).
+type OpenFunc = func(ctx context.Context, path string) (*trace.Trace, error)
+
+// OpenByFormat returns an Options.Open that sends nsys inputs (.sqlite exports; a .nsys-rep
+// must be exported first) to nsysOpen and everything else to kinetoOpen, so the CLI can pass
+// both readers without triage importing either. A nil reader turns its inputs into an error
+// that says what is missing.
+func OpenByFormat(kinetoOpen, nsysOpen OpenFunc) OpenFunc {
+	return func(ctx context.Context, path string) (*trace.Trace, error) {
+		in, _ := classifyName(filepath.Base(path))
+		if in.Format == FormatNsys {
+			if strings.HasSuffix(strings.ToLower(path), ".nsys-rep") {
+				return nil, fmt.Errorf("%s is an Nsight Systems report; export it first (nsys export --type sqlite) and triage the .sqlite", path)
+			}
+			if nsysOpen == nil {
+				return nil, fmt.Errorf("%s is an nsys export but no nsys reader was given", path)
+			}
+			return nsysOpen(ctx, path)
+		}
+		if kinetoOpen == nil {
+			return nil, fmt.Errorf("%s is a torch-profiler trace but no Kineto reader was given", path)
+		}
+		return kinetoOpen(ctx, path)
 	}
 }

@@ -646,3 +646,25 @@ func TestAllRanksLabels(t *testing.T) {
 		t.Errorf("input rank = %d", r.Inputs[1].Rank)
 	}
 }
+
+func TestOpenByFormat(t *testing.T) {
+	k := func(context.Context, string) (*trace.Trace, error) { return trace.New("k", "kineto"), nil }
+	n := func(context.Context, string) (*trace.Trace, error) { return trace.New("n", "nsys"), nil }
+	ctx := context.Background()
+	open := OpenByFormat(k, n)
+	if tr, err := open(ctx, "/x/run.sqlite"); err != nil || tr.Format != "nsys" {
+		t.Errorf("sqlite: %v %v", tr, err)
+	}
+	if tr, err := open(ctx, "/x/a-TP-0.trace.json.gz"); err != nil || tr.Format != "kineto" {
+		t.Errorf("kineto: %v %v", tr, err)
+	}
+	if _, err := open(ctx, "/x/run.nsys-rep"); err == nil || !strings.Contains(err.Error(), "nsys export") {
+		t.Errorf("nsys-rep: %v", err)
+	}
+	if _, err := OpenByFormat(k, nil)(ctx, "r.sqlite"); err == nil {
+		t.Error("missing nsys reader: no error")
+	}
+	if _, err := OpenByFormat(nil, n)(ctx, "r.json"); err == nil {
+		t.Error("missing kineto reader: no error")
+	}
+}
