@@ -66,3 +66,29 @@ func nestingDepth(b []byte) int {
 	}
 	return m
 }
+
+// FuzzFix checks that Fix never panics, and that on a valid trace its output is valid JSON with
+// the same number of events plus one thread_name event per lane it added.
+func FuzzFix(f *testing.F) {
+	f.Add([]byte(smallTrace))
+	f.Add([]byte(`[{"ph":"X","cat":"kernel","pid":0,"tid":7,"ts":1,"dur":5},{"ph":"X","cat":"gpu_memset","pid":0,"tid":7,"ts":2,"dur":1}]`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","pid":"a","tid":"b","ts":1,"dur":5},{"ph":"X","cat":"kernel","pid":"a","tid":"b","ts":1,"dur":5}],"x":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var out bytes.Buffer
+		st, err := Fix(context.Background(), bytes.NewReader(data), &out)
+		if len(data) > 1<<16 || !json.Valid(data) || !utf8.Valid(data) || nestingDepth(data) > 100 || bytes.Count(data, []byte("traceEvents")) > 1 {
+			return
+		}
+		want, ok := oracle(data)
+		if !ok || err != nil {
+			return
+		}
+		if !json.Valid(out.Bytes()) {
+			t.Fatalf("Fix output is not valid JSON:\n%s", out.Bytes())
+		}
+		got, ok := oracle(out.Bytes())
+		if !ok || got.Events != want.Events+st.Lanes {
+			t.Fatalf("events: in %d, out %d, lanes %d", want.Events, got.Events, st.Lanes)
+		}
+	})
+}

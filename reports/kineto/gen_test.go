@@ -124,6 +124,8 @@ func BenchmarkRead(b *testing.B) {
 		{"json", false, Options{}},
 		{"json.gz", true, Options{}},
 		{"json/skip-frames-cpuops", false, Options{SkipFrames: true, SkipCPUOps: true, SkipFlows: true}},
+		{"json/sequential", false, Options{Sequential: true}},
+		{"json.gz/sequential", true, Options{Sequential: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			data := benchTrace(b, 32<<20, c.gz)

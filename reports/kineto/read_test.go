@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -680,4 +683,30 @@ func TestContextCancel(t *testing.T) {
 	if _, err := Read(ctx, strings.NewReader(doc.String()), "x", Options{}); err == nil {
 		t.Error("cancelled read succeeded")
 	}
+}
+
+// TestSequentialEqualsPipelined: the two-goroutine pipeline and the sequential path build
+// identical traces, warnings included, on a real trace and on a damaged one.
+func TestSequentialEqualsPipelined(t *testing.T) {
+	inputs := map[string][]byte{"small-cut": []byte(smallTrace[:len(smallTrace)/2])}
+	if p := filepath.Join(fixtureDir(), fxDDP); fileExists(p) {
+		raw, _ := os.ReadFile(p)
+		inputs["ddp.gz"] = raw
+		inputs["ddp.gz-cut"] = raw[:len(raw)*2/3]
+	}
+	for name, data := range inputs {
+		a, err1 := Read(context.Background(), bytes.NewReader(data), name, Options{Sequential: true})
+		b, err2 := Read(context.Background(), bytes.NewReader(data), name, Options{})
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: %v / %v", name, err1, err2)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: sequential and pipelined reads differ (events %d/%d, warnings %v / %v)", name, a.Events, b.Events, a.Warnings, b.Warnings)
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
