@@ -1,9 +1,13 @@
 package triage
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // FuzzClassifyName fuzzes the trace file-name parser of Discover: it must never panic, and a
@@ -81,6 +85,54 @@ func FuzzParseClassifier(f *testing.F) {
 		c, err := ParseClassifier(s)
 		if err == nil && c.Classify("x") == "" {
 			t.Fatal("empty category")
+		}
+	})
+}
+
+// FuzzAnalyze builds a trace from fuzz bytes, with links that may point anywhere (as a buggy
+// reader could produce), and checks that Analyze neither panics nor loses kernel time.
+func FuzzAnalyze(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add([]byte{0, 0, 0, 0, 255, 255, 255, 255, 7, 7, 7, 7, 1, 200, 3, 9})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := newTB("fuzz.json")
+		names := []string{kGEMM, kNCCL, kNorm, kMemcpy, "step[DECODE bs=1]", "DenoisingStage", pyMM, pyModule}
+		for i := 0; i+8 <= len(data) && i < 800; i += 8 {
+			d := data[i : i+8]
+			start := int64(d[0])*100 + int64(d[1])
+			end := start + int64(d[2])*10
+			switch d[3] % 5 {
+			case 0:
+				b.frame(names[d[4]%8], start, end, int32(int8(d[5])))
+			case 1:
+				b.cpuop("aten::x", start, end, int32(int8(d[5])))
+			case 2:
+				l := b.launch("cudaGraphLaunch", start, end, d[4]%2 == 0)
+				b.t.Launches[l].Frame = int32(int8(d[5]))
+			case 3:
+				b.annot(names[d[4]%8], start, end, d[5]%2 == 0)
+			default:
+				b.kernel(names[d[4]%4], int32(d[5]%2), int32(d[6]%3), start, end, int32(int8(d[7])), int32(int8(d[6])))
+			}
+		}
+		r, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "fuzz.json", Rank: NoRank}}},
+			Options{Open: opener(map[string]*trace.Trace{"fuzz.json": b.t})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.Stages {
+			var sum float64
+			for _, k := range s.Kernels {
+				sum += k.TotalUS
+			}
+			if sum != s.KernelTimeUS && (sum-s.KernelTimeUS > 1e-6 || s.KernelTimeUS-sum > 1e-6) {
+				t.Fatalf("stage %s: rows %v us, stage %v us", s.Stage, sum, s.KernelTimeUS)
+			}
+		}
+		for _, format := range []string{FormatText, FormatMarkdown, FormatJSON, FormatCSV} {
+			if err := Render(io.Discard, r, format, 0); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }
