@@ -46,3 +46,22 @@ func BenchmarkSweep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAnalyzeMappingFormal: two-trace mode on two traces of n ops each; compare with
+// BenchmarkAnalyze (the target is at most twice the single-trace time).
+func BenchmarkAnalyzeMappingFormal(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {
+			m, f := bigTrace(n, 1), bigTrace(n, 2)
+			open := opener(map[string]*trace.Trace{"m": m, "f": f})
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "f", Stage: StageDecode, Rank: NoRank}}},
+					Options{Open: open, Mapping: &Inputs{Files: []Input{{Path: "m", Stage: StageDecode, Rank: NoRank}}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/formal-op")
+		})
+	}
+}

@@ -133,3 +133,35 @@ func BenchmarkPipeline(b *testing.B) {
 		})
 	}
 }
+
+// Two-trace mode on generated traces: the graph-off mapping trace gives the decode kernels of
+// the graph-on formal trace their Python sites.
+func TestGeneratedMappingFormal(t *testing.T) {
+	mt, _, _ := genTrace(t, kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: 3, Layers: 3, WithStack: true, Seed: 5})
+	ft, _, _ := genTrace(t, kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: 3, Layers: 3, WithStack: true, CUDAGraph: true, Seed: 5})
+	open := opener(map[string]*trace.Trace{"m.json": mt, "f.json": ft})
+	r, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "f.json", Rank: NoRank}}},
+		Options{Open: open, Mapping: &Inputs{Files: []Input{{Path: "m.json", Rank: NoRank}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := findStage(t, r, StageDecode)
+	viaMapping, viaGraph := 0, 0
+	for _, k := range dec.Kernels {
+		if len(k.Locations) == 0 {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(k.Locations[0].CPUOp, "(mapping)"):
+			viaMapping++
+		case strings.HasSuffix(k.Locations[0].CPUOp, "replay (graph)"):
+			viaGraph++
+		}
+	}
+	if viaMapping == 0 {
+		t.Errorf("no decode kernel took its site from the mapping trace (%d still on the graph replay)", viaGraph)
+	}
+	if r.Mode != ModeMappingFormal {
+		t.Errorf("mode %s", r.Mode)
+	}
+}
