@@ -1,0 +1,11 @@
+// Package nsys is everything the runner does with NVIDIA Nsight Systems: wrapping a cell's
+// argv in `nsys profile` (Wrap), checking before a sweep that nsys is installed (Check),
+// turning the finished .nsys-rep report into a SQLite export with `nsys export --type sqlite`
+// (Export), and reading such exports — of every schema version from nsys 2022.2 on — into the
+// profiler-neutral trace model of reports/trace, so that triage treats nsys and torch-profiler
+// runs alike.
+//
+// Only Check and Export start processes (through os/exec, with a context for their timeout);
+// Wrap and the path helpers are pure. The CLI facts used here are in
+// ref-trace-formats-and-analyzers.md §3.
+package nsys
