@@ -28,6 +28,10 @@ type Options struct {
 	// (0 keeps every row; Render applies its own cutoff on top). The CLI passes DefaultCutoff
 	// to Render and leaves this 0 so that JSON consumers can choose.
 	Cutoff float64
+	// Stage, when set, keeps only the stages with this label (extend, decode, DenoisingStage,
+	// ...; with several ranks every rank's section of that stage). No match is an error that
+	// lists the stages present.
+	Stage string
 	// Model and TPSize override what server_args.json said (fusion gates).
 	Model  string
 	TPSize int
@@ -120,6 +124,20 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		}
 		rep.Warnings = append(rep.Warnings, a.warn...)
 		a.warn = nil
+	}
+	if opts.Stage != "" {
+		var keep []Stage
+		var have []string
+		for _, s := range rep.Stages {
+			have = append(have, s.Stage)
+			if s.Stage == opts.Stage || strings.HasPrefix(s.Stage, opts.Stage+" ") {
+				keep = append(keep, s)
+			}
+		}
+		if len(keep) == 0 {
+			return nil, fmt.Errorf("--stage %s: no such stage; stages present: %s", opts.Stage, strings.Join(have, ", "))
+		}
+		rep.Stages = keep
 	}
 	if opts.Cutoff > 0 {
 		for i := range rep.Stages {

@@ -668,3 +668,17 @@ func TestOpenByFormat(t *testing.T) {
 		t.Error("missing kineto reader: no error")
 	}
 }
+
+func TestStageFilter(t *testing.T) {
+	tr := goldenTrace()
+	open := opener(map[string]*trace.Trace{tr.Path: tr})
+	in := Inputs{Files: []Input{{Path: tr.Path, Rank: NoRank}}}
+	r, err := Analyze(context.Background(), in, Options{Open: open, Stage: StageDecode})
+	if err != nil || len(r.Stages) != 1 || r.Stages[0].Stage != StageDecode {
+		t.Fatalf("stage filter: %v %+v", err, r)
+	}
+	if _, err := Analyze(context.Background(), in, Options{Open: open, Stage: "DenoisingStage"}); err == nil ||
+		!strings.Contains(err.Error(), "stages present: extend, decode") {
+		t.Errorf("unknown stage: %v", err)
+	}
+}
