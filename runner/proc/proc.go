@@ -93,7 +93,8 @@ type Spec struct {
 	// log.txt), from one goroutine. If it returns an error, or blocks for
 	// longer than LogStall, Result.LogErr is set and the rest of the output is
 	// left out of the log; the child is never stopped for it. Run does not
-	// close Log.
+	// close Log. If a Write is still blocked when Run gives up on it, that
+	// call returns whenever it returns, after Run; nothing is written after.
 	Log io.Writer
 	// LogStall bounds how long the child may be held up by a log writer that
 	// does not keep pace (0 = DefaultLogStall). Short stalls apply
@@ -106,7 +107,8 @@ type Spec struct {
 	// writer, but it must keep pace with the child: once about 4 MiB of
 	// output waits for it, the child is slowed down. Text shares memory
 	// with the rest of the chunk it was read in (up to 256 KiB):
-	// strings.Clone it before keeping many lines for long.
+	// strings.Clone it before keeping many lines for long. It must return:
+	// Run waits for every line to be delivered.
 	OnLine func(Line)
 
 	// Timeout stops the child with the stop ladder once it has run this long
