@@ -343,11 +343,17 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	// still ends an application that stopped progressing, as nsys's own timer would.
 	winStart := t0.UnixNano() + int64(delay*1e9)
 	winEnd := winStart + int64(duration*1e9)
+	stopping := opts["--duration"] != ""
+	if cr := opts["--capture-range"]; cr != "" && cr != "none" {
+		// sglang diffusion never calls cudaProfilerStart, pushes no capture range and sees no
+		// hotkey: a capture range never opens (interface reference §D), so nothing is
+		// collected and nothing stops the application.
+		winStart, winEnd, stopping = math.MaxInt64, math.MaxInt64, false
+	}
 	prog := &progress{path: actPath}
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	var deadline <-chan time.Time
-	stopping := opts["--duration"] != ""
 	if stopping && scale > 0 {
 		st := time.NewTimer(time.Duration((delay+duration)*scale*2*float64(time.Second)) + time.Second)
 		defer st.Stop()
@@ -407,10 +413,10 @@ loop:
 
 	rep := &nsysReport{
 		Magic: reportMagic, Format: 1, NSysVersion: NSysVersion, Command: app, Options: opts,
-		SessionStartNS: t0.UnixNano(), WindowStartNS: t0.UnixNano() + int64(delay*1e9), Interrupted: interrupted,
+		SessionStartNS: t0.UnixNano(), WindowStartNS: winStart, Interrupted: interrupted,
 	}
-	if opts["--duration"] != "" {
-		rep.WindowEndNS = rep.WindowStartNS + int64(duration*1e9)
+	if opts["--duration"] != "" && winEnd != math.MaxInt64 {
+		rep.WindowEndNS = winEnd
 	}
 	rep.AppExitCode = 0
 	var ee *exec.ExitError
@@ -466,12 +472,13 @@ func lockWriters(stdout, stderr io.Writer) (io.Writer, io.Writer) {
 	return lockedWriter{mu, stdout}, lockedWriter{mu, stderr}
 }
 
-// progress follows the end of the activity file: the newest end time the application
-// reported is how far its simulated clock has got.
+// progress follows the end of the activity file: the end time in its last complete record
+// is how far the application's simulated clock has got (records are appended as the run
+// advances, each step closing with its NVTX range). Only the file's tail is read, so polling
+// stays cheap however much activity the application writes.
 type progress struct {
 	path string
-	off  int64
-	rem  []byte
+	size int64
 	max  int64
 }
 
@@ -481,24 +488,24 @@ func (p *progress) poll() int64 {
 		return p.max
 	}
 	defer f.Close()
-	if _, err := f.Seek(p.off, io.SeekStart); err != nil {
+	st, err := f.Stat()
+	if err != nil || st.Size() == p.size {
 		return p.max
 	}
-	b, _ := io.ReadAll(f)
-	p.off += int64(len(b))
-	b = append(p.rem, b...)
-	for {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			break
-		}
-		var r struct{ E int64 }
-		if json.Unmarshal(b[:i], &r) == nil && r.E > p.max {
-			p.max = r.E
-		}
-		b = b[i+1:]
+	p.size = st.Size()
+	off := max(p.size-8192, 0)
+	buf := make([]byte, p.size-off)
+	n, _ := f.ReadAt(buf, off)
+	buf = buf[:n]
+	end := bytes.LastIndexByte(buf, '\n')
+	if end < 0 {
+		return p.max
 	}
-	p.rem = append(p.rem[:0], b...)
+	start := bytes.LastIndexByte(buf[:end], '\n') + 1
+	var r struct{ E int64 }
+	if json.Unmarshal(buf[start:end], &r) == nil && r.E > p.max {
+		p.max = r.E
+	}
 	return p.max
 }
 

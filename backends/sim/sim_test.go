@@ -798,6 +798,12 @@ func TestNSysWindow(t *testing.T) {
 	if err != nil || len(rep.Kernels) != 0 {
 		t.Errorf("late window report: %v, %d kernels", err, len(rep.Kernels))
 	}
+	// diffusion has no cudaProfilerApi hook: a capture range never opens
+	r = nsysRun(t, env, profileArgs(filepath.Join(dir, "capture"), 4, "--capture-range=cudaProfilerApi", "--capture-range-end=stop")...)
+	rep, err = readReport(filepath.Join(dir, "capture.nsys-rep"))
+	if r.rc != 0 || err != nil || len(rep.Kernels) != 0 || !strings.Contains(r.stdout, "No CUDA kernel data was collected") {
+		t.Errorf("cudaProfilerApi capture range: rc=%d err=%v\n%s", r.rc, err, r.stdout)
+	}
 	// a window in the middle of the denoising loop; the app is killed when it ends
 	env = baseEnv(t, helperEnv, "sglang", EnvTimeScale, "0.002")
 	r = nsysRun(t, env, profileArgs(filepath.Join(dir, "mid"), 60, "--delay", "9", "--duration", "2")...)
@@ -864,5 +870,18 @@ func FuzzParseArgs(f *testing.F) {
 			t.Fatalf("accepted without --model-path: %q", s)
 		}
 		parseProfile(args)
+	})
+}
+
+func FuzzReadActivity(f *testing.F) {
+	f.Add([]byte(`{"k":"name","id":1,"v":"k"}` + "\n" + `{"k":"kernel","s":1,"e":2,"n":1,"g":[1,1,1]}` + "\n" + `{"k":"nvtx","s":1,"e":3,"text":"denoising_step_0"}`))
+	f.Add([]byte("{\"k\":\"rt\",\"s\":1,\"e\":2,\"n\":7}\n{\"k\":\"mem\",\"s\":1,\"e\""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := readActivity(bytes.NewReader(b))
+		if err == nil {
+			for _, k := range a.Kernels {
+				_ = k.Name
+			}
+		}
 	})
 }

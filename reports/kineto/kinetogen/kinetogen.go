@@ -419,6 +419,9 @@ func newGen(cfg Config) (*gen, error) {
 	if cfg.Steps < 0 || cfg.Layers < 0 || cfg.TargetBytes < 0 || cfg.Rank < 0 {
 		return nil, errors.New("kinetogen: Steps, Layers, TargetBytes and Rank must not be negative")
 	}
+	if cfg.StageOnly != "" && cfg.StageOnly != StageTextEncoding && cfg.StageOnly != StageDecoding {
+		return nil, fmt.Errorf("kinetogen: StageOnly %q is not %q or %q", cfg.StageOnly, StageTextEncoding, StageDecoding)
+	}
 	if cfg.Steps == 0 {
 		cfg.Steps = 5
 	}
@@ -497,7 +500,7 @@ func (g *gen) run() {
 		if dur <= 0 {
 			dur = c.StepNS / 5
 		}
-		g.block(c.StageOnly, 0, 0, func() {
+		g.block(c.StageOnly, func() {
 			if c.StageOnly == StageTextEncoding {
 				g.layers(textEncLayer, 28, dur, nil, nil)
 			} else {
@@ -512,7 +515,7 @@ func (g *gen) run() {
 		if dur <= 0 {
 			dur = c.StepNS / 6
 		}
-		g.block(StageTextEncoding, 0, 0, func() {
+		g.block(StageTextEncoding, func() {
 			g.layers(textEncLayer, 28, dur, nil, nil)
 		})
 	}
@@ -526,7 +529,7 @@ func (g *gen) run() {
 		if dur <= 0 {
 			dur = c.StepNS / 4
 		}
-		g.block(StageDecoding, 0, 0, func() {
+		g.block(StageDecoding, func() {
 			g.layers(vaeOps, 12, dur, nil, vaeEpilogue)
 		})
 	} else {
@@ -552,7 +555,7 @@ func (g *gen) steps() {
 			continue
 		}
 		name := "denoising_step_" + strconv.Itoa(i)
-		g.block(name, i, dur, func() {
+		g.block(name, func() {
 			g.layers(ditLayer, c.Layers, dur, ditPrologue, ditEpilogue)
 		})
 	}
@@ -560,7 +563,7 @@ func (g *gen) steps() {
 
 // block runs body inside a user_annotation (CPU) and its gpu_user_annotation mirror, then
 // synchronises the host with the GPU the way a .item() at the end of a step does.
-func (g *gen) block(name string, _ int, _ int64, body func()) {
+func (g *gen) block(name string, body func()) {
 	py := g.pyEnter(name)
 	start := g.cpuT
 	g.cpuT += 2_000
@@ -762,11 +765,11 @@ func (g *gen) llmStep(i int, dur int64) {
 		name = "step[DECODE bs=32]"
 	}
 	if extend || !c.CUDAGraph {
-		g.block(name, i, dur, func() { g.layers(layer, c.Layers, dur, llmPrologue, llmEpilogue) })
+		g.block(name, func() { g.layers(layer, c.Layers, dur, llmPrologue, llmEpilogue) })
 		return
 	}
 	// CUDA graph replay: input upload, one cudaGraphLaunch, every kernel shares its correlation.
-	g.block(name, i, dur, func() {
+	g.block(name, func() {
 		var w float64
 		for j := range layer {
 			if !layer[j].onComm {

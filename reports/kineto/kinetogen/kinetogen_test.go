@@ -226,8 +226,6 @@ func TestDiffusionAllStagesStepTimes(t *testing.T) {
 }
 
 func TestStepScaleSlowsGroup(t *testing.T) {
-	base, _, _ := genTrace(t, Config{Steps: 2, Layers: 2, Seed: 3})
-	_ = base
 	_, st0, _ := genTrace(t, Config{Steps: 2, Layers: 2, Seed: 3})
 	_, st1, _ := genTrace(t, Config{Steps: 2, Layers: 2, Seed: 3, StepScale: map[string]float64{GroupAttention: 2}})
 	a0, a1 := st0.KernelNSByName[nameFA3], st1.KernelNSByName[nameFA3]
@@ -361,8 +359,16 @@ func TestWalkMatchesWrite(t *testing.T) {
 	}
 }
 
+func TestStageOnly(t *testing.T) {
+	_, tf := check(t, Config{StageOnly: StageDecoding, StageNS: map[string]int64{StageDecoding: 50_000_000}})
+	ann := names(tf, "user_annotation")
+	if len(ann) != 1 || ann[StageDecoding] != 1 || names(tf, "kernel")[nameConv] == 0 {
+		t.Errorf("StageOnly decoding: annotations %v", ann)
+	}
+}
+
 func TestBadConfig(t *testing.T) {
-	for _, c := range []Config{{Flavor: "video"}, {Steps: -1}, {TargetBytes: -5}} {
+	for _, c := range []Config{{Flavor: "video"}, {Steps: -1}, {TargetBytes: -5}, {StageOnly: "VAE"}} {
 		if _, err := Write(io.Discard, c); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}
