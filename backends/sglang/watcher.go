@@ -52,6 +52,43 @@ var (
 	metricsPrefixes = []string{"Metrics dumped to:"}
 )
 
+// anchors are byte pairs, one per needle above (each occurs in its needle), that let Line
+// skip the substring searches for the vast majority of lines (tqdm progress frames, stage
+// timings) with one table lookup per byte: a line without any anchor pair cannot contain a
+// needle. TestAnchorsCoverNeedles keeps this list in step with the needles.
+var anchors = []string{
+	"ff", // Falling back to diffusers backend, Using diffusers backend, Loaded diffusers pipeline
+	"CU", // CUDA out of memory
+	"yE", // OutOfMemoryError
+	"Fa", // Failed to save trace:, Failed to export trace:, Failed to generate output
+	"Tr", // Trace file may be corrupted:
+	"zi", // Multiple gzip headers detected
+	"gn", // error: unrecognized arguments:
+	"ea", // scheduler is dead
+	"Sa", // Saved profiler traces to:, Saving profiler traces to:
+	"Me", // Metrics dumped to:
+}
+
+// anchorSet has bit a<<8|b set for every anchor pair ab.
+var anchorSet = func() (set [1 << 16 / 64]uint64) {
+	for _, a := range anchors {
+		k := uint16(a[0])<<8 | uint16(a[1])
+		set[k>>6] |= 1 << (k & 63)
+	}
+	return set
+}()
+
+// mayMatch reports whether s contains any anchor pair.
+func mayMatch(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		k := uint16(s[i])<<8 | uint16(s[i+1])
+		if anchorSet[k>>6]&(1<<(k&63)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Bounds that keep a watcher's memory constant however long or hostile the log is.
 const (
 	// MaxEvidence is how many lines are kept per finding; the first ones are kept because
@@ -93,6 +130,9 @@ func (w *Watcher) Line(lineNo int, stream, text string) {
 	w.lines++
 	w.tail[w.tailN%TailLines] = backends.Evidence{Line: lineNo, Text: clip(strings.TrimRight(clean, "\r\n")), Stream: stream}
 	w.tailN++
+	if !mayMatch(clean) {
+		return
+	}
 	for frame := range strings.SplitSeq(clean, "\r") {
 		w.match(lineNo, stream, frame)
 	}

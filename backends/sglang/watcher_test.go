@@ -234,3 +234,50 @@ func FuzzWatcher(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWatcherLine measures the per-line cost on the log path, for typical sglang lines
+// (plain, coloured, progress frames) in the proportions of a real run: mostly progress.
+func BenchmarkWatcherLine(b *testing.B) {
+	lines := []string{
+		" 42%|████▏     | 21/50 [00:08<00:11,  2.51it/s]",
+		"[12-20 16:45:15] [DenoisingStage] finished in 20.1234 seconds",
+		"[12-20 16:45:15] Pixel data generated successfully in " + green + "12.34" + reset + " seconds",
+		" 44%|████▍     | 22/50 [00:08<00:11,  2.51it/s]",
+		" 46%|████▌     | 23/50 [00:09<00:10,  2.51it/s]",
+		"[12-20 16:45:16] Metrics dumped to: " + cyan + "/runs/x/cells/000/perf.json" + reset,
+	}
+	var bytes int64
+	for _, l := range lines {
+		bytes += int64(len(l))
+	}
+	w := NewWatcher()
+	b.SetBytes(bytes / int64(len(lines)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w.Line(i, "stderr", lines[i%len(lines)])
+	}
+}
+
+func TestAnchorsCoverNeedles(t *testing.T) {
+	needles := append(append([]string(nil), tracePrefixes...), metricsPrefixes...)
+	for _, p := range patterns {
+		needles = append(needles, p.subs...)
+	}
+	for _, n := range needles {
+		if !mayMatch(n) {
+			t.Errorf("needle %q has no anchor pair: add one to anchors", n)
+		}
+	}
+	for _, a := range anchors {
+		if len(a) != 2 {
+			t.Errorf("anchor %q is not a byte pair", a)
+		}
+	}
+	// The point of the prefilter: typical lines skip the searches.
+	for _, l := range []string{" 42%|████▏     | 21/50 [00:08<00:11,  2.51it/s]", "[12-20 16:45:15] [DenoisingStage] finished in 20.1234 seconds"} {
+		if mayMatch(l) {
+			t.Errorf("common line %q passes the prefilter", l)
+		}
+	}
+}
