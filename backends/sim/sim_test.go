@@ -51,7 +51,10 @@ type result struct {
 
 func (r result) all() string { return r.stdout + r.stderr }
 
+// baseEnv also moves the test into a fresh working directory, where the simulator's
+// relative defaults (outputs/, logs/) land.
 func baseEnv(t *testing.T, kv ...string) map[string]string {
+	t.Chdir(t.TempDir())
 	env := map[string]string{EnvTimeScale: "0", "SGLANG_DIFFUSION_TORCH_PROFILER_DIR": filepath.Join(t.TempDir(), "traces")}
 	for i := 0; i+1 < len(kv); i += 2 {
 		env[kv[i]] = kv[i+1]
@@ -331,9 +334,9 @@ func TestTraceDirResolution(t *testing.T) {
 	if n, _ := filepath.Glob(filepath.Join(torch, "*.gz")); len(n) != 1 {
 		t.Errorf("SGLANG_TORCH_PROFILER_DIR not used")
 	}
+	env = baseEnv(t)
 	cwd := t.TempDir()
 	t.Chdir(cwd)
-	env = baseEnv(t)
 	delete(env, "SGLANG_DIFFUSION_TORCH_PROFILER_DIR")
 	r := sglang(t, env, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p", "--num-inference-steps", "3", "--profile", "--perf-dump-path", "perf.json")
 	if n, _ := filepath.Glob(filepath.Join(cwd, "logs", "*.gz")); len(n) != 1 {
@@ -553,6 +556,7 @@ func startHelper(t *testing.T, mode string, env map[string]string, args ...strin
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Dir = t.TempDir()
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	p := &proc{cmd: cmd, done: make(chan struct{})}
