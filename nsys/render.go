@@ -1,6 +1,7 @@
 package nsys
 
 import (
+	"bytes"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -100,11 +101,12 @@ func (tb Table) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	if tb.Title != "" {
 		b.WriteString(tb.Title + "\n")
 	}
 	line := func(cells []string) {
+		mark := b.Len()
 		for i, c := range cells {
 			if i >= len(width) {
 				break
@@ -122,7 +124,10 @@ func (tb Table) WriteText(w io.Writer) error {
 				b.WriteString(c + pad)
 			}
 		}
-		b.WriteString("\n")
+		// Empty trailing cells would leave spaces at the end of the line.
+		trimmed := strings.TrimRight(b.String()[mark:], " ")
+		b.Truncate(mark)
+		b.WriteString(trimmed + "\n")
 	}
 	line(tb.Headers)
 	seps := make([]string, len(width))
