@@ -153,6 +153,10 @@ func ReadDump(r io.Reader) (*Dump, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("perf dump: file is empty; sglang writes it at the end of a successful run, so the run probably did not finish")
 		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) && (strings.Contains(se.Error(), "'N'") || strings.Contains(se.Error(), "'I'")) {
+			return nil, fmt.Errorf("perf dump: not valid JSON (Python writes NaN or Infinity for a non-finite float, which JSON does not allow; the run measured nothing usable): %w", err)
+		}
 		return nil, fmt.Errorf("perf dump: not valid JSON: %w", err)
 	}
 	if top == nil {

@@ -236,6 +236,8 @@ func TestReadDumpErrors(t *testing.T) {
 	}{
 		{"empty", "", "file is empty"},
 		{"not json", "Metrics dumped to: /x", "not valid JSON"},
+		{"python NaN", `{"total_duration_ms": NaN, "steps": []}`, "NaN or Infinity"},
+		{"python Infinity", `{"total_duration_ms": 1, "steps": [{"name": "A", "duration_ms": Infinity}]}`, "NaN or Infinity"},
 		{"array", `[1,2]`, "expected a JSON object"},
 		{"number", `42`, "expected a JSON object"},
 		{"null", `null`, "found null"},
