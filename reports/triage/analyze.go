@@ -198,6 +198,34 @@ type kagg struct {
 	sites    map[siteKey]int64
 	resolved int64 // time attributed to a real (non-graph, non-unresolved) site
 	rsites   map[siteKeyS]int64
+	row      int // index of the kernel row (after sorting)
+}
+
+// adjacency collects the pairs of kernel rows whose ops ran within AdjacencyWindow positions of
+// each other on one stream, walking the sweep's per-stream order once (O(n·window)).
+func adjacency(sw Sweep, iv []Interval, opAgg []*kagg) map[uint64]struct{} {
+	adj := map[uint64]struct{}{}
+	var last uint64 = 1<<64 - 1
+	for p, i := range sw.Order {
+		a := opAgg[i].row
+		for q := p + 1; q < len(sw.Order) && q <= p+AdjacencyWindow; q++ {
+			j := sw.Order[q]
+			if iv[j].Stream != iv[i].Stream {
+				break
+			}
+			b := opAgg[j].row
+			if a == b {
+				continue
+			}
+			k := adjKey(a, b)
+			if k == last {
+				continue
+			}
+			last = k
+			adj[k] = struct{}{}
+		}
+	}
+	return adj
 }
 
 type stageResult struct {
@@ -472,8 +500,12 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	}
 	rows := make([]KernelRow, 0, len(aggs))
 	a.unmatchedN, a.unmatchedNS = 0, 0
+	for i, g := range aggs {
+		g.row = i
+	}
+	adj := adjacency(sw, iv, opAgg)
 	for _, g := range aggs {
-		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total}
+		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: adj}
 		row.Locations = a.locations(c, g, label)
 		rows = append(rows, row)
 	}

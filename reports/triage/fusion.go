@@ -291,6 +291,20 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 		default:
 			continue
 		}
+		// Adjacency: a fusion joins kernels that run back to back. Split groups whose kernels
+		// never ran next to each other on a stream are a weaker match (W6: the anchor matched
+		// a bag of rows). Communication runs on its own stream, so it is exempt.
+		apart := false
+		if fr.Status != StatusPresent {
+			for gi := 0; gi+1 < len(groups); gi++ {
+				if commGroup(p.Split[gi]) || commGroup(p.Split[gi+1]) {
+					continue
+				}
+				if !anyAdjacent(rows, groups[gi], groups[gi+1]) {
+					apart = true
+				}
+			}
+		}
 		var rel int64
 		for _, i := range related {
 			rel += rows[i].totalNS
@@ -301,7 +315,7 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 				continue
 			}
 			switch {
-			case weak:
+			case weak || apart:
 				fr.Confidence = ConfLow
 			case share >= p.LikelyShare:
 				fr.Confidence = ConfHigh
@@ -339,6 +353,9 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 			fr.Evidence = append(fr.Evidence, fmt.Sprintf("+%d more kernels", len(related)-MaxEvidence))
 		}
 		fr.Rationale = rationale(p, fr, tp)
+		if apart {
+			fr.Rationale += " The split kernels never run back to back on one stream, so they may not be the pair this fusion joins."
+		}
 		hits = append(hits, hit{p, fr})
 	}
 	// Subsumption: a matched pattern hides the patterns it subsumes, except that a split-only
@@ -366,6 +383,19 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 		return out[i].Pattern < out[j].Pattern
 	})
 	return out
+}
+
+func commGroup(g Group) bool { return contains(g.Categories, CatCommunication) }
+
+func anyAdjacent(rows []KernelRow, a, b []int) bool {
+	for _, i := range a {
+		for _, j := range b {
+			if adjacent(rows, i, j) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func modelOK(p *Pattern, model string) bool {

@@ -87,6 +87,29 @@ type KernelRow struct {
 	Locations []Location `json:"locations"`
 
 	totalNS int64
+	// adj is the stage's set of row pairs that ran back to back on one stream (shared by all
+	// rows of the stage; see adjKey); nil when unknown, e.g. for rows built by hand.
+	adj map[uint64]struct{}
+}
+
+// AdjacencyWindow is how many following ops on the same stream count as "back to back" for the
+// fusion table's split-kernel test (a fusion joins kernels that run next to each other).
+const AdjacencyWindow = 3
+
+func adjKey(a, b int) uint64 {
+	if a > b {
+		a, b = b, a
+	}
+	return uint64(a)<<32 | uint64(uint32(b))
+}
+
+// adjacent reports whether rows i and j ran back to back somewhere (true when unknown).
+func adjacent(rows []KernelRow, i, j int) bool {
+	if i == j || rows[i].adj == nil {
+		return true
+	}
+	_, ok := rows[i].adj[adjKey(i, j)]
+	return ok
 }
 
 // Location is one Python site of a kernel with the share of the kernel's time spent there.

@@ -680,3 +680,45 @@ func TestStageFilter(t *testing.T) {
 		t.Errorf("unknown stage: %v", err)
 	}
 }
+
+// Split kernels that never run back to back are a weak fusion match; adjacent ones are not.
+func TestFusionAdjacency(t *testing.T) {
+	build := func(gap int) *trace.Trace {
+		b := newTB("adj.json")
+		var ts int64
+		k := func(name string) {
+			b.kernel(name, 0, 7, ts, ts+10_000, trace.NoID, trace.NoID)
+			ts += 11_000
+		}
+		for i := 0; i < 3; i++ {
+			k(kSilu)
+			for j := 0; j < gap; j++ {
+				k(kGEMM)
+			}
+			k(kMul)
+			for j := 0; j < 5; j++ {
+				k(kGEMM)
+			}
+		}
+		return b.t
+	}
+	const act = "Fused activation-and-mul (SwiGLU/GeGLU)"
+	for _, c := range []struct {
+		gap  int
+		conf string
+	}{{0, ConfHigh}, {2, ConfHigh}, {AdjacencyWindow, ConfLow}} {
+		tr := build(c.gap)
+		r, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "adj.json", Stage: StageAll, Rank: NoRank}}},
+			Options{Open: opener(map[string]*trace.Trace{"adj.json": tr})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, fr := statusOf(r.Stages[0].Fusions, act)
+		if s != StatusAvailable || fr.Confidence != c.conf {
+			t.Errorf("gap %d: %q %+v, want available with %s confidence", c.gap, s, fr, c.conf)
+		}
+		if c.conf == ConfLow && !strings.Contains(fr.Rationale, "never run back to back") {
+			t.Errorf("gap %d: rationale %q does not say why", c.gap, fr.Rationale)
+		}
+	}
+}
