@@ -161,5 +161,6 @@ func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
 }
 
-// NewWatcher implements backends.Watcher creation for one run of a cell.
+// NewWatcher implements backends.Backend: every run of a cell gets a fresh *Watcher, which
+// Assess expects back.
 func (Backend) NewWatcher(plans.Cell) backends.Watcher { return NewWatcher() }
