@@ -8,8 +8,9 @@
 #   SIZES="1GB" FLAVOR=diffusion scripts/bench_kineto.sh
 #   KEEP=/tmp/traces scripts/bench_kineto.sh   # keep the generated traces there
 #
-# Modes: full = keep every record and Link; lean = Options{SkipFrames, SkipCPUOps, SkipFlows};
-# gunzip = klauspost decompression alone (the floor for .json.gz input).
+# Modes (MODES="..." to choose): full = keep every record and Link (default two-goroutine
+# pipeline); full-seq = the same with Options.Sequential; lean = Options{SkipFrames, SkipCPUOps,
+# SkipFlows}; gunzip = klauspost decompression alone (the floor for .json.gz input).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"100MB 500MB"}
@@ -41,8 +42,8 @@ for size in $SIZES; do
 	for input in json json.gz; do
 		f=$json
 		[[ $input == json.gz ]] && f=$gz
-		modes="full lean"
-		[[ $input == json.gz ]] && modes="full lean gunzip"
+		modes=${MODES:-"full full-seq lean"}
+		[[ $input == json.gz ]] && modes="$modes gunzip"
 		for mode in $modes; do
 			cat "$f" >/dev/null # page cache
 			out=$({ /usr/bin/time -v "$bin" -read "$f" -read-mode "$mode" >/dev/null; } 2>&1)

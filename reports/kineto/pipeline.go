@@ -52,7 +52,7 @@ func (c *collector) next() *batch {
 		b.data, b.items = b.data[:0], b.items[:0]
 		return b
 	default:
-		return &batch{data: make([]byte, 0, batchBytes+batchBytes/4), items: make([]batchItem, 0, 4096)}
+		return &batch{data: make([]byte, 0, 64<<10), items: make([]batchItem, 0, 256)}
 	}
 }
 

@@ -12,8 +12,7 @@ import (
 // ever exists. Only one element (plus the read-ahead) is in memory at a time.
 
 const (
-	initialBuf = 1 << 20
-	readChunk  = 256 << 10
+	initialBuf = 64 << 10
 	// maxElement bounds a single JSON value (one event, or one top-level metadata value) so that
 	// a corrupt file cannot make the reader grow its buffer without limit.
 	maxElement = 256 << 20
@@ -73,8 +72,9 @@ func (s *scanner) fill(keep int) bool {
 		s.pos -= keep
 		s.end = n
 	}
-	if len(s.buf)-s.end < readChunk {
-		if len(s.buf) >= maxElement+readChunk {
+	if len(s.buf)-s.end < len(s.buf)/4 {
+		// Less than a quarter free after compaction: the current element is large; grow.
+		if len(s.buf) >= maxElement {
 			return false
 		}
 		nb := make([]byte, 2*len(s.buf))
