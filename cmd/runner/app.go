@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner"
+)
+
+// stdio is the process's standard streams, injected so commands can be tested in-process.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// exitError carries an exit code from a command to run.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks a command-line mistake (exit 2).
+func usageErr(format string, a ...any) error {
+	return &exitError{code: runner.ExitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// run is the whole program: it builds the CLI, runs it and maps the outcome to an exit code.
+func run(args []string, io stdio) int {
+	ctx := context.Background()
+	// The simulators handle signals themselves, as the programs they imitate do; everything
+	// else turns SIGINT/SIGTERM into a cancelled context so cells are stopped and recorded.
+	if len(args) < 2 || args[1] != "sim" {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	app := newApp(io)
+	err := app.RunContext(ctx, args)
+	return exitCode(err, io.err)
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "runner: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	var pe *plans.Error
+	var ue *runner.UsageError
+	if errors.As(err, &pe) || errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return runner.ExitUsage
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "runner: interrupted")
+		return runner.ExitInterrupted
+	}
+	msg := err.Error()
+	// urfave/cli reports flag-parsing problems as plain errors; they are usage errors.
+	if strings.HasPrefix(msg, "flag provided but not defined") || strings.HasPrefix(msg, "invalid value") ||
+		strings.Contains(msg, "flag needs an argument") || strings.HasPrefix(msg, "No help topic") {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return runner.ExitUsage
+	}
+	fmt.Fprintf(stderr, "runner: %v\n", err)
+	return runner.ExitError
+}
+
+func newApp(io stdio) *cli.App {
+	return &cli.App{
+		Name:      "runner",
+		Usage:     "reproducible sglang benchmark-and-profile runs, and triage of what the profilers wrote",
+		Version:   runner.RunnerVersion(),
+		Reader:    io.in,
+		Writer:    io.out,
+		ErrWriter: io.err,
+		// urfave/cli v2 would call os.Exit itself; exit codes are mapped in run instead.
+		ExitErrHandler:  func(*cli.Context, error) {},
+		HideHelpCommand: true,
+		Suggest:         true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "diagnostics format on stderr: text or json"},
+			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "diagnostics level: debug, info, warn or error"},
+		},
+		Commands: []*cli.Command{
+			runCommand(io),
+			planCommand(io),
+			triageCommand(io),
+			traceCommand(io),
+			versionCommand(io),
+			simCommand(io),
+		},
+		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
+			return &exitError{code: runner.ExitUsage, err: err}
+		},
+	}
+}
+
+// logger builds the diagnostics logger from the global flags.
+func logger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, usageErr("--log-level: %v", err)
+	}
+	ho := &slog.HandlerOptions{Level: level}
+	switch c.String("log-format") {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	default:
+		return nil, usageErr("--log-format must be text or json, not %q", c.String("log-format"))
+	}
+}
+
+// positional returns the command's positional arguments and refuses flags written after them:
+// urfave/cli v2 silently treats `runner run plan.toml --simulate` as two positional words.
+func positional(c *cli.Context, min, max int, what string) ([]string, error) {
+	args := c.Args().Slice()
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") && a != "-" {
+			return nil, usageErr("flag %s must come before %s (runner %s [flags] %s)", a, what, c.Command.Name, what)
+		}
+	}
+	if len(args) < min || (max >= 0 && len(args) > max) {
+		return nil, usageErr("usage: runner %s [flags] %s", c.Command.Name, what)
+	}
+	return args, nil
+}
+
+// isTerminal reports whether w is a terminal (for the progress bar).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/sglprof/runner/backends/sim"
+)
+
+var update = flag.Bool("update", false, "rewrite testscript files with the actual output")
+
+// TestMain makes the test binary act as `runner`, and as fake `sglang` and `nsys` programs
+// (the simulators) when testscript runs it under those names.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"runner": func() { os.Exit(run(os.Args, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})) },
+		"sglang": func() {
+			os.Exit(sim.SGLang(context.Background(), os.Args[1:], environMap(os.Environ()), os.Stdout, os.Stderr))
+		},
+		"nsys": func() {
+			os.Exit(sim.NSys(context.Background(), os.Args[1:], environMap(os.Environ()), os.Stdout, os.Stderr))
+		},
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		UpdateScripts:       *update,
+		Setup: func(env *testscript.Env) error {
+			root, err := filepath.Abs("../..")
+			if err != nil {
+				return err
+			}
+			env.Setenv("REPO", root)
+			// Simulated cells take a few milliseconds instead of minutes.
+			env.Setenv("RUNNER_SIM_TIME_SCALE", "0")
+			// Every process the scripts start inherits this tag, so noprocs can find leftovers.
+			env.Setenv("RUNNER_TEST_TAG", env.WorkDir)
+			env.Setenv("CI", "true")
+			// The directory testscript put runner, sglang and nsys in, for scripts that build a
+			// PATH without some of them.
+			env.Setenv("ORIGPATH", env.Getenv("PATH"))
+			env.Setenv("BIN", filepath.SplitList(env.Getenv("PATH"))[0])
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode": cmdExitCode,
+			"rundir":   cmdRunDir,
+			"verdict":  cmdVerdict,
+			"globn":    cmdGlobN,
+			"waitfor":  cmdWaitFor,
+			"noprocs":  cmdNoProcs,
+			"jsonhas":  cmdJSONHas,
+		},
+	})
+}
+
+// exitcode N PROG ARGS...: run PROG (like exec) and require exit status N. Its output is
+// kept for stdout/stderr assertions.
+func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode N PROG ARGS...")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: %v", err)
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("exitcode: %v", err)
+	}
+	if got != want {
+		ts.Logf("stdout:\n%s\nstderr:\n%s", ts.ReadFile("stdout"), ts.ReadFile("stderr"))
+		ts.Fatalf("exit status %d, want %d", got, want)
+	}
+}
+
+// rundir VAR PARENT: set VAR to the only run directory under PARENT (runs/<plan>).
+func cmdRunDir(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: rundir VAR PARENT")
+	}
+	dirs, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[1]), "*"))
+	if len(dirs) != 1 {
+		ts.Fatalf("rundir: want exactly one run directory under %s, found %d: %v", args[1], len(dirs), dirs)
+	}
+	ts.Setenv(args[0], dirs[0])
+}
+
+// verdict RUNDIR CELLGLOB VERDICT: every cell matching CELLGLOB has that verdict in result.json.
+func cmdVerdict(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: verdict RUNDIR CELLGLOB VERDICT")
+	}
+	cells, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[0]), "cells", args[1]))
+	if len(cells) == 0 {
+		ts.Fatalf("verdict: no cell matches %s", args[1])
+	}
+	for _, c := range cells {
+		var r struct{ Verdict string }
+		data, err := os.ReadFile(filepath.Join(c, "result.json"))
+		if err != nil {
+			ts.Fatalf("verdict: %v", err)
+		}
+		if err := json.Unmarshal(data, &r); err != nil {
+			ts.Fatalf("verdict: %s: %v", c, err)
+		}
+		if (r.Verdict == args[2]) == neg {
+			ts.Fatalf("verdict: %s is %q (want %s%q)", filepath.Base(c), r.Verdict, map[bool]string{true: "not ", false: ""}[neg], args[2])
+		}
+	}
+}
+
+// globn N PATTERN: exactly N files match PATTERN ("+N" means at least N).
+func cmdGlobN(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: globn N PATTERN")
+	}
+	atLeast := strings.HasPrefix(args[0], "+")
+	n, err := strconv.Atoi(strings.TrimPrefix(args[0], "+"))
+	if err != nil {
+		ts.Fatalf("globn: %v", err)
+	}
+	m, _ := filepath.Glob(ts.MkAbs(args[1]))
+	if (atLeast && len(m) < n) || (!atLeast && len(m) != n) {
+		ts.Fatalf("globn: %d files match %s, want %s", len(m), args[1], args[0])
+	}
+}
+
+// waitfor GLOB REGEXP: wait up to 60s until a file matching GLOB contains REGEXP.
+func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: waitfor GLOB REGEXP")
+	}
+	re := regexp.MustCompile(args[1])
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		m, _ := filepath.Glob(ts.MkAbs(args[0]))
+		for _, f := range m {
+			if data, err := os.ReadFile(f); err == nil && re.Match(data) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("waitfor: nothing matching %s contains %q after 60s", args[0], args[1])
+}
+
+// noprocs: no process started by this script is still alive (each inherits RUNNER_TEST_TAG).
+func cmdNoProcs(ts *testscript.TestScript, neg bool, args []string) {
+	tag := []byte("RUNNER_TEST_TAG=" + ts.Getenv("RUNNER_TEST_TAG") + "\x00")
+	var left []string
+	// A killed process group may take a moment to be reaped by init.
+	for range 50 {
+		left = left[:0]
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil || !bytes.Contains(env, tag) {
+				continue
+			}
+			if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) {
+				continue // a zombie is dead, only not reaped yet
+			}
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			left = append(left, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		}
+		if len(left) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("processes left behind:\n%s", strings.Join(left, "\n"))
+}
+
+// jsonhas FILE REGEXP: the JSON file, re-encoded one key per line, matches REGEXP. It makes
+// assertions on nested JSON readable without a jq dependency.
+func cmdJSONHas(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: jsonhas FILE REGEXP")
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[0]))
+	if err != nil {
+		ts.Fatalf("jsonhas: %v", err)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		ts.Fatalf("jsonhas: %s: %v", args[0], err)
+	}
+	var lines []string
+	flatten("", v, &lines)
+	re := regexp.MustCompile(args[1])
+	found := false
+	sc := bufio.NewScanner(strings.NewReader(strings.Join(lines, "\n")))
+	for sc.Scan() {
+		if re.MatchString(sc.Text()) {
+			found = true
+			break
+		}
+	}
+	if found == neg {
+		ts.Fatalf("jsonhas: %s %s %q", args[0], map[bool]string{true: "matches", false: "does not match"}[neg], args[1])
+	}
+}
+
+// flatten writes one "path = value" line per JSON leaf, e.g. cells.0.verdict = "ok".
+func flatten(prefix string, v any, out *[]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			flatten(join(prefix, k), e, out)
+		}
+	case []any:
+		for i, e := range x {
+			flatten(join(prefix, strconv.Itoa(i)), e, out)
+		}
+	default:
+		b, _ := json.Marshal(x)
+		*out = append(*out, prefix+" = "+string(b))
+	}
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner"
+)
+
+func runCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run every cell of a plan and write a run directory",
+		ArgsUsage: "PLAN.toml",
+		Description: `Runs each cell of the plan as one process (sglang generate, optionally under nsys
+profile), judges it (ok, invalid, failed, timeout, interrupted), exports and triages its
+traces, and prints a summary. Exit status: 0 all cells ok, 1 runner error, 2 plan or usage
+error, 3 a cell was invalid or failed, 130 interrupted.
+
+--simulate replaces sglang and nsys with the runner's built-in simulators: nothing runs on a
+GPU and the timings are made up. Use it to try a plan or the tool on a machine without a GPU.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "simulate", Usage: "use the built-in simulators of sglang and nsys instead of the real programs (no GPU needed; timings are not measurements)"},
+			&cli.StringFlag{Name: "resume", Usage: "finish the cells of an earlier run directory `DIR` that have no result (and re-run interrupted ones)"},
+			&cli.StringFlag{Name: "output", Usage: "put the run under `DIR` instead of the plan's output_dir"},
+			&cli.BoolFlag{Name: "no-triage", Usage: "do not triage the traces of each cell"},
+			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar or progress lines"},
+		},
+		Action: func(c *cli.Context) error {
+			log, err := logger(c, io.err)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil && c.Bool("simulate") {
+				return fmt.Errorf("--simulate: cannot find the runner's own binary: %w", err)
+			}
+			opts := runner.Options{
+				OutputDir: c.String("output"),
+				Simulate:  c.Bool("simulate"),
+				Exe:       exe,
+				Env:       os.Environ(),
+				Out:       io.out,
+				Logger:    log,
+				NoTriage:  c.Bool("no-triage"),
+				Args:      os.Args,
+			}
+			switch {
+			case c.Bool("no-progress"):
+			case isTerminal(io.err) && os.Getenv("CI") == "":
+				opts.Progress = runner.NewBarProgress(io.err)
+			default:
+				opts.Progress = runner.NewLineProgress(io.err)
+			}
+			if opts.Simulate {
+				fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+			}
+			var sum *runner.Summary
+			if dir := c.String("resume"); dir != "" {
+				if _, err := positional(c, 0, 0, ""); err != nil {
+					return usageErr("--resume DIR takes no plan: the plan is read from DIR/plan.toml")
+				}
+				sum, err = runner.Resume(c.Context, dir, opts)
+			} else {
+				args, perr := positional(c, 1, 1, "PLAN.toml")
+				if perr != nil {
+					return perr
+				}
+				p, lerr := plans.Load(args[0])
+				if lerr != nil {
+					return lerr
+				}
+				sum, err = runner.Run(c.Context, p, opts)
+			}
+			if err != nil {
+				return err
+			}
+			if sum.ExitCode != 0 {
+				return &exitError{code: sum.ExitCode}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sglprof/runner/reports/kineto"
+)
+
+func traceCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:  "trace",
+		Usage: "rewrite torch-profiler traces for viewing in Perfetto",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "fix",
+				Usage:     "move GPU ops that overlap on one stream onto their own lanes so Perfetto shows them",
+				ArgsUsage: "IN OUT",
+				Action: func(c *cli.Context) error {
+					args, err := positional(c, 2, 2, "IN OUT")
+					if err != nil {
+						return err
+					}
+					st, err := kineto.FixFile(c.Context, args[0], args[1])
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(io.out, "%s: %d GPU ops on %d tracks, %d moved to %d overlap lanes\n", args[1], st.GPUOps, st.Tracks, st.Moved, st.Lanes)
+					for _, w := range st.Warnings {
+						fmt.Fprintf(io.err, "warning: %s\n", w)
+					}
+					return nil
+				},
+			},
+			{
+				Name:      "slim",
+				Usage:     "keep a time window of a trace (the first N steps or START:END) so a huge trace opens in Perfetto",
+				ArgsUsage: "IN OUT",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "steps", Usage: "keep the first `N` steps (ProfilerStep#, denoising_step_*, step[...])"},
+					&cli.StringFlag{Name: "window", Usage: "keep `START:END`, durations from the first event (e.g. 1.5s:2s)"},
+				},
+				Action: func(c *cli.Context) error {
+					args, err := positional(c, 2, 2, "IN OUT")
+					if err != nil {
+						return err
+					}
+					var opts kineto.SlimOptions
+					switch {
+					case c.Int("steps") > 0 && c.String("window") != "":
+						return usageErr("--steps and --window exclude each other")
+					case c.Int("steps") > 0:
+						opts.Steps = c.Int("steps")
+					case c.String("window") != "":
+						a, b, ok := strings.Cut(c.String("window"), ":")
+						start, err1 := time.ParseDuration(a)
+						end, err2 := time.ParseDuration(b)
+						if !ok || err1 != nil || err2 != nil || end <= start || start < 0 {
+							return usageErr("--window wants START:END durations with END > START, e.g. 1.5s:2s")
+						}
+						opts.Window = [2]int64{start.Nanoseconds(), end.Nanoseconds()}
+					default:
+						return usageErr("give --steps N or --window START:END")
+					}
+					st, err := kineto.SlimFile(c.Context, args[0], args[1], opts)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(io.out, "%s: kept %d of %d events (%.3f ms window", args[1], st.Kept, st.Events, float64(st.WindowEnd-st.WindowStart)/1e6)
+					if st.Steps > 0 {
+						fmt.Fprintf(io.out, ", %d %s steps", st.Steps, st.StepFamily)
+					}
+					fmt.Fprintln(io.out, ")")
+					for _, w := range st.Warnings {
+						fmt.Fprintf(io.err, "warning: %s\n", w)
+					}
+					return nil
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/triage"
+	"github.com/sglprof/runner/runner"
+)
+
+func triageCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:      "triage",
+		Usage:     "kernel, overlap and fusion tables of a torch-profiler trace or nsys export",
+		ArgsUsage: "FILE|DIR",
+		Description: `FILE is a Kineto trace (.json or .json.gz, detected by content) or an nsys SQLite
+export; DIR is a trace directory (SGLang, SGLang diffusion or vLLM-Omni naming) or a run
+cell of runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attribution)
+--formal DIR (graph-on trace, times) and no FILE|DIR.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, json or csv"},
+			&cli.Float64Flag{Name: "cutoff", Value: triage.DefaultCutoff, Usage: "hide rows below this share in `PERCENT` (0 shows all)"},
+			&cli.IntFlag{Name: "rank", Value: -1, Usage: "analyse rank `N` (default: the lowest rank present)"},
+			&cli.BoolFlag{Name: "all-ranks", Usage: "analyse every rank"},
+			&cli.IntFlag{Name: "device", Value: -1, Usage: "analyse GPU `N` (default: the one with the most kernel time)"},
+			&cli.StringFlag{Name: "mapping", Usage: "graph-off trace `DIR` for Python attribution (two-trace mode)"},
+			&cli.StringFlag{Name: "formal", Usage: "graph-on trace `DIR` for times (two-trace mode)"},
+			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
+		},
+		Action: func(c *cli.Context) error {
+			log, err := logger(c, io.err)
+			if err != nil {
+				return err
+			}
+			format := c.String("format")
+			switch format {
+			case "text", "md", "json", "csv":
+			default:
+				return usageErr("--format must be text, md, json or csv, not %q", format)
+			}
+			if c.Float64("cutoff") < 0 || c.Float64("cutoff") > 100 {
+				return usageErr("--cutoff is a percentage from 0 to 100")
+			}
+			dopts := triage.DiscoverOptions{AllRanks: c.Bool("all-ranks")}
+			if r := c.Int("rank"); r >= 0 {
+				if dopts.AllRanks {
+					return usageErr("--rank and --all-ranks exclude each other")
+				}
+				dopts.Rank = &r
+			}
+			topts := triage.Options{Open: runner.OpenTrace, Logger: log}
+			if d := c.Int("device"); d >= 0 {
+				topts.Device = &d
+			}
+			var root string
+			mapping, formal := c.String("mapping"), c.String("formal")
+			switch {
+			case mapping != "" || formal != "":
+				if mapping == "" || formal == "" {
+					return usageErr("two-trace mode needs both --mapping DIR and --formal DIR")
+				}
+				if _, err := positional(c, 0, 0, ""); err != nil {
+					return usageErr("two-trace mode takes no FILE|DIR: give --mapping DIR --formal DIR")
+				}
+				min, err := triage.Discover(mapping, dopts)
+				if err != nil {
+					return fmt.Errorf("--mapping: %w", err)
+				}
+				topts.Mapping = &min
+				root = formal
+			default:
+				args, err := positional(c, 1, 1, "FILE|DIR")
+				if err != nil {
+					return err
+				}
+				cell, res, r, err := runner.ResolveCell(args[0])
+				if err != nil {
+					return err
+				}
+				if res != nil && res.Verdict == plans.VerdictInvalid && !c.Bool("force") {
+					return &exitError{code: runner.ExitCellsFailed, err: &runner.GateError{Cell: cell, Result: res}}
+				}
+				root = r
+			}
+			rep, err := runner.TriagePath(c.Context, root, dopts, topts)
+			if err != nil {
+				return err
+			}
+			return triage.Render(io.out, rep, format, c.Float64("cutoff"))
+		},
+	}
+}

@@ -1,0 +1,309 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/runner/proc"
+)
+
+// cellRecord is one entry of cells.json: the cell and the exact process it runs.
+type cellRecord struct {
+	Cell   plans.Cell       `json:"cell"`
+	Dir    string           `json:"dir"` // relative to the run directory
+	Launch backends.Launch  `json:"launch"`
+	NSys   *nsysFiles       `json:"nsys,omitempty"`
+	abs    string           // absolute cell directory
+	be     backends.Backend // the cell's backend
+}
+
+// nsysFiles are the report paths of an nsys cell, relative to the cell directory.
+type nsysFiles struct {
+	Report string `json:"report"` // without the .nsys-rep suffix, as passed to -o
+}
+
+type cellsFile struct {
+	Cells []cellRecord `json:"cells"`
+}
+
+// prepareCells creates every cell directory and computes each cell's launch, wrapping it in
+// `nsys profile` for nsys cells. Directories that already exist (resume) are reused.
+func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecord, error) {
+	recs := make([]cellRecord, 0, len(cells))
+	for _, c := range cells {
+		be, err := backendFor(c)
+		if err != nil {
+			return nil, err
+		}
+		rel := filepath.Join(CellsDir, c.ID)
+		abs, err := filepath.Abs(filepath.Join(runDir, rel))
+		if err != nil {
+			return nil, err
+		}
+		for _, sub := range []string{"", "traces", "outputs"} {
+			if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
+				return nil, fmt.Errorf("create cell directory: %w", err)
+			}
+		}
+		lc := c
+		lc.Backend.Command = opts.sglangCommand(c)
+		launch, err := be.Launch(lc, abs)
+		if err != nil {
+			return nil, fmt.Errorf("cell %s: %w", c.ID, err)
+		}
+		rec := cellRecord{Cell: c, Dir: rel, Launch: launch, abs: abs, be: be}
+		if c.Profiler == plans.ProfilerNsys {
+			if err := os.MkdirAll(filepath.Join(abs, "nsys"), 0o755); err != nil {
+				return nil, fmt.Errorf("create cell directory: %w", err)
+			}
+			report := filepath.Join(abs, "nsys", "report")
+			rec.Launch.Argv = nsys.Wrap(opts.nsysCommand(), c.NSys, report, launch.Argv)
+			rec.NSys = &nsysFiles{Report: filepath.Join("nsys", "report")}
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+// Artifact is one file a cell produced, with its size and digest so a result can be checked
+// against the files later (and a bundle verified on another machine).
+type Artifact struct {
+	Path   string `json:"path"` // relative to the cell directory
+	Kind   string `json:"kind"` // trace, perf-dump, nsys-report, nsys-export, output, triage, log
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Timings are the cell's measured times: the wall time the runner saw and the times sglang
+// reported in its perf dump.
+type Timings struct {
+	WallNS            int64       `json:"wall_ns"`
+	E2ENS             int64       `json:"e2e_ns,omitempty"`
+	MeanDenoiseStepNS int64       `json:"mean_denoise_step_ns,omitempty"`
+	DenoiseStepsNS    []int64     `json:"denoise_steps_ns,omitempty"`
+	Stages            []StageTime `json:"stages,omitempty"`
+	PeakMemoryMB      float64     `json:"peak_memory_mb,omitempty"`
+	PerfDumpSchema    string      `json:"perf_dump_schema,omitempty"`
+}
+
+// StageTime is one pipeline stage's time from the perf dump.
+type StageTime struct {
+	Name string `json:"name"`
+	NS   int64  `json:"ns"`
+}
+
+// KernelShare is one of a cell's top kernels from its triage.
+type KernelShare struct {
+	Name     string  `json:"name"`
+	Category string  `json:"category"`
+	TotalUS  float64 `json:"total_us"`
+	SharePct float64 `json:"share_pct"`
+}
+
+// CellResult is a cell's result.json, its single source of truth.
+type CellResult struct {
+	ID         string             `json:"id"`
+	Index      int                `json:"index"`
+	Key        string             `json:"key"`
+	Profiler   string             `json:"profiler"`
+	Verdict    string             `json:"verdict"`
+	Reasons    []backends.Reason  `json:"reasons,omitempty"`
+	Warnings   []backends.Reason  `json:"warnings,omitempty"`
+	Exit       backends.Exit      `json:"exit"`
+	StoppedBy  string             `json:"stopped_by,omitempty"` // the last signal the stop ladder needed
+	Start      time.Time          `json:"start"`
+	End        time.Time          `json:"end"`
+	Timings    Timings            `json:"timings"`
+	Artifacts  []Artifact         `json:"artifacts"`
+	TopKernels []KernelShare      `json:"top_kernels,omitempty"`
+	Found      backends.Artifacts `json:"-"`
+}
+
+// OK reports whether the cell measured what it claims.
+func (r *CellResult) OK() bool { return r.Verdict == plans.VerdictOK }
+
+// runCell runs one cell to its verdict. It never returns early without a result: whatever
+// happens, the caller writes result.json.
+func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
+	c := rec.Cell
+	res := &CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}
+	logPath := filepath.Join(rec.abs, LogFile)
+	logf, err := os.Create(logPath)
+	if err != nil {
+		res.End = opts.Now().UTC()
+		res.Verdict = plans.VerdictFailed
+		res.Reasons = append(res.Reasons, backends.Reason{Code: "log-create", Message: fmt.Sprintf("cannot create %s: %v; check free space and permissions of the output directory", logPath, err)})
+		return res
+	}
+	if err := writeJSONAtomic(filepath.Join(rec.abs, CommandFile), redactLaunch(rec.Launch)); err != nil {
+		opts.Logger.Warn("command.json", "cell", c.ID, "err", err)
+	}
+	w := rec.be.NewWatcher(c)
+	grace := c.Backend.Grace.Duration
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	intGrace := grace
+	if c.Profiler == plans.ProfilerNsys && intGrace < time.Minute {
+		// nsys writes its report after SIGINT; a big capture takes a while to finalise.
+		intGrace = time.Minute
+	}
+	pres := proc.Run(ctx, proc.Spec{
+		Argv:           rec.Launch.Argv,
+		Env:            mergeEnv(opts.Env, rec.Launch.Env),
+		Dir:            rec.Launch.Dir,
+		Log:            logf,
+		OnLine:         func(l proc.Line) { w.Line(l.No, l.Stream, l.Text) },
+		Timeout:        c.Backend.Timeout.Duration,
+		InterruptGrace: intGrace,
+		TerminateGrace: grace,
+	}, opts.Logger.With("cell", c.ID))
+	cerr := logf.Close()
+	res.End = opts.Now().UTC()
+	res.Timings.WallNS = pres.End.Sub(pres.Start).Nanoseconds()
+	res.StoppedBy = pres.StoppedWith
+	exit := backends.Exit{Code: pres.ExitCode, Signal: pres.Signal}
+	if pres.StartErr != nil {
+		exit.StartErr = pres.StartErr.Error()
+	}
+	res.Exit = exit
+
+	a := rec.be.Assess(c, rec.abs, w, exit)
+	res.Verdict, res.Reasons, res.Warnings, res.Found = a.Verdict, a.Reasons, a.Warnings, a.Artifacts
+	if pres.StartErr != nil {
+		res.Verdict = plans.VerdictFailed
+		res.Reasons = append([]backends.Reason{{Code: "start", Message: pres.StartErr.Error()}}, res.Reasons...)
+	}
+	if logErr := errors.Join(pres.LogErr, cerr); logErr != nil {
+		res.Verdict = plans.VerdictFailed
+		res.Reasons = append(res.Reasons, backends.Reason{Code: "log-write", Message: fmt.Sprintf("writing %s failed: %v; the log is incomplete, so the cell cannot be trusted; free disk space and resume the run", logPath, logErr)})
+	}
+	switch {
+	case pres.Interrupted:
+		res.Verdict = plans.VerdictInterrupted
+		res.Reasons = append([]backends.Reason{{Code: "interrupted", Message: fmt.Sprintf("stopped by the user (the process group was stopped with %s); `runner run --resume` runs this cell again", orNone(pres.StoppedWith))}}, res.Reasons...)
+	case pres.TimedOut:
+		res.Verdict = plans.VerdictTimeout
+		res.Reasons = append([]backends.Reason{{Code: "timeout", Message: fmt.Sprintf("still running after backend.timeout = %s; the process group was stopped with %s; raise backend.timeout in the plan if the model is just slow", c.Backend.Timeout.Duration, orNone(pres.StoppedWith))}}, res.Reasons...)
+	}
+	if rec.NSys != nil && !pres.Interrupted {
+		nsysStep(ctx, rec, res, opts)
+	}
+	if a.Artifacts.PerfDump != "" {
+		if d, err := perf.ReadDumpFile(a.Artifacts.PerfDump); err == nil {
+			fillTimings(&res.Timings, d)
+		} else {
+			res.Warnings = append(res.Warnings, backends.Reason{Code: "perf-dump-unreadable", Message: err.Error()})
+		}
+	}
+	if !opts.NoTriage && res.Verdict == plans.VerdictOK {
+		triageCell(ctx, rec, res, opts)
+	}
+	res.Artifacts = collectArtifacts(rec.abs)
+	return res
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no signal (it exited on its own)"
+	}
+	return s
+}
+
+// nsysStep checks that nsys wrote its report and exports it to SQLite.
+func nsysStep(ctx context.Context, rec cellRecord, res *CellResult, opts *Options) {
+	base := filepath.Join(rec.abs, rec.NSys.Report)
+	rep := base + ".nsys-rep"
+	if _, err := os.Stat(rep); err != nil {
+		if res.Verdict == plans.VerdictOK {
+			res.Verdict = plans.VerdictFailed
+		}
+		res.Reasons = append(res.Reasons, backends.Reason{Code: "nsys-report-missing", Message: fmt.Sprintf("nsys wrote no report at %s; see log.txt for nsys's own messages", rep)})
+		return
+	}
+	if _, err := nsys.Export(ctx, opts.nsysCommand(), base); err != nil {
+		if res.Verdict == plans.VerdictOK {
+			res.Verdict = plans.VerdictFailed
+		}
+		res.Reasons = append(res.Reasons, backends.Reason{Code: "nsys-export", Message: err.Error()})
+	}
+}
+
+func fillTimings(t *Timings, d *perf.Dump) {
+	t.E2ENS = d.Total.Nanoseconds()
+	t.MeanDenoiseStepNS = d.MeanDenoiseStep().Nanoseconds()
+	t.DenoiseStepsNS = t.DenoiseStepsNS[:0]
+	for _, s := range d.DenoiseSteps {
+		t.DenoiseStepsNS = append(t.DenoiseStepsNS, s.Nanoseconds())
+	}
+	for _, s := range d.Stages {
+		t.Stages = append(t.Stages, StageTime{Name: s.Name, NS: s.Dur.Nanoseconds()})
+	}
+	t.PeakMemoryMB = d.PeakMemoryMB()
+	t.PerfDumpSchema = d.Schema
+}
+
+// collectArtifacts lists every file of the cell directory except result.json, with size and
+// sha256, sorted by path.
+func collectArtifacts(cellDir string) []Artifact {
+	var out []Artifact
+	_ = filepath.WalkDir(cellDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(cellDir, p)
+		if rel == ResultFile || strings.HasPrefix(filepath.Base(rel), ".") {
+			return nil
+		}
+		a := Artifact{Path: filepath.ToSlash(rel), Kind: artifactKind(rel)}
+		if f, err := os.Open(p); err == nil {
+			h := sha256.New()
+			n, _ := io.Copy(h, f)
+			f.Close()
+			a.Bytes = n
+			a.SHA256 = hex.EncodeToString(h.Sum(nil))
+		}
+		out = append(out, a)
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func artifactKind(rel string) string {
+	rel = filepath.ToSlash(rel)
+	switch {
+	case strings.HasPrefix(rel, "traces/"):
+		return "trace"
+	case strings.HasPrefix(rel, "outputs/"):
+		return "output"
+	case strings.HasSuffix(rel, ".nsys-rep"):
+		return "nsys-report"
+	case strings.HasSuffix(rel, ".sqlite"):
+		return "nsys-export"
+	case rel == PerfFile:
+		return "perf-dump"
+	case rel == LogFile:
+		return "log"
+	case rel == CommandFile:
+		return "command"
+	case strings.HasPrefix(filepath.Base(rel), "triage"):
+		return "triage"
+	default:
+		return "other"
+	}
+}

@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/plans"
+)
+
+// CellLaunch is what `runner plan` shows for one cell: the cell and the exact process it would
+// run. Paths point into a placeholder run directory, because the real one is named when the
+// run starts.
+type CellLaunch struct {
+	Cell plans.Cell        `json:"cell"`
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env"`
+	Dir  string            `json:"dir"`
+}
+
+// PlaceholderRunID stands for the run directory's "<UTC time>-<id>" in `runner plan` output.
+const PlaceholderRunID = "RUN"
+
+// Describe computes every cell's launch without creating or starting anything.
+func Describe(p *plans.Plan, opts Options) ([]CellLaunch, error) {
+	output := p.OutputDir
+	if opts.OutputDir != "" {
+		output = opts.OutputDir
+	}
+	abs, err := filepath.Abs(filepath.Join(output, p.Name, PlaceholderRunID))
+	if err != nil {
+		return nil, err
+	}
+	var out []CellLaunch
+	for _, c := range p.Expand() {
+		be, err := backendFor(c)
+		if err != nil {
+			return nil, err
+		}
+		cellDir := filepath.Join(abs, CellsDir, c.ID)
+		lc := c
+		lc.Backend.Command = opts.sglangCommand(c)
+		// A backend that can compute its launch without touching the disk says so; Launch
+		// itself may create the cell's directories, which a dry listing must not.
+		launch := be.Launch
+		if pl, ok := be.(interface {
+			Command(plans.Cell, string) (backends.Launch, error)
+		}); ok {
+			launch = pl.Command
+		}
+		l, err := launch(lc, cellDir)
+		if err != nil {
+			return nil, fmt.Errorf("cell %s: %w", c.ID, err)
+		}
+		argv := l.Argv
+		if c.Profiler == plans.ProfilerNsys {
+			argv = nsys.Wrap(opts.nsysCommand(), c.NSys, filepath.Join(cellDir, "nsys", "report"), argv)
+		}
+		out = append(out, CellLaunch{Cell: c, Argv: redactArgs(argv), Env: redactEnvMap(l.Env), Dir: l.Dir})
+	}
+	return out, nil
+}

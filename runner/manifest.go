@@ -1,0 +1,324 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/plans"
+)
+
+// Version is the runner's version, set at build time with
+// -ldflags "-X github.com/sglprof/runner/runner.Version=v1.2.3"; otherwise it comes from the
+// module build info.
+var Version = ""
+
+// RunnerVersion returns the version string the manifest and `runner version` report.
+func RunnerVersion() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += "+" + s.Value[:12]
+			}
+		}
+		if v != "" {
+			return v
+		}
+	}
+	return "(devel)"
+}
+
+// Manifest is manifest.json: the environment captured once per run, so a result can be
+// explained and reproduced later. Every probe is best-effort and records why it is missing.
+type Manifest struct {
+	Runner    RunnerInfo        `json:"runner"`
+	Plan      string            `json:"plan"`
+	RunDir    string            `json:"run_dir"`
+	Args      []string          `json:"args,omitempty"`
+	Simulated bool              `json:"simulated"`
+	Cells     int               `json:"cells"`
+	Start     time.Time         `json:"start"`
+	End       time.Time         `json:"end,omitzero"`
+	Resumed   []time.Time       `json:"resumed,omitempty"`
+	Host      HostInfo          `json:"host"`
+	GPUs      []GPUInfo         `json:"gpus,omitempty"`
+	Probes    map[string]Probe  `json:"probes"`
+	Env       map[string]string `json:"env"`
+	Verdicts  map[string]int    `json:"verdicts,omitempty"`
+}
+
+// RunnerInfo identifies the runner build.
+type RunnerInfo struct {
+	Version string `json:"version"`
+	Go      string `json:"go"`
+}
+
+// HostInfo describes the machine.
+type HostInfo struct {
+	Hostname    string `json:"hostname"`
+	OS          string `json:"os"`
+	Arch        string `json:"arch"`
+	CPUs        int    `json:"cpus"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	MemoryBytes int64  `json:"memory_bytes,omitempty"`
+}
+
+// GPUInfo is one row of `nvidia-smi --query-gpu=...`.
+type GPUInfo struct {
+	Name       string `json:"name"`
+	Driver     string `json:"driver_version"`
+	MemoryMiB  string `json:"memory_total"`
+	SMClock    string `json:"clocks_sm"`
+	MaxSMClock string `json:"clocks_max_sm"`
+	PowerLimit string `json:"power_limit"`
+}
+
+// Probe is the outcome of one external command run to learn about the environment.
+type Probe struct {
+	Command   []string `json:"command"`
+	Available bool     `json:"available"`
+	Output    string   `json:"output,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	WallNS    int64    `json:"wall_ns"`
+}
+
+const gpuQuery = "name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit"
+
+func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []plans.Cell, opts *Options, start time.Time) *Manifest {
+	m := &Manifest{
+		Runner:    RunnerInfo{Version: RunnerVersion(), Go: runtime.Version()},
+		Plan:      p.Name,
+		RunDir:    dir,
+		Args:      redactArgs(opts.Args),
+		Simulated: opts.Simulate,
+		Cells:     len(cells),
+		Start:     start.UTC(),
+		Host:      hostInfo(),
+		Probes:    map[string]Probe{},
+		Env:       CaptureEnv(opts.Env),
+	}
+	probe := func(name string, argv ...string) Probe {
+		pr := runProbe(ctx, argv, opts.Env, opts.ProbeTimeout)
+		m.Probes[name] = pr
+		return pr
+	}
+	if pr := probe("nvidia-smi", "nvidia-smi", "--query-gpu="+gpuQuery, "--format=csv"); pr.Available {
+		m.GPUs = parseNvidiaSMI(pr.Output)
+	}
+	probe("nvcc", "nvcc", "--version")
+	if len(cells) > 0 {
+		cmd := append(append([]string(nil), opts.sglangCommand(cells[0])...), "version")
+		probe("sglang", cmd...)
+	}
+	for _, c := range cells {
+		if c.Profiler == plans.ProfilerNsys {
+			probe("nsys", append(opts.nsysCommand(), "--version")...)
+			break
+		}
+	}
+	return m
+}
+
+// runProbe runs argv with a timeout and the cells' environment; any failure is recorded, never
+// returned, because a missing nvcc must not stop a run.
+func runProbe(ctx context.Context, argv []string, env []string, timeout time.Duration) Probe {
+	pr := Probe{Command: argv}
+	path, err := lookPath(argv[0], env)
+	if err != nil {
+		pr.Error = "unavailable: " + err.Error()
+		return pr
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, argv[1:]...)
+	cmd.Env = env
+	cmd.WaitDelay = time.Second
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	pr.WallNS = time.Since(t0).Nanoseconds()
+	pr.Output = strings.TrimSpace(string(out))
+	if len(pr.Output) > 4096 {
+		pr.Output = pr.Output[:4096] + "…"
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		pr.Error = "timed out after " + timeout.String()
+	case err != nil:
+		pr.Error = err.Error()
+	default:
+		pr.Available = true
+	}
+	return pr
+}
+
+// parseNvidiaSMI reads the CSV of `nvidia-smi --query-gpu=... --format=csv` (header line first).
+func parseNvidiaSMI(out string) []GPUInfo {
+	var gpus []GPUInfo
+	sc := bufio.NewScanner(strings.NewReader(out))
+	first := true
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if first {
+			first = false
+			if strings.HasPrefix(line, "name") {
+				continue
+			}
+		}
+		f := strings.Split(line, ",")
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		for len(f) < 6 {
+			f = append(f, "")
+		}
+		gpus = append(gpus, GPUInfo{Name: f[0], Driver: f[1], MemoryMiB: f[2], SMClock: f[3], MaxSMClock: f[4], PowerLimit: f[5]})
+	}
+	return gpus
+}
+
+func hostInfo() HostInfo {
+	h := HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	h.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				h.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					h.MemoryBytes = kb * 1024
+				}
+			}
+		}
+	}
+	return h
+}
+
+// envPrefixes are the variables that change what sglang, CUDA and NCCL do.
+var envPrefixes = []string{"CUDA_", "SGLANG_", "NCCL_", "HF_", "TORCH_", "PYTORCH_", "VLLM_", "NVIDIA_"}
+
+// secretMarkers mark variable names whose values must never be written down.
+var secretMarkers = []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}
+
+// Redacted replaces the value of a secret-looking variable.
+const Redacted = "<redacted>"
+
+// IsSecretName reports whether an environment variable name looks like it holds a secret.
+func IsSecretName(name string) bool {
+	u := strings.ToUpper(name)
+	for _, m := range secretMarkers {
+		if strings.Contains(u, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// CaptureEnv keeps the variables that matter for a GPU run, with secret values redacted.
+func CaptureEnv(env []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		keep := false
+		for _, p := range envPrefixes {
+			if strings.HasPrefix(k, p) {
+				keep = true
+				break
+			}
+		}
+		if !keep {
+			continue
+		}
+		if IsSecretName(k) {
+			v = Redacted
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// redactArgs hides the value that follows a secret-looking flag (--hf-token X, --api-key=X).
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, hasEq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !IsSecretName(strings.ReplaceAll(name, "-", "_")) {
+			continue
+		}
+		if hasEq {
+			out[i] = a[:strings.Index(a, "=")+1] + Redacted
+		} else if i+1 < len(out) {
+			out[i+1] = Redacted
+			i++
+		}
+	}
+	return out
+}
+
+func redactEnvMap(env map[string]string) map[string]string {
+	if env == nil {
+		return nil
+	}
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		if IsSecretName(k) {
+			v = Redacted
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func redactRecords(recs []cellRecord) []cellRecord {
+	out := make([]cellRecord, len(recs))
+	for i, r := range recs {
+		r.Launch = redactLaunch(r.Launch)
+		r.Cell.Backend.Env = redactEnvMap(r.Cell.Backend.Env)
+		out[i] = r
+	}
+	return out
+}
+
+func redactLaunch(l backends.Launch) backends.Launch {
+	l.Argv = redactArgs(l.Argv)
+	l.Env = redactEnvMap(l.Env)
+	return l
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

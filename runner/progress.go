@@ -1,0 +1,132 @@
+package runner
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/sglprof/runner/plans"
+)
+
+// Progress is told when cells start and end. cmd/runner picks a bar on a terminal and plain
+// lines otherwise (CI, pipes), because progressbar writes '\r' frames even into files.
+type Progress interface {
+	Start(total int)
+	CellStart(n, total int, c plans.Cell)
+	CellEnd(n, total int, c plans.Cell, r *CellResult)
+	Finish()
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Start(int)                                 {}
+func (nopProgress) CellStart(int, int, plans.Cell)            {}
+func (nopProgress) CellEnd(int, int, plans.Cell, *CellResult) {}
+func (nopProgress) Finish()                                   {}
+
+// NewLineProgress prints one plain line per cell start and end: what a log file or CI wants.
+func NewLineProgress(w io.Writer) Progress { return &lineProgress{w: w} }
+
+type lineProgress struct{ w io.Writer }
+
+func (p *lineProgress) Start(total int) {
+	fmt.Fprintf(p.w, "running %d cells\n", total)
+}
+
+func (p *lineProgress) CellStart(n, total int, c plans.Cell) {
+	fmt.Fprintf(p.w, "[%d/%d] start %s\n", n+1, total, c.ID)
+}
+
+func (p *lineProgress) CellEnd(n, total int, c plans.Cell, r *CellResult) {
+	line := fmt.Sprintf("[%d/%d] %s %s wall %.1fs", n+1, total, r.Verdict, c.ID, float64(r.Timings.WallNS)/1e9)
+	if r.Timings.E2ENS > 0 {
+		line += fmt.Sprintf(" e2e %.1f ms", float64(r.Timings.E2ENS)/1e6)
+	}
+	if len(r.Reasons) > 0 {
+		line += " (" + r.Reasons[0].Code + ")"
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *lineProgress) Finish() {}
+
+// NewBarProgress draws a progress bar over cells on a terminal, showing the current cell id
+// and how long it has been running.
+func NewBarProgress(w io.Writer) Progress { return &barProgress{w: w} }
+
+type barProgress struct {
+	w    io.Writer
+	bar  *progressbar.ProgressBar
+	mu   sync.Mutex
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+func (p *barProgress) Start(total int) {
+	p.bar = progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(p.w),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetPredictTime(false),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetWidth(24),
+		progressbar.OptionFullWidth(),
+	)
+}
+
+func (p *barProgress) CellStart(n, total int, c plans.Cell) {
+	p.stopTicker()
+	start := time.Now()
+	p.stop = make(chan struct{})
+	describe := func() {
+		p.mu.Lock()
+		p.bar.Describe(fmt.Sprintf("%s %s", c.ID, time.Since(start).Truncate(time.Second)))
+		p.mu.Unlock()
+	}
+	describe()
+	p.done.Add(1)
+	go func(stop chan struct{}) {
+		defer p.done.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				describe()
+			}
+		}
+	}(p.stop)
+}
+
+func (p *barProgress) CellEnd(n, total int, c plans.Cell, r *CellResult) {
+	p.stopTicker()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.Verdict != plans.VerdictOK {
+		// Keep failures visible above the bar.
+		_ = p.bar.Clear()
+		fmt.Fprintf(p.w, "%s %s\n", r.Verdict, c.ID)
+	}
+	_ = p.bar.Add(1)
+}
+
+func (p *barProgress) stopTicker() {
+	if p.stop != nil {
+		close(p.stop)
+		p.done.Wait()
+		p.stop = nil
+	}
+}
+
+func (p *barProgress) Finish() {
+	p.stopTicker()
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,304 @@
+// Package runner orchestrates a plan: it creates the run directory, starts one process per
+// cell through runner/proc (optionally wrapped in `nsys profile`), judges each cell with its
+// backend, exports and triages what the profilers wrote, and writes result.json per cell and
+// the run summary. It never touches the terminal or the process environment itself: cmd/runner
+// hands it writers, a logger, the environment to pass to children and a context that is
+// cancelled on Ctrl-C.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sglang"
+	"github.com/sglprof/runner/plans"
+)
+
+// Exit codes of DESIGN.md §5.
+const (
+	ExitOK          = 0
+	ExitError       = 1
+	ExitUsage       = 2
+	ExitCellsFailed = 3
+	ExitRegression  = 4
+	ExitInterrupted = 130
+)
+
+// Options configure a run. cmd/runner fills them from flags, the environment and the terminal.
+type Options struct {
+	// OutputDir overrides the plan's output_dir when not empty.
+	OutputDir string
+	// Simulate replaces sglang and nsys with the built-in simulators, reached by re-executing
+	// Exe as `Exe sim sglang ...` and `Exe sim nsys ...`.
+	Simulate bool
+	// Exe is the path of the runner binary (needed with Simulate).
+	Exe string
+	// Env is the environment the cells inherit (KEY=VALUE), normally the runner's own.
+	Env []string
+	// Out receives the final summary table.
+	Out io.Writer
+	// Progress reports cell starts and ends; nil means none.
+	Progress Progress
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// ProbeTimeout bounds each environment probe (nvidia-smi, nvcc, ...); 0 means 10s.
+	ProbeTimeout time.Duration
+	// NoTriage skips the per-cell triage of traces.
+	NoTriage bool
+	// Args is the command line that started the run, recorded in the manifest.
+	Args []string
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Progress == nil {
+		o.Progress = nopProgress{}
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 10 * time.Second
+	}
+}
+
+// UsageError marks an error the user can fix by changing the command line or the plan; the
+// CLI maps it to exit code 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// sglangCommand and nsysCommand are the argv prefixes of the external programs, replaced by
+// the simulators under --simulate.
+func (o *Options) sglangCommand(c plans.Cell) []string {
+	if o.Simulate {
+		return []string{o.Exe, "sim", "sglang"}
+	}
+	return c.Backend.Command
+}
+
+func (o *Options) nsysCommand() []string {
+	if o.Simulate {
+		return []string{o.Exe, "sim", "nsys"}
+	}
+	return []string{"nsys"}
+}
+
+// backendFor picks the backend of a cell. Only sglang generate exists so far; the others are
+// refused with a message instead of being run half-right.
+func backendFor(c plans.Cell) (backends.Backend, error) {
+	switch {
+	case c.Backend.Kind == "sglang" && c.Backend.Mode == "generate":
+		return sglang.New(), nil
+	case c.Backend.Mode == "serve":
+		return nil, &UsageError{fmt.Errorf("backend.mode = \"serve\" is not supported by this runner version yet; use mode = \"generate\"")}
+	default:
+		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
+	}
+}
+
+// Run executes every cell of plan p in a new run directory and returns the summary. A plan or
+// environment problem found before the first cell starts is returned as an error (a
+// *UsageError for problems the user must fix in the plan); cell failures are not errors, they
+// are in the summary and its ExitCode.
+func Run(ctx context.Context, p *plans.Plan, opts Options) (*Summary, error) {
+	opts.defaults()
+	cells := p.Expand()
+	if len(cells) == 0 {
+		return nil, &UsageError{errors.New("the plan expands to no cells")}
+	}
+	if err := preflight(ctx, cells, &opts); err != nil {
+		return nil, err
+	}
+	output := p.OutputDir
+	if opts.OutputDir != "" {
+		output = opts.OutputDir
+	}
+	start := opts.Now()
+	dir, err := newRunDir(output, p.Name, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, PlanFile), p.Source); err != nil {
+		return nil, err
+	}
+	recs, err := prepareCells(dir, cells, &opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, CellsFile), cellsFile{Cells: redactRecords(recs)}); err != nil {
+		return nil, err
+	}
+	man := captureManifest(ctx, p, dir, cells, &opts, start)
+	if err := writeJSONAtomic(filepath.Join(dir, ManifestFile), man); err != nil {
+		return nil, err
+	}
+	opts.Logger.Info("run directory", "dir", dir, "cells", len(cells))
+	return execute(ctx, p, dir, recs, man, &opts)
+}
+
+// Resume finishes the cells of an existing run directory that have no result.json, and re-runs
+// cells recorded as interrupted (their old directory is kept under interrupted/). The plan is
+// re-read from the run directory's plan.toml, so the cells are the ones of the original run.
+func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
+	opts.defaults()
+	p, err := plans.Load(filepath.Join(dir, PlanFile))
+	if err != nil {
+		return nil, &UsageError{fmt.Errorf("resume %s: %w", dir, err)}
+	}
+	var saved cellsFile
+	if err := readJSON(filepath.Join(dir, CellsFile), &saved); err != nil {
+		return nil, &UsageError{fmt.Errorf("resume %s: %w; is this a run directory?", dir, err)}
+	}
+	cells := p.Expand()
+	if len(cells) != len(saved.Cells) {
+		return nil, fmt.Errorf("resume %s: plan.toml expands to %d cells but cells.json lists %d; the run directory was edited", dir, len(cells), len(saved.Cells))
+	}
+	for i := range cells {
+		if cells[i].ID != saved.Cells[i].Cell.ID {
+			return nil, fmt.Errorf("resume %s: cell %d is %q in plan.toml but %q in cells.json; the run directory was edited", dir, i, cells[i].ID, saved.Cells[i].Cell.ID)
+		}
+	}
+	if err := preflight(ctx, cells, &opts); err != nil {
+		return nil, err
+	}
+	for _, c := range cells {
+		if err := setAsideInterrupted(dir, c); err != nil {
+			return nil, err
+		}
+	}
+	recs, err := prepareCells(dir, cells, &opts)
+	if err != nil {
+		return nil, err
+	}
+	var man Manifest
+	if err := readJSON(filepath.Join(dir, ManifestFile), &man); err != nil {
+		man = *captureManifest(ctx, p, dir, cells, &opts, opts.Now())
+	}
+	man.Resumed = append(man.Resumed, opts.Now().UTC())
+	return execute(ctx, p, dir, recs, &man, &opts)
+}
+
+// setAsideInterrupted moves the directory of a cell whose result says "interrupted" to
+// interrupted/<id>-<n>/ so that the cell can run again without overwriting anything.
+func setAsideInterrupted(dir string, c plans.Cell) error {
+	cellDir := filepath.Join(dir, CellsDir, c.ID)
+	var r CellResult
+	if err := readJSON(filepath.Join(cellDir, ResultFile), &r); err != nil || r.Verdict != plans.VerdictInterrupted {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "interrupted"), 0o755); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	for n := 1; ; n++ {
+		dst := filepath.Join(dir, "interrupted", fmt.Sprintf("%s-%d", c.ID, n))
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		if err := os.Rename(cellDir, dst); err != nil {
+			return fmt.Errorf("resume: set aside interrupted cell %s: %w", c.ID, err)
+		}
+		return nil
+	}
+}
+
+// preflight checks, before the first cell starts, what would otherwise fail in the middle of
+// a sweep: an unsupported backend, a missing program, a missing nsys.
+func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
+	if opts.Simulate && opts.Exe == "" {
+		return errors.New("--simulate needs the runner's own path to re-execute as the simulator")
+	}
+	seen := map[string]bool{}
+	needNsys := false
+	for _, c := range cells {
+		if _, err := backendFor(c); err != nil {
+			return err
+		}
+		if c.Profiler == plans.ProfilerNsys {
+			needNsys = true
+		}
+		cmd := opts.sglangCommand(c)
+		if len(cmd) == 0 || seen[cmd[0]] {
+			continue
+		}
+		seen[cmd[0]] = true
+		if _, err := lookPath(cmd[0], opts.Env); err != nil {
+			return fmt.Errorf("%s not found: %w; install it, activate its environment, or set backend.command in the plan (or use --simulate)", cmd[0], err)
+		}
+	}
+	if needNsys {
+		if _, err := checkNsys(ctx, opts.nsysCommand(), opts.Env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// envValue returns the value of key in a KEY=VALUE list (the last one wins, as in exec).
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// lookPath resolves name like exec.LookPath but against the PATH of env, the environment the
+// cells will see, instead of the runner's own.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if isExecutable(name) {
+			return name, nil
+		}
+		return "", fmt.Errorf("%s is not an executable file", name)
+	}
+	for _, d := range filepath.SplitList(envValue(env, "PATH")) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q is not on PATH", name)
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// mergeEnv returns base with extra added; an extra key replaces the inherited value.
+func mergeEnv(base []string, extra map[string]string) []string {
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := extra[k]; ok {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range sortedKeys(extra) {
+		out = append(out, k+"="+extra[k])
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package runner
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteSummaryTable prints the end-of-run table: cell, verdict, wall, e2e ms and mean denoise
+// step ms, then the reasons of every cell that is not ok and the run directory.
+func WriteSummaryTable(w io.Writer, s *Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "CELL\tVERDICT\tWALL\tE2E MS\tSTEP MS\t\n")
+	for _, r := range s.Cells {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range s.Cells {
+		for _, reason := range r.Reasons {
+			fmt.Fprintf(w, "%s: %s\n", r.ID, reason)
+		}
+	}
+	fmt.Fprintf(w, "%s\nrun directory: %s\n", countsLine(s), s.RunDir)
+	return nil
+}
+
+func countsLine(s *Summary) string {
+	keys := make([]string, 0, len(s.Counts))
+	for k := range s.Counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", s.Counts[k], k))
+	}
+	line := fmt.Sprintf("%d cells: %s", len(s.Cells), strings.Join(parts, ", "))
+	if s.Interrupted {
+		line += " (interrupted; `runner run --resume " + s.RunDir + "` finishes the rest)"
+	}
+	return line
+}
+
+func fmtWall(ns int64, verdict string) string {
+	if verdict == VerdictNotRun {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", float64(ns)/1e9)
+}
+
+func fmtMS(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(ns)/1e6)
+}
+
+// renderSummaryMD renders summary.md: the table plus each cell's top three kernels.
+func renderSummaryMD(s *Summary) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Run summary: %s\n\n%s\n\n", s.Plan, countsLine(s))
+	b.WriteString("| Cell | Verdict | Wall | E2E ms | Mean step ms | Top kernels |\n|---|---|---:|---:|---:|---|\n")
+	for _, r := range s.Cells {
+		var tops []string
+		for _, k := range r.TopKernels {
+			tops = append(tops, fmt.Sprintf("%s (%s, %.1f%%)", mdEscape(shorten(k.Name, 60)), k.Category, k.SharePct))
+		}
+		top := strings.Join(tops, "<br>")
+		if top == "" {
+			top = "-"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top)
+	}
+	var bad []string
+	for _, r := range s.Cells {
+		for _, reason := range r.Reasons {
+			bad = append(bad, fmt.Sprintf("- `%s`: %s", r.ID, mdEscape(reason)))
+		}
+	}
+	if len(bad) > 0 {
+		b.WriteString("\n## Problems\n\n" + strings.Join(bad, "\n") + "\n")
+	}
+	return b.Bytes()
+}
+
+func writeSummaryFiles(dir string, s *Summary) error {
+	if err := writeFileAtomic(filepath.Join(dir, SummaryMD), renderSummaryMD(s)); err != nil {
+		return err
+	}
+	return writeJSONAtomic(filepath.Join(dir, SummaryJSON), s)
+}
+
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(s)
+}
+
+// shorten keeps long C++ kernel names readable in a table cell.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
