@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -217,26 +218,33 @@ func (d *decoder) finish() {
 		d.warnf("time", "dropped %d duration events whose ts or dur is not a number", d.nBadTime)
 	}
 	// Dangling flows: finishes whose start is missing are normal for runtime calls Kineto does
-	// not draw arrows for; starts without a finish mean the GPU side was lost.
+	// not draw arrows for; starts without a finish mean the GPU side was lost. Sorted id lists
+	// cost far less than sets for millions of flows.
 	if len(t.Flows) > 0 {
-		starts := make(map[int64]struct{})
-		ends := make(map[int64]struct{})
+		var starts, ends []int64
 		for _, f := range t.Flows {
 			if f.Start {
-				starts[f.ID] = struct{}{}
+				starts = append(starts, f.ID)
 			} else {
-				ends[f.ID] = struct{}{}
+				ends = append(ends, f.ID)
 			}
 		}
+		slices.Sort(starts)
+		slices.Sort(ends)
+		starts, ends = slices.Compact(starts), slices.Compact(ends)
 		noEnd, noStart := 0, 0
-		for id := range starts {
-			if _, ok := ends[id]; !ok {
+		i, j := 0, 0
+		for i < len(starts) || j < len(ends) {
+			switch {
+			case j >= len(ends) || i < len(starts) && starts[i] < ends[j]:
 				noEnd++
-			}
-		}
-		for id := range ends {
-			if _, ok := starts[id]; !ok {
+				i++
+			case i >= len(starts) || ends[j] < starts[i]:
 				noStart++
+				j++
+			default:
+				i++
+				j++
 			}
 		}
 		if noEnd > 0 || noStart > 0 {
@@ -260,11 +268,7 @@ func (d *decoder) finish() {
 }
 
 func sortProcesses(ps []trace.Process) {
-	for i := 1; i < len(ps); i++ {
-		for j := i; j > 0 && ps[j].PID < ps[j-1].PID; j-- {
-			ps[j], ps[j-1] = ps[j-1], ps[j]
-		}
-	}
+	slices.SortFunc(ps, func(a, b trace.Process) int { return int(int64(a.PID) - int64(b.PID)) })
 }
 
 // top handles one top-level key other than traceEvents.

@@ -72,21 +72,39 @@ func linkLaunches(t *Trace) {
 	if len(t.Flows) == 0 {
 		return
 	}
-	finishes := make(map[int64][]int64)
+	// GPU-side flow finishes sorted by (ts, id): a binary search finds those at an op's start.
+	type fin struct{ ts, id int64 }
+	var fins []fin
 	for _, f := range t.Flows {
 		if !f.Start {
-			finishes[f.TS] = append(finishes[f.TS], f.ID)
+			fins = append(fins, fin{f.TS, f.ID})
 		}
 	}
+	slices.SortFunc(fins, func(a, b fin) int {
+		if c := cmp.Compare(a.ts, b.ts); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
 	disagree, checked := 0, 0
 	for i := range t.GPUOps {
 		op := &t.GPUOps[i]
-		ids, ok := finishes[op.Start]
-		if !ok || op.Correlation == NoID {
+		if op.Correlation == NoID {
+			continue
+		}
+		k, _ := slices.BinarySearchFunc(fins, op.Start, func(f fin, ts int64) int { return cmp.Compare(f.ts, ts) })
+		if k >= len(fins) || fins[k].ts != op.Start {
 			continue
 		}
 		checked++
-		if !slices.Contains(ids, op.Correlation) {
+		match := false
+		for ; k < len(fins) && fins[k].ts == op.Start; k++ {
+			if fins[k].id == op.Correlation {
+				match = true
+				break
+			}
+		}
+		if !match {
 			disagree++
 		}
 	}

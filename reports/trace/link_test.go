@@ -1,0 +1,121 @@
+package trace
+
+import (
+	"strings"
+	"testing"
+)
+
+func hasWarning(tr *Trace, sub string) bool {
+	for _, w := range tr.Warnings {
+		if strings.Contains(w, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLinkRules(t *testing.T) {
+	tr := New("x", "test")
+	n := tr.Names
+	// Two nested CPU ops share External id 3; the launch sits in the inner one.
+	tr.CPUOps = []CPUOp{
+		{Start: 0, End: 100, ExternalID: 3, Name: n.InternString("outer"), PID: 1, TID: 1},
+		{Start: 10, End: 50, ExternalID: 3, Name: n.InternString("inner"), PID: 1, TID: 1},
+		{Start: 60, End: 90, ExternalID: 3, Name: n.InternString("later"), PID: 1, TID: 1},
+	}
+	tr.Launches = []Launch{{Start: 20, End: 25, Correlation: 9, ExternalID: 3, PID: 1, TID: 1}}
+	tr.GPUOps = []GPUOp{
+		{Start: 200, End: 210, Correlation: 9, ExternalID: NoID}, // falls back to the launch's id
+		{Start: 210, End: 220, Correlation: 77, ExternalID: 3},   // no launch: innermost overall
+	}
+	// Frames without Python ids: parents by containment; one with a parent id naming an
+	// unrecorded frame also falls back to containment.
+	tr.Frames = []Frame{
+		{Start: 0, End: 100, ID: NoID, ParentID: NoID, PID: 1, TID: 1},
+		{Start: 5, End: 60, ID: NoID, ParentID: NoID, PID: 1, TID: 1},
+		{Start: 15, End: 30, ID: 42, ParentID: 999, PID: 1, TID: 1},
+		{Start: 15, End: 30, ID: 43, ParentID: NoID, PID: 1, TID: 2}, // other thread
+	}
+	tr.Flows = []Flow{{TS: 200, ID: 8}} // disagrees with correlation 9
+	Link(tr)
+	if got := tr.GPUOps[0].CPUOp; got != 1 {
+		t.Errorf("op 0 CPU op = %d, want 1 (innermost op enclosing the launch)", got)
+	}
+	if got := tr.GPUOps[1].CPUOp; got != 2 {
+		t.Errorf("op 1 CPU op = %d, want 2 (innermost of all without a launch)", got)
+	}
+	if tr.GPUOps[1].Launch != NoID {
+		t.Error("op with unknown correlation got a launch")
+	}
+	wantParent := []int32{NoID, 0, 1, NoID}
+	for i, w := range wantParent {
+		if tr.Frames[i].Parent != w {
+			t.Errorf("frame %d parent %d, want %d", i, tr.Frames[i].Parent, w)
+		}
+	}
+	if tr.Launches[0].Frame != 2 {
+		t.Errorf("launch frame %d, want 2", tr.Launches[0].Frame)
+	}
+	if st := tr.Stack(2); len(st) != 3 || st[0] != 2 || st[2] != 0 {
+		t.Errorf("stack %v", st)
+	}
+	if !hasWarning(tr, "flows disagree") {
+		t.Errorf("no flow disagreement warning: %v", tr.Warnings)
+	}
+
+	// A cyclic parent chain (corrupt ids) must not hang Stack.
+	tr.Frames[0].Parent, tr.Frames[1].Parent = 1, 0
+	if st := tr.Stack(0); len(st) != 2 {
+		t.Errorf("cyclic stack %v", st)
+	}
+}
+
+func TestLinkWithoutCPUData(t *testing.T) {
+	// What an nsys export gives: GPU ops and launches only.
+	tr := New("x.sqlite", "nsys")
+	tr.Launches = []Launch{{Start: 0, End: 5, Correlation: 1, ExternalID: NoID, Graph: true}}
+	tr.GPUOps = []GPUOp{{Start: 10, End: 20, Correlation: 1, ExternalID: NoID}, {Start: 20, End: 30, Correlation: 1, ExternalID: NoID}}
+	Link(tr)
+	for i := range tr.GPUOps {
+		if tr.GPUOps[i].Launch != 0 || tr.GPUOps[i].CPUOp != NoID || tr.OpFrame(i) != NoID || !tr.IsGraphReplay(i) {
+			t.Errorf("op %d: %+v frame %d", i, tr.GPUOps[i], tr.OpFrame(i))
+		}
+	}
+	if tr.Launches[0].Frame != NoID {
+		t.Error("launch frame set without frames")
+	}
+}
+
+func TestOpsByStreamAndKernelTime(t *testing.T) {
+	tr := New("x", "test")
+	tr.GPUOps = []GPUOp{
+		{Start: 30, End: 40, Device: 0, Stream: 7, Kind: OpKernel},
+		{Start: 10, End: 20, Device: 0, Stream: 7, Kind: OpKernel},
+		{Start: 10, End: 15, Device: 0, Stream: 7, Kind: OpMemcpy},
+		{Start: 5, End: 6, Device: 1, Stream: 7, Kind: OpKernel},
+	}
+	by := tr.OpsByStream()
+	if got := by[StreamKey{0, 7}]; len(got) != 3 || got[0] != 2 || got[1] != 1 || got[2] != 0 {
+		t.Errorf("stream 0/7 order %v, want [2 1 0] (start, then end)", got)
+	}
+	if got := tr.OpsByStream(OpKernel)[StreamKey{0, 7}]; len(got) != 2 {
+		t.Errorf("kernels only: %v", got)
+	}
+	if n, ns := tr.KernelTime(NoID); n != 3 || ns != 21 {
+		t.Errorf("all devices: %d kernels %d ns", n, ns)
+	}
+	if n, ns := tr.KernelTime(1); n != 1 || ns != 1 {
+		t.Errorf("device 1: %d kernels %d ns", n, ns)
+	}
+}
+
+func TestNames(t *testing.T) {
+	n := NewNames()
+	a := n.Intern([]byte("aten::mm"))
+	if b := n.InternString("aten::mm"); b != a || n.String(a) != "aten::mm" || n.String(999) != "" || n.Len() != 2 {
+		t.Errorf("interning: %d %d %q", a, b, n.String(a))
+	}
+	if id, ok := n.Lookup(""); !ok || id != 0 {
+		t.Error("empty string is not id 0")
+	}
+}
