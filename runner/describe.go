@@ -57,6 +57,7 @@ func Describe(p *plans.Plan, opts Options) ([]CellLaunch, error) {
 		if c.Profiler == plans.ProfilerNsys {
 			argv = nsys.Wrap(opts.nsysCommand(), c.NSys, filepath.Join(cellDir, "nsys", "report"), argv)
 		}
+		c.Backend.Env = redactEnvMap(c.Backend.Env)
 		out = append(out, CellLaunch{Cell: c, Argv: redactArgs(argv), Env: redactEnvMap(l.Env), Dir: l.Dir})
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -79,11 +80,16 @@ func writeFileAtomic(path string, data []byte) error {
 
 // writeJSONAtomic marshals v with indentation and writes it atomically.
 func writeJSONAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	// No HTML escaping: these files are read by people and shell tools, and "<redacted>"
+	// should read as such.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	return writeFileAtomic(path, append(data, '\n'))
+	return writeFileAtomic(path, b.Bytes())
 }
 
 // readJSON decodes a JSON file into v.

@@ -157,3 +157,16 @@ func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
+
+// loadPlan reads a plan; every failure to read it is the user's to fix (exit 2).
+func loadPlan(path string) (*plans.Plan, error) {
+	p, err := plans.Load(path)
+	if err != nil {
+		var pe *plans.Error
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, &exitError{code: runner.ExitUsage, err: err}
+	}
+	return p, nil
+}

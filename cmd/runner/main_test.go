@@ -241,8 +241,11 @@ func flatten(prefix string, v any, out *[]string) {
 			flatten(join(prefix, strconv.Itoa(i)), e, out)
 		}
 	default:
-		b, _ := json.Marshal(x)
-		*out = append(*out, prefix+" = "+string(b))
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(x)
+		*out = append(*out, prefix+" = "+strings.TrimSuffix(b.String(), "\n"))
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -27,7 +26,7 @@ func planCommand(io stdio) *cli.Command {
 			if err != nil {
 				return err
 			}
-			p, err := plans.Load(args[0])
+			p, err := loadPlan(args[0])
 			if err != nil {
 				return err
 			}

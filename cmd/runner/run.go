@@ -6,7 +6,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -69,7 +68,7 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 				if perr != nil {
 					return perr
 				}
-				p, lerr := plans.Load(args[0])
+				p, lerr := loadPlan(args[0])
 				if lerr != nil {
 					return lerr
 				}
