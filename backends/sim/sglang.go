@@ -25,6 +25,8 @@
 //	                          TextEncodingStage, DecodingStage, ...) or kernel groups
 //	                          (attention, gemm, norm, modulation, activation, elementwise,
 //	                          conv, memcpy, comm); they lengthen logs, dumps and traces alike
+//	RUNNER_SIM_JITTER_SEED    integer mixed into the step-time jitter (default 0), so repeats of
+//	                          one cell can differ while staying reproducible
 //	RUNNER_SIM_NSYS_ACTIVITY  set by the nsys simulator for its child: file to append GPU activity to
 package sim
 
@@ -63,6 +65,7 @@ const (
 	EnvFail         = "RUNNER_SIM_FAIL"
 	EnvSlowdown     = "RUNNER_SIM_SLOWDOWN"
 	EnvNSysActivity = "RUNNER_SIM_NSYS_ACTIVITY"
+	EnvJitterSeed   = "RUNNER_SIM_JITTER_SEED"
 )
 
 // DefaultTimeScale is the real-time fraction of simulated time when RUNNER_SIM_TIME_SCALE is
@@ -81,9 +84,10 @@ const (
 
 // knobs are the parsed environment knobs.
 type knobs struct {
-	scale float64
-	fail  map[string]bool
-	slow  map[string]float64
+	scale  float64
+	jitter uint64
+	fail   map[string]bool
+	slow   map[string]float64
 }
 
 func readKnobs(env map[string]string) (knobs, error) {
@@ -94,6 +98,13 @@ func readKnobs(env map[string]string) (knobs, error) {
 			return k, fmt.Errorf("%s=%q: want a non-negative number such as 0.002 (0 disables sleeping)", EnvTimeScale, v)
 		}
 		k.scale = f
+	}
+	if v := strings.TrimSpace(env[EnvJitterSeed]); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return k, fmt.Errorf("%s=%q: want an integer", EnvJitterSeed, v)
+		}
+		k.jitter = uint64(n)
 	}
 	for _, m := range strings.Split(env[EnvFail], ",") {
 		m = strings.TrimSpace(m)
@@ -500,7 +511,7 @@ func (g *gen) run() (int, error) {
 	} else if n, ok := p["seed"].(int); ok {
 		g.seed = n
 	}
-	g.rng = mrand.New(mrand.NewPCG(uint64(g.seed), uint64(len(g.model))*0x9e3779b97f4a7c15+uint64(g.w*g.h)))
+	g.rng = mrand.New(mrand.NewPCG(uint64(g.seed), uint64(len(g.model))*0x9e3779b97f4a7c15+uint64(g.w*g.h)+g.k.jitter*0xbf58476d1ce4e5b9))
 	prompts := p.strs("prompt")
 	if s := p.str("prompt"); s != "" {
 		prompts = []string{s}

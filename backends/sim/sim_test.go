@@ -450,7 +450,7 @@ func TestFailureModes(t *testing.T) {
 		}
 	})
 	t.Run("bad knobs", func(t *testing.T) {
-		for _, env := range []map[string]string{{EnvTimeScale: "fast"}, {EnvFail: "explode"}, {EnvSlowdown: "DenoisingStage"}, {EnvSlowdown: "gemm=-2"}} {
+		for _, env := range []map[string]string{{EnvTimeScale: "fast"}, {EnvFail: "explode"}, {EnvSlowdown: "DenoisingStage"}, {EnvSlowdown: "gemm=-2"}, {EnvJitterSeed: "x"}} {
 			r, _ := runGen(t, env)
 			if r.rc != 2 || !strings.Contains(r.stderr, "runner sim: RUNNER_SIM_") {
 				t.Errorf("%v: rc=%d %q", env, r.rc, r.stderr)
@@ -501,6 +501,10 @@ func TestTimingKnobs(t *testing.T) {
 	_, d5 := runGen(t, baseEnv(t))
 	if meanStep(t, d5) != base {
 		t.Errorf("same seed gave different step times")
+	}
+	_, d6 := runGen(t, baseEnv(t, EnvJitterSeed, "2"))
+	if j := meanStep(t, d6); j == base || j/base < 0.98 || j/base > 1.02 {
+		t.Errorf("jitter seed 2: mean step %.3f vs %.3f; want a small difference", j, base)
 	}
 }
 
