@@ -434,7 +434,7 @@ loop:
 		fmt.Fprintf(stderr, "Failed to create '%s': %v\n", out, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "Generating '%s'\n", filepath.Join(os.TempDir(), "nsys-report-"+strconv.FormatInt(t0.UnixNano()%0xffff, 16)+".qdstrm"))
+	fmt.Fprintf(stdout, "Generating '%s'\n", filepath.Join(os.TempDir(), fmt.Sprintf("nsys-report-%04x.qdstrm", t0.UnixNano()%0x10000)))
 	fmt.Fprintf(stdout, "[1/1] [========================100%%] %s\n", filepath.Base(out))
 	if len(rep.Kernels) == 0 && strings.Contains(tracedAPIs(opts["--trace"]), "cuda") {
 		fmt.Fprintln(stdout, "WARNING: No CUDA kernel data was collected. The application may have ended before the collection window (--delay/--duration) or launched no kernels.")

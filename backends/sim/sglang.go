@@ -582,6 +582,7 @@ func (g *gen) run() (int, error) {
 
 	batchStart := g.clk.virt
 	var done []*request
+	outputs := 0
 	var peaks []float64
 	for i, pr := range prompts {
 		g.log.log("Processing prompt %d/%d: %s", i+1, len(prompts), truncate(pr, 100))
@@ -591,10 +592,11 @@ func (g *gen) run() (int, error) {
 			return code, err
 		}
 		done = append(done, r)
+		outputs += max(len(r.outputs), 1)
 		peaks = append(peaks, g.prof.peakGB*1024*g.memFactor())
 	}
 	total := float64(g.clk.virt-batchStart) / 1e6
-	g.log.log("Completed batch processing. Generated %d outputs in %s%.2f%s seconds", len(done), ansiGreen, total/1000, ansiReset)
+	g.log.log("Completed batch processing. Generated %d outputs in %s%.2f%s seconds", outputs, ansiGreen, total/1000, ansiReset)
 	var sum, mx float64
 	for _, v := range peaks {
 		sum += v

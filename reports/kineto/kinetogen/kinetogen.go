@@ -40,15 +40,15 @@ const (
 
 // Kernel groups; keys of Config.StepScale besides the stage names.
 const (
-	GroupAttention  = "attention"
-	GroupGEMM       = "gemm"
-	GroupNorm       = "norm"
-	GroupModulation = "modulation"
-	GroupActivation = "activation"
-	GroupElementwis = "elementwise"
-	GroupConv       = "conv"
-	GroupMemcpy     = "memcpy"
-	GroupComm       = "comm"
+	GroupAttention   = "attention"
+	GroupGEMM        = "gemm"
+	GroupNorm        = "norm"
+	GroupModulation  = "modulation"
+	GroupActivation  = "activation"
+	GroupElementwise = "elementwise"
+	GroupConv        = "conv"
+	GroupMemcpy      = "memcpy"
+	GroupComm        = "comm"
 )
 
 // Config describes the trace to generate. Zero values get sensible defaults (see Write).
@@ -270,14 +270,14 @@ var ditLayer = []kspec{
 	k("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT", GroupGEMM, "aten::linear", 17.0, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 213248),
 	k("triton_poi_fused_gelu_2", GroupActivation, "aten::gelu", 2.4, [3]int32{16384, 1, 1}, [3]int32{128, 1, 1}, 20, 0),
 	k("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", GroupGEMM, "aten::linear", 16.8, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 213248),
-	k(nameAdd, GroupElementwis, "aten::add", 1.0, [3]int32{4096, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
+	k(nameAdd, GroupElementwise, "aten::add", 1.0, [3]int32{4096, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
 }
 
 // ditPrologue and ditEpilogue surround the blocks of one denoising step: timestep upload and
 // embedding before, final projection and scheduler update after.
 var ditPrologue = []kspec{
 	{name: "Memcpy HtoD (Pageable -> Device)", group: GroupMemcpy, cpuOp: "aten::copy_", weight: 0.02, memcpy: "HtoD", bytes: 8},
-	k(nameMul, GroupElementwis, "aten::mul", 0.15, [3]int32{1, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
+	k(nameMul, GroupElementwise, "aten::mul", 0.15, [3]int32{1, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
 	k("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", GroupGEMM, "aten::linear", 0.3, [3]int32{48, 1, 1}, [3]int32{128, 1, 1}, 168, 99328),
 	k("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", GroupGEMM, "aten::linear", 1.2, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 213248),
 }
@@ -285,8 +285,8 @@ var ditPrologue = []kspec{
 var ditEpilogue = []kspec{
 	k(nameLayerNorm, GroupNorm, "aten::layer_norm", 1.0, [3]int32{4096, 1, 1}, [3]int32{128, 1, 1}, 32, 0),
 	k("nvjet_tst_128x64_64x8_2x1_v_bz_NNT", GroupGEMM, "aten::linear", 0.8, [3]int32{132, 1, 1}, [3]int32{256, 1, 1}, 168, 164864),
-	k(nameMul, GroupElementwis, "aten::mul", 0.3, [3]int32{2048, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
-	k(nameAdd, GroupElementwis, "aten::add", 0.3, [3]int32{2048, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
+	k(nameMul, GroupElementwise, "aten::mul", 0.3, [3]int32{2048, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
+	k(nameAdd, GroupElementwise, "aten::add", 0.3, [3]int32{2048, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
 	{name: "Memcpy DtoH (Device -> Pageable)", group: GroupMemcpy, cpuOp: "aten::item", weight: 0.02, memcpy: "DtoH", bytes: 4},
 }
 
@@ -311,11 +311,11 @@ var vaeOps = []kspec{
 	k(nameGroupNorm, GroupNorm, "aten::group_norm", 2, [3]int32{1024, 1, 1}, [3]int32{512, 1, 1}, 28, 0),
 	k(nameSiLU, GroupActivation, "aten::silu", 1.5, [3]int32{8192, 1, 1}, [3]int32{128, 1, 1}, 20, 0),
 	k(nameConv, GroupConv, "aten::cudnn_convolution", 10, [3]int32{512, 1, 1}, [3]int32{256, 1, 1}, 168, 213248),
-	k(nameAdd, GroupElementwis, "aten::add", 1, [3]int32{8192, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
+	k(nameAdd, GroupElementwise, "aten::add", 1, [3]int32{8192, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
 }
 
 var vaeEpilogue = []kspec{
-	k(nameCopy, GroupElementwis, "aten::copy_", 1, [3]int32{6144, 1, 1}, [3]int32{128, 1, 1}, 18, 0),
+	k(nameCopy, GroupElementwise, "aten::copy_", 1, [3]int32{6144, 1, 1}, [3]int32{128, 1, 1}, 18, 0),
 	{name: "Memcpy DtoH (Device -> Pageable)", group: GroupMemcpy, cpuOp: "aten::copy_", weight: 0.5, memcpy: "DtoH", bytes: 3 * 1024 * 1024 * 4},
 }
 
@@ -323,7 +323,7 @@ var vaeEpilogue = []kspec{
 var llmLayerPrefill = []kspec{
 	k("sgl_kernel::fused_add_rmsnorm", GroupNorm, "sgl_kernel::fused_add_rmsnorm", 1, [3]int32{8192, 1, 1}, [3]int32{512, 1, 1}, 40, 0),
 	k("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT", GroupGEMM, "aten::mm", 12, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 213248),
-	k("void sgl_kernel::apply_rotary_pos_emb_kernel<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, float const*, long const*, int, int, int)", GroupElementwis, "sgl_kernel::apply_rope_pos_ids_cos_sin_cache", 1, [3]int32{8192, 1, 1}, [3]int32{128, 1, 1}, 32, 0),
+	k("void sgl_kernel::apply_rotary_pos_emb_kernel<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, float const*, long const*, int, int, int)", GroupElementwise, "sgl_kernel::apply_rope_pos_ids_cos_sin_cache", 1, [3]int32{8192, 1, 1}, [3]int32{128, 1, 1}, 32, 0),
 	k("void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, 128u, 1u, 8u, 8u, 8u, 1u, 4u, (flashinfer::PosEncodingMode)0, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, int, flashinfer::DefaultAttention<false, false, false, false> >, flashinfer::BatchPrefillPagedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::BatchPrefillPagedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)", GroupAttention, "flashinfer::batch_prefill_with_paged_kv_cache_run", 14, [3]int32{264, 8, 1}, [3]int32{32, 1, 4}, 128, 98304),
 	k("nvjet_tst_128x192_64x5_1x2_h_bz_coopB_NNT", GroupGEMM, "aten::mm", 8, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 200704),
 	{name: nameNCCL, group: GroupComm, cpuOp: "sglang::inplace_all_reduce", weight: 4, grid: [3]int32{2, 1, 1}, block: [3]int32{640, 1, 1}, regs: 96, onComm: true, collect: "allreduce"},
@@ -337,7 +337,7 @@ var llmLayerPrefill = []kspec{
 var llmLayerDecode = []kspec{
 	k("sgl_kernel::fused_add_rmsnorm", GroupNorm, "sgl_kernel::fused_add_rmsnorm", 1, [3]int32{32, 1, 1}, [3]int32{512, 1, 1}, 40, 0),
 	k("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", GroupGEMM, "aten::mm", 6, [3]int32{66, 1, 1}, [3]int32{128, 1, 1}, 168, 99328),
-	k("void sgl_kernel::apply_rotary_pos_emb_kernel<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, float const*, long const*, int, int, int)", GroupElementwis, "sgl_kernel::apply_rope_pos_ids_cos_sin_cache", 0.6, [3]int32{32, 1, 1}, [3]int32{128, 1, 1}, 32, 0),
+	k("void sgl_kernel::apply_rotary_pos_emb_kernel<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, float const*, long const*, int, int, int)", GroupElementwise, "sgl_kernel::apply_rope_pos_ids_cos_sin_cache", 0.6, [3]int32{32, 1, 1}, [3]int32{128, 1, 1}, 32, 0),
 	k("void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, 4u, 8u, 16u, 1u, 8u, flashinfer::DefaultAttention<false, false, false, false>, flashinfer::BatchDecodeParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int> >(flashinfer::BatchDecodeParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>)", GroupAttention, "flashinfer::batch_decode_with_paged_kv_cache_run", 5, [3]int32{32, 8, 1}, [3]int32{16, 8, 1}, 72, 33280),
 	k("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", GroupGEMM, "aten::mm", 3, [3]int32{66, 1, 1}, [3]int32{128, 1, 1}, 168, 99328),
 	{name: nameCAR, group: GroupComm, cpuOp: "sglang::inplace_all_reduce", weight: 2, grid: [3]int32{36, 1, 1}, block: [3]int32{512, 1, 1}, regs: 64, onComm: true, collect: "allreduce"},
@@ -350,13 +350,13 @@ var llmLayerDecode = []kspec{
 
 var llmPrologue = []kspec{
 	{name: "Memcpy HtoD (Pinned -> Device)", group: GroupMemcpy, cpuOp: "aten::copy_", weight: 0.05, memcpy: "HtoD", bytes: 4096},
-	k("void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, at::cuda::detail::TensorInfo<c10::BFloat16 const, unsigned int>, at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, unsigned int, long)", GroupElementwis, "aten::embedding", 0.3, [3]int32{1024, 1, 1}, [3]int32{128, 1, 1}, 30, 0),
+	k("void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, at::cuda::detail::TensorInfo<c10::BFloat16 const, unsigned int>, at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, unsigned int, long)", GroupElementwise, "aten::embedding", 0.3, [3]int32{1024, 1, 1}, [3]int32{128, 1, 1}, 30, 0),
 }
 
 var llmEpilogue = []kspec{
 	k("sgl_kernel::fused_add_rmsnorm", GroupNorm, "sgl_kernel::fused_add_rmsnorm", 0.3, [3]int32{32, 1, 1}, [3]int32{512, 1, 1}, 40, 0),
 	k("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNN", GroupGEMM, "aten::mm", 3, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 213248),
-	k("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>(float*, int*, int*, float*, int*, float*, unsigned int, unsigned long, unsigned long)", GroupElementwis, "sgl_kernel::top_k_top_p_sampling_from_probs", 0.4, [3]int32{32, 1, 1}, [3]int32{1024, 1, 1}, 64, 8192),
+	k("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, (cub::BlockReduceAlgorithm)2, 4u, false, float, int>(float*, int*, int*, float*, int*, float*, unsigned int, unsigned long, unsigned long)", GroupElementwise, "sgl_kernel::top_k_top_p_sampling_from_probs", 0.4, [3]int32{32, 1, 1}, [3]int32{1024, 1, 1}, 64, 8192),
 	{name: "Memcpy DtoH (Device -> Pinned)", group: GroupMemcpy, cpuOp: "aten::copy_", weight: 0.03, memcpy: "DtoH", bytes: 256},
 }
 
