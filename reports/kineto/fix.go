@@ -29,51 +29,72 @@ type FixStats struct {
 // its "(sync)" rows, so lanes stay clear of those.
 const laneTIDStep = 10_000_000
 
-// gpuRec is one buffered GPU op of Fix.
+// gpuRec is one GPU op seen by Fix's first pass (24 bytes; the op's bytes are not kept).
 type gpuRec struct {
-	off, n     int64 // bytes in the arena
 	start, end int64
 	track      int32
 	seq        int32
-	lane       int32
 }
 
-// fixer is Fix's handler.
-type fixer struct {
-	*rewriter
-	arena     []byte
-	recs      []gpuRec
-	tracks    map[string]int32 // pid "\x00" tid (raw JSON) -> track
-	trackKeys []string
-	used      map[string]struct{} // every pid "\x00" tid seen
-	threadNm  map[string]string   // thread_name of a pid/tid
-	ev        eventFields
-	key       []byte
-	stats     *FixStats
-	arenaJSON fastjson.Arena
+// laneKey names one lane of one track.
+type laneKey struct{ track, lane int32 }
+
+// lanePlan is the first pass's result: per GPU op in file order its lane (0 = unchanged) and
+// track (8 bytes per op), the raw tid of each new lane, and the lanes' thread_name events.
+type lanePlan struct {
+	lane, track []int32
+	tid         map[laneKey][]byte
+	metas       []laneMeta
 }
 
 // Fix rewrites a Kineto trace so that Perfetto shows every GPU op (kernels, memcpys, memsets)
-// even where ops overlap on one stream: Perfetto drops overlapping slices of one track, so each
-// op that starts before an earlier op of its track has ended (compared in integer nanoseconds,
-// so back-to-back ops are not moved) goes to an extra lane, a new tid of the same pid announced
-// by a thread_name metadata event. Lanes are reused greedily, so k-deep overlap costs k-1 lanes.
-// Every other event is copied byte for byte, as are unmoved GPU ops; GPU ops are written after
-// the other events (Perfetto does not care about order), which is why Fix keeps the GPU ops of
-// the trace in memory while everything else streams. Gzip input is detected; the output is
-// plain JSON (see FixFile for gzip output).
+// even where ops overlap on one stream. Perfetto drops overlapping slices of one track, so each
+// op that starts before an earlier op of its track (pid, tid) has ended — compared in integer
+// nanoseconds, so back-to-back ops are not moved — goes to an extra lane: a new tid of the same
+// pid, announced by a thread_name metadata event appended to the event array. Lanes are reused
+// greedily, so k-deep overlap costs k-1 lanes.
+//
+// Every other event, and every unmoved GPU op, is copied byte for byte and in its original
+// order; a moved op is re-serialised with only its tid changed. Fix reads the input twice (the
+// first pass assigns lanes, keeping 32 bytes per GPU op), seeking back when in is a file and
+// spooling the raw input to a temporary file otherwise. Gzip input is detected; the output is
+// plain JSON (FixFile gzips by output name). A truncated input gives a valid, closed output
+// plus a warning.
 func Fix(ctx context.Context, in io.Reader, out io.Writer) (FixStats, error) {
 	var st FixStats
-	src, closeFn, err := openMaybeGzip(in)
+	rp, err := newReplay(in, "")
 	if err != nil {
 		return st, fmt.Errorf("trace fix: %w", err)
 	}
-	defer closeFn()
-	f := &fixer{rewriter: newRewriter(ctx, out), tracks: map[string]int32{}, used: map[string]struct{}{},
-		threadNm: map[string]string{}, stats: &st}
+	defer rp.close()
+
+	// Pass 1: GPU op intervals per track, tids in use, thread names.
+	p1 := &fixScan{rewriter: rewriter{ctx: ctx}, tracks: map[string]int32{}, used: map[string]struct{}{}, threadNm: map[string]string{}}
+	src, closeFn, err := openMaybeGzip(rp.first)
+	if err != nil {
+		return st, fmt.Errorf("trace fix: %w", err)
+	}
+	werr := walk(newScanner(src), p1, nil)
+	closeFn()
+	if p1.ctxErr != nil {
+		return st, fmt.Errorf("trace fix: %w", p1.ctxErr)
+	}
+	_ = werr // the second pass meets the same damage and reports it
+	if err := rp.finishFirst(); err != nil {
+		return st, fmt.Errorf("trace fix: %w", err)
+	}
+	plan := p1.assignLanes(&st)
+
+	// Pass 2: copy, moving the ops that need a lane.
+	src2, closeFn2, err := openMaybeGzip(rp.second)
+	if err != nil {
+		return st, fmt.Errorf("trace fix: second pass: %w", err)
+	}
+	defer closeFn2()
+	f := &fixer{rewriter: newRewriter(ctx, out), plan: plan}
 	var bare bareArrayDetector
-	s := newScanner(src)
-	werr := walk(s, f, bare.wrap(f.emit))
+	s := newScanner(src2)
+	werr = walk(s, f, bare.wrap(f.emit))
 	if err := f.finishDoc(werr, f.endEvents, &bare.bare); err != nil {
 		return st, fmt.Errorf("trace fix: %w", err)
 	}
@@ -103,15 +124,34 @@ func FixFile(ctx context.Context, inPath, outPath string) (FixStats, error) {
 	return st, err
 }
 
-func (f *fixer) startEvents() { f.inEvents = true }
+// isFixable reports whether an event is a GPU op Fix places on lanes.
+func isFixable(ev *eventFields) bool {
+	return len(ev.ph) == 1 && ev.ph[0] == 'X' && isGPUCat(ev.cat) && ev.hasTS && ev.hasDur && ev.dur >= 0
+}
 
-func (f *fixer) event(raw []byte, off int64) error {
+// fixScan is Fix's first-pass handler.
+type fixScan struct {
+	rewriter
+	ctxErr    error
+	recs      []gpuRec
+	tracks    map[string]int32 // pid "\x00" tid (raw JSON) -> track
+	trackKeys []string
+	used      map[string]struct{} // every pid "\x00" tid seen
+	threadNm  map[string]string   // thread_name of a pid/tid
+	ev        eventFields
+	key       []byte
+}
+
+func (f *fixScan) startEvents()     {}
+func (f *fixScan) endEvents() error { return nil }
+
+func (f *fixScan) event(raw []byte, off int64) error {
 	if err := f.tick(); err != nil {
+		f.ctxErr = err
 		return err
 	}
 	ev := &f.ev
 	if _, ok := f.fields(raw, ev); !ok {
-		f.warnings = append(f.warnings, fmt.Sprintf("dropped an event at byte %d that is not valid JSON", off))
 		return nil
 	}
 	f.key = append(append(append(f.key[:0], ev.pid...), 0), ev.tid...)
@@ -121,37 +161,29 @@ func (f *fixer) event(raw []byte, off int64) error {
 	if len(ev.ph) == 1 && ev.ph[0] == 'M' && string(ev.name) == "thread_name" && ev.args != nil {
 		f.threadNm[string(f.key)] = string(ev.args.GetStringBytes("name"))
 	}
-	if len(ev.ph) == 1 && ev.ph[0] == 'X' && isGPUCat(ev.cat) && ev.hasTS && ev.hasDur && ev.dur >= 0 {
+	if isFixable(ev) {
 		tr, ok := f.tracks[string(f.key)]
 		if !ok {
 			tr = int32(len(f.trackKeys))
 			f.tracks[string(f.key)] = tr
 			f.trackKeys = append(f.trackKeys, string(f.key))
 		}
-		f.recs = append(f.recs, gpuRec{off: int64(len(f.arena)), n: int64(len(raw)), start: ev.ts, end: ev.ts + ev.dur,
-			track: tr, seq: int32(len(f.recs))})
-		f.arena = append(f.arena, raw...)
-		return nil
+		f.recs = append(f.recs, gpuRec{start: ev.ts, end: ev.ts + ev.dur, track: tr, seq: int32(len(f.recs))})
 	}
-	f.writeEvent(raw)
 	return nil
 }
 
-// endEvents assigns lanes and writes the buffered GPU ops and the new thread_name events.
-func (f *fixer) endEvents() error {
-	if f.done {
-		return nil
-	}
-	f.done = true
-	st := f.stats
+// laneMeta is a thread_name event to add for a new lane.
+type laneMeta struct {
+	pid, tid []byte
+	name     string
+}
+
+// assignLanes gives each GPU op a lane (0 = its own tid) by a greedy sweep per track.
+func (f *fixScan) assignLanes(st *FixStats) *lanePlan {
 	st.GPUOps = int64(len(f.recs))
 	st.Tracks = len(f.trackKeys)
-	order := make([]int32, len(f.recs))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		x, y := &f.recs[a], &f.recs[b]
+	slices.SortFunc(f.recs, func(x, y gpuRec) int {
 		if c := cmp.Compare(x.track, y.track); c != 0 {
 			return c
 		}
@@ -161,45 +193,43 @@ func (f *fixer) endEvents() error {
 		if c := cmp.Compare(x.end, y.end); c != 0 {
 			return c
 		}
-		return cmp.Compare(a, b)
+		return cmp.Compare(x.seq, y.seq)
 	})
+	lane := make([]int32, len(f.recs)) // by seq
+	maxLane := map[int32]int32{}
 	var laneEnd []int64
 	cur := int32(-1)
-	type laneKey struct{ track, lane int32 }
-	maxLane := map[int32]int32{}
-	for _, i := range order {
+	for i := range f.recs {
 		r := &f.recs[i]
 		if r.track != cur {
 			cur = r.track
 			laneEnd = laneEnd[:0]
 		}
-		lane := -1
-		for l, e := range laneEnd {
+		l := -1
+		for k, e := range laneEnd {
 			if e <= r.start { // touching is not overlapping
-				lane = l
+				l = k
 				break
 			}
 		}
-		if lane < 0 {
-			lane = len(laneEnd)
+		if l < 0 {
+			l = len(laneEnd)
 			laneEnd = append(laneEnd, r.end)
 		} else {
-			laneEnd[lane] = max(laneEnd[lane], r.end)
+			laneEnd[l] = max(laneEnd[l], r.end)
 		}
-		r.lane = int32(lane)
-		if lane > 0 {
+		lane[r.seq] = int32(l)
+		if l > 0 {
 			st.Moved++
-			if int32(lane) > maxLane[r.track] {
-				maxLane[r.track] = int32(lane)
-			}
+			maxLane[r.track] = max(maxLane[r.track], int32(l))
 		}
 	}
-	// New tids per (track, lane).
-	newTID := map[laneKey][]byte{}
-	type laneMeta struct {
-		pid, tid []byte
-		name     string
+	trackOf := make([]int32, len(f.recs))
+	for i := range f.recs {
+		trackOf[f.recs[i].seq] = f.recs[i].track
 	}
+	f.recs = nil
+	newTID := map[laneKey][]byte{}
 	var metas []laneMeta
 	for tr := int32(0); tr < int32(len(f.trackKeys)); tr++ {
 		ml := maxLane[tr]
@@ -207,7 +237,7 @@ func (f *fixer) endEvents() error {
 			continue
 		}
 		key := f.trackKeys[tr]
-		sep := indexByte(key, 0)
+		sep := strings.IndexByte(key, 0)
 		pid, tid := key[:sep], key[sep+1:]
 		base := strings.TrimSpace(f.threadNm[key])
 		if base == "" {
@@ -244,62 +274,79 @@ func (f *fixer) endEvents() error {
 			st.Lanes++
 		}
 	}
-	// Write the GPU ops in their original order.
-	var buf []byte
-	for i := range f.recs {
-		r := &f.recs[i]
-		raw := f.arena[r.off : r.off+r.n]
-		if r.lane == 0 {
-			f.writeEvent(raw)
-			continue
-		}
-		v, err := f.p.ParseBytes(raw)
-		if err != nil {
-			f.writeEvent(raw)
-			continue
-		}
-		f.arenaJSON.Reset()
-		tid := newTID[laneKey{r.track, r.lane}]
-		var tv *fastjson.Value
-		if tid[0] == '"' {
-			var s string
-			_ = json.Unmarshal(tid, &s)
-			tv = f.arenaJSON.NewString(s)
-		} else {
-			tv = f.arenaJSON.NewNumberString(string(tid))
-		}
-		v.Set("tid", tv)
-		buf = v.MarshalTo(buf[:0])
-		f.writeEvent(buf)
-		if i&4095 == 0 {
-			if err := f.ctx.Err(); err != nil {
-				return err
-			}
-		}
+	return &lanePlan{lane: lane, track: trackOf, tid: newTID, metas: metas}
+}
+
+// fixer is Fix's second-pass handler.
+type fixer struct {
+	*rewriter
+	plan  *lanePlan
+	seq   int
+	ev    eventFields
+	arena fastjson.Arena
+	buf   []byte
+}
+
+func (f *fixer) startEvents() { f.inEvents = true }
+
+func (f *fixer) event(raw []byte, off int64) error {
+	if err := f.tick(); err != nil {
+		return err
 	}
-	for _, m := range metas {
-		buf = buf[:0]
-		buf = append(buf, `{"name": "thread_name", "ph": "M", "ts": 0, "pid": `...)
-		buf = append(buf, m.pid...)
-		buf = append(buf, `, "tid": `...)
-		buf = append(buf, m.tid...)
-		buf = append(buf, `, "args": {"name": `...)
-		buf = jsonQuote(buf, m.name)
-		buf = append(buf, `}}`...)
-		f.writeEvent(buf)
+	ev := &f.ev
+	v, ok := f.fields(raw, ev)
+	if !ok {
+		f.warnings = append(f.warnings, fmt.Sprintf("dropped an event at byte %d that is not valid JSON", off))
+		return nil
 	}
-	f.arena = nil
-	f.w.WriteString("\n")
+	if !isFixable(ev) {
+		f.writeEvent(raw)
+		return nil
+	}
+	var tid []byte
+	if p := f.plan; f.seq < len(p.lane) && p.lane[f.seq] > 0 {
+		tid = p.tid[laneKey{p.track[f.seq], p.lane[f.seq]}]
+	}
+	f.seq++
+	if tid == nil {
+		f.writeEvent(raw)
+		return nil
+	}
+	f.arena.Reset()
+	var tv *fastjson.Value
+	if tid[0] == '"' {
+		var s string
+		_ = json.Unmarshal(tid, &s)
+		tv = f.arena.NewString(s)
+	} else {
+		tv = f.arena.NewNumberString(string(tid))
+	}
+	v.Set("tid", tv)
+	f.buf = v.MarshalTo(f.buf[:0])
+	f.writeEvent(f.buf)
 	return nil
 }
 
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
+// endEvents appends the thread_name events of the new lanes.
+func (f *fixer) endEvents() error {
+	if f.done {
+		return nil
 	}
-	return -1
+	f.done = true
+	for _, m := range f.plan.metas {
+		b := f.buf[:0]
+		b = append(b, `{"name": "thread_name", "ph": "M", "ts": 0, "pid": `...)
+		b = append(b, m.pid...)
+		b = append(b, `, "tid": `...)
+		b = append(b, m.tid...)
+		b = append(b, `, "args": {"name": `...)
+		b = jsonQuote(b, m.name)
+		b = append(b, `}}`...)
+		f.writeEvent(b)
+		f.buf = b
+	}
+	f.w.WriteString("\n")
+	return nil
 }
 
 // trimQuotes returns the text of a raw JSON string, or s itself when it is not one.

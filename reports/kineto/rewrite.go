@@ -180,3 +180,60 @@ func createOut(path string) (io.Writer, func() error, error) {
 	}
 	return f, f.Close, nil
 }
+
+// replay lets a rewriter read its input twice: by seeking back when the input is an io.Seeker
+// (a file), otherwise by spooling the raw (still compressed) bytes to a temporary file during
+// the first pass.
+type replay struct {
+	first, second io.Reader
+	tmp           *os.File
+}
+
+func newReplay(in io.Reader, dir string) (*replay, error) {
+	if rs, ok := in.(io.ReadSeeker); ok {
+		if pos, err := rs.Seek(0, io.SeekCurrent); err == nil {
+			return &replay{first: in, second: &seekBack{rs: rs, pos: pos}}, nil
+		}
+	}
+	tmp, err := os.CreateTemp(dir, "trace-*.spool")
+	if err != nil {
+		return nil, fmt.Errorf("spool the input for a second pass: %w (set a writable temporary directory)", err)
+	}
+	return &replay{first: io.TeeReader(in, tmp), second: &seekBack{rs: tmp}, tmp: tmp}, nil
+}
+
+// finishFirst drains the first pass so the spool holds the whole input even when the first
+// walk stopped early.
+func (r *replay) finishFirst() error {
+	if r.tmp == nil {
+		return nil
+	}
+	if _, err := io.Copy(io.Discard, r.first); err != nil {
+		return fmt.Errorf("spool the input: %w", err)
+	}
+	return nil
+}
+
+func (r *replay) close() {
+	if r.tmp != nil {
+		r.tmp.Close()
+		os.Remove(r.tmp.Name())
+	}
+}
+
+// seekBack reads rs from pos once the first read happens.
+type seekBack struct {
+	rs     io.ReadSeeker
+	pos    int64
+	sought bool
+}
+
+func (s *seekBack) Read(p []byte) (int, error) {
+	if !s.sought {
+		if _, err := s.rs.Seek(s.pos, io.SeekStart); err != nil {
+			return 0, err
+		}
+		s.sought = true
+	}
+	return s.rs.Read(p)
+}

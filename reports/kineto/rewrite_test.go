@@ -144,6 +144,14 @@ func TestFixTruncatedAndGzip(t *testing.T) {
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Error("gzip input fixed differently")
 	}
+	// A non-seekable input is spooled for the second pass and gives the same output.
+	var c bytes.Buffer
+	if _, err := Fix(context.Background(), onlyReader{bytes.NewReader(in)}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), c.Bytes()) {
+		t.Error("spooled input fixed differently")
+	}
 	// FixFile writes gzip by suffix.
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "in.json"), in, 0o644); err != nil {

@@ -54,25 +54,12 @@ func Slim(ctx context.Context, in io.Reader, out io.Writer, opts SlimOptions) (S
 		return st, fmt.Errorf("trace slim: give --steps N or a window START:END with END > START (got %d:%d ns)", opts.Window[0], opts.Window[1])
 	}
 	// Pass 1: the earliest timestamp and the step annotations.
-	var second io.Reader
-	var cleanup func()
-	pass1 := in
-	if rs, ok := in.(io.ReadSeeker); ok {
-		pos, err := rs.Seek(0, io.SeekCurrent)
-		if err == nil {
-			second = &seekBack{rs: rs, pos: pos}
-		}
+	rp, err := newReplay(in, opts.TempDir)
+	if err != nil {
+		return st, fmt.Errorf("trace slim: %w", err)
 	}
-	if second == nil {
-		tmp, err := os.CreateTemp(opts.TempDir, "slim-*.spool")
-		if err != nil {
-			return st, fmt.Errorf("trace slim: spool input for the second pass: %w", err)
-		}
-		cleanup = func() { tmp.Close(); os.Remove(tmp.Name()) }
-		defer cleanup()
-		pass1 = io.TeeReader(in, tmp)
-		second = &seekBack{rs: tmp}
-	}
+	defer rp.close()
+	pass1, second := rp.first, rp.second
 	sc := &stepScanner{ctx: ctx, minTS: 1<<63 - 1, fam: map[string][][2]int64{}}
 	src, closeFn, err := openMaybeGzip(pass1)
 	if err != nil {
@@ -86,11 +73,8 @@ func Slim(ctx context.Context, in io.Reader, out io.Writer, opts SlimOptions) (S
 	if werr != nil {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("first pass: %v", werr))
 	}
-	// Drain the tee so the spool holds the whole input even if the walk stopped early.
-	if cleanup != nil {
-		if _, err := io.Copy(io.Discard, pass1); err != nil {
-			return st, fmt.Errorf("trace slim: spool input: %w", err)
-		}
+	if err := rp.finishFirst(); err != nil {
+		return st, fmt.Errorf("trace slim: %w", err)
 	}
 	if sc.minTS == 1<<63-1 {
 		return st, errors.New("trace slim: the trace has no timed events")
@@ -177,23 +161,6 @@ func cmpInt64(a, b int64) int {
 		return 1
 	}
 	return 0
-}
-
-// seekBack reads rs from pos once the first read happens.
-type seekBack struct {
-	rs     io.ReadSeeker
-	pos    int64
-	sought bool
-}
-
-func (s *seekBack) Read(p []byte) (int, error) {
-	if !s.sought {
-		if _, err := s.rs.Seek(s.pos, io.SeekStart); err != nil {
-			return 0, err
-		}
-		s.sought = true
-	}
-	return s.rs.Read(p)
 }
 
 // stepFamily names the step-annotation family of an annotation name, or "".

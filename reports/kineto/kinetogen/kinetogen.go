@@ -690,19 +690,24 @@ func (g *gen) launch(ks *kspec, unit float64, layer int) {
 	if ks.memcpy != "" {
 		rtName = "cudaMemcpyAsync"
 	}
-	g.cpuT += rtDur + 1_000
-	// cpu_op
+	end := g.gpuOp(ks, unit, corr, ext, rtStart+rtDur, 0, 0)
+	if ks.memcpy == "DtoH" {
+		// a copy into pageable memory blocks the host until the stream has drained, which
+		// is how the end-of-step .item() shows up in real traces
+		rtDur = max(rtDur, end+1_500-rtStart)
+	}
+	g.cpuT = rtStart + rtDur + 1_000
 	op := g.reset(OpCPU, ks.cpuOp)
 	op.StartNS, op.DurNS, op.ExternalID = opStart, g.cpuT-opStart, ext
 	g.sink.emit(op)
 	op = g.reset(OpRuntime, rtName)
 	op.StartNS, op.DurNS, op.ExternalID, op.Correlation, op.Flow = rtStart, rtDur, ext, corr, true
 	g.sink.emit(op)
-	g.gpuOp(ks, unit, corr, ext, rtStart+rtDur, 0, 0)
 }
 
-// gpuOp places a kernel or memcpy on its stream after launchEnd and after the previous work.
-func (g *gen) gpuOp(ks *kspec, unit float64, corr, ext, launchEnd int64, graph int32, node int64) {
+// gpuOp places a kernel or memcpy on its stream after launchEnd and after the previous work,
+// and returns when it ends.
+func (g *gen) gpuOp(ks *kspec, unit float64, corr, ext, launchEnd int64, graph int32, node int64) int64 {
 	stream := computeStream
 	if ks.onComm {
 		stream = commStream
@@ -747,6 +752,7 @@ func (g *gen) gpuOp(ks *kspec, unit float64, corr, ext, launchEnd int64, graph i
 		g.stats.KernelNSByName[ks.name] += dur
 	}
 	g.sink.emit(op)
+	return start + dur
 }
 
 // llmStep emits one scheduler step: an EXTEND batch every 16 steps (and first), DECODE

@@ -359,6 +359,27 @@ func TestWalkMatchesWrite(t *testing.T) {
 	}
 }
 
+func TestItemBlocksHost(t *testing.T) {
+	_, tf := check(t, Config{Steps: 2, Layers: 2})
+	// the DtoH copy's runtime call lasts until the copy ends: the host waited for the GPU
+	copyEnd := map[int64]int64{}
+	for _, e := range tf.TraceEvents {
+		if e.Cat == "gpu_memcpy" && strings.HasPrefix(e.Name, "Memcpy DtoH") {
+			copyEnd[int64(num(e.Args["correlation"]))] = usToNS(t, e.Ts) + usToNS(t, e.Dur)
+		}
+	}
+	if len(copyEnd) != 2 {
+		t.Fatalf("want one DtoH copy per step, got %d", len(copyEnd))
+	}
+	for _, e := range tf.TraceEvents {
+		if end, ok := copyEnd[int64(num(e.Args["correlation"]))]; ok && e.Cat == "cuda_runtime" {
+			if usToNS(t, e.Ts)+usToNS(t, e.Dur) < end {
+				t.Errorf("cudaMemcpyAsync DtoH returns before its copy ends")
+			}
+		}
+	}
+}
+
 func TestStageOnly(t *testing.T) {
 	_, tf := check(t, Config{StageOnly: StageDecoding, StageNS: map[string]int64{StageDecoding: 50_000_000}})
 	ann := names(tf, "user_annotation")
