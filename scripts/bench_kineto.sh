@@ -7,6 +7,8 @@
 #   scripts/bench_kineto.sh                 # 100MB and 500MB, llm flavor with comm + Python stacks
 #   SIZES="1GB" FLAVOR=diffusion scripts/bench_kineto.sh
 #   KEEP=/tmp/traces scripts/bench_kineto.sh   # keep the generated traces there
+#   MEMLIMIT=200MiB scripts/bench_kineto.sh     # reads run with GOMEMLIMIT (the GC then holds
+#                                               # peak RSS near it while the live data fits)
 #
 # Modes (MODES="..." to choose): full = keep every record and Link (default two-goroutine
 # pipeline); full-seq = the same with Options.Sequential; lean = Options{SkipFrames, SkipCPUOps,
@@ -29,7 +31,7 @@ if [[ ! -x /usr/bin/time ]]; then
 	echo "bench_kineto: /usr/bin/time (GNU time) is required for peak RSS" >&2
 	exit 1
 fi
-echo "machine: $(nproc) CPUs, $(go version | awk '{print $3}'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) CPUs, $(go version | awk '{print $3}'), load: $(cut -d' ' -f1-3 /proc/loadavg), GOMEMLIMIT=${MEMLIMIT:-unset}"
 printf '%-8s %-8s %-7s %10s %9s %9s %9s %10s %9s\n' size input mode json_MB wall_s cpu_s MB/s MB/s_cpu maxRSS_MB
 for size in $SIZES; do
 	json="$dir/trace-$FLAVOR-$size.json"
@@ -46,7 +48,11 @@ for size in $SIZES; do
 		[[ $input == json.gz ]] && modes="$modes gunzip"
 		for mode in $modes; do
 			cat "$f" >/dev/null # page cache
-			out=$({ /usr/bin/time -v "$bin" -read "$f" -read-mode "$mode" >/dev/null; } 2>&1)
+			if [[ -n "${MEMLIMIT:-}" ]]; then
+				out=$({ GOMEMLIMIT=$MEMLIMIT /usr/bin/time -v "$bin" -read "$f" -read-mode "$mode" >/dev/null; } 2>&1)
+			else
+				out=$({ /usr/bin/time -v "$bin" -read "$f" -read-mode "$mode" >/dev/null; } 2>&1)
+			fi
 			wall=$(awk -F': ' '/Elapsed \(wall clock\)/{n=split($2,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' <<<"$out")
 			usr=$(awk -F': ' '/User time/{print $2}' <<<"$out")
 			sys=$(awk -F': ' '/System time/{print $2}' <<<"$out")
