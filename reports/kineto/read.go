@@ -247,8 +247,12 @@ func (d *decoder) finish() {
 				j++
 			}
 		}
-		if noEnd > 0 || noStart > 0 {
-			d.warnf("flows", "dangling flows: %d flow starts without a finish (GPU side missing), %d finishes without a start (normal for runtime calls Kineto draws no arrow for)", noEnd, noStart)
+		// Finishes without a start are written for every runtime call Kineto draws no arrow
+		// for, so they are only counted; starts without a finish mean lost GPU records.
+		t.Meta["kineto.flow_starts_without_finish"] = strconv.Itoa(noEnd)
+		t.Meta["kineto.flow_finishes_without_start"] = strconv.Itoa(noStart)
+		if noEnd > 0 {
+			d.warnf("flows", "dangling flows: %d flow starts (launches) have no finish on the GPU side: GPU records were lost or fell outside the window", noEnd)
 		}
 	}
 	// Processes in pid order of first appearance is not stable across maps: sort by pid.

@@ -638,3 +638,27 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+func TestDanglingFlows(t *testing.T) {
+	doc := `[
+{"ph":"s","id":1,"pid":1,"tid":1,"ts":1,"cat":"ac2g","name":"ac2g"},
+{"ph":"s","id":3,"pid":1,"tid":1,"ts":1,"cat":"ac2g","name":"ac2g"},
+{"ph":"f","id":3,"pid":0,"tid":7,"ts":2,"cat":"ac2g","name":"ac2g","bp":"e"},
+{"ph":"f","id":2,"pid":1,"tid":1,"ts":1,"cat":"ac2g","name":"ac2g","bp":"e"},
+{"ph":"f","id":9,"pid":1,"tid":1,"ts":1,"cat":"fwdbwd","name":"fwdbwd","bp":"e"}
+]`
+	tr := readBytes(t, []byte(doc))
+	if len(tr.Flows) != 4 {
+		t.Errorf("%d ac2g flows kept, want 4 (fwdbwd is not a launch flow)", len(tr.Flows))
+	}
+	if tr.Meta["kineto.flow_starts_without_finish"] != "1" || tr.Meta["kineto.flow_finishes_without_start"] != "1" {
+		t.Errorf("meta %v", tr.Meta)
+	}
+	if !hasWarning(tr, "1 flow starts (launches) have no finish") {
+		t.Errorf("warnings %v", tr.Warnings)
+	}
+	ok := readBytes(t, []byte(smallTrace))
+	if len(ok.Warnings) != 0 {
+		t.Errorf("warnings on a clean trace: %v", ok.Warnings)
+	}
+}
