@@ -63,7 +63,7 @@ func (g *gen) saveProfiled(r *request, start int64, steps []int64, nProf int) er
 }
 
 // saveTrace exports the whole pipeline (--profile-all-stages).
-func (g *gen) saveTrace(r *request, _ bool, _ int, steps int) error {
+func (g *gen) saveTrace(r *request, steps int) error {
 	cfg := g.traceConfig()
 	cfg.AllStages = true
 	cfg.Steps = steps

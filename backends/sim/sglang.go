@@ -759,7 +759,7 @@ func (g *gen) request(r *request, idx int) (int, error) {
 	}
 	if allStages {
 		g.log.log("Stopping Profiler...")
-		if err := g.saveTrace(r, true, 0, g.steps); err != nil {
+		if err := g.saveTrace(r, g.steps); err != nil {
 			return 0, err
 		}
 	}
@@ -815,7 +815,7 @@ func (g *gen) denoise(r *request, idx int, profile bool, nProf int) (int, error)
 	var profSteps []int64
 	var profStart int64
 	t0 := g.clk.virt
-	g.log.raw(tqdm(0, g.steps, 0, 0))
+	g.log.raw(tqdm(0, g.steps, 0))
 	for i := 0; i < g.steps; i++ {
 		if i == 0 && g.k.fail["oom"] {
 			return g.oom(stage, idx)
@@ -853,7 +853,7 @@ func (g *gen) denoise(r *request, idx int, profile bool, nProf int) (int, error)
 		}
 		g.nvtx("denoising_step_"+strconv.Itoa(i), stepAbs, g.clk.now())
 		g.act.flush()
-		g.log.raw(tqdm(i+1, g.steps, float64(g.clk.virt-t0)/1e9, 0))
+		g.log.raw(tqdm(i+1, g.steps, float64(g.clk.virt-t0)/1e9))
 		if profile && i == profLast {
 			g.log.raw("\n")
 			g.log.log("Stopping Profiler...")
@@ -887,7 +887,7 @@ func (g *gen) oom(stage string, idx int) (int, error) {
 }
 
 // tqdm renders one tqdm frame ("\r  40%|████      | 20/50 [00:02<00:03,  9.87it/s]").
-func tqdm(n, total int, elapsed, _ float64) string {
+func tqdm(n, total int, elapsed float64) string {
 	const width = 10
 	frac := float64(n) / float64(total)
 	full := int(frac * width)

@@ -744,7 +744,7 @@ func count(t *testing.T, db *sql.DB, q string) int {
 func TestNSysProfileExportRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	env := baseEnv(t, helperEnv, "sglang")
-	r := nsysRun(t, env, profileArgs(filepath.Join(dir, "nsys", "report"), 8)...)
+	r := nsysRun(t, env, append(profileArgs(filepath.Join(dir, "nsys", "report"), 8), "--perf-dump-path", filepath.Join(dir, "perf.json"))...)
 	rep := filepath.Join(dir, "nsys", "report.nsys-rep")
 	if r.rc != 0 {
 		t.Fatalf("rc=%d\n%s", r.rc, r.all())
@@ -772,6 +772,39 @@ func TestNSysProfileExportRoundTrip(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY"); n == 0 {
 		t.Errorf("no memcpys")
 	}
+	// the NVTX step ranges last what the perf dump of the same run says
+	rows, err := db.Query("SELECT coalesce(text, (SELECT value FROM StringIds WHERE id = textId)), \"end\" - start FROM NVTX_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepNS := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var d int64
+		rows.Scan(&name, &d)
+		stepNS[name] = d
+	}
+	rows.Close()
+	b, err := os.ReadFile(filepath.Join(dir, "perf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dump struct {
+		Denoise []struct {
+			Step       int     `json:"step"`
+			DurationMS float64 `json:"duration_ms"`
+		} `json:"denoise_steps_ms"`
+	}
+	json.Unmarshal(b, &dump)
+	if len(dump.Denoise) != 8 {
+		t.Fatalf("perf dump has %d steps", len(dump.Denoise))
+	}
+	for _, s := range dump.Denoise {
+		got := float64(stepNS["denoising_step_"+strconv.Itoa(s.Step)]) / 1e6
+		if got < s.DurationMS-0.01 || got > s.DurationMS+0.01 {
+			t.Errorf("step %d: NVTX %.4f ms, perf dump %.4f ms", s.Step, got, s.DurationMS)
+		}
+	}
 	// overwrite protection, and bad input files
 	r = nsysRun(t, nil, "export", "--type", "sqlite", "-o", out, rep)
 	if r.rc != 1 || !strings.Contains(r.stderr, "already exists") {
@@ -779,7 +812,7 @@ func TestNSysProfileExportRoundTrip(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.nsys-rep")
 	os.WriteFile(bad, []byte("not a report"), 0o644)
-	b, _ := os.ReadFile(rep)
+	b, _ = os.ReadFile(rep)
 	trunc := filepath.Join(dir, "trunc.nsys-rep")
 	os.WriteFile(trunc, b[:len(b)/2], 0o644)
 	for _, in := range []string{bad, trunc, filepath.Join(dir, "missing.nsys-rep")} {
