@@ -915,7 +915,7 @@ func tqdm(n, total int, elapsed float64) string {
 }
 
 func clockFmt(s float64) string {
-	t := int(s + 0.5)
+	t := int(s) // tqdm truncates
 	if t >= 3600 {
 		return fmt.Sprintf("%d:%02d:%02d", t/3600, t/60%60, t%60)
 	}

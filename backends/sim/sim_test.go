@@ -529,6 +529,23 @@ func TestSlowdownReachesTrace(t *testing.T) {
 	}
 }
 
+func TestTqdmFrames(t *testing.T) {
+	for _, c := range []struct {
+		n, total int
+		elapsed  float64
+		want     string
+	}{
+		{0, 50, 0, "\r  0%|          | 0/50 [00:00<?, ?it/s]"},
+		{20, 50, 2.026, "\r 40%|████      | 20/50 [00:02<00:03,  9.87it/s]"},
+		{3, 8, 7.5, "\r 38%|███▊      | 3/8 [00:07<00:12,  2.50s/it]"},
+		{50, 50, 20.1, "\r100%|██████████| 50/50 [00:20<00:00,  2.49it/s]"},
+	} {
+		if got := tqdm(c.n, c.total, c.elapsed); got != c.want {
+			t.Errorf("tqdm(%d, %d, %v) = %q, want %q", c.n, c.total, c.elapsed, got, c.want)
+		}
+	}
+}
+
 func TestHangHonoursContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

@@ -435,3 +435,24 @@ func BenchmarkWriteDiffusion(b *testing.B) {
 	}
 	b.SetBytes(n)
 }
+
+// FuzzWrite drives the generator with arbitrary small configurations: it must never panic,
+// and whatever it accepts must be valid JSON whose size matches Stats.
+func FuzzWrite(f *testing.F) {
+	f.Add("diffusion", 2, 2, true, false, true, int64(7), int64(300_000_000), "attention", 1.5, "DenoisingStage", true)
+	f.Add("llm", 3, 1, true, true, false, int64(-1), int64(0), "gemm", 0.0, "", false)
+	f.Add("video", 1, 1, false, false, false, int64(0), int64(-5), "x", -2.0, "VAE", false)
+	f.Fuzz(func(t *testing.T, flavor string, steps, layers int, comm, graph, stack bool, seed, stepNS int64, key string, factor float64, only string, all bool) {
+		cfg := Config{Flavor: flavor, Steps: steps % 4, Layers: layers % 4, CommStream: comm, CUDAGraph: graph, WithStack: stack,
+			Seed: seed, StepNS: stepNS % 1_000_000_000, StepScale: map[string]float64{key: factor}, StageOnly: only, AllStages: all,
+			StepDurNS: []int64{stepNS % 1_000_000_000}, Model: key}
+		var buf bytes.Buffer
+		st, err := Write(&buf, cfg)
+		if err != nil {
+			return
+		}
+		if st.Bytes != int64(buf.Len()) || !json.Valid(buf.Bytes()) {
+			t.Fatalf("invalid output for %+v", cfg)
+		}
+	})
+}
