@@ -10,9 +10,10 @@
 #   MEMLIMIT=200MiB scripts/bench_kineto.sh     # reads run with GOMEMLIMIT (the GC then holds
 #                                               # peak RSS near it while the live data fits)
 #
-# Modes (MODES="..." to choose): full = keep every record and Link (default two-goroutine
-# pipeline); full-seq = the same with Options.Sequential; lean = Options{SkipFrames, SkipCPUOps,
-# SkipFlows}; gunzip = klauspost decompression alone (the floor for .json.gz input).
+# Modes (MODES="..." to choose): full = keep every record and Link (defaults: gzip inflated and
+# split on a second goroutine, plain JSON on one); full-seq = everything on one goroutine;
+# full-pipe = the two-goroutine pipeline for plain JSON too; lean = Options{SkipFrames,
+# SkipCPUOps, SkipFlows}; gunzip = klauspost decompression alone (the floor for .json.gz input).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"100MB 500MB"}
@@ -44,8 +45,8 @@ for size in $SIZES; do
 	for input in json json.gz; do
 		f=$json
 		[[ $input == json.gz ]] && f=$gz
-		modes=${MODES:-"full full-seq lean"}
-		[[ $input == json.gz ]] && modes="$modes gunzip"
+		modes=${MODES:-"full full-pipe lean"}
+		[[ $input == json.gz ]] && modes=${MODES:-"full full-seq lean"}" gunzip"
 		for mode in $modes; do
 			cat "$f" >/dev/null # page cache
 			if [[ -n "${MEMLIMIT:-}" ]]; then

@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	level := fs.Int("gzip-level", gzip.DefaultCompression, "gzip level for .gz output (Python's gzip.open uses 9)")
 	out := fs.String("o", "", "output file (.json or .json.gz); - for stdout")
 	read := fs.String("read", "", "instead of generating, read this trace and print figures")
-	readMode := fs.String("read-mode", "full", "with -read: full (keep everything and link), lean (no frames, CPU ops, flows), full-seq / lean-seq (the same on one goroutine), gunzip (decompress only)")
+	readMode := fs.String("read-mode", "full", "with -read: full (keep everything and link), lean (no frames, CPU ops, flows), full-seq / lean-seq (gzip on one goroutine too), full-pipe / lean-pipe (two-goroutine pipeline for plain JSON too), gunzip (decompress only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -162,12 +162,13 @@ func readTrace(ctx context.Context, path, mode string, stdout, stderr io.Writer)
 			fmt.Fprintf(stderr, "tracegen: %s: %v\n", path, err)
 			return 1
 		}
-	case "full", "lean", "full-seq", "lean-seq":
+	case "full", "lean", "full-seq", "lean-seq", "full-pipe", "lean-pipe":
 		opts := kineto.Options{}
 		if strings.HasPrefix(mode, "lean") {
 			opts = kineto.Options{SkipFrames: true, SkipCPUOps: true, SkipFlows: true}
 		}
 		opts.Sequential = strings.HasSuffix(mode, "-seq")
+		opts.Pipeline = strings.HasSuffix(mode, "-pipe")
 		cr := &countingReader{}
 		f, err := os.Open(path)
 		if err != nil {
@@ -194,7 +195,7 @@ func readTrace(ctx context.Context, path, mode string, stdout, stderr io.Writer)
 			jsonBytes = -1 // the caller knows the uncompressed size
 		}
 	default:
-		fmt.Fprintf(stderr, "tracegen: -read-mode %q: want full, lean, full-seq, lean-seq or gunzip\n", mode)
+		fmt.Fprintf(stderr, "tracegen: -read-mode %q: want full, lean, full-seq, lean-seq, full-pipe, lean-pipe or gunzip\n", mode)
 		return 2
 	}
 	secs := time.Since(start).Seconds()

@@ -124,7 +124,7 @@ func BenchmarkRead(b *testing.B) {
 		{"json", false, Options{}},
 		{"json.gz", true, Options{}},
 		{"json/skip-frames-cpuops", false, Options{SkipFrames: true, SkipCPUOps: true, SkipFlows: true}},
-		{"json/sequential", false, Options{Sequential: true}},
+		{"json/pipeline", false, Options{Pipeline: true}},
 		{"json.gz/sequential", true, Options{Sequential: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -12,7 +12,7 @@ import (
 // (pipelineDepth batches of about batchBytes each).
 
 const (
-	batchBytes    = 1 << 20
+	batchBytes    = 256 << 10
 	pipelineDepth = 4
 )
 

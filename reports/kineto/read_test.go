@@ -624,7 +624,7 @@ func TestSequentialEqualsPipelined(t *testing.T) {
 	}
 	for name, data := range inputs {
 		a, err1 := Read(context.Background(), bytes.NewReader(data), name, Options{Sequential: true})
-		b, err2 := Read(context.Background(), bytes.NewReader(data), name, Options{})
+		b, err2 := Read(context.Background(), bytes.NewReader(data), name, Options{Pipeline: true})
 		if err1 != nil || err2 != nil {
 			t.Fatalf("%s: %v / %v", name, err1, err2)
 		}
