@@ -54,8 +54,9 @@ func (g *gen) traceDir() string {
 
 // saveProfiled exports the denoise-only window: the active steps recorded after the warmup
 // step, as `<request_id>-<N>_steps-global-rank0.trace.json.gz`.
-func (g *gen) saveProfiled(r *request, start int64, steps []int64, nProf int) error {
+func (g *gen) saveProfiled(r *request, start int64, first int, steps []int64, nProf int) error {
 	cfg := g.traceConfig()
+	cfg.FirstStep = first
 	cfg.Steps = max(len(steps), 1)
 	cfg.StepDurNS = steps
 	cfg.BaseTimeNS = start - 50_000

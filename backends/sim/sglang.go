@@ -857,7 +857,7 @@ func (g *gen) denoise(r *request, idx int, profile bool, nProf int) (int, error)
 		if profile && i == profLast {
 			g.log.raw("\n")
 			g.log.log("Stopping Profiler...")
-			if err := g.saveProfiled(r, profStart, profSteps, nProf); err != nil {
+			if err := g.saveProfiled(r, profStart, profFirst, profSteps, nProf); err != nil {
 				return 0, err
 			}
 			profile = false

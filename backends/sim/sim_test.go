@@ -283,6 +283,9 @@ func TestGenerateNativeProfile(t *testing.T) {
 	if n := countEvents(m, "user_annotation", "denoising_step_"); n != 3 {
 		t.Errorf("trace has %d denoising steps, want N+1 = 3", n)
 	}
+	if countEvents(m, "user_annotation", "denoising_step_0") != 0 || countEvents(m, "user_annotation", "denoising_step_3") != 1 {
+		t.Errorf("profiled steps should be 1..3 (step 0 is the profiler's warmup)")
+	}
 	if countEvents(m, "kernel", "void flash::FlashAttnFwdSm90") == 0 || countEvents(m, "kernel", "nvjet_") == 0 || countEvents(m, "gpu_memcpy", "Memcpy HtoD") == 0 {
 		t.Errorf("trace lacks attention/GEMM kernels or memcpys")
 	}

@@ -77,6 +77,9 @@ type Config struct {
 	StageNS   map[string]int64 // GPU time of TextEncodingStage / DecodingStage
 	TraceName string           // traceName value (default derived from Model)
 	HostPID   int              // pid of the CPU process (default 4321 + Rank)
+	// FirstStep numbers the first generated step (denoising_step_<FirstStep>): a denoise-only
+	// profile starts after the profiler's warmup step, so its first step is 1, not 0.
+	FirstStep int
 	// StageOnly, when StageTextEncoding or StageDecoding, generates only that diffusion stage
 	// (no steps); the simulator uses it to emit activity stage by stage.
 	StageOnly string
@@ -554,7 +557,7 @@ func (g *gen) steps() {
 			g.llmStep(i, dur)
 			continue
 		}
-		name := "denoising_step_" + strconv.Itoa(i)
+		name := "denoising_step_" + strconv.Itoa(c.FirstStep+i)
 		g.block(name, func() {
 			g.layers(ditLayer, c.Layers, dur, ditPrologue, ditEpilogue)
 		})

@@ -167,6 +167,9 @@ func TestDiffusionDenoiseOnly(t *testing.T) {
 			t.Errorf("annotation %s missing: %v", n, ann)
 		}
 	}
+	if _, tf2 := check(t, Config{Steps: 2, Layers: 1, FirstStep: 4}); names(tf2, "user_annotation")["denoising_step_5"] != 1 {
+		t.Errorf("FirstStep not applied")
+	}
 	if ann[StageTextEncoding] != 0 {
 		t.Errorf("denoise-only trace has a text-encoding stage")
 	}
