@@ -149,6 +149,30 @@ func TestArgparseAcceptsRealForms(t *testing.T) {
 	}
 }
 
+func TestConfigAndPromptFile(t *testing.T) {
+	env := baseEnv(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.json")
+	os.WriteFile(cfg, []byte(`{"model_path": "Tongyi-MAI/Z-Image-Turbo", "prompt": ["from config"], "num_inference_steps": 3, "seed": [5]}`), 0o644)
+	r := sglang(t, env, "generate", "--config", cfg, "--num-inference-steps", "2", "--perf-dump-path", filepath.Join(dir, "p.json"))
+	if r.rc != 0 || !strings.Contains(r.stderr, "Processing prompt 1/1: from config") || !strings.Contains(r.stderr, "| 2/2 [") {
+		t.Errorf("--config: rc=%d (the command line must win over the file)\n%s", r.rc, r.stderr)
+	}
+	prompts := filepath.Join(dir, "prompts.txt")
+	os.WriteFile(prompts, []byte("first\n\nsecond\n"), 0o644)
+	r = sglang(t, env, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt-path", prompts, "--num-inference-steps", "1")
+	if r.rc != 0 || !strings.Contains(r.stderr, "Processing prompt 2/2: second") || !strings.Contains(r.stderr, "Generated 2 outputs") {
+		t.Errorf("--prompt-path: rc=%d\n%s", r.rc, r.stderr)
+	}
+	os.WriteFile(cfg, []byte("model_path: x\n"), 0o644)
+	if r = sglang(t, env, "generate", "--config", cfg); r.rc != 1 || !strings.Contains(r.stderr, "Failed to load config") {
+		t.Errorf("YAML config: rc=%d %q", r.rc, r.stderr)
+	}
+	if r = sglang(t, env, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p", "--num-inference-steps", "0"); r.rc != 1 {
+		t.Errorf("zero steps accepted")
+	}
+}
+
 func TestVersion(t *testing.T) {
 	r := sglang(t, nil, "version")
 	if r.rc != 0 || !regexp.MustCompile(`^sglang version: 0\.5\.\d+-sim\ngit revision: [0-9a-f]{7}\n$`).MatchString(r.stdout) {
