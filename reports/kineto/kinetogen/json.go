@@ -17,6 +17,7 @@ type jsonSink struct {
 	g     *gen
 	first bool
 	endT  int64
+	ranks []byte // "Process Group Ranks" value, a JSON string like "[0, 1]"
 }
 
 const flushAt = 1 << 16
@@ -140,7 +141,19 @@ func (j *jsonSink) header() {
 	b = strconv.AppendInt(b, int64(c.WorldSize), 10)
 	b = append(b, ", \"pg_count\": 1, \"pg_config\": [{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"cuda:nccl\", \"pg_size\": "...)
 	b = strconv.AppendInt(b, int64(c.WorldSize), 10)
-	b = append(b, ", \"ranks\": \"all\"}], \"nccl_version\": \"2.27.3\"},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": "...)
+	ranks := make([]byte, 0, 4*c.WorldSize)
+	ranks = append(ranks, '[')
+	for i := 0; i < c.WorldSize; i++ {
+		if i > 0 {
+			ranks = append(ranks, ", "...)
+		}
+		ranks = strconv.AppendInt(ranks, int64(i), 10)
+	}
+	ranks = append(ranks, ']')
+	j.ranks = appendStr(nil, string(ranks))
+	b = append(b, ", \"ranks\": "...)
+	b = append(b, ranks...)
+	b = append(b, "}], \"nccl_version\": \"2.27.3\"},\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": "...)
 	b = strconv.AppendInt(b, c.BaseTimeNS, 10)
 	b = append(b, ",\n  \"traceEvents\": ["...)
 	j.buf = b
@@ -286,9 +299,10 @@ func (j *jsonSink) emit(op *Op) {
 			ws := int64(j.g.cfg.WorldSize)
 			b = append(b, ",\n      \"Collective name\": "...)
 			b = appendStr(b, op.Collective)
-			b = append(b, ", \"dtype\": \"BFloat16\", \"In msg nelems\": 4194304, \"Out msg nelems\": 4194304, "...)
+			b = append(b, ", \"In msg nelems\": 4194304, \"Out msg nelems\": 4194304, "...)
 			b = appendKV(b, "Group size", ws)
-			b = append(b, ", \"Process Group Name\": \"0\", \"Process Group Description\": \"tp\""...)
+			b = append(b, ", \"dtype\": \"BFloat16\", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"Process Group Name\": \"0\", \"Process Group Description\": \"default_pg\", \"Process Group Ranks\": "...)
+			b = append(b, j.ranks...)
 		}
 	case OpMemcpy:
 		b = appendKV(b, "External id", op.ExternalID)
