@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"os"
@@ -279,17 +280,28 @@ func writePerfDump(path string, r *request, g *gen) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// jpegImage is pngImage's gradient as a JPEG, for output names ending in .jpg.
+func jpegImage(seed int) []byte {
+	var b bytes.Buffer
+	jpeg.Encode(&b, gradient(seed), nil)
+	return b.Bytes()
+}
+
 // pngImage is a small deterministic gradient, a valid PNG any viewer opens.
 func pngImage(seed int) []byte {
+	var b bytes.Buffer
+	png.Encode(&b, gradient(seed))
+	return b.Bytes()
+}
+
+func gradient(seed int) image.Image {
 	img := image.NewRGBA(image.Rect(0, 0, 64, 64))
 	for y := 0; y < 64; y++ {
 		for x := 0; x < 64; x++ {
 			img.Set(x, y, color.RGBA{uint8(x*4 + seed), uint8(y * 4), uint8((x + y + seed*7) * 2), 255})
 		}
 	}
-	var b bytes.Buffer
-	png.Encode(&b, img)
-	return b.Bytes()
+	return img
 }
 
 // fakeMP4 is an ISO-BMFF header (ftyp + empty mdat): recognisable as MP4, not playable.

@@ -1012,17 +1012,20 @@ func (g *gen) saveOutputs(r *request) error {
 			if len(base) > 150 {
 				base = base[:150]
 			}
-		} else {
-			base = strings.TrimSuffix(base, filepath.Ext(base))
+		} else if e := strings.ToLower(filepath.Ext(base)); e == ".png" || e == ".jpg" || e == ".jpeg" || e == ".webp" || e == ".mp4" {
+			base, ext = strings.TrimSuffix(base, filepath.Ext(base)), e
 		}
 		if n > 1 {
 			base += "_" + strconv.Itoa(i)
 		}
 		path := filepath.Join(dir, base+ext)
 		var data []byte
-		if g.prof.video {
+		switch {
+		case g.prof.video || ext == ".mp4":
 			data = fakeMP4()
-		} else {
+		case ext == ".jpg" || ext == ".jpeg":
+			data = jpegImage(g.seed + i)
+		default:
 			data = pngImage(g.seed + i)
 		}
 		if err := os.WriteFile(path, data, 0o644); err != nil {

@@ -158,6 +158,14 @@ func TestConfigAndPromptFile(t *testing.T) {
 	if r.rc != 0 || !strings.Contains(r.stderr, "Processing prompt 1/1: from config") || !strings.Contains(r.stderr, "| 2/2 [") {
 		t.Errorf("--config: rc=%d (the command line must win over the file)\n%s", r.rc, r.stderr)
 	}
+	r = sglang(t, env, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p", "--num-inference-steps", "1", "--output-file-path", filepath.Join(dir, "o", "img.jpg"))
+	if b, err := os.ReadFile(filepath.Join(dir, "o", "img.jpg")); r.rc != 0 || err != nil || !bytes.HasPrefix(b, []byte{0xff, 0xd8}) {
+		t.Errorf("--output-file-path img.jpg: rc=%d err=%v", r.rc, err)
+	}
+	r = sglang(t, env, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p", "--num-inference-steps", "1", "--output-path", "")
+	if r.rc != 0 || strings.Contains(r.stderr, "Output saved") {
+		t.Errorf("--output-path '' must not save")
+	}
 	prompts := filepath.Join(dir, "prompts.txt")
 	os.WriteFile(prompts, []byte("first\n\nsecond\n"), 0o644)
 	r = sglang(t, env, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt-path", prompts, "--num-inference-steps", "1")
