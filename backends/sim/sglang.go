@@ -545,7 +545,16 @@ func (g *gen) run() (int, error) {
 	}
 
 	if !g.diffusers {
-		g.log.log("Using FlashAttention (FA3 for hopper, FA4 for blackwell) backend")
+		switch ab := p.str("attention_backend"); ab {
+		case "", "fa", "fa3", "fa4":
+			g.log.log("Using FlashAttention (FA3 for hopper, FA4 for blackwell) backend")
+		case "torch_sdpa":
+			g.log.log("Using Torch SDPA backend")
+		case "sage_attn", "sage_attn_3":
+			g.log.log("Using SageAttention backend")
+		default:
+			g.log.log("Using %s backend", ab)
+		}
 	}
 	g.log.log("Starting server...")
 	if g.diffusers {
