@@ -230,9 +230,13 @@ type table struct {
 	full    *sql.Stmt // prepared INSERT of batchRows rows
 }
 
-// batchRows bounds one multi-row INSERT; SQLite allows 32766 parameters per statement and the
-// widest table (kernels, 3.28.1) has 44 columns.
-const batchRows = 256
+// batchParams bounds the parameters of one multi-row INSERT. Multi-row statements save the
+// per-statement overhead, but the driver matches each positional parameter by a linear scan
+// (quadratic in the parameter count), so batches stay small: 2 kernel rows, 12 runtime rows.
+const batchParams = 100
+
+// batchRows is the rows per INSERT for a table of cols columns.
+func batchRows(cols int) int { return max(1, batchParams/cols) }
 
 // Writer streams rows into a new export. Add methods never fail; the first error is kept and
 // returned by Close, so a caller can write millions of rows without checking each one.
@@ -355,7 +359,7 @@ func (w *Writer) add(t *table, vals ...any) {
 	w.create(t)
 	t.buf = append(t.buf, vals...)
 	t.rows++
-	if t.rows == batchRows {
+	if t.rows == batchRows(t.cols) {
 		w.flush(t)
 	}
 }
@@ -365,9 +369,9 @@ func (w *Writer) flush(t *table) {
 		return
 	}
 	var err error
-	if t.rows == batchRows {
+	if t.rows == batchRows(t.cols) {
 		if t.full == nil {
-			t.full, err = w.tx.PrepareContext(w.ctx, insertSQL(t, batchRows))
+			t.full, err = w.tx.PrepareContext(w.ctx, insertSQL(t, t.rows))
 			if err != nil {
 				w.err = fmt.Errorf("nsysgen: preparing insert into %s: %w", t.name, err)
 				return

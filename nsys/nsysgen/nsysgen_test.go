@@ -140,8 +140,8 @@ func TestStreamingBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 3*batchRows + 17
-	for i := 0; i < n; i++ {
+	n := int64(3*batchRows(8) + 17)
+	for i := int64(0); i < n; i++ {
 		w.AddRuntime(Runtime{Start: int64(i), End: int64(i) + 1, PID: 1, TID: 1, Correlation: int64(i), Name: "cudaLaunchKernel_v7000"})
 		w.AddKernel(Kernel{Start: int64(i), End: int64(i) + 2, Correlation: int64(i), Name: "k", PID: 1})
 	}
