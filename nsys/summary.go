@@ -9,13 +9,13 @@ import (
 	"strings"
 )
 
-// KernelStat is one kernel name's aggregate from the streaming summary.
+// KernelStat is one kernel name's aggregate from the streaming summary. It has no min, max or
+// median on purpose: the streaming path runs the same single GROUP BY as the sqlite3 shell
+// reference (count and sum), and per-kernel distributions come from the full Read path.
 type KernelStat struct {
 	Name    string `json:"name"`
 	Count   int64  `json:"count"`
 	TotalNS int64  `json:"total_ns"`
-	MinNS   int64  `json:"min_ns"`
-	MaxNS   int64  `json:"max_ns"`
 }
 
 // KernelSummary aggregates the kernel table per kernel name without loading kernels into
@@ -57,7 +57,7 @@ func KernelSummary(ctx context.Context, path string, style NameStyle) ([]KernelS
 			col = "demangledName"
 		}
 	}
-	q := `SELECT ` + col + `, count(*), sum("end" - start), min("end" - start), max("end" - start) FROM ` + table + ` GROUP BY 1`
+	q := `SELECT ` + col + `, count(*), sum("end" - start) FROM ` + table + ` GROUP BY 1`
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, r.wrap(table, err)
@@ -70,7 +70,7 @@ func KernelSummary(ctx context.Context, path string, style NameStyle) ([]KernelS
 	for rows.Next() {
 		var a agg
 		var id sql.NullInt64
-		if err := rows.Scan(&id, &a.Count, &a.TotalNS, &a.MinNS, &a.MaxNS); err != nil {
+		if err := rows.Scan(&id, &a.Count, &a.TotalNS); err != nil {
 			rows.Close()
 			return nil, r.wrap(table, err)
 		}

@@ -288,3 +288,25 @@ func TestSpans(t *testing.T) {
 		t.Errorf("spans = %q", got)
 	}
 }
+
+// TestKernelSummaryMatchesFullRead checks the streaming aggregate against the full model.
+func TestKernelSummaryMatchesFullRead(t *testing.T) {
+	path, _ := writeSample(t, "")
+	for _, style := range []NameStyle{Demangled, Short, Mangled} {
+		stats, err := KernelSummary(context.Background(), path, style)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := Read(context.Background(), path, ReadOptions{KernelNames: style})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []KernelStat
+		for _, r := range KernSum(tr).Rows {
+			want = append(want, KernelStat{Name: r.Name, Count: r.Instances, TotalNS: r.TotalNS})
+		}
+		if diff := cmp.Diff(want, stats); diff != "" {
+			t.Errorf("style %d (-full +streaming):\n%s", style, diff)
+		}
+	}
+}

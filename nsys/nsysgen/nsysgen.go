@@ -42,7 +42,8 @@ const (
 
 // Kernel is one CUPTI kernel record. Name is the demangled name (what nsys shows by default);
 // Short is the function name without template arguments and parameters (shortName), which is
-// derived from Name when empty.
+// derived from Name when empty. The kernel table stores only the process (globalPid); TID is
+// used to name the thread, and a kernel's thread is otherwise that of its launch call.
 type Kernel struct {
 	Start, End             int64
 	Device, Stream         int32

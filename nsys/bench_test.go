@@ -1,0 +1,122 @@
+package nsys
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/sglprof/runner/nsys/nsysgen"
+)
+
+// The README figure uses -nsys.kernels=1000000 (scripts/bench_nsys.sh); the default keeps a
+// plain `go test -bench .` quick on a small machine.
+var benchKernels = flag.Int("nsys.kernels", 20_000, "kernels in the generated benchmark export (runtime calls are 3x)")
+
+// BenchExportPath is where the benchmark export for n kernels is cached between runs.
+func benchExportPath(n int) string {
+	return filepath.Join(os.TempDir(), "runner-nsys-bench-"+strconv.Itoa(n)+".sqlite")
+}
+
+// benchExport generates (once, then reuses) an export with n kernels over 500 distinct names
+// and 3n runtime calls: one cudaLaunchKernel per kernel plus an event record and, every 16th
+// kernel, a stream synchronisation, the rest cudaMemcpyAsync calls.
+func benchExport(b *testing.B, n int) string {
+	b.Helper()
+	path := benchExportPath(n)
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	tmp := path + ".partial"
+	w, err := nsysgen.Create(tmp, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const pid = 777
+	w.AddGPU(nsysgen.GPU{ID: 0, Name: "NVIDIA H100 80GB HBM3"})
+	w.AddProcess(nsysgen.Process{PID: pid, Name: "python3"})
+	names := make([]string, 500)
+	for i := range names {
+		names[i] = fmt.Sprintf("void kernels::op_%03d<float, %d>(float const*, float*, int)", i, i%7)
+	}
+	t := int64(0)
+	for i := 0; i < n; i++ {
+		corr := int64(i + 1)
+		w.AddRuntime(nsysgen.Runtime{Start: t, End: t + 3_000, PID: pid, TID: pid, Correlation: corr, Name: "cudaLaunchKernel_v7000"})
+		w.AddRuntime(nsysgen.Runtime{Start: t + 3_500, End: t + 4_000, PID: pid, TID: pid, Name: "cudaEventRecord_v3020"})
+		other := "cudaMemcpyAsync_v3020"
+		if i%16 == 0 {
+			other = "cudaStreamSynchronize_v3020"
+		}
+		w.AddRuntime(nsysgen.Runtime{Start: t + 4_500, End: t + 6_000, PID: pid, TID: pid, Name: other})
+		dur := int64(2_000 + (i*7919)%50_000)
+		w.AddKernel(nsysgen.Kernel{Start: t + 5_000, End: t + 5_000 + dur, Stream: 7, Correlation: corr,
+			Name: names[(i*31)%len(names)], GridX: 128, BlockX: 256, PID: pid, TID: pid})
+		t += 8_000
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// BenchmarkKernelSummary is the streaming path: SQLite groups by name id, Go gets ~500 rows.
+func BenchmarkKernelSummary(b *testing.B) {
+	path := benchExport(b, *benchKernels)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		stats, err := KernelSummary(context.Background(), path, Short)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(stats) != 500 {
+			b.Fatalf("%d names", len(stats))
+		}
+	}
+	b.ReportMetric(float64(*benchKernels), "kernels")
+}
+
+// BenchmarkReadAggregate is the full path: every kernel, copy and runtime call into the trace
+// model, linked, then the cuda_gpu_kern_sum aggregate.
+func BenchmarkReadAggregate(b *testing.B) {
+	path := benchExport(b, *benchKernels)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		c, err := ReadCapture(context.Background(), path, ReadOptions{KernelNames: Short})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rows := KernSum(c.Trace).Rows; len(rows) != 500 {
+			b.Fatalf("%d names", len(rows))
+		}
+	}
+	b.ReportMetric(float64(*benchKernels), "kernels")
+}
+
+// BenchmarkSQLiteCLI times the reference: the sqlite3 shell's GROUP BY over the same file. It
+// skips when sqlite3 is not installed (`apt-get install -y sqlite3`).
+func BenchmarkSQLiteCLI(b *testing.B) {
+	bin, err := exec.LookPath("sqlite3")
+	if err != nil {
+		b.Skip("sqlite3 not on PATH; install it with `apt-get install -y sqlite3` to get the reference figure")
+	}
+	path := benchExport(b, *benchKernels)
+	b.ResetTimer()
+	for b.Loop() {
+		out, err := exec.Command(bin, "-readonly", path,
+			`SELECT shortName, COUNT(*), SUM(end-start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName`).Output()
+		if err != nil || len(out) == 0 {
+			b.Fatalf("sqlite3: %v", err)
+		}
+	}
+	b.ReportMetric(float64(*benchKernels), "kernels")
+}
