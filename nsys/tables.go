@@ -2,6 +2,7 @@ package nsys
 
 import (
 	"cmp"
+	"io"
 	"slices"
 	"strings"
 
@@ -224,4 +225,31 @@ func APISummary(t *trace.Trace, top int) []APICall {
 		rows = rows[:top]
 	}
 	return rows
+}
+
+// Tables are the nsys-only tables of a triage, under the JSON keys the triage output uses.
+type Tables struct {
+	NVTX      []NVTXRange `json:"nvtx"`
+	MemoryOps []MemoryOp  `json:"memory_ops"`
+	API       []APICall   `json:"api"`
+}
+
+// Summaries computes the three nsys-only tables; apiTop limits the API table (0 keeps all).
+func Summaries(c *Capture, apiTop int) Tables {
+	return Tables{NVTX: NVTXSummary(c), MemoryOps: MemorySummary(c.Trace), API: APISummary(c.Trace, apiTop)}
+}
+
+// Render writes the three tables in one format, separated by blank lines.
+func (t Tables) Render(w io.Writer, f TableFormat) error {
+	for i, tb := range []Table{NVTXTable(t.NVTX), MemoryTable(t.MemoryOps), APITable(t.API)} {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if err := tb.Write(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }

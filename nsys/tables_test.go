@@ -162,12 +162,10 @@ func TestGoldenTables(t *testing.T) {
 	c := readSample(t)
 	var buf bytes.Buffer
 	for _, f := range []TableFormat{TableText, TableMarkdown, TableCSV} {
-		for _, tb := range []Table{NVTXTable(NVTXSummary(c)), MemoryTable(MemorySummary(c.Trace)), APITable(APISummary(c.Trace, 0))} {
-			if err := tb.Write(&buf, f); err != nil {
-				t.Fatal(err)
-			}
-			buf.WriteString("\n")
+		if err := Summaries(c, 0).Render(&buf, f); err != nil {
+			t.Fatal(err)
 		}
+		buf.WriteString("\n")
 	}
 	golden(t, "tables.golden", buf.Bytes())
 
@@ -184,7 +182,7 @@ func TestGoldenTables(t *testing.T) {
 	}
 	golden(t, "stats.golden", buf.Bytes())
 
-	js, err := json.MarshalIndent(map[string]any{"nvtx": NVTXSummary(c), "memory_ops": MemorySummary(c.Trace), "api": APISummary(c.Trace, 0)}, "", "  ")
+	js, err := json.MarshalIndent(Summaries(c, 0), "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
