@@ -125,7 +125,7 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // lets us read a database another process holds locked, or one on a read-only file system.
 // It is unsafe only when a writer left a hot journal or WAL beside the file, in which case we
 // fall back to a plain read-only open and say so.
-func openExport(path string) (*sql.DB, []string, error) {
+func openExport(path string, pragmas string) (*sql.DB, []string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsys: opening %s: %w", path, err)
@@ -151,7 +151,7 @@ func openExport(path string) (*sql.DB, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("%s%s exists (a writer is or was active); reading without the immutable flag, so a concurrent writer can make the read fail", path, side))
 		}
 	}
-	db, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+params)
+	db, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+params+pragmas)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsys: opening %s: %w", path, err)
 	}
@@ -185,7 +185,7 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, warnings, err := openExport(path)
+	db, warnings, err := openExport(path, "")
 	if err != nil {
 		return nil, err
 	}
