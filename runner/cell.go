@@ -262,7 +262,9 @@ func fillTimings(t *Timings, d *perf.Dump) {
 func collectArtifacts(cellDir string) []Artifact {
 	var out []Artifact
 	_ = filepath.WalkDir(cellDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		// Only regular files: a link or device could point anywhere (reading /dev/full or a
+		// FIFO would never end).
+		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
 		rel, _ := filepath.Rel(cellDir, p)

@@ -1,0 +1,320 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/plans"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestMain lets the test binary stand in for the runner binary under --simulate: the runner
+// re-executes Exe as `Exe sim sglang ...`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "sim" {
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env[k] = v
+			}
+		}
+		switch os.Args[2] {
+		case "sglang":
+			os.Exit(sim.SGLang(context.Background(), os.Args[3:], env, os.Stdout, os.Stderr))
+		case "nsys":
+			os.Exit(sim.NSys(context.Background(), os.Args[3:], env, os.Stdout, os.Stderr))
+		}
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+func testPlan(t *testing.T, body string) *plans.Plan {
+	t.Helper()
+	p, err := plans.Parse("plan.toml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func simOptions(t *testing.T) Options {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "RUNNER_SIM_TIME_SCALE=0")
+	return Options{Simulate: true, Exe: exe, Env: env, OutputDir: t.TempDir(), NoTriage: true}
+}
+
+const twoCells = `name = "two"
+[backend]
+extra_args = ["--backend", "sglang"]
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+num_inference_steps = [4]
+repeats = 2
+`
+
+// A full disk while a cell writes its log fails that cell, and the run goes on with the next.
+// log.txt is pointed at /dev/full, which fails every write with ENOSPC like a full disk.
+func TestDiskFullFailsCellAndRunContinues(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	p := testPlan(t, twoCells)
+	opts := simOptions(t)
+	opts.defaults()
+	dir, err := newRunDir(opts.OutputDir, p.Name, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := prepareCells(dir, p.Expand(), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/full", filepath.Join(recs[0].abs, LogFile)); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := execute(context.Background(), p, dir, recs, &Manifest{}, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{sum.Cells[0].Verdict, sum.Cells[1].Verdict}; !cmp.Equal(got, []string{plans.VerdictFailed, plans.VerdictOK}) {
+		t.Fatalf("verdicts %v, want [failed ok]", got)
+	}
+	if !strings.Contains(strings.Join(sum.Cells[0].Reasons, " "), "log-write") {
+		t.Errorf("reasons %q lack log-write", sum.Cells[0].Reasons)
+	}
+	if sum.ExitCode != ExitCellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	}
+}
+
+// Run and Resume: a resumed run executes only the cells without result.json, and refuses a run
+// directory whose cells.json no longer matches its plan.
+func TestResumeRunsOnlyMissingCells(t *testing.T) {
+	p := testPlan(t, twoCells)
+	opts := simOptions(t)
+	sum, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ExitCode != ExitOK {
+		t.Fatalf("exit %d: %+v", sum.ExitCode, sum.Cells)
+	}
+	second := filepath.Join(sum.RunDir, CellsDir, sum.Cells[1].ID, ResultFile)
+	first := filepath.Join(sum.RunDir, CellsDir, sum.Cells[0].ID, ResultFile)
+	before, _ := os.ReadFile(first)
+	if err := os.Remove(second); err != nil {
+		t.Fatal(err)
+	}
+	sum2, err := Resume(context.Background(), sum.RunDir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum2.ExitCode != ExitOK || sum2.Counts[plans.VerdictOK] != 2 {
+		t.Fatalf("resume: exit %d counts %v", sum2.ExitCode, sum2.Counts)
+	}
+	after, _ := os.ReadFile(first)
+	if !bytes.Equal(before, after) {
+		t.Error("resume rewrote the result of a finished cell")
+	}
+	if _, err := os.Stat(second); err != nil {
+		t.Errorf("resume did not run the missing cell: %v", err)
+	}
+
+	// An edited run directory is refused.
+	if err := os.WriteFile(filepath.Join(sum.RunDir, PlanFile), []byte(strings.Replace(twoCells, "repeats = 2", "repeats = 3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resume(context.Background(), sum.RunDir, opts); err == nil || !strings.Contains(err.Error(), "edited") {
+		t.Errorf("resume of an edited run directory: err = %v, want an 'edited' error", err)
+	}
+}
+
+func TestNewRunDirNeverReuses(t *testing.T) {
+	out := t.TempDir()
+	now := time.Date(2026, 11, 21, 18, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	for range 20 {
+		d, err := newRunDir(out, "p", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[d] {
+			t.Fatalf("run directory %s handed out twice", d)
+		}
+		seen[d] = true
+		if !strings.HasPrefix(filepath.Base(d), "20261121T180000Z-") {
+			t.Errorf("run directory name %s lacks the UTC time", d)
+		}
+	}
+}
+
+func TestWriteFileAtomicLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "result.json")
+	if err := writeFileAtomic(p, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(p, []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("directory holds %d entries, want only result.json", len(ents))
+	}
+	if b, _ := os.ReadFile(p); string(b) != "two" {
+		t.Errorf("content %q, want two", b)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "missing", "x"), nil); err == nil {
+		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+func TestMergeEnv(t *testing.T) {
+	got := mergeEnv([]string{"PATH=/bin", "A=1", "B=2"}, map[string]string{"B": "3", "C": "4"})
+	want := []string{"PATH=/bin", "A=1", "B=3", "C=4"}
+	if !cmp.Equal(got, want) {
+		t.Errorf("mergeEnv = %v, want %v", got, want)
+	}
+}
+
+func TestRedaction(t *testing.T) {
+	env := CaptureEnv([]string{"HF_TOKEN=hf_abc", "CUDA_VISIBLE_DEVICES=0,1", "HOME=/root", "NCCL_DEBUG=INFO", "SGLANG_API_KEY=k", "AWS_SECRET=x"})
+	want := map[string]string{"HF_TOKEN": Redacted, "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "SGLANG_API_KEY": Redacted}
+	if !cmp.Equal(env, want) {
+		t.Errorf("CaptureEnv = %v, want %v", env, want)
+	}
+	args := redactArgs([]string{"sglang", "--hf-token", "hf_abc", "--api-key=xyz", "--prompt", "a token of love"})
+	wantArgs := []string{"sglang", "--hf-token", Redacted, "--api-key=" + Redacted, "--prompt", "a token of love"}
+	if !cmp.Equal(args, wantArgs) {
+		t.Errorf("redactArgs = %v, want %v", args, wantArgs)
+	}
+	l := redactLaunch(backends.Launch{Argv: []string{"x", "--password", "p"}, Env: map[string]string{"MY_PASSWORD": "p", "OK": "v"}})
+	if l.Argv[2] != Redacted || l.Env["MY_PASSWORD"] != Redacted || l.Env["OK"] != "v" {
+		t.Errorf("redactLaunch = %+v", l)
+	}
+}
+
+func TestParseNvidiaSMI(t *testing.T) {
+	out := "name, driver_version, memory.total [MiB], clocks.sm [MHz], clocks.max.sm [MHz], power.limit [W]\n" +
+		"NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 1980 MHz, 1980 MHz, 700.00 W\n" +
+		"NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB, 345 MHz, 1980 MHz, 700.00 W\n"
+	g := parseNvidiaSMI(out)
+	if len(g) != 2 || g[0].Name != "NVIDIA H100 80GB HBM3" || g[0].Driver != "550.54.15" || g[1].SMClock != "345 MHz" || g[1].PowerLimit != "700.00 W" {
+		t.Errorf("parseNvidiaSMI = %+v", g)
+	}
+}
+
+func TestLookPathUsesGivenPATH(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "fake-sglang")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lookPath("fake-sglang", []string{"PATH=" + dir}); err != nil {
+		t.Errorf("lookPath with the directory on PATH: %v", err)
+	}
+	if _, err := lookPath("fake-sglang", []string{"PATH=/nonexistent"}); err == nil {
+		t.Error("lookPath found a program that is not on the given PATH")
+	}
+	if err := os.Chmod(exe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lookPath(exe, nil); err == nil {
+		t.Error("lookPath accepted a file that is not executable")
+	}
+}
+
+func TestProbeRecordsMissingAndTimeout(t *testing.T) {
+	pr := runProbe(context.Background(), []string{"definitely-not-installed-xyz"}, []string{"PATH=/nonexistent"}, time.Second)
+	if pr.Available || !strings.Contains(pr.Error, "unavailable") {
+		t.Errorf("missing probe = %+v", pr)
+	}
+	pr = runProbe(context.Background(), []string{"/bin/sh", "-c", "sleep 5"}, nil, 100*time.Millisecond)
+	if pr.Available || !strings.Contains(pr.Error, "timed out") {
+		t.Errorf("slow probe = %+v", pr)
+	}
+	pr = runProbe(context.Background(), []string{"/bin/sh", "-c", "echo sglang version: 1.2.3"}, nil, time.Second)
+	if !pr.Available || pr.Output != "sglang version: 1.2.3" {
+		t.Errorf("working probe = %+v", pr)
+	}
+}
+
+// The summary files are rendered reports: golden files pin their layout.
+func TestSummaryGolden(t *testing.T) {
+	s := &Summary{
+		Plan: "qwen-image", RunDir: "runs/qwen-image/20261121T180000Z-abcdef",
+		Cells: []SummaryRow{
+			{ID: "000-qwen-image-1024x1024-s0-none-r1", Verdict: "ok", WallNS: 21_500_000_000, E2ENS: 20_327_600_000, MeanDenoiseStepNS: 400_400_000},
+			{ID: "001-qwen-image-1024x1024-s0-torch-r1", Verdict: "ok", WallNS: 24_100_000_000, E2ENS: 20_890_900_000, MeanDenoiseStepNS: 411_600_000,
+				TopKernels: []KernelShare{{Name: "void flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1> > > >", Category: "attention", SharePct: 34.7}, {Name: "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", Category: "gemm", SharePct: 31.9}}},
+			{ID: "002-acme-model-default-s0-none-r1", Verdict: "invalid", WallNS: 3_000_000_000, Reasons: []string{"diffusers-fallback: sglang ran the diffusers backend | quoted"}},
+			{ID: "003-acme-model-default-s0-none-r2", Verdict: VerdictNotRun},
+		},
+		Counts: map[string]int{"ok": 2, "invalid": 1, VerdictNotRun: 1}, Interrupted: true,
+	}
+	s.ExitCode = exitCodeFor(s)
+	if s.ExitCode != ExitInterrupted {
+		t.Errorf("exit code %d, want %d for an interrupted run", s.ExitCode, ExitInterrupted)
+	}
+	var table bytes.Buffer
+	if err := WriteSummaryTable(&table, s); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "summary.txt.golden", table.Bytes())
+	golden(t, "summary.md.golden", renderSummaryMD(s))
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		verdicts    []string
+		interrupted bool
+		want        int
+	}{
+		{[]string{"ok", "ok"}, false, ExitOK},
+		{[]string{"ok", "invalid"}, false, ExitCellsFailed},
+		{[]string{"timeout"}, false, ExitCellsFailed},
+		{[]string{"ok", VerdictNotRun}, true, ExitInterrupted},
+	} {
+		s := &Summary{Interrupted: tc.interrupted}
+		for _, v := range tc.verdicts {
+			s.Cells = append(s.Cells, SummaryRow{Verdict: v})
+		}
+		if got := exitCodeFor(s); got != tc.want {
+			t.Errorf("%v interrupted=%v: exit %d, want %d", tc.verdicts, tc.interrupted, got, tc.want)
+		}
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Errorf("%s differs (-want +got):\n%s", name, d)
+	}
+}
