@@ -110,6 +110,8 @@ func TestClassifier(t *testing.T) {
 		{"nvjet_tst_256x128_64x4_1x2_h_bz_coopA_TNT", CatGEMM},
 		{"fused_qknorm_warp", CatNorm},
 		{"void fused_qknorm_warp<__nv_bfloat16, 128>(__nv_bfloat16*, float)", CatNorm},
+		{"fused_scale_shift_gate_kernel", CatNorm},
+		{"void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<c10::BFloat16>", CatNorm},
 		{"ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", CatCommunication},
 		{"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", CatCommunication},
 		{"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", CatCommunication},
