@@ -49,6 +49,7 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("REPO", root)
+			env.Setenv("FIXTURES", fixturesDir())
 			// Simulated cells take a few milliseconds instead of minutes.
 			env.Setenv("RUNNER_SIM_TIME_SCALE", "0")
 			// Every process the scripts start inherits this tag, so noprocs can find leftovers.
@@ -59,6 +60,14 @@ func TestScripts(t *testing.T) {
 			env.Setenv("ORIGPATH", env.Getenv("PATH"))
 			env.Setenv("BIN", filepath.SplitList(env.Getenv("PATH"))[0])
 			return nil
+		},
+		// [fixtures] holds when the real GPU traces of ../shared/fixtures are beside the checkout.
+		Condition: func(cond string) (bool, error) {
+			if cond != "fixtures" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			_, err := os.Stat(fixturesDir())
+			return err == nil, nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitCode,
@@ -254,4 +263,10 @@ func join(a, b string) string {
 		return b
 	}
 	return a + "." + b
+}
+
+// fixturesDir is ../shared/fixtures beside the repository (absent on a user's fresh clone).
+func fixturesDir() string {
+	d, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures"))
+	return d
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/sglprof/runner/reports/kineto"
+	"github.com/sglprof/runner/reports/triage"
 )
 
 func traceCommand(io stdio) *cli.Command {
@@ -24,7 +26,11 @@ func traceCommand(io stdio) *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := kineto.FixFile(c.Context, args[0], args[1])
+					in, err := singleTrace(args[0])
+					if err != nil {
+						return err
+					}
+					st, err := kineto.FixFile(c.Context, in, args[1])
 					if err != nil {
 						return err
 					}
@@ -65,7 +71,11 @@ func traceCommand(io stdio) *cli.Command {
 					default:
 						return usageErr("give --steps N or --window START:END")
 					}
-					st, err := kineto.SlimFile(c.Context, args[0], args[1], opts)
+					in, err := singleTrace(args[0])
+					if err != nil {
+						return err
+					}
+					st, err := kineto.SlimFile(c.Context, in, args[1], opts)
 					if err != nil {
 						return err
 					}
@@ -82,4 +92,30 @@ func traceCommand(io stdio) *cli.Command {
 			},
 		},
 	}
+}
+
+// singleTrace accepts a trace file, or a directory (a run cell's traces/) that holds exactly
+// one torch-profiler trace.
+func singleTrace(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return path, nil
+	}
+	in, err := triage.Discover(path, triage.DiscoverOptions{AllRanks: true})
+	if err != nil {
+		return "", err
+	}
+	var files []string
+	for _, f := range in.Files {
+		if f.Format == triage.FormatKineto {
+			files = append(files, f.Path)
+		}
+	}
+	if len(files) != 1 {
+		return "", usageErr("%s holds %d torch-profiler traces; name the one to rewrite: %s", path, len(files), strings.Join(files, ", "))
+	}
+	return files[0], nil
 }

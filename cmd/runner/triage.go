@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 
@@ -30,6 +32,7 @@ cell of runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attri
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
 		},
 		Action: func(c *cli.Context) error {
+			limitMemory()
 			log, err := logger(c, io.err)
 			if err != nil {
 				return err
@@ -92,3 +95,16 @@ cell of runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attri
 		},
 	}
 }
+
+// limitMemory caps the heap so the garbage collector works harder instead of letting a
+// multi-GB trace's garbage double the resident size; the reader's live data stays far below
+// it. A GOMEMLIMIT set by the user wins.
+func limitMemory() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(triageMemoryLimit)
+	}
+}
+
+// triageMemoryLimit keeps triage's peak RSS under the 300 MB target for traces up to about
+// 1.5 GB of JSON (measured in scripts/bench_kineto.sh).
+const triageMemoryLimit = 256 << 20
