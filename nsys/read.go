@@ -45,6 +45,10 @@ type ReadOptions struct {
 	Logger *slog.Logger
 	// KernelNames picks the name style of kernel ops (Capture keeps the other two as well).
 	KernelNames NameStyle
+	// AllowNoKernels reads an export without kernels instead of failing with ErrNoKernels (the
+	// reason becomes a trace warning): the window mapping still wants its NVTX ranges and
+	// capture window to say why nothing was captured.
+	AllowNoKernels bool
 }
 
 // KernelInfo is what nsys records about a kernel beyond the shared trace model.
@@ -213,7 +217,10 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 		defer r.strStmt.Close()
 	}
 	if err := r.kernels(opts.KernelNames); err != nil {
-		return nil, err
+		if !opts.AllowNoKernels || !errors.Is(err, ErrNoKernels) {
+			return nil, err
+		}
+		t.Warnings = append(t.Warnings, err.Error())
 	}
 	steps := []func() error{r.memops, r.runtime, r.nvtx, r.devices, r.processes, r.session}
 	for _, step := range steps {

@@ -90,7 +90,11 @@ func CoverFromNVTX(c *Capture, re *regexp.Regexp, totalSteps int) Coverage {
 		if re != nil {
 			pattern = re.String()
 		}
-		cov.Warnings = append(cov.Warnings, fmt.Sprintf("the capture window missed the denoising stage entirely: no NVTX range matches %s between %s and %s of the session; move `--delay`/`--duration` (or use --capture-range) so the window covers the denoising loop", pattern, fmtDur(c.WindowStart), fmtDur(c.WindowEnd)))
+		if c.WindowEnd <= c.WindowStart {
+			cov.Warnings = append(cov.Warnings, "the capture window missed the denoising stage entirely: the export holds no events at all (the application probably finished before `--delay` elapsed); shorten `--delay` so the window covers the denoising loop")
+		} else {
+			cov.Warnings = append(cov.Warnings, fmt.Sprintf("the capture window missed the denoising stage entirely: no NVTX range matches %s between %s and %s of the session; move `--delay`/`--duration` (or use --capture-range) so the window covers the denoising loop", pattern, fmtDur(c.WindowStart), fmtDur(c.WindowEnd)))
+		}
 	}
 	cov.finish()
 	return cov
@@ -181,3 +185,7 @@ func spans(xs []int) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Missed reports that the window captured no denoising step although the run had some (the
+// coverage then carries a warning saying how to move the window).
+func (c Coverage) Missed() bool { return len(c.Full)+len(c.Partial) == 0 && len(c.Warnings) > 0 }

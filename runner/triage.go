@@ -4,22 +4,30 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/reports/kineto"
+	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
 )
 
 // OpenTrace reads one trace file into the linked trace model: an nsys SQLite export through
 // the nsys reader, anything else through the Kineto reader (which detects gzip by its magic
-// bytes). It is the Open function every triage in the runner uses.
+// bytes). A file named .sqlite or .nsys-rep that is no SQLite database goes to the nsys
+// reader too, whose error says what the file is not and how to export a report. It is the
+// Open function every triage in the runner uses.
 func OpenTrace(ctx context.Context, path string) (*trace.Trace, error) {
-	if isSQLite(path) {
+	if nsysInput(path) {
 		return nsys.Read(ctx, path, nsys.ReadOptions{})
 	}
 	t, err := kineto.ReadFile(ctx, path, kineto.Options{})
@@ -28,6 +36,12 @@ func OpenTrace(ctx context.Context, path string) (*trace.Trace, error) {
 	}
 	trace.Link(t)
 	return t, nil
+}
+
+// nsysInput says whether the nsys reader should read path: an SQLite file, or a file that
+// claims to be an export or report by its name.
+func nsysInput(path string) bool {
+	return isSQLite(path) || strings.HasSuffix(path, nsys.SQLiteExt) || strings.HasSuffix(path, nsys.ReportExt)
 }
 
 // isSQLite sniffs the SQLite file header rather than trusting the suffix.
@@ -47,28 +61,35 @@ const topKernelCount = 3
 
 // triageCell writes triage.md and triage.json for a cell with a torch trace or an nsys export,
 // and keeps the top kernels for the summary. A triage problem is a warning: the measurement
-// itself is still valid.
+// itself is still valid. For nsys cells of diffusion runs the triage also says which denoise
+// steps the --delay/--duration window covered, and the cell gets an "nsys-window" warning
+// when the window missed the denoising stage entirely.
 func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Options) {
 	var root string
+	var nopts NsysOptions
 	switch {
 	case rec.NSys != nil:
 		root = filepath.Join(rec.abs, rec.NSys.Report+".sqlite")
 		if _, err := os.Stat(root); err != nil {
 			return
 		}
+		nopts = cellWindowOptions(rec, res)
 	case len(res.Found.Traces) > 0:
 		root = filepath.Join(rec.abs, "traces")
 	default:
 		return
 	}
-	rep, err := TriagePath(ctx, root, triage.DiscoverOptions{}, triage.Options{Logger: opts.Logger})
+	rep, sess, err := triageWith(ctx, root, triage.DiscoverOptions{}, triage.Options{Logger: opts.Logger}, nopts)
 	if err != nil {
 		res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: fmt.Sprintf("triage of %s failed: %v", root, err)})
 		return
 	}
+	if sess != nil && sess.coverage != nil && sess.coverage.Missed() {
+		res.Warnings = append(res.Warnings, backends.Reason{Code: "nsys-window", Message: strings.Join(sess.coverage.Warnings, "; ")})
+	}
 	for _, f := range []struct{ name, format string }{{TriageMD, "md"}, {TriageJSON, "json"}} {
 		var b bytes.Buffer
-		if err := triage.Render(&b, rep, f.format, triage.DefaultCutoff); err != nil {
+		if err := RenderTriage(&b, rep, f.format, triage.DefaultCutoff); err != nil {
 			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
@@ -79,23 +100,101 @@ func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Opti
 	}
 	res.TopKernels = topKernels(rep, topKernelCount)
 	for _, w := range rep.Warnings {
+		if strings.HasPrefix(w, windowPrefix) || (sess != nil && sess.coverage != nil && slices.Contains(sess.coverage.Warnings, w)) {
+			continue // said once, as the nsys-window warning above
+		}
 		if strings.Contains(w, "window") || strings.Contains(w, "no kernel") {
 			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: w})
 		}
 	}
 }
 
+// cellWindowOptions asks for the window mapping of an nsys cell of a diffusion run: a run whose
+// perf dump has denoise steps or a DenoisingStage. A cell of an LLM run gets none.
+func cellWindowOptions(rec cellRecord, res *CellResult) NsysOptions {
+	o := NsysOptions{AllowNoKernels: true, NVTXTraced: true, TotalSteps: len(res.Timings.DenoiseStepsNS)}
+	if tr := rec.Cell.NSys.Trace; len(tr) > 0 {
+		o.NVTXTraced = slices.Contains(tr, "nvtx")
+	}
+	diffusion := o.TotalSteps > 0
+	for _, st := range res.Timings.Stages {
+		diffusion = diffusion || st.Name == "DenoisingStage"
+	}
+	if res.Found.PerfDump != "" {
+		if d, err := perf.ReadDumpFile(res.Found.PerfDump); err == nil {
+			o.StepTimings = StepTimings(d)
+		}
+	}
+	o.Window = diffusion
+	return o
+}
+
+// StepTimings places a perf dump's denoise steps on the Unix clock: the dump's timestamp is
+// taken as the end of the request (sglang writes the dump when the request finishes), the
+// stages before DenoisingStage are laid end to end from the request's start, and the steps end
+// to end from the denoising stage's start. It is an estimate (host gaps between stages are
+// not in the dump) used only when the export has no NVTX step ranges; nil when the dump has no
+// steps or no readable timestamp.
+func StepTimings(d *perf.Dump) []nsys.Step {
+	if d == nil || len(d.DenoiseSteps) == 0 {
+		return nil
+	}
+	var end time.Time
+	var err error
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+		if end, err = time.Parse(layout, d.Timestamp); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil
+	}
+	at := end.UnixNano() - d.Total.Nanoseconds()
+	for _, st := range d.Stages {
+		if st.Name == "DenoisingStage" {
+			break
+		}
+		at += st.Dur.Nanoseconds()
+	}
+	steps := make([]nsys.Step, len(d.DenoiseSteps))
+	for i, dur := range d.DenoiseSteps {
+		steps[i] = nsys.Step{Index: i, Start: at, End: at + dur.Nanoseconds()}
+		at += dur.Nanoseconds()
+	}
+	return steps
+}
+
 // TriagePath discovers the traces under root (a file or directory) and triages them with the
 // runner's readers.
 func TriagePath(ctx context.Context, root string, dopts triage.DiscoverOptions, topts triage.Options) (*triage.Report, error) {
+	return TriageNsys(ctx, root, dopts, topts, NsysOptions{})
+}
+
+// TriageNsys is TriagePath with the nsys options of `runner triage` (--nvtx-stage, the window
+// mapping). For an nsys export the report also carries the nsys-only tables (Report.NVTX,
+// MemoryOps, API) and kernels without a Python site show their NVTX scope as location.
+func TriageNsys(ctx context.Context, root string, dopts triage.DiscoverOptions, topts triage.Options, nopts NsysOptions) (*triage.Report, error) {
+	rep, _, err := triageWith(ctx, root, dopts, topts, nopts)
+	return rep, err
+}
+
+func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, topts triage.Options, nopts NsysOptions) (*triage.Report, *nsysSession, error) {
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	s := newNsysSession(nopts, topts.Logger)
 	if topts.Open == nil {
-		topts.Open = OpenTrace
+		topts.Open = s.open
 	}
-	return triage.Analyze(ctx, in, topts)
+	topts.Scopes = s.scopes
+	topts.Stages = s.stages
+	rep, err := triage.Analyze(ctx, in, topts)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.fill(rep)
+	return rep, s, nil
 }
 
 // topKernels takes the first n kernel rows of the stage with the most kernel time, which for a
@@ -161,4 +260,269 @@ func (e *GateError) Error() string {
 		why = append(why, reasonLine(r))
 	}
 	return fmt.Sprintf("cell %s is marked %s: %s; its traces do not measure what the cell claims (pass --force to triage them anyway)", e.Cell, e.Result.Verdict, strings.Join(why, "; "))
+}
+
+// DefaultAPITop is how many CUDA API calls the nsys API table keeps (by total time).
+const DefaultAPITop = 20
+
+// windowPrefix starts the report line that says which denoise steps an nsys capture covered.
+const windowPrefix = "nsys capture window: "
+
+// NsysOptions tune what a triage does with nsys exports; the zero value is `runner triage`
+// without nsys flags.
+type NsysOptions struct {
+	// StageRE, when set, makes the NVTX ranges whose name matches it the stages (--nvtx-stage):
+	// each kernel belongs to the innermost matching range open on its launching thread when it
+	// was launched, kernels outside every match to "unannotated". Nil keeps the rules of torch
+	// traces: SGLang diffusion stage ranges (DenoisingStage, ...) and denoising_step_N ranges
+	// (DenoisingStage), LLM step ranges, else a single stage "all".
+	StageRE *regexp.Regexp
+	// APITop bounds the CUDA API table (DefaultAPITop when 0, all calls when negative).
+	APITop int
+	// AllowNoKernels triages an export without kernels as an empty report whose warnings say
+	// why, instead of failing (runner run wants the window mapping of such a cell).
+	AllowNoKernels bool
+	// Window asks for the capture-window mapping of a diffusion run: which denoise steps the
+	// --delay/--duration window covered, from the export's NVTX step ranges, else from
+	// StepTimings.
+	Window bool
+	// NVTXTraced says the capture traced NVTX, so no step range in it means no step captured.
+	NVTXTraced bool
+	// TotalSteps is the run's number of denoise steps when known (0 if not).
+	TotalSteps int
+	// StepTimings are the run's steps on the Unix clock (see StepTimings), for exports without
+	// NVTX step ranges.
+	StepTimings []nsys.Step
+}
+
+// nsysSession is the nsys side of one triage: its Open reads exports with the nsys reader and
+// computes, while the capture is in hand, what the triage hooks and the report need, so that
+// no capture outlives its turn in Analyze (inputs are read one at a time).
+type nsysSession struct {
+	opts     NsysOptions
+	log      *slog.Logger
+	pending  map[*trace.Trace]*nsysTrace
+	tables   *nsys.Tables // of the first nsys input
+	inputs   int          // nsys inputs read
+	coverage *nsys.Coverage
+	notes    []string
+}
+
+// nsysTrace is what the hooks need of one read export.
+type nsysTrace struct {
+	scopes []trace.NameID
+	stages []string
+}
+
+func newNsysSession(o NsysOptions, log *slog.Logger) *nsysSession {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &nsysSession{opts: o, log: log, pending: map[*trace.Trace]*nsysTrace{}}
+}
+
+// open is OpenTrace that keeps the nsys facts of an export.
+func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, error) {
+	if !nsysInput(path) {
+		return OpenTrace(ctx, path)
+	}
+	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels})
+	if err != nil {
+		return nil, err
+	}
+	s.inputs++
+	if s.inputs == 1 {
+		top := s.opts.APITop
+		if top == 0 {
+			top = DefaultAPITop
+		}
+		tb := nsys.Summaries(c, max(top, 0))
+		s.tables = &tb
+		if s.opts.Window {
+			s.coverage = windowCoverage(c, s.opts)
+		}
+	}
+	nt := &nsysTrace{scopes: scopeLabels(c)}
+	if s.opts.StageRE != nil {
+		nt.stages = stageLabels(c.Trace, s.opts.StageRE)
+	}
+	s.pending[c.Trace] = nt
+	return c.Trace, nil
+}
+
+// stages is the triage.Options.Stages hook (--nvtx-stage). Analyze calls it before scopes.
+func (s *nsysSession) stages(t *trace.Trace) []string {
+	if nt := s.pending[t]; nt != nil {
+		return nt.stages
+	}
+	return nil
+}
+
+// scopes is the triage.Options.Scopes hook: the NVTX scope of every op of an nsys trace. It is
+// the last hook Analyze calls for a trace, so the trace's entry goes here.
+func (s *nsysSession) scopes(t *trace.Trace) []trace.NameID {
+	nt := s.pending[t]
+	if nt == nil {
+		return nil
+	}
+	delete(s.pending, t)
+	return nt.scopes
+}
+
+// fill adds the nsys-only tables and the window mapping to the report.
+func (s *nsysSession) fill(rep *triage.Report) {
+	clear(s.pending)
+	if s.tables != nil {
+		rep.NVTX = nonNilSlice(s.tables.NVTX)
+		rep.MemoryOps = nonNilSlice(s.tables.MemoryOps)
+		rep.API = nonNilSlice(s.tables.API)
+		if s.inputs > 1 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d nsys exports triaged; the NVTX, memory and API tables are of the first one (%s)", s.inputs, firstPath(rep)))
+		}
+	}
+	if s.coverage != nil {
+		lines := []string{windowPrefix + s.coverage.Summary}
+		rep.Warnings = append(lines, append(s.coverage.Warnings, rep.Warnings...)...)
+	}
+}
+
+func firstPath(rep *triage.Report) string {
+	if len(rep.Inputs) == 0 {
+		return "?"
+	}
+	return rep.Inputs[0].Path
+}
+
+// nonNilSlice keeps an nsys table an array in JSON ("nvtx": []), never null, so a consumer
+// can tell "an nsys export with no NVTX ranges" from "a torch trace" (key absent).
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// windowCoverage maps the capture window onto the denoise steps. NVTX step ranges are
+// authoritative when NVTX was traced (they come from the same capture, so none means no step
+// was captured); the perf dump's step timings, an estimate on another clock, are used only when
+// NVTX was not traced. nil when neither can say.
+func windowCoverage(c *nsys.Capture, o NsysOptions) *nsys.Coverage {
+	if o.NVTXTraced || len(nsys.StepsFromNVTX(c.Trace, nil)) > 0 {
+		cov := nsys.CoverFromNVTX(c, nil, o.TotalSteps)
+		return &cov
+	}
+	if len(o.StepTimings) > 0 && c.WindowEnd > c.WindowStart {
+		if cov, ok := nsys.CoverFromTimings(c, o.StepTimings); ok {
+			if o.TotalSteps > 0 {
+				cov.TotalSteps = o.TotalSteps
+			}
+			return &cov
+		}
+	}
+	return nil
+}
+
+// scopeLabels names every GPU op's NVTX scope, the innermost NVTX range on its launching thread
+// when it was launched, as "nvtx: <range>" (domain-qualified outside the default domain).
+// Decimal numbers in the range name are folded to N (denoising_step_12 → denoising_step_N,
+// layers.3.attn → layers.N.attn), as a Python location is one code line for every loop
+// iteration: otherwise a kernel's time would be split over 50 step or 60 layer sites.
+func scopeLabels(c *nsys.Capture) []trace.NameID {
+	t := c.Trace
+	idx := nsys.Scopes(t, nil)
+	labels := map[int32]trace.NameID{}
+	out := make([]trace.NameID, len(idx))
+	for i, a := range idx {
+		if a < 0 || int(a) >= len(t.Annotations) {
+			continue
+		}
+		id, ok := labels[a]
+		if !ok {
+			name := foldNumbers(t.Name(t.Annotations[a].Name))
+			if int(a) < len(c.Ranges) && c.Ranges[a].Domain != "" {
+				name = c.Ranges[a].Domain + ":" + name
+			}
+			id = t.Names.InternString("nvtx: " + name)
+			labels[a] = id
+		}
+		out[i] = id
+	}
+	return out
+}
+
+var decimalRun = regexp.MustCompile(`[0-9]+`)
+
+func foldNumbers(s string) string { return decimalRun.ReplaceAllString(s, "N") }
+
+// stageLabels gives every GPU op the name of the innermost range matching re around its launch
+// ("" outside every match).
+func stageLabels(t *trace.Trace, re *regexp.Regexp) []string {
+	idx := nsys.StageScopes(t, re)
+	out := make([]string, len(idx))
+	for i, a := range idx {
+		if a >= 0 && int(a) < len(t.Annotations) {
+			out[i] = t.Name(t.Annotations[a].Name)
+		}
+	}
+	return out
+}
+
+// RenderTriage is triage.Render plus, for an nsys export in text, md or csv, the nsys-only
+// tables (NVTX ranges, memory operations, CUDA API) after the three triage tables. JSON carries
+// them under "nvtx", "memory_ops" and "api" through the report itself.
+func RenderTriage(w io.Writer, rep *triage.Report, format string, cutoff float64) error {
+	if err := triage.Render(w, rep, format, cutoff); err != nil {
+		return err
+	}
+	if format == triage.FormatJSON {
+		return nil
+	}
+	nv, ok1 := rep.NVTX.([]nsys.NVTXRange)
+	mem, ok2 := rep.MemoryOps.([]nsys.MemoryOp)
+	api, ok3 := rep.API.([]nsys.APICall)
+	if !ok1 && !ok2 && !ok3 {
+		return nil
+	}
+	tf := nsys.TableText
+	switch format {
+	case triage.FormatMarkdown, "markdown":
+		tf = nsys.TableMarkdown
+	case triage.FormatCSV:
+		tf = nsys.TableCSV
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return err
+	}
+	return nsys.Tables{NVTX: nv, MemoryOps: mem, API: api}.Render(w, tf)
+}
+
+// IsNsysReport says whether path names an Nsight Systems report (.nsys-rep) rather than its
+// SQLite export.
+func IsNsysReport(path string) bool {
+	return strings.HasSuffix(path, nsys.ReportExt) && !isSQLite(path)
+}
+
+// ExportReport turns an Nsight Systems report into the SQLite export that triage reads, with
+// `nsys export --type sqlite` (nsys looked up on env's PATH), written beside the report as
+// `nsys stats` does; an export already there and not older than the report is reused. The
+// report itself is only read.
+func ExportReport(ctx context.Context, report string, env []string, log *slog.Logger) (string, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rs, err := os.Stat(report)
+	if err != nil {
+		return "", fmt.Errorf("nsys report: %w", err)
+	}
+	out := nsys.SQLitePath(report)
+	if st, err := os.Stat(out); err == nil && !st.ModTime().Before(rs.ModTime()) && isSQLite(out) {
+		log.Info("using the existing SQLite export of the report", "export", out)
+		return out, nil
+	}
+	exe, err := lookPath("nsys", env)
+	if err != nil {
+		return "", fmt.Errorf("%s is an Nsight Systems report and nsys is not on PATH to export it (%v): install Nsight Systems, or export it on a machine that has it with `nsys export --type sqlite -o %s %s` and triage the .sqlite file", report, err, filepath.Base(out), filepath.Base(report))
+	}
+	log.Info("exporting the report to SQLite", "nsys", exe, "report", report)
+	return nsys.Export(ctx, []string{exe}, report)
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"regexp"
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/triage"
 	"github.com/sglprof/runner/runner"
@@ -17,10 +20,16 @@ func triageCommand(io stdio) *cli.Command {
 		Name:      "triage",
 		Usage:     "kernel, overlap and fusion tables of a torch-profiler trace or nsys export",
 		ArgsUsage: "FILE|DIR",
-		Description: `FILE is a Kineto trace (.json or .json.gz, detected by content) or an nsys SQLite
-export; DIR is a trace directory (SGLang, SGLang diffusion or vLLM-Omni naming) or a run
-cell of runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attribution)
---formal DIR (graph-on trace, times) and no FILE|DIR.`,
+		Description: `FILE is a Kineto trace (.json or .json.gz, detected by content), an nsys SQLite
+export, or an nsys report (.nsys-rep, exported to SQLite beside it with the nsys on PATH);
+DIR is a trace directory (SGLang, SGLang diffusion or vLLM-Omni naming) or a run cell of
+runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attribution) --formal DIR
+(graph-on trace, times) and no FILE|DIR.
+
+For nsys inputs the three tables are followed by the NVTX range, memory operation and CUDA
+API tables (JSON keys "nvtx", "memory_ops", "api"), and a kernel without a Python site shows
+its NVTX scope (the innermost NVTX range around its launch, numbers folded to N) as location.
+--stats prints nsys stats' cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum instead.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, json or csv"},
 			&cli.Float64Flag{Name: "cutoff", Value: triage.DefaultCutoff, Usage: "hide rows below this share in `PERCENT` (0 shows all)"},
@@ -30,6 +39,8 @@ cell of runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attri
 			&cli.StringFlag{Name: "mapping", Usage: "graph-off trace `DIR` for Python attribution (two-trace mode)"},
 			&cli.StringFlag{Name: "formal", Usage: "graph-on trace `DIR` for times (two-trace mode)"},
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
+			&cli.StringFlag{Name: "nvtx-stage", Usage: "nsys inputs: the NVTX ranges whose name matches `REGEX` are the stages (each kernel goes to the innermost match around its launch). Default: SGLang diffusion stage ranges (DenoisingStage, ...) and denoising_step_N ranges as for torch traces, else one stage 'all'"},
+			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, text otherwise) instead of the triage"},
 		},
 		Action: func(c *cli.Context) error {
 			limitMemory()
@@ -53,7 +64,16 @@ cell of runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attri
 				}
 				dopts.Rank = &r
 			}
-			topts := triage.Options{Open: runner.OpenTrace, Logger: log}
+			topts := triage.Options{Logger: log}
+			var nopts runner.NsysOptions
+			if re := c.String("nvtx-stage"); re != "" {
+				if nopts.StageRE, err = regexp.Compile(re); err != nil {
+					return usageErr("--nvtx-stage: %v", err)
+				}
+			}
+			if c.Bool("stats") && (c.String("mapping") != "" || c.String("formal") != "") {
+				return usageErr("--stats reads one nsys export; it does not take --mapping/--formal")
+			}
 			if d := c.Int("device"); d >= 0 {
 				topts.Device = &d
 			}
@@ -86,14 +106,62 @@ cell of runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attri
 					return &exitError{code: runner.ExitCellsFailed, err: &runner.GateError{Cell: cell, Result: res}}
 				}
 				root = r
+				if runner.IsNsysReport(root) {
+					if root, err = runner.ExportReport(c.Context, root, os.Environ(), log); err != nil {
+						return err
+					}
+				}
 			}
-			rep, err := runner.TriagePath(c.Context, root, dopts, topts)
+			if c.Bool("stats") {
+				return printStats(c, io, root, dopts, format, log)
+			}
+			rep, err := runner.TriageNsys(c.Context, root, dopts, topts, nopts)
 			if err != nil {
 				return err
 			}
-			return triage.Render(io.out, rep, format, c.Float64("cutoff"))
+			return runner.RenderTriage(io.out, rep, format, c.Float64("cutoff"))
 		},
 	}
+}
+
+// printStats writes the nsys stats summaries of every nsys export under root; a torch trace
+// is a usage error.
+func printStats(c *cli.Context, io stdio, root string, dopts triage.DiscoverOptions, format string, log *slog.Logger) error {
+	in, err := triage.Discover(root, dopts)
+	if err != nil {
+		return err
+	}
+	tf := nsys.TableText
+	switch format {
+	case "csv":
+		tf = nsys.TableCSV
+	case "json":
+		return usageErr("--stats prints text or CSV (--format csv), like nsys stats; for JSON use the triage's \"nvtx\" and \"api\" keys")
+	}
+	for i, f := range in.Files {
+		if f.Format != triage.FormatNsys {
+			return usageErr("--stats needs an nsys export (.sqlite or .nsys-rep); %s is a torch-profiler trace: drop --stats to triage it", f.Path)
+		}
+		capt, err := nsys.ReadCapture(c.Context, f.Path, nsys.ReadOptions{Logger: log})
+		if err != nil {
+			return err
+		}
+		if len(in.Files) > 1 {
+			if i > 0 {
+				fmt.Fprintln(io.out)
+			}
+			fmt.Fprintf(io.out, "# %s\n", f.Path)
+		}
+		for j, r := range nsys.Stats(capt) {
+			if j > 0 {
+				fmt.Fprintln(io.out)
+			}
+			if err := r.Table().Write(io.out, tf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // limitMemory caps the heap so the garbage collector works harder instead of letting a

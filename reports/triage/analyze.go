@@ -40,6 +40,15 @@ type Options struct {
 	Classifier *Classifier
 	// Logger receives progress at debug level; nil discards.
 	Logger *slog.Logger
+	// Scopes, when set, labels the GPU ops of t that have no Python site (an nsys trace has
+	// no Python frames): it returns, per GPU op of t (same index), a name in t.Names (0, the
+	// empty name, for none), and the kernel table shows that name in the location column instead of
+	// "unresolved". The nsys path passes the op's NVTX scope; torch traces leave it nil.
+	Scopes func(t *trace.Trace) []trace.NameID
+	// Stages, when set and returning non-nil for t, gives each GPU op of t (same index) its
+	// stage label instead of the stages found from annotations (a stage named by the file
+	// still wins); "" puts an op in StageUnannotated. `runner triage --nvtx-stage` uses it.
+	Stages func(t *trace.Trace) []string
 }
 
 // Analyze reads every input and builds the per-stage kernel, overlap and fusion tables.
@@ -178,6 +187,7 @@ const (
 	kindFrame uint8 = iota
 	kindGraph
 	kindUnresolved
+	kindScope // no Python site, but an Options.Scopes label (an NVTX range)
 )
 
 type siteKey struct {
@@ -267,7 +277,7 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 	if f.Stage != "" {
 		groups[f.Stage] = ops
 		order = []string{f.Stage}
-	} else if st := opStages(t, ops, dev); st != nil {
+	} else if st := a.opStages(t, ops, dev); st != nil {
 		for i, oi := range ops {
 			if _, ok := groups[st[i]]; !ok {
 				order = append(order, st[i])
@@ -290,6 +300,9 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 		info.Stage = strings.Join(order, ",")
 	}
 	c := newTraceCtx(t, a.cls)
+	if a.opts.Scopes != nil {
+		c.scopes = a.opts.Scopes(t)
+	}
 	var res []stageResult
 	for _, st := range order {
 		if err := ctx.Err(); err != nil {
@@ -341,6 +354,7 @@ type traceCtx struct {
 	byName map[string]int32
 	cats   []string
 	sites  *siteFinder
+	scopes []trace.NameID // per GPU op: Options.Scopes label, or nil
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
@@ -396,7 +410,7 @@ func (c *traceCtx) opSite(oi int32) siteKey {
 		if b := c.sites.bestFrame(co.Frame); b >= 0 && c.sites.info(b).score > scoreNoise {
 			return siteKey{loc: t.Frames[b].Name, cpu: co.Name, kind: kindFrame}
 		}
-		return siteKey{cpu: co.Name, kind: kindUnresolved}
+		return c.scoped(oi, siteKey{cpu: co.Name, kind: kindUnresolved})
 	}
 	if op.Launch >= 0 && int(op.Launch) < len(t.Launches) {
 		// No CPU op (External id missing): the frames around the launch call still say where.
@@ -404,9 +418,35 @@ func (c *traceCtx) opSite(oi int32) siteKey {
 		if b := c.sites.bestFrame(l.Frame); b >= 0 && c.sites.info(b).score > scoreNoise {
 			return siteKey{loc: t.Frames[b].Name, cpu: l.Name, kind: kindFrame}
 		}
-		return siteKey{cpu: l.Name, kind: kindUnresolved}
+		return c.scoped(oi, siteKey{cpu: l.Name, kind: kindUnresolved})
 	}
-	return siteKey{kind: kindUnresolved}
+	return c.scoped(oi, siteKey{kind: kindUnresolved})
+}
+
+// scoped replaces an unresolved site by the op's Options.Scopes label when there is one.
+func (c *traceCtx) scoped(oi int32, k siteKey) siteKey {
+	if int(oi) < len(c.scopes) && c.scopes[oi] != 0 {
+		k.loc, k.kind = c.scopes[oi], kindScope
+	}
+	return k
+}
+
+// opStages is Options.Stages when it answers for t, else the stages from annotations.
+func (a *analyzer) opStages(t *trace.Trace, ops []int32, dev int32) []string {
+	if a.opts.Stages != nil {
+		if per := a.opts.Stages(t); per != nil {
+			out := make([]string, len(ops))
+			for i, oi := range ops {
+				if int(oi) < len(per) && per[oi] != "" {
+					out[i] = per[oi]
+				} else {
+					out[i] = StageUnannotated
+				}
+			}
+			return out
+		}
+	}
+	return opStages(t, ops, dev)
 }
 
 // resolve turns a site key into display strings.
@@ -421,6 +461,12 @@ func (c *traceCtx) resolve(k siteKey) siteKeyS {
 		return siteKeyS{loc: loc, cpu: t.Name(k.cpu) + " replay (graph)"}
 	case kindFrame:
 		return siteKeyS{loc: siteName(t.Name(k.loc)), cpu: t.Name(k.cpu)}
+	case kindScope:
+		cpu := t.Name(k.cpu)
+		if cpu == "" {
+			cpu = "-"
+		}
+		return siteKeyS{loc: t.Name(k.loc), cpu: cpu}
 	}
 	cpu := t.Name(k.cpu)
 	if cpu == "" {
