@@ -828,17 +828,26 @@ func (r *reader) session() error {
 		}
 	}
 	if !haveWindow {
-		first, last := int64(0), int64(0)
-		for i, op := range r.t.GPUOps {
-			if i == 0 || op.Start < first {
-				first = op.Start
+		// The first and last event of any kind: an export without kernels (AllowNoKernels)
+		// still has a window when it captured NVTX ranges or API calls.
+		first, last, seen := int64(0), int64(0), false
+		add := func(s, e int64) {
+			if !seen || s < first {
+				first = s
 			}
-			if op.End > last {
-				last = op.End
+			if !seen || e > last {
+				last = e
 			}
+			seen = true
+		}
+		for _, op := range r.t.GPUOps {
+			add(op.Start, op.End)
 		}
 		for _, l := range r.t.Launches {
-			first, last = min(first, l.Start), max(last, l.End)
+			add(l.Start, l.End)
+		}
+		for _, a := range r.t.Annotations {
+			add(a.Start, a.End)
 		}
 		r.c.WindowStart, r.c.WindowEnd = first, last
 	}

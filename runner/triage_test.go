@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysgen"
+	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/trace"
+	"github.com/sglprof/runner/reports/triage"
+)
+
+// wireExport is a small diffusion-like export: two denoising steps on the main thread, each
+// with named-domain attention and mlp ranges inside, one kernel launched in each inner range.
+func wireExport(t *testing.T, kernels bool) string {
+	t.Helper()
+	const pid, tid = 7, 7
+	e := nsysgen.Export{
+		Version:            "3.11.1",
+		SessionStartUnixNs: 1_700_000_000_000_000_000,
+		GPUs:               []nsysgen.GPU{{ID: 0, Name: "NVIDIA H100 80GB HBM3"}},
+		Processes:          []nsysgen.Process{{PID: pid, Name: "python3"}},
+		NVTX: []nsysgen.NVTX{
+			{Start: 1_000, End: 500_000, PID: pid, TID: tid, Text: "denoising_step_0"},
+			{Start: 2_000, End: 200_000, PID: pid, TID: tid, Text: "attention", Domain: "sglang"},
+			{Start: 210_000, End: 400_000, PID: pid, TID: tid, Text: "mlp", Domain: "sglang"},
+			{Start: 501_000, End: 1_000_000, PID: pid, TID: tid, Text: "denoising_step_1"},
+			{Start: 502_000, End: 700_000, PID: pid, TID: tid, Text: "attention", Domain: "sglang"},
+		},
+	}
+	if kernels {
+		e.Runtime = []nsysgen.Runtime{
+			{Start: 10_000, End: 15_000, PID: pid, TID: tid, Correlation: 1, Name: "cudaLaunchKernel_v7000"},
+			{Start: 220_000, End: 225_000, PID: pid, TID: tid, Correlation: 2, Name: "cudaLaunchKernel_v7000"},
+			{Start: 510_000, End: 515_000, PID: pid, TID: tid, Correlation: 3, Name: "cudaLaunchKernel_v7000"},
+			{Start: 800_000, End: 900_000, PID: pid, TID: tid, Correlation: 4, Name: "cudaStreamSynchronize_v3020"},
+		}
+		e.Kernels = []nsysgen.Kernel{
+			{Start: 20_000, End: 120_000, Device: 0, Stream: 7, Correlation: 1, Name: "void flash::FlashAttnFwdSm90<int>(int)", PID: pid, TID: tid},
+			{Start: 230_000, End: 300_000, Device: 0, Stream: 7, Correlation: 2, Name: "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", PID: pid, TID: tid},
+			{Start: 520_000, End: 620_000, Device: 0, Stream: 7, Correlation: 3, Name: "void flash::FlashAttnFwdSm90<int>(int)", PID: pid, TID: tid},
+		}
+	}
+	path := filepath.Join(t.TempDir(), "report.sqlite")
+	if err := nsysgen.Write(path, e); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func locationsOf(rep *triage.Report, kernel string) []string {
+	var out []string
+	for _, st := range rep.Stages {
+		for _, k := range st.Kernels {
+			if strings.Contains(k.Name, kernel) {
+				for _, l := range k.Locations {
+					out = append(out, l.Location)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestTriageNsysTablesAndScopes(t *testing.T) {
+	path := wireExport(t, true)
+	rep, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Default stages: denoising_step_N ranges make the DenoisingStage, as for torch traces.
+	if len(rep.Stages) != 1 || rep.Stages[0].Stage != "DenoisingStage" {
+		t.Fatalf("stages = %+v, want one DenoisingStage", rep.Stages)
+	}
+	// Kernel scope: the innermost NVTX range around the launch, domain-qualified.
+	if got := locationsOf(rep, "FlashAttnFwdSm90"); !slices.Equal(got, []string{"nvtx: sglang:attention"}) {
+		t.Errorf("flash locations = %v, want [nvtx: sglang:attention]", got)
+	}
+	if got := locationsOf(rep, "nvjet"); !slices.Equal(got, []string{"nvtx: sglang:mlp"}) {
+		t.Errorf("gemm locations = %v, want [nvtx: sglang:mlp]", got)
+	}
+	nv, ok := rep.NVTX.([]nsys.NVTXRange)
+	if !ok || len(nv) != 4 { // attention, mlp, denoising_step_0, denoising_step_1
+		t.Fatalf("NVTX = %#v, want 4 ranges", rep.NVTX)
+	}
+	api, ok := rep.API.([]nsys.APICall)
+	if !ok || len(api) != 2 || api[0].Name != "cudaStreamSynchronize" || !api[0].Sync {
+		t.Errorf("API = %+v, want cudaStreamSynchronize (sync) first", rep.API)
+	}
+	if mem, ok := rep.MemoryOps.([]nsys.MemoryOp); !ok || len(mem) != 0 || mem == nil {
+		t.Errorf("MemoryOps = %#v, want an empty, non-nil table", rep.MemoryOps)
+	}
+	var b bytes.Buffer
+	if err := RenderTriage(&b, rep, "text", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"== Kernel Table ==", "NVTX ranges", "Memory operations", "CUDA API calls", "nvtx: sglang:attention"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text output lacks %q", want)
+		}
+	}
+	b.Reset()
+	if err := RenderTriage(&b, rep, "json", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"nvtx": [`, `"memory_ops": []`, `"api": [`} {
+		if !strings.Contains(b.String(), key) {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+}
+
+func TestTriageNsysStageRegex(t *testing.T) {
+	path := wireExport(t, true)
+	rep, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{StageRE: regexp.MustCompile(`^denoising_step_\d+$`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range rep.Stages {
+		got = append(got, st.Stage)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"denoising_step_0", "denoising_step_1"}) {
+		t.Fatalf("stages = %v, want denoising_step_0 and denoising_step_1", got)
+	}
+	rep, err = TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{StageRE: regexp.MustCompile(`^mlp$`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, st := range rep.Stages {
+		counts[st.Stage] = st.KernelCount
+	}
+	if counts["mlp"] != 1 || counts[triage.StageUnannotated] != 2 {
+		t.Fatalf("stage op counts = %v, want mlp 1 and unannotated 2", counts)
+	}
+}
+
+func TestTriageNsysBadInputs(t *testing.T) {
+	ctx := context.Background()
+	// An SQLite database that is not an nsys export.
+	other := filepath.Join(t.TempDir(), "other.sqlite")
+	db, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t(x); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := TriagePath(ctx, other, triage.DiscoverOptions{}, triage.Options{}); !errors.Is(err, nsys.ErrNotExport) {
+		t.Errorf("non-export: err = %v, want ErrNotExport", err)
+	}
+	// An export without kernels fails for `runner triage` ...
+	empty := wireExport(t, false)
+	if _, err := TriagePath(ctx, empty, triage.DiscoverOptions{}, triage.Options{}); !errors.Is(err, nsys.ErrNoKernels) {
+		t.Errorf("no kernels: err = %v, want ErrNoKernels", err)
+	}
+	// ... while a run cell gets an empty report whose warnings say why and which steps the
+	// window still saw (the NVTX ranges were captured).
+	rep, err := TriageNsys(ctx, empty, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{AllowNoKernels: true, Window: true, NVTXTraced: true, TotalSteps: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Stages) != 0 || len(rep.Warnings) == 0 || rep.Warnings[0] != windowPrefix+"steps 0-1 of 2 captured (0 full, 2 partial)" {
+		t.Fatalf("stages %d, warnings %q", len(rep.Stages), rep.Warnings)
+	}
+	if !strings.Contains(strings.Join(rep.Warnings, "\n"), "no CUDA kernels") {
+		t.Errorf("warnings do not say the export has no kernels: %q", rep.Warnings)
+	}
+}
+
+func TestWindowCoverage(t *testing.T) {
+	c := &nsys.Capture{Trace: trace.New("x", "nsys"), SessionStartUnixNs: 1_000_000_000_000, WindowStart: 10_000, WindowEnd: 50_000}
+	steps := []nsys.Step{
+		{Index: 0, Start: 1_000_000_000_000, End: 1_000_000_020_000},
+		{Index: 1, Start: 1_000_000_020_000, End: 1_000_000_040_000},
+		{Index: 2, Start: 1_000_000_040_000, End: 1_000_000_060_000},
+	}
+	// Without NVTX the perf-dump timings place the window.
+	cov := windowCoverage(c, NsysOptions{StepTimings: steps, TotalSteps: 3})
+	if cov == nil || cov.Source != "timings" || !slices.Equal(cov.Full, []int{1}) || !slices.Equal(cov.Partial, []int{0, 2}) || cov.Missed() {
+		t.Fatalf("timings coverage = %+v", cov)
+	}
+	// With NVTX traced, no step range in the capture means no step captured.
+	cov = windowCoverage(c, NsysOptions{NVTXTraced: true, StepTimings: steps, TotalSteps: 3})
+	if cov == nil || cov.Source != "nvtx" || !cov.Missed() || !strings.Contains(cov.Warnings[0], "missed the denoising stage entirely") {
+		t.Fatalf("nvtx coverage = %+v", cov)
+	}
+	// Neither NVTX nor timings: nothing to say.
+	if cov := windowCoverage(c, NsysOptions{}); cov != nil {
+		t.Fatalf("coverage without sources = %+v, want nil", cov)
+	}
+}
+
+func TestStepTimings(t *testing.T) {
+	d := &perf.Dump{
+		Timestamp: "2026-01-01T00:00:10.000000+00:00",
+		Total:     10 * time.Second,
+		Stages: []perf.Stage{
+			{Name: "TextEncodingStage", Dur: time.Second},
+			{Name: "DenoisingStage", Dur: 8 * time.Second},
+			{Name: "DecodingStage", Dur: time.Second},
+		},
+		DenoiseSteps: []time.Duration{3 * time.Second, 5 * time.Second},
+	}
+	steps := StepTimings(d)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	want := []nsys.Step{
+		{Index: 0, Start: t0 + 1e9, End: t0 + 4e9},
+		{Index: 1, Start: t0 + 4e9, End: t0 + 9e9},
+	}
+	if !slices.Equal(steps, want) {
+		t.Fatalf("StepTimings = %+v, want %+v", steps, want)
+	}
+	d.Timestamp = "yesterday"
+	if StepTimings(d) != nil {
+		t.Error("StepTimings with an unreadable timestamp should be nil")
+	}
+}
+
+func TestFoldNumbers(t *testing.T) {
+	for in, want := range map[string]string{
+		"denoising_step_12":      "denoising_step_N",
+		"model.layers.31.attn":   "model.layers.N.attn",
+		"DenoisingStage":         "DenoisingStage",
+		"transformer_blocks.0.1": "transformer_blocks.N.N",
+	} {
+		if got := foldNumbers(in); got != want {
+			t.Errorf("foldNumbers(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
