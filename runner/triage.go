@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -467,9 +469,10 @@ func stageLabels(t *trace.Trace, re *regexp.Regexp) []string {
 	return out
 }
 
-// RenderTriage is triage.Render plus, for an nsys export in text, md or csv, the nsys-only
-// tables (NVTX ranges, memory operations, CUDA API) after the three triage tables. JSON carries
-// them under "nvtx", "memory_ops" and "api" through the report itself.
+// RenderTriage is triage.Render plus, for an nsys export, the nsys-only tables (NVTX ranges,
+// memory operations, CUDA API) after the three triage tables: as tables in text and md, as
+// more rows of the one long-form table in csv (see nsysCSVRows). JSON carries them under
+// "nvtx", "memory_ops" and "api" through the report itself.
 func RenderTriage(w io.Writer, rep *triage.Report, format string, cutoff float64) error {
 	if err := triage.Render(w, rep, format, cutoff); err != nil {
 		return err
@@ -483,17 +486,63 @@ func RenderTriage(w io.Writer, rep *triage.Report, format string, cutoff float64
 	if !ok1 && !ok2 && !ok3 {
 		return nil
 	}
+	if format == triage.FormatCSV {
+		return nsysCSVRows(w, nv, mem, api)
+	}
 	tf := nsys.TableText
-	switch format {
-	case triage.FormatMarkdown, "markdown":
+	if format == triage.FormatMarkdown || format == "markdown" {
 		tf = nsys.TableMarkdown
-	case triage.FormatCSV:
-		tf = nsys.TableCSV
 	}
 	if _, err := io.WriteString(w, "\n"); err != nil {
 		return err
 	}
 	return nsys.Tables{NVTX: nv, MemoryOps: mem, API: api}.Render(w, tf)
+}
+
+// triageCSVColumns is the width of the triage's long-form CSV (table, stage, name, category,
+// total_us, count, share_pct, location, cpu_op, ..., evidence (index 17), ..., rationale).
+const (
+	triageCSVColumns = 20
+	csvEvidence      = 17
+)
+
+// nsysCSVRows continues the triage's long-form CSV with the nsys-only tables, so the file stays
+// one table with one header: "table" is nvtx, memory_op or api, "name" the range, operation or
+// call, "category" the NVTX domain or "sync" for a synchronising call, "share_pct" an API call's
+// share of all API time, and the figures without a column of their own are key=value pairs in
+// "evidence". Times are microseconds as in the rest of the CSV.
+func nsysCSVRows(w io.Writer, nv []nsys.NVTXRange, mem []nsys.MemoryOp, api []nsys.APICall) error {
+	cw := csv.NewWriter(w)
+	usv := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e3, 'g', -1, 64) }
+	row := func(table, name, category string, totalNS int64, count int, share, evidence string) error {
+		r := make([]string, triageCSVColumns)
+		r[0], r[2], r[3], r[4], r[5], r[6], r[csvEvidence] = table, name, category, usv(totalNS), strconv.Itoa(count), share, evidence
+		return cw.Write(r)
+	}
+	for _, r := range nv {
+		ev := fmt.Sprintf("mean_us=%s; min_us=%s; max_us=%s; gpu_time_inside_us=%s", usv(r.MeanNS), usv(r.MinNS), usv(r.MaxNS), usv(r.GPUTimeNS))
+		if err := row("nvtx", r.Range, r.Domain, r.TotalNS, r.Count, "", ev); err != nil {
+			return err
+		}
+	}
+	for _, r := range mem {
+		ev := fmt.Sprintf("bytes=%d; mean_us=%s; gb_per_s=%s", r.Bytes, usv(r.MeanNS), strconv.FormatFloat(r.GBps, 'g', -1, 64))
+		if err := row("memory_op", r.Operation, "", r.TotalNS, r.Count, "", ev); err != nil {
+			return err
+		}
+	}
+	for _, r := range api {
+		cat := ""
+		if r.Sync {
+			cat = "sync"
+		}
+		ev := fmt.Sprintf("mean_us=%s; min_us=%s; max_us=%s", usv(r.MeanNS), usv(r.MinNS), usv(r.MaxNS))
+		if err := row("api", r.Name, cat, r.TotalNS, r.Calls, strconv.FormatFloat(r.Percent, 'g', -1, 64), ev); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
 }
 
 // IsNsysReport says whether path names an Nsight Systems report (.nsys-rep) rather than its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/csv"
 	"errors"
 	"path/filepath"
 	"regexp"
@@ -107,6 +108,22 @@ func TestTriageNsysTablesAndScopes(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text output lacks %q", want)
 		}
+	}
+	// CSV stays one long-form table with the triage's header width.
+	b.Reset()
+	if err := RenderTriage(&b, rep, "csv", 0); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatalf("csv: %v", err)
+	}
+	tables := map[string]int{}
+	for _, r := range rows[1:] {
+		tables[r[0]]++
+	}
+	if tables["kernel"] == 0 || tables["nvtx"] != 4 || tables["api"] != 2 || tables["memory_op"] != 0 {
+		t.Errorf("csv rows per table = %v", tables)
 	}
 	b.Reset()
 	if err := RenderTriage(&b, rep, "json", 0); err != nil {

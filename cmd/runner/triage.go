@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -40,7 +41,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.StringFlag{Name: "formal", Usage: "graph-on trace `DIR` for times (two-trace mode)"},
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
 			&cli.StringFlag{Name: "nvtx-stage", Usage: "nsys inputs: the NVTX ranges whose name matches `REGEX` are the stages (each kernel goes to the innermost match around its launch). Default: SGLang diffusion stage ranges (DenoisingStage, ...) and denoising_step_N ranges as for torch traces, else one stage 'all'"},
-			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, text otherwise) instead of the triage"},
+			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
 		Action: func(c *cli.Context) error {
 			limitMemory()
@@ -124,33 +125,38 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 	}
 }
 
-// printStats writes the nsys stats summaries of every nsys export under root; a torch trace
-// is a usage error.
+// printStats writes the nsys stats summaries of every nsys export under root (text, md, csv
+// with nsys's headers, or the rows as JSON); a torch trace is a usage error.
 func printStats(c *cli.Context, io stdio, root string, dopts triage.DiscoverOptions, format string, log *slog.Logger) error {
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
 		return err
 	}
-	tf := nsys.TableText
-	switch format {
-	case "csv":
-		tf = nsys.TableCSV
-	case "json":
-		return usageErr("--stats prints text or CSV (--format csv), like nsys stats; for JSON use the triage's \"nvtx\" and \"api\" keys")
-	}
-	for i, f := range in.Files {
+	for _, f := range in.Files {
 		if f.Format != triage.FormatNsys {
 			return usageErr("--stats needs an nsys export (.sqlite or .nsys-rep); %s is a torch-profiler trace: drop --stats to triage it", f.Path)
 		}
+	}
+	tf := nsys.TableFormat(format)
+	for i, f := range in.Files {
 		capt, err := nsys.ReadCapture(c.Context, f.Path, nsys.ReadOptions{Logger: log})
 		if err != nil {
 			return err
 		}
-		if len(in.Files) > 1 {
+		if len(in.Files) > 1 && format != "json" {
 			if i > 0 {
 				fmt.Fprintln(io.out)
 			}
 			fmt.Fprintf(io.out, "# %s\n", f.Path)
+		}
+		if format == "json" {
+			enc := json.NewEncoder(io.out)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(nsys.Stats(capt)); err != nil {
+				return err
+			}
+			continue
 		}
 		for j, r := range nsys.Stats(capt) {
 			if j > 0 {
