@@ -121,7 +121,10 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 	probe("nvcc", "nvcc", "--version")
 	if len(cells) > 0 {
 		cmd := append(append([]string(nil), opts.sglangCommand(cells[0])...), "version")
-		probe("sglang", cmd...)
+		if pr := probe("sglang", cmd...); !pr.Available && !opts.Simulate {
+			// Older builds have no `sglang version`; the Python package still knows.
+			probe("sglang-python", "python3", "-c", "import importlib.metadata as m; print('sglang version:', m.version('sglang'))")
+		}
 	}
 	for _, c := range cells {
 		if c.Profiler == plans.ProfilerNsys {
