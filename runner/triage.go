@@ -295,6 +295,10 @@ type NsysOptions struct {
 	// StepTimings are the run's steps on the Unix clock (see StepTimings), for exports without
 	// NVTX step ranges.
 	StepTimings []nsys.Step
+	// Env, when not nil, is the environment whose PATH finds nsys to export the .nsys-rep
+	// reports a directory holds without their SQLite export (ExportReport); nil leaves such a
+	// report to the reader, whose error says how to export it.
+	Env []string
 }
 
 // nsysSession is the nsys side of one triage: its Open reads exports with the nsys reader and
@@ -327,6 +331,12 @@ func newNsysSession(o NsysOptions, log *slog.Logger) *nsysSession {
 func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, error) {
 	if !nsysInput(path) {
 		return OpenTrace(ctx, path)
+	}
+	if s.opts.Env != nil && IsNsysReport(path) {
+		var err error
+		if path, err = ExportReport(ctx, path, s.opts.Env, s.log); err != nil {
+			return nil, err
+		}
 	}
 	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels})
 	if err != nil {

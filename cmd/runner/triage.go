@@ -66,7 +66,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				dopts.Rank = &r
 			}
 			topts := triage.Options{Logger: log}
-			var nopts runner.NsysOptions
+			nopts := runner.NsysOptions{Env: os.Environ()}
 			if re := c.String("nvtx-stage"); re != "" {
 				if nopts.StageRE, err = regexp.Compile(re); err != nil {
 					return usageErr("--nvtx-stage: %v", err)
