@@ -40,7 +40,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.StringFlag{Name: "mapping", Usage: "graph-off trace `DIR` for Python attribution (two-trace mode)"},
 			&cli.StringFlag{Name: "formal", Usage: "graph-on trace `DIR` for times (two-trace mode)"},
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
-			&cli.StringFlag{Name: "nvtx-stage", Usage: "nsys inputs: the NVTX ranges whose name matches `REGEX` are the stages (each kernel goes to the innermost match around its launch). Default: SGLang diffusion stage ranges (DenoisingStage, ...) and denoising_step_N ranges as for torch traces, else one stage 'all'"},
+			&cli.StringFlag{Name: "nvtx-stage", Usage: "nsys inputs: the NVTX ranges whose name matches `REGEX` are the stages (each kernel goes to the innermost match around its launch). Default: the stage rules of torch traces (SGLang diffusion stage ranges such as DenoisingStage, denoising_step_N ranges as DenoisingStage, LLM step[EXTEND|DECODE] ranges), else one stage 'all'"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
 		Action: func(c *cli.Context) error {
