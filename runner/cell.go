@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,13 @@ func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecor
 		launch, err := be.Launch(lc, abs)
 		if err != nil {
 			return nil, fmt.Errorf("cell %s: %w", c.ID, err)
+		}
+		if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
+			// Real repeats differ a little; so do simulated ones.
+			if launch.Env == nil {
+				launch.Env = map[string]string{}
+			}
+			launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
 		}
 		rec := cellRecord{Cell: c, Dir: rel, Launch: launch, abs: abs, be: be}
 		if c.Profiler == plans.ProfilerNsys {
