@@ -46,7 +46,8 @@ if [[ " $PARTS " == *" triage "* ]]; then
 		[[ -f $formal.gz ]] || "$dir/tracegen" -flavor llm -comm -stack -graph -size "$size" -o "$formal.gz" >/dev/null
 		fb=$(stat -c %s "$formal")
 		mb=$(stat -c %s "$mapping")
-		timed "triage $size .json" "$fb" "$dir/runner" triage --format json "$formal"
+		timed "triage $size .json (graph-on, formal)" "$fb" "$dir/runner" triage --format json "$formal"
+		timed "triage $size .json (graph-off + stacks, mapping)" "$mb" "$dir/runner" triage --format json "$mapping"
 		timed "triage $size .json.gz" "$fb" "$dir/runner" triage --format json "$formal.gz"
 		timed "gzip -dc $size (decompression floor)" "$fb" gzip -dc "$formal.gz"
 		mkdir -p "$dir/m-$size" "$dir/f-$size"

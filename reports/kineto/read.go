@@ -43,12 +43,13 @@ type Options struct {
 	MaxWarningsPerKind int
 	// Logger, when not nil, receives a debug line per warning.
 	Logger *slog.Logger
-	// Sequential keeps gzip input on the calling goroutine. By default gzip input is inflated
-	// and split on a second goroutine while this one parses (when GOMAXPROCS > 1), which hides
-	// the inflate cost when a second core is free; plain JSON is always read on one goroutine,
-	// where a pipeline measured no faster. The results are identical either way.
+	// Sequential reads on the calling goroutine only. By default (when GOMAXPROCS > 1) the
+	// input is inflated if needed and split into events on a second goroutine while this one
+	// parses them: on an idle 2-vCPU machine that took a 500 MB plain-JSON trace from 2.35 s
+	// to 1.79 s, and it hides the inflate cost of .json.gz. The results are identical either
+	// way.
 	Sequential bool
-	// Pipeline forces the two-goroutine pipeline for plain JSON too (for measurements).
+	// Pipeline forces the two-goroutine pipeline even with GOMAXPROCS 1 (for measurements).
 	Pipeline bool
 }
 
@@ -79,11 +80,10 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 		return nil, fmt.Errorf("read Kineto trace %s: %w", name, err)
 	}
 	defer closeFn()
-	_, gz := in.(*gzip.Reader)
 	d := newDecoder(ctx, name, opts)
 	var s *scanner
 	var werr error
-	if !opts.Pipeline && (opts.Sequential || !gz || runtime.GOMAXPROCS(0) < 2) {
+	if !opts.Pipeline && (opts.Sequential || runtime.GOMAXPROCS(0) < 2) {
 		s = newScanner(in)
 		werr = walk(s, d, nil)
 	} else {
