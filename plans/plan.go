@@ -23,13 +23,16 @@ const (
 
 // Plan is a decoded and validated plan file.
 type Plan struct {
-	Name      string  `toml:"name" json:"name"`
-	OutputDir string  `toml:"output_dir" json:"output_dir"`
-	Backend   Backend `toml:"backend" json:"backend"`
-	Matrix    Matrix  `toml:"matrix" json:"matrix"`
-	Profile   Profile `toml:"profile" json:"profile"`
-	NSys      NSys    `toml:"nsys" json:"nsys"`
-	Gate      Gate    `toml:"gate" json:"gate"`
+	Name      string   `toml:"name" json:"name"`
+	OutputDir string   `toml:"output_dir" json:"output_dir"`
+	Backend   Backend  `toml:"backend" json:"backend"`
+	Matrix    Matrix   `toml:"matrix" json:"matrix"`
+	Profile   Profile  `toml:"profile" json:"profile"`
+	NSys      NSys     `toml:"nsys" json:"nsys"`
+	Gate      Gate     `toml:"gate" json:"gate"`
+	Load      LoadSpec `toml:"load" json:"load"`       // serve mode: the requests of each cell
+	Compare   Compare  `toml:"compare" json:"compare"` // regression rules of runner compare
+	Bundle    Bundle   `toml:"bundle" json:"bundle"`   // runner bundle options
 
 	// Path is the file the plan was read from (as given); Source is its exact bytes, which the
 	// run directory keeps as plan.toml.
@@ -48,6 +51,19 @@ type Backend struct {
 	// Grace is how long the stop ladder waits after SIGINT and again after SIGTERM before
 	// escalating; default 10s (nsys cells wait at least 60s after SIGINT so nsys can write its report).
 	Grace Duration `toml:"grace" json:"grace"`
+
+	// Serve mode only.
+	// Restart is "shared" (default: cells with the same model and server arguments share one
+	// server) or "per-cell" (a fresh server for every cell).
+	Restart string `toml:"restart" json:"restart,omitempty"`
+	// Host and Port of the server; Port 0 (default) means a free port chosen by the runner.
+	Host string `toml:"host" json:"host,omitempty"`
+	Port int    `toml:"port" json:"port,omitempty"`
+	// ReadyTimeout bounds the wait for the server to become ready; default 20m.
+	ReadyTimeout Duration `toml:"ready_timeout" json:"ready_timeout"`
+	// ModelType is "diffusion" or "llm"; default: "llm" when the matrix has input_len or
+	// output_len, "diffusion" otherwise. It picks the load API and sglang serve's --model-type.
+	ModelType string `toml:"model_type" json:"model_type,omitempty"`
 }
 
 // Matrix is the set of axes whose cross product is the list of cells.
@@ -58,6 +74,9 @@ type Matrix struct {
 	NumInferenceSteps []int    `toml:"num_inference_steps" json:"num_inference_steps"`
 	Seed              []int64  `toml:"seed" json:"seed"`
 	Repeats           int      `toml:"repeats" json:"repeats"` // default 1
+	// LLM serve axes (tokens); absent means not used.
+	InputLen  []int `toml:"input_len" json:"input_len,omitempty"`
+	OutputLen []int `toml:"output_len" json:"output_len,omitempty"`
 }
 
 // Profile selects profilers and sglang's torch-profiler options.
@@ -65,6 +84,52 @@ type Profile struct {
 	Profilers            []string `toml:"profilers" json:"profilers"`                           // none | torch | nsys; default ["none"]
 	NumProfiledTimesteps int      `toml:"num_profiled_timesteps" json:"num_profiled_timesteps"` // default 5; -1 = all steps
 	ProfileAllStages     bool     `toml:"profile_all_stages" json:"profile_all_stages"`
+
+	// Serve mode (LLM /start_profile window and the flush after /stop_profile).
+	StartStep      int      `toml:"start_step" json:"start_step"`             // -1 (default): not sent
+	NumSteps       int      `toml:"num_steps" json:"num_steps"`               // default 5
+	ProfileByStage bool     `toml:"profile_by_stage" json:"profile_by_stage"` // one trace per stage (EXTEND/DECODE)
+	MergeProfiles  bool     `toml:"merge_profiles" json:"merge_profiles"`
+	FlushTimeout   Duration `toml:"flush_timeout" json:"flush_timeout"` // default 10m
+}
+
+// LoadSpec describes the client phase of a serve cell (the [load] table).
+type LoadSpec struct {
+	// API is "images" (POST /v1/images/generations), "videos" (POST /v1/videos + polling),
+	// "generate" (SGLang POST /generate) or "completions" (POST /v1/completions); default
+	// "images" for diffusion and "generate" for llm.
+	API            string   `toml:"api" json:"api,omitempty"`
+	Warmup         int      `toml:"warmup" json:"warmup"`                   // unmeasured requests first; default 1
+	Requests       int      `toml:"requests" json:"requests"`               // measured requests; default 5
+	Concurrency    int      `toml:"concurrency" json:"concurrency"`         // default 1
+	MaxErrorRate   float64  `toml:"max_error_rate" json:"max_error_rate"`   // 0..1; default 0
+	RequestTimeout Duration `toml:"request_timeout" json:"request_timeout"` // default 10m
+}
+
+// Compare holds the regression rules of runner compare and runner run --baseline.
+type Compare struct {
+	Alpha        float64 `toml:"alpha" json:"alpha"`                 // significance level; default 0.05
+	BaselineRuns int     `toml:"baseline_runs" json:"baseline_runs"` // history: rolling median of the last N valid runs; default 5
+	Consecutive  int     `toml:"consecutive" json:"consecutive"`     // history: violations in a row before a regression; default 2
+	// Tolerances override the per-metric defaults: metric name -> "<rel>%" or
+	// "<rel>% or <abs>", where abs is a duration ("120ms") or a size ("256MB"); a change
+	// counts as a regression only beyond max(rel, abs).
+	Tolerances map[string]Tolerance `toml:"tolerances" json:"tolerances,omitempty"`
+}
+
+// Tolerance is a parsed tolerance: relative fraction with an optional absolute floor.
+type Tolerance struct {
+	Rel   float64 `json:"rel"`              // 0.10 for "10%"
+	AbsNS int64   `json:"abs_ns,omitempty"` // duration floor
+	AbsMB float64 `json:"abs_mb,omitempty"` // memory floor
+	Text  string  `json:"text"`             // as written
+}
+
+// Bundle holds runner bundle options.
+type Bundle struct {
+	// Redact lists extra regular expressions whose matches are replaced by <redacted> in
+	// every file of a bundle (on top of the built-in secret patterns).
+	Redact []string `toml:"redact" json:"redact,omitempty"`
 }
 
 // NSys holds the `nsys profile` options used by cells whose profiler is nsys.
@@ -105,12 +170,15 @@ type Cell struct {
 	Seed       int64      `json:"seed"`
 	Repeat     int        `json:"repeat"` // 1-based
 	Profiler   string     `json:"profiler"`
+	InputLen   int        `json:"input_len,omitempty"`  // LLM serve cells
+	OutputLen  int        `json:"output_len,omitempty"` // LLM serve cells
 	// Key identifies the configuration independent of repeat and profiler, so that repeats of
 	// the same configuration can be pooled and two runs compared cell by cell.
 	Key string `json:"key"`
 
-	Backend Backend `json:"backend"`
-	Profile Profile `json:"profile"`
-	NSys    NSys    `json:"nsys"`
-	Gate    Gate    `json:"gate"`
+	Backend Backend  `json:"backend"`
+	Profile Profile  `json:"profile"`
+	NSys    NSys     `json:"nsys"`
+	Gate    Gate     `json:"gate"`
+	Load    LoadSpec `json:"load"`
 }
