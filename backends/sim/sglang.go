@@ -73,7 +73,9 @@ const (
 const DefaultTimeScale = 0.002
 
 // Failure modes accepted in RUNNER_SIM_FAIL.
-var failModes = []string{"oom", "crash", "hang", "hang-hard", "slow", "trace-fail", "trace-truncated", "no-perf-dump"}
+var failModes = []string{"oom", "crash", "hang", "hang-hard", "slow", "trace-fail", "trace-truncated", "no-perf-dump",
+	// server modes (serve.go)
+	"never-ready", "crash-load", "slow-flush", "http-500"}
 
 // ANSI colours sglang puts into its log text (logging_utils.py).
 const (
@@ -244,11 +246,17 @@ func SGLang(ctx context.Context, args []string, env map[string]string, stdout, s
 	case "generate":
 		return generate(ctx, args[1:], env, stdout, stderr)
 	case "-h", "--help":
-		fmt.Fprint(stdout, "usage: sglang [-h] {generate,serve,version} ...\n\npositional arguments:\n  {generate,serve,version}\n    generate            Run offline generation (diffusion)\n    serve               Launch a server (simulator: not implemented)\n    version             Show the version\n")
+		fmt.Fprint(stdout, "usage: sglang [-h] {generate,serve,version} ...\n\npositional arguments:\n  {generate,serve,version}\n    generate            Run offline generation (diffusion)\n    serve               Launch a server (diffusion or LLM)\n    version             Show the version\n")
 		return 0
 	case "serve":
-		fmt.Fprint(stderr, "sglang serve is not available in the runner's simulator; use `sglang generate`\n")
-		return 1
+		// The server simulator lives in serve.go.
+		return serveMain(ctx, args[1:], env, stdout, stderr, false)
+	case "-m":
+		// `python -m sglang.launch_server ...` (the LLM-only entry), reached as
+		// `sim sglang -m sglang.launch_server ...`.
+		if len(args) > 1 && args[1] == "sglang.launch_server" {
+			return serveMain(ctx, args[2:], env, stdout, stderr, true)
+		}
 	}
 	fmt.Fprintf(stderr, "usage: sglang [-h] {generate,serve,version} ...\nsglang: error: argument command: invalid choice: '%s' (choose from 'generate', 'serve', 'version')\n", args[0])
 	return 2

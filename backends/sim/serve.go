@@ -1,0 +1,828 @@
+package sim
+
+// The simulated sglang server: `sglang serve` in its diffusion and LLM flavours and the
+// `python -m sglang.launch_server` LLM entry (reached as `sim sglang -m sglang.launch_server
+// ...`). Endpoints, request fields, readiness lines and trace names follow
+// ref-sglang-interfaces.md §A.8 (diffusion HTTP API), §B.1 (/start_profile, /stop_profile and
+// the LLM trace names) and §B.3 (LLM readiness). The server listens on the loopback interface
+// only, whatever --host says: it exists for tests and --simulate, never for a network.
+//
+// Server failure modes (RUNNER_SIM_FAIL): never-ready (loads forever; LLM /health stays 503),
+// crash-load (a traceback during weight loading, exit 1), oom (CUDA OOM during loading, exit
+// 1), crash (the scheduler dies on the second generation request, the process exits 1),
+// slow-flush (a profiler flush takes an hour of simulated time), http-500 (every third
+// generation request answers HTTP 500).
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sglprof/runner/reports/kineto/kinetogen"
+)
+
+// serveCommonSpecs are the ServerArgs options both flavours accept here (plus --config).
+var llmSpecs = []argSpec{
+	{flags: []string{"--model-path", "--model"}, dest: "model_path"},
+	{flags: []string{"--served-model-name"}, dest: "served_model_name"},
+	{flags: []string{"--model-type"}, dest: "model_type", choices: []string{"auto", "diffusion", "llm"}},
+	{flags: []string{"--host"}, dest: "host"},
+	{flags: []string{"--port"}, dest: "port", kind: argInt},
+	{flags: []string{"--tp-size", "--tp"}, dest: "tp_size", kind: argInt},
+	{flags: []string{"--dp-size", "--dp"}, dest: "dp_size", kind: argInt},
+	{flags: []string{"--mem-fraction-static"}, dest: "mem_fraction_static", kind: argFloat},
+	{flags: []string{"--max-running-requests"}, dest: "max_running_requests", kind: argInt},
+	{flags: []string{"--chunked-prefill-size"}, dest: "chunked_prefill_size", kind: argInt},
+	{flags: []string{"--disable-cuda-graph"}, dest: "disable_cuda_graph", kind: argTrue},
+	{flags: []string{"--enable-layerwise-nvtx-marker"}, dest: "enable_layerwise_nvtx_marker", kind: argTrue},
+	{flags: []string{"--attention-backend"}, dest: "attention_backend"},
+	{flags: []string{"--trust-remote-code"}, dest: "trust_remote_code", kind: argTrue},
+	{flags: []string{"--log-level"}, dest: "log_level"},
+	{flags: []string{"--dtype"}, dest: "dtype"},
+	{flags: []string{"--quantization"}, dest: "quantization"},
+	{flags: []string{"--skip-server-warmup"}, dest: "skip_server_warmup", kind: argTrue},
+}
+
+// diffusionServeSpecs: `sglang serve` for diffusion takes ServerArgs and --config only; the
+// sampling and profiling flags of generate are rejected (ref Summary 2).
+var diffusionServeSpecs = func() []argSpec {
+	out := []argSpec{{flags: []string{"--config"}, dest: "config"}, {flags: []string{"--model-type"}, dest: "model_type", choices: []string{"auto", "diffusion", "llm"}}}
+	server := false
+	for _, s := range generateSpecs {
+		if s.dest == "model_path" {
+			server = true
+		}
+		if server {
+			out = append(out, s)
+		}
+	}
+	return out
+}()
+
+// llmHints mark model names the auto-detection treats as LLMs (real sglang reads the model's
+// config; the simulator has no files to read).
+var llmHints = regexp.MustCompile(`(?i)llama|instruct|qwen[23]|mistral|gpt|deepseek|gemma|phi-`)
+
+// serveMain is `sglang serve ARGS` (llmEntry: `python -m sglang.launch_server ARGS`).
+func serveMain(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer, llmEntry bool) int {
+	modelType := "auto"
+	model := ""
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--model-type=")
+		if !ok && a == "--model-type" && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+		if ok {
+			modelType = v
+		}
+		if mv, ok := strings.CutPrefix(a, "--model-path="); ok {
+			model = mv
+		} else if (a == "--model-path" || a == "--model") && i+1 < len(args) {
+			model = args[i+1]
+		}
+	}
+	if llmEntry {
+		modelType = "llm"
+	}
+	if modelType == "auto" {
+		modelType = "diffusion"
+		if _, known := resolveModel(model, ""); !known && llmHints.MatchString(model) {
+			modelType = "llm"
+		}
+	}
+	prog, specs, badExit := "sglang serve", diffusionServeSpecs, 1
+	if modelType == "llm" {
+		prog, specs, badExit = "launch_server.py", llmSpecs, 2
+	}
+	p, err := parseArgs(specs, args)
+	if err != nil {
+		fmt.Fprint(stderr, usage(prog, specs))
+		fmt.Fprintf(stderr, "%s: error: %s\n", prog, err)
+		return badExit
+	}
+	k, err := readKnobs(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "runner sim: %v\n", err)
+		return 2
+	}
+	if p.str("model_path") == "" {
+		fmt.Fprintf(stderr, "%s: error: the following arguments are required: --model-path\n", prog)
+		return 2
+	}
+	s := &server{p: p, k: k, env: env, log: &logger{w: stderr}, llm: modelType == "llm",
+		model: p.str("model_path"), jobs: map[string]*videoJob{}}
+	s.served = p.str("served_model_name")
+	if s.served == "" {
+		s.served = s.model
+	}
+	s.cwd, _ = os.Getwd()
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	s.clk = &clock{ctx: ctx, scale: k.scale, start: time.Now(), sig: sig}
+	code, err := s.run()
+	var intr *errInterrupted
+	if errors.As(err, &intr) {
+		s.log.log("Received %s; shutting down.", sigName(intr.sig))
+		return 0
+	}
+	return code
+}
+
+func sigName(s os.Signal) string {
+	if s == nil {
+		return "shutdown request"
+	}
+	if s == syscall.SIGINT {
+		return "SIGINT"
+	}
+	return "SIGTERM"
+}
+
+// server is one simulated server process.
+type server struct {
+	p      parsedArgs
+	k      knobs
+	env    map[string]string
+	log    *logger
+	clk    *clock
+	llm    bool
+	model  string
+	served string
+	prof   modelProfile
+	cwd    string
+
+	ready    atomic.Bool
+	gpu      sync.Mutex // diffusion: one request at a time on the GPU; LLM: held during a flush
+	nGen     atomic.Int64
+	crashed  chan struct{}
+	crashOne sync.Once
+
+	mu   sync.Mutex
+	jobs map[string]*videoJob
+	prof2 *llmProfile // the LLM profiling session in progress
+	steps int64       // LLM forward steps so far
+}
+
+// llmProfile is an LLM /start_profile session.
+type llmProfile struct {
+	id        string
+	dir       string
+	prefix    string
+	startStep int64 // absolute step to start at
+	numSteps  int64 // 0: until /stop_profile
+	byStage   bool
+	merge     bool
+	torch     bool
+	recorded  int64
+}
+
+type videoJob struct {
+	mu  sync.Mutex
+	doc map[string]any
+}
+
+func (s *server) ms(d float64) error { return s.clk.sleep(int64(d * 1e6)) }
+
+func (s *server) run() (int, error) {
+	port := s.p.intv("port", 30000)
+	s.crashed = make(chan struct{})
+	if s.llm {
+		s.log.log("server_args=ServerArgs(model_path='%s', host='127.0.0.1', port=%d, tp_size=%d)", s.model, port, s.p.intv("tp_size", 1))
+	} else {
+		s.log.log("Starting server...")
+		prof, known := resolveModel(s.model, s.p.str("model_id"))
+		if !known {
+			if s.p.str("backend") == "sglang" {
+				s.log.log("ValueError: Could not resolve a native pipeline for %s (--backend sglang)", s.model)
+				return 1, nil
+			}
+			s.log.log("Model %s is not in sglang's native registry. Falling back to diffusers backend.", s.model)
+			prof = diffusersProfile
+			prof.id = s.model
+		}
+		s.prof = prof
+	}
+	// The LLM server binds first and answers /health 503 while it loads; the diffusion server
+	// loads first and starts uvicorn afterwards (§A.8, §B.3).
+	var ln net.Listener
+	if s.llm {
+		var code int
+		if ln, code = s.listen(port); ln == nil {
+			return code, nil
+		}
+		defer ln.Close()
+		go s.serveHTTP(ln)
+	}
+	loadS := 6.0
+	if !s.llm {
+		loadS = s.prof.loadS
+	}
+	s.log.log("Loading weights for %s ...", s.model)
+	switch {
+	case s.k.fail["never-ready"]:
+		s.log.log("Loading safetensors checkpoint shards: 0%% Completed | 0/4")
+		return 0, s.clk.block()
+	case s.k.fail["crash-load"]:
+		if err := s.ms(loadS * 500); err != nil {
+			return 0, err
+		}
+		s.log.raw("Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py\", line 412, in load_model\n" +
+			"    state_dict = safetensors.torch.load_file(path)\nRuntimeError: Error while deserializing header: MetadataIncompleteBuffer\n")
+		s.log.log("Initialization failed. scheduler is dead.")
+		return 1, nil
+	case s.k.fail["oom"]:
+		if err := s.ms(loadS * 700); err != nil {
+			return 0, err
+		}
+		s.log.raw("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.12 GiB is free.\n")
+		return 1, nil
+	}
+	if err := s.ms(loadS * 1000); err != nil {
+		return 0, err
+	}
+	if !s.llm {
+		if s.prof.id == s.model && s.prof.pipeline == diffusersProfile.pipeline {
+			s.log.log("Loaded diffusers pipeline: %s", s.prof.pipeline)
+		} else {
+			s.log.log("Loaded pipeline %s for %s", s.prof.pipeline, s.model)
+		}
+		s.log.log("Starting FastAPI server.")
+		var code int
+		if ln, code = s.listen(port); ln == nil {
+			return code, nil
+		}
+		defer ln.Close()
+		go s.serveHTTP(ln)
+		s.ready.Store(true)
+	} else {
+		// Warmup /generate, then the readiness line.
+		if err := s.ms(800); err != nil {
+			return 0, err
+		}
+		s.ready.Store(true)
+		s.log.log("The server is fired up and ready to roll!")
+	}
+	select {
+	case <-s.crashed:
+		return 1, nil
+	case sg := <-s.clk.sig:
+		return 0, &errInterrupted{sig: sg}
+	case <-s.clk.ctx.Done():
+		return 0, &errInterrupted{}
+	}
+}
+
+// listen binds 127.0.0.1:port (never another interface) and logs uvicorn's line.
+func (s *server) listen(port int) (net.Listener, int) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		s.log.log("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', %d): address already in use", port)
+		return nil, 1
+	}
+	s.log.raw(fmt.Sprintf("INFO:     Uvicorn running on http://127.0.0.1:%d (Press CTRL+C to quit)\n", ln.Addr().(*net.TCPAddr).Port))
+	return ln, 0
+}
+
+func (s *server) serveHTTP(ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", s.health)
+	mux.HandleFunc("/health_generate", s.health)
+	mux.HandleFunc("GET /v1/models", s.models)
+	if s.llm {
+		mux.HandleFunc("GET /get_model_info", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, 200, map[string]any{"model_path": s.model, "tokenizer_path": s.model, "is_generation": true})
+		})
+		mux.HandleFunc("/get_server_info", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, 200, map[string]any{"model_path": s.model, "port": s.p.intv("port", 30000), "tp_size": s.p.intv("tp_size", 1), "version": SGLangVersion})
+		})
+		mux.HandleFunc("POST /generate", s.llmGenerate)
+		mux.HandleFunc("POST /v1/completions", s.llmCompletions)
+		mux.HandleFunc("/start_profile", s.startProfile)
+		mux.HandleFunc("/stop_profile", s.stopProfile)
+	} else {
+		mux.HandleFunc("GET /v1/model_info", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, 200, map[string]any{"model_path": s.model, "num_gpus": s.p.intv("num_gpus", 1), "task_type": s.task(), "pipeline_name": s.prof.pipeline})
+		})
+		mux.HandleFunc("POST /v1/images/generations", s.images)
+		mux.HandleFunc("POST /v1/videos", s.videoCreate)
+		mux.HandleFunc("GET /v1/videos/{id}", s.videoGet)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv.Serve(ln)
+}
+
+func (s *server) task() string {
+	if s.prof.video {
+		return "T2V"
+	}
+	return "T2I"
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if s.llm {
+		w.WriteHeader(200)
+		return
+	}
+	writeJSON(w, 200, map[string]string{"status": "ok"})
+}
+
+func (s *server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, map[string]any{"object": "list", "data": []map[string]any{{"id": s.served, "object": "model", "created": time.Now().Unix(), "owned_by": "sglang", "root": s.model}}})
+}
+
+// admit counts a generation request and applies the crash / http-500 failure modes. It
+// returns false when the request has been answered (or the process is going down).
+func (s *server) admit(w http.ResponseWriter) bool {
+	n := s.nGen.Add(1)
+	if s.k.fail["crash"] && n >= 2 {
+		s.log.raw("[2025-12-20 16:45:31 TP0] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+		s.log.log("Received sigquit from a child process. It usually means the child failed.")
+		s.crashOne.Do(func() { close(s.crashed) })
+		// The process exits; the connection dies with it.
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				c.Close()
+			}
+		}
+		return false
+	}
+	if s.k.fail["http-500"] && n%3 == 0 {
+		http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+		return false
+	}
+	return true
+}
+
+func fastapi422(w http.ResponseWriter, loc, msg string) {
+	writeJSON(w, 422, map[string]any{"detail": []map[string]any{{"type": "missing", "loc": []string{"body", loc}, "msg": msg}}})
+}
+
+// diffusionReq is the subset of ImageGenerationsRequest / VideoGenerationsRequest the
+// simulator reads; unknown fields are allowed (extra="allow").
+type diffusionReq struct {
+	Prompt               *string `json:"prompt"`
+	N                    int     `json:"n"`
+	Size                 string  `json:"size"`
+	Width                int     `json:"width"`
+	Height               int     `json:"height"`
+	NumInferenceSteps    int     `json:"num_inference_steps"`
+	NumFrames            int     `json:"num_frames"`
+	Seed                 any     `json:"seed"`
+	Profile              bool    `json:"profile"`
+	NumProfiledTimesteps *int    `json:"num_profiled_timesteps"`
+	ProfileAllStages     bool    `json:"profile_all_stages"`
+	PerfDumpPath         string  `json:"perf_dump_path"`
+	ResponseFormat       string  `json:"response_format"`
+}
+
+func (s *server) parseDiffusion(w http.ResponseWriter, r *http.Request) (*diffusionReq, bool) {
+	var q diffusionReq
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&q); err != nil {
+		writeJSON(w, 422, map[string]any{"detail": []map[string]any{{"type": "json_invalid", "loc": []string{"body"}, "msg": "JSON decode error: " + err.Error()}}})
+		return nil, false
+	}
+	if q.Prompt == nil {
+		fastapi422(w, "prompt", "Field required")
+		return nil, false
+	}
+	if q.Size != "" && q.Width == 0 {
+		ws, hs, ok := strings.Cut(q.Size, "x")
+		wv, e1 := strconv.Atoi(ws)
+		hv, e2 := strconv.Atoi(hs)
+		if !ok || e1 != nil || e2 != nil || wv <= 0 || hv <= 0 {
+			writeJSON(w, 400, map[string]any{"detail": "Invalid size format: " + q.Size})
+			return nil, false
+		}
+		q.Width, q.Height = wv, hv
+	}
+	if q.Width <= 0 || q.Height <= 0 {
+		q.Width, q.Height = s.prof.w, s.prof.h
+	}
+	if q.NumInferenceSteps <= 0 {
+		q.NumInferenceSteps = s.prof.steps
+	}
+	q.N = min(max(q.N, 1), 10)
+	return &q, true
+}
+
+// generateDiffusion runs one request on the simulated GPU and returns its inference time.
+func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string, error) {
+	s.gpu.Lock()
+	defer s.gpu.Unlock()
+	frames := max(q.NumFrames, s.prof.frames)
+	pf := s.prof.pixelFactor(q.Width, q.Height, frames)
+	stepMS := s.prof.stepMS * pf
+	total := (s.prof.textMS + float64(q.NumInferenceSteps)*stepMS + s.prof.vaeMS*pf) * float64(q.N)
+	start := s.clk.now()
+	if err := s.ms(total); err != nil {
+		return 0, "", err
+	}
+	trace := ""
+	if q.Profile {
+		nProf := 5
+		if q.NumProfiledTimesteps != nil {
+			nProf = *q.NumProfiledTimesteps
+		}
+		if nProf < 0 || nProf > q.NumInferenceSteps {
+			nProf = q.NumInferenceSteps
+		}
+		cfg := kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: true, Model: s.model,
+			StepScale: s.k.slow, StepNS: int64(stepMS * 1e6), BaseTimeNS: start}
+		name := rid + "-" + strconv.Itoa(nProf) + "_steps-global-rank0.trace.json.gz"
+		if q.ProfileAllStages {
+			cfg.AllStages = true
+			cfg.Steps = q.NumInferenceSteps
+			cfg.StageNS = map[string]int64{kinetogen.StageTextEncoding: int64(s.prof.textMS * 1e6), kinetogen.StageDecoding: int64(s.prof.vaeMS * pf * 1e6)}
+			name = rid + "-full_stages-global-rank0.trace.json.gz"
+		} else {
+			cfg.FirstStep = 1
+			cfg.Steps = max(min(nProf+1, q.NumInferenceSteps), 1)
+		}
+		dir := s.diffusionTraceDir()
+		path := filepath.Join(dir, name)
+		if err := writeGzTrace(path, cfg); err != nil {
+			s.log.log("Failed to save trace: %v", err)
+		} else {
+			trace = path
+			s.log.log("Saved profiler traces to: %s%s%s", ansiCyan, path, ansiReset)
+		}
+	}
+	return total / 1000, trace, nil
+}
+
+func (s *server) diffusionTraceDir() string {
+	for _, k := range []string{"SGLANG_DIFFUSION_TORCH_PROFILER_DIR", "SGLANG_TORCH_PROFILER_DIR"} {
+		if v := s.env[k]; v != "" {
+			if filepath.IsAbs(v) {
+				return v
+			}
+			return filepath.Join(s.cwd, v)
+		}
+	}
+	return filepath.Join(s.cwd, "logs")
+}
+
+func writeGzTrace(path string, cfg kinetogen.Config) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+	_, err = kinetogen.Write(zw, cfg)
+	err = errors.Join(err, zw.Close(), bw.Flush(), f.Close())
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+var tinyPNG = base64.StdEncoding.EncodeToString(pngImage(1))
+
+func (s *server) images(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.parseDiffusion(w, r)
+	if !ok || !s.admit(w) {
+		return
+	}
+	rid := uuid4()
+	s.log.log("Processing prompt 1/1: %s", truncate(*q.Prompt, 100))
+	inf, trace, err := s.generateDiffusion(q, rid)
+	if err != nil {
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	peak := s.prof.peakGB * 1024 * min(1.0+0.02*float64(q.N-1), 1.5)
+	data := make([]map[string]any, q.N)
+	for i := range data {
+		data[i] = map[string]any{"b64_json": tinyPNG, "revised_prompt": *q.Prompt, "file_path": nil}
+	}
+	s.log.log("Generated %d image(s) in %.2f seconds", q.N, inf)
+	resp := map[string]any{"id": rid, "created": time.Now().Unix(), "data": data,
+		"peak_memory_mb": round2(peak), "inference_time_s": round4(inf), "usage": nil}
+	if trace != "" {
+		resp["profile_trace_path"] = trace
+	}
+	writeJSON(w, 200, resp)
+}
+
+func (s *server) videoCreate(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.parseDiffusion(w, r)
+	if !ok || !s.admit(w) {
+		return
+	}
+	id := "video_" + strings.ReplaceAll(uuid4(), "-", "")
+	job := &videoJob{doc: map[string]any{"id": id, "object": "video", "model": s.served, "status": "queued", "progress": 0,
+		"created_at": time.Now().Unix(), "size": fmt.Sprintf("%dx%d", q.Width, q.Height), "seconds": "4", "quality": "standard",
+		"url": nil, "completed_at": nil, "error": nil, "num_outputs": q.N}}
+	s.mu.Lock()
+	s.jobs[id] = job
+	s.mu.Unlock()
+	go func() {
+		job.set("status", "in_progress")
+		inf, _, err := s.generateDiffusion(q, id)
+		job.mu.Lock()
+		defer job.mu.Unlock()
+		if err != nil {
+			job.doc["status"], job.doc["error"] = "failed", map[string]any{"code": "shutdown", "message": "server shutting down"}
+			return
+		}
+		job.doc["status"], job.doc["progress"], job.doc["completed_at"] = "completed", 100, time.Now().Unix()
+		job.doc["inference_time_s"], job.doc["peak_memory_mb"] = round4(inf), round2(s.prof.peakGB*1024)
+		job.doc["file_path"] = filepath.Join(s.cwd, "outputs", id+".mp4")
+	}()
+	job.mu.Lock()
+	defer job.mu.Unlock()
+	writeJSON(w, 200, job.doc)
+}
+
+func (j *videoJob) set(k string, v any) {
+	j.mu.Lock()
+	j.doc[k] = v
+	j.mu.Unlock()
+}
+
+func (s *server) videoGet(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	job := s.jobs[r.PathValue("id")]
+	s.mu.Unlock()
+	if job == nil {
+		writeJSON(w, 404, map[string]any{"detail": "Video not found"})
+		return
+	}
+	job.mu.Lock()
+	defer job.mu.Unlock()
+	writeJSON(w, 200, job.doc)
+}
+
+// llmReq is the subset of GenerateReqInput / CompletionRequest the simulator reads.
+type llmReq struct {
+	Text           *string `json:"text"`
+	InputIDs       []int   `json:"input_ids"`
+	SamplingParams struct {
+		MaxNewTokens *int `json:"max_new_tokens"`
+	} `json:"sampling_params"`
+	Prompt    *string `json:"prompt"`
+	MaxTokens *int    `json:"max_tokens"`
+}
+
+// llmRun simulates one request's prefill and decode steps and feeds the profiler.
+func (s *server) llmRun(inTok, outTok int) (float64, error) {
+	// A flush holds the scheduler; requests wait for it.
+	s.gpu.Lock()
+	s.gpu.Unlock()
+	prefill := 15 + 0.04*float64(inTok)
+	if err := s.ms(prefill); err != nil {
+		return 0, err
+	}
+	s.step(1, "EXTEND")
+	total := prefill
+	for i := 0; i < outTok; i += 8 {
+		n := min(8, outTok-i)
+		d := 11.5 * float64(n)
+		if err := s.ms(d); err != nil {
+			return 0, err
+		}
+		total += d
+		s.step(int64(n), "DECODE")
+	}
+	return total / 1000, nil
+}
+
+// step advances the forward-step counter and the profiler window.
+func (s *server) step(n int64, stage string) {
+	s.mu.Lock()
+	s.steps += n
+	p := s.prof2
+	if p == nil || s.steps <= p.startStep {
+		s.mu.Unlock()
+		return
+	}
+	p.recorded += n
+	done := p.numSteps > 0 && p.recorded >= p.numSteps
+	if done {
+		s.prof2 = nil
+	}
+	s.mu.Unlock()
+	if done {
+		s.log.log("Stop profiling...")
+		go s.flush(p)
+	}
+}
+
+func tokens(s string) int { return max(len(strings.Fields(s)), 1) }
+
+func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
+	var q llmReq
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&q); err != nil {
+		writeJSON(w, 400, map[string]any{"error": map[string]any{"message": "Invalid request body: " + err.Error()}})
+		return
+	}
+	if q.Text == nil && q.InputIDs == nil {
+		writeJSON(w, 400, map[string]any{"error": map[string]any{"message": "Either text or input_ids should be provided."}})
+		return
+	}
+	if !s.admit(w) {
+		return
+	}
+	in := len(q.InputIDs)
+	if q.Text != nil {
+		in = tokens(*q.Text)
+	}
+	out := 128
+	if q.SamplingParams.MaxNewTokens != nil {
+		out = *q.SamplingParams.MaxNewTokens
+	}
+	lat, err := s.llmRun(in, out)
+	if err != nil {
+		http.Error(w, "server shutting down", 503)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"text": strings.Repeat(" the", out), "meta_info": map[string]any{
+		"id": strings.ReplaceAll(uuid4(), "-", ""), "finish_reason": map[string]any{"type": "length", "length": out},
+		"prompt_tokens": in, "completion_tokens": out, "cached_tokens": 0, "e2e_latency": round4(lat)}})
+}
+
+func (s *server) llmCompletions(w http.ResponseWriter, r *http.Request) {
+	var q llmReq
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&q); err != nil || q.Prompt == nil {
+		writeJSON(w, 400, map[string]any{"object": "error", "message": "prompt is required", "type": "BadRequestError", "code": 400})
+		return
+	}
+	if !s.admit(w) {
+		return
+	}
+	out := 16
+	if q.MaxTokens != nil {
+		out = *q.MaxTokens
+	}
+	in := tokens(*q.Prompt)
+	if _, err := s.llmRun(in, out); err != nil {
+		http.Error(w, "server shutting down", 503)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"id": strings.ReplaceAll(uuid4(), "-", ""), "object": "text_completion", "created": time.Now().Unix(), "model": s.served,
+		"choices": []map[string]any{{"index": 0, "text": strings.Repeat(" the", out), "finish_reason": "length"}},
+		"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}})
+}
+
+// profileReq is ProfileReqInput (§B.1).
+type profileReq struct {
+	OutputDir      *string  `json:"output_dir"`
+	StartStep      *int     `json:"start_step"`
+	NumSteps       *int     `json:"num_steps"`
+	Activities     []string `json:"activities"`
+	ProfileByStage bool     `json:"profile_by_stage"`
+	WithStack      *bool    `json:"with_stack"`
+	RecordShapes   *bool    `json:"record_shapes"`
+	MergeProfiles  bool     `json:"merge_profiles"`
+	ProfilePrefix  *string  `json:"profile_prefix"`
+	ProfileStages  []string `json:"profile_stages"`
+}
+
+func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
+	var q profileReq
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&q); err != nil && !errors.Is(err, io.EOF) {
+			writeJSON(w, 422, map[string]any{"detail": []map[string]any{{"type": "json_invalid", "loc": []string{"body"}, "msg": err.Error()}}})
+			return
+		}
+	}
+	if q.Activities == nil {
+		q.Activities = []string{"CPU", "GPU"}
+	}
+	p := &llmProfile{id: strconv.FormatFloat(float64(time.Now().UnixNano())/1e9, 'f', 6, 64), byStage: q.ProfileByStage, merge: q.MergeProfiles}
+	for _, a := range q.Activities {
+		switch a {
+		case "CPU", "GPU":
+			p.torch = true
+		case "MEM", "RPD", "CUDA_PROFILER", "XPU":
+		default:
+			http.Error(w, "Internal Server Error", 500)
+			s.log.log("ValueError: Unknown profiler activity: %s", a)
+			return
+		}
+	}
+	p.dir = s.env["SGLANG_TORCH_PROFILER_DIR"]
+	if q.OutputDir != nil {
+		p.dir = *q.OutputDir
+	}
+	if p.dir == "" {
+		p.dir = "/tmp"
+	}
+	if q.ProfilePrefix != nil {
+		p.prefix = *q.ProfilePrefix
+	}
+	if q.NumSteps != nil && *q.NumSteps > 0 {
+		p.numSteps = int64(*q.NumSteps)
+	}
+	s.mu.Lock()
+	if s.prof2 != nil {
+		s.mu.Unlock()
+		s.log.log("RuntimeError: Profiling is already in progress. Call /stop_profile first.")
+		http.Error(w, "Internal Server Error", 500)
+		return
+	}
+	p.startStep = s.steps
+	if q.StartStep != nil && *q.StartStep >= 0 {
+		p.startStep = max(int64(*q.StartStep), s.steps)
+	}
+	s.prof2 = p
+	s.mu.Unlock()
+	s.log.log("Profiling starts. Traces will be saved to: %s (with profile id: %s)", p.dir, p.id)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "Start profiling.\n")
+}
+
+func (s *server) stopProfile(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	p := s.prof2
+	s.prof2 = nil
+	s.mu.Unlock()
+	if p == nil {
+		s.log.log("RuntimeError: Profiling is not in progress. Call /start_profile first.")
+		http.Error(w, "Internal Server Error", 500)
+		return
+	}
+	s.log.log("Stop profiling...")
+	if err := s.flush(p); err != nil {
+		http.Error(w, "server shutting down", 503)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "Stop profiling. This will take some time.\n")
+}
+
+// flush writes the session's traces while holding the scheduler (requests wait), as the
+// real scheduler does inside its event loop.
+func (s *server) flush(p *llmProfile) error {
+	s.gpu.Lock()
+	defer s.gpu.Unlock()
+	d := 1500.0
+	if s.k.fail["slow-flush"] {
+		d = 3600_000
+	}
+	if err := s.ms(d); err != nil {
+		return err
+	}
+	if p.torch {
+		steps := int(max(p.recorded, 1))
+		write := func(name string, n int, seed int64) {
+			cfg := kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: max(n, 1), CUDAGraph: !s.p.boolv("disable_cuda_graph"), Model: s.model, Seed: seed, StepScale: s.k.slow}
+			path := filepath.Join(p.dir, name)
+			if err := writeGzTrace(path, cfg); err != nil {
+				s.log.log("Failed to save trace: %v", err)
+			}
+		}
+		base := p.id + "-TP-0"
+		if p.prefix != "" {
+			base = p.prefix + "-" + base
+		}
+		if p.byStage {
+			write(base+"-EXTEND.trace.json.gz", 1, 1)
+			write(base+"-DECODE.trace.json.gz", steps, 2)
+		} else {
+			write(base+".trace.json.gz", steps, 1)
+		}
+		if p.merge {
+			write("merged-"+p.id+".trace.json.gz", steps, 3)
+			s.log.log("Profiling done. Traces are saved to: %s Merged trace: %s (Events: %d, Files: 1)", p.dir, filepath.Join(p.dir, "merged-"+p.id+".trace.json.gz"), steps*100)
+			return nil
+		}
+	}
+	s.log.log("Profiling done. Traces are saved to: %s", p.dir)
+	return nil
+}
