@@ -10,8 +10,9 @@ import (
 )
 
 // Expand returns the cells of the plan: the cross product of the matrix axes, outermost first
-// model, prompt, resolution, steps, seed, profiler, repeat. The order and the ids depend only on
-// the plan's contents, so re-reading the same plan gives the same cells (resume relies on it).
+// model, prompt, resolution, steps, seed, input_len, output_len, profiler, repeat. The order and
+// the ids depend only on the plan's contents, so re-reading the same plan gives the same cells
+// (resume relies on it).
 //
 // Expand expects a plan returned by Load or Parse; on a hand-built plan, an absent resolution or
 // steps axis means the model's default, and an unparsable resolution is treated as absent.
@@ -34,6 +35,16 @@ func (p *Plan) Expand() []Cell {
 	if len(seeds) == 0 {
 		seeds = []int64{0}
 	}
+	// Absent token axes are one value, 0 ("not used"), and leave no trace in ids and keys.
+	inLens, outLens := m.InputLen, m.OutputLen
+	if len(inLens) == 0 {
+		inLens = []int{0}
+	}
+	if len(outLens) == 0 {
+		outLens = []int{0}
+	}
+	// An LLM plan has no image size: its ids leave out the "default" resolution part.
+	showRes := len(m.Resolution) > 0 || (len(m.InputLen) == 0 && len(m.OutputLen) == 0)
 	profilers := p.Profile.Profilers
 	if len(profilers) == 0 {
 		profilers = []string{ProfilerNone}
@@ -51,38 +62,53 @@ func (p *Plan) Expand() []Cell {
 			for _, r := range res {
 				for _, st := range steps {
 					for _, seed := range seeds {
-						stepKey := "default"
-						if st > 0 {
-							stepKey = fmt.Sprint(st)
-						}
-						key := fmt.Sprintf("%s/%s/%sst/s%d/p%s", slugs[mi], r.size(), stepKey, seed, promptHash[pi])
-						for _, prof := range profilers {
-							for rep := 1; rep <= repeats; rep++ {
-								var id strings.Builder
-								fmt.Fprintf(&id, "%03d-%s-%s", len(cells), slugs[mi], r)
-								if len(steps) > 1 {
-									fmt.Fprintf(&id, "-%sst", stepKey)
+						for _, in := range inLens {
+							for _, out := range outLens {
+								stepKey := "default"
+								if st > 0 {
+									stepKey = fmt.Sprint(st)
 								}
-								if len(m.Prompt) > 1 {
-									fmt.Fprintf(&id, "-p%d", pi)
+								key := fmt.Sprintf("%s/%s/%sst/s%d/p%s", slugs[mi], r.size(), stepKey, seed, promptHash[pi])
+								lens := tokenLens(m, in, out)
+								if lens != "" {
+									key += "/" + strings.ReplaceAll(lens[1:], "-", "/")
 								}
-								fmt.Fprintf(&id, "-s%d-%s-r%d", seed, prof, rep)
-								cells = append(cells, Cell{
-									Index:      len(cells),
-									ID:         id.String(),
-									Model:      model,
-									Prompt:     prompt,
-									Resolution: r,
-									Steps:      st,
-									Seed:       seed,
-									Repeat:     rep,
-									Profiler:   prof,
-									Key:        key,
-									Backend:    p.Backend.clone(),
-									Profile:    p.Profile.clone(),
-									NSys:       p.NSys.clone(),
-									Gate:       p.Gate,
-								})
+								for _, prof := range profilers {
+									for rep := 1; rep <= repeats; rep++ {
+										var id strings.Builder
+										fmt.Fprintf(&id, "%03d-%s", len(cells), slugs[mi])
+										if showRes {
+											fmt.Fprintf(&id, "-%s", r)
+										}
+										if len(steps) > 1 {
+											fmt.Fprintf(&id, "-%sst", stepKey)
+										}
+										if len(m.Prompt) > 1 {
+											fmt.Fprintf(&id, "-p%d", pi)
+										}
+										id.WriteString(lens)
+										fmt.Fprintf(&id, "-s%d-%s-r%d", seed, prof, rep)
+										cells = append(cells, Cell{
+											Index:      len(cells),
+											ID:         id.String(),
+											Model:      model,
+											Prompt:     prompt,
+											Resolution: r,
+											Steps:      st,
+											Seed:       seed,
+											Repeat:     rep,
+											Profiler:   prof,
+											InputLen:   in,
+											OutputLen:  out,
+											Key:        key,
+											Backend:    p.Backend.clone(),
+											Profile:    p.Profile.clone(),
+											NSys:       p.NSys.clone(),
+											Gate:       p.Gate,
+											Load:       p.Load,
+										})
+									}
+								}
 							}
 						}
 					}
@@ -91,6 +117,20 @@ func (p *Plan) Expand() []Cell {
 		}
 	}
 	return cells
+}
+
+// tokenLens is the id part of the token-length axes: "-i{in}" when the plan has input_len,
+// "-o{out}" when it has output_len (even with one value: the lengths are what an LLM cell
+// measures), "" for a plan without them, so that the ids of such plans never change.
+func tokenLens(m Matrix, in, out int) string {
+	var b strings.Builder
+	if len(m.InputLen) > 0 {
+		fmt.Fprintf(&b, "-i%d", in)
+	}
+	if len(m.OutputLen) > 0 {
+		fmt.Fprintf(&b, "-o%d", out)
+	}
+	return b.String()
 }
 
 // maxSlug keeps cell directory names well below file-system limits.

@@ -49,13 +49,19 @@ func Parse(name string, data []byte) (*Plan, error) {
 }
 
 // schema lists the keys each table accepts, in documentation order. backend.env is free-form.
+// compare.tolerances is keyed by metric name, checked against CompareMetrics.
 var schema = map[string][]string{
-	"":        {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate"},
-	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace"},
-	"matrix":  {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats"},
-	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages"},
+	"": {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate", "load", "compare", "bundle"},
+	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
+		"restart", "host", "port", "ready_timeout", "model_type"},
+	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len"},
+	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
+		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout"},
 	"nsys":    {"delay", "duration", "trace", "cuda_graph_trace"},
 	"gate":    {"diffusers_fallback"},
+	"load":    {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout"},
+	"compare": {"alpha", "baseline_runs", "consecutive", "tolerances"},
+	"bundle":  {"redact"},
 }
 
 // The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
@@ -69,6 +75,9 @@ type rawPlan struct {
 	Profile   toml.Primitive `toml:"profile"`
 	NSys      toml.Primitive `toml:"nsys"`
 	Gate      toml.Primitive `toml:"gate"`
+	Load      toml.Primitive `toml:"load"`
+	Compare   toml.Primitive `toml:"compare"`
+	Bundle    toml.Primitive `toml:"bundle"`
 }
 
 type rawBackend struct {
@@ -79,6 +88,12 @@ type rawBackend struct {
 	Env       toml.Primitive `toml:"env"`
 	Timeout   toml.Primitive `toml:"timeout"`
 	Grace     toml.Primitive `toml:"grace"`
+
+	Restart      toml.Primitive `toml:"restart"`
+	Host         toml.Primitive `toml:"host"`
+	Port         toml.Primitive `toml:"port"`
+	ReadyTimeout toml.Primitive `toml:"ready_timeout"`
+	ModelType    toml.Primitive `toml:"model_type"`
 }
 
 type rawMatrix struct {
@@ -88,12 +103,19 @@ type rawMatrix struct {
 	NumInferenceSteps toml.Primitive `toml:"num_inference_steps"`
 	Seed              toml.Primitive `toml:"seed"`
 	Repeats           toml.Primitive `toml:"repeats"`
+	InputLen          toml.Primitive `toml:"input_len"`
+	OutputLen         toml.Primitive `toml:"output_len"`
 }
 
 type rawProfile struct {
 	Profilers            toml.Primitive `toml:"profilers"`
 	NumProfiledTimesteps toml.Primitive `toml:"num_profiled_timesteps"`
 	ProfileAllStages     toml.Primitive `toml:"profile_all_stages"`
+	StartStep            toml.Primitive `toml:"start_step"`
+	NumSteps             toml.Primitive `toml:"num_steps"`
+	ProfileByStage       toml.Primitive `toml:"profile_by_stage"`
+	MergeProfiles        toml.Primitive `toml:"merge_profiles"`
+	FlushTimeout         toml.Primitive `toml:"flush_timeout"`
 }
 
 type rawNSys struct {
@@ -105,6 +127,26 @@ type rawNSys struct {
 
 type rawGate struct {
 	DiffusersFallback toml.Primitive `toml:"diffusers_fallback"`
+}
+
+type rawLoad struct {
+	API            toml.Primitive `toml:"api"`
+	Warmup         toml.Primitive `toml:"warmup"`
+	Requests       toml.Primitive `toml:"requests"`
+	Concurrency    toml.Primitive `toml:"concurrency"`
+	MaxErrorRate   toml.Primitive `toml:"max_error_rate"`
+	RequestTimeout toml.Primitive `toml:"request_timeout"`
+}
+
+type rawCompare struct {
+	Alpha        toml.Primitive `toml:"alpha"`
+	BaselineRuns toml.Primitive `toml:"baseline_runs"`
+	Consecutive  toml.Primitive `toml:"consecutive"`
+	Tolerances   toml.Primitive `toml:"tolerances"`
+}
+
+type rawBundle struct {
+	Redact toml.Primitive `toml:"redact"`
 }
 
 // decoder carries the state of one Parse: the metadata of the decode, the problems so far, and
@@ -148,6 +190,11 @@ func (d *decoder) decode() *Plan {
 			d.decodeEnv(rb.Env, b)
 			decodeField(d, path("backend", "timeout"), rb.Timeout, &b.Timeout, `a duration string such as "20m"`)
 			decodeField(d, path("backend", "grace"), rb.Grace, &b.Grace, `a duration string such as "10s"`)
+			decodeField(d, path("backend", "restart"), rb.Restart, &b.Restart, `a string: "shared" or "per-cell"`)
+			decodeField(d, path("backend", "host"), rb.Host, &b.Host, `a string such as "127.0.0.1"`)
+			decodeField(d, path("backend", "port"), rb.Port, &b.Port, `an integer such as 30000 (or 0 for a free port)`)
+			decodeField(d, path("backend", "ready_timeout"), rb.ReadyTimeout, &b.ReadyTimeout, `a duration string such as "20m"`)
+			decodeField(d, path("backend", "model_type"), rb.ModelType, &b.ModelType, `a string: "diffusion" or "llm"`)
 		}
 	}
 	if d.present([]string{"matrix"}) {
@@ -160,6 +207,8 @@ func (d *decoder) decode() *Plan {
 			decodeField(d, path("matrix", "num_inference_steps"), rm.NumInferenceSteps, &m.NumInferenceSteps, `an array of integers such as [50]`)
 			decodeField(d, path("matrix", "seed"), rm.Seed, &m.Seed, `an array of integers such as [0, 1]`)
 			decodeField(d, path("matrix", "repeats"), rm.Repeats, &m.Repeats, `an integer such as 3`)
+			decodeField(d, path("matrix", "input_len"), rm.InputLen, &m.InputLen, `an array of integers such as [128, 1024] (tokens)`)
+			decodeField(d, path("matrix", "output_len"), rm.OutputLen, &m.OutputLen, `an array of integers such as [32] (tokens)`)
 		}
 	}
 	if d.present([]string{"profile"}) {
@@ -169,6 +218,11 @@ func (d *decoder) decode() *Plan {
 			decodeField(d, path("profile", "profilers"), rp.Profilers, &pr.Profilers, `an array of strings such as ["none", "torch", "nsys"]`)
 			decodeField(d, path("profile", "num_profiled_timesteps"), rp.NumProfiledTimesteps, &pr.NumProfiledTimesteps, `an integer such as 5 (or -1 for all steps)`)
 			decodeField(d, path("profile", "profile_all_stages"), rp.ProfileAllStages, &pr.ProfileAllStages, `true or false`)
+			decodeField(d, path("profile", "start_step"), rp.StartStep, &pr.StartStep, `an integer such as 10 (or -1 to let the server choose)`)
+			decodeField(d, path("profile", "num_steps"), rp.NumSteps, &pr.NumSteps, `an integer such as 5`)
+			decodeField(d, path("profile", "profile_by_stage"), rp.ProfileByStage, &pr.ProfileByStage, `true or false`)
+			decodeField(d, path("profile", "merge_profiles"), rp.MergeProfiles, &pr.MergeProfiles, `true or false`)
+			decodeField(d, path("profile", "flush_timeout"), rp.FlushTimeout, &pr.FlushTimeout, `a duration string such as "10m"`)
 		}
 	}
 	if d.present([]string{"nsys"}) {
@@ -185,6 +239,34 @@ func (d *decoder) decode() *Plan {
 		var rg rawGate
 		if d.decodeTable([]string{"gate"}, raw.Gate, &rg) {
 			decodeField(d, path("gate", "diffusers_fallback"), rg.DiffusersFallback, &p.Gate.DiffusersFallback, `a string: "fail" or "warn"`)
+		}
+	}
+	if d.present([]string{"load"}) {
+		var rl rawLoad
+		if d.decodeTable([]string{"load"}, raw.Load, &rl) {
+			l := &p.Load
+			decodeField(d, path("load", "api"), rl.API, &l.API, `a string: "images", "videos", "generate" or "completions"`)
+			decodeField(d, path("load", "warmup"), rl.Warmup, &l.Warmup, `an integer such as 1`)
+			decodeField(d, path("load", "requests"), rl.Requests, &l.Requests, `an integer such as 5`)
+			decodeField(d, path("load", "concurrency"), rl.Concurrency, &l.Concurrency, `an integer such as 1`)
+			d.decodeFloat(path("load", "max_error_rate"), rl.MaxErrorRate, &l.MaxErrorRate, `a number between 0 and 1 such as 0.1`)
+			decodeField(d, path("load", "request_timeout"), rl.RequestTimeout, &l.RequestTimeout, `a duration string such as "10m"`)
+		}
+	}
+	if d.present([]string{"compare"}) {
+		var rc rawCompare
+		if d.decodeTable([]string{"compare"}, raw.Compare, &rc) {
+			c := &p.Compare
+			d.decodeFloat(path("compare", "alpha"), rc.Alpha, &c.Alpha, `a number such as 0.05`)
+			decodeField(d, path("compare", "baseline_runs"), rc.BaselineRuns, &c.BaselineRuns, `an integer such as 5`)
+			decodeField(d, path("compare", "consecutive"), rc.Consecutive, &c.Consecutive, `an integer such as 2`)
+			d.decodeTolerances(rc.Tolerances, c)
+		}
+	}
+	if d.present([]string{"bundle"}) {
+		var rbu rawBundle
+		if d.decodeTable([]string{"bundle"}, raw.Bundle, &rbu) {
+			decodeField(d, path("bundle", "redact"), rbu.Redact, &p.Bundle.Redact, `an array of strings (regular expressions) such as ["internal-[a-z0-9]+"]`)
 		}
 	}
 	decodeField(d, path("name"), raw.Name, &p.Name, `a string such as "qwen-image"`)
@@ -255,6 +337,69 @@ func (d *decoder) decodeEnv(prim toml.Primitive, b *Backend) {
 		if decodeField(d, path("backend", "env", n), raw[n], &s, `a string (environment values are strings: write "1", not 1)`) {
 			b.Env[n] = s
 		}
+	}
+}
+
+// decodeFloat decodes a number. TOML keeps integers and floats apart, but `max_error_rate = 1`
+// or `alpha = 0` means the number all the same, so an integer is accepted too.
+func (d *decoder) decodeFloat(k []string, prim toml.Primitive, dst *float64, expect string) {
+	if !d.present(k) {
+		return
+	}
+	var i int64
+	if err := d.md.PrimitiveDecode(prim, &i); err == nil {
+		*dst = float64(i)
+		return
+	}
+	decodeField(d, k, prim, dst, expect)
+}
+
+// decodeTolerances decodes [compare.tolerances]: metric name -> tolerance string. Names are
+// checked here (not in the schema) so that an unknown one gets a did-you-mean from
+// CompareMetrics; each value is parsed by ParseTolerance.
+func (d *decoder) decodeTolerances(prim toml.Primitive, c *Compare) {
+	k := path("compare", "tolerances")
+	if !d.present(k) {
+		return
+	}
+	var raw map[string]toml.Primitive
+	if err := d.md.PrimitiveDecode(prim, &raw); err != nil {
+		d.typeError(k, prim, err, `a table of strings such as { e2e = "10%", stage = "10% or 120ms" }`)
+		return
+	}
+	names := make([]string, 0, len(raw))
+	for n := range raw {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	c.Tolerances = make(map[string]Tolerance, len(raw))
+	for _, n := range names {
+		kn := path("compare", "tolerances", n)
+		if !inList(CompareMetrics, n) {
+			d.bad[toml.Key(kn).String()] = true
+			msg := fmt.Sprintf("unknown metric %q in [compare.tolerances]", n)
+			if s := closest(n, CompareMetrics); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			} else {
+				msg += "; use one of " + strings.Join(CompareMetrics, ", ")
+			}
+			d.addKey(kn, msg)
+			continue
+		}
+		var s string
+		if !decodeField(d, kn, raw[n], &s, `a string such as "10%" or "10% or 120ms"`) {
+			continue
+		}
+		t, err := ParseTolerance(s)
+		if err == nil {
+			err = t.fits(n)
+		}
+		if err != nil {
+			d.bad[toml.Key(kn).String()] = true
+			d.addKey(kn, err.Error())
+			continue
+		}
+		c.Tolerances[n] = t
 	}
 }
 
@@ -429,6 +574,9 @@ func knownKey(k []string) bool {
 	}
 	if len(k) >= 3 && k[0] == "backend" && k[1] == "env" {
 		return true // env names are the user's; their values are type-checked separately
+	}
+	if len(k) >= 3 && k[0] == "compare" && k[1] == "tolerances" {
+		return true // metric names are checked by decodeTolerances, with a did-you-mean
 	}
 	if len(k) > 2 {
 		return false

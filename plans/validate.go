@@ -16,6 +16,37 @@ const (
 	DefaultNumProfiledTimesteps = 5
 	DefaultCudaGraphTrace       = "node"
 	DefaultDiffusersFallback    = "fail"
+
+	// Serve mode.
+	DefaultRestart        = RestartShared
+	DefaultHost           = "127.0.0.1"
+	DefaultReadyTimeout   = 20 * time.Minute // models load slowly
+	DefaultStartStep      = -1               // -1: start_step is not sent; the window opens at once
+	DefaultNumSteps       = 5
+	DefaultFlushTimeout   = 10 * time.Minute // /stop_profile can take minutes to write traces
+	DefaultWarmup         = 1
+	DefaultRequests       = 5
+	DefaultConcurrency    = 1
+	DefaultRequestTimeout = 10 * time.Minute
+
+	// [compare].
+	DefaultAlpha        = 0.05
+	DefaultBaselineRuns = 5
+	DefaultConsecutive  = 2
+)
+
+// Values of backend.restart, backend.model_type and load.api.
+const (
+	RestartShared  = "shared"
+	RestartPerCell = "per-cell"
+
+	ModelTypeDiffusion = "diffusion"
+	ModelTypeLLM       = "llm"
+
+	APIImages      = "images"      // POST /v1/images/generations
+	APIVideos      = "videos"      // POST /v1/videos, then GET /v1/videos/{id} until done
+	APIGenerate    = "generate"    // SGLang POST /generate
+	APICompletions = "completions" // OpenAI POST /v1/completions
 )
 
 // MaxCells bounds the matrix: a plan that expands to more cells is almost certainly a typo
@@ -29,6 +60,9 @@ var (
 	Profilers         = []string{ProfilerNone, ProfilerTorch, ProfilerNsys}
 	CudaGraphTraces   = []string{"node", "graph"}
 	DiffusersFallback = []string{"fail", "warn"}
+	Restarts          = []string{RestartShared, RestartPerCell}
+	ModelTypes        = []string{ModelTypeDiffusion, ModelTypeLLM}
+	LoadAPIs          = []string{APIImages, APIVideos, APIGenerate, APICompletions}
 	// NSysTraces is the set `nsys profile --trace` accepts.
 	NSysTraces = []string{"cuda", "nvtx", "osrt", "cublas", "cudnn", "cusparse", "mpi", "ucx", "openacc",
 		"openmp", "vulkan", "opengl", "oshmem", "nvvideo", "wddm", "dx11", "dx12", "none"}
@@ -85,6 +119,69 @@ func applyDefaults(p *Plan, d *decoder) {
 	}
 	if !set("gate", "diffusers_fallback") {
 		p.Gate.DiffusersFallback = DefaultDiffusersFallback
+	}
+
+	// Serve mode. The defaults are filled in whatever the mode, so code reading a plan never
+	// sees a zero timeout; a generate plan that writes these keys is rejected by validate.
+	if !set("backend", "restart") {
+		b.Restart = DefaultRestart
+	}
+	if !set("backend", "host") {
+		b.Host = DefaultHost
+	}
+	if !set("backend", "ready_timeout") {
+		b.ReadyTimeout.Duration = DefaultReadyTimeout
+	}
+	if !set("backend", "model_type") {
+		// Token-length axes only make sense for an LLM; anything else is a diffusion model.
+		b.ModelType = ModelTypeDiffusion
+		if d.md.IsDefined("matrix", "input_len") || d.md.IsDefined("matrix", "output_len") {
+			b.ModelType = ModelTypeLLM
+		}
+	}
+	pr := &p.Profile
+	if !set("profile", "start_step") {
+		pr.StartStep = DefaultStartStep
+	}
+	if !set("profile", "num_steps") {
+		pr.NumSteps = DefaultNumSteps
+	}
+	if !set("profile", "flush_timeout") {
+		pr.FlushTimeout.Duration = DefaultFlushTimeout
+	}
+	l := &p.Load
+	if !set("load", "api") {
+		// Only from a model type that is valid (and trusted): a wrong one is reported on its
+		// own, and a guessed API would add a second, misleading problem.
+		switch {
+		case !d.check("backend", "model_type"):
+		case b.ModelType == ModelTypeDiffusion:
+			l.API = APIImages
+		case b.ModelType == ModelTypeLLM:
+			l.API = APIGenerate
+		}
+	}
+	if !set("load", "warmup") {
+		l.Warmup = DefaultWarmup
+	}
+	if !set("load", "requests") {
+		l.Requests = DefaultRequests
+	}
+	if !set("load", "concurrency") {
+		l.Concurrency = DefaultConcurrency
+	}
+	if !set("load", "request_timeout") {
+		l.RequestTimeout.Duration = DefaultRequestTimeout
+	}
+	c := &p.Compare
+	if !set("compare", "alpha") {
+		c.Alpha = DefaultAlpha
+	}
+	if !set("compare", "baseline_runs") {
+		c.BaselineRuns = DefaultBaselineRuns
+	}
+	if !set("compare", "consecutive") {
+		c.Consecutive = DefaultConsecutive
 	}
 }
 
@@ -304,6 +401,10 @@ func (d *decoder) validate(p *Plan) {
 		d.addKey(k, fmt.Sprintf("unknown value %q; use %s", p.Gate.DiffusersFallback, quoteList(DiffusersFallback)))
 	}
 
+	d.validateServe(p)
+	d.validateCompare(p)
+	d.validateBundle(p)
+
 	// The size of the matrix. An axis that failed to decode counts as empty, so "no cells" is
 	// only worth saying when nothing else is wrong.
 	if n, ok := cellCount(p); !ok {
@@ -314,9 +415,12 @@ func (d *decoder) validate(p *Plan) {
 }
 
 // nsysKeysSet reports whether [nsys] sets any key at all (an empty [nsys] header is harmless).
-func (d *decoder) nsysKeysSet() bool {
+func (d *decoder) nsysKeysSet() bool { return d.tableKeysSet("nsys") }
+
+// tableKeysSet reports whether the top-level table sets any key at all.
+func (d *decoder) tableKeysSet(table string) bool {
 	for _, k := range d.md.Keys() {
-		if len(k) >= 2 && k[0] == "nsys" {
+		if len(k) >= 2 && k[0] == table {
 			return true
 		}
 	}
@@ -399,7 +503,8 @@ func dirNameProblem(name string) string {
 func cellCount(p *Plan) (int, bool) {
 	n := 1
 	for _, l := range []int{len(p.Matrix.Model), len(p.Matrix.Prompt), max(1, len(p.Matrix.Resolution)),
-		max(1, len(p.Matrix.NumInferenceSteps)), max(1, len(p.Matrix.Seed)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats)} {
+		max(1, len(p.Matrix.NumInferenceSteps)), max(1, len(p.Matrix.Seed)), max(1, len(p.Matrix.InputLen)),
+		max(1, len(p.Matrix.OutputLen)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats)} {
 		if l > MaxCells {
 			return 0, false
 		}
