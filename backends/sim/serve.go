@@ -176,8 +176,8 @@ type server struct {
 	crashed  chan struct{}
 	crashOne sync.Once
 
-	mu   sync.Mutex
-	jobs map[string]*videoJob
+	mu    sync.Mutex
+	jobs  map[string]*videoJob
 	prof2 *llmProfile // the LLM profiling session in progress
 	steps int64       // LLM forward steps so far
 }

@@ -1,0 +1,463 @@
+// Package load is the client phase of a serve cell: it sends unmeasured warmup requests, then
+// the measured requests at a fixed concurrency, records every request (status, latency, bytes,
+// the server-reported inference time and peak memory, the error body) and summarises them
+// (mean, p50, p90, p99, throughput in requests, images and tokens per second).
+//
+// Request bodies follow the server APIs of ref-sglang-interfaces.md §A.8 (diffusion images
+// and videos) and §B (SGLang /generate, OpenAI /v1/completions). The client must never be the
+// bottleneck: it reuses keep-alive connections (one idle connection per worker) and decodes
+// only the few response fields it records.
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fastjson"
+)
+
+// APIs a cell can drive.
+const (
+	APIImages      = "images"      // POST /v1/images/generations
+	APIVideos      = "videos"      // POST /v1/videos, then GET /v1/videos/{id} until completed|failed
+	APIGenerate    = "generate"    // SGLang POST /generate
+	APICompletions = "completions" // OpenAI POST /v1/completions
+)
+
+// MaxErrorBody bounds the error body kept per request.
+const MaxErrorBody = 2048
+
+// Spec describes the requests of one cell.
+type Spec struct {
+	API    string
+	Model  string
+	Prompt string
+	// Diffusion.
+	Width, Height int
+	Steps         int
+	Seed          int64
+	N             int // images per request; 0 = 1
+	// Diffusion per-request profiling (sent on the measured requests only when Profile).
+	Profile              bool
+	NumProfiledTimesteps int // 0 = server default
+	ProfileAllStages     bool
+	// LLM.
+	InputLen, OutputLen int
+}
+
+// Request is one HTTP request of the load.
+type Request struct {
+	Method string
+	Path   string
+	Body   []byte
+	// Images and Tokens are what a successful response counts for throughput when the
+	// response itself does not say (images: n; tokens: max_new_tokens).
+	Images, Tokens int
+	// Poll marks a videos job: the response carries an id to poll.
+	Poll bool
+}
+
+// Build returns the request for spec; measured says whether per-request profiling fields are
+// sent (warmup requests are never profiled).
+func Build(spec Spec, measured bool) (Request, error) {
+	switch spec.API {
+	case APIImages, APIVideos:
+		body := map[string]any{"prompt": spec.Prompt, "seed": spec.Seed, "n": max(spec.N, 1)}
+		if spec.Model != "" {
+			body["model"] = spec.Model
+		}
+		if spec.Width > 0 && spec.Height > 0 {
+			body["size"] = fmt.Sprintf("%dx%d", spec.Width, spec.Height)
+			body["width"], body["height"] = spec.Width, spec.Height
+		}
+		if spec.Steps > 0 {
+			body["num_inference_steps"] = spec.Steps
+		}
+		if spec.API == APIImages {
+			body["response_format"] = "b64_json"
+		}
+		if measured && spec.Profile {
+			body["profile"] = true
+			if spec.NumProfiledTimesteps != 0 {
+				body["num_profiled_timesteps"] = spec.NumProfiledTimesteps
+			}
+			if spec.ProfileAllStages {
+				body["profile_all_stages"] = true
+			}
+		}
+		b, _ := json.Marshal(body)
+		if spec.API == APIVideos {
+			return Request{Method: "POST", Path: "/v1/videos", Body: b, Images: max(spec.N, 1), Poll: true}, nil
+		}
+		return Request{Method: "POST", Path: "/v1/images/generations", Body: b, Images: max(spec.N, 1)}, nil
+	case APIGenerate, APICompletions:
+		if spec.OutputLen <= 0 {
+			return Request{}, fmt.Errorf("load: api %q needs output_len > 0 (matrix.output_len)", spec.API)
+		}
+		prompt := SyntheticPrompt(spec.Prompt, spec.InputLen)
+		var b []byte
+		if spec.API == APIGenerate {
+			b, _ = json.Marshal(map[string]any{"text": prompt, "sampling_params": map[string]any{"max_new_tokens": spec.OutputLen, "temperature": 0, "ignore_eos": true}})
+			return Request{Method: "POST", Path: "/generate", Body: b, Tokens: spec.OutputLen}, nil
+		}
+		body := map[string]any{"prompt": prompt, "max_tokens": spec.OutputLen, "temperature": 0, "ignore_eos": true}
+		if spec.Model != "" {
+			body["model"] = spec.Model
+		}
+		b, _ = json.Marshal(body)
+		return Request{Method: "POST", Path: "/v1/completions", Body: b, Tokens: spec.OutputLen}, nil
+	}
+	return Request{}, fmt.Errorf("load: unknown api %q; use images, videos, generate or completions", spec.API)
+}
+
+// SyntheticPrompt returns a prompt of about n tokens: the given prompt's words repeated (or a
+// fixed word when there is none). Word count approximates tokens, which is what bench_serving's
+// random dataset does too; the exact count is what the server reports back.
+func SyntheticPrompt(prompt string, n int) string {
+	if n <= 0 {
+		if prompt == "" {
+			return "Hello"
+		}
+		return prompt
+	}
+	words := strings.Fields(prompt)
+	if len(words) == 0 {
+		words = []string{"hello"}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = words[i%len(words)]
+	}
+	return strings.Join(out, " ")
+}
+
+// Config is one load run.
+type Config struct {
+	BaseURL     string // http://127.0.0.1:PORT
+	Warmup      int
+	Requests    int
+	Concurrency int
+	Timeout     time.Duration // per request (a video: until its job ends); 0 = 10m
+	PollEvery   time.Duration // videos; 0 = 200ms
+	// Build returns request i; measured is false for warmup requests.
+	Build func(i int, measured bool) (Request, error)
+	// Client is used when set (tests, benchmarks); otherwise one is built with NewTransport.
+	Client *http.Client
+	// Records receives every record as JSON Lines (requests.jsonl) when set.
+	Records io.Writer
+}
+
+// Record is one request.
+type Record struct {
+	Index          int     `json:"index"`
+	Warmup         bool    `json:"warmup,omitempty"`
+	Status         int     `json:"status"`   // 0: no HTTP response (connection error, timeout)
+	StartNS        int64   `json:"start_ns"` // since the start of the measured phase (warmup: of the warmup)
+	LatencyNS      int64   `json:"latency_ns"`
+	Bytes          int64   `json:"bytes"`
+	ID             string  `json:"id,omitempty"`
+	InferenceTimeS float64 `json:"inference_time_s,omitempty"`
+	PeakMemoryMB   float64 `json:"peak_memory_mb,omitempty"`
+	Images         int     `json:"images,omitempty"`
+	Tokens         int     `json:"tokens,omitempty"`
+	Error          string  `json:"error,omitempty"`
+	Body           string  `json:"body,omitempty"` // error responses: the first MaxErrorBody bytes
+}
+
+// OK reports whether the request succeeded.
+func (r *Record) OK() bool { return r.Error == "" && r.Status >= 200 && r.Status < 300 }
+
+// Summary summarises the measured requests.
+type Summary struct {
+	Count        int     `json:"count"`
+	Errors       int     `json:"errors"`
+	ErrorRate    float64 `json:"error_rate"`
+	WallNS       int64   `json:"wall_ns"`
+	MeanNS       int64   `json:"mean_ns"`
+	P50NS        int64   `json:"p50_ns"`
+	P90NS        int64   `json:"p90_ns"`
+	P99NS        int64   `json:"p99_ns"`
+	MaxNS        int64   `json:"max_ns"`
+	RequestsPerS float64 `json:"requests_per_s"`
+	ImagesPerS   float64 `json:"images_per_s,omitempty"`
+	TokensPerS   float64 `json:"tokens_per_s,omitempty"`
+	// Server-reported figures over the successful requests.
+	MeanInferenceTimeS float64        `json:"mean_inference_time_s,omitempty"`
+	MaxPeakMemoryMB    float64        `json:"max_peak_memory_mb,omitempty"`
+	Statuses           map[string]int `json:"statuses,omitempty"`
+}
+
+// NewTransport returns the tuned transport of a load run: one idle keep-alive connection per
+// worker, so that a measured request never pays for a TCP handshake.
+func NewTransport(concurrency int) *http.Transport {
+	c := max(concurrency, 1)
+	return &http.Transport{
+		Proxy:               nil, // never route loopback load through a proxy from the environment
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        c * 2,
+		MaxIdleConnsPerHost: c,
+		MaxConnsPerHost:     0,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// Run sends the warmup requests (sequentially), then the measured requests with
+// cfg.Concurrency workers, and returns the measured records and their summary. Records of
+// warmup requests are written to cfg.Records too, marked warmup. Run returns an error only for
+// a bad configuration or a cancelled ctx (with the records so far).
+func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
+	if cfg.Build == nil || cfg.BaseURL == "" {
+		return Summary{}, nil, errors.New("load: BaseURL and Build are required")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = 200 * time.Millisecond
+	}
+	conc := max(cfg.Concurrency, 1)
+	client := cfg.Client
+	if client == nil {
+		tr := NewTransport(conc)
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr}
+	}
+	l := &loader{cfg: cfg, client: client}
+	var enc *json.Encoder
+	var encMu sync.Mutex
+	if cfg.Records != nil {
+		enc = json.NewEncoder(cfg.Records)
+	}
+	emit := func(r *Record) {
+		if enc != nil {
+			encMu.Lock()
+			enc.Encode(r)
+			encMu.Unlock()
+		}
+	}
+	wstart := time.Now()
+	for i := 0; i < cfg.Warmup; i++ {
+		if err := ctx.Err(); err != nil {
+			return Summary{}, nil, err
+		}
+		req, err := cfg.Build(i, false)
+		if err != nil {
+			return Summary{}, nil, err
+		}
+		r := l.do(ctx, req, wstart)
+		r.Index, r.Warmup = i, true
+		emit(&r)
+	}
+	recs := make([]Record, cfg.Requests)
+	reqs := make([]Request, cfg.Requests)
+	for i := range reqs {
+		var err error
+		if reqs[i], err = cfg.Build(i, true); err != nil {
+			return Summary{}, nil, err
+		}
+	}
+	next := make(chan int, cfg.Requests)
+	for i := range cfg.Requests {
+		next <- i
+	}
+	close(next)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range min(conc, max(cfg.Requests, 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if ctx.Err() != nil {
+					recs[i] = Record{Index: i, Error: "not sent: " + ctx.Err().Error()}
+					continue
+				}
+				recs[i] = l.do(ctx, reqs[i], start)
+				recs[i].Index = i
+				emit(&recs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	sum := Summarize(recs, wall)
+	return sum, recs, ctx.Err()
+}
+
+type loader struct {
+	cfg    Config
+	client *http.Client
+}
+
+// do sends one request (and polls a video job) and records it.
+func (l *loader) do(ctx context.Context, req Request, base time.Time) Record {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	t0 := time.Now()
+	rec := Record{StartNS: t0.Sub(base).Nanoseconds()}
+	status, body, n, err := l.send(ctx, req.Method, req.Path, req.Body)
+	rec.Status, rec.Bytes = status, n
+	if err == nil && status >= 200 && status < 300 && req.Poll {
+		id := fastjson.GetString(body, "id")
+		if id == "" {
+			err = errors.New("video job response without an id")
+		}
+		for err == nil {
+			st := fastjson.GetString(body, "status")
+			if st == "completed" || st == "failed" {
+				if st == "failed" {
+					err = fmt.Errorf("video job %s failed: %s", id, fastjson.GetString(body, "error", "message"))
+					rec.Body = clip(body)
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				err = fmt.Errorf("video job %s: %w", id, ctx.Err())
+				continue
+			case <-time.After(l.cfg.PollEvery):
+			}
+			var pn int64
+			status, body, pn, err = l.send(ctx, "GET", "/v1/videos/"+id, nil)
+			rec.Bytes += pn
+			rec.Status = status
+			if err == nil && (status < 200 || status >= 300) {
+				break
+			}
+		}
+	}
+	rec.LatencyNS = time.Since(t0).Nanoseconds()
+	if err != nil {
+		rec.Error = err.Error()
+		return rec
+	}
+	if status < 200 || status >= 300 {
+		rec.Error = fmt.Sprintf("HTTP %d", status)
+		rec.Body = clip(body)
+		return rec
+	}
+	v, perr := fastjson.ParseBytes(body)
+	if perr == nil {
+		rec.ID = string(v.GetStringBytes("id"))
+		if rec.ID == "" {
+			rec.ID = string(v.GetStringBytes("meta_info", "id"))
+		}
+		rec.InferenceTimeS = v.GetFloat64("inference_time_s")
+		rec.PeakMemoryMB = v.GetFloat64("peak_memory_mb")
+		if d := v.GetArray("data"); d != nil {
+			rec.Images = len(d)
+		}
+		rec.Tokens = v.GetInt("meta_info", "completion_tokens")
+		if rec.Tokens == 0 {
+			rec.Tokens = v.GetInt("usage", "completion_tokens")
+		}
+	}
+	if rec.Images == 0 {
+		rec.Images = req.Images
+	}
+	if rec.Tokens == 0 {
+		rec.Tokens = req.Tokens
+	}
+	return rec
+}
+
+func clip(b []byte) string {
+	if len(b) > MaxErrorBody {
+		b = b[:MaxErrorBody]
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+func (l *loader) send(ctx context.Context, method, path string, body []byte) (int, []byte, int64, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, l.cfg.BaseURL+path, rd)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	if body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := l.client.Do(hr)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	defer resp.Body.Close()
+	// Bodies of images can be large (b64 PNGs); keep at most 64 MiB, count the rest.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	n := int64(len(b))
+	if m, _ := io.Copy(io.Discard, resp.Body); m > 0 {
+		n += m
+	}
+	if err != nil {
+		return resp.StatusCode, b, n, fmt.Errorf("reading the response: %w", err)
+	}
+	return resp.StatusCode, b, n, nil
+}
+
+// Summarize computes the summary of measured records over wall.
+func Summarize(recs []Record, wall time.Duration) Summary {
+	s := Summary{Count: len(recs), WallNS: wall.Nanoseconds(), Statuses: map[string]int{}}
+	var lat []int64
+	var sum int64
+	var images, tokens int
+	var inf float64
+	for i := range recs {
+		r := &recs[i]
+		key := fmt.Sprint(r.Status)
+		if r.Status == 0 {
+			key = "error"
+		}
+		s.Statuses[key]++
+		if !r.OK() {
+			s.Errors++
+			continue
+		}
+		lat = append(lat, r.LatencyNS)
+		sum += r.LatencyNS
+		images += r.Images
+		tokens += r.Tokens
+		inf += r.InferenceTimeS
+		s.MaxPeakMemoryMB = max(s.MaxPeakMemoryMB, r.PeakMemoryMB)
+	}
+	if s.Count > 0 {
+		s.ErrorRate = float64(s.Errors) / float64(s.Count)
+	}
+	if len(lat) > 0 {
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		s.MeanNS = sum / int64(len(lat))
+		s.P50NS, s.P90NS, s.P99NS = Percentile(lat, 50), Percentile(lat, 90), Percentile(lat, 99)
+		s.MaxNS = lat[len(lat)-1]
+		s.MeanInferenceTimeS = inf / float64(len(lat))
+	}
+	if secs := wall.Seconds(); secs > 0 {
+		s.RequestsPerS = float64(len(lat)) / secs
+		s.ImagesPerS = float64(images) / secs
+		s.TokensPerS = float64(tokens) / secs
+	}
+	return s
+}
+
+// Percentile returns the p-th percentile of sorted (nearest rank, as bench_serving's numpy
+// default differs only by interpolation).
+func Percentile(sorted []int64, p float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p/100*float64(len(sorted))+0.999999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
