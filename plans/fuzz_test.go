@@ -19,9 +19,18 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	for _, c := range badCases {
+	for _, c := range append(badCases, serveBadCases...) {
 		f.Add([]byte(c.src))
 	}
+	for _, file := range []string{"testdata/full-serve.toml"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(llmMin + "[load]\napi = \"completions\"\nconcurrency = 8\n[compare]\nalpha = 0.01\n[compare.tolerances]\nrequest_latency = \"5% or 20ms\"\nthroughput = \"5%\"\n[bundle]\nredact = ['tok-[0-9]+']\n"))
+	f.Add([]byte(serveMin + "restart = \"per-cell\"\nport = 31000\n[profile]\nprofilers = [\"torch\", \"nsys\"]\nstart_step = 2\n[load]\napi = \"videos\"\n[compare]\ntolerances = { peak_memory = \"1% or 1GiB\", e2e = \"15% or 1s\" }\n"))
 	f.Add([]byte(minimal))
 	f.Add([]byte(minimal + "[backend]\nenv = { a.b = 1, \"\" = \"x\" }\n[[matrix.x]]\ny = 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -321,9 +321,8 @@ func (d *decoder) decodeEnv(prim toml.Primitive, b *Backend) {
 	if !d.present(k) {
 		return
 	}
-	var raw map[string]toml.Primitive
-	if err := d.md.PrimitiveDecode(prim, &raw); err != nil {
-		d.typeError(k, prim, err, `a table of strings such as { HF_HUB_OFFLINE = "1" }`)
+	raw, ok := d.decodeMap(k, prim, `a table of strings such as { HF_HUB_OFFLINE = "1" }`)
+	if !ok {
 		return
 	}
 	names := make([]string, 0, len(raw))
@@ -338,6 +337,24 @@ func (d *decoder) decodeEnv(prim toml.Primitive, b *Backend) {
 			b.Env[n] = s
 		}
 	}
+}
+
+// decodeMap decodes a table whose keys are the user's. BurntSushi decodes a scalar into a map
+// without an error (leaving it empty), so `env = "x"` would silently mean no variables; the
+// value's type is checked first.
+func (d *decoder) decodeMap(k []string, prim toml.Primitive, expect string) (map[string]toml.Primitive, bool) {
+	var v any
+	_ = d.md.PrimitiveDecode(prim, &v)
+	var raw map[string]toml.Primitive
+	err := d.md.PrimitiveDecode(prim, &raw)
+	if _, isTable := v.(map[string]any); err == nil && !isTable {
+		err = fmt.Errorf("not a table")
+	}
+	if err != nil {
+		d.typeError(k, prim, err, expect)
+		return nil, false
+	}
+	return raw, true
 }
 
 // decodeFloat decodes a number. TOML keeps integers and floats apart, but `max_error_rate = 1`
@@ -362,9 +379,8 @@ func (d *decoder) decodeTolerances(prim toml.Primitive, c *Compare) {
 	if !d.present(k) {
 		return
 	}
-	var raw map[string]toml.Primitive
-	if err := d.md.PrimitiveDecode(prim, &raw); err != nil {
-		d.typeError(k, prim, err, `a table of strings such as { e2e = "10%", stage = "10% or 120ms" }`)
+	raw, ok := d.decodeMap(k, prim, `a table of strings such as { e2e = "10%", stage = "10% or 120ms" }`)
+	if !ok {
 		return
 	}
 	names := make([]string, 0, len(raw))
@@ -464,6 +480,15 @@ func describe(v any) string {
 func fixHint(k []string, v any, expect string) string {
 	wantArray := strings.HasPrefix(expect, "an array")
 	last := k[len(k)-1]
+	if len(k) == 3 && k[0] == "compare" && k[1] == "tolerances" {
+		// A bare number is a fraction (0.1) or a percentage (10); the text form says which.
+		switch v := v.(type) {
+		case float64:
+			return fmt.Sprintf("; write the percentage in quotes, e.g. \"%v%%\" for %v", v*100, v)
+		case int64:
+			return fmt.Sprintf("; write the percentage in quotes, e.g. \"%d%%\"", v)
+		}
+	}
 	switch v := v.(type) {
 	case string:
 		if wantArray && (last == "command" || last == "extra_args") && len(strings.Fields(v)) > 1 {

@@ -258,7 +258,17 @@ delay = "10s"
 }
 
 func TestBadInputs(t *testing.T) {
-	for _, tc := range badCases {
+	runBadCases(t, badCases)
+}
+
+// runBadCases checks that each source yields exactly the wanted problems, in order.
+func runBadCases(t *testing.T, cases []struct {
+	name string
+	src  string
+	want []want
+}) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := parseErr(t, tc.src)
 			if len(e.Problems) != len(tc.want) {

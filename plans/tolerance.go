@@ -35,11 +35,9 @@ const MaxTolerancePercent = 1000
 func ParseTolerance(s string) (Tolerance, error) {
 	t := Tolerance{Text: s}
 	const form = `write it as "10%" or "10% or 120ms" (a duration) or "2% or 256MB" (a size)`
-	relPart, absPart, hasAbs := strings.Cut(s, " or ")
-	relPart = strings.TrimSpace(relPart)
-	num, ok := strings.CutSuffix(relPart, "%")
+	num, rest, ok := strings.Cut(s, "%")
 	if !ok {
-		return t, fmt.Errorf("tolerance %q does not start with a percentage; %s", s, form)
+		return t, fmt.Errorf("tolerance %q has no percentage; %s", s, form)
 	}
 	num = strings.TrimSpace(num)
 	rel, err := strconv.ParseFloat(num, 64)
@@ -50,10 +48,15 @@ func ParseTolerance(s string) (Tolerance, error) {
 		return t, fmt.Errorf("tolerance %q: %s%% is outside 0%%..%d%%; a regression is a change beyond it, so use e.g. \"10%%\"", s, num, MaxTolerancePercent)
 	}
 	t.Rel = rel / 100
-	if !hasAbs {
+	rest = strings.TrimSpace(rest)
+	if rest == "" {
 		return t, nil
 	}
-	abs := strings.TrimSpace(absPart)
+	abs, ok := strings.CutPrefix(rest, "or")
+	if !ok || (abs != "" && abs[0] != ' ' && abs[0] != '\t') {
+		return t, fmt.Errorf("tolerance %q: %q after the percentage is not \"or <floor>\"; %s", s, rest, form)
+	}
+	abs = strings.TrimSpace(abs)
 	if abs == "" {
 		return t, fmt.Errorf("tolerance %q: nothing after \"or\"; %s", s, form)
 	}
