@@ -57,6 +57,10 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	if err := WriteSummaryTable(opts.Out, sum); err != nil {
 		return sum, err
 	}
+	// History and baseline comparison (issue 6); may turn the exit code into 4.
+	if err := nightly(ctx, p, dir, sum, opts); err != nil {
+		return sum, err
+	}
 	return sum, nil
 }
 

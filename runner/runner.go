@@ -57,6 +57,8 @@ type Options struct {
 	NoTriage bool
 	// Args is the command line that started the run, recorded in the manifest.
 	Args []string
+	// Nightly appends the run to the history and compares it with a baseline (runner/nightly.go).
+	Nightly NightlyOptions
 }
 
 func (o *Options) defaults() {

@@ -113,6 +113,8 @@ func newApp(io stdio) *cli.App {
 			traceCommand(io),
 			versionCommand(io),
 			simCommand(io),
+			compareCommand(io),
+			historyCommand(io),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return &exitError{code: runner.ExitUsage, err: err}

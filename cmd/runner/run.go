@@ -17,17 +17,22 @@ func runCommand(io stdio) *cli.Command {
 		Description: `Runs each cell of the plan as one process (sglang generate, optionally under nsys
 profile), judges it (ok, invalid, failed, timeout, interrupted), exports and triages its
 traces, and prints a summary. Exit status: 0 all cells ok, 1 runner error, 2 plan or usage
-error, 3 a cell was invalid or failed, 130 interrupted.
+error, 3 a cell was invalid or failed, 4 a regression against --baseline, 130 interrupted.
+Every run is appended to the history database (--history, $RUNNER_HISTORY, or history.db
+in the output directory) unless --no-history.
 
 --simulate replaces sglang and nsys with the runner's built-in simulators: nothing runs on a
 GPU and the timings are made up. Use it to try a plan or the tool on a machine without a GPU.`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "simulate", Usage: "use the built-in simulators of sglang and nsys instead of the real programs (no GPU needed; timings are not measurements)"},
 			&cli.StringFlag{Name: "resume", Usage: "finish the cells of an earlier run directory `DIR` that have no result (and re-run interrupted ones)"},
 			&cli.StringFlag{Name: "output", Usage: "put the run under `DIR` instead of the plan's output_dir"},
 			&cli.BoolFlag{Name: "no-triage", Usage: "do not triage the traces of each cell"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar or progress lines"},
-		},
+			// Issue 6: history and baseline comparison at the end of the run.
+			&cli.StringFlag{Name: "baseline", Usage: "end with a comparison against `history` (rolling median of the history database) or a run directory; a regression exits 4"},
+			&cli.BoolFlag{Name: "no-history", Usage: "do not append this run to the history database"},
+		}, comparisonFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := logger(c, io.err)
 			if err != nil {
@@ -46,6 +51,12 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 				Logger:    log,
 				NoTriage:  c.Bool("no-triage"),
 				Args:      os.Args,
+			}
+			if opts.Nightly, err = nightlyOptions(c); err != nil {
+				return err
+			}
+			if c.Bool("no-history") {
+				opts.Nightly.History = "off"
 			}
 			switch {
 			case c.Bool("no-progress"):

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	goio "io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/history"
+	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/runner"
+)
+
+// comparisonFlags are shared by compare, report and run.
+func comparisonFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "history", Usage: "history database `PATH` (default: $RUNNER_HISTORY, else history.db in the run's output directory)"},
+		&cli.Float64Flag{Name: "alpha", Usage: "significance level of the Mann-Whitney test (default: the plan's [compare] alpha, else 0.05)"},
+		&cli.StringSliceFlag{Name: "tolerance", Usage: "override a tolerance, `METRIC=SPEC` such as denoise_stage=10%% or 120ms, stage/DecodingStage=30%%, runtime_peak_vram=2%% or 256MB (repeatable)"},
+		&cli.StringFlag{Name: "profilers", Value: "none", Usage: "comma list of the profilers whose cells are compared; profiled cells distort latency, so only none by default (all admits every cell)"},
+		&cli.IntFlag{Name: "baseline-runs", Usage: "history baseline: rolling median of the last `N` valid runs (default: plan, else 5)"},
+		&cli.IntFlag{Name: "consecutive", Usage: "history baseline: violations in a row before a regression (default: plan, else 2)"},
+	}
+}
+
+// nightlyOptions reads the shared flags.
+func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
+	n := runner.NightlyOptions{
+		History:      c.String("history"),
+		Baseline:     c.String("baseline"),
+		BaselineRuns: c.Int("baseline-runs"),
+		Consecutive:  c.Int("consecutive"),
+	}
+	if n.History == "" {
+		n.History = os.Getenv("RUNNER_HISTORY")
+	}
+	if a := c.Float64("alpha"); a != 0 {
+		if a <= 0 || a >= 1 {
+			return n, usageErr("--alpha %v: want a level between 0 and 1, such as 0.05", a)
+		}
+		n.Compare.Alpha = a
+	}
+	for _, spec := range c.StringSlice("tolerance") {
+		k, v, ok := strings.Cut(spec, "=")
+		if !ok || k == "" {
+			return n, usageErr("--tolerance %q: want METRIC=SPEC such as denoise_stage=10%%", spec)
+		}
+		t, err := compare.ParseTolerance(v)
+		if err != nil {
+			return n, usageErr("--tolerance: %v", err)
+		}
+		if n.Compare.Tolerances == nil {
+			n.Compare.Tolerances = map[string]compare.Tolerance{}
+		}
+		n.Compare.Tolerances[k] = t
+	}
+	if p := c.String("profilers"); p != "" {
+		n.Profilers = strings.Split(p, ",")
+	}
+	return n, nil
+}
+
+// planOf reads the plan.toml of a run directory for its [compare] table; a side that is not
+// a run directory, or a plan this runner cannot read, gives the defaults.
+func planOf(path string) *plans.Plan {
+	if p, err := plans.Load(filepath.Join(path, runner.PlanFile)); err == nil {
+		return p
+	}
+	return &plans.Plan{}
+}
+
+func compareCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "compare two runs (or cells, or perf dumps) metric by metric; exit 4 on a regression",
+		ArgsUsage: "BASE NEW | --baseline history RUN_DIR",
+		Description: `Each side is a run directory, a cell directory or a perf-dump JSON file. Cells of the same
+configuration (repeats) pool their samples; only ok cells of the profilers in --profilers
+(default none: profiled runs distort latency) enter. One row per (configuration, metric):
+base median ±CI, new median ±CI, delta (only when Mann-Whitney p < alpha, otherwise ~), the
+p-value and n. A regression is a significant change beyond the tolerance max(rel, abs).
+
+With --baseline history the base is the rolling median of the last N runs of the same
+configuration on the same GPU model in the history database, and a violation must repeat
+--consecutive times before it is a regression (the first is a warning).
+
+Exit status: 0 no regression, 4 regression, 2 nothing to compare (no configuration in
+common, a run still in progress, unreadable input), 1 other errors.`,
+		Flags: append(comparisonFlags(),
+			&cli.StringFlag{Name: "baseline", Usage: "history: compare RUN_DIR against the history database instead of a BASE"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, md, json, csv or benchstat (Go benchmark lines for `benchstat -col side FILE`)"},
+		),
+		Action: func(c *cli.Context) error {
+			n, err := nightlyOptions(c)
+			if err != nil {
+				return err
+			}
+			format := c.String("format")
+			if !contains(compare.Formats, format) {
+				return usageErr("--format %q: use one of %s", format, strings.Join(compare.Formats, ", "))
+			}
+			var base, cur *perf.Set
+			var res *compare.Result
+			lo := perf.LoadOptions{Profilers: n.Profilers}
+			switch n.Baseline {
+			case "history":
+				args, err := positional(c, 1, 1, "RUN_DIR")
+				if err != nil {
+					return err
+				}
+				if format == "benchstat" {
+					return usageErr("--format benchstat needs two sample sets; a history baseline has only medians")
+				}
+				if cur, err = perf.Load(args[0], lo); err != nil {
+					return &exitError{code: runner.ExitUsage, err: err}
+				}
+				path := n.History
+				if path == "" {
+					path = runner.HistoryPath(args[0])
+				}
+				if _, err := os.Stat(path); err != nil {
+					return usageErr("history database %s: %v; runs append to it as they finish, or pass --history PATH", path, err)
+				}
+				db, err := history.Open(c.Context, path)
+				if err != nil {
+					return &exitError{code: runner.ExitUsage, err: err}
+				}
+				defer db.Close()
+				_, bo := n.CompareOptions(planOf(args[0]))
+				res, err = db.CompareHistory(c.Context, cur, bo)
+				if err != nil {
+					return &exitError{code: runner.ExitUsage, err: err}
+				}
+			case "":
+				args, err := positional(c, 2, 2, "BASE NEW")
+				if err != nil {
+					return err
+				}
+				if base, err = perf.Load(args[0], lo); err != nil {
+					return &exitError{code: runner.ExitUsage, err: fmt.Errorf("base: %w", err)}
+				}
+				if cur, err = perf.Load(args[1], lo); err != nil {
+					return &exitError{code: runner.ExitUsage, err: fmt.Errorf("new: %w", err)}
+				}
+				co, _ := n.CompareOptions(planOf(args[1]))
+				res, err = compare.Compare(base, cur, co)
+				if err != nil {
+					return &exitError{code: runner.ExitUsage, err: err}
+				}
+			default:
+				return usageErr("--baseline %q: runner compare takes --baseline history; to compare with a run directory, name it as BASE", n.Baseline)
+			}
+			if err := compare.Write(io.out, format, res, base, cur); err != nil {
+				return err
+			}
+			if res.Regressed() {
+				return &exitError{code: runner.ExitRegression}
+			}
+			return nil
+		},
+	}
+}
+
+func historyCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:  "history",
+		Usage: "list the runs recorded in the history database",
+		Description: `Lists one line per (run, configuration, metric) median, oldest first. The database is
+--history PATH, else $RUNNER_HISTORY, else runs/history.db.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "history", Usage: "history database `PATH`"},
+			&cli.StringFlag{Name: "plan", Usage: "only runs of the plan `NAME`"},
+			&cli.StringFlag{Name: "cell", Usage: "only the configuration `KEY` (a trailing * matches a prefix)"},
+			&cli.StringFlag{Name: "metric", Usage: "only the metric `NAME` (e2e, stage/DenoisingStage, denoise_step, ...)"},
+			&cli.StringFlag{Name: "gpu", Usage: "only runs on the GPU `MODEL`"},
+			&cli.StringFlag{Name: "since", Usage: "only runs newer than `AGE`: 30d, 12h, 90m"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"},
+		},
+		Action: func(c *cli.Context) error {
+			if _, err := positional(c, 0, 0, ""); err != nil {
+				return err
+			}
+			path := c.String("history")
+			if path == "" {
+				path = os.Getenv("RUNNER_HISTORY")
+			}
+			if path == "" {
+				path = filepath.Join(plans.DefaultOutputDir, history.FileName)
+			}
+			if _, err := os.Stat(path); err != nil {
+				return usageErr("history database %s: %v; `runner run` creates it, or pass --history PATH", path, err)
+			}
+			f := history.Filter{Plan: c.String("plan"), Cell: c.String("cell"), GPU: c.String("gpu")}
+			if s := c.String("since"); s != "" {
+				d, err := parseAge(s)
+				if err != nil {
+					return usageErr("--since %q: %v", s, err)
+				}
+				f.Since = time.Now().Add(-d)
+			}
+			db, err := history.Open(c.Context, path)
+			if err != nil {
+				return &exitError{code: runner.ExitUsage, err: err}
+			}
+			defer db.Close()
+			entries, err := db.List(c.Context, f)
+			if err != nil {
+				return err
+			}
+			if m := c.String("metric"); m != "" {
+				kept := entries[:0]
+				for _, e := range entries {
+					if e.Metric == m {
+						kept = append(kept, e)
+					}
+				}
+				entries = kept
+			}
+			switch c.String("format") {
+			case "json":
+				return writeJSON(io.out, entries)
+			case "text":
+				return history.WriteText(io.out, entries)
+			}
+			return usageErr("--format must be text or json")
+		},
+	}
+}
+
+// parseAge reads "30d" (days, which time.ParseDuration lacks) or any Go duration.
+func parseAge(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return 0, errors.New("want a number of days such as 30d, or a duration such as 12h")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, errors.New("want a number of days such as 30d, or a duration such as 12h")
+	}
+	return d, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w stdioWriter, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+type stdioWriter = goio.Writer

@@ -1,0 +1,266 @@
+package compare
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sglprof/runner/reports/perf"
+)
+
+// Formats accepted by Write.
+var Formats = []string{"text", "md", "json", "csv", "benchstat"}
+
+// Write renders res in one of Formats. The benchstat format needs the samples, so it takes
+// the two sets; the other formats only read res.
+func Write(w io.Writer, format string, res *Result, base, cur *perf.Set) error {
+	switch format {
+	case "text", "":
+		return WriteText(w, res)
+	case "md":
+		return WriteMarkdown(w, res)
+	case "json":
+		return WriteJSON(w, res)
+	case "csv":
+		return WriteCSV(w, res)
+	case "benchstat":
+		if base == nil || cur == nil {
+			return fmt.Errorf("--format benchstat needs two sample sets; a history baseline has no samples to export")
+		}
+		return WriteBenchstat(w, res, base, cur)
+	}
+	return fmt.Errorf("unknown format %q; use one of %s", format, strings.Join(Formats, ", "))
+}
+
+// FormatValue renders a sample value in the metric's display unit (ms for times).
+func FormatValue(v float64, unit string) string {
+	if unit == perf.UnitMB {
+		return strconv.FormatFloat(v, 'f', 1, 64) + "MB"
+	}
+	ms := v / 1e6
+	switch {
+	case ms >= 100:
+		return strconv.FormatFloat(ms, 'f', 1, 64) + "ms"
+	case ms >= 1:
+		return strconv.FormatFloat(ms, 'f', 2, 64) + "ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 3, 64) + "ms"
+}
+
+// FormatStat renders "median ±CI%" (benchstat style), or "median (n=3, no CI)" when the
+// sample is too small for an interval.
+func FormatStat(s Stat, unit string) string {
+	if s.N == 0 {
+		return "-"
+	}
+	v := FormatValue(s.Median, unit)
+	if !s.CI {
+		return fmt.Sprintf("%s (n=%d, no CI)", v, s.N)
+	}
+	if s.Median == 0 {
+		return v + " ±0%"
+	}
+	pct := math.Max(s.Hi/s.Median-1, 1-s.Lo/s.Median) * 100
+	return fmt.Sprintf("%s ±%.0f%%", v, pct)
+}
+
+// FormatP renders the comparison like benchstat: "(p=0.002 n=6)"; history rows have no test.
+func FormatP(r Row) string {
+	if r.P < 0 {
+		return fmt.Sprintf("(history n=%d)", r.Base.N)
+	}
+	if r.Base.N == r.New.N {
+		return fmt.Sprintf("(p=%.3f n=%d)", r.P, r.New.N)
+	}
+	return fmt.Sprintf("(p=%.3f n=%d+%d)", r.P, r.Base.N, r.New.N)
+}
+
+// statusMark is the verdict column: the status with a marker that stands out in a long table.
+func statusMark(r Row) string {
+	switch r.Status {
+	case StatusRegression:
+		return "REGRESSION"
+	case StatusImprovement:
+		return "improved"
+	case StatusInsufficient:
+		return "n too small"
+	case StatusWarning:
+		return fmt.Sprintf("warning (%d in a row)", r.Violations)
+	}
+	return r.Status
+}
+
+// Headline is the one-line verdict printed under every format but JSON and CSV.
+func Headline(res *Result) string {
+	switch {
+	case res.Regressions > 0:
+		return fmt.Sprintf("%d regression(s): %s", res.Regressions, strings.Join(res.RegressedMetrics(), ", "))
+	case res.Warnings > 0:
+		return fmt.Sprintf("no regression; %d warning(s) (a first violation; a regression needs consecutive violations)", res.Warnings)
+	}
+	return "no regression"
+}
+
+// WriteText renders an aligned table in the style of benchstat.
+func WriteText(w io.Writer, res *Result) error {
+	fmt.Fprintf(w, "base: %s\nnew:  %s\n", res.Base, res.New)
+	if res.Mode == "history" {
+		fmt.Fprintf(w, "baseline: rolling median of the history (tolerance beyond which a run violates; consecutive violations make a regression)\n")
+	} else {
+		fmt.Fprintf(w, "alpha %.2g; a delta is shown only when Mann-Whitney p < alpha, otherwise ~\n", res.Alpha)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONFIG\tMETRIC\tBASE\tNEW\tDELTA\t\tTOLERANCE\tVERDICT\t")
+	last := ""
+	for _, r := range res.Rows {
+		cfg := r.Config
+		if cfg == last {
+			cfg = ""
+		}
+		last = r.Config
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", cfg, r.Metric, FormatStat(r.Base, r.Unit), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, statusMark(r))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	writeFootnotes(w, res, "")
+	_, err := fmt.Fprintln(w, Headline(res))
+	return err
+}
+
+func writeFootnotes(w io.Writer, res *Result, bullet string) {
+	for _, r := range res.Rows {
+		if r.Note != "" && r.Status != StatusInsufficient {
+			fmt.Fprintf(w, "%snote: %s %s: %s\n", bullet, r.Config, r.Metric, r.Note)
+		}
+	}
+	if n := countStatus(res, StatusInsufficient); n > 0 {
+		fmt.Fprintf(w, "%snote: %d row(s) marked \"n too small\": fewer than 6 samples on a side, so no confidence interval and no claim; raise repeats in the plan\n", bullet, n)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "%snote: %s\n", bullet, n)
+	}
+	if len(res.OnlyBase) > 0 {
+		fmt.Fprintf(w, "%sonly in base (not compared): %s\n", bullet, strings.Join(res.OnlyBase, ", "))
+	}
+	if len(res.OnlyNew) > 0 {
+		fmt.Fprintf(w, "%sonly in new (not compared): %s\n", bullet, strings.Join(res.OnlyNew, ", "))
+	}
+	if k := len(res.SkippedBase) + len(res.SkippedNew); k > 0 {
+		fmt.Fprintf(w, "%sskipped cells: %d (invalid, failed, not run or profiled; see --format json)\n", bullet, k)
+	}
+}
+
+func countStatus(res *Result, status string) int {
+	n := 0
+	for _, r := range res.Rows {
+		if r.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// WriteMarkdown renders a GitHub-flavoured table that fits a job summary.
+func WriteMarkdown(w io.Writer, res *Result) error {
+	fmt.Fprintf(w, "**%s**\n\n", mdEscape(Headline(res)))
+	fmt.Fprintf(w, "base `%s` → new `%s`\n\n", res.Base, res.New)
+	fmt.Fprintln(w, "| Config | Metric | Base | New | Delta | | Tolerance | Verdict |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|---:|---|")
+	for _, r := range res.Rows {
+		v := statusMark(r)
+		if r.Status == StatusRegression {
+			v = "**" + v + "**"
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.Config, mdEscape(r.Metric), FormatStat(r.Base, r.Unit), FormatStat(r.New, r.Unit), mdEscape(r.Delta), FormatP(r), r.Tolerance, v)
+	}
+	fmt.Fprintln(w)
+	writeFootnotes(w, res, "- ")
+	return nil
+}
+
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "~", `\~`).Replace(s)
+}
+
+// WriteJSON writes res as one indented JSON object (the shape of Result).
+func WriteJSON(w io.Writer, res *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// CSVHeader is the header row of WriteCSV.
+var CSVHeader = []string{"config", "metric", "class", "unit", "base_n", "base_median", "base_lo", "base_hi", "new_n", "new_median", "new_lo", "new_hi", "delta_pct", "p", "significant", "tolerance", "limit", "status", "violations"}
+
+// WriteCSV writes one line per row; values are in the metric's unit (ns or MB).
+func WriteCSV(w io.Writer, res *Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	for _, r := range res.Rows {
+		rec := []string{r.Config, r.Metric, r.Class, r.Unit,
+			strconv.Itoa(r.Base.N), f(r.Base.Median), f(r.Base.Lo), f(r.Base.Hi),
+			strconv.Itoa(r.New.N), f(r.New.Median), f(r.New.Lo), f(r.New.Hi),
+			strconv.FormatFloat(r.DeltaPct, 'f', 4, 64), strconv.FormatFloat(r.P, 'f', 6, 64), strconv.FormatBool(r.Significant),
+			r.Tolerance, f(r.Limit), r.Status, strconv.Itoa(r.Violations)}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+var benchNameRe = regexp.MustCompile(`[^A-Za-z0-9_./=-]+`)
+
+// WriteBenchstat writes every sample of the compared configurations in the Go benchmark
+// format, the base's after a "side: base" configuration line and the new run's after
+// "side: new", so that `benchstat -col side FILE` puts them side by side. Benchmark names are
+// Benchmark<config>/metric=<metric>; times are ns/op, memory MB.
+func WriteBenchstat(w io.Writer, res *Result, base, cur *perf.Set) error {
+	keys := map[string]bool{}
+	var order []string
+	for _, r := range res.Rows {
+		if !keys[r.Config] {
+			keys[r.Config] = true
+			order = append(order, r.Config)
+		}
+	}
+	for _, side := range []struct {
+		name string
+		set  *perf.Set
+	}{{"base", base}, {"new", cur}} {
+		if _, err := fmt.Fprintf(w, "side: %s\nsource: %s\n", side.name, benchNameRe.ReplaceAllString(side.set.Source, "_")); err != nil {
+			return err
+		}
+		for _, key := range order {
+			c := side.set.Configs[key]
+			if c == nil {
+				continue
+			}
+			name := "Benchmark" + benchNameRe.ReplaceAllString(key, "_")
+			for _, m := range c.MetricNames() {
+				unit := "ns/op"
+				if perf.Unit(m) == perf.UnitMB {
+					unit = "MB"
+				}
+				for _, v := range c.Metrics[m] {
+					if _, err := fmt.Fprintf(w, "%s/metric=%s 1 %s %s\n", name, benchNameRe.ReplaceAllString(strings.ReplaceAll(m, "/", "."), "_"), strconv.FormatFloat(v, 'f', -1, 64), unit); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}

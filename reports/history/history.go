@@ -1,0 +1,541 @@
+// Package history keeps the results of every run in an embedded SQLite database
+// (modernc.org/sqlite, no cgo) so that a nightly sweep can be judged against its own past: the
+// rolling median of the last N valid runs of the same configuration on the same GPU model, with
+// a regression declared only after K consecutive violations (the first is a warning), the rule
+// of SGLang's nightly dashboard and PyTorch's HUD.
+//
+// The database is append-only. Its schema is versioned with PRAGMA user_version and migrated
+// forward in one transaction; a database written by a newer runner is refused rather than
+// touched. Writers use WAL, a busy timeout and BEGIN IMMEDIATE with retries, so two sweeps on
+// one machine appending at once both keep every row.
+package history
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/perf"
+)
+
+// FileName is the default database name inside a plan's output directory.
+const FileName = "history.db"
+
+// migrations[i] brings the schema from version i to i+1. Never edit a released migration;
+// append a new one.
+var migrations = []string{
+	// v1: runs and their per-configuration metric medians.
+	`CREATE TABLE runs (
+		id INTEGER PRIMARY KEY,
+		run_id TEXT NOT NULL UNIQUE,
+		time_ns INTEGER NOT NULL,
+		plan TEXT NOT NULL,
+		run_dir TEXT NOT NULL,
+		sglang_commit TEXT NOT NULL DEFAULT '',
+		gpu_model TEXT NOT NULL DEFAULT '',
+		driver TEXT NOT NULL DEFAULT ''
+	);
+	CREATE TABLE metrics (
+		run INTEGER NOT NULL REFERENCES runs(id),
+		config_key TEXT NOT NULL,
+		metric TEXT NOT NULL,
+		unit TEXT NOT NULL,
+		n INTEGER NOT NULL,
+		median REAL NOT NULL,
+		lo REAL,
+		hi REAL,
+		PRIMARY KEY (run, config_key, metric)
+	);`,
+	// v2: per-configuration validity (a run whose cells of a configuration were all invalid
+	// still records that it tried) and the index the rolling-median query needs.
+	`CREATE TABLE configs (
+		run INTEGER NOT NULL REFERENCES runs(id),
+		config_key TEXT NOT NULL,
+		cells INTEGER NOT NULL,
+		valid INTEGER NOT NULL,
+		PRIMARY KEY (run, config_key)
+	);
+	ALTER TABLE runs ADD COLUMN runner_version TEXT NOT NULL DEFAULT '';
+	CREATE INDEX metrics_by_key ON metrics (config_key, metric, run);
+	CREATE INDEX runs_by_time ON runs (time_ns);`,
+}
+
+// SchemaVersion is the schema version this runner writes.
+var SchemaVersion = len(migrations)
+
+// DB is an open history database.
+type DB struct {
+	db   *sql.DB
+	path string
+}
+
+// ErrNewerSchema is returned (wrapped) for a database written by a newer runner.
+var ErrNewerSchema = errors.New("history database has a newer schema")
+
+// ErrCorrupt is returned (wrapped) for a file that is not a readable SQLite database.
+var ErrCorrupt = errors.New("history database is corrupt")
+
+// Open opens (creating if needed) the database at path and migrates it to SchemaVersion.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("history %s: %w", path, err)
+		}
+	}
+	dsn := "file:" + path + "?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	sdb, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, corrupt(path, err)
+	}
+	h := &DB{db: sdb, path: path}
+	if err := h.migrate(ctx); err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func corrupt(path string, err error) error {
+	return fmt.Errorf("%w: %s: %v; move it aside (mv %s %s.corrupt) and the next run starts a new history, or restore a backup; `sqlite3 %s .recover` may salvage its rows", ErrCorrupt, path, err, path, path, path)
+}
+
+func isCorruption(err error) bool {
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "not a database") || strings.Contains(s, "malformed") || strings.Contains(s, "corrupt")
+}
+
+func (h *DB) migrate(ctx context.Context) error {
+	return retry(ctx, func() error {
+		tx, err := h.db.BeginTx(ctx, nil)
+		if err != nil {
+			if isCorruption(err) {
+				return corrupt(h.path, err)
+			}
+			return fmt.Errorf("history %s: %w", h.path, err)
+		}
+		defer tx.Rollback()
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			if isCorruption(err) {
+				return corrupt(h.path, err)
+			}
+			return fmt.Errorf("history %s: %w", h.path, err)
+		}
+		if v > SchemaVersion {
+			return fmt.Errorf("%w: %s has schema version %d but this runner knows versions up to %d; it was written by a newer runner, so it is left untouched: upgrade the runner, or pass --history with another file", ErrNewerSchema, h.path, v, SchemaVersion)
+		}
+		if v == SchemaVersion {
+			// A quick read proves the tables are there and readable.
+			if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM runs"); err != nil {
+				if isCorruption(err) {
+					return corrupt(h.path, err)
+				}
+				return fmt.Errorf("history %s: %w", h.path, err)
+			}
+			return nil
+		}
+		for i := v; i < SchemaVersion; i++ {
+			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+				if isCorruption(err) {
+					return corrupt(h.path, err)
+				}
+				return fmt.Errorf("history %s: migrate schema v%d to v%d: %w", h.path, i, i+1, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+			return fmt.Errorf("history %s: %w", h.path, err)
+		}
+		return tx.Commit()
+	})
+}
+
+// retry runs f again while SQLite reports the database busy or locked beyond the busy
+// timeout (a long sweep holding a write lock), up to about a minute.
+func retry(ctx context.Context, f func() error) error {
+	var err error
+	for attempt := 0; attempt < 60; attempt++ {
+		err = f()
+		if err == nil || !isBusy(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10+attempt*20) * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func isBusy(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "SQLITE_BUSY") || strings.Contains(s, "database is locked") || strings.Contains(s, "(5)") || strings.Contains(s, "(517)")
+}
+
+// Close closes the database.
+func (h *DB) Close() error { return h.db.Close() }
+
+// Path is the database file.
+func (h *DB) Path() string { return h.path }
+
+// Run is one run as the history stores it.
+type Run struct {
+	RunID         string
+	Time          time.Time
+	Plan          string
+	RunDir        string
+	Commit        string
+	GPU           string
+	Driver        string
+	RunnerVersion string
+	// Configs are the measured configurations; Invalid lists the configuration keys whose
+	// cells were all skipped (invalid, failed), recorded as not valid.
+	Configs []ConfigMetrics
+	Invalid []string
+}
+
+// ConfigMetrics is one configuration's metric summaries in one run.
+type ConfigMetrics struct {
+	Key     string
+	Cells   int
+	Metrics []MetricValue
+}
+
+// MetricValue is the median of one metric's pooled samples in one run, with its interval.
+type MetricValue struct {
+	Metric string
+	Unit   string
+	N      int
+	Median float64
+	Lo, Hi float64
+}
+
+// FromSet turns a loaded run into a history Run.
+func FromSet(s *perf.Set, runnerVersion string) Run {
+	r := Run{RunID: s.RunID, Time: s.Start, Plan: s.Plan, RunDir: s.Source, Commit: s.Commit, GPU: s.GPU, Driver: s.Driver, RunnerVersion: runnerVersion}
+	if r.RunID == "" {
+		r.RunID = filepath.Base(s.Source)
+	}
+	for _, key := range s.Keys() {
+		c := s.Configs[key]
+		cm := ConfigMetrics{Key: key, Cells: len(c.Cells)}
+		for _, m := range c.MetricNames() {
+			st := compare.Summarize(c.Metrics[m])
+			cm.Metrics = append(cm.Metrics, MetricValue{Metric: m, Unit: perf.Unit(m), N: st.N, Median: st.Median, Lo: st.Lo, Hi: st.Hi})
+		}
+		r.Configs = append(r.Configs, cm)
+	}
+	return r
+}
+
+// Append adds one run (all its rows in one transaction). Appending a run id that is already
+// there is a no-op, so re-running `runner report` or a resumed run does not count twice.
+func (h *DB) Append(ctx context.Context, r Run) (added bool, err error) {
+	err = retry(ctx, func() error {
+		added = false
+		tx, err := h.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("history %s: %w", h.path, err)
+		}
+		defer tx.Rollback()
+		res, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, time_ns, plan, run_dir, sglang_commit, gpu_model, driver, runner_version)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING`,
+			r.RunID, r.Time.UnixNano(), r.Plan, r.RunDir, r.Commit, r.GPU, r.Driver, r.RunnerVersion)
+		if err != nil {
+			return fmt.Errorf("history %s: append run %s: %w", h.path, r.RunID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		cfg, err := tx.PrepareContext(ctx, `INSERT INTO configs (run, config_key, cells, valid) VALUES (?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer cfg.Close()
+		met, err := tx.PrepareContext(ctx, `INSERT INTO metrics (run, config_key, metric, unit, n, median, lo, hi) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer met.Close()
+		for _, c := range r.Configs {
+			if _, err := cfg.ExecContext(ctx, id, c.Key, c.Cells, 1); err != nil {
+				return fmt.Errorf("history %s: %w", h.path, err)
+			}
+			for _, m := range c.Metrics {
+				if _, err := met.ExecContext(ctx, id, c.Key, m.Metric, m.Unit, m.N, m.Median, m.Lo, m.Hi); err != nil {
+					return fmt.Errorf("history %s: %w", h.path, err)
+				}
+			}
+		}
+		for _, k := range r.Invalid {
+			if _, err := cfg.ExecContext(ctx, id, k, 0, 0); err != nil {
+				return fmt.Errorf("history %s: %w", h.path, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("history %s: %w", h.path, err)
+		}
+		added = true
+		return nil
+	})
+	return added, err
+}
+
+// Filter selects history entries for List.
+type Filter struct {
+	Plan  string
+	Cell  string // configuration key; a trailing * matches a prefix
+	Since time.Time
+	GPU   string
+	Limit int
+}
+
+// Entry is one (run, configuration, metric) row of the history.
+type Entry struct {
+	RunID  string    `json:"run_id"`
+	Time   time.Time `json:"time"`
+	Plan   string    `json:"plan"`
+	Commit string    `json:"sglang_commit,omitempty"`
+	GPU    string    `json:"gpu_model"`
+	Driver string    `json:"driver,omitempty"`
+	Config string    `json:"config"`
+	Metric string    `json:"metric"`
+	Unit   string    `json:"unit"`
+	N      int       `json:"n"`
+	Median float64   `json:"median"`
+}
+
+// List returns the history rows matching f, oldest first.
+func (h *DB) List(ctx context.Context, f Filter) ([]Entry, error) {
+	q := `SELECT r.run_id, r.time_ns, r.plan, r.sglang_commit, r.gpu_model, r.driver, m.config_key, m.metric, m.unit, m.n, m.median
+		FROM metrics m JOIN runs r ON r.id = m.run WHERE 1=1`
+	var args []any
+	if f.Plan != "" {
+		q += " AND r.plan = ?"
+		args = append(args, f.Plan)
+	}
+	if f.Cell != "" {
+		if p, ok := strings.CutSuffix(f.Cell, "*"); ok {
+			q += " AND substr(m.config_key, 1, ?) = ?"
+			args = append(args, len(p), p)
+		} else {
+			q += " AND m.config_key = ?"
+			args = append(args, f.Cell)
+		}
+	}
+	if !f.Since.IsZero() {
+		q += " AND r.time_ns >= ?"
+		args = append(args, f.Since.UnixNano())
+	}
+	if f.GPU != "" {
+		q += " AND r.gpu_model = ?"
+		args = append(args, f.GPU)
+	}
+	q += " ORDER BY r.time_ns, r.id, m.config_key, m.metric"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := h.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("history %s: %w", h.path, err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		var ns int64
+		if err := rows.Scan(&e.RunID, &ns, &e.Plan, &e.Commit, &e.GPU, &e.Driver, &e.Config, &e.Metric, &e.Unit, &e.N, &e.Median); err != nil {
+			return nil, fmt.Errorf("history %s: %w", h.path, err)
+		}
+		e.Time = time.Unix(0, ns).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// CountRuns returns the number of runs stored.
+func (h *DB) CountRuns(ctx context.Context) (int, error) {
+	var n int
+	err := h.db.QueryRowContext(ctx, "SELECT count(*) FROM runs").Scan(&n)
+	return n, err
+}
+
+// BaselineOptions configure CompareHistory.
+type BaselineOptions struct {
+	Runs        int // rolling median over the last Runs valid runs; 0 means 5
+	Consecutive int // violations in a row before a regression; 0 means 2
+	Compare     compare.Options
+}
+
+// point is one earlier run's median of one metric.
+type point struct {
+	run    int64
+	median float64
+}
+
+// CompareHistory compares the configurations of cur against the history: for each metric,
+// the baseline is the median of the per-run medians of the last Runs runs before cur of the
+// same configuration on the same GPU model; cur violates when its median exceeds the baseline
+// by more than the tolerance; a violation becomes a regression when the Consecutive-1 runs
+// before it violated their own rolling baselines too. The current run itself is excluded from
+// its baseline even when it was already appended.
+func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOptions) (*compare.Result, error) {
+	if opts.Runs <= 0 {
+		opts.Runs = 5
+	}
+	if opts.Consecutive <= 0 {
+		opts.Consecutive = 2
+	}
+	co := opts.Compare
+	res := &compare.Result{Mode: "history", Base: fmt.Sprintf("history %s (rolling median of the last %d runs, GPU %q)", h.path, opts.Runs, cur.GPU), New: cur.Source, Alpha: co.Alpha, SkippedNew: cur.Skipped}
+	stmt, err := h.db.PrepareContext(ctx, `SELECT m.run, m.median FROM metrics m JOIN runs r ON r.id = m.run
+		WHERE m.config_key = ? AND m.metric = ? AND r.gpu_model = ? AND r.run_id <> ?
+		ORDER BY r.time_ns DESC, r.id DESC LIMIT ?`)
+	if err != nil {
+		return nil, fmt.Errorf("history %s: %w", h.path, err)
+	}
+	defer stmt.Close()
+	known := 0
+	for _, key := range cur.Keys() {
+		c := cur.Configs[key]
+		for _, n := range c.Notes {
+			res.Notes = append(res.Notes, "new: "+n)
+		}
+		hadAny := false
+		for _, m := range c.MetricNames() {
+			rows, err := stmt.QueryContext(ctx, key, m, cur.GPU, cur.RunID, opts.Runs+opts.Consecutive-1)
+			if err != nil {
+				return nil, fmt.Errorf("history %s: %w", h.path, err)
+			}
+			var pts []point // newest first
+			for rows.Next() {
+				var p point
+				if err := rows.Scan(&p.run, &p.median); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				pts = append(pts, p)
+			}
+			rows.Close()
+			if len(pts) > 0 {
+				hadAny = true
+			}
+			res.Rows = append(res.Rows, historyRow(key, m, c.Metrics[m], pts, opts, &co))
+		}
+		if hadAny {
+			known++
+		} else {
+			res.OnlyNew = append(res.OnlyNew, key)
+		}
+	}
+	res.Count()
+	if known == 0 {
+		return res, fmt.Errorf("%w: the history %s has no earlier run of any configuration of %s on GPU %q; the first runs build the baseline", compare.ErrNothingInCommon, h.path, cur.Source, cur.GPU)
+	}
+	return res, nil
+}
+
+func historyRow(key, metric string, cur []float64, pts []point, opts BaselineOptions, co *compare.Options) compare.Row {
+	tol := co.ToleranceFor(metric)
+	st := compare.Summarize(cur)
+	row := compare.Row{Config: key, Metric: metric, Class: perf.Class(metric), Unit: perf.Unit(metric), New: st, P: -1, Tolerance: tol.Text, Status: compare.StatusOK, Delta: "~"}
+	if len(pts) == 0 {
+		row.Status = compare.StatusNoHistory
+		row.Note = "no earlier run of this configuration on this GPU"
+		return row
+	}
+	// Values oldest first: history..., current.
+	vals := make([]float64, 0, len(pts)+1)
+	for i := len(pts) - 1; i >= 0; i-- {
+		vals = append(vals, pts[i].median)
+	}
+	vals = append(vals, st.Median)
+	violates := func(i int) (bool, float64, int) {
+		lo := max(0, i-opts.Runs)
+		win := append([]float64(nil), vals[lo:i]...)
+		if len(win) == 0 {
+			return false, 0, 0
+		}
+		b := median(win)
+		return vals[i]-b > tol.Limit(b), b, len(win)
+	}
+	last := len(vals) - 1
+	v, base, n := violates(last)
+	row.Base = compare.Stat{N: n, Median: base}
+	row.Limit = tol.Limit(base)
+	if base != 0 {
+		row.DeltaPct = (st.Median/base - 1) * 100
+	}
+	row.Delta = fmt.Sprintf("%+.2f%%", row.DeltaPct)
+	if !v {
+		if base-st.Median > row.Limit {
+			row.Status = compare.StatusImprovement
+		}
+		return row
+	}
+	k := 1
+	for i := last - 1; i > 0 && k < opts.Consecutive; i-- {
+		if ok, _, _ := violates(i); !ok {
+			break
+		}
+		k++
+	}
+	row.Violations = k
+	if k >= opts.Consecutive {
+		row.Status = compare.StatusRegression
+	} else {
+		row.Status = compare.StatusWarning
+		row.Note = fmt.Sprintf("first violation: a regression needs %d consecutive violations", opts.Consecutive)
+	}
+	return row
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// WriteText prints entries as an aligned table, times in ms.
+func WriteText(w io.Writer, entries []Entry) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tRUN\tPLAN\tGPU\tCOMMIT\tCONFIG\tMETRIC\tN\tMEDIAN\t")
+	for _, e := range entries {
+		commit := e.Commit
+		if len(commit) > 12 {
+			commit = commit[:12]
+		}
+		if commit == "" {
+			commit = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", e.Time.Format("2006-01-02 15:04"), e.RunID, e.Plan, e.GPU, commit, e.Config, e.Metric, e.N, compare.FormatValue(e.Median, e.Unit))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d rows\n", len(entries))
+	return err
+}

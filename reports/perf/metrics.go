@@ -1,0 +1,573 @@
+package perf
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Metric names. A stage metric is StagePrefix + the stage's class name
+// ("stage/DenoisingStage"). Every metric of a configuration is a list of samples: one per
+// cell for e2e, stages, the mean denoise step and peak memory; one per denoising step of every
+// cell for denoise_step; one per request for request_latency.
+const (
+	MetricE2E            = "e2e"
+	MetricDenoiseStep    = "denoise_step"
+	MetricDenoiseMean    = "denoise_mean"
+	MetricPeakMemory     = "peak_memory"
+	MetricRequestLatency = "request_latency"
+	StagePrefix          = "stage/"
+)
+
+// Units of metric samples: times are nanoseconds (as float64, because the statistics work on
+// float64), memory is MB as sglang reports it.
+const (
+	UnitNS = "ns"
+	UnitMB = "MB"
+)
+
+// Unit returns the unit of a metric's samples.
+func Unit(metric string) string {
+	if metric == MetricPeakMemory {
+		return UnitMB
+	}
+	return UnitNS
+}
+
+// Class maps a metric to its tolerance class, the names SGLang's perf baselines use for their
+// per-metric tolerances (e2e, denoise_stage, non_denoise_stage, denoise_step, denoise_agg,
+// runtime_peak_vram) plus request_latency for serve cells.
+func Class(metric string) string {
+	switch {
+	case metric == MetricE2E:
+		return "e2e"
+	case metric == MetricDenoiseStep:
+		return "denoise_step"
+	case metric == MetricDenoiseMean:
+		return "denoise_agg"
+	case metric == MetricPeakMemory:
+		return "runtime_peak_vram"
+	case metric == MetricRequestLatency:
+		return "request_latency"
+	case strings.HasPrefix(metric, StagePrefix) && strings.Contains(strings.ToLower(metric), "denois"):
+		return "denoise_stage"
+	case strings.HasPrefix(metric, StagePrefix):
+		return "non_denoise_stage"
+	}
+	return metric
+}
+
+// DefaultProfilers are the profilers whose cells enter a comparison by default: only the
+// unprofiled timing pass, because the torch profiler and nsys lengthen every stage by an
+// amount that depends on what they record.
+var DefaultProfilers = []string{"none"}
+
+// Config is one configuration (cell key) of one side of a comparison, with the samples of
+// every repeat of that configuration pooled.
+type Config struct {
+	Key string `json:"key"`
+	// Cells are the IDs of the cells whose samples are pooled here.
+	Cells []string `json:"cells"`
+	// Metrics maps a metric name to its samples (see Unit).
+	Metrics map[string][]float64 `json:"metrics"`
+	// Steps holds the denoising-step samples by step index, for the per-step chart.
+	Steps [][]float64 `json:"steps,omitempty"`
+	// Notes say what this configuration lacks (an old perf dump without denoise_steps_ms).
+	Notes []string `json:"notes,omitempty"`
+	// TopKernels are the kernel shares from the triage of the configuration's first triaged
+	// cell (profiled cells only; they are kept even though their timings are not pooled).
+	TopKernels []KernelShare `json:"top_kernels,omitempty"`
+
+	stageSeq []string // stage metrics in first-seen (pipeline) order
+}
+
+// KernelShare is one top kernel from a cell's triage (result.json top_kernels).
+type KernelShare struct {
+	Name     string  `json:"name"`
+	Category string  `json:"category"`
+	SharePct float64 `json:"share_pct"`
+}
+
+// MetricNames returns the metric names of c in report order: e2e, stages in first-seen order
+// of the pipeline, the denoise metrics, peak memory, request latency.
+func (c *Config) MetricNames() []string {
+	var out []string
+	rank := func(m string) int {
+		switch {
+		case m == MetricE2E:
+			return 0
+		case strings.HasPrefix(m, StagePrefix):
+			return 1
+		case m == MetricDenoiseMean:
+			return 2
+		case m == MetricDenoiseStep:
+			return 3
+		case m == MetricPeakMemory:
+			return 4
+		}
+		return 5
+	}
+	for m := range c.Metrics {
+		out = append(out, m)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ri, rj := rank(out[i]), rank(out[j])
+		if ri != rj {
+			return ri < rj
+		}
+		if ri == 1 {
+			return c.stageOrder(out[i]) < c.stageOrder(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func (c *Config) stageOrder(m string) int {
+	for i, n := range c.stageSeq {
+		if n == m {
+			return i
+		}
+	}
+	return len(c.stageSeq)
+}
+
+// Skip is a cell left out of the comparison and why.
+type Skip struct {
+	Cell   string `json:"cell"`
+	Reason string `json:"reason"`
+}
+
+// Set is one side of a comparison: the configurations of a run directory, a cell directory or
+// a perf dump, with where they came from.
+type Set struct {
+	Source  string             `json:"source"`
+	Kind    string             `json:"kind"` // run, cell, perf-dump
+	RunID   string             `json:"run_id,omitempty"`
+	Plan    string             `json:"plan,omitempty"`
+	Start   time.Time          `json:"start,omitzero"`
+	GPU     string             `json:"gpu,omitempty"`
+	Driver  string             `json:"driver,omitempty"`
+	Commit  string             `json:"commit,omitempty"`
+	Configs map[string]*Config `json:"configs"`
+	Skipped []Skip             `json:"skipped,omitempty"`
+
+	kernels map[string][]KernelShare // top kernels of profiled cells, by key, until finish
+}
+
+// Keys returns the configuration keys in sorted order.
+func (s *Set) Keys() []string {
+	keys := make([]string, 0, len(s.Configs))
+	for k := range s.Configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// LoadOptions choose which cells enter a Set.
+type LoadOptions struct {
+	// Profilers whose cells are pooled; nil means DefaultProfilers. "all" admits every
+	// profiler.
+	Profilers []string
+}
+
+func (o LoadOptions) admits(profiler string) bool {
+	ps := o.Profilers
+	if len(ps) == 0 {
+		ps = DefaultProfilers
+	}
+	for _, p := range ps {
+		if p == "all" || p == profiler {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrInProgress is returned (wrapped) for a run directory whose run has not finished.
+var ErrInProgress = errors.New("run still in progress")
+
+// Load reads one side of a comparison: a run directory (with summary.json), a cell directory
+// (with result.json), a result.json or a perf-dump JSON file.
+func Load(path string, opts LoadOptions) (*Set, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w; expected a run directory, a cell directory or a perf-dump JSON file", err)
+	}
+	if !st.IsDir() {
+		if filepath.Base(path) == "result.json" {
+			return loadCellDir(filepath.Dir(path), opts)
+		}
+		d, err := ReadDumpFile(path)
+		if err != nil {
+			return nil, err
+		}
+		s := &Set{Source: path, Kind: "perf-dump", Commit: commitOf(d), Configs: map[string]*Config{}}
+		key := d.Model
+		if key == "" {
+			key = "perf-dump"
+		}
+		c := newConfig(key)
+		c.addDump(d)
+		c.Cells = []string{filepath.Base(path)}
+		s.Configs[key] = c
+		return s, nil
+	}
+	if exists(filepath.Join(path, "cells.json")) || exists(filepath.Join(path, "summary.json")) {
+		return loadRunDir(path, opts)
+	}
+	if exists(filepath.Join(path, "result.json")) {
+		return loadCellDir(path, opts)
+	}
+	if exists(filepath.Join(path, "perf.json")) {
+		return Load(filepath.Join(path, "perf.json"), opts)
+	}
+	return nil, fmt.Errorf("%s has no summary.json, cells.json, result.json or perf.json; expected a run directory, a cell directory or a perf-dump JSON file", path)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// resultFile is the part of a cell's result.json that metrics need (the runner package owns
+// the full type; importing it here would be a cycle).
+type resultFile struct {
+	ID       string `json:"id"`
+	Key      string `json:"key"`
+	Profiler string `json:"profiler"`
+	Verdict  string `json:"verdict"`
+	Timings  struct {
+		E2ENS             int64   `json:"e2e_ns"`
+		MeanDenoiseStepNS int64   `json:"mean_denoise_step_ns"`
+		DenoiseStepsNS    []int64 `json:"denoise_steps_ns"`
+		Stages            []struct {
+			Name string `json:"name"`
+			NS   int64  `json:"ns"`
+		} `json:"stages"`
+		PeakMemoryMB   float64 `json:"peak_memory_mb"`
+		PerfDumpSchema string  `json:"perf_dump_schema"`
+	} `json:"timings"`
+	TopKernels []KernelShare `json:"top_kernels"`
+}
+
+type manifestFile struct {
+	Plan      string    `json:"plan"`
+	Start     time.Time `json:"start"`
+	Simulated bool      `json:"simulated"`
+	GPUs      []struct {
+		Name   string `json:"name"`
+		Driver string `json:"driver_version"`
+	} `json:"gpus"`
+}
+
+func readJSONFile(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s is not valid JSON: %w", path, err)
+	}
+	return nil
+}
+
+func loadRunDir(dir string, opts LoadOptions) (*Set, error) {
+	if !exists(filepath.Join(dir, "summary.json")) {
+		return nil, fmt.Errorf("%s: %w: it has no summary.json yet; wait for `runner run` to finish, or finish it with `runner run --resume %s`", dir, ErrInProgress, dir)
+	}
+	s := &Set{Source: dir, Kind: "run", RunID: filepath.Base(filepath.Clean(dir)), Configs: map[string]*Config{}}
+	var man manifestFile
+	if err := readJSONFile(filepath.Join(dir, "manifest.json"), &man); err == nil {
+		s.Plan, s.Start = man.Plan, man.Start
+		if len(man.GPUs) > 0 {
+			s.GPU, s.Driver = man.GPUs[0].Name, man.GPUs[0].Driver
+		} else if man.Simulated {
+			s.GPU = "simulated"
+		}
+	}
+	var cells []string
+	var cf struct {
+		Cells []struct {
+			Dir string `json:"dir"`
+		} `json:"cells"`
+	}
+	if err := readJSONFile(filepath.Join(dir, "cells.json"), &cf); err == nil {
+		for _, c := range cf.Cells {
+			cells = append(cells, filepath.Join(dir, c.Dir))
+		}
+	} else {
+		ents, err := os.ReadDir(filepath.Join(dir, "cells"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w; is this a run directory?", dir, err)
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				cells = append(cells, filepath.Join(dir, "cells", e.Name()))
+			}
+		}
+	}
+	for _, cd := range cells {
+		if err := s.addCell(cd, opts); err != nil {
+			return nil, err
+		}
+	}
+	s.finish()
+	return s, nil
+}
+
+func loadCellDir(dir string, opts LoadOptions) (*Set, error) {
+	s := &Set{Source: dir, Kind: "cell", Configs: map[string]*Config{}}
+	// A cell directory named on the command line is compared whatever its profiler: the user
+	// chose it explicitly.
+	if err := s.addCell(dir, LoadOptions{Profilers: []string{"all"}}); err != nil {
+		return nil, err
+	}
+	if len(s.Configs) == 0 {
+		if len(s.Skipped) > 0 {
+			return nil, fmt.Errorf("%s cannot be compared: %s", dir, s.Skipped[0].Reason)
+		}
+	}
+	s.finish()
+	return s, nil
+}
+
+// addCell pools one cell directory's samples into s, or records why it is skipped.
+func (s *Set) addCell(cd string, opts LoadOptions) error {
+	var r resultFile
+	id := filepath.Base(cd)
+	if err := readJSONFile(filepath.Join(cd, "result.json"), &r); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			s.Skipped = append(s.Skipped, Skip{id, "no result.json (the cell has not run; the run was interrupted or is still in progress)"})
+			return nil
+		}
+		return fmt.Errorf("cell %s: %w", id, err)
+	}
+	if r.ID != "" {
+		id = r.ID
+	}
+	switch {
+	case r.Verdict != "ok":
+		s.Skipped = append(s.Skipped, Skip{id, fmt.Sprintf("verdict %q: only ok cells are compared", r.Verdict)})
+		return nil
+	case !opts.admits(r.Profiler):
+		if c := s.Configs[r.Key]; c != nil && len(c.TopKernels) == 0 {
+			c.TopKernels = r.TopKernels
+		} else if c == nil && len(r.TopKernels) > 0 {
+			s.pendingKernels(r.Key, r.TopKernels)
+		}
+		s.Skipped = append(s.Skipped, Skip{id, fmt.Sprintf("profiler %q distorts timings; only %s cells are compared (--profilers all admits them)", r.Profiler, strings.Join(profilersOf(opts), ","))})
+		return nil
+	case r.Timings.E2ENS == 0 && len(r.Timings.Stages) == 0 && !exists(filepath.Join(cd, "requests.jsonl")):
+		s.Skipped = append(s.Skipped, Skip{id, "no timings in result.json (sglang wrote no perf dump)"})
+		return nil
+	}
+	key := r.Key
+	if key == "" {
+		key = id
+	}
+	c := s.Configs[key]
+	if c == nil {
+		c = newConfig(key)
+		s.Configs[key] = c
+	}
+	c.Cells = append(c.Cells, id)
+	if len(c.TopKernels) == 0 {
+		c.TopKernels = r.TopKernels
+	}
+	t := r.Timings
+	if t.E2ENS > 0 {
+		c.add(MetricE2E, float64(t.E2ENS))
+	}
+	for _, st := range t.Stages {
+		c.add(StagePrefix+st.Name, float64(st.NS))
+	}
+	if len(t.DenoiseStepsNS) > 0 {
+		steps := make([]time.Duration, len(t.DenoiseStepsNS))
+		for i, v := range t.DenoiseStepsNS {
+			steps[i] = time.Duration(v)
+		}
+		c.addSteps(steps)
+	} else if t.E2ENS > 0 {
+		c.note(fmt.Sprintf("cell %s: the perf dump has no per-step times (schema %q, an sglang older than PR #15397); denoise_step and denoise_mean are missing", id, t.PerfDumpSchema))
+	}
+	if t.PeakMemoryMB > 0 {
+		c.add(MetricPeakMemory, t.PeakMemoryMB)
+	}
+	if lat, err := readRequests(filepath.Join(cd, "requests.jsonl")); err != nil {
+		return fmt.Errorf("cell %s: %w", id, err)
+	} else {
+		for _, v := range lat {
+			c.add(MetricRequestLatency, v)
+		}
+	}
+	if s.Commit == "" {
+		if d, err := ReadDumpFile(filepath.Join(cd, "perf.json")); err == nil {
+			s.Commit = commitOf(d)
+		}
+	}
+	return nil
+}
+
+func profilersOf(o LoadOptions) []string {
+	if len(o.Profilers) == 0 {
+		return DefaultProfilers
+	}
+	return o.Profilers
+}
+
+// pending top kernels of profiled cells whose configuration has no timing cell yet.
+func (s *Set) pendingKernels(key string, k []KernelShare) {
+	if s.kernels == nil {
+		s.kernels = map[string][]KernelShare{}
+	}
+	if _, ok := s.kernels[key]; !ok {
+		s.kernels[key] = k
+	}
+}
+
+func (s *Set) finish() {
+	for key, k := range s.kernels {
+		if c := s.Configs[key]; c != nil && len(c.TopKernels) == 0 {
+			c.TopKernels = k
+		}
+	}
+	s.kernels = nil
+	for _, c := range s.Configs {
+		sort.Strings(c.Cells)
+	}
+}
+
+func commitOf(d *Dump) string {
+	if d.CommitHash == "" || d.CommitHash == "N/A" {
+		return ""
+	}
+	return d.CommitHash
+}
+
+func newConfig(key string) *Config {
+	return &Config{Key: key, Metrics: map[string][]float64{}}
+}
+
+func (c *Config) add(metric string, v float64) {
+	if strings.HasPrefix(metric, StagePrefix) {
+		if _, ok := c.Metrics[metric]; !ok {
+			c.stageSeq = append(c.stageSeq, metric)
+		}
+	}
+	c.Metrics[metric] = append(c.Metrics[metric], v)
+}
+
+func (c *Config) note(n string) {
+	for _, x := range c.Notes {
+		if x == n {
+			return
+		}
+	}
+	c.Notes = append(c.Notes, n)
+}
+
+func (c *Config) addSteps(steps []time.Duration) {
+	var sum time.Duration
+	for i, d := range steps {
+		c.add(MetricDenoiseStep, float64(d))
+		for len(c.Steps) <= i {
+			c.Steps = append(c.Steps, nil)
+		}
+		c.Steps[i] = append(c.Steps[i], float64(d))
+		sum += d
+	}
+	c.add(MetricDenoiseMean, float64(sum/time.Duration(len(steps))))
+}
+
+// addDump pools one perf dump.
+func (c *Config) addDump(d *Dump) {
+	c.add(MetricE2E, float64(d.Total))
+	for _, st := range d.Stages {
+		c.add(StagePrefix+st.Name, float64(st.Dur))
+	}
+	if len(d.DenoiseSteps) > 0 {
+		c.addSteps(d.DenoiseSteps)
+	} else {
+		c.note(fmt.Sprintf("the perf dump has no per-step times (schema %q: an sglang build older than PR #15397 wrote no denoise_steps_ms); denoise_step and denoise_mean are missing", d.Schema))
+	}
+	if m := d.PeakMemoryMB(); m > 0 {
+		c.add(MetricPeakMemory, m)
+	}
+}
+
+// readRequests reads the request latencies of a serve cell from requests.jsonl, one JSON object
+// per request. The latency is taken from latency_ns, latency_ms or e2e_latency_ms (the first
+// present); requests with a non-empty "error" or "ok": false are left out. A missing file is
+// no requests, not an error.
+func readRequests(path string) ([]float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer f.Close()
+	var out []float64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := strings.TrimSpace(sc.Text())
+		if b == "" {
+			continue
+		}
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(b), &rec); err != nil {
+			return nil, fmt.Errorf("%s:%d: not a JSON object: %w", path, line, err)
+		}
+		if e, ok := rec["error"]; ok && string(e) != "null" && string(e) != `""` {
+			continue
+		}
+		if ok, has := rec["ok"]; has && string(ok) == "false" {
+			continue
+		}
+		v, found, err := latencyOf(rec)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if found {
+			out = append(out, v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+func latencyOf(rec map[string]json.RawMessage) (float64, bool, error) {
+	if raw, ok := rec["latency_ns"]; ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		if err != nil || n < 0 {
+			return 0, false, fmt.Errorf("latency_ns = %s; expected a non-negative integer", raw)
+		}
+		return float64(n), true, nil
+	}
+	for _, k := range []string{"latency_ms", "e2e_latency_ms"} {
+		if raw, ok := rec[k]; ok {
+			d, err := parseMS(strings.TrimSpace(string(raw)))
+			if err != nil {
+				return 0, false, fmt.Errorf("%s: %w", k, err)
+			}
+			return float64(d), true, nil
+		}
+	}
+	return 0, false, nil
+}
