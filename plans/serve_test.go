@@ -102,7 +102,7 @@ var serveBadCases = []struct {
 		[]want{{"load.api", 8, 1, []string{`unknown API "chat"`, `"images", "videos", "generate", "completions"`}}}},
 	{"images api with an llm",
 		llmMin + "[load]\napi = \"images\"\n",
-		[]want{{"load.api", 9, 1, []string{`API "images" needs backend.model_type = "diffusion", but it is "llm"`, `"generate" or "completions"`}}}},
+		[]want{{"load.api", 9, 1, []string{`API "images" needs backend.model_type = "diffusion", but it is "llm" (the default, from the matrix)`, `"generate" or "completions"`}}}},
 	{"generate api with a diffusion model",
 		serveMin + "[load]\napi = \"generate\"\n",
 		[]want{{"load.api", 8, 1, []string{`API "generate" needs backend.model_type = "llm"`, `"images" or "videos"`}}}},

@@ -114,7 +114,11 @@ func (d *decoder) validateServe(p *Plan) {
 				need = ModelTypeLLM
 			}
 			if b.ModelType != need && d.md.IsDefined(k...) {
-				d.addKey(k, fmt.Sprintf("API %q needs backend.model_type = %q, but it is %q; %s", l.API, need, b.ModelType, apiHint(b.ModelType)))
+				why := ""
+				if !d.md.IsDefined("backend", "model_type") {
+					why = " (the default, from the matrix)"
+				}
+				d.addKey(k, fmt.Sprintf("API %q needs backend.model_type = %q, but it is %q%s; %s", l.API, need, b.ModelType, why, apiHint(b.ModelType)))
 			}
 		}
 	}
