@@ -1,0 +1,236 @@
+package compare
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/perf/benchmath"
+
+	"github.com/sglprof/runner/reports/perf"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// noisy returns n samples around center with ±1% uniform noise, reproducibly.
+func noisy(seed uint64, n int, center float64) []float64 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = center * (1 + (r.Float64()-0.5)*0.02)
+	}
+	return out
+}
+
+func set(src string, metric string, v []float64) *perf.Set {
+	return &perf.Set{Source: src, Kind: "run", Configs: map[string]*perf.Config{
+		"cfg": {Key: "cfg", Metrics: map[string][]float64{metric: v}},
+	}}
+}
+
+func one(t *testing.T, metric string, base, cur []float64) Row {
+	t.Helper()
+	res, err := Compare(set("a", metric, base), set("b", metric, cur), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 1 {
+		t.Fatalf("rows = %d", len(res.Rows))
+	}
+	return res.Rows[0]
+}
+
+func TestNoChange(t *testing.T) {
+	r := one(t, perf.MetricE2E, noisy(1, 10, 1e9), noisy(2, 10, 1e9))
+	if r.Status != StatusOK || r.Delta != "~" || r.Significant {
+		t.Fatalf("no change: %+v", r)
+	}
+}
+
+func TestShift15PercentIsRegression(t *testing.T) {
+	// e2e tolerance is 15%; a 20% shift on 10 samples is significant and beyond it, a 15%
+	// shift of denoise_step (tolerance 25%) is significant but within it.
+	r := one(t, perf.MetricE2E, noisy(1, 10, 1e9), noisy(2, 10, 1.2e9))
+	if r.Status != StatusRegression || !r.Significant || r.Delta[0] != '+' {
+		t.Fatalf("+20%% e2e: %+v", r)
+	}
+	r = one(t, perf.StagePrefix+"DenoisingStage", noisy(1, 10, 1e9), noisy(2, 10, 1.15e9))
+	if r.Status != StatusRegression {
+		t.Fatalf("+15%% DenoisingStage (tolerance 10%% or 120ms): %+v", r)
+	}
+	r = one(t, perf.MetricDenoiseStep, noisy(1, 10, 1e8), noisy(2, 10, 1.15e8))
+	if r.Status != StatusOK || !r.Significant {
+		t.Fatalf("+15%% denoise_step (tolerance 25%%): significant but within tolerance: %+v", r)
+	}
+	// The absolute floor: a +50% change of a 100 ms stage is 50 ms, under 120 ms.
+	r = one(t, perf.StagePrefix+"DecodingStage", noisy(1, 10, 1e8), noisy(2, 10, 1.5e8))
+	if r.Status != StatusOK || r.Limit != float64(120e6) {
+		t.Fatalf("floor: %+v", r)
+	}
+	// Faster is an improvement, never a regression.
+	r = one(t, perf.MetricE2E, noisy(1, 10, 1e9), noisy(2, 10, 0.7e9))
+	if r.Status != StatusImprovement {
+		t.Fatalf("faster: %+v", r)
+	}
+}
+
+func TestOneOutlierIsNoRegression(t *testing.T) {
+	cur := noisy(2, 10, 1e9)
+	cur[3] = 5e9 // one request hit a GC pause
+	r := one(t, perf.MetricE2E, noisy(1, 10, 1e9), cur)
+	if r.Status == StatusRegression || r.Significant {
+		t.Fatalf("one outlier: %+v", r)
+	}
+}
+
+func TestBimodalFollowsBenchmath(t *testing.T) {
+	// Half the samples at 1.0 s, half at 1.5 s, against a unimodal 1.0 s base: the verdict must be
+	// exactly benchmath's U-test verdict, combined with the tolerance.
+	base := noisy(1, 10, 1e9)
+	cur := append(noisy(2, 5, 1e9), noisy(3, 5, 1.5e9)...)
+	r := one(t, perf.MetricE2E, base, cur)
+	c := benchmath.AssumeNothing.Compare(benchmath.NewSample(append([]float64(nil), base...), &benchmath.DefaultThresholds), benchmath.NewSample(append([]float64(nil), cur...), &benchmath.DefaultThresholds))
+	if r.P != c.P || r.Significant != (c.P < 0.05) {
+		t.Fatalf("p = %v, benchmath says %v", r.P, c.P)
+	}
+	want := StatusOK
+	if r.Significant && r.New.Median-r.Base.Median > r.Limit {
+		want = StatusRegression
+	}
+	if r.Status != want {
+		t.Fatalf("status %s, want %s (%+v)", r.Status, want, r)
+	}
+}
+
+func TestTooFewSamplesNoClaim(t *testing.T) {
+	r := one(t, perf.MetricE2E, []float64{1e9, 1e9, 1e9}, []float64{2e9, 2e9, 2e9})
+	if r.Status != StatusInsufficient || r.Significant || r.Delta != "~" || r.New.CI || r.New.Median != 2e9 {
+		t.Fatalf("n=3: %+v", r)
+	}
+}
+
+func TestNothingInCommon(t *testing.T) {
+	a := set("a", perf.MetricE2E, noisy(1, 6, 1))
+	b := &perf.Set{Source: "b", Kind: "run", Configs: map[string]*perf.Config{"other": {Key: "other", Metrics: map[string][]float64{perf.MetricE2E: {1}}}}}
+	if _, err := Compare(a, b, Options{}); !errors.Is(err, ErrNothingInCommon) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseTolerance(t *testing.T) {
+	for in, want := range map[string]Tolerance{
+		"10%":          {Rel: 0.10, Text: "10%"},
+		"10% or 120ms": {Rel: 0.10, Abs: 120e6, Text: "10% or 120ms"},
+		"2% or 256MB":  {Rel: 0.02, Abs: 256, Text: "2% or 256MB"},
+	} {
+		got, err := ParseTolerance(in)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"10", "-5%", "10% or fast", "x%"} {
+		if _, err := ParseTolerance(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestOptionOverrides(t *testing.T) {
+	o := Options{Tolerances: map[string]Tolerance{"stage/DecodingStage": {Rel: 0.01, Text: "1%"}, "non_denoise_stage": {Rel: 0.3, Text: "30%"}}}
+	if got := o.ToleranceFor("stage/DecodingStage").Text; got != "1%" {
+		t.Errorf("metric override: %s", got)
+	}
+	if got := o.ToleranceFor("stage/TextEncodingStage").Text; got != "30%" {
+		t.Errorf("class override: %s", got)
+	}
+	if got := o.ToleranceFor("stage/DenoisingStage").Text; got != "10% or 120ms" {
+		t.Errorf("default: %s", got)
+	}
+}
+
+// goldenSets is a fixed two-configuration comparison: one regression, one steady, one with
+// too few samples.
+func goldenSets() (*perf.Set, *perf.Set) {
+	mk := func(src string, scale float64, seed uint64) *perf.Set {
+		s := &perf.Set{Source: src, Kind: "run", Configs: map[string]*perf.Config{}}
+		s.Configs["qwen/1024x1024"] = &perf.Config{Key: "qwen/1024x1024", Metrics: map[string][]float64{
+			perf.MetricE2E:                      noisy(seed, 6, 2e9*scale),
+			perf.StagePrefix + "DenoisingStage": noisy(seed+1, 6, 1.5e9*scale),
+			perf.StagePrefix + "DecodingStage":  noisy(seed+2, 6, 3e7),
+			perf.MetricPeakMemory:               {50000, 50000, 50000, 50000, 50000, 50000},
+		}}
+		s.Configs["qwen/512x512"] = &perf.Config{Key: "qwen/512x512", Metrics: map[string][]float64{
+			perf.MetricE2E: noisy(seed+3, 3, 5e8),
+		}}
+		return s
+	}
+	return mk("runs/base", 1, 10), mk("runs/new", 1.3, 20)
+}
+
+func TestGoldenFormats(t *testing.T) {
+	for _, f := range Formats {
+		t.Run(f, func(t *testing.T) {
+			base, cur := goldenSets()
+			res, err := Compare(base, cur, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := Write(&b, f, res, base, cur); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "compare."+f+".golden", b.Bytes())
+			if res.Regressions != 2 {
+				t.Errorf("regressions = %d, want 2 (e2e and DenoisingStage)", res.Regressions)
+			}
+		})
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./reports/compare -update to accept):\n%s", name, got)
+	}
+}
+
+func BenchmarkCompare500Cells(b *testing.B) {
+	base, cur := syntheticSets(500, 50)
+	b.ResetTimer()
+	for range b.N {
+		res, err := Compare(base, cur, Options{})
+		if err != nil || len(res.Rows) == 0 {
+			b.Fatal(err)
+		}
+	}
+}
+
+func syntheticSets(cells, steps int) (*perf.Set, *perf.Set) {
+	mk := func(seed uint64) *perf.Set {
+		s := &perf.Set{Source: fmt.Sprint(seed), Kind: "run", Configs: map[string]*perf.Config{}}
+		for i := range cells / 6 {
+			key := fmt.Sprintf("cfg%03d", i)
+			c := &perf.Config{Key: key, Metrics: map[string][]float64{}}
+			c.Metrics[perf.MetricE2E] = noisy(seed+uint64(i), 6, 1e9)
+			c.Metrics[perf.MetricDenoiseStep] = noisy(seed+uint64(i)+1, 6*steps, 1e7)
+			s.Configs[key] = c
+		}
+		return s
+	}
+	return mk(1), mk(2)
+}
