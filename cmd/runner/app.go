@@ -112,6 +112,8 @@ func newApp(io stdio) *cli.App {
 			triageCommand(io),
 			traceCommand(io),
 			versionCommand(io),
+			bundleCommand(io),
+			replayCommand(io),
 			simCommand(io),
 			compareCommand(io),
 			historyCommand(io),

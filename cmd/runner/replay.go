@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/bundle"
+)
+
+func replayCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:      "replay",
+		Usage:     "run the cells of a bundle again and say whether the result reproduced",
+		ArgsUsage: "BUNDLE.tar.gz",
+		Description: `Extracts the bundle safely into a new directory (refusing absolute paths, "..", links,
+devices and archives that expand too far), prints how this machine's environment differs from
+the bundle's, runs the bundled cells again with the same argv and environment, and prints per
+cell whether the verdict and the timings reproduced, e.g.
+
+  000-unknown-model-default-s0-none-r1: reproduced: invalid (diffusers-fallback)
+
+Redacted secrets are not in the bundle: export them before replaying (replay names the missing
+ones). Exit status: 0 everything reproduced, 3 a verdict did not, 4 the verdicts did but a
+timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "simulate", Usage: "use the built-in simulators of sglang and nsys (for a bundle of a simulated run, or to try the tool)"},
+			&cli.StringFlag{Name: "cells", Usage: "only these bundled cells: comma-separated `IDs`"},
+			&cli.StringFlag{Name: "output", Usage: "extract and run in the new directory `DIR` (default replay-<bundle name>)"},
+			&cli.BoolFlag{Name: "no-bundle-env", Usage: "keep this machine's CUDA_/SGLANG_/NCCL_/... variables instead of the bundle's"},
+			&cli.BoolFlag{Name: "no-progress", Usage: "no progress lines"},
+		},
+		Action: func(c *cli.Context) error {
+			args, err := positional(c, 1, 1, "BUNDLE.tar.gz")
+			if err != nil {
+				return err
+			}
+			log, err := logger(c, io.err)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil && c.Bool("simulate") {
+				return fmt.Errorf("--simulate: cannot find the runner's own binary: %w", err)
+			}
+			opts := bundle.ReplayOptions{
+				Output:      c.String("output"),
+				Cells:       splitList(c.String("cells")),
+				Simulate:    c.Bool("simulate"),
+				Exe:         exe,
+				Env:         os.Environ(),
+				Logger:      log,
+				Args:        os.Args,
+				Out:         io.out,
+				NoBundleEnv: c.Bool("no-bundle-env"),
+			}
+			if !c.Bool("no-progress") {
+				opts.Progress = runner.NewLineProgress(io.err)
+			}
+			if opts.Simulate {
+				fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+			}
+			res, err := bundle.Replay(c.Context, args[0], opts)
+			if err != nil {
+				return err
+			}
+			if res.ExitCode != 0 {
+				return &exitError{code: res.ExitCode}
+			}
+			return nil
+		},
+	}
+}

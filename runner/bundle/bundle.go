@@ -1,0 +1,600 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/reports/kineto"
+	"github.com/sglprof/runner/runner"
+)
+
+// DefaultMaxSize is the default --max-size: small enough to attach to an issue or a chat.
+const DefaultMaxSize = 50 << 20
+
+// DefaultTraceSteps is how many steps a slimmed trace keeps.
+const DefaultTraceSteps = 2
+
+// Names of the files a bundle adds to the run directory's own.
+const (
+	ReadmeFile   = "README.md"
+	MetadataFile = "bundle.json"
+)
+
+// Options configure Create.
+type Options struct {
+	// Output is the archive to write; "" means <plan>-<run id>.bundle.tar.gz in the current
+	// directory (as the caller resolves relative paths).
+	Output string
+	// Cells restricts the bundle to these cell IDs (a cell directory given as the source
+	// selects its own cell).
+	Cells []string
+	// WithTraces includes the full traces (and nsys reports) instead of slimmed traces.
+	WithTraces bool
+	// TraceSteps is the number of steps a slimmed trace keeps; 0 means DefaultTraceSteps.
+	TraceSteps int
+	// MaxSize bounds the archive in bytes; 0 means DefaultMaxSize.
+	MaxSize int64
+	// Env is the environment of the bundling process (KEY=VALUE): values of secret-named
+	// variables in it are searched for literally in every file.
+	Env []string
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxSize <= 0 {
+		o.MaxSize = DefaultMaxSize
+	}
+	if o.TraceSteps <= 0 {
+		o.TraceSteps = DefaultTraceSteps
+	}
+}
+
+// Omission is a file the bundle left out or shortened, and why.
+type Omission struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// FileInfo is one file of the bundle as bundle.json lists it.
+type FileInfo struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+	Note  string `json:"note,omitempty"` // "slimmed to the first 2 steps", "truncated to head and tail"
+}
+
+// Metadata is bundle.json: what the bundle holds and how it was made, read back by replay.
+type Metadata struct {
+	Format        int         `json:"format"`
+	RunnerVersion string      `json:"runner_version"`
+	Created       time.Time   `json:"created"`
+	Plan          string      `json:"plan"`
+	Run           string      `json:"run"` // the run directory's name (<time>-<id>)
+	Simulated     bool        `json:"simulated"`
+	Cells         []string    `json:"cells"`
+	Traces        string      `json:"traces"` // "slim", "full" or "none"
+	Redactions    []Redaction `json:"redactions"`
+	Omitted       []Omission  `json:"omitted,omitempty"`
+	Files         []FileInfo  `json:"files"`
+}
+
+// Result says what Create wrote.
+type Result struct {
+	Path     string
+	Bytes    int64
+	Metadata Metadata
+}
+
+// entry is one file of the archive: text already redacted in data, or a staged file on disk.
+type entry struct {
+	name  string // archive path
+	data  []byte
+	file  string // staged file (when data is nil)
+	size  int64
+	kind  string // "trace", "log", "text", "binary"
+	note  string
+	cell  string
+	trunc bool // a log truncated to head and tail
+}
+
+// Create writes the bundle of the run directory (or cell directory) src. Every text file is
+// redacted before it is written; the archive stays under opts.MaxSize by dropping traces
+// first and then truncating logs to their head and tail, and says what it left out.
+func Create(ctx context.Context, src string, opts Options) (*Result, error) {
+	opts.defaults()
+	s, err := resolve(src, opts.Cells)
+	if err != nil {
+		return nil, err
+	}
+	var extra []string
+	if s.plan != nil {
+		extra = s.plan.Bundle.Redact
+	}
+	red, err := NewRedactor(s.secretEnv(opts.Env), extra)
+	if err != nil {
+		return nil, err
+	}
+	stage, err := os.MkdirTemp("", "runner-bundle-*")
+	if err != nil {
+		return nil, fmt.Errorf("bundle: staging directory: %w", err)
+	}
+	defer os.RemoveAll(stage)
+
+	b := &builder{s: s, red: red, opts: &opts, stage: stage}
+	if err := b.collect(ctx); err != nil {
+		return nil, err
+	}
+	out := opts.Output
+	if out == "" {
+		out = defaultName(s)
+	}
+	if abs, err := filepath.Abs(out); err == nil {
+		out = abs
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	var tried []string
+	b.file = filepath.Base(out)
+	for level := 0; level < len(levels); level++ {
+		entries, omitted := b.degrade(level)
+		meta := b.metadata(entries, omitted)
+		size, err := writeArchive(out, b.finish(entries, meta))
+		if err != nil {
+			return nil, err
+		}
+		if size <= opts.MaxSize {
+			return &Result{Path: out, Bytes: size, Metadata: meta}, nil
+		}
+		os.Remove(out)
+		tried = append(tried, fmt.Sprintf("%s: %s", levels[level], humanize.IBytes(uint64(size))))
+	}
+	return nil, fmt.Errorf("bundle: the bundle stays over --max-size %s (%s); select fewer cells with --cells or raise --max-size",
+		humanize.IBytes(uint64(opts.MaxSize)), strings.Join(tried, "; "))
+}
+
+// levels are the successive ways to make a bundle fit --max-size.
+var levels = []string{
+	"everything",
+	"without traces",
+	"without traces, logs cut to 256 KiB head and tail",
+	"without traces, logs cut to 16 KiB head and tail",
+}
+
+func defaultName(s *source) string {
+	name := s.manifest.Plan
+	if name == "" && s.plan != nil {
+		name = s.plan.Name
+	}
+	if name == "" {
+		name = "run"
+	}
+	return name + "-" + filepath.Base(s.dir) + ".bundle.tar.gz"
+}
+
+type builder struct {
+	s       *source
+	red     *Redactor
+	opts    *Options
+	stage   string
+	entries []entry
+	omitted []Omission // files left out whatever the size
+	traces  string
+	file    string // the archive's name, for the README's replay command
+}
+
+// text adds a text file, redacted.
+func (b *builder) text(name string, data []byte, kind, cell string) {
+	red := b.red.Bytes(data)
+	b.entries = append(b.entries, entry{name: name, data: red, size: int64(len(red)), kind: kind, cell: cell})
+}
+
+// textFile adds a text file of the run directory when it exists; big files are redacted as a
+// stream into the staging directory.
+func (b *builder) textFile(name, path, kind, cell string) error {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	if st.Size() <= 8<<20 {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
+		b.text(name, data, kind, cell)
+		return nil
+	}
+	staged, n, err := b.stageStream(path, false, false)
+	if err != nil {
+		return err
+	}
+	b.entries = append(b.entries, entry{name: name, file: staged, size: n, kind: kind, cell: cell})
+	return nil
+}
+
+// stageStream redacts a file into the staging directory, gunzipping it first and gzipping the
+// result when asked.
+func (b *builder) stageStream(path string, gunzip, gz bool) (string, int64, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("bundle: %w", err)
+	}
+	defer in.Close()
+	var r io.Reader = in
+	if gunzip {
+		zr, err := gzip.NewReader(in)
+		if err != nil {
+			return "", 0, fmt.Errorf("bundle: %s: %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	f, err := os.CreateTemp(b.stage, "f-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("bundle: %w", err)
+	}
+	defer f.Close()
+	var w io.Writer = f
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(f)
+		w = zw
+	}
+	if err := b.red.Stream(w, r); err != nil {
+		return "", 0, fmt.Errorf("bundle: redact %s: %w", path, err)
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return "", 0, fmt.Errorf("bundle: %w", err)
+		}
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return "", 0, err
+	}
+	return f.Name(), st.Size(), nil
+}
+
+// collect gathers every file of the bundle, redacted, before anything is written.
+func (b *builder) collect(ctx context.Context) error {
+	s := b.s
+	b.text(runner.PlanFile, s.planRaw, "text", "")
+	for _, f := range []string{runner.CellsFile, runner.ManifestFile, runner.SummaryMD, runner.SummaryJSON} {
+		if err := b.textFile(f, filepath.Join(s.dir, f), "text", ""); err != nil {
+			return err
+		}
+	}
+	// A comparison written into the run directory by runner compare or run --baseline.
+	if m, _ := filepath.Glob(filepath.Join(s.dir, "compare*")); len(m) > 0 {
+		sort.Strings(m)
+		for _, p := range m {
+			if ext := filepath.Ext(p); ext == ".json" || ext == ".md" || ext == ".txt" || ext == ".csv" {
+				if err := b.textFile(filepath.Base(p), p, "text", ""); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	b.traces = "slim"
+	if b.opts.WithTraces {
+		b.traces = "full"
+	}
+	for _, c := range s.selected {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dir := s.cellDir(c)
+		rel := path.Join(runner.CellsDir, c.Cell.ID)
+		for _, f := range []string{runner.CommandFile, runner.ResultFile, runner.PerfFile, runner.TriageMD, runner.TriageJSON, "triage.csv"} {
+			if err := b.textFile(path.Join(rel, f), filepath.Join(dir, f), "text", c.Cell.ID); err != nil {
+				return err
+			}
+		}
+		if err := b.textFile(path.Join(rel, runner.LogFile), filepath.Join(dir, runner.LogFile), "log", c.Cell.ID); err != nil {
+			return err
+		}
+		if err := b.nsysSummaries(ctx, c, dir, rel); err != nil {
+			return err
+		}
+		if err := b.cellTraces(ctx, c, dir, rel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nsysSummaries adds the `nsys stats`-style CSV summaries of a cell's SQLite export (kernels,
+// CUDA API, NVTX ranges) instead of the export itself, which can be gigabytes.
+func (b *builder) nsysSummaries(ctx context.Context, c cellRecord, dir, rel string) error {
+	exports, _ := filepath.Glob(filepath.Join(dir, "nsys", "*"+nsys.SQLiteExt))
+	for _, exp := range exports {
+		base := strings.TrimSuffix(filepath.Base(exp), nsys.SQLiteExt)
+		capt, err := nsys.ReadCapture(ctx, exp, nsys.ReadOptions{})
+		if err != nil {
+			b.omitted = append(b.omitted, Omission{Path: path.Join(rel, "nsys", filepath.Base(exp)), Reason: "the nsys export could not be summarised: " + b.red.String(err.Error())})
+			continue
+		}
+		for _, rep := range nsys.Stats(capt) {
+			var buf bytes.Buffer
+			if err := rep.Table().WriteCSV(&buf); err != nil {
+				return fmt.Errorf("bundle: %s: %w", exp, err)
+			}
+			b.text(path.Join(rel, "nsys", base+"_"+rep.Report+".csv"), buf.Bytes(), "text", c.Cell.ID)
+		}
+		b.omitted = append(b.omitted, Omission{Path: path.Join(rel, "nsys", filepath.Base(exp)), Reason: "the SQLite export is summarised as nsys/*_cuda_gpu_kern_sum.csv, *_cuda_api_sum.csv and *_nvtx_sum.csv"})
+	}
+	return nil
+}
+
+// cellTraces adds a cell's torch traces, slimmed to a few steps unless --with-traces, and with
+// --with-traces its nsys reports (binary, so they are only included when no secret is found in
+// them).
+func (b *builder) cellTraces(ctx context.Context, c cellRecord, dir, rel string) error {
+	traces, _ := filepath.Glob(filepath.Join(dir, "traces", "*.json*"))
+	sort.Strings(traces)
+	for _, tp := range traces {
+		name := path.Join(rel, "traces", filepath.Base(tp))
+		gz := strings.HasSuffix(tp, ".gz")
+		if b.opts.WithTraces {
+			staged, n, err := b.stageStream(tp, gz, gz)
+			if err != nil {
+				b.omitted = append(b.omitted, Omission{Path: name, Reason: err.Error()})
+				continue
+			}
+			b.entries = append(b.entries, entry{name: name, file: staged, size: n, kind: "trace", cell: c.Cell.ID})
+			continue
+		}
+		var buf bytes.Buffer
+		st, err := slimFile(ctx, tp, &buf, b.opts.TraceSteps)
+		if err != nil {
+			b.omitted = append(b.omitted, Omission{Path: name, Reason: "could not be slimmed (" + b.red.String(err.Error()) + "); bundle with --with-traces to include it whole"})
+			continue
+		}
+		red := b.red.Bytes(buf.Bytes())
+		var out bytes.Buffer
+		if gz {
+			zw := gzip.NewWriter(&out)
+			zw.Write(red)
+			if err := zw.Close(); err != nil {
+				return err
+			}
+		} else {
+			out.Write(red)
+		}
+		b.entries = append(b.entries, entry{name: name, data: out.Bytes(), size: int64(out.Len()), kind: "trace", cell: c.Cell.ID,
+			note: fmt.Sprintf("slimmed to the first %d %s steps (%d of %d events); bundle with --with-traces for the whole trace", st.Steps, st.StepFamily, st.Kept, st.Events)})
+	}
+	reps, _ := filepath.Glob(filepath.Join(dir, "nsys", "*"+nsys.ReportExt))
+	for _, rp := range reps {
+		name := path.Join(rel, "nsys", filepath.Base(rp))
+		if !b.opts.WithTraces {
+			b.omitted = append(b.omitted, Omission{Path: name, Reason: "the nsys report is a full trace; bundle with --with-traces to include it"})
+			continue
+		}
+		hits, err := b.red.Scan(rp)
+		switch {
+		case err != nil:
+			b.omitted = append(b.omitted, Omission{Path: name, Reason: err.Error()})
+		case hits > 0:
+			b.omitted = append(b.omitted, Omission{Path: name, Reason: fmt.Sprintf("left out: this binary report contains %d secret-looking strings (nsys records the profiled process's command line and environment) and cannot be redacted", hits)})
+		default:
+			st, err := os.Stat(rp)
+			if err != nil {
+				return err
+			}
+			b.entries = append(b.entries, entry{name: name, file: rp, size: st.Size(), kind: "trace", cell: c.Cell.ID, note: "binary; scanned for secrets, none found"})
+		}
+	}
+	return nil
+}
+
+func slimFile(ctx context.Context, p string, w io.Writer, steps int) (kineto.SlimStats, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return kineto.SlimStats{}, err
+	}
+	defer f.Close()
+	return kineto.Slim(ctx, f, w, kineto.SlimOptions{Steps: steps})
+}
+
+// logKeep is how much of a log's head and tail each size level keeps (0 = whole).
+var logKeep = []int64{0, 0, 256 << 10, 16 << 10}
+
+// degrade returns the entries of a size level and what that level leaves out.
+func (b *builder) degrade(level int) ([]entry, []Omission) {
+	omitted := append([]Omission(nil), b.omitted...)
+	var out []entry
+	for _, e := range b.entries {
+		if level >= 1 && e.kind == "trace" {
+			omitted = append(omitted, Omission{Path: e.name, Reason: fmt.Sprintf("dropped to stay under --max-size %s", humanize.IBytes(uint64(b.opts.MaxSize)))})
+			continue
+		}
+		if keep := logKeep[level]; keep > 0 && e.kind == "log" && e.size > 2*keep {
+			data, err := headTail(e, keep)
+			if err == nil {
+				omitted = append(omitted, Omission{Path: e.name, Reason: fmt.Sprintf("cut to its first and last %s to stay under --max-size %s (%s left out)", humanize.IBytes(uint64(keep)), humanize.IBytes(uint64(b.opts.MaxSize)), humanize.IBytes(uint64(e.size-int64(len(data)))))})
+				e = entry{name: e.name, data: data, size: int64(len(data)), kind: e.kind, cell: e.cell, trunc: true,
+					note: "truncated to head and tail"}
+			}
+		}
+		out = append(out, e)
+	}
+	return out, omitted
+}
+
+// headTail keeps the first and last keep bytes of an entry, cut at line ends, with a marker
+// line between them.
+func headTail(e entry, keep int64) ([]byte, error) {
+	var head, tail []byte
+	if e.data != nil {
+		head, tail = e.data[:keep], e.data[int64(len(e.data))-keep:]
+	} else {
+		f, err := os.Open(e.file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		head, tail = make([]byte, keep), make([]byte, keep)
+		if _, err := f.ReadAt(head, 0); err != nil {
+			return nil, err
+		}
+		if _, err := f.ReadAt(tail, e.size-keep); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+	}
+	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+	}
+	if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	var out bytes.Buffer
+	out.Write(head)
+	fmt.Fprintf(&out, "\n[... runner bundle: %d bytes of this log left out to stay under --max-size; the head and tail are kept ...]\n\n", e.size-int64(len(head))-int64(len(tail)))
+	out.Write(tail)
+	return out.Bytes(), nil
+}
+
+// metadata builds bundle.json for a set of entries.
+func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
+	m := Metadata{
+		Format:        1,
+		RunnerVersion: runner.RunnerVersion(),
+		Created:       b.opts.Now().UTC().Truncate(time.Second),
+		Plan:          b.s.manifest.Plan,
+		Run:           filepath.Base(b.s.dir),
+		Simulated:     b.s.manifest.Simulated,
+		Traces:        b.traces,
+		Omitted:       omitted,
+		Redactions:    b.red.Report(),
+	}
+	if m.Plan == "" && b.s.plan != nil {
+		m.Plan = b.s.plan.Name
+	}
+	hasTrace := false
+	for _, e := range entries {
+		m.Files = append(m.Files, FileInfo{Path: e.name, Bytes: e.size, Note: e.note})
+		hasTrace = hasTrace || e.kind == "trace"
+	}
+	if !hasTrace {
+		m.Traces = "none"
+	}
+	for _, c := range b.s.selected {
+		m.Cells = append(m.Cells, c.Cell.ID)
+	}
+	return m
+}
+
+// finish adds README.md and bundle.json in front of the entries. Both are redacted too (with
+// a copy of the redactor, so the counts they list are those of the run's files).
+func (b *builder) finish(entries []entry, meta Metadata) []entry {
+	shadow := b.red.clone()
+	readme := shadow.Bytes([]byte(renderReadme(b.s, meta, entries, b.file)))
+	var mj bytes.Buffer
+	enc := json.NewEncoder(&mj)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(meta)
+	front := []entry{
+		{name: ReadmeFile, data: readme, size: int64(len(readme)), kind: "text"},
+		{name: MetadataFile, data: shadow.Bytes(mj.Bytes()), kind: "text"},
+	}
+	front[1].size = int64(len(front[1].data))
+	return append(front, entries...)
+}
+
+// writeArchive writes the entries as a .tar.gz through a temporary file and a rename, and
+// returns its size.
+func writeArchive(out string, entries []entry) (int64, error) {
+	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+	if err != nil {
+		return 0, fmt.Errorf("bundle: %w; choose a writable -o", err)
+	}
+	tmp := f.Name()
+	fail := func(err error) (int64, error) {
+		f.Close()
+		os.Remove(tmp)
+		return 0, fmt.Errorf("bundle: write %s: %w", out, err)
+	}
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	mtime := time.Now().UTC().Truncate(time.Second)
+	dirs := map[string]bool{}
+	for _, e := range entries {
+		// Directory entries first, so tools that extract strictly in order are happy.
+		for d := path.Dir(e.name); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	dl := make([]string, 0, len(dirs))
+	for d := range dirs {
+		dl = append(dl, d)
+	}
+	sort.Strings(dl)
+	for _, d := range dl {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+			return fail(err)
+		}
+	}
+	for _, e := range entries {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: e.size, ModTime: mtime, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fail(err)
+		}
+		if e.data != nil || e.file == "" {
+			if _, err := tw.Write(e.data); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		src, err := os.Open(e.file)
+		if err != nil {
+			return fail(err)
+		}
+		_, err = io.CopyN(tw, src, e.size)
+		src.Close()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if err := errors.Join(tw.Close(), zw.Close()); err != nil {
+		return fail(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("bundle: write %s: %w", out, err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("bundle: write %s: %w", out, err)
+	}
+	return st.Size(), nil
+}

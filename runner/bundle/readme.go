@@ -1,0 +1,420 @@
+package bundle
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/runner"
+)
+
+// view is what the README and the issue body are made of, read back from the redacted
+// entries (never from the run directory), so a secret cannot reach them by another path.
+type view struct {
+	plan     string
+	planRaw  string
+	manifest runner.Manifest
+	cells    []cellView
+	compare  string // a comparison's Markdown, when the run directory has one
+}
+
+type cellView struct {
+	id       string
+	result   *runner.CellResult
+	command  *backends.Launch
+	triageMD string
+}
+
+func entryBytes(e entry) []byte {
+	if e.data != nil || e.file == "" {
+		return e.data
+	}
+	b, _ := os.ReadFile(e.file)
+	return b
+}
+
+func buildView(s *source, entries []entry) view {
+	byName := map[string]entry{}
+	for _, e := range entries {
+		byName[e.name] = e
+	}
+	v := view{plan: s.manifest.Plan}
+	if v.plan == "" && s.plan != nil {
+		v.plan = s.plan.Name
+	}
+	if e, ok := byName[runner.PlanFile]; ok {
+		v.planRaw = string(entryBytes(e))
+	}
+	if e, ok := byName[runner.ManifestFile]; ok {
+		_ = json.Unmarshal(entryBytes(e), &v.manifest)
+	}
+	for _, name := range []string{"compare.md", "compare.txt"} {
+		if e, ok := byName[name]; ok {
+			v.compare = string(entryBytes(e))
+			break
+		}
+	}
+	for _, c := range s.selected {
+		cv := cellView{id: c.Cell.ID}
+		rel := path.Join(runner.CellsDir, c.Cell.ID)
+		if e, ok := byName[path.Join(rel, runner.ResultFile)]; ok {
+			var r runner.CellResult
+			if json.Unmarshal(entryBytes(e), &r) == nil {
+				cv.result = &r
+			}
+		}
+		if e, ok := byName[path.Join(rel, runner.CommandFile)]; ok {
+			var l backends.Launch
+			if json.Unmarshal(entryBytes(e), &l) == nil {
+				cv.command = &l
+			}
+		}
+		if e, ok := byName[path.Join(rel, runner.TriageMD)]; ok {
+			cv.triageMD = string(entryBytes(e))
+		}
+		v.cells = append(v.cells, cv)
+	}
+	return v
+}
+
+// renderReadme writes the bundle's README.md.
+func renderReadme(s *source, meta Metadata, entries []entry, file string) string {
+	v := buildView(s, entries)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Bug report bundle: %s\n\n", orDash(v.plan))
+	fmt.Fprintf(&b, "Made by `runner bundle` (runner %s) on %s from the run directory `%s`: %d cell(s). Secrets were redacted before anything was written (see [Redacted](#redacted)).\n\n",
+		meta.RunnerVersion, meta.Created.Format("2006-01-02 15:04 UTC"), meta.Run, len(meta.Cells))
+	if v.manifest.Simulated {
+		b.WriteString("**This run was simulated** (`runner run --simulate`): sglang and nsys were the runner's built-in simulators and every timing is invented.\n\n")
+	}
+	b.WriteString("## Symptom\n\n")
+	writeSymptom(&b, v)
+	if v.compare != "" {
+		b.WriteString("\n### Worst regressions (from the run's comparison)\n\n")
+		b.WriteString(excerpt(v.compare, 40))
+		b.WriteString("\n")
+	}
+	b.WriteString("\n## Environment\n\n")
+	writeEnvTable(&b, &v.manifest)
+	b.WriteString("\n## Commands\n\n")
+	b.WriteString("Each cell ran exactly this (working directory, environment added to the inherited one, argv):\n\n")
+	for _, c := range v.cells {
+		if c.command == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "`%s`:\n\n```sh\n%s\n```\n\n", c.id, shellCommand(c.command))
+	}
+	writeTimings(&b, v)
+	writeTopKernels(&b, v, 5)
+	b.WriteString("\n## Reproduce\n\n")
+	if v.manifest.Simulated {
+		fmt.Fprintf(&b, "```sh\nrunner replay --simulate %s   # the run was simulated\n", shellQuote(file))
+	} else {
+		fmt.Fprintf(&b, "```sh\nrunner replay %s\n", shellQuote(file))
+	}
+	b.WriteString("```\n\n")
+	b.WriteString("`runner replay` extracts the bundle into a new directory, prints how this machine's environment differs from the bundle's, runs the same cells with the same argv and environment, and says per cell whether the verdict and the timings reproduced. ")
+	if names := secretNames(meta.Redactions); len(names) > 0 {
+		fmt.Fprintf(&b, "Redacted variables must be set again in the environment first: %s.\n", strings.Join(names, ", "))
+	} else {
+		b.WriteString("\n")
+	}
+	b.WriteString("\n## Contents\n\n| file | bytes | note |\n|---|---:|---|\n")
+	for _, f := range meta.Files {
+		fmt.Fprintf(&b, "| `%s` | %d | %s |\n", f.Path, f.Bytes, f.Note)
+	}
+	fmt.Fprintf(&b, "| `%s` | | this file |\n| `%s` | | what the bundle holds, machine-readable |\n", ReadmeFile, MetadataFile)
+	if len(meta.Omitted) > 0 {
+		b.WriteString("\n### Left out\n\n")
+		for _, o := range meta.Omitted {
+			fmt.Fprintf(&b, "- `%s`: %s\n", o.Path, o.Reason)
+		}
+	}
+	b.WriteString("\n## Redacted\n\n")
+	if len(meta.Redactions) == 0 {
+		b.WriteString("Nothing secret-looking was found.\n")
+	} else {
+		b.WriteString("Each secret was replaced by `" + Redacted + "`. Names and kinds only, never values:\n\n| kind | name | count |\n|---|---|---:|\n")
+		for _, r := range meta.Redactions {
+			fmt.Fprintf(&b, "| %s | %s | %d |\n", r.Kind, r.Name, r.Count)
+		}
+	}
+	return b.String()
+}
+
+// secretNames are the variables whose values were redacted, which a replay needs again.
+func secretNames(rs []Redaction) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range rs {
+		if r.Kind == KindEnv && !seen[r.Name] {
+			seen[r.Name] = true
+			out = append(out, r.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func writeSymptom(b *strings.Builder, v view) {
+	counts := map[string]int{}
+	for _, c := range v.cells {
+		if c.result == nil {
+			counts[runner.VerdictNotRun]++
+			continue
+		}
+		counts[c.result.Verdict]++
+	}
+	var parts []string
+	for _, k := range sortedKeys(counts) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	fmt.Fprintf(b, "%d cell(s): %s.\n\n", len(v.cells), strings.Join(parts, ", "))
+	for _, c := range v.cells {
+		if c.result == nil {
+			fmt.Fprintf(b, "- `%s`: not run (no result.json)\n", c.id)
+			continue
+		}
+		r := c.result
+		fmt.Fprintf(b, "- `%s`: **%s**", c.id, r.Verdict)
+		if r.Exit.Code != 0 || r.Exit.Signal != "" {
+			fmt.Fprintf(b, " (exit status %d%s)", r.Exit.Code, map[bool]string{true: ", signal " + r.Exit.Signal, false: ""}[r.Exit.Signal != ""])
+		}
+		b.WriteString("\n")
+		for _, rs := range r.Reasons {
+			writeReason(b, rs, "reason")
+		}
+		for _, rs := range r.Warnings {
+			writeReason(b, rs, "warning")
+		}
+	}
+}
+
+func writeReason(b *strings.Builder, r backends.Reason, what string) {
+	fmt.Fprintf(b, "  - %s `%s`: %s\n", what, r.Code, oneLine(r.Message))
+	for _, l := range r.Lines {
+		fmt.Fprintf(b, "    > log.txt line %d: `%s`\n", l.Line, strings.ReplaceAll(oneLine(stripANSI(l.Text)), "`", "'"))
+	}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// stripANSI drops terminal colour sequences that sglang puts into its log lines.
+func stripANSI(s string) string {
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '[' {
+			j := i + 2
+			for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) {
+				j++
+			}
+			i = j
+			continue
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
+func writeEnvTable(b *strings.Builder, m *runner.Manifest) {
+	b.WriteString("| | |\n|---|---|\n")
+	for _, f := range Facts(m) {
+		fmt.Fprintf(b, "| %s | %s |\n", f.Name, strings.ReplaceAll(f.Value, "|", "\\|"))
+	}
+	if len(m.Env) > 0 {
+		b.WriteString("\nVariables that matter (CUDA_, SGLANG_, NCCL_, HF_, TORCH_, PYTORCH_, VLLM_, NVIDIA_), as the run saw them:\n\n```sh\n")
+		for _, k := range sortedKeys(m.Env) {
+			fmt.Fprintf(b, "%s=%s\n", k, shellQuote(m.Env[k]))
+		}
+		b.WriteString("```\n")
+	}
+}
+
+func writeTimings(b *strings.Builder, v view) {
+	b.WriteString("## Timings\n\n| cell | verdict | e2e ms | mean denoise step ms | peak memory |\n|---|---|---:|---:|---:|\n")
+	for _, c := range v.cells {
+		if c.result == nil {
+			continue
+		}
+		t := c.result.Timings
+		mem := "-"
+		if t.PeakMemoryMB > 0 {
+			mem = fmt.Sprintf("%.0f MB", t.PeakMemoryMB)
+		}
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", c.id, c.result.Verdict, ms(t.E2ENS), ms(t.MeanDenoiseStepNS), mem)
+	}
+}
+
+func ms(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(ns)/1e6)
+}
+
+func writeTopKernels(b *strings.Builder, v view, n int) {
+	any := false
+	for _, c := range v.cells {
+		if c.result == nil || len(c.result.TopKernels) == 0 {
+			continue
+		}
+		if !any {
+			b.WriteString("\n## Top kernels (from triage)\n\n| cell | kernel | category | total µs | share |\n|---|---|---|---:|---:|\n")
+			any = true
+		}
+		for i, k := range c.result.TopKernels {
+			if i == n {
+				break
+			}
+			fmt.Fprintf(b, "| `%s` | `%s` | %s | %.1f | %.1f%% |\n", c.id, truncName(k.Name, 90), k.Category, k.TotalUS, k.SharePct)
+		}
+	}
+}
+
+func truncName(s string, n int) string {
+	s = strings.ReplaceAll(s, "|", "\\|")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// excerpt keeps the first n lines of s.
+func excerpt(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], fmt.Sprintf("… (%d more lines in the bundle)", len(lines)-n))
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// shellCommand renders a launch as a copy-pasteable shell command.
+func shellCommand(l *backends.Launch) string {
+	var b strings.Builder
+	if l.Dir != "" {
+		fmt.Fprintf(&b, "cd %s && \\\n", shellQuote(l.Dir))
+	}
+	for _, k := range sortedKeys(l.Env) {
+		fmt.Fprintf(&b, "%s=%s \\\n", k, shellQuote(l.Env[k]))
+	}
+	for i, a := range l.Argv {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// IssueOptions configure Issue.
+type IssueOptions struct {
+	// Cells restricts the issue to these cells.
+	Cells []string
+	// Env is the environment whose secret-named values are redacted (see Options.Env).
+	Env []string
+	// PlanLines bounds the plan excerpt; 0 means 60.
+	PlanLines int
+}
+
+// Issue renders a Markdown issue body for a run or cell directory: symptom, reproduction
+// (plan excerpt and commands), environment table, top kernels and the comparison when the run
+// has one. It is redacted like a bundle and writes nothing to disk.
+func Issue(src string, opts IssueOptions) (string, error) {
+	s, err := resolve(src, opts.Cells)
+	if err != nil {
+		return "", err
+	}
+	var extra []string
+	if s.plan != nil {
+		extra = s.plan.Bundle.Redact
+	}
+	red, err := NewRedactor(s.secretEnv(opts.Env), extra)
+	if err != nil {
+		return "", err
+	}
+	b := &builder{s: s, red: red, opts: &Options{}}
+	b.opts.defaults()
+	b.text(runner.PlanFile, s.planRaw, "text", "")
+	if err := b.textFile(runner.ManifestFile, filepath.Join(s.dir, runner.ManifestFile), "text", ""); err != nil {
+		return "", err
+	}
+	for _, f := range []string{"compare.md", "compare.txt"} {
+		if err := b.textFile(f, filepath.Join(s.dir, f), "text", ""); err != nil {
+			return "", err
+		}
+	}
+	for _, c := range s.selected {
+		rel := path.Join(runner.CellsDir, c.Cell.ID)
+		for _, f := range []string{runner.CommandFile, runner.ResultFile} {
+			if err := b.textFile(path.Join(rel, f), filepath.Join(s.cellDir(c), f), "text", c.Cell.ID); err != nil {
+				return "", err
+			}
+		}
+	}
+	v := buildView(s, b.entries)
+	n := opts.PlanLines
+	if n <= 0 {
+		n = 60
+	}
+	var w strings.Builder
+	w.WriteString("### Describe the bug\n\n")
+	writeSymptom(&w, v)
+	w.WriteString("\n### Reproduction\n\n")
+	fmt.Fprintf(&w, "Plan (`%s`, run `%s`):\n\n```toml\n%s```\n\n", orDash(v.plan), filepath.Base(s.dir), excerpt(v.planRaw, n))
+	for _, c := range v.cells {
+		if c.command != nil {
+			fmt.Fprintf(&w, "`%s`:\n\n```sh\n%s\n```\n\n", c.id, shellCommand(c.command))
+		}
+	}
+	w.WriteString("A bundle with the logs, results and traces: `runner bundle " + filepath.Base(s.dir) + "`; replay it with `runner replay <file>`.\n")
+	w.WriteString("\n### Environment\n\n")
+	writeEnvTable(&w, &v.manifest)
+	var tk strings.Builder
+	writeTopKernels(&tk, v, 5)
+	if tk.Len() > 0 {
+		w.WriteString(strings.Replace(tk.String(), "## Top kernels", "### Top kernels", 1))
+	}
+	if v.compare != "" {
+		w.WriteString("\n### Comparison\n\n")
+		w.WriteString(excerpt(v.compare, 40))
+	}
+	out := red.clone().Bytes([]byte(w.String()))
+	if rs := red.Report(); len(rs) > 0 {
+		var names []string
+		for _, r := range rs {
+			names = append(names, fmt.Sprintf("%s (%s) ×%d", r.Name, r.Kind, r.Count))
+		}
+		out = append(out, []byte("\n<sub>Redacted by runner: "+strings.Join(names, ", ")+".</sub>\n")...)
+	}
+	return string(bytes.TrimLeft(out, "\n")), nil
+}
+
+// humanBytes is humanize.IBytes for an int64.
+func humanBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }

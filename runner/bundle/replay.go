@@ -1,0 +1,442 @@
+package bundle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner"
+)
+
+// ReplayOptions configure Replay.
+type ReplayOptions struct {
+	// Output is the new directory the bundle is extracted to (Output/bundle) and run in
+	// (Output/runs); it must not exist or be empty. "" means replay-<bundle name>.
+	Output string
+	// Cells restricts the replay to these bundled cells.
+	Cells []string
+	// Simulate, Exe, Env, Progress, Logger and Args are passed to the runner (runner.Options).
+	Simulate bool
+	Exe      string
+	Env      []string
+	Progress runner.Progress
+	Logger   *slog.Logger
+	Args     []string
+	// Out receives the environment diff, the run's summary table and the per-cell outcome.
+	Out io.Writer
+	// NoBundleEnv runs with this machine's variables instead of setting the ones the bundle's
+	// manifest recorded (CUDA_*, SGLANG_*, NCCL_*, ...).
+	NoBundleEnv bool
+	// Extract bounds the extraction.
+	Extract ExtractOptions
+}
+
+// Replay exit codes (on top of the runner's): every cell reproduced, a verdict did not, or
+// the verdicts did but a metric moved beyond its tolerance.
+const (
+	ExitReproduced     = runner.ExitOK
+	ExitVerdictDiffers = runner.ExitCellsFailed
+	ExitMetricsDiffer  = runner.ExitRegression
+)
+
+// MetricDiff is one timing of a cell in the bundle and in the replay.
+type MetricDiff struct {
+	Name      string  `json:"name"`
+	Unit      string  `json:"unit"`
+	Bundle    float64 `json:"bundle"`
+	Replay    float64 `json:"replay"`
+	Tolerance float64 `json:"tolerance"` // relative
+	Within    bool    `json:"within"`
+}
+
+// CellOutcome says whether one cell reproduced.
+type CellOutcome struct {
+	ID                string       `json:"id"`
+	BundleVerdict     string       `json:"bundle_verdict"`
+	ReplayVerdict     string       `json:"replay_verdict"`
+	BundleReasons     []string     `json:"bundle_reasons,omitempty"`
+	ReplayReasons     []string     `json:"replay_reasons,omitempty"`
+	VerdictReproduced bool         `json:"verdict_reproduced"`
+	Metrics           []MetricDiff `json:"metrics,omitempty"`
+	MetricsReproduced bool         `json:"metrics_reproduced"`
+	ArgvDiff          []string     `json:"argv_diff,omitempty"`
+}
+
+// ReplayResult is what Replay did.
+type ReplayResult struct {
+	Dir      string        // the replay directory
+	RunDir   string        // the new run directory
+	Cells    []CellOutcome // in run order
+	ExitCode int
+}
+
+// Replay extracts a bundle into a new directory, shows how this machine differs from the
+// bundle's environment, runs the bundled cells again through the runner with the same argv
+// and environment (secrets must be set again: it says which are missing), and compares each
+// cell's verdict and timings with the bundled result.
+func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*ReplayResult, error) {
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	out := opts.Out
+	dir := opts.Output
+	if dir == "" {
+		base := filepath.Base(bundlePath)
+		for _, suf := range []string{".tar.gz", ".tgz", ".gz"} {
+			base = strings.TrimSuffix(base, suf)
+		}
+		dir = "replay-" + strings.TrimSuffix(base, ".bundle")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(bundlePath)
+	if err != nil {
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w", err)}
+	}
+	defer f.Close()
+	bdir := filepath.Join(dir, "bundle")
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %s already exists and is not empty; choose a new directory with --output", dir)}
+	}
+	if _, err := Extract(f, bdir, opts.Extract); err != nil {
+		var ee *ExtractError
+		if errors.As(err, &ee) {
+			os.Remove(dir) // created by MkdirAll for bdir; empty again
+			return nil, &runner.UsageError{Err: fmt.Errorf("replay %s: %w", bundlePath, err)}
+		}
+		return nil, err
+	}
+	fmt.Fprintf(out, "bundle extracted to %s\n", bdir)
+
+	var meta Metadata
+	if err := readJSON(filepath.Join(bdir, MetadataFile), &meta); err != nil {
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w; is this a bundle written by `runner bundle`?", err)}
+	}
+	cells := meta.Cells
+	if len(opts.Cells) > 0 {
+		for _, id := range opts.Cells {
+			if !slices.Contains(meta.Cells, id) {
+				return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundle has no cell %s; it has: %s", id, strings.Join(meta.Cells, ", "))}
+			}
+		}
+		cells = opts.Cells
+	}
+	p, err := plans.Load(filepath.Join(bdir, runner.PlanFile))
+	if err != nil {
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(bdir, runner.PlanFile))}
+	}
+	var bman runner.Manifest
+	if err := readJSON(filepath.Join(bdir, runner.ManifestFile), &bman); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	// The run directory goes under the replay directory, whatever output_dir the plan had.
+	p.OutputDir = filepath.Join(dir, "runs")
+	p.Path = filepath.Join(bdir, runner.PlanFile)
+
+	env := slices.Clone(opts.Env)
+	writeSecrets(out, p, &bman, meta, env)
+	for _, id := range cells {
+		if cmd, err := readLaunch(filepath.Join(bdir, runner.CellsDir, id, runner.CommandFile)); err == nil {
+			for _, a := range cmd.Argv {
+				if strings.Contains(a, Redacted) {
+					fmt.Fprintf(out, "warning: %s: its argv holds a redacted value (%q); it runs with the marker in its place\n", id, a)
+				}
+			}
+		}
+	}
+	if bman.Simulated && !opts.Simulate {
+		fmt.Fprintln(out, "warning: the bundled run was simulated (runner run --simulate); replay it with --simulate to use the simulators")
+	}
+	if !bman.Simulated && opts.Simulate {
+		fmt.Fprintln(out, "warning: the bundled run was real and this replay is simulated; the timings cannot reproduce")
+	}
+
+	ropts := runner.Options{
+		OutputDir: p.OutputDir,
+		Simulate:  opts.Simulate,
+		Exe:       opts.Exe,
+		Env:       env,
+		Out:       out,
+		Progress:  opts.Progress,
+		Logger:    opts.Logger,
+		Args:      opts.Args,
+	}
+	here := runner.ProbeEnvironment(ctx, p, ropts)
+	if err := WriteDiff(out, DiffManifests(&bman, here)); err != nil {
+		return nil, err
+	}
+	if !opts.NoBundleEnv {
+		var set []string
+		for _, k := range sortedKeys(bman.Env) {
+			v := bman.Env[k]
+			if v == Redacted || strings.Contains(v, Redacted) {
+				continue
+			}
+			if cur, ok := lookupEnv(env, k); !ok || cur != v {
+				env = append(env, k+"="+v)
+				set = append(set, k)
+			}
+		}
+		if len(set) > 0 {
+			fmt.Fprintf(out, "replay sets %d variable(s) to the bundle's values (--no-bundle-env keeps this machine's): %s\n", len(set), strings.Join(set, ", "))
+		}
+		ropts.Env = env
+	}
+
+	sum, err := runner.RunCells(ctx, p, cells, ropts)
+	if err != nil {
+		return nil, err
+	}
+	res := &ReplayResult{Dir: dir, RunDir: sum.RunDir}
+	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(cells), sum.RunDir)
+	tolerances := replayTolerances(p)
+	for _, id := range cells {
+		o := compareCell(filepath.Join(bdir, runner.CellsDir, id), filepath.Join(sum.RunDir, runner.CellsDir, id), tolerances, bman.Simulated == opts.Simulate)
+		o.ID = id
+		res.Cells = append(res.Cells, o)
+		writeOutcome(out, o)
+	}
+	res.ExitCode = ExitReproduced
+	for _, o := range res.Cells {
+		switch {
+		case !o.VerdictReproduced:
+			res.ExitCode = ExitVerdictDiffers
+		case !o.MetricsReproduced && res.ExitCode == ExitReproduced:
+			res.ExitCode = ExitMetricsDiffer
+		}
+	}
+	if sum.Interrupted {
+		res.ExitCode = runner.ExitInterrupted
+	}
+	return res, nil
+}
+
+func lookupEnv(env []string, key string) (string, bool) {
+	v, ok := "", false
+	for _, kv := range env {
+		if k, val, found := strings.Cut(kv, "="); found && k == key {
+			v, ok = val, true
+		}
+	}
+	return v, ok
+}
+
+// writeSecrets finds the variables whose values the bundle redacted, takes them from this
+// environment when set (the plan's backend.env gets the real value back), and says which are
+// missing; a missing one is dropped from backend.env rather than passed as "<redacted>".
+func writeSecrets(out io.Writer, p *plans.Plan, bman *runner.Manifest, meta Metadata, env []string) {
+	names := map[string]bool{}
+	for k, v := range p.Backend.Env {
+		if strings.Contains(v, Redacted) {
+			names[k] = true
+		}
+	}
+	for k, v := range bman.Env {
+		if v == Redacted {
+			names[k] = true
+		}
+	}
+	for _, n := range secretNames(meta.Redactions) {
+		names[n] = true
+	}
+	if len(names) == 0 {
+		return
+	}
+	var missing, supplied []string
+	for _, k := range sortedKeys(names) {
+		v, ok := lookupEnv(env, k)
+		if ok && v != "" {
+			supplied = append(supplied, k)
+			if _, inPlan := p.Backend.Env[k]; inPlan {
+				p.Backend.Env[k] = v
+			}
+			continue
+		}
+		missing = append(missing, k)
+		delete(p.Backend.Env, k)
+	}
+	if len(supplied) > 0 {
+		fmt.Fprintf(out, "secrets: %s redacted in the bundle, taken from this environment\n", strings.Join(supplied, ", "))
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(out, "secrets: %s redacted in the bundle and not set in this environment; the cells run without them (export them and replay again if the cells need them)\n", strings.Join(missing, ", "))
+	}
+}
+
+func readLaunch(p string) (*backends.Launch, error) {
+	var l backends.Launch
+	if err := readJSON(p, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// replayTolerances are the relative tolerances of the timings a replay checks: SGLang's
+// nightly tolerances (e2e 15%, a denoise step 25%, peak memory 2%), overridden by the plan's
+// [compare] tolerances of the same names.
+func replayTolerances(p *plans.Plan) map[string]float64 {
+	t := map[string]float64{"e2e": 0.15, "denoise_step": 0.25, "runtime_peak_vram": 0.02}
+	for k, v := range p.Compare.Tolerances {
+		if _, ok := t[k]; ok {
+			t[k] = v.Rel
+		}
+	}
+	return t
+}
+
+// compareCell compares a bundled cell's result with the replayed one.
+func compareCell(bundleCell, replayCell string, tol map[string]float64, sameMode bool) CellOutcome {
+	var o CellOutcome
+	var br, rr runner.CellResult
+	bErr := readJSON(filepath.Join(bundleCell, runner.ResultFile), &br)
+	rErr := readJSON(filepath.Join(replayCell, runner.ResultFile), &rr)
+	o.BundleVerdict, o.ReplayVerdict = runner.VerdictNotRun, runner.VerdictNotRun
+	if bErr == nil {
+		o.BundleVerdict, o.BundleReasons = br.Verdict, reasonCodes(br.Reasons)
+	}
+	if rErr == nil {
+		o.ReplayVerdict, o.ReplayReasons = rr.Verdict, reasonCodes(rr.Reasons)
+	}
+	o.VerdictReproduced = bErr == nil && rErr == nil && o.BundleVerdict == o.ReplayVerdict && slices.Equal(o.BundleReasons, o.ReplayReasons)
+	o.MetricsReproduced = true
+	if bErr != nil || rErr != nil {
+		o.MetricsReproduced = false
+		return o
+	}
+	add := func(name, unit, tolKey string, b, r float64) {
+		if b == 0 && r == 0 {
+			return
+		}
+		m := MetricDiff{Name: name, Unit: unit, Bundle: b, Replay: r, Tolerance: tol[tolKey]}
+		m.Within = b != 0 && r != 0 && math.Abs(r-b) <= m.Tolerance*math.Abs(b)
+		if !m.Within {
+			o.MetricsReproduced = false
+		}
+		o.Metrics = append(o.Metrics, m)
+	}
+	if sameMode {
+		add("e2e", "ms", "e2e", float64(br.Timings.E2ENS)/1e6, float64(rr.Timings.E2ENS)/1e6)
+		add("mean denoise step", "ms", "denoise_step", float64(br.Timings.MeanDenoiseStepNS)/1e6, float64(rr.Timings.MeanDenoiseStepNS)/1e6)
+		add("peak memory", "MB", "runtime_peak_vram", br.Timings.PeakMemoryMB, rr.Timings.PeakMemoryMB)
+	} else {
+		// A simulated run against a real one: timings are not comparable, only verdicts.
+		o.MetricsReproduced = true
+	}
+	o.ArgvDiff = argvDiff(bundleCell, replayCell)
+	return o
+}
+
+// reasonCodes are the sorted codes of a cell's reasons: the part of a verdict that must
+// reproduce (messages carry paths and times that differ by design).
+func reasonCodes(rs []backends.Reason) []string {
+	var out []string
+	for _, r := range rs {
+		if !slices.Contains(out, r.Code) {
+			out = append(out, r.Code)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// argvDiff compares the argv of the bundled and the replayed command.json, with each side's
+// cell directory and runner binary (simulators) replaced by placeholders; it returns the
+// differing arguments, or nil when the commands are the same.
+func argvDiff(bundleCell, replayCell string) []string {
+	bl, err1 := readLaunch(filepath.Join(bundleCell, runner.CommandFile))
+	rl, err2 := readLaunch(filepath.Join(replayCell, runner.CommandFile))
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	b, r := normArgv(bl), normArgv(rl)
+	if slices.Equal(b, r) {
+		return nil
+	}
+	var out []string
+	for i := 0; i < max(len(b), len(r)); i++ {
+		var x, y string
+		if i < len(b) {
+			x = b[i]
+		}
+		if i < len(r) {
+			y = r[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("argument %d: bundle %q, replay %q", i, x, y))
+		}
+	}
+	return out
+}
+
+func normArgv(l *backends.Launch) []string {
+	out := make([]string, len(l.Argv))
+	exe := ""
+	if len(l.Argv) > 2 && l.Argv[1] == "sim" {
+		exe = l.Argv[0]
+	}
+	for i, a := range l.Argv {
+		if exe != "" && a == exe {
+			a = "<runner>"
+		}
+		if l.Dir != "" {
+			a = strings.ReplaceAll(a, l.Dir, "<cell>")
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func verdictText(v string, codes []string) string {
+	if len(codes) == 0 {
+		return v
+	}
+	return v + " (" + strings.Join(codes, ", ") + ")"
+}
+
+// writeOutcome prints one cell's outcome: "ID: reproduced: invalid (diffusers-fallback)".
+func writeOutcome(w io.Writer, o CellOutcome) {
+	switch {
+	case o.VerdictReproduced && o.MetricsReproduced:
+		fmt.Fprintf(w, "%s: reproduced: %s\n", o.ID, verdictText(o.ReplayVerdict, o.ReplayReasons))
+	case o.VerdictReproduced:
+		fmt.Fprintf(w, "%s: verdict reproduced (%s), timings did not\n", o.ID, verdictText(o.ReplayVerdict, o.ReplayReasons))
+	default:
+		fmt.Fprintf(w, "%s: not reproduced: bundle %s, replay %s\n", o.ID, verdictText(o.BundleVerdict, o.BundleReasons), verdictText(o.ReplayVerdict, o.ReplayReasons))
+	}
+	for _, m := range o.Metrics {
+		mark := "within"
+		if !m.Within {
+			mark = "beyond"
+		}
+		change := "n/a"
+		if m.Bundle != 0 {
+			change = fmt.Sprintf("%+.1f%%", (m.Replay-m.Bundle)/m.Bundle*100)
+		}
+		fmt.Fprintf(w, "    %-18s %10.1f %s -> %10.1f %s  %s (%s ±%.0f%%)\n", m.Name, m.Bundle, m.Unit, m.Replay, m.Unit, change, mark, m.Tolerance*100)
+	}
+	for _, d := range o.ArgvDiff {
+		fmt.Fprintf(w, "    argv differs: %s\n", d)
+	}
+}
+
+// WriteJSON writes the outcome as JSON (for scripts).
+func (r *ReplayResult) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

@@ -1,0 +1,145 @@
+// Package bundle turns a run directory into one redacted .tar.gz a maintainer on another
+// machine can read and replay (`runner bundle`, `runner bundle --issue`), and replays such a
+// bundle (`runner replay`): safe extraction, the same cells with the same argv and
+// environment, an environment diff, and a per-cell verdict of whether the result reproduced.
+//
+// Secrets never reach the archive: every text file goes through a Redactor before it is
+// written, and binary files that contain a secret are left out.
+package bundle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner"
+)
+
+// cellRecord mirrors one entry of a run directory's cells.json (runner's own type is
+// unexported; the JSON is the contract).
+type cellRecord struct {
+	Cell   plans.Cell      `json:"cell"`
+	Dir    string          `json:"dir"`
+	Launch backends.Launch `json:"launch"`
+}
+
+type cellsJSON struct {
+	Cells []cellRecord `json:"cells"`
+}
+
+// source is a run directory read for bundling.
+type source struct {
+	dir      string // the run directory
+	planRaw  []byte
+	plan     *plans.Plan // nil when plan.toml no longer decodes
+	planErr  error
+	cells    []cellRecord
+	manifest runner.Manifest
+	selected []cellRecord // the cells going into the bundle, in run order
+}
+
+// resolve finds the run directory of path (a run directory or one of its cell directories)
+// and the cells to bundle: the named ones, the one cell of a cell directory, or all.
+func resolve(path string, only []string) (*source, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w; give a run directory (runs/<plan>/<time>-<id>) or one of its cells/<id> directories", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("bundle: %s is not a directory; give a run directory or one of its cells/<id> directories", path)
+	}
+	dir := abs
+	if _, err := os.Stat(filepath.Join(abs, runner.CellsFile)); err != nil {
+		parent := filepath.Dir(abs)
+		if filepath.Base(parent) == runner.CellsDir {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(parent), runner.CellsFile)); err == nil {
+				dir = filepath.Dir(parent)
+				if len(only) == 0 {
+					only = []string{filepath.Base(abs)}
+				}
+			}
+		}
+		if dir == abs {
+			return nil, fmt.Errorf("bundle: %s has no %s; give a run directory (runs/<plan>/<time>-<id>) or one of its cells/<id> directories", path, runner.CellsFile)
+		}
+	}
+	s := &source{dir: dir}
+	if s.planRaw, err = os.ReadFile(filepath.Join(dir, runner.PlanFile)); err != nil {
+		return nil, fmt.Errorf("bundle: %w; the run directory is incomplete", err)
+	}
+	s.plan, s.planErr = plans.Load(filepath.Join(dir, runner.PlanFile))
+	var cj cellsJSON
+	if err := readJSON(filepath.Join(dir, runner.CellsFile), &cj); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	s.cells = cj.Cells
+	if err := readJSON(filepath.Join(dir, runner.ManifestFile), &s.manifest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	if len(only) == 0 {
+		s.selected = s.cells
+		return s, nil
+	}
+	var missing []string
+	for _, c := range s.cells {
+		if slices.Contains(only, c.Cell.ID) {
+			s.selected = append(s.selected, c)
+		}
+	}
+	for _, id := range only {
+		if !slices.ContainsFunc(s.cells, func(c cellRecord) bool { return c.Cell.ID == id }) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		ids := make([]string, len(s.cells))
+		for i, c := range s.cells {
+			ids[i] = c.Cell.ID
+		}
+		return nil, fmt.Errorf("bundle: the run has no cell %s; its cells are: %s", strings.Join(missing, ", "), strings.Join(ids, ", "))
+	}
+	return s, nil
+}
+
+// cellDir is the absolute directory of a cell of the run.
+func (s *source) cellDir(c cellRecord) string {
+	if c.Dir != "" && filepath.IsLocal(c.Dir) {
+		return filepath.Join(s.dir, c.Dir)
+	}
+	return filepath.Join(s.dir, runner.CellsDir, c.Cell.ID)
+}
+
+// secretEnv is every KEY=VALUE whose value the redactor must search for literally: the
+// plan's backend.env (the run directory's plan.toml keeps them as written) and the
+// environment given (the bundling process's own, normally the one the run had).
+func (s *source) secretEnv(env []string) []string {
+	var out []string
+	if s.plan != nil {
+		for k, v := range s.plan.Backend.Env {
+			out = append(out, k+"="+v)
+		}
+	}
+	return append(out, env...)
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s is not valid JSON: %w", path, err)
+	}
+	return nil
+}
