@@ -124,21 +124,23 @@ type KernelShare struct {
 
 // CellResult is a cell's result.json, its single source of truth.
 type CellResult struct {
-	ID         string             `json:"id"`
-	Index      int                `json:"index"`
-	Key        string             `json:"key"`
-	Profiler   string             `json:"profiler"`
-	Verdict    string             `json:"verdict"`
-	Reasons    []backends.Reason  `json:"reasons,omitempty"`
-	Warnings   []backends.Reason  `json:"warnings,omitempty"`
-	Exit       backends.Exit      `json:"exit"`
-	StoppedBy  string             `json:"stopped_by,omitempty"` // the last signal the stop ladder needed
-	Start      time.Time          `json:"start"`
-	End        time.Time          `json:"end"`
-	Timings    Timings            `json:"timings"`
-	Artifacts  []Artifact         `json:"artifacts"`
-	TopKernels []KernelShare      `json:"top_kernels,omitempty"`
-	Found      backends.Artifacts `json:"-"`
+	ID         string            `json:"id"`
+	Index      int               `json:"index"`
+	Key        string            `json:"key"`
+	Profiler   string            `json:"profiler"`
+	Verdict    string            `json:"verdict"`
+	Reasons    []backends.Reason `json:"reasons,omitempty"`
+	Warnings   []backends.Reason `json:"warnings,omitempty"`
+	Exit       backends.Exit     `json:"exit"`
+	StoppedBy  string            `json:"stopped_by,omitempty"` // the last signal the stop ladder needed
+	Start      time.Time         `json:"start"`
+	End        time.Time         `json:"end"`
+	Timings    Timings           `json:"timings"`
+	Artifacts  []Artifact        `json:"artifacts"`
+	TopKernels []KernelShare     `json:"top_kernels,omitempty"`
+	// Serve is set for serve-mode cells (runner/serve.go): the server used and the load summary.
+	Serve *ServeResult       `json:"serve,omitempty"`
+	Found backends.Artifacts `json:"-"`
 }
 
 // OK reports whether the cell measured what it claims.

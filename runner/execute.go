@@ -23,6 +23,12 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	}
 	opts.Progress.Start(len(todo))
 	interrupted := false
+	// Serve mode (runner/serve.go): servers outlive single cells, so a session owns them and
+	// stops the last one after the loop.
+	var ss *serveSession
+	if isServeCells(recs) {
+		ss = newServeSession(dir, opts)
+	}
 	for n, i := range todo {
 		rec := recs[i]
 		if ctx.Err() != nil {
@@ -30,7 +36,12 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 			break
 		}
 		opts.Progress.CellStart(n, len(todo), rec.Cell)
-		res := runCell(ctx, rec, opts)
+		var res *CellResult
+		if ss != nil {
+			res = ss.runCell(ctx, rec)
+		} else {
+			res = runCell(ctx, rec, opts)
+		}
 		if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), res); err != nil {
 			// Without result.json the cell counts as not run; say so and go on.
 			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
@@ -40,6 +51,9 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 			interrupted = true
 			break
 		}
+	}
+	if ss != nil {
+		ss.close()
 	}
 	opts.Progress.Finish()
 	if ctx.Err() != nil {

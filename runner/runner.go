@@ -108,8 +108,14 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 	switch {
 	case c.Backend.Kind == "sglang" && c.Backend.Mode == "generate":
 		return sglang.New(), nil
-	case c.Backend.Mode == "serve":
-		return nil, &UsageError{fmt.Errorf("backend.mode = \"serve\" is not supported by this runner version yet; use mode = \"generate\"")}
+	case c.Backend.Kind == "sglang" && c.Backend.Mode == sglang.ModeServe:
+		// Serve mode: the runner drives the server itself (runner/serve.go).
+		if c.Profiler == plans.ProfilerNsys {
+			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" in backend.mode = \"serve\" is not supported by this runner version yet; use \"torch\" or \"none\" for serve plans")}
+		}
+		return sglang.NewServe(), nil
+	case c.Backend.Mode == sglang.ModeServe:
+		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind)}
 	default:
 		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
 	}

@@ -134,14 +134,28 @@ func serveMain(ctx context.Context, args []string, env map[string]string, stdout
 	}
 	s.cwd, _ = os.Getwd()
 
+	// One signal must stop every sleeper (loading, requests, a flush), so the first one
+	// cancels a context that all of them watch, instead of being read by one of them.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	s.clk = &clock{ctx: ctx, scale: k.scale, start: time.Now(), sig: sig}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got atomic.Value
+	go func() {
+		select {
+		case sg := <-sig:
+			got.Store(sg)
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	s.clk = &clock{ctx: sctx, scale: k.scale, start: time.Now()}
 	code, err := s.run()
 	var intr *errInterrupted
 	if errors.As(err, &intr) {
-		s.log.log("Received %s; shutting down.", sigName(intr.sig))
+		sg, _ := got.Load().(os.Signal)
+		s.log.log("Received %s; shutting down.", sigName(sg))
 		return 0
 	}
 	return code
@@ -221,17 +235,9 @@ func (s *server) run() (int, error) {
 		}
 		s.prof = prof
 	}
-	// The LLM server binds first and answers /health 503 while it loads; the diffusion server
-	// loads first and starts uvicorn afterwards (§A.8, §B.3).
+	// Both flavours load the model before uvicorn starts; the LLM server then answers /health
+	// 503 until its warmup request has passed (§A.8, §B.3).
 	var ln net.Listener
-	if s.llm {
-		var code int
-		if ln, code = s.listen(port); ln == nil {
-			return code, nil
-		}
-		defer ln.Close()
-		go s.serveHTTP(ln)
-	}
 	loadS := 6.0
 	if !s.llm {
 		loadS = s.prof.loadS
@@ -259,21 +265,28 @@ func (s *server) run() (int, error) {
 	if err := s.ms(loadS * 1000); err != nil {
 		return 0, err
 	}
-	if !s.llm {
+	var code int
+	if s.llm {
+		if ln, code = s.listen(port); ln == nil {
+			return code, nil
+		}
+		defer ln.Close()
+		go s.serveHTTP(ln)
+	} else {
 		if s.prof.id == s.model && s.prof.pipeline == diffusersProfile.pipeline {
 			s.log.log("Loaded diffusers pipeline: %s", s.prof.pipeline)
 		} else {
 			s.log.log("Loaded pipeline %s for %s", s.prof.pipeline, s.model)
 		}
 		s.log.log("Starting FastAPI server.")
-		var code int
 		if ln, code = s.listen(port); ln == nil {
 			return code, nil
 		}
 		defer ln.Close()
 		go s.serveHTTP(ln)
 		s.ready.Store(true)
-	} else {
+	}
+	if s.llm {
 		// Warmup /generate, then the readiness line.
 		if err := s.ms(800); err != nil {
 			return 0, err
@@ -284,8 +297,6 @@ func (s *server) run() (int, error) {
 	select {
 	case <-s.crashed:
 		return 1, nil
-	case sg := <-s.clk.sig:
-		return 0, &errInterrupted{sig: sg}
 	case <-s.clk.ctx.Done():
 		return 0, &errInterrupted{}
 	}

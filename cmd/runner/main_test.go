@@ -77,6 +77,7 @@ func TestScripts(t *testing.T) {
 			"waitfor":  cmdWaitFor,
 			"noprocs":  cmdNoProcs,
 			"jsonhas":  cmdJSONHas,
+			"portfree": cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)
 		},
 	})
 }

@@ -1,0 +1,203 @@
+package sglang
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/plans"
+)
+
+// Serve mode (ref-sglang-interfaces.md §A.8, §B): one `sglang serve` (or `python -m
+// sglang.launch_server`) process serves the requests of one or more cells; the runner drives
+// it over HTTP. This file builds the server command; the lifecycle (port, readiness, load,
+// profiling windows, teardown) is the runner's (runner/serve*.go).
+
+// ModeServe is the plan's backend.mode for server cells.
+const ModeServe = "serve"
+
+// Model types of backend.model_type.
+const (
+	ModelTypeDiffusion = "diffusion"
+	ModelTypeLLM       = "llm"
+)
+
+// Readiness lines (§A.8, §B.3): the LLM server logs its line after the warmup request; the
+// diffusion server's last startup line is uvicorn's.
+const (
+	ReadyLineLLM       = "The server is fired up and ready to roll!"
+	ReadyLineDiffusion = "Uvicorn running on"
+	// ProfileDoneLine is the LLM scheduler's line once a profile's traces are written.
+	ProfileDoneLine = "Profiling done."
+)
+
+// EnvServerMarker is set in the environment of every server the runner starts, with the run
+// directory and server number as value, so that a server left behind by a crashed run can be
+// recognised as ours (its /proc/<pid>/environ carries it).
+const EnvServerMarker = "RUNNER_SERVER_MARKER"
+
+// ModelType returns the cell's model type: backend.model_type, else "llm" when the cell has
+// token lengths, else "diffusion".
+func ModelType(c plans.Cell) string {
+	switch {
+	case c.Backend.ModelType != "":
+		return c.Backend.ModelType
+	case c.InputLen > 0 || c.OutputLen > 0:
+		return ModelTypeLLM
+	}
+	return ModelTypeDiffusion
+}
+
+// isLaunchServer reports whether the command is the LLM-only `python -m sglang.launch_server`
+// entry, which takes no subcommand and no --model-type.
+func isLaunchServer(cmd []string) bool {
+	return slices.Contains(cmd, "sglang.launch_server")
+}
+
+// ServerKey identifies the server a cell needs: cells with equal keys can share one server.
+// Everything that changes the server process is in it (command, model, model type, extra
+// args, environment); what only changes requests (prompt, size, steps, seed, token lengths,
+// the torch profiler) is not.
+func ServerKey(c plans.Cell) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q|%q|%s|%q|", c.Backend.Command, c.Model, ModelType(c), c.Backend.ExtraArgs)
+	keys := make([]string, 0, len(c.Backend.Env))
+	for k := range c.Backend.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%q=%q,", k, c.Backend.Env[k])
+	}
+	fmt.Fprintf(&b, "|%d", c.Backend.Port)
+	return b.String()
+}
+
+// ServerCommand builds the server process for cell c: argv, environment (the torch-profiler
+// directory variables point at traceDir, the marker variable carries marker) and working
+// directory dir. port is the port the runner chose.
+//
+// argv = command [serve --model-type T] --model-path M --host 127.0.0.1 --port P
+// [--strict-ports (diffusion)] extra_args...
+func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (backends.Launch, error) {
+	if len(c.Backend.Command) == 0 || c.Backend.Command[0] == "" {
+		return backends.Launch{}, fmt.Errorf("sglang serve: cell %s has an empty backend.command; set it to [\"sglang\"] or [\"python\", \"-m\", \"sglang.launch_server\"]", c.ID)
+	}
+	if c.Model == "" {
+		return backends.Launch{}, fmt.Errorf("sglang serve: cell %s has no model; add one to matrix.model", c.ID)
+	}
+	if port <= 0 || port > 65535 {
+		return backends.Launch{}, fmt.Errorf("sglang serve: port %d out of range", port)
+	}
+	if dir == "" || traceDir == "" {
+		return backends.Launch{}, errors.New("sglang serve: empty server directory")
+	}
+	mt := ModelType(c)
+	if mt != ModelTypeDiffusion && mt != ModelTypeLLM {
+		return backends.Launch{}, fmt.Errorf("sglang serve: backend.model_type = %q; use \"diffusion\" or \"llm\"", mt)
+	}
+	host := c.Backend.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	argv := append([]string(nil), c.Backend.Command...)
+	if isLaunchServer(c.Backend.Command) {
+		if mt != ModelTypeLLM {
+			return backends.Launch{}, fmt.Errorf("sglang serve: cell %s: sglang.launch_server serves LLMs only, but the model type is %s; use backend.command = [\"sglang\"]", c.ID, mt)
+		}
+	} else {
+		argv = append(argv, "serve", "--model-type", mt)
+	}
+	argv = append(argv, "--model-path", c.Model, "--host", host, "--port", strconv.Itoa(port))
+	if mt == ModelTypeDiffusion {
+		// The diffusion server's ServerArgs have --strict-ports (fail instead of moving to
+		// another port); the LLM server has no such flag.
+		argv = append(argv, "--strict-ports")
+	}
+	argv = append(argv, c.Backend.ExtraArgs...)
+	env := make(map[string]string, len(c.Backend.Env)+3)
+	for k, v := range c.Backend.Env {
+		env[k] = v
+	}
+	env[EnvProfilerDir] = traceDir
+	env[EnvDiffusionProfilerDir] = traceDir
+	env[EnvServerMarker] = marker
+	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
+}
+
+// ServeBackend is the backends.Backend of serve cells. The runner drives the server itself;
+// Launch only prepares the cell directory and describes the server the cell will use (with
+// the port chosen at run time shown as 0), and Assess judges a server log.
+type ServeBackend struct{}
+
+// NewServe returns the serve backend.
+func NewServe() backends.Backend { return ServeBackend{} }
+
+// Name implements backends.Backend.
+func (ServeBackend) Name() string { return Kind }
+
+// Launch implements backends.Backend.
+func (ServeBackend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
+	dir, err := filepath.Abs(cellDir)
+	if err != nil {
+		return backends.Launch{}, err
+	}
+	for _, d := range []string{TracesDir, OutputsDir} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return backends.Launch{}, fmt.Errorf("sglang serve: create %s: %w; check that the run directory is writable", d, err)
+		}
+	}
+	port := c.Backend.Port
+	if port == 0 {
+		port = 30000 // placeholder: the runner picks a free port at run time
+	}
+	l, err := ServerCommand(c, port, dir, filepath.Join(dir, TracesDir), "")
+	if err != nil {
+		return backends.Launch{}, err
+	}
+	delete(l.Env, EnvServerMarker)
+	return l, nil
+}
+
+// NewWatcher implements backends.Backend: the server log is watched with the generate
+// watcher (fallback, OOM, unrecognized arguments, dead scheduler).
+func (ServeBackend) NewWatcher(plans.Cell) backends.Watcher { return NewWatcher() }
+
+// Assess implements backends.Backend for a server log: the gates of generate (diffusers
+// fallback, CUDA OOM, rejected arguments, dead scheduler). Artifacts are the runner's.
+func (ServeBackend) Assess(c plans.Cell, _ string, bw backends.Watcher, exit backends.Exit) backends.Assessment {
+	a := backends.Assessment{Verdict: plans.VerdictOK}
+	w, ok := bw.(*Watcher)
+	if !ok {
+		return a
+	}
+	if ev := w.Evidence(FindingUnrecognized); len(ev) > 0 {
+		a.Verdict = plans.VerdictFailed
+		a.Reasons = append(a.Reasons, backends.Reason{Code: string(FindingUnrecognized), Message: "the server rejected its arguments: " + ev[0].Text + "; fix backend.extra_args (diffusion `sglang serve` takes server arguments only, sampling and profiling flags go into requests)", Lines: ev})
+	}
+	if ev := w.Evidence(FindingOOM); len(ev) > 0 {
+		a.Verdict = plans.VerdictFailed
+		a.Reasons = append(a.Reasons, backends.Reason{Code: string(FindingOOM), Message: "the server ran out of GPU memory; lower the resolution or batch, or free the GPU (check for leftover scheduler processes with nvidia-smi)", Lines: ev})
+	}
+	if ev := w.Evidence(FindingWorkerDead); len(ev) > 0 {
+		a.Verdict = plans.VerdictFailed
+		a.Reasons = append(a.Reasons, backends.Reason{Code: string(FindingWorkerDead), Message: "the server's scheduler died; see the server log", Lines: ev})
+	}
+	if ev := w.Evidence(FindingFallback); len(ev) > 0 {
+		r := backends.Reason{Code: string(FindingFallback), Message: "the server fell back to the diffusers backend, so it does not measure sglang's native engine; pass --model-id or --backend sglang in backend.extra_args (or set gate.diffusers_fallback = \"warn\")", Lines: ev}
+		if c.Gate.DiffusersFallback == "warn" {
+			a.Warnings = append(a.Warnings, r)
+		} else {
+			if a.Verdict == plans.VerdictOK {
+				a.Verdict = plans.VerdictInvalid
+			}
+			a.Reasons = append(a.Reasons, r)
+		}
+	}
+	return a
+}
