@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -10,7 +12,7 @@ import (
 
 // Script commands of the serve-mode scripts (cmd/runner/testdata/script/serve*.txtar).
 
-// portfree PORT: 127.0.0.1:PORT can be bound (retried for up to 5s: a server that was just
+// portfree PORT|FILE: 127.0.0.1:PORT (or the port of a JSON FILE such as server.json) can be bound (retried for up to 5s: a server that was just
 // stopped may take a moment to close its socket). `! portfree PORT` waits up to 10s until
 // something listens on PORT, which makes it the way to wait for a background server.
 func cmdPortFree(ts *testscript.TestScript, neg bool, args []string) {
@@ -19,7 +21,15 @@ func cmdPortFree(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	port, err := strconv.Atoi(args[0])
 	if err != nil {
-		ts.Fatalf("portfree: %v", err)
+		// A file: the "port" field of a JSON document (a run's servers/<n>/server.json).
+		var doc struct {
+			Port int `json:"port"`
+		}
+		b, rerr := os.ReadFile(ts.MkAbs(args[0]))
+		if rerr != nil || json.Unmarshal(b, &doc) != nil || doc.Port == 0 {
+			ts.Fatalf("portfree: %q is neither a port nor a JSON file with a port field", args[0])
+		}
+		port = doc.Port
 	}
 	tries := 50
 	if neg {
