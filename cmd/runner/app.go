@@ -117,6 +117,7 @@ func newApp(io stdio) *cli.App {
 			simCommand(io),
 			compareCommand(io),
 			historyCommand(io),
+			reportCommand(io),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return &exitError{code: runner.ExitUsage, err: err}

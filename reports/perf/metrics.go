@@ -124,7 +124,9 @@ func (c *Config) MetricNames() []string {
 			return ri < rj
 		}
 		if ri == 1 {
-			return c.stageOrder(out[i]) < c.stageOrder(out[j])
+			if oi, oj := c.stageOrder(out[i]), c.stageOrder(out[j]); oi != oj {
+				return oi < oj
+			}
 		}
 		return out[i] < out[j]
 	})

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/history"
+	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/render"
+	"github.com/sglprof/runner/runner"
+)
+
+// Files `runner report` writes into the run directory.
+const (
+	reportMD   = "report.md"
+	reportHTML = "report.html"
+)
+
+func reportCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:      "report",
+		Usage:     "write report.md and report.html (self-contained, inline SVG charts) for a run",
+		ArgsUsage: "RUN_DIR",
+		Description: `Writes RUN_DIR/report.md (fits a GitHub job summary; appended to $GITHUB_STEP_SUMMARY
+when that is set) and RUN_DIR/report.html: one file, no network, with the comparison table
+and per configuration the per-denoise-step latency (with the baseline band), the stage
+breakdown, the top kernels from triage and the e2e history trend.
+
+--baseline history|DIR adds the comparison (as runner compare). Exit status: 0, or 4 when the
+comparison found a regression, 2 for unusable input.`,
+		Flags: append(comparisonFlags(),
+			&cli.StringFlag{Name: "baseline", Usage: "compare with `history` or a run directory"},
+		),
+		Action: func(c *cli.Context) error {
+			args, err := positional(c, 1, 1, "RUN_DIR")
+			if err != nil {
+				return err
+			}
+			dir := args[0]
+			n, err := nightlyOptions(c)
+			if err != nil {
+				return err
+			}
+			lo := perf.LoadOptions{Profilers: n.Profilers}
+			cur, err := perf.Load(dir, lo)
+			if err != nil {
+				return &exitError{code: runner.ExitUsage, err: err}
+			}
+			plan := planOf(dir)
+			co, bo := n.CompareOptions(plan)
+			var base *perf.Set
+			var res *compare.Result
+			hpath := n.History
+			if hpath == "" {
+				hpath = runner.HistoryPath(dir)
+			}
+			var db *history.DB
+			if _, err := os.Stat(hpath); err == nil {
+				if db, err = history.Open(c.Context, hpath); err != nil {
+					return &exitError{code: runner.ExitUsage, err: err}
+				}
+				defer db.Close()
+			}
+			switch n.Baseline {
+			case "":
+			case "history":
+				if db == nil {
+					return usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
+				}
+				res, err = db.CompareHistory(c.Context, cur, bo)
+				if err != nil && !errors.Is(err, compare.ErrNothingInCommon) {
+					return err
+				}
+				if err != nil {
+					fmt.Fprintf(io.err, "runner: %v\n", err)
+					res = nil
+				}
+			default:
+				if base, err = perf.Load(n.Baseline, lo); err != nil {
+					return &exitError{code: runner.ExitUsage, err: fmt.Errorf("--baseline: %w", err)}
+				}
+				if res, err = compare.Compare(base, cur, co); err != nil {
+					return &exitError{code: runner.ExitUsage, err: err}
+				}
+			}
+			trend := map[string][]render.TrendPoint{}
+			if db != nil {
+				entries, err := db.List(c.Context, history.Filter{Plan: cur.Plan, GPU: cur.GPU})
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					if e.Metric == perf.MetricE2E {
+						trend[e.Config] = append(trend[e.Config], render.TrendPoint{RunID: e.RunID, Time: e.Time, Median: e.Median})
+					}
+				}
+			}
+			title := "Run report"
+			if cur.Plan != "" {
+				title = "Run report: " + cur.Plan
+			}
+			rep := render.BuildReport(title, dir, cur, base, res, trend)
+			var md, html bytes.Buffer
+			if err := render.WriteReportMarkdown(&md, rep); err != nil {
+				return err
+			}
+			if err := render.WriteReportHTML(&html, rep); err != nil {
+				return err
+			}
+			for name, data := range map[string][]byte{reportMD: md.Bytes(), reportHTML: html.Bytes()} {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+					return fmt.Errorf("write %s: %w", name, err)
+				}
+			}
+			if p := os.Getenv("GITHUB_STEP_SUMMARY"); p != "" {
+				f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+				if err == nil {
+					_, err = f.Write(md.Bytes())
+					err = errors.Join(err, f.Close())
+				}
+				if err != nil {
+					return fmt.Errorf("GITHUB_STEP_SUMMARY %s: %w", p, err)
+				}
+			}
+			fmt.Fprintf(io.out, "%s\n%s\n%s\n", rep.Headline, filepath.Join(dir, reportMD), filepath.Join(dir, reportHTML))
+			if res != nil && res.Regressed() {
+				return &exitError{code: runner.ExitRegression}
+			}
+			return nil
+		},
+	}
+}

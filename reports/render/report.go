@@ -1,0 +1,451 @@
+package render
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/perf"
+)
+
+// Report is what `runner report` shows for one run: the comparison rows (when there is a
+// baseline) and, per configuration, the data of four charts. report.md and report.html are
+// both rendered from one Report, so the page and the job summary never disagree.
+type Report struct {
+	Title    string
+	RunDir   string
+	Baseline string // "" when there is none
+	Headline string
+	Compare  *compare.Result
+	Configs  []ConfigReport
+	Skipped  []perf.Skip
+}
+
+// ConfigReport is one configuration's charts.
+type ConfigReport struct {
+	Key     string
+	Rows    []compare.Row
+	Steps   []StepPoint
+	Stages  []StageBar
+	Kernels []perf.KernelShare
+	Trend   []TrendPoint
+}
+
+// StepPoint is one denoising step: the new run's median and range, and the baseline's band
+// (min..max of its samples at that step) when there is a sample baseline.
+type StepPoint struct {
+	Step                  int
+	Median, Min, Max      float64 // ns
+	HasBase               bool
+	BaseMedian, BLo, BHi float64
+}
+
+// StageBar is one stage's median time in the new run and the baseline.
+type StageBar struct {
+	Name    string
+	New     float64 // ns
+	Base    float64 // ns; 0 without a baseline
+	Status  string
+	HasBase bool
+}
+
+// TrendPoint is one earlier (or the current) run's e2e median from the history.
+type TrendPoint struct {
+	RunID  string
+	Time   time.Time
+	Median float64 // ns
+}
+
+// BuildReport assembles a Report. base may be nil (no baseline or a history baseline); res
+// may be nil (no baseline); trend maps configuration keys to their history.
+func BuildReport(title, runDir string, cur, base *perf.Set, res *compare.Result, trend map[string][]TrendPoint) *Report {
+	r := &Report{Title: title, RunDir: runDir, Compare: res, Skipped: cur.Skipped, Headline: "no baseline: nothing compared"}
+	if res != nil {
+		r.Baseline = res.Base
+		r.Headline = compare.Headline(res)
+	}
+	for _, key := range cur.Keys() {
+		c := cur.Configs[key]
+		cr := ConfigReport{Key: key, Kernels: c.TopKernels, Trend: trend[key]}
+		if res != nil {
+			for _, row := range res.Rows {
+				if row.Config == key {
+					cr.Rows = append(cr.Rows, row)
+				}
+			}
+		}
+		var bc *perf.Config
+		if base != nil {
+			bc = base.Configs[key]
+		}
+		for i, s := range c.Steps {
+			st := compare.Summarize(s)
+			p := StepPoint{Step: i, Median: st.Median, Min: minOf(s), Max: maxOf(s)}
+			if bc != nil && i < len(bc.Steps) && len(bc.Steps[i]) > 0 {
+				p.HasBase = true
+				p.BaseMedian = compare.Summarize(bc.Steps[i]).Median
+				p.BLo, p.BHi = minOf(bc.Steps[i]), maxOf(bc.Steps[i])
+			}
+			cr.Steps = append(cr.Steps, p)
+		}
+		for _, m := range c.MetricNames() {
+			name, ok := strings.CutPrefix(m, perf.StagePrefix)
+			if !ok {
+				continue
+			}
+			b := StageBar{Name: name, New: compare.Summarize(c.Metrics[m]).Median}
+			if bc != nil && len(bc.Metrics[m]) > 0 {
+				b.Base, b.HasBase = compare.Summarize(bc.Metrics[m]).Median, true
+			}
+			for _, row := range cr.Rows {
+				if row.Metric == m {
+					b.Status = row.Status
+					if row.P < 0 { // history rows carry the rolling median
+						b.Base, b.HasBase = row.Base.Median, true
+					}
+				}
+			}
+			cr.Stages = append(cr.Stages, b)
+		}
+		r.Configs = append(r.Configs, cr)
+	}
+	return r
+}
+
+func minOf(v []float64) float64 {
+	m := math.Inf(1)
+	for _, x := range v {
+		m = math.Min(m, x)
+	}
+	return m
+}
+
+func maxOf(v []float64) float64 {
+	m := math.Inf(-1)
+	for _, x := range v {
+		m = math.Max(m, x)
+	}
+	return m
+}
+
+// WriteReportMarkdown writes report.md: headline, comparison table, then per configuration
+// the stage table, top kernels and the e2e trend. It stays well under GitHub's 1 MiB job
+// summary limit for sweeps of hundreds of cells because it has no per-step rows.
+func WriteReportMarkdown(w io.Writer, r *Report) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s\n\n", mdCell(r.Title))
+	fmt.Fprintf(&b, "Run `%s`", r.RunDir)
+	if r.Baseline != "" {
+		fmt.Fprintf(&b, " against `%s`", r.Baseline)
+	}
+	b.WriteString("\n\n")
+	if r.Compare != nil {
+		if err := compare.WriteMarkdown(&b, r.Compare); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(&b, "**%s**\n", r.Headline)
+	}
+	for _, c := range r.Configs {
+		fmt.Fprintf(&b, "\n## `%s`\n\n", c.Key)
+		if len(c.Stages) > 0 {
+			b.WriteString("| Stage | New | Base | Verdict |\n|---|---:|---:|---|\n")
+			for _, s := range c.Stages {
+				base := "-"
+				if s.HasBase {
+					base = compare.FormatValue(s.Base, perf.UnitNS)
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(s.Name), compare.FormatValue(s.New, perf.UnitNS), base, orDash(s.Status))
+			}
+		}
+		if len(c.Steps) > 0 {
+			last := c.Steps[len(c.Steps)-1]
+			fmt.Fprintf(&b, "\nDenoise steps: %d, first %s, last %s (median of the pooled repeats)\n", len(c.Steps), compare.FormatValue(c.Steps[0].Median, perf.UnitNS), compare.FormatValue(last.Median, perf.UnitNS))
+		}
+		if len(c.Kernels) > 0 {
+			b.WriteString("\n| Top kernel | Category | Share |\n|---|---|---:|\n")
+			for _, k := range c.Kernels {
+				fmt.Fprintf(&b, "| `%s` | %s | %.1f%% |\n", mdCell(shortName(k.Name, 80)), mdCell(k.Category), k.SharePct)
+			}
+		}
+		if len(c.Trend) > 0 {
+			var parts []string
+			for _, t := range c.Trend {
+				parts = append(parts, compare.FormatValue(t.Median, perf.UnitNS))
+			}
+			fmt.Fprintf(&b, "\nE2E history (oldest first): %s\n", strings.Join(parts, " → "))
+		}
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(&b, "\n<details><summary>%d cells not compared</summary>\n\n", len(r.Skipped))
+		for _, s := range r.Skipped {
+			fmt.Fprintf(&b, "- `%s`: %s\n", s.Cell, mdCell(s.Reason))
+		}
+		b.WriteString("\n</details>\n")
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func mdCell(s string) string { return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func shortName(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// Chart geometry: every chart is a fixed-size SVG so the browser test knows where to look.
+const (
+	chartW, chartH = 560, 220
+	padL, padR     = 64, 16
+	padT, padB     = 16, 32
+)
+
+// svgChart is one chart's drawing, computed in Go so the template only places elements.
+type svgChart struct {
+	ID     string
+	Title  string
+	Width  int
+	Height int
+	Band   string // polygon points of the baseline band
+	BaseLn string // polyline of the baseline median
+	Line   string // polyline of the new series
+	Dots   []svgDot
+	Bars   []svgBar
+	YTicks []svgTick
+	XTicks []svgTick
+	Empty  string
+}
+
+type svgDot struct {
+	X, Y  float64
+	Label string
+}
+
+type svgBar struct {
+	X, Y, W, H float64
+	Class      string
+	Label      string
+	Text       string
+	TX, TY     float64
+}
+
+type svgTick struct {
+	X, Y  float64
+	Label string
+}
+
+type scale struct{ lo, hi, a, b float64 }
+
+func (s scale) at(v float64) float64 {
+	if s.hi == s.lo {
+		return (s.a + s.b) / 2
+	}
+	return s.a + (v-s.lo)/(s.hi-s.lo)*(s.b-s.a)
+}
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+func stepChart(id string, c ConfigReport) svgChart {
+	ch := svgChart{ID: id, Title: "Denoise step latency (ms): new median; shaded: baseline min–max", Width: chartW, Height: chartH}
+	if len(c.Steps) == 0 {
+		ch.Empty = "no per-step times"
+		return ch
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range c.Steps {
+		lo, hi = math.Min(lo, p.Min), math.Max(hi, p.Max)
+		if p.HasBase {
+			lo, hi = math.Min(lo, p.BLo), math.Max(hi, p.BHi)
+		}
+	}
+	lo, hi = lo*0.95, hi*1.05
+	x := scale{0, float64(max(len(c.Steps)-1, 1)), padL, chartW - padR}
+	y := scale{lo, hi, chartH - padB, padT}
+	var line, bline, upper, lower []string
+	for _, p := range c.Steps {
+		px := x.at(float64(p.Step))
+		line = append(line, f1(px)+","+f1(y.at(p.Median)))
+		ch.Dots = append(ch.Dots, svgDot{px, y.at(p.Median), fmt.Sprintf("step %d: %s", p.Step, compare.FormatValue(p.Median, perf.UnitNS))})
+		if p.HasBase {
+			upper = append(upper, f1(px)+","+f1(y.at(p.BHi)))
+			lower = append([]string{f1(px) + "," + f1(y.at(p.BLo))}, lower...)
+			bline = append(bline, f1(px)+","+f1(y.at(p.BaseMedian)))
+		}
+	}
+	ch.Line = strings.Join(line, " ")
+	if len(upper) > 0 {
+		if len(upper) == 1 { // a band needs width
+			upper = append(upper, upper[0])
+			lower = append(lower, lower[0])
+		}
+		ch.Band = strings.Join(append(upper, lower...), " ")
+		ch.BaseLn = strings.Join(bline, " ")
+	}
+	for i := 0; i <= 4; i++ {
+		v := lo + (hi-lo)*float64(i)/4
+		ch.YTicks = append(ch.YTicks, svgTick{padL - 6, y.at(v), f1(v / 1e6)})
+	}
+	stride := max(1, len(c.Steps)/8)
+	for i := 0; i < len(c.Steps); i += stride {
+		ch.XTicks = append(ch.XTicks, svgTick{x.at(float64(i)), chartH - padB + 14, strconv.Itoa(i)})
+	}
+	return ch
+}
+
+// hbars draws labelled horizontal bars; values share one scale.
+func hbars(id, title string, labels []string, vals [][]float64, classes []string, texts []string) svgChart {
+	rowH := 22.0
+	h := int(padT) + int(rowH)*len(labels) + 8
+	ch := svgChart{ID: id, Title: title, Width: chartW, Height: max(h, 60)}
+	if len(labels) == 0 {
+		ch.Empty = "nothing to show"
+		return ch
+	}
+	hi := 0.0
+	for _, v := range vals {
+		for _, x := range v {
+			hi = math.Max(hi, x)
+		}
+	}
+	left := 200.0
+	x := scale{0, hi, left, chartW - padR - 70}
+	if hi == 0 {
+		x = scale{0, 1, left, chartW - padR - 70}
+	}
+	for i, l := range labels {
+		y0 := padT + float64(i)*rowH
+		n := len(vals[i])
+		bh := (rowH - 6) / float64(max(n, 1))
+		for j, v := range vals[i] {
+			w := math.Max(x.at(v)-left, 1)
+			cls := "bar"
+			if j == 0 && n == 2 {
+				cls = "bar base"
+			} else if classes[i] != "" {
+				cls = "bar " + classes[i]
+			}
+			ch.Bars = append(ch.Bars, svgBar{X: left, Y: y0 + float64(j)*bh, W: w, H: bh - 1, Class: cls, Label: l})
+		}
+		last := &ch.Bars[len(ch.Bars)-1]
+		last.Text, last.TX, last.TY = texts[i], left+math.Max(x.at(vals[i][n-1])-left, 1)+4, y0+rowH/2
+		ch.YTicks = append(ch.YTicks, svgTick{left - 6, y0 + rowH/2, shortName(l, 30)})
+	}
+	return ch
+}
+
+func stageChart(id string, c ConfigReport) svgChart {
+	var labels, classes, texts []string
+	var vals [][]float64
+	for _, s := range c.Stages {
+		labels = append(labels, s.Name)
+		v := []float64{s.New}
+		if s.HasBase {
+			v = []float64{s.Base, s.New}
+		}
+		vals = append(vals, v)
+		cls := ""
+		if s.Status == compare.StatusRegression {
+			cls = "regression"
+		}
+		classes = append(classes, cls)
+		texts = append(texts, compare.FormatValue(s.New, perf.UnitNS))
+	}
+	return hbars(id, "Stage breakdown (grey: baseline, blue: new, red: regression)", labels, vals, classes, texts)
+}
+
+func kernelChart(id string, c ConfigReport) svgChart {
+	var labels, classes, texts []string
+	var vals [][]float64
+	for _, k := range c.Kernels {
+		labels = append(labels, k.Category+": "+k.Name)
+		vals = append(vals, []float64{k.SharePct})
+		classes = append(classes, "kernel")
+		texts = append(texts, fmt.Sprintf("%.1f%%", k.SharePct))
+	}
+	ch := hbars(id, "Top kernels, share of GPU time (from triage)", labels, vals, classes, texts)
+	if len(labels) == 0 {
+		ch.Empty = "no triage (profile a cell with torch or nsys)"
+	}
+	return ch
+}
+
+func trendChart(id string, c ConfigReport) svgChart {
+	ch := svgChart{ID: id, Title: "E2E history (ms), oldest to newest", Width: chartW, Height: chartH}
+	if len(c.Trend) == 0 {
+		ch.Empty = "no history"
+		return ch
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, t := range c.Trend {
+		lo, hi = math.Min(lo, t.Median), math.Max(hi, t.Median)
+	}
+	lo, hi = lo*0.9, hi*1.1
+	x := scale{0, float64(max(len(c.Trend)-1, 1)), padL, chartW - padR}
+	y := scale{lo, hi, chartH - padB, padT}
+	var pts []string
+	for i, t := range c.Trend {
+		pts = append(pts, f1(x.at(float64(i)))+","+f1(y.at(t.Median)))
+		ch.Dots = append(ch.Dots, svgDot{x.at(float64(i)), y.at(t.Median), t.RunID + ": " + compare.FormatValue(t.Median, perf.UnitNS)})
+	}
+	ch.Line = strings.Join(pts, " ")
+	for i := 0; i <= 4; i++ {
+		v := lo + (hi-lo)*float64(i)/4
+		ch.YTicks = append(ch.YTicks, svgTick{padL - 6, y.at(v), f1(v / 1e6)})
+	}
+	return ch
+}
+
+//go:embed report.html.tmpl
+var reportTmpl string
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"stat":  func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
+	"p":     compare.FormatP,
+	"lower": strings.ToLower,
+}).Parse(reportTmpl))
+
+type htmlConfig struct {
+	ConfigReport
+	Charts []svgChart
+}
+
+// WriteReportHTML writes report.html: one self-contained page (inline CSS and SVG, no script,
+// no network) with the comparison table and four charts per configuration.
+func WriteReportHTML(w io.Writer, r *Report) error {
+	var cs []htmlConfig
+	for i, c := range r.Configs {
+		id := fmt.Sprintf("c%d", i)
+		cs = append(cs, htmlConfig{c, []svgChart{
+			stepChart(id+"-steps", c), stageChart(id+"-stages", c), kernelChart(id+"-kernels", c), trendChart(id+"-trend", c),
+		}})
+	}
+	rows := []compare.Row(nil)
+	if r.Compare != nil {
+		rows = append(rows, r.Compare.Rows...)
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Status == compare.StatusRegression && rows[j].Status != compare.StatusRegression })
+	}
+	return reportTemplate.Execute(w, struct {
+		*Report
+		Rows    []compare.Row
+		Configs []htmlConfig
+	}{r, rows, cs})
+}

@@ -1,0 +1,199 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/perf"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// reportSets is a fixed run and baseline: one configuration, 6 repeats of 10 steps, the
+// new run's DenoisingStage 30% slower.
+func reportSets() (*perf.Set, *perf.Set) {
+	mk := func(src string, factor float64) *perf.Set {
+		c := &perf.Config{Key: "qwen-image/1024x1024/10st/s0/pabc", Metrics: map[string][]float64{}}
+		for r := range 6 {
+			jit := 1 + float64(r)*0.002
+			var sum float64
+			for s := range 10 {
+				v := (80e6 + float64(s)*1e6) * factor * jit
+				if len(c.Steps) <= s {
+					c.Steps = append(c.Steps, nil)
+				}
+				c.Steps[s] = append(c.Steps[s], v)
+				c.Metrics[perf.MetricDenoiseStep] = append(c.Metrics[perf.MetricDenoiseStep], v)
+				sum += v
+			}
+			c.Metrics[perf.MetricE2E] = append(c.Metrics[perf.MetricE2E], sum+300e6*jit)
+			c.Metrics[perf.StagePrefix+"TextEncodingStage"] = append(c.Metrics[perf.StagePrefix+"TextEncodingStage"], 180e6*jit)
+			c.Metrics[perf.StagePrefix+"DenoisingStage"] = append(c.Metrics[perf.StagePrefix+"DenoisingStage"], sum)
+			c.Metrics[perf.StagePrefix+"DecodingStage"] = append(c.Metrics[perf.StagePrefix+"DecodingStage"], 60e6*jit)
+		}
+		c.TopKernels = []perf.KernelShare{{Name: "flash_fwd_kernel", Category: "attention", SharePct: 41.5}, {Name: "nvjet_tst_128x256", Category: "gemm", SharePct: 30.2}}
+		return &perf.Set{Source: src, Kind: "run", Plan: "qwen", Configs: map[string]*perf.Config{c.Key: c},
+			Skipped: []perf.Skip{{Cell: "001-torch", Reason: "profiler \"torch\" distorts timings"}}}
+	}
+	return mk("runs/qwen/base", 1), mk("runs/qwen/new", 1.3)
+}
+
+func buildTestReport(t *testing.T) *Report {
+	t.Helper()
+	base, cur := reportSets()
+	res, err := compare.Compare(base, cur, compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	trend := map[string][]TrendPoint{"qwen-image/1024x1024/10st/s0/pabc": {
+		{RunID: "r1", Time: t0, Median: 1.2e9}, {RunID: "r2", Time: t0.Add(24 * time.Hour), Median: 1.21e9}, {RunID: "r3", Time: t0.Add(48 * time.Hour), Median: 1.5e9},
+	}}
+	return BuildReport("Run report: qwen", "runs/qwen/new", cur, base, res, trend)
+}
+
+func TestReportGolden(t *testing.T) {
+	r := buildTestReport(t)
+	if !strings.Contains(r.Headline, "stage/DenoisingStage") {
+		t.Fatalf("headline does not name the slowed stage: %s", r.Headline)
+	}
+	var md, html bytes.Buffer
+	if err := WriteReportMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReportHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	reportGolden(t, "report.md.golden", md.Bytes())
+	reportGolden(t, "report.html.golden", html.Bytes())
+	// Self-contained: nothing is fetched.
+	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*"(https?:)?//`).Find(html.Bytes()); m != nil {
+		t.Errorf("report.html references the network: %s", m)
+	}
+	if n := strings.Count(html.String(), "<svg class=\"chart\""); n != 4 {
+		t.Errorf("%d charts, want 4", n)
+	}
+}
+
+func reportGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./reports/render -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs; go test ./reports/render -update accepts the new output", name)
+	}
+}
+
+const chromium = "/usr/bin/chromium"
+
+// TestReportInBrowser opens report.html in headless Chromium, takes a screenshot and checks
+// that every chart drew (each chart kind has a colour no other element of the page uses) and
+// that the browser logged no console error.
+func TestReportInBrowser(t *testing.T) {
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("%s not found: install the Debian package chromium (apt-get install -y chromium) to run the browser test of report.html", chromium)
+	}
+	dir := t.TempDir()
+	var html bytes.Buffer
+	if err := WriteReportHTML(&html, buildTestReport(t)); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(page, html.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "shot.png")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--screenshot="+shot, "--window-size=1200,2000",
+		"--enable-logging=stderr", "--v=0", "file://"+page)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	}
+	for _, bad := range []string{"Uncaught", "ERROR:CONSOLE", "CONSOLE("} {
+		if strings.Contains(stderr.String(), bad) {
+			t.Errorf("console error in chromium's log (%s):\n%s", bad, stderr.String())
+		}
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v\n%s", err, stderr.String())
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := colourCounts(img)
+	for _, c := range []struct {
+		what string
+		rgb  [3]uint8
+	}{
+		{"step and trend lines (#d62728)", [3]uint8{0xd6, 0x27, 0x28}},
+		{"new stage bars (#1f77b4)", [3]uint8{0x1f, 0x77, 0xb4}},
+		{"baseline stage bars (#9e9e9e)", [3]uint8{0x9e, 0x9e, 0x9e}},
+		{"kernel-share bars (#2ca02c)", [3]uint8{0x2c, 0xa0, 0x2c}},
+	} {
+		if n := counts[c.rgb]; n < 200 {
+			t.Errorf("%s: %d pixels in the screenshot, want >= 200: the chart did not draw", c.what, n)
+		}
+	}
+	// The baseline band is translucent (#9ecae1 at 50% over #fafafa): look for its blend.
+	band := 0
+	for rgb, n := range counts {
+		if near(rgb, [3]uint8{0xcc, 0xe2, 0xed}, 6) {
+			band += n
+		}
+	}
+	if band < 200 {
+		t.Errorf("baseline band: %d pixels, want >= 200", band)
+	}
+}
+
+func colourCounts(img image.Image) map[[3]uint8]int {
+	out := map[[3]uint8]int{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			out[[3]uint8{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8)}]++
+		}
+	}
+	return out
+}
+
+func near(a, b [3]uint8, tol int) bool {
+	for i := range a {
+		d := int(a[i]) - int(b[i])
+		if d < -tol || d > tol {
+			return false
+		}
+	}
+	return true
+}
+
+var _ = fmt.Sprint
