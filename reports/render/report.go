@@ -42,9 +42,9 @@ type ConfigReport struct {
 // StepPoint is one denoising step: the new run's median and range, and the baseline's band
 // (min..max of its samples at that step) when there is a sample baseline.
 type StepPoint struct {
-	Step                  int
-	Median, Min, Max      float64 // ns
-	HasBase               bool
+	Step                 int
+	Median, Min, Max     float64 // ns
+	HasBase              bool
 	BaseMedian, BLo, BHi float64
 }
 
@@ -441,7 +441,9 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 	rows := []compare.Row(nil)
 	if r.Compare != nil {
 		rows = append(rows, r.Compare.Rows...)
-		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Status == compare.StatusRegression && rows[j].Status != compare.StatusRegression })
+		sort.SliceStable(rows, func(i, j int) bool {
+			return rows[i].Status == compare.StatusRegression && rows[j].Status != compare.StatusRegression
+		})
 	}
 	return reportTemplate.Execute(w, struct {
 		*Report
