@@ -232,6 +232,14 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	if ctx.Err() != nil {
 		fail(plans.VerdictInterrupted, backends.Reason{Code: "interrupted", Message: "stopped by the user; the server's process group was stopped; `runner run --resume` runs this cell again"})
 	}
+	if ctx.Err() == nil && sr.Load != nil && sr.Load.Statuses["error"] > 0 {
+		// Connection errors usually mean the server is going down; give its exit a moment to
+		// be seen so the cell says why instead of only counting failed requests.
+		select {
+		case <-srv.done:
+		case <-time.After(3 * time.Second):
+		}
+	}
 	if srv.exited() && res.Verdict != plans.VerdictInterrupted {
 		fail(plans.VerdictFailed, backends.Reason{Code: "server-exited", Message: fmt.Sprintf("the server (%s) exited during the cell (exit %s); its last log lines follow; the next cell starts a new server", srv.rel, exitText(srv.pres)), Lines: srv.watch.Tail(sglang.TailLines)})
 	}
