@@ -421,6 +421,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"stat":  func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
 	"p":     compare.FormatP,
 	"lower": strings.ToLower,
+	"n":     f1,
 }).Parse(reportTmpl))
 
 type htmlConfig struct {
