@@ -216,7 +216,8 @@ func (b *builder) text(name string, data []byte, kind, cell string) {
 // textFile adds a text file of the run directory when it exists; big files are redacted as a
 // stream into the staging directory.
 func (b *builder) textFile(name, path, kind, cell string) error {
-	st, err := os.Stat(path)
+	// Lstat: a link in a run directory could point at any file of the machine.
+	st, err := os.Lstat(path)
 	if err != nil || !st.Mode().IsRegular() {
 		return nil
 	}
@@ -332,6 +333,9 @@ func (b *builder) collect(ctx context.Context) error {
 func (b *builder) nsysSummaries(ctx context.Context, c cellRecord, dir, rel string) error {
 	exports, _ := filepath.Glob(filepath.Join(dir, "nsys", "*"+nsys.SQLiteExt))
 	for _, exp := range exports {
+		if !isRegular(exp) {
+			continue
+		}
 		base := strings.TrimSuffix(filepath.Base(exp), nsys.SQLiteExt)
 		capt, err := nsys.ReadCapture(ctx, exp, nsys.ReadOptions{})
 		if err != nil {
@@ -357,6 +361,9 @@ func (b *builder) cellTraces(ctx context.Context, c cellRecord, dir, rel string)
 	traces, _ := filepath.Glob(filepath.Join(dir, "traces", "*.json*"))
 	sort.Strings(traces)
 	for _, tp := range traces {
+		if !isRegular(tp) {
+			continue
+		}
 		name := path.Join(rel, "traces", filepath.Base(tp))
 		gz := strings.HasSuffix(tp, ".gz")
 		if b.opts.WithTraces {
@@ -390,6 +397,9 @@ func (b *builder) cellTraces(ctx context.Context, c cellRecord, dir, rel string)
 	}
 	reps, _ := filepath.Glob(filepath.Join(dir, "nsys", "*"+nsys.ReportExt))
 	for _, rp := range reps {
+		if !isRegular(rp) {
+			continue
+		}
 		name := path.Join(rel, "nsys", filepath.Base(rp))
 		if !b.opts.WithTraces {
 			b.omitted = append(b.omitted, Omission{Path: name, Reason: "the nsys report is a full trace; bundle with --with-traces to include it"})
@@ -597,4 +607,10 @@ func writeArchive(out string, entries []entry) (int64, error) {
 		return 0, fmt.Errorf("bundle: write %s: %w", out, err)
 	}
 	return st.Size(), nil
+}
+
+// isRegular says whether p is a regular file itself, not a link to one.
+func isRegular(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -1,0 +1,109 @@
+package bundle
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestRedactorShapes(t *testing.T) {
+	r, err := NewRedactor([]string{"HF_TOKEN=hf_literalvalue", "MY_PASSWORD=short", "VISIBLE_VAR=visible-value-123", "API_KEY=<redacted>"}, []string{`corp-[0-9]{4}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		// literal values of secret-named variables, anywhere
+		{"token is hf_literalvalue here", "token is <redacted> here"},
+		// shorter than minLiteral: only caught by shape
+		{"pw short", "pw short"},
+		{"visible-value-123", "visible-value-123"},
+		{"hf_abcdefghijklmnopqrstuvwxyz0123", "<redacted>"},
+		{"hf_short", "hf_short"},
+		{"Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer <redacted>"},
+		{`{"Authorization": "Basic dXNlcjpwYXNzd29yZA=="}`, `{"Authorization": "Basic <redacted>"}`},
+		{"bearer of bad news", "bearer of bad news"},
+		{"git clone https://bob:pa55word@github.com/x.git", "git clone https://<redacted>@github.com/x.git"},
+		{"https://github.com/x.git and user@host", "https://github.com/x.git and user@host"},
+		{"id AKIAIOSFODNN7EXAMPLE.", "id <redacted>."},
+		{"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = <redacted>"},
+		{"export GITHUB_TOKEN=ghp_123456", "export GITHUB_TOKEN=<redacted>"},
+		{`SECRET_KEY_BASE = "abc123xyz"`, `SECRET_KEY_BASE = "<redacted>"`},
+		{`"OPENAI_API_KEY": "sk-abc"`, `"OPENAI_API_KEY": "<redacted>"`},
+		{"SGLANG_MAX_TOKENS=4096 TOKENIZER_PATH=/m", "SGLANG_MAX_TOKENS=4096 TOKENIZER_PATH=/m"},
+		{`"key": "qwen-image/default/4st/s0"`, `"key": "qwen-image/default/4st/s0"`},
+		{"ServerArgs(api_key='abc123', hf_token=\"tok99\", tokenizer_path='Qwen/x', max_tokens=4)", "ServerArgs(api_key='<redacted>', hf_token=\"<redacted>\", tokenizer_path='Qwen/x', max_tokens=4)"},
+		{"--hf-token abc --api-key=xyz --tokenizer-path /m --max-tokens 10", "--hf-token <redacted> --api-key=<redacted> --tokenizer-path /m --max-tokens 10"},
+		{"build corp-1234 done", "build <redacted> done"},
+		{"already <redacted> stays", "already <redacted> stays"},
+	} {
+		if got := r.String(tc.in); got != tc.want {
+			t.Errorf("redact(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+	}
+	rep := r.Report()
+	got := map[string]int{}
+	for _, x := range rep {
+		got[x.Kind+"/"+x.Name] = x.Count
+		if strings.Contains(x.Name, "literalvalue") || strings.Contains(x.Name, "corp-") {
+			t.Errorf("the report names a value or a pattern: %+v", x)
+		}
+	}
+	for _, want := range []string{"env/HF_TOKEN", "hf-token/hf-token", "bearer-token/bearer-token", "url-credential/url-credential", "aws-key/aws-key", "assignment/assignment", "flag/flag", "plan-pattern/plan pattern 1"} {
+		if got[want] == 0 {
+			t.Errorf("report lacks %s: %v", want, got)
+		}
+	}
+	if got["env/HF_TOKEN"] != 1 {
+		t.Errorf("HF_TOKEN counted %d times, want 1", got["env/HF_TOKEN"])
+	}
+}
+
+func TestRedactorBadPattern(t *testing.T) {
+	_, err := NewRedactor(nil, []string{"ok", "bad(["})
+	if err == nil || !strings.Contains(err.Error(), "[bundle] redact pattern 2 does not compile") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRedactorStreamMatchesBytes(t *testing.T) {
+	r, _ := NewRedactor([]string{"HF_TOKEN=hf_literalvalue"}, nil)
+	in := strings.Repeat("a line with hf_literalvalue and Bearer abcdefghijk\n", 1000) + "last line without newline hf_abcdefghijklmnopqrstuvwxyz"
+	var out bytes.Buffer
+	if err := r.Stream(&out, strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if want := r.clone().String(in); out.String() != want {
+		t.Error("Stream and Bytes differ")
+	}
+	if strings.Contains(out.String(), "hf_literalvalue") || strings.Contains(out.String(), "abcdefghijk") {
+		t.Error("a secret survived Stream")
+	}
+}
+
+var hfToken = regexp.MustCompile(`hf_[A-Za-z0-9]{20,}`)
+
+// FuzzRedact: no Hugging Face token and no literal secret survives redaction, whatever
+// surrounds it, and redacting twice changes nothing more.
+func FuzzRedact(f *testing.F) {
+	f.Add("export HF_TOKEN=", "hf_abcdefghijklmnopqrstuvwxyz", " tail")
+	f.Add(`{"env": {"X": "`, "supersecretvalue", `"}}`)
+	f.Add("https://u:", "pass", "@host/")
+	f.Add("Authorization: Bearer ", "tok.en-value_123", "\n")
+	f.Fuzz(func(t *testing.T, pre, secret, post string) {
+		r, err := NewRedactor([]string{"MY_TOKEN=" + secret}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := r.String(pre + secret + post)
+		if len(secret) >= minLiteral && secret != Redacted && !strings.Contains(Redacted, secret) && strings.Contains(out, secret) {
+			t.Fatalf("literal secret %q survived in %q", secret, out)
+		}
+		if m := hfToken.FindString(out); m != "" {
+			t.Fatalf("hf token %q survived in %q", m, out)
+		}
+		if again := r.String(out); again != out {
+			t.Fatalf("not idempotent: %q -> %q", out, again)
+		}
+	})
+}
