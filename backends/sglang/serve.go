@@ -130,6 +130,10 @@ func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (backen
 	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
 }
 
+// PortPlaceholder stands for the port the runner chooses at run time in the server command
+// shown by `runner plan` and recorded in cells.json.
+const PortPlaceholder = "<free port>"
+
 // ServeBackend is the backends.Backend of serve cells. The runner drives the server itself;
 // Launch only prepares the cell directory and describes the server the cell will use (with
 // the port chosen at run time shown as 0), and Assess judges a server log.
@@ -154,12 +158,23 @@ func (ServeBackend) Launch(c plans.Cell, cellDir string) (backends.Launch, error
 	}
 	port := c.Backend.Port
 	if port == 0 {
-		port = 30000 // placeholder: the runner picks a free port at run time
+		port = 30000 // replaced below: the runner picks a free port at run time
 	}
-	l, err := ServerCommand(c, port, dir, filepath.Join(dir, TracesDir), "")
+	// The server's directory (and with it the diffusion profiler directory) is numbered when
+	// the server starts, so the description shows placeholders there.
+	const serverTraces = "<run>/servers/<n>/traces"
+	l, err := ServerCommand(c, port, dir, serverTraces, "")
 	if err != nil {
 		return backends.Launch{}, err
 	}
+	if c.Backend.Port == 0 {
+		for i := 1; i < len(l.Argv); i++ {
+			if l.Argv[i-1] == "--port" {
+				l.Argv[i] = PortPlaceholder
+			}
+		}
+	}
+	l.Dir = "<run>/servers/<n>"
 	delete(l.Env, EnvServerMarker)
 	return l, nil
 }

@@ -1,0 +1,330 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuf is a goroutine-safe log sink.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type simServer struct {
+	base   string
+	port   int
+	log    *lockedBuf
+	cancel context.CancelFunc
+	rc     chan int
+}
+
+func freeTestPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return p
+}
+
+// startServe runs the simulated server in-process until the test ends.
+func startServe(t *testing.T, env map[string]string, args ...string) *simServer {
+	t.Helper()
+	port := freeTestPort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &simServer{base: "http://127.0.0.1:" + strconv.Itoa(port), port: port, log: &lockedBuf{}, cancel: cancel, rc: make(chan int, 1)}
+	args = append(args, "--port", strconv.Itoa(port))
+	go func() { s.rc <- SGLang(ctx, args, env, io.Discard, s.log) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.rc:
+		case <-time.After(10 * time.Second):
+			t.Error("server did not stop")
+		}
+	})
+	return s
+}
+
+// waitHealth polls /health and returns the statuses seen until the first 200.
+func (s *simServer) waitHealth(t *testing.T) []int {
+	t.Helper()
+	var seen []int
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if len(seen) == 0 || seen[len(seen)-1] != resp.StatusCode {
+				seen = append(seen, resp.StatusCode)
+			}
+			if resp.StatusCode == 200 {
+				return seen
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("server never healthy; log:\n%s", s.log.String())
+	return nil
+}
+
+func postJSON(t *testing.T, url string, body any) (int, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, rb
+}
+
+func getBody(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, rb
+}
+
+func TestServeDiffusionEndpoints(t *testing.T) {
+	env := baseEnv(t)
+	traces := env["SGLANG_DIFFUSION_TORCH_PROFILER_DIR"]
+	s := startServe(t, env, "serve", "--model-path", "Qwen/Qwen-Image")
+	s.waitHealth(t)
+	if code, b := getBody(t, s.base+"/health"); code != 200 || !strings.Contains(string(b), `"status":"ok"`) {
+		t.Fatalf("/health = %d %s", code, b)
+	}
+	if _, b := getBody(t, s.base+"/v1/models"); !strings.Contains(string(b), `"id":"Qwen/Qwen-Image"`) {
+		t.Fatalf("/v1/models = %s", b)
+	}
+	if _, b := getBody(t, s.base+"/v1/model_info"); !strings.Contains(string(b), `"model_path":"Qwen/Qwen-Image"`) {
+		t.Fatalf("/v1/model_info = %s", b)
+	}
+	// No /start_profile on the diffusion server (§A.8).
+	if code, _ := postJSON(t, s.base+"/start_profile", map[string]any{}); code != 404 {
+		t.Fatalf("/start_profile = %d, want 404", code)
+	}
+	code, b := postJSON(t, s.base+"/v1/images/generations", map[string]any{"prompt": "a cat", "size": "512x512", "num_inference_steps": 6, "profile": true, "num_profiled_timesteps": 2, "n": 2})
+	var img struct {
+		ID             string           `json:"id"`
+		Data           []map[string]any `json:"data"`
+		InferenceTimeS float64          `json:"inference_time_s"`
+		PeakMemoryMB   float64          `json:"peak_memory_mb"`
+	}
+	if err := json.Unmarshal(b, &img); err != nil || code != 200 || len(img.Data) != 2 || img.InferenceTimeS <= 0 || img.PeakMemoryMB <= 0 {
+		t.Fatalf("images = %d %s", code, b)
+	}
+	want := filepath.Join(traces, img.ID+"-2_steps-global-rank0.trace.json.gz")
+	if _, err := os.Stat(want); err != nil {
+		t.Fatalf("trace not named by request id: %v; log:\n%s", err, s.log.String())
+	}
+	if !strings.Contains(s.log.String(), "Saved profiler traces to: "+ansiCyan+want) {
+		t.Fatalf("no trace line in log:\n%s", s.log.String())
+	}
+	// Validation: missing prompt 422, bad size 400.
+	if code, _ := postJSON(t, s.base+"/v1/images/generations", map[string]any{"size": "1x1"}); code != 422 {
+		t.Fatalf("missing prompt = %d", code)
+	}
+	if code, b := postJSON(t, s.base+"/v1/images/generations", map[string]any{"prompt": "p", "size": "big"}); code != 400 || !strings.Contains(string(b), "Invalid size format") {
+		t.Fatalf("bad size = %d %s", code, b)
+	}
+	// Videos: an async job polled until completed.
+	code, b = postJSON(t, s.base+"/v1/videos", map[string]any{"prompt": "a wave", "num_inference_steps": 2})
+	var job struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(b, &job); code != 200 || job.ID == "" || job.Status != "queued" {
+		t.Fatalf("videos = %d %s", code, b)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for job.Status != "completed" && time.Now().Before(deadline) {
+		_, b = getBody(t, s.base+"/v1/videos/"+job.ID)
+		json.Unmarshal(b, &job)
+	}
+	if job.Status != "completed" || !strings.Contains(string(b), "inference_time_s") {
+		t.Fatalf("video job = %s", b)
+	}
+	if code, _ := getBody(t, s.base+"/v1/videos/nope"); code != 404 {
+		t.Fatalf("unknown video = %d", code)
+	}
+}
+
+func TestServeDiffusionRejectsSamplingFlags(t *testing.T) {
+	r := sglang(t, baseEnv(t), "serve", "--model-path", "Qwen/Qwen-Image", "--seed", "1", "--num-inference-steps", "4")
+	if r.rc != 1 || !strings.Contains(r.stderr, "sglang serve: error: unrecognized arguments: --seed 1 --num-inference-steps 4") {
+		t.Fatalf("rc %d stderr %s", r.rc, r.stderr)
+	}
+}
+
+func TestServeDiffusionFallbackAndPortTaken(t *testing.T) {
+	env := baseEnv(t)
+	s := startServe(t, env, "serve", "--model-path", "acme/mystery-model", "--model-type", "diffusion")
+	s.waitHealth(t)
+	for _, want := range []string{"Falling back to diffusers backend", "Loaded diffusers pipeline: DiffusionPipeline"} {
+		if !strings.Contains(s.log.String(), want) {
+			t.Fatalf("no %q in log:\n%s", want, s.log.String())
+		}
+	}
+	r := sglang(t, env, "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(s.port))
+	if r.rc != 1 || !strings.Contains(r.stderr, "address already in use") {
+		t.Fatalf("second server on the same port: rc %d\n%s", r.rc, r.stderr)
+	}
+}
+
+func TestServeFailureModes(t *testing.T) {
+	for _, tc := range []struct {
+		mode, want string
+	}{
+		{"crash-load", "MetadataIncompleteBuffer"},
+		{"oom", "torch.OutOfMemoryError: CUDA out of memory"},
+	} {
+		r := sglang(t, baseEnv(t, EnvFail, tc.mode), "serve", "--model-path", "Qwen/Qwen-Image", "--port", strconv.Itoa(freeTestPort(t)))
+		if r.rc != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "Uvicorn running") {
+			t.Errorf("%s: rc %d\n%s", tc.mode, r.rc, r.stderr)
+		}
+	}
+	// never-ready blocks until stopped and never listens.
+	s := startServe(t, baseEnv(t, EnvFail, "never-ready"), "serve", "--model-path", "Qwen/Qwen-Image")
+	time.Sleep(100 * time.Millisecond)
+	if _, err := http.Get(s.base + "/health"); err == nil {
+		t.Fatal("never-ready server answers /health")
+	}
+	s.cancel()
+	if rc := <-s.rc; rc != 0 {
+		t.Fatalf("never-ready stopped with %d", rc)
+	}
+	s.rc <- 0 // for the cleanup
+	// http-500: every third generation request fails.
+	h := startServe(t, baseEnv(t, EnvFail, "http-500"), "serve", "--model-path", "Qwen/Qwen-Image")
+	h.waitHealth(t)
+	var codes []int
+	for range 6 {
+		c, _ := postJSON(t, h.base+"/v1/images/generations", map[string]any{"prompt": "p"})
+		codes = append(codes, c)
+	}
+	if !slicesEqual(codes, []int{200, 200, 500, 200, 200, 500}) {
+		t.Fatalf("codes %v", codes)
+	}
+}
+
+func slicesEqual(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestServeLLMProfileWindow(t *testing.T) {
+	env := baseEnv(t, EnvTimeScale, "0.1")
+	s := startServe(t, env, "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct")
+	seen := s.waitHealth(t)
+	if len(seen) < 2 || seen[0] != 503 {
+		t.Fatalf("/health went %v; want 503 before 200", seen)
+	}
+	if !strings.Contains(s.log.String(), "The server is fired up and ready to roll!") {
+		t.Fatalf("no readiness line:\n%s", s.log.String())
+	}
+	if _, b := getBody(t, s.base+"/get_model_info"); !strings.Contains(string(b), `"is_generation":true`) {
+		t.Fatalf("/get_model_info = %s", b)
+	}
+	// /stop_profile without a session: HTTP 500 (the tokenizer manager raises).
+	if code, _ := postJSON(t, s.base+"/stop_profile", nil); code != 500 {
+		t.Fatalf("stop without start = %d", code)
+	}
+	dir := t.TempDir()
+	code, b := postJSON(t, s.base+"/start_profile", map[string]any{"output_dir": dir, "profile_by_stage": true, "merge_profiles": true, "profile_prefix": "cellA", "num_steps": 1000})
+	if code != 200 || string(b) != "Start profiling.\n" {
+		t.Fatalf("start = %d %q", code, b)
+	}
+	if code, _ := postJSON(t, s.base+"/start_profile", nil); code != 500 {
+		t.Fatalf("second start = %d", code)
+	}
+	code, b = postJSON(t, s.base+"/generate", map[string]any{"text": "a b c d", "sampling_params": map[string]any{"max_new_tokens": 9}})
+	if code != 200 || !strings.Contains(string(b), `"completion_tokens":9`) || !strings.Contains(string(b), `"prompt_tokens":4`) {
+		t.Fatalf("generate = %d %s", code, b)
+	}
+	code, b = postJSON(t, s.base+"/v1/completions", map[string]any{"prompt": "x y", "max_tokens": 3})
+	if code != 200 || !strings.Contains(string(b), `"total_tokens":5`) {
+		t.Fatalf("completions = %d %s", code, b)
+	}
+	code, b = postJSON(t, s.base+"/stop_profile", nil)
+	if code != 200 || string(b) != "Stop profiling. This will take some time.\n" {
+		t.Fatalf("stop = %d %q", code, b)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	re := regexp.MustCompile(`^cellA-[0-9]+\.[0-9]{6}-TP-0-(EXTEND|DECODE)\.trace\.json\.gz$|^merged-[0-9.]+\.trace\.json\.gz$`)
+	if len(names) != 3 {
+		t.Fatalf("traces %v", names)
+	}
+	for _, n := range names {
+		if !re.MatchString(n) {
+			t.Fatalf("trace name %q", n)
+		}
+	}
+	if !strings.Contains(s.log.String(), "Profiling done. Traces are saved to: "+dir) {
+		t.Fatalf("no done line:\n%s", s.log.String())
+	}
+}
+
+func TestServeLLMAutoStopAfterNumSteps(t *testing.T) {
+	s := startServe(t, baseEnv(t), "serve", "--model-type", "llm", "--model-path", "m")
+	s.waitHealth(t)
+	dir := t.TempDir()
+	postJSON(t, s.base+"/start_profile", map[string]any{"output_dir": dir, "num_steps": 3, "activities": []string{"CPU", "GPU"}})
+	postJSON(t, s.base+"/generate", map[string]any{"text": "hi", "sampling_params": map[string]any{"max_new_tokens": 32}})
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(s.log.String(), "Profiling done.") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("auto-stopped window wrote %d traces", len(ents))
+	}
+	// The window has closed itself: /stop_profile now fails like sglang's.
+	if code, _ := postJSON(t, s.base+"/stop_profile", nil); code != 500 {
+		t.Fatalf("stop after auto-stop = %d", code)
+	}
+	if code, _ := postJSON(t, s.base+"/start_profile", map[string]any{"activities": []string{"BOGUS"}}); code != 500 {
+		t.Fatalf("unknown activity = %d", code)
+	}
+}
