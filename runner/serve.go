@@ -561,15 +561,8 @@ func portOwner(port int) (int, bool) {
 		if err != nil {
 			continue
 		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			fs := strings.Fields(line)
-			if len(fs) < 10 || fs[3] != "0A" { // 0A = LISTEN
-				continue
-			}
-			_, hexPort, ok := strings.Cut(fs[1], ":")
-			if p, err := strconv.ParseInt(hexPort, 16, 32); ok && err == nil && int(p) == port {
-				inodes["socket:["+fs[9]+"]"] = true
-			}
+		for _, ino := range listenInodes(b, port) {
+			inodes["socket:["+ino+"]"] = true
 		}
 	}
 	if len(inodes) == 0 {
@@ -592,6 +585,30 @@ func portOwner(port int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// listenInodes parses /proc/net/tcp or tcp6 and returns the socket inodes listening on port
+// (state 0A). Lines that do not parse are skipped.
+func listenInodes(b []byte, port int) []string {
+	var out []string
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 0 {
+		lines = lines[1:] // the header
+	}
+	for _, line := range lines {
+		fs := strings.Fields(line)
+		if len(fs) < 10 || fs[3] != "0A" {
+			continue
+		}
+		i := strings.LastIndexByte(fs[1], ':')
+		if i < 0 {
+			continue
+		}
+		if p, err := strconv.ParseUint(fs[1][i+1:], 16, 16); err == nil && int(p) == port && fs[9] != "0" {
+			out = append(out, fs[9])
+		}
+	}
+	return out
 }
 
 // envOf returns the value of key in /proc/<pid>/environ ("" when absent or unreadable).
