@@ -16,6 +16,7 @@ import (
 
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -463,4 +464,35 @@ func walkFiles(t *testing.T, dir string) []string {
 		return nil
 	})
 	return out
+}
+
+func TestReadmeWorstRegressions(t *testing.T) {
+	run := simRun(t, fallbackPlan, nil)
+	res := compare.Result{Rows: []compare.Row{
+		{Config: "qwen", Metric: "e2e", Unit: "ns", Base: compare.Stat{N: 6, Median: 1e9}, New: compare.Stat{N: 6, Median: 1.2e9}, DeltaPct: 20, Tolerance: "15%", Status: compare.StatusRegression},
+		{Config: "qwen", Metric: "stage/DenoisingStage", Unit: "ns", Base: compare.Stat{N: 6, Median: 8e8}, New: compare.Stat{N: 6, Median: 1.2e9}, DeltaPct: 50, Tolerance: "10% or 120ms", Status: compare.StatusRegression},
+		{Config: "qwen", Metric: "peak_memory", Unit: "MB", DeltaPct: 90, Status: compare.StatusOK},
+	}}
+	data, _ := json.Marshal(res)
+	os.WriteFile(filepath.Join(run, runner.CompareFile), data, 0o644)
+	os.WriteFile(filepath.Join(run, runner.CompareMD), []byte("| config | metric |\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "c.tar.gz")
+	if _, err := Create(context.Background(), run, Options{Output: out}); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, out)
+	readme := string(files["README.md"])
+	i, j := strings.Index(readme, "| `qwen` | stage/DenoisingStage |"), strings.Index(readme, "| `qwen` | e2e |")
+	if i < 0 || j < 0 || i > j {
+		t.Errorf("worst regressions missing or not largest first:\n%s", readme)
+	}
+	if strings.Contains(readme, "| peak_memory |") {
+		t.Error("a row that did not regress is listed as a regression")
+	}
+	if _, ok := files[runner.CompareFile]; !ok {
+		t.Error("compare.json not bundled")
+	}
+	if _, ok := files[runner.CompareMD]; !ok {
+		t.Error("compare.md not bundled")
+	}
 }

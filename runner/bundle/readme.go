@@ -13,6 +13,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -24,6 +25,7 @@ type view struct {
 	manifest runner.Manifest
 	cells    []cellView
 	compare  string // a comparison's Markdown, when the run directory has one
+	worst    []compare.Row
 }
 
 type cellView struct {
@@ -56,10 +58,16 @@ func buildView(s *source, entries []entry) view {
 	if e, ok := byName[runner.ManifestFile]; ok {
 		_ = json.Unmarshal(entryBytes(e), &v.manifest)
 	}
-	for _, name := range []string{"compare.md", "compare.txt"} {
+	for _, name := range []string{runner.CompareMD, "compare.txt"} {
 		if e, ok := byName[name]; ok {
 			v.compare = string(entryBytes(e))
 			break
+		}
+	}
+	if e, ok := byName[runner.CompareFile]; ok {
+		var res compare.Result
+		if json.Unmarshal(entryBytes(e), &res) == nil {
+			v.worst = worstRegressions(res.Rows, 5)
 		}
 	}
 	for _, c := range s.selected {
@@ -97,11 +105,7 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 	}
 	b.WriteString("## Symptom\n\n")
 	writeSymptom(&b, v)
-	if v.compare != "" {
-		b.WriteString("\n### Worst regressions (from the run's comparison)\n\n")
-		b.WriteString(excerpt(v.compare, 40))
-		b.WriteString("\n")
-	}
+	writeComparison(&b, v, "###")
 	b.WriteString("\n## Environment\n\n")
 	writeEnvTable(&b, &v.manifest)
 	b.WriteString("\n## Commands\n\n")
@@ -365,7 +369,7 @@ func Issue(src string, opts IssueOptions) (string, error) {
 	if err := b.textFile(runner.ManifestFile, filepath.Join(s.dir, runner.ManifestFile), "text", ""); err != nil {
 		return "", err
 	}
-	for _, f := range []string{"compare.md", "compare.txt"} {
+	for _, f := range []string{runner.CompareMD, runner.CompareFile, "compare.txt"} {
 		if err := b.textFile(f, filepath.Join(s.dir, f), "text", ""); err != nil {
 			return "", err
 		}
@@ -401,10 +405,7 @@ func Issue(src string, opts IssueOptions) (string, error) {
 	if tk.Len() > 0 {
 		w.WriteString(strings.Replace(tk.String(), "## Top kernels", "### Top kernels", 1))
 	}
-	if v.compare != "" {
-		w.WriteString("\n### Comparison\n\n")
-		w.WriteString(excerpt(v.compare, 40))
-	}
+	writeComparison(&w, v, "###")
 	out := red.clone().Bytes([]byte(w.String()))
 	if rs := red.Report(); len(rs) > 0 {
 		var names []string
@@ -418,3 +419,41 @@ func Issue(src string, opts IssueOptions) (string, error) {
 
 // humanBytes is humanize.IBytes for an int64.
 func humanBytes(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+
+// worstRegressions are the rows of a comparison that regressed, the largest change first.
+func worstRegressions(rows []compare.Row, n int) []compare.Row {
+	var out []compare.Row
+	for _, r := range rows {
+		if r.Status == compare.StatusRegression {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].DeltaPct > out[j].DeltaPct })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// writeComparison writes the worst regressions of the run's comparison (compare.json) and the
+// head of its Markdown, when the run directory has them.
+func writeComparison(b *strings.Builder, v view, h string) {
+	if len(v.worst) == 0 && v.compare == "" {
+		return
+	}
+	fmt.Fprintf(b, "\n%s Comparison with the baseline\n\n", h)
+	if len(v.worst) > 0 {
+		b.WriteString("Worst regressions:\n\n| config | metric | base | new | change | tolerance |\n|---|---|---:|---:|---:|---|\n")
+		for _, r := range v.worst {
+			fmt.Fprintf(b, "| `%s` | %s | %s | %s | %+.1f%% | %s |\n", r.Config, r.Metric, compare.FormatStat(r.Base, r.Unit), compare.FormatStat(r.New, r.Unit), r.DeltaPct, r.Tolerance)
+		}
+		b.WriteString("\n")
+	} else if v.compare != "" {
+		b.WriteString("No metric regressed beyond its tolerance.\n\n")
+	}
+	if v.compare != "" {
+		b.WriteString("<details><summary>compare.md</summary>\n\n")
+		b.WriteString(excerpt(v.compare, 40))
+		b.WriteString("\n</details>\n")
+	}
+}

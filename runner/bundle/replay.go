@@ -17,6 +17,8 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -58,7 +60,9 @@ type MetricDiff struct {
 	Bundle    float64 `json:"bundle"`
 	Replay    float64 `json:"replay"`
 	Tolerance float64 `json:"tolerance"` // relative
-	Within    bool    `json:"within"`
+	// ToleranceText is the tolerance as runner compare writes it ("15%", "10% or 120ms").
+	ToleranceText string `json:"tolerance_text"`
+	Within        bool   `json:"within"`
 }
 
 // CellOutcome says whether one cell reproduced.
@@ -203,9 +207,9 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*Replay
 	}
 	res := &ReplayResult{Dir: dir, RunDir: sum.RunDir}
 	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(cells), sum.RunDir)
-	tolerances := replayTolerances(p)
+	co := compare.FromPlan(p.Compare)
 	for _, id := range cells {
-		o := compareCell(filepath.Join(bdir, runner.CellsDir, id), filepath.Join(sum.RunDir, runner.CellsDir, id), tolerances, bman.Simulated == opts.Simulate)
+		o := compareCell(filepath.Join(bdir, runner.CellsDir, id), filepath.Join(sum.RunDir, runner.CellsDir, id), &co, bman.Simulated == opts.Simulate)
 		o.ID = id
 		res.Cells = append(res.Cells, o)
 		writeOutcome(out, o)
@@ -216,6 +220,11 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*Replay
 		case !o.VerdictReproduced:
 			res.ExitCode = ExitVerdictDiffers
 		case !o.MetricsReproduced && res.ExitCode == ExitReproduced:
+			res.ExitCode = ExitMetricsDiffer
+		}
+	}
+	if bman.Simulated == opts.Simulate {
+		if cmp := runCompare(out, bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == ExitReproduced {
 			res.ExitCode = ExitMetricsDiffer
 		}
 	}
@@ -285,21 +294,8 @@ func readLaunch(p string) (*backends.Launch, error) {
 	return &l, nil
 }
 
-// replayTolerances are the relative tolerances of the timings a replay checks: SGLang's
-// nightly tolerances (e2e 15%, a denoise step 25%, peak memory 2%), overridden by the plan's
-// [compare] tolerances of the same names.
-func replayTolerances(p *plans.Plan) map[string]float64 {
-	t := map[string]float64{"e2e": 0.15, "denoise_step": 0.25, "runtime_peak_vram": 0.02}
-	for k, v := range p.Compare.Tolerances {
-		if _, ok := t[k]; ok {
-			t[k] = v.Rel
-		}
-	}
-	return t
-}
-
 // compareCell compares a bundled cell's result with the replayed one.
-func compareCell(bundleCell, replayCell string, tol map[string]float64, sameMode bool) CellOutcome {
+func compareCell(bundleCell, replayCell string, co *compare.Options, sameMode bool) CellOutcome {
 	var o CellOutcome
 	var br, rr runner.CellResult
 	bErr := readJSON(filepath.Join(bundleCell, runner.ResultFile), &br)
@@ -317,21 +313,28 @@ func compareCell(bundleCell, replayCell string, tol map[string]float64, sameMode
 		o.MetricsReproduced = false
 		return o
 	}
-	add := func(name, unit, tolKey string, b, r float64) {
+	// Values in the metric's own unit (ns or MB), shown in ms; the tolerance is runner
+	// compare's for the metric (the plan's [compare] tolerances, else SGLang's nightly ones).
+	add := func(name, metric string, b, r float64) {
 		if b == 0 && r == 0 {
 			return
 		}
-		m := MetricDiff{Name: name, Unit: unit, Bundle: b, Replay: r, Tolerance: tol[tolKey]}
-		m.Within = b != 0 && r != 0 && math.Abs(r-b) <= m.Tolerance*math.Abs(b)
+		tol := co.ToleranceFor(metric)
+		unit, scale := "ms", 1e6
+		if perf.Unit(metric) == perf.UnitMB {
+			unit, scale = "MB", 1
+		}
+		m := MetricDiff{Name: name, Unit: unit, Bundle: b / scale, Replay: r / scale, Tolerance: tol.Rel, ToleranceText: tol.Text}
+		m.Within = b != 0 && r != 0 && math.Abs(r-b) <= tol.Limit(b)
 		if !m.Within {
 			o.MetricsReproduced = false
 		}
 		o.Metrics = append(o.Metrics, m)
 	}
 	if sameMode {
-		add("e2e", "ms", "e2e", float64(br.Timings.E2ENS)/1e6, float64(rr.Timings.E2ENS)/1e6)
-		add("mean denoise step", "ms", "denoise_step", float64(br.Timings.MeanDenoiseStepNS)/1e6, float64(rr.Timings.MeanDenoiseStepNS)/1e6)
-		add("peak memory", "MB", "runtime_peak_vram", br.Timings.PeakMemoryMB, rr.Timings.PeakMemoryMB)
+		add("e2e", perf.MetricE2E, float64(br.Timings.E2ENS), float64(rr.Timings.E2ENS))
+		add("mean denoise step", perf.MetricDenoiseMean, float64(br.Timings.MeanDenoiseStepNS), float64(rr.Timings.MeanDenoiseStepNS))
+		add("peak memory", perf.MetricPeakMemory, br.Timings.PeakMemoryMB, rr.Timings.PeakMemoryMB)
 	} else {
 		// A simulated run against a real one: timings are not comparable, only verdicts.
 		o.MetricsReproduced = true
@@ -426,7 +429,7 @@ func writeOutcome(w io.Writer, o CellOutcome) {
 		if m.Bundle != 0 {
 			change = fmt.Sprintf("%+.1f%%", (m.Replay-m.Bundle)/m.Bundle*100)
 		}
-		fmt.Fprintf(w, "    %-18s %10.1f %s -> %10.1f %s  %s (%s ±%.0f%%)\n", m.Name, m.Bundle, m.Unit, m.Replay, m.Unit, change, mark, m.Tolerance*100)
+		fmt.Fprintf(w, "    %-18s %10.1f %s -> %10.1f %s  %s (%s %s)\n", m.Name, m.Bundle, m.Unit, m.Replay, m.Unit, change, mark, m.ToleranceText)
 	}
 	for _, d := range o.ArgvDiff {
 		fmt.Fprintf(w, "    argv differs: %s\n", d)
@@ -439,4 +442,31 @@ func (r *ReplayResult) WriteJSON(w io.Writer) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// runCompare runs runner compare's statistics on the bundled cells (base) and the replayed
+// ones (new): with repeats, or the per-step samples of a cell, a change is only reported when
+// Mann-Whitney says it is real. Only ok cells enter a comparison. A failure to compare is
+// printed, not returned: the per-cell verdicts above already stand.
+func runCompare(out io.Writer, bundleDir, runDir string, co compare.Options) *compare.Result {
+	lo := perf.LoadOptions{Profilers: []string{"all"}} // both sides ran the same profilers
+	base, err := perf.Load(bundleDir, lo)
+	if err == nil {
+		var cur *perf.Set
+		if cur, err = perf.Load(runDir, lo); err == nil {
+			var res *compare.Result
+			if res, err = compare.Compare(base, cur, co); err == nil {
+				if len(res.Rows) == 0 {
+					fmt.Fprintln(out, "\nrunner compare: no ok cell on both sides, nothing to compare statistically")
+					return res
+				}
+				fmt.Fprintln(out, "\nrunner compare, bundle (base) vs replay (new):")
+				if err = compare.WriteText(out, res); err == nil {
+					return res
+				}
+			}
+		}
+	}
+	fmt.Fprintf(out, "\nrunner compare: %v\n", err)
+	return nil
 }
