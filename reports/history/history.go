@@ -56,19 +56,20 @@ var migrations = []string{
 		median REAL NOT NULL,
 		lo REAL,
 		hi REAL,
+		-- Clustered by run: an append dirties one or two pages instead of one per metric,
+		-- and the rolling-median query walks runs by time and looks metrics up by key.
 		PRIMARY KEY (run, config_key, metric)
-	);`,
+	) WITHOUT ROWID;`,
 	// v2: per-configuration validity (a run whose cells of a configuration were all invalid
-	// still records that it tried) and the index the rolling-median query needs.
+	// still records that it tried), the runner version, and the index of runs by time.
 	`CREATE TABLE configs (
 		run INTEGER NOT NULL REFERENCES runs(id),
 		config_key TEXT NOT NULL,
 		cells INTEGER NOT NULL,
 		valid INTEGER NOT NULL,
 		PRIMARY KEY (run, config_key)
-	);
+	) WITHOUT ROWID;
 	ALTER TABLE runs ADD COLUMN runner_version TEXT NOT NULL DEFAULT '';
-	CREATE INDEX metrics_by_key ON metrics (config_key, metric, run);
 	CREATE INDEX runs_by_time ON runs (time_ns);`,
 }
 
@@ -94,7 +95,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("history %s: %w", path, err)
 		}
 	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	dsn := "file:" + path + "?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=wal_autocheckpoint(4000)&_pragma=temp_store(MEMORY)&_txlock=immediate"
 	sdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, corrupt(path, err)
@@ -263,30 +264,24 @@ func (h *DB) Append(ctx context.Context, r Run) (added bool, err error) {
 		if err != nil {
 			return err
 		}
-		cfg, err := tx.PrepareContext(ctx, `INSERT INTO configs (run, config_key, cells, valid) VALUES (?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer cfg.Close()
-		met, err := tx.PrepareContext(ctx, `INSERT INTO metrics (run, config_key, metric, unit, n, median, lo, hi) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer met.Close()
+		// Multi-row INSERTs in small batches: one statement per batch instead of one per row
+		// (far fewer round trips through the driver), small enough that binding stays cheap.
+		var cfgRows [][]any
+		var metRows [][]any
 		for _, c := range r.Configs {
-			if _, err := cfg.ExecContext(ctx, id, c.Key, c.Cells, 1); err != nil {
-				return fmt.Errorf("history %s: %w", h.path, err)
-			}
+			cfgRows = append(cfgRows, []any{id, c.Key, c.Cells, 1})
 			for _, m := range c.Metrics {
-				if _, err := met.ExecContext(ctx, id, c.Key, m.Metric, m.Unit, m.N, m.Median, m.Lo, m.Hi); err != nil {
-					return fmt.Errorf("history %s: %w", h.path, err)
-				}
+				metRows = append(metRows, []any{id, c.Key, m.Metric, m.Unit, m.N, m.Median, m.Lo, m.Hi})
 			}
 		}
 		for _, k := range r.Invalid {
-			if _, err := cfg.ExecContext(ctx, id, k, 0, 0); err != nil {
-				return fmt.Errorf("history %s: %w", h.path, err)
-			}
+			cfgRows = append(cfgRows, []any{id, k, 0, 0})
+		}
+		if err := insertRows(ctx, tx, "configs (run, config_key, cells, valid)", cfgRows); err != nil {
+			return fmt.Errorf("history %s: %w", h.path, err)
+		}
+		if err := insertRows(ctx, tx, "metrics (run, config_key, metric, unit, n, median, lo, hi)", metRows); err != nil {
+			return fmt.Errorf("history %s: %w", h.path, err)
 		}
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("history %s: %w", h.path, err)
@@ -295,6 +290,26 @@ func (h *DB) Append(ctx context.Context, r Run) (added bool, err error) {
 		return nil
 	})
 	return added, err
+}
+
+// insertRows inserts rows (all of one width) into table in batches of up to 64 rows.
+func insertRows(ctx context.Context, tx *sql.Tx, table string, rows [][]any) error {
+	const batch = 64
+	for len(rows) > 0 {
+		n := min(batch, len(rows))
+		width := len(rows[0])
+		tuple := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
+		q := "INSERT INTO " + table + " VALUES " + strings.TrimSuffix(strings.Repeat(tuple+",", n), ",")
+		args := make([]any, 0, n*width)
+		for _, r := range rows[:n] {
+			args = append(args, r...)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
 }
 
 // Filter selects history entries for List.
@@ -404,8 +419,9 @@ func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOpt
 	}
 	co := opts.Compare
 	res := &compare.Result{Mode: "history", Base: fmt.Sprintf("history %s (rolling median of the last %d runs, GPU %q)", h.path, opts.Runs, cur.GPU), New: cur.Source, Alpha: co.Alpha, SkippedNew: cur.Skipped}
-	stmt, err := h.db.PrepareContext(ctx, `SELECT m.run, m.median FROM metrics m JOIN runs r ON r.id = m.run
-		WHERE m.config_key = ? AND m.metric = ? AND r.gpu_model = ? AND r.run_id <> ?
+	stmt, err := h.db.PrepareContext(ctx, `SELECT m.run, m.median FROM runs r
+		JOIN metrics m ON m.run = r.id AND m.config_key = ? AND m.metric = ?
+		WHERE r.gpu_model = ? AND r.run_id <> ?
 		ORDER BY r.time_ns DESC, r.id DESC LIMIT ?`)
 	if err != nil {
 		return nil, fmt.Errorf("history %s: %w", h.path, err)
