@@ -34,7 +34,7 @@ func writeSyntheticRun(tb testing.TB, dir string, configs, repeats, steps int, f
 			}
 			res := map[string]any{"id": id, "key": fmt.Sprintf("model/1024x1024/%dst/s%d", steps, c), "profiler": "none", "verdict": "ok",
 				"timings": map[string]any{"e2e_ns": sum + 300_000_000, "mean_denoise_step_ns": sum / int64(steps), "denoise_steps_ns": st,
-					"stages": []map[string]any{{"name": "TextEncodingStage", "ns": int64(180e6 * jit)}, {"name": "DenoisingStage", "ns": sum}, {"name": "DecodingStage", "ns": int64(60e6 * jit)}},
+					"stages":         []map[string]any{{"name": "TextEncodingStage", "ns": int64(180e6 * jit)}, {"name": "DenoisingStage", "ns": sum}, {"name": "DecodingStage", "ns": int64(60e6 * jit)}},
 					"peak_memory_mb": 50000.0}}
 			writeJSONFile(tb, filepath.Join(cd, "result.json"), res)
 		}
