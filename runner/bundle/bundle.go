@@ -310,7 +310,8 @@ func (b *builder) collect(ctx context.Context) error {
 		}
 		dir := s.cellDir(c)
 		rel := path.Join(runner.CellsDir, c.Cell.ID)
-		for _, f := range []string{runner.CommandFile, runner.ResultFile, runner.PerfFile, runner.TriageMD, runner.TriageJSON, "triage.csv"} {
+		// load.json and requests.jsonl are a serve cell's client side.
+		for _, f := range []string{runner.CommandFile, runner.ResultFile, runner.PerfFile, runner.TriageMD, runner.TriageJSON, "triage.csv", "load.json", "requests.jsonl"} {
 			if err := b.textFile(path.Join(rel, f), filepath.Join(dir, f), "text", c.Cell.ID); err != nil {
 				return err
 			}
@@ -322,6 +323,34 @@ func (b *builder) collect(ctx context.Context) error {
 			return err
 		}
 		if err := b.cellTraces(ctx, c, dir, rel); err != nil {
+			return err
+		}
+	}
+	return b.servers()
+}
+
+// servers adds the server directories (servers/<n>/: command.json, server.json, log.txt) that
+// the selected serve cells ran against: in serve mode the sglang log is the server's.
+func (b *builder) servers() error {
+	want := map[string]bool{}
+	for _, c := range b.s.selected {
+		var r struct {
+			Serve struct {
+				Server string `json:"server"`
+			} `json:"serve"`
+		}
+		if readJSON(filepath.Join(b.s.cellDir(c), runner.ResultFile), &r) == nil && r.Serve.Server != "" && filepath.IsLocal(r.Serve.Server) {
+			want[filepath.ToSlash(filepath.Clean(r.Serve.Server))] = true
+		}
+	}
+	for _, srv := range sortedKeys(want) {
+		dir := filepath.Join(b.s.dir, filepath.FromSlash(srv))
+		for _, f := range []string{runner.CommandFile, "server.json"} {
+			if err := b.textFile(path.Join(srv, f), filepath.Join(dir, f), "text", ""); err != nil {
+				return err
+			}
+		}
+		if err := b.textFile(path.Join(srv, runner.LogFile), filepath.Join(dir, runner.LogFile), "log", ""); err != nil {
 			return err
 		}
 	}

@@ -26,6 +26,12 @@ type view struct {
 	cells    []cellView
 	compare  string // a comparison's Markdown, when the run directory has one
 	worst    []compare.Row
+	servers  []serverView
+}
+
+type serverView struct {
+	dir     string
+	command *backends.Launch
 }
 
 type cellView struct {
@@ -68,6 +74,14 @@ func buildView(s *source, entries []entry) view {
 		var res compare.Result
 		if json.Unmarshal(entryBytes(e), &res) == nil {
 			v.worst = worstRegressions(res.Rows, 5)
+		}
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.name, "servers/") && path.Base(e.name) == runner.CommandFile {
+			var l backends.Launch
+			if json.Unmarshal(entryBytes(e), &l) == nil {
+				v.servers = append(v.servers, serverView{dir: path.Dir(e.name), command: &l})
+			}
 		}
 	}
 	for _, c := range s.selected {
@@ -115,6 +129,9 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 			continue
 		}
 		fmt.Fprintf(&b, "`%s`:\n\n```sh\n%s\n```\n\n", c.id, shellCommand(c.command))
+	}
+	for _, srv := range v.servers {
+		fmt.Fprintf(&b, "Server `%s` (serve mode; its cells sent requests to it, see each cell's load.json):\n\n```sh\n%s\n```\n\n", srv.dir, shellCommand(srv.command))
 	}
 	writeTimings(&b, v)
 	writeTopKernels(&b, v, 5)
