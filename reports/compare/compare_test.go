@@ -151,6 +151,16 @@ func TestOptionOverrides(t *testing.T) {
 	if got := o.ToleranceFor("stage/DenoisingStage").Text; got != "10% or 120ms" {
 		t.Errorf("default: %s", got)
 	}
+	o = Options{Tolerances: map[string]Tolerance{"stage": {Rel: 0.4, Text: "40%"}, "denoise_agg": {Rel: 0.3, Text: "30%"}}}
+	if got := o.ToleranceFor("stage/DenoisingStage").Text; got != "40%" {
+		t.Errorf("stage fallback: %s", got)
+	}
+	if got := o.ToleranceFor(perf.MetricDenoiseMean).Text; got != "30%" {
+		t.Errorf("SGLang alias denoise_agg: %s", got)
+	}
+	if got := o.ToleranceFor(perf.MetricPeakMemory).Text; got != "2%" {
+		t.Errorf("peak memory default: %s", got)
+	}
 }
 
 // goldenSets is a fixed two-configuration comparison: one regression, one steady, one with

@@ -42,9 +42,10 @@ func Unit(metric string) string {
 	return UnitNS
 }
 
-// Class maps a metric to its tolerance class, the names SGLang's perf baselines use for their
-// per-metric tolerances (e2e, denoise_stage, non_denoise_stage, denoise_step, denoise_agg,
-// runtime_peak_vram) plus request_latency for serve cells.
+// Class maps a metric to its tolerance class, the metric names of the plan's
+// [compare.tolerances] (plans.CompareMetrics): e2e, denoise_stage, non_denoise_stage,
+// denoise_step, denoise_mean (SGLang's "denoise_agg"), peak_memory (SGLang's
+// "runtime_peak_vram") and request_latency for serve cells.
 func Class(metric string) string {
 	switch {
 	case metric == MetricE2E:
@@ -52,9 +53,9 @@ func Class(metric string) string {
 	case metric == MetricDenoiseStep:
 		return "denoise_step"
 	case metric == MetricDenoiseMean:
-		return "denoise_agg"
+		return "denoise_mean"
 	case metric == MetricPeakMemory:
-		return "runtime_peak_vram"
+		return "peak_memory"
 	case metric == MetricRequestLatency:
 		return "request_latency"
 	case strings.HasPrefix(metric, StagePrefix) && strings.Contains(strings.ToLower(metric), "denois"):
