@@ -400,8 +400,10 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 			steps[i] = time.Duration(v)
 		}
 		c.addSteps(steps)
-	} else if t.E2ENS > 0 {
-		c.note(fmt.Sprintf("cell %s: the perf dump has no per-step times (schema %q, an sglang older than PR #15397); denoise_step and denoise_mean are missing", id, t.PerfDumpSchema))
+	} else if t.PerfDumpSchema != "" {
+		// Serve cells have no perf dump at all (their timings are the requests'); only a dump
+		// that lacks the steps is worth a note.
+		c.note(fmt.Sprintf("%s: the perf dump has no per-step times (schema %q: an sglang build older than PR #15397 wrote no denoise_steps_ms); denoise_step and denoise_mean are missing", key, t.PerfDumpSchema))
 	}
 	if t.PeakMemoryMB > 0 {
 		c.add(MetricPeakMemory, t.PeakMemoryMB)
@@ -509,9 +511,9 @@ func (c *Config) addDump(d *Dump) {
 }
 
 // readRequests reads the request latencies of a serve cell from requests.jsonl, one JSON object
-// per request. The latency is taken from latency_ns, latency_ms or e2e_latency_ms (the first
-// present); requests with a non-empty "error" or "ok": false are left out. A missing file is
-// no requests, not an error.
+// per request (runner/load's Record). The latency is taken from latency_ns, latency_ms or
+// e2e_latency_ms (the first present); warmup requests, requests with a non-empty "error", a
+// status outside 2xx or "ok": false are left out. A missing file is no requests, not an error.
 func readRequests(path string) ([]float64, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -540,6 +542,14 @@ func readRequests(path string) ([]float64, error) {
 		}
 		if ok, has := rec["ok"]; has && string(ok) == "false" {
 			continue
+		}
+		if w, has := rec["warmup"]; has && string(w) == "true" {
+			continue // warmup requests are discarded, as the load generator's summary does
+		}
+		if st, has := rec["status"]; has {
+			if code, err := strconv.Atoi(strings.TrimSpace(string(st))); err != nil || code < 200 || code > 299 {
+				continue // no HTTP response, or an error status
+			}
 		}
 		v, found, err := latencyOf(rec)
 		if err != nil {

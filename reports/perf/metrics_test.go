@@ -39,6 +39,8 @@ func TestLoadRunPoolsRepeatsAndSkips(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "cells", "a-none-r2", "requests.jsonl"), `{"latency_ms": 12.5}
 {"latency_ns": 7000000}
 {"latency_ms": 99, "error": "timeout"}
+{"index": 0, "warmup": true, "status": 200, "latency_ns": 900000000}
+{"index": 1, "status": 500, "latency_ns": 800000000}
 
 `)
 	s, err := Load(dir, LoadOptions{})
@@ -111,4 +113,18 @@ func FuzzReadRequests(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestOldDumpCellNoted(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "result.json"), `{"id": "c", "key": "k", "profiler": "none", "verdict": "ok",
+ "timings": {"e2e_ns": 1000, "stages": [{"name": "DenoisingStage", "ns": 900}], "perf_dump_schema": "stages-only"}}`)
+	s, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Configs["k"]
+	if len(c.Notes) != 1 || !strings.Contains(c.Notes[0], "stages-only") || len(c.Metrics[MetricDenoiseStep]) != 0 {
+		t.Fatalf("%+v", c)
+	}
 }
