@@ -414,7 +414,7 @@ func Issue(src string, opts IssueOptions) (string, error) {
 			fmt.Fprintf(&w, "`%s`:\n\n```sh\n%s\n```\n\n", c.id, shellCommand(c.command))
 		}
 	}
-	w.WriteString("A bundle with the logs, results and traces: `runner bundle " + filepath.Base(s.dir) + "`; replay it with `runner replay <file>`.\n")
+	w.WriteString("The logs, results and a slimmed trace are in a bundle: `runner bundle " + shellQuote(src) + "`, replayed with `runner replay <file>`.\n")
 	w.WriteString("\n### Environment\n\n")
 	writeEnvTable(&w, &v.manifest)
 	var tk strings.Builder

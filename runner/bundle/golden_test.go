@@ -1,0 +1,61 @@
+package bundle
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sglprof/runner/runner"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// goldenRun is a small run directory kept in testdata: a diffusers fallback and an ok cell on
+// two H100s, with a comparison against a baseline and secrets in the plan, the manifest and a
+// log.
+const goldenRun = "testdata/run/20260101T000000Z-abc123"
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	// The runner's version depends on how the test binary was built.
+	got = strings.ReplaceAll(got, runner.RunnerVersion(), "VERSION")
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./runner/bundle -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-want +got; go test ./runner/bundle -update rewrites it):\n%s", name, d)
+	}
+}
+
+func TestReadmeGolden(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "golden-20260101T000000Z-abc123.bundle.tar.gz")
+	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	if _, err := Create(context.Background(), goldenRun, Options{Output: out, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, out)
+	checkGolden(t, "readme.golden", string(files[ReadmeFile]))
+	checkGolden(t, "bundle_json.golden", string(files[MetadataFile]))
+}
+
+func TestIssueGolden(t *testing.T) {
+	body, err := Issue(goldenRun, IssueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "issue.golden", body)
+}
