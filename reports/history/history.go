@@ -238,6 +238,17 @@ func FromSet(s *perf.Set, runnerVersion string) Run {
 		}
 		r.Configs = append(r.Configs, cm)
 	}
+	// A configuration none of whose cells was valid (all invalid or failed) is recorded as
+	// such: the history shows the gap, and it never enters a rolling median.
+	seen := map[string]bool{}
+	for _, sk := range s.Skipped {
+		if sk.Key == "" || seen[sk.Key] || s.Configs[sk.Key] != nil || strings.HasPrefix(sk.Reason, "profiler ") {
+			continue
+		}
+		seen[sk.Key] = true
+		r.Invalid = append(r.Invalid, sk.Key)
+	}
+	sort.Strings(r.Invalid)
 	return r
 }
 

@@ -212,3 +212,20 @@ func BenchmarkAppend10000(b *testing.B) {
 		}
 	}
 }
+
+func TestFromSetRecordsInvalidConfigs(t *testing.T) {
+	s := cur("r9", 1e9)
+	s.Skipped = []perf.Skip{{Cell: "x1", Key: "broken", Reason: `verdict "invalid": only ok cells are compared`}, {Cell: "x2", Key: "cfg", Reason: `verdict "failed"`}, {Cell: "x3", Key: "prof", Reason: `profiler "torch" distorts timings`}}
+	r := FromSet(s, "v1")
+	if len(r.Configs) != 1 || len(r.Invalid) != 1 || r.Invalid[0] != "broken" {
+		t.Fatalf("configs %+v invalid %v", r.Configs, r.Invalid)
+	}
+	db := open(t, filepath.Join(t.TempDir(), "h.db"))
+	if _, err := db.Append(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	var valid int
+	if err := db.db.QueryRow("SELECT valid FROM configs WHERE config_key = 'broken'").Scan(&valid); err != nil || valid != 0 {
+		t.Fatalf("valid = %d, %v", valid, err)
+	}
+}

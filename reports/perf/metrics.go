@@ -146,6 +146,7 @@ func (c *Config) stageOrder(m string) int {
 // Skip is a cell left out of the comparison and why.
 type Skip struct {
 	Cell   string `json:"cell"`
+	Key    string `json:"key,omitempty"` // the configuration, when result.json names it
 	Reason string `json:"reason"`
 }
 
@@ -350,7 +351,7 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 	id := filepath.Base(cd)
 	if err := readJSONFile(filepath.Join(cd, "result.json"), &r); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			s.Skipped = append(s.Skipped, Skip{id, "no result.json (the cell has not run; the run was interrupted or is still in progress)"})
+			s.Skipped = append(s.Skipped, Skip{Cell: id, Reason: "no result.json (the cell has not run; the run was interrupted or is still in progress)"})
 			return nil
 		}
 		return fmt.Errorf("cell %s: %w", id, err)
@@ -360,7 +361,7 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 	}
 	switch {
 	case r.Verdict != "ok":
-		s.Skipped = append(s.Skipped, Skip{id, fmt.Sprintf("verdict %q: only ok cells are compared", r.Verdict)})
+		s.Skipped = append(s.Skipped, Skip{Cell: id, Key: r.Key, Reason: fmt.Sprintf("verdict %q: only ok cells are compared", r.Verdict)})
 		return nil
 	case !opts.admits(r.Profiler):
 		if c := s.Configs[r.Key]; c != nil && len(c.TopKernels) == 0 {
@@ -368,10 +369,10 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 		} else if c == nil && len(r.TopKernels) > 0 {
 			s.pendingKernels(r.Key, r.TopKernels)
 		}
-		s.Skipped = append(s.Skipped, Skip{id, fmt.Sprintf("profiler %q distorts timings; only %s cells are compared (--profilers all admits them)", r.Profiler, strings.Join(profilersOf(opts), ","))})
+		s.Skipped = append(s.Skipped, Skip{Cell: id, Key: r.Key, Reason: fmt.Sprintf("profiler %q distorts timings; only %s cells are compared (--profilers all admits them)", r.Profiler, strings.Join(profilersOf(opts), ","))})
 		return nil
 	case r.Timings.E2ENS == 0 && len(r.Timings.Stages) == 0 && !exists(filepath.Join(cd, "requests.jsonl")):
-		s.Skipped = append(s.Skipped, Skip{id, "no timings in result.json (sglang wrote no perf dump)"})
+		s.Skipped = append(s.Skipped, Skip{Cell: id, Key: r.Key, Reason: "no timings in result.json (sglang wrote no perf dump)"})
 		return nil
 	}
 	key := r.Key
