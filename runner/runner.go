@@ -19,6 +19,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sglang"
+	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 )
 
@@ -114,8 +115,14 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" in backend.mode = \"serve\" is not supported by this runner version yet; use \"torch\" or \"none\" for serve plans")}
 		}
 		return sglang.NewServe(), nil
+	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == sglang.ModeServe:
+		// vLLM-Omni serve mode (runner/serve.go); its cuda profiler under nsys is not wired yet.
+		if c.Profiler == plans.ProfilerNsys {
+			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" with backend.kind = \"vllm-omni\" is not supported by this runner version yet; use \"torch\" or \"none\"")}
+		}
+		return vllmomni.New(), nil
 	case c.Backend.Mode == sglang.ModeServe:
-		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind)}
+		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\" or \"vllm-omni\"", c.Backend.Kind)}
 	default:
 		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
 	}
@@ -242,6 +249,9 @@ func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
 			needNsys = true
 		}
 		cmd := opts.sglangCommand(c)
+		if c.Backend.Kind == vllmomni.Kind && !opts.Simulate {
+			cmd = vllmomni.Command(c) // serve mode: the vllm executable (runner/serve.go)
+		}
 		if len(cmd) == 0 || seen[cmd[0]] {
 			continue
 		}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sglang"
+	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/load"
 	"github.com/sglprof/runner/runner/proc"
@@ -78,6 +79,7 @@ type ProfileWindow struct {
 // ServerRecord is servers/<n>/server.json.
 type ServerRecord struct {
 	N             int               `json:"n"`
+	Kind          string            `json:"kind"` // sglang | vllm-omni
 	Argv          []string          `json:"argv"`
 	Env           map[string]string `json:"env"`
 	Dir           string            `json:"dir"`
@@ -118,6 +120,14 @@ func newServeSession(runDir string, opts *Options) *serveSession {
 	return &serveSession{runDir: runDir, opts: opts, failed: map[string][]backends.Reason{}}
 }
 
+// serverKey is the grouping key of a cell's server.
+func serverKey(c plans.Cell) string {
+	if c.Backend.Kind == vllmomni.Kind {
+		return vllmomni.ServerKey(c)
+	}
+	return sglang.ServerKey(c)
+}
+
 // isServeCells reports whether the cells run in serve mode (a plan is all one mode).
 func isServeCells(recs []cellRecord) bool {
 	return len(recs) > 0 && recs[0].Cell.Backend.Mode == sglang.ModeServe
@@ -131,6 +141,7 @@ type server struct {
 	rel    string
 	port   int
 	llm    bool
+	vllm   bool // vLLM-Omni (backends/vllmomni) instead of sglang
 	launch backends.Launch
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -199,7 +210,7 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 		ss.pending = nil
 		return fail(plans.VerdictFailed, rs...)
 	}
-	key := sglang.ServerKey(c)
+	key := serverKey(c)
 	perCell := c.Backend.Restart == "per-cell"
 	if ss.cur != nil && (ss.cur.key != key || perCell || ss.cur.exited()) {
 		ss.close()
@@ -290,9 +301,21 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 		return failed("port-in-use", fmt.Sprintf("port %d is already in use: %s; stop that process, or set [backend] port to another port (or leave it out to let the runner pick a free one)", port, describePortOwner(port, ss.runDir)))
 	}
 	marker := ss.runDir + "#server-" + strconv.Itoa(ss.n)
-	lc := c
-	lc.Backend.Command = opts.sglangCommand(c)
-	launch, err := sglang.ServerCommand(lc, port, dir, filepath.Join(dir, "traces"), marker)
+	isVLLM := c.Backend.Kind == vllmomni.Kind
+	var launch backends.Launch
+	var err error
+	if isVLLM {
+		cmd := vllmomni.Command(c)
+		if opts.Simulate {
+			// The vLLM-Omni simulator is reached through the sglang simulator's entry.
+			cmd = append(opts.sglangCommand(c), "vllm")
+		}
+		launch, err = vllmomni.ServerCommand(c, cmd, port, dir, filepath.Join(dir, "traces"), marker)
+	} else {
+		lc := c
+		lc.Backend.Command = opts.sglangCommand(c)
+		launch, err = sglang.ServerCommand(lc, port, dir, filepath.Join(dir, "traces"), marker)
+	}
 	if err != nil {
 		return failed("server-command", err.Error())
 	}
@@ -306,13 +329,16 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if err != nil {
 		return failed("log-create", fmt.Sprintf("cannot create the server log: %v; check free space", err))
 	}
-	srv := &server{key: sglang.ServerKey(c), n: ss.n, dir: dir, rel: rel, port: port, llm: sglang.ModelType(c) == sglang.ModelTypeLLM,
+	srv := &server{key: serverKey(c), n: ss.n, dir: dir, rel: rel, port: port, llm: !isVLLM && sglang.ModelType(c) == sglang.ModelTypeLLM, vllm: isVLLM,
 		launch: launch, done: make(chan struct{}), watch: sglang.NewWatcher(), logf: logf, changed: make(chan struct{})}
-	srv.rec = ServerRecord{N: ss.n, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: port, ModelType: sglang.ModelType(c), Start: opts.Now().UTC()}
+	srv.rec = ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: port, ModelType: sglang.ModelType(c), Start: opts.Now().UTC()}
 	srv.rec.GPUMemBefore = gpuMemory(ctx, opts)
 	readyLine := sglang.ReadyLineDiffusion
-	if srv.llm {
+	switch {
+	case srv.llm:
 		readyLine = sglang.ReadyLineLLM
+	case srv.vllm:
+		readyLine = vllmomni.ReadyLine
 	}
 	grace := c.Backend.Grace.Duration
 	if grace <= 0 {
@@ -699,7 +725,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	reqTimeout := ls.RequestTimeout.Duration
 	torch := c.Profiler == plans.ProfilerTorch
-	diffusionProfile := torch && !srv.llm
+	diffusionProfile := torch && !srv.llm && !srv.vllm
 	spec.Profile = diffusionProfile
 	if diffusionProfile {
 		spec.NumProfiledTimesteps = c.Profile.NumProfiledTimesteps
@@ -737,6 +763,16 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		return
 	}
 	var window *ProfileWindow
+	sessionsBefore := vllmomni.SessionNames(srvTraces)
+	if torch && srv.vllm {
+		window = &ProfileWindow{Kind: "start-stop", Request: map[string]any{"profile_prefix": c.ID}}
+		sr.Profile = window
+		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
+		if code != 200 {
+			fail("start-profile", fmt.Sprintf("POST /start_profile answered %d: %s; vLLM registers it only when --profiler-config sets a profiler", code, body))
+			return
+		}
+	}
 	if torch && srv.llm {
 		window = &ProfileWindow{Kind: "start-stop", Request: startProfileBody(c, cellTraces)}
 		sr.Profile = window
@@ -763,7 +799,11 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		fail("error-rate", fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, RequestsFile, firstError(rec.abs)))
 	}
 	if window != nil && ctx.Err() == nil && !srv.exited() {
-		ss.flush(ctx, c, srv, window, doneBefore, fail)
+		if srv.vllm {
+			ss.flushVLLM(ctx, c, srv, window, sessionsBefore, cellTraces, res, fail)
+		} else {
+			ss.flush(ctx, c, srv, window, doneBefore, fail)
+		}
 	}
 	if ctx.Err() != nil {
 		return
@@ -781,6 +821,9 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 				res.Warnings = append(res.Warnings, backends.Reason{Code: "trace-attribution", Message: fmt.Sprintf("trace %s names no request of this cell; it was attributed by time (it appeared during the cell)", f)})
 			}
 		}
+	}
+	if torch && srv.vllm {
+		return // flushVLLM checked and attributed the traces
 	}
 	if torch {
 		window := sr.Profile
@@ -847,6 +890,55 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 		}
 	}
 	window.FlushNS = time.Since(t0).Nanoseconds()
+}
+
+// flushVLLM closes a vLLM-Omni window: POST /stop_profile (which returns once the traces are
+// exported), then waits, within flush_timeout, until the background gzip of every new
+// session's trace_rank<r>.json has finished, and moves the sessions into the cell's traces/.
+func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server, window *ProfileWindow, before map[string]bool, cellTraces string, res *CellResult, fail func(string, string, ...backends.Evidence)) {
+	ft := c.Profile.FlushTimeout.Duration
+	if ft <= 0 {
+		ft = 10 * time.Minute
+	}
+	t0 := time.Now()
+	ss.opts.Logger.Info("waiting for the profiler flush (POST /stop_profile, then the trace gzip)", "cell", c.ID, "flush_timeout", ft)
+	code, body := post(ctx, "http://127.0.0.1:"+strconv.Itoa(srv.port)+"/stop_profile", map[string]any{}, ft)
+	if ctx.Err() != nil {
+		return
+	}
+	if code != 200 {
+		fail("profile-flush", fmt.Sprintf("POST /stop_profile answered %d: %s", code, strings.TrimSpace(body)))
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, max(ft-time.Since(t0), time.Second))
+	defer cancel()
+	sessions, err := vllmomni.WaitSessions(wctx, filepath.Join(srv.dir, "traces"), before, 50*time.Millisecond)
+	window.FlushNS = time.Since(t0).Nanoseconds()
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		fail("profile-flush", fmt.Sprintf("%v; raise [profile] flush_timeout (big traces take minutes to export and compress)", err))
+		return
+	}
+	for _, s := range sessions {
+		name := filepath.Base(s.Dir)
+		dst := filepath.Join(cellTraces, name)
+		if err := os.Rename(s.Dir, dst); err != nil {
+			fail("trace-move", err.Error())
+			continue
+		}
+		for _, t := range s.Traces {
+			p := filepath.Join(dst, filepath.Base(t))
+			res.Found.Traces = append(res.Found.Traces, p)
+			window.Traces = append(window.Traces, filepath.Join(sglang.TracesDir, name, filepath.Base(t)))
+			if err := sglang.CheckTrace(p); err != nil {
+				fail("trace-check", fmt.Sprintf("%s: %v", filepath.Base(t), err))
+			} else if !hasKernel(p) {
+				fail("trace-check", fmt.Sprintf("%s/%s has no kernel events (the window captured no GPU work)", name, filepath.Base(t)))
+			}
+		}
+	}
 }
 
 // startProfileBody is the ProfileReqInput of a cell (§B.1).

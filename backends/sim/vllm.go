@@ -1,0 +1,306 @@
+package sim
+
+// The simulated vLLM-Omni diffusion server: `vllm serve MODEL --omni [--host H] [--port P]
+// [--profiler-config JSON]` (ref-sglang-interfaces.md §C). It is reached through the sglang
+// simulator's entry as `sim sglang vllm serve ...`, so the runner binary needs no extra wiring.
+//
+// What it reproduces: the image endpoint (b64_json only), /health and /v1/models; the
+// profiler routes exist only when --profiler-config sets a profiler; /stop_profile exports
+// `<torch_profiler_dir>/<YYYYMMDD-HHMMSS>_<prefix>/trace_rank0.json` and compresses it in the
+// background (`trace_rank0.json.gz` appears while the .json still exists, and the .json is
+// removed when gzip finishes), which is why a client must wait for the .gz to be complete.
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sglprof/runner/reports/kineto/kinetogen"
+)
+
+// VLLMVersion is the version the simulated vLLM reports.
+const VLLMVersion = "0.14.0-sim"
+
+// profilerConfig is the subset of vLLM's ProfilerConfig the simulator reads (§C.1).
+type profilerConfig struct {
+	Profiler         string `json:"profiler"`
+	TorchProfilerDir string `json:"torch_profiler_dir"`
+	UseGzip          *bool  `json:"torch_profiler_use_gzip"`
+}
+
+type vllmServer struct {
+	*server
+	pcfg    *profilerConfig
+	mu2     sync.Mutex
+	session *vllmSession
+}
+
+type vllmSession struct {
+	prefix string
+	steps  int
+}
+
+func vllmMain(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
+	if len(args) < 2 || args[0] != "serve" || strings.HasPrefix(args[1], "-") {
+		fmt.Fprint(stderr, "usage: vllm serve [model_tag] [options]\nvllm: error: the following arguments are required: model_tag\n")
+		return 2
+	}
+	model := args[1]
+	port, host, omni := 8000, "127.0.0.1", false
+	served := model
+	var pcfg *profilerConfig
+	var unknown []string
+	rest := args[2:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		next := func() (string, bool) {
+			if hasVal {
+				return val, true
+			}
+			if i+1 < len(rest) {
+				i++
+				return rest[i], true
+			}
+			return "", false
+		}
+		switch name {
+		case "--omni":
+			omni = true
+		case "--port":
+			v, ok := next()
+			p, err := strconv.Atoi(v)
+			if !ok || err != nil {
+				fmt.Fprintf(stderr, "vllm serve: error: argument --port: invalid int value: '%s'\n", v)
+				return 2
+			}
+			port = p
+		case "--host":
+			host, _ = next()
+		case "--served-model-name":
+			served, _ = next()
+		case "--profiler-config":
+			v, _ := next()
+			pcfg = &profilerConfig{}
+			if err := json.Unmarshal([]byte(v), pcfg); err != nil {
+				fmt.Fprintf(stderr, "vllm serve: error: argument --profiler-config: Value %s cannot be converted to <class 'vllm.config.profiler.ProfilerConfig'>.\n", v)
+				return 2
+			}
+		default:
+			unknown = append(unknown, a)
+		}
+	}
+	_ = host // the simulator binds the loopback interface only
+	if len(unknown) > 0 {
+		fmt.Fprintf(stderr, "vllm serve: error: unrecognized arguments: %s\n", strings.Join(unknown, " "))
+		return 2
+	}
+	k, err := readKnobs(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "runner sim: %v\n", err)
+		return 2
+	}
+	lg := &logger{w: stderr}
+	if !omni {
+		lg.log("ValueError: %s is a diffusion pipeline; serve it with --omni (vLLM-Omni)", model)
+		return 1
+	}
+	if pcfg != nil {
+		switch pcfg.Profiler {
+		case "torch":
+			if pcfg.TorchProfilerDir == "" {
+				lg.log("ValueError: torch_profiler_dir must be set when profiler is 'torch'")
+				return 1
+			}
+		case "cuda":
+		default:
+			lg.log("ValueError: Invalid profiler '%s'; expected one of: torch, cuda", pcfg.Profiler)
+			return 1
+		}
+	}
+	prof, known := resolveModel(model, "")
+	if !known {
+		prof = diffusersProfile
+		prof.id = model
+	}
+	s := &vllmServer{server: &server{p: parsedArgs{"port": port}, k: k, env: env, log: lg, model: model, served: served, prof: prof, jobs: map[string]*videoJob{}}, pcfg: pcfg}
+	s.cwd, _ = os.Getwd()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	s.clk = &clock{ctx: sctx, scale: k.scale, start: time.Now()}
+	code, err := s.run(port)
+	var intr *errInterrupted
+	if errors.As(err, &intr) {
+		lg.raw("INFO:     Shutting down\nINFO:     Application shutdown complete.\n")
+		return 0
+	}
+	return code
+}
+
+func (s *vllmServer) run(port int) (int, error) {
+	s.log.log("INFO vLLM API server version %s", VLLMVersion)
+	s.log.log("INFO Initializing Omni diffusion engine for %s (%s)", s.model, s.prof.pipeline)
+	if s.k.fail["never-ready"] {
+		return 0, s.clk.block()
+	}
+	if err := s.ms(s.prof.loadS * 1000); err != nil {
+		return 0, err
+	}
+	if s.pcfg != nil {
+		s.log.log("WARNING Profiler with mode '%s' is enabled in the API server. This should ONLY be used for local development!", s.pcfg.Profiler)
+		if s.pcfg.Profiler == "torch" {
+			s.log.log("INFO Omni torch profiling enabled. Traces will be saved to: %s", s.pcfg.TorchProfilerDir)
+		}
+	}
+	s.log.log("INFO Starting vLLM API server on http://127.0.0.1:%d", port)
+	ln, code := s.listen(port)
+	if ln == nil {
+		return code, nil
+	}
+	defer ln.Close()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("POST /v1/images/generations", s.vllmImages)
+	if s.pcfg != nil {
+		mux.HandleFunc("POST /start_profile", s.vllmStart)
+		mux.HandleFunc("POST /stop_profile", s.vllmStop)
+	}
+	go (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
+	s.log.raw("INFO:     Application startup complete.\n")
+	s.ready.Store(true)
+	<-s.clk.ctx.Done()
+	return 0, &errInterrupted{}
+}
+
+func (s *vllmServer) vllmImages(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.parseDiffusion(w, r)
+	if !ok || !s.admit(w) {
+		return
+	}
+	q.Profile = false // profiling is a server-wide window here, not a request field
+	inf, _, err := s.generateDiffusion(q, "")
+	if err != nil {
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.mu2.Lock()
+	if s.session != nil {
+		s.session.steps += q.NumInferenceSteps
+	}
+	s.mu2.Unlock()
+	data := make([]map[string]any, q.N)
+	for i := range data {
+		data[i] = map[string]any{"b64_json": tinyPNG, "url": nil, "revised_prompt": nil}
+	}
+	s.log.log("INFO Generated %d image(s) in %.2f s", q.N, inf)
+	writeJSON(w, 200, map[string]any{"created": time.Now().Unix(), "data": data})
+}
+
+func (s *vllmServer) vllmStart(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ProfilePrefix string `json:"profile_prefix"`
+	}
+	json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body)
+	if body.ProfilePrefix == "" {
+		body.ProfilePrefix = "diffusion_" + strconv.FormatInt(time.Now().Unix(), 10)
+	}
+	s.mu2.Lock()
+	s.session = &vllmSession{prefix: body.ProfilePrefix}
+	s.mu2.Unlock()
+	s.log.log("INFO Starting profiler...")
+	s.log.log("INFO Starting diffusion profiling with prefix: %s", body.ProfilePrefix)
+	s.log.log("INFO Profiler started.")
+	w.WriteHeader(200)
+}
+
+func (s *vllmServer) vllmStop(w http.ResponseWriter, r *http.Request) {
+	s.mu2.Lock()
+	sess := s.session
+	s.session = nil
+	s.mu2.Unlock()
+	s.log.log("INFO Stopping profiler...")
+	s.log.log("INFO Stopping diffusion profiling...")
+	if sess != nil && s.pcfg.Profiler == "torch" {
+		d := 1500.0
+		if s.k.fail["slow-flush"] {
+			d = 3600_000
+		}
+		if err := s.ms(d); err != nil {
+			http.Error(w, "server shutting down", 503)
+			return
+		}
+		dir := filepath.Join(s.pcfg.TorchProfilerDir, time.Now().Format("20060102-150405")+"_"+sess.prefix)
+		path := filepath.Join(dir, "trace_rank0.json")
+		cfg := kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: true, Model: s.model,
+			StepScale: s.k.slow, StepNS: int64(s.prof.stepMS * 1e6), Steps: min(max(sess.steps, 1), 10)} // capped: a simulator need not write huge traces
+		if err := writePlainTrace(path, cfg); err != nil {
+			s.log.log("ERROR [Rank 0] Failed to export trace: %v", err)
+		} else {
+			s.log.log("INFO [Rank 0] Trace exported to %s", path)
+			os.WriteFile(filepath.Join(dir, "profiler_out_0.txt"), []byte("Name  Self CUDA %  Self CUDA  CUDA total\n"), 0o644)
+			if s.pcfg.UseGzip == nil || *s.pcfg.UseGzip {
+				s.log.log("INFO [Rank 0] Triggered background compression for %s", path)
+				go s.backgroundGzip(path)
+			}
+		}
+	}
+	s.log.log("INFO Profiler stopped.")
+	w.WriteHeader(200)
+}
+
+func writePlainTrace(path string, cfg kinetogen.Config) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = kinetogen.Write(f, cfg)
+	return errors.Join(err, f.Close())
+}
+
+// backgroundGzip behaves like `gzip -f path`: it writes path.gz progressively, then removes
+// path. A reader that opens path.gz before it finishes sees a truncated stream.
+func (s *vllmServer) backgroundGzip(path string) {
+	in, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	out, err := os.Create(path + ".gz")
+	if err != nil {
+		return
+	}
+	zw := gzip.NewWriter(out)
+	half := len(in) / 2
+	zw.Write(in[:half])
+	zw.Flush()
+	s.ms(2000) // compression of a large trace takes a while
+	zw.Write(in[half:])
+	zw.Close()
+	out.Close()
+	os.Remove(path)
+}

@@ -1,0 +1,243 @@
+// Package vllmomni drives vLLM-Omni's diffusion server (`vllm serve MODEL --omni`) in serve
+// mode: it builds the server command with a --profiler-config made from the plan's [profile]
+// (ref-sglang-interfaces.md §C.1, §C.2), and finds the torch-profiler artifacts the server
+// writes on /stop_profile, `<torch_profiler_dir>/<YYYYMMDD-HHMMSS>_<prefix>/trace_rank<r>.json[.gz]`
+// (§C.3), waiting until the background gzip of each trace has finished.
+package vllmomni
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sglang"
+	"github.com/sglprof/runner/plans"
+)
+
+// Kind is the plan's backend.kind for vLLM-Omni.
+const Kind = "vllm-omni"
+
+// ReadyLine is uvicorn's last startup line, logged once the API server accepts requests.
+const ReadyLine = "Application startup complete."
+
+// Command returns the argv prefix: the plan's command, except that the plan default
+// ["sglang"] (the default of every kind) means ["vllm"] for this backend.
+func Command(c plans.Cell) []string {
+	if len(c.Backend.Command) == 1 && c.Backend.Command[0] == "sglang" {
+		return []string{"vllm"}
+	}
+	return c.Backend.Command
+}
+
+// ProfilerConfig is the --profiler-config JSON of a cell: torch cells profile with the torch
+// profiler into traceDir (gzip on, stacks on, as vLLM's defaults); other cells get none, so
+// the server registers no profiling routes. Fields follow vLLM's ProfilerConfig (§C.1).
+func ProfilerConfig(c plans.Cell, traceDir string) (string, error) {
+	switch c.Profiler {
+	case plans.ProfilerTorch:
+		if !filepath.IsAbs(traceDir) {
+			return "", fmt.Errorf("vllm-omni: torch_profiler_dir %q must be absolute", traceDir)
+		}
+		b, _ := json.Marshal(map[string]any{
+			"profiler":                  "torch",
+			"torch_profiler_dir":        traceDir,
+			"torch_profiler_use_gzip":   true,
+			"torch_profiler_with_stack": true,
+		})
+		return string(b), nil
+	case plans.ProfilerNsys:
+		return `{"profiler":"cuda"}`, nil
+	}
+	return "", nil
+}
+
+// ServerCommand builds `vllm serve MODEL --omni --host 127.0.0.1 --port P
+// [--profiler-config JSON] extra_args...` for the server of cell c.
+func ServerCommand(c plans.Cell, command []string, port int, dir, traceDir, marker string) (backends.Launch, error) {
+	if len(command) == 0 || command[0] == "" {
+		return backends.Launch{}, fmt.Errorf("vllm-omni: cell %s has an empty backend.command; set it to [\"vllm\"]", c.ID)
+	}
+	if c.Model == "" {
+		return backends.Launch{}, fmt.Errorf("vllm-omni: cell %s has no model; add one to matrix.model", c.ID)
+	}
+	if port <= 0 || port > 65535 {
+		return backends.Launch{}, fmt.Errorf("vllm-omni: port %d out of range", port)
+	}
+	host := c.Backend.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	argv := append([]string(nil), command...)
+	argv = append(argv, "serve", c.Model, "--omni", "--host", host, "--port", strconv.Itoa(port))
+	pc, err := ProfilerConfig(c, traceDir)
+	if err != nil {
+		return backends.Launch{}, err
+	}
+	if pc != "" {
+		argv = append(argv, "--profiler-config", pc)
+	}
+	argv = append(argv, c.Backend.ExtraArgs...)
+	env := make(map[string]string, len(c.Backend.Env)+1)
+	for k, v := range c.Backend.Env {
+		env[k] = v
+	}
+	env[sglang.EnvServerMarker] = marker
+	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
+}
+
+// ServerKey is sglang.ServerKey plus the profiler: the profiler configuration is a server
+// argument here, so torch and unprofiled cells cannot share a server.
+func ServerKey(c plans.Cell) string {
+	return "vllm-omni|" + sglang.ServerKey(c) + "|" + c.Profiler
+}
+
+// Backend is the backends.Backend of vLLM-Omni serve cells; like sglang.ServeBackend it
+// describes the server and judges its log, and the runner drives it.
+type Backend struct{}
+
+// New returns the backend.
+func New() backends.Backend { return Backend{} }
+
+// Name implements backends.Backend.
+func (Backend) Name() string { return Kind }
+
+// Launch implements backends.Backend: the server command with placeholders for what is only
+// known at run time.
+func (Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
+	for _, d := range []string{sglang.TracesDir, sglang.OutputsDir} {
+		if err := os.MkdirAll(filepath.Join(cellDir, d), 0o755); err != nil {
+			return backends.Launch{}, fmt.Errorf("vllm-omni: create %s: %w", d, err)
+		}
+	}
+	port := c.Backend.Port
+	if port == 0 {
+		port = 8000
+	}
+	l, err := ServerCommand(c, Command(c), port, "<run>/servers/<n>", "/<run>/servers/<n>/traces", "")
+	if err != nil {
+		return backends.Launch{}, err
+	}
+	if c.Backend.Port == 0 {
+		for i := 1; i < len(l.Argv); i++ {
+			if l.Argv[i-1] == "--port" {
+				l.Argv[i] = sglang.PortPlaceholder
+			}
+		}
+	}
+	delete(l.Env, sglang.EnvServerMarker)
+	return l, nil
+}
+
+// NewWatcher implements backends.Backend (the sglang watcher's OOM and argparse gates apply
+// to vLLM's log too).
+func (Backend) NewWatcher(plans.Cell) backends.Watcher { return sglang.NewWatcher() }
+
+// Assess implements backends.Backend.
+func (Backend) Assess(c plans.Cell, dir string, w backends.Watcher, exit backends.Exit) backends.Assessment {
+	return sglang.ServeBackend{}.Assess(c, dir, w, exit)
+}
+
+var traceRank = regexp.MustCompile(`^trace_rank(\d+)\.json(\.gz)?$`)
+
+// Session is one profiling session directory and its per-rank traces.
+type Session struct {
+	Dir    string   // absolute
+	Traces []string // absolute trace_rank<r>.json.gz (or .json when gzip is off)
+}
+
+// Sessions lists the session directories under traceDir that are not in skip, with their
+// traces, oldest first.
+func Sessions(traceDir string, skip map[string]bool) []Session {
+	ents, _ := os.ReadDir(traceDir)
+	var out []Session
+	for _, e := range ents {
+		if !e.IsDir() || skip[e.Name()] {
+			continue
+		}
+		s := Session{Dir: filepath.Join(traceDir, e.Name())}
+		files, _ := os.ReadDir(s.Dir)
+		for _, f := range files {
+			if traceRank.MatchString(f.Name()) {
+				s.Traces = append(s.Traces, filepath.Join(s.Dir, f.Name()))
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
+	return out
+}
+
+// SessionNames returns the names of the session directories now under traceDir.
+func SessionNames(traceDir string) map[string]bool {
+	m := map[string]bool{}
+	ents, _ := os.ReadDir(traceDir)
+	for _, e := range ents {
+		if e.IsDir() {
+			m[e.Name()] = true
+		}
+	}
+	return m
+}
+
+// Complete reports whether a session's traces are final: every trace_rank<r>.json has been
+// replaced by its .json.gz (gzip deletes the .json when it is done) and every .gz is a
+// complete gzip stream. With gzip off, plain .json traces are final once present.
+func Complete(s Session, gzipOn bool) (bool, error) {
+	if len(s.Traces) == 0 {
+		return false, nil
+	}
+	for _, t := range s.Traces {
+		if strings.HasSuffix(t, ".json") {
+			if gzipOn {
+				return false, nil // still compressing
+			}
+			continue
+		}
+		if _, err := os.Stat(strings.TrimSuffix(t, ".gz")); err == nil {
+			return false, nil // gzip is still writing
+		}
+		if err := sglang.CheckTrace(t); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// WaitSessions waits until at least one new session exists under traceDir and all new
+// sessions are complete, polling every poll; it gives up at ctx's deadline.
+func WaitSessions(ctx context.Context, traceDir string, skip map[string]bool, poll time.Duration) ([]Session, error) {
+	for {
+		ss := Sessions(traceDir, skip)
+		done := len(ss) > 0
+		var lastErr error
+		for _, s := range ss {
+			ok, err := Complete(s, true)
+			if !ok {
+				done = false
+				lastErr = err
+			}
+		}
+		if done {
+			return ss, nil
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return ss, fmt.Errorf("traces still incomplete (%v): %w", lastErr, ctx.Err())
+			}
+			if len(ss) == 0 {
+				return nil, fmt.Errorf("no profiling session directory appeared under %s: %w", traceDir, ctx.Err())
+			}
+			return ss, fmt.Errorf("background gzip of the traces did not finish: %w", ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
