@@ -238,10 +238,22 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	sr := &ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
 	res.Serve = sr
 
-	ss.client(ctx, rec, srv, res, sr)
+	// backend.timeout bounds the cell's client phase (the server's startup has ready_timeout).
+	cctx, cancel := context.WithCancel(ctx)
+	if d := c.Backend.Timeout.Duration; d > 0 {
+		cctx, cancel = context.WithTimeout(ctx, d)
+	}
+	ss.client(cctx, rec, srv, res, sr)
+	timedOut := ctx.Err() == nil && cctx.Err() != nil
+	cancel()
 
 	if ctx.Err() != nil {
 		fail(plans.VerdictInterrupted, backends.Reason{Code: "interrupted", Message: "stopped by the user; the server's process group was stopped; `runner run --resume` runs this cell again"})
+	}
+	if timedOut {
+		res.Verdict = plans.VerdictTimeout
+		res.Reasons = append([]backends.Reason{{Code: "timeout", Message: fmt.Sprintf("the cell's requests were still running after backend.timeout = %s; the server (%s) is restarted for the next cell because it may still be busy with them; raise backend.timeout if the model is just slow", c.Backend.Timeout.Duration, srv.rel)}}, res.Reasons...)
+		ss.close()
 	}
 	if ctx.Err() == nil && sr.Load != nil && sr.Load.Statuses["error"] > 0 {
 		// Connection errors usually mean the server is going down; give its exit a moment to
@@ -251,7 +263,7 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 		case <-time.After(3 * time.Second):
 		}
 	}
-	if srv.exited() && res.Verdict != plans.VerdictInterrupted {
+	if srv.exited() && !timedOut && res.Verdict != plans.VerdictInterrupted {
 		fail(plans.VerdictFailed, backends.Reason{Code: "server-exited", Message: fmt.Sprintf("the server (%s) exited during the cell (exit %s); its last log lines follow; the next cell starts a new server", srv.rel, exitText(srv.pres)), Lines: srv.watch.Tail(sglang.TailLines)})
 	}
 	a := sglang.ServeBackend{}.Assess(c, rec.abs, srv.watch, backends.Exit{})

@@ -251,3 +251,36 @@ func TestStartProfileBody(t *testing.T) {
 		t.Fatal("start_step 3 not sent")
 	}
 }
+
+func TestServeCellTimeoutRestartsServer(t *testing.T) {
+	p := testPlan(t, `
+name = "tmo"
+[backend]
+mode = "serve"
+timeout = "300ms"
+grace = "1s"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+repeats = 2
+[load]
+warmup = 0
+requests = 1
+`)
+	opts := simOptions(t)
+	// 50 steps of Qwen-Image take 20 s simulated: 2 s at this scale, past the 300ms timeout.
+	opts.Env = append(opts.Env, "RUNNER_SIM_TIME_SCALE=0.1")
+	sum, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, row := range sum.Cells {
+		r := serveResult(t, sum, row.ID)
+		if r.Verdict != plans.VerdictTimeout || r.Reasons[0].Code != "timeout" {
+			t.Fatalf("cell %d: %s %+v", i, r.Verdict, r.Reasons)
+		}
+		if want := "servers/" + strconv.Itoa(i+1); r.Serve.Server != want {
+			t.Fatalf("cell %d used %s, want a fresh %s", i, r.Serve.Server, want)
+		}
+	}
+}
