@@ -496,3 +496,45 @@ func TestReadmeWorstRegressions(t *testing.T) {
 		t.Error("compare.md not bundled")
 	}
 }
+
+func TestBundleBigLogIsStreamedAndCut(t *testing.T) {
+	run := simRun(t, `name = "biglog"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+num_inference_steps = [3]
+`, nil)
+	cell := filepath.Join(run, "cells", "000-qwen-image-default-s0-none-r1")
+	// 9 MiB (over the in-memory limit), incompressible, with a token in the head and the tail.
+	var big bytes.Buffer
+	big.WriteString("first line export HF_TOKEN=" + logToken + "\n")
+	seed := uint64(7)
+	for big.Len() < 9<<20 {
+		for range 80 {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			big.WriteByte(byte('0' + seed>>59))
+		}
+		big.WriteByte('\n')
+	}
+	big.WriteString("last line Authorization: Bearer " + bearer + "\n")
+	if err := os.WriteFile(filepath.Join(cell, runner.LogFile), big.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, res.Path)
+	log := files["cells/000-qwen-image-default-s0-none-r1/log.txt"]
+	if !bytes.HasPrefix(log, []byte("first line export HF_TOKEN=<redacted>\n")) || !bytes.HasSuffix(log, []byte("last line Authorization: Bearer <redacted>\n")) {
+		t.Errorf("head or tail of the cut log is wrong: %q ... %q", log[:60], log[len(log)-60:])
+	}
+	if len(log) > 600<<10 {
+		t.Errorf("log is %d bytes, want it cut to about 512 KiB", len(log))
+	}
+	for n, d := range files {
+		if bytes.Contains(d, []byte(logToken)) || bytes.Contains(d, []byte(bearer)) {
+			t.Errorf("%s holds a secret of the big log", n)
+		}
+	}
+}
