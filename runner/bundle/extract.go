@@ -36,6 +36,7 @@ type ExtractError struct {
 	Reason string
 }
 
+// Error says which entry was refused and why.
 func (e *ExtractError) Error() string {
 	if e.Entry == "" {
 		return "refusing the bundle: " + e.Reason
