@@ -243,6 +243,9 @@ func Compare(base, cur *perf.Set, opts Options) (*Result, error) {
 	if len(keys) == 0 {
 		return res, fmt.Errorf("%w between %s (%d configurations) and %s (%d configurations); compare runs of the same plan, or pass cell directories or perf dumps explicitly", ErrNothingInCommon, base.Source, len(base.Configs), cur.Source, len(cur.Configs))
 	}
+	if base.GPU != "" && cur.GPU != "" && base.GPU != cur.GPU {
+		res.Notes = append(res.Notes, fmt.Sprintf("the GPU models differ (base %q, new %q): differences may be the hardware's, not the software's", base.GPU, cur.GPU))
+	}
 	th := &benchmath.Thresholds{CompareAlpha: opts.Alpha}
 	for _, key := range keys {
 		bc, nc := base.Configs[key], cur.Configs[key]

@@ -96,6 +96,19 @@ func BuildReport(title, runDir string, cur, base *perf.Set, res *compare.Result,
 			}
 			cr.Steps = append(cr.Steps, p)
 		}
+		if bc == nil {
+			// A history baseline has no per-step samples, only the rolling median of the
+			// step time: draw it as a flat band of ± its tolerance.
+			for _, row := range cr.Rows {
+				if row.Metric == perf.MetricDenoiseStep && row.P < 0 && row.Base.N > 0 {
+					for i := range cr.Steps {
+						p := &cr.Steps[i]
+						p.HasBase, p.BaseMedian = true, row.Base.Median
+						p.BLo, p.BHi = row.Base.Median-row.Limit, row.Base.Median+row.Limit
+					}
+				}
+			}
+		}
 		for _, m := range c.MetricNames() {
 			name, ok := strings.CutPrefix(m, perf.StagePrefix)
 			if !ok {
@@ -265,7 +278,7 @@ func (s scale) at(v float64) float64 {
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 func stepChart(id string, c ConfigReport) svgChart {
-	ch := svgChart{ID: id, Title: "Denoise step latency (ms): new median; shaded: baseline min–max", Width: chartW, Height: chartH}
+	ch := svgChart{ID: id, Title: "Denoise step latency (ms): new median (red); shaded: baseline min–max, or history median ± tolerance", Width: chartW, Height: chartH}
 	if len(c.Steps) == 0 {
 		ch.Empty = "no per-step times"
 		return ch
