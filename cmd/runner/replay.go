@@ -22,6 +22,8 @@ cell whether the verdict and the timings reproduced, e.g.
 
   000-unknown-model-default-s0-none-r1: reproduced: invalid (diffusers-fallback)
 
+The outcome is also written to DIR/replay.json.
+
 Redacted secrets are not in the bundle: export them before replaying (replay names the missing
 ones). Exit status: 0 everything reproduced, 3 a verdict did not, 4 the verdicts did but a
 timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,

@@ -80,10 +80,10 @@ type CellOutcome struct {
 
 // ReplayResult is what Replay did.
 type ReplayResult struct {
-	Dir      string        // the replay directory
-	RunDir   string        // the new run directory
-	Cells    []CellOutcome // in run order
-	ExitCode int
+	Dir      string        `json:"dir"`     // the replay directory
+	RunDir   string        `json:"run_dir"` // the new run directory
+	Cells    []CellOutcome `json:"cells"`   // in run order
+	ExitCode int           `json:"exit_code"`
 }
 
 // Replay extracts a bundle into a new directory, shows how this machine differs from the
@@ -231,6 +231,10 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*Replay
 	if sum.Interrupted {
 		res.ExitCode = runner.ExitInterrupted
 	}
+	if err := res.writeFile(filepath.Join(dir, ReplayFile)); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(out, "\nreplay outcome: %s\n", filepath.Join(dir, ReplayFile))
 	return res, nil
 }
 
@@ -436,12 +440,22 @@ func writeOutcome(w io.Writer, o CellOutcome) {
 	}
 }
 
-// WriteJSON writes the outcome as JSON (for scripts).
-func (r *ReplayResult) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
+// ReplayFile is the replay directory's machine-readable outcome, for scripts and CI.
+const ReplayFile = "replay.json"
+
+// writeFile writes the outcome as JSON.
+func (r *ReplayResult) writeFile(path string) error {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	return nil
 }
 
 // runCompare runs runner compare's statistics on the bundled cells (base) and the replayed
