@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -299,6 +300,20 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 type loader struct {
 	cfg    Config
 	client *http.Client
+	pp     fastjson.ParserPool
+	urls   sync.Map // path -> *url.URL, parsed once: URL parsing showed in the client profile
+}
+
+func (l *loader) url(path string) (*url.URL, error) {
+	if u, ok := l.urls.Load(path); ok {
+		return u.(*url.URL), nil
+	}
+	u, err := url.Parse(l.cfg.BaseURL + path)
+	if err != nil {
+		return nil, err
+	}
+	l.urls.Store(path, u)
+	return u, nil
 }
 
 // do sends one request (and polls a video job) and records it.
@@ -348,7 +363,9 @@ func (l *loader) do(ctx context.Context, req Request, base time.Time) Record {
 		rec.Body = clip(body)
 		return rec
 	}
-	v, perr := fastjson.ParseBytes(body)
+	p := l.pp.Get()
+	defer l.pp.Put(p)
+	v, perr := p.ParseBytes(body)
 	if perr == nil {
 		rec.ID = string(v.GetStringBytes("id"))
 		if rec.ID == "" {
@@ -385,12 +402,17 @@ func (l *loader) send(ctx context.Context, method, path string, body []byte) (in
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	hr, err := http.NewRequestWithContext(ctx, method, l.cfg.BaseURL+path, rd)
+	u, err := l.url(path)
 	if err != nil {
 		return 0, nil, 0, err
 	}
+	hr := (&http.Request{Method: method, URL: u, Host: u.Host, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}}).WithContext(ctx)
 	if body != nil {
-		hr.Header.Set("Content-Type", "application/json")
+		hr.Body = io.NopCloser(rd)
+		hr.ContentLength = int64(len(body))
+		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		hr.Header["Content-Type"] = []string{"application/json"}
 	}
 	resp, err := l.client.Do(hr)
 	if err != nil {
