@@ -229,3 +229,32 @@ func TestFromSetRecordsInvalidConfigs(t *testing.T) {
 		t.Fatalf("valid = %d, %v", valid, err)
 	}
 }
+
+// BenchmarkCompareHistory is `runner compare --baseline history` against a database of
+// 10,000 runs (one configuration, 12 metrics each).
+func BenchmarkCompareHistory(b *testing.B) {
+	db := open(b, filepath.Join(b.TempDir(), "h.db"))
+	t0 := time.Now()
+	for i := range 10000 {
+		r := Run{RunID: fmt.Sprint("r", i), Time: t0.Add(time.Duration(i) * time.Minute), Plan: "p", GPU: "H100"}
+		cm := ConfigMetrics{Key: "cfg", Cells: 6}
+		for m := range 12 {
+			cm.Metrics = append(cm.Metrics, MetricValue{Metric: fmt.Sprint("stage/S", m), Unit: "ns", N: 6, Median: 1e9})
+		}
+		r.Configs = append(r.Configs, cm)
+		if _, err := db.Append(context.Background(), r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := &perf.Set{Source: "now", RunID: "now", GPU: "H100", Configs: map[string]*perf.Config{"cfg": {Key: "cfg", Metrics: map[string][]float64{}}}}
+	for m := range 12 {
+		s.Configs["cfg"].Metrics[fmt.Sprint("stage/S", m)] = []float64{1e9, 1e9, 1e9, 1e9, 1e9, 1e9}
+	}
+	b.ResetTimer()
+	for range b.N {
+		res, err := db.CompareHistory(context.Background(), s, BaselineOptions{})
+		if err != nil || len(res.Rows) != 12 || res.Rows[0].Base.N != 5 {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}
