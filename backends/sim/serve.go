@@ -242,6 +242,15 @@ func (s *server) run() (int, error) {
 	if !s.llm {
 		loadS = s.prof.loadS
 	}
+	// A model that needs more GPUs than are visible fails while the workers start, as torch
+	// does when a rank selects a device index that does not exist.
+	need := max(s.p.intv("num_gpus", 1), s.p.intv("tp_size", 1))
+	if vis := visibleGPUs(s.env); need > vis {
+		s.log.log("Launching %d worker processes (%d visible GPUs)", need, vis)
+		s.log.raw(fmt.Sprintf("[TP%d] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: CUDA error: invalid device ordinal\n", vis))
+		s.log.log("Initialization failed. scheduler is dead.")
+		return 1, nil
+	}
 	s.log.log("Loading weights for %s ...", s.model)
 	switch {
 	case s.k.fail["never-ready"]:
@@ -300,6 +309,22 @@ func (s *server) run() (int, error) {
 	case <-s.clk.ctx.Done():
 		return 0, &errInterrupted{}
 	}
+}
+
+// visibleGPUs is the simulated machine's GPU count: the entries of CUDA_VISIBLE_DEVICES when
+// set, else 8 (one H100 node).
+func visibleGPUs(env map[string]string) int {
+	v, ok := env["CUDA_VISIBLE_DEVICES"]
+	if !ok {
+		return 8
+	}
+	n := 0
+	for _, d := range strings.Split(v, ",") {
+		if strings.TrimSpace(d) != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // listen binds 127.0.0.1:port (never another interface) and logs uvicorn's line.
