@@ -78,6 +78,9 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			}
 			m := res.Metadata
 			fmt.Fprintf(io.out, "bundle: %s (%s, %d cell(s), traces: %s)\n", res.Path, humanize.IBytes(uint64(res.Bytes)), len(m.Cells), m.Traces)
+			for _, w := range m.Warnings {
+				fmt.Fprintf(io.err, "runner: warning: %s\n", w)
+			}
 			for _, o := range m.Omitted {
 				fmt.Fprintf(io.out, "left out: %s: %s\n", o.Path, o.Reason)
 			}

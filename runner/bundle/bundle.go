@@ -100,6 +100,8 @@ type Metadata struct {
 	Redactions    []Redaction `json:"redactions"`
 	Omitted       []Omission  `json:"omitted,omitempty"`
 	Files         []FileInfo  `json:"files"`
+	// Warnings are problems that weakened the bundle without stopping it.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Result says what Create wrote.
@@ -533,6 +535,9 @@ func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 	}
 	if m.Plan == "" && b.s.plan != nil {
 		m.Plan = b.s.plan.Name
+	}
+	if b.s.planErr != nil {
+		m.Warnings = append(m.Warnings, "plan.toml does not load with this runner ("+b.red.clone().String(b.s.planErr.Error())+"), so its [bundle] redact patterns were not applied and its backend.env values were not searched for literally; only the built-in secret patterns were. Check the bundle before sharing it.")
 	}
 	hasTrace := false
 	for _, e := range entries {

@@ -538,3 +538,23 @@ num_inference_steps = [3]
 		}
 	}
 }
+
+func TestBundlePlanThatNoLongerLoads(t *testing.T) {
+	run := simRun(t, fallbackPlan, nil)
+	// A plan key this runner does not know (as from a newer runner), with a secret beside it.
+	os.WriteFile(filepath.Join(run, runner.PlanFile), []byte(fallbackPlan+"future_key = 1\n[backend]\nenv = { API_TOKEN = \"tok-secret-value\" }\n"), 0o644)
+	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Metadata.Warnings) != 1 || !strings.Contains(res.Metadata.Warnings[0], "plan.toml does not load") {
+		t.Fatalf("warnings = %v", res.Metadata.Warnings)
+	}
+	files := readArchive(t, res.Path)
+	if !strings.Contains(string(files["README.md"]), "**Warning:** plan.toml does not load") {
+		t.Error("README does not warn")
+	}
+	if bytes.Contains(files["plan.toml"], []byte("tok-secret-value")) {
+		t.Error("the built-in patterns did not redact the plan")
+	}
+}

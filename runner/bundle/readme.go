@@ -114,6 +114,9 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 	fmt.Fprintf(&b, "# Bug report bundle: %s\n\n", orDash(v.plan))
 	fmt.Fprintf(&b, "Made by `runner bundle` (runner %s) on %s from the run directory `%s`: %d cell(s). Secrets were redacted before anything was written (see [Redacted](#redacted)).\n\n",
 		meta.RunnerVersion, meta.Created.Format("2006-01-02 15:04 UTC"), meta.Run, len(meta.Cells))
+	for _, w := range meta.Warnings {
+		fmt.Fprintf(&b, "**Warning:** %s\n\n", w)
+	}
 	if v.manifest.Simulated {
 		b.WriteString("**This run was simulated** (`runner run --simulate`): sglang and nsys were the runner's built-in simulators and every timing is invented.\n\n")
 	}
