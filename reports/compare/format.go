@@ -70,6 +70,18 @@ func FormatStat(s Stat, unit string) string {
 	return fmt.Sprintf("%s ±%.0f%%", v, pct)
 }
 
+// FormatBase renders a row's base side: FormatStat for samples, "median (N runs)" for a
+// history baseline, which is a median of per-run medians and has no interval.
+func FormatBase(r Row) string {
+	if r.P < 0 {
+		if r.Base.N == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s (%d runs)", FormatValue(r.Base.Median, r.Unit), r.Base.N)
+	}
+	return FormatStat(r.Base, r.Unit)
+}
+
 // FormatP renders the comparison like benchstat: "(p=0.002 n=6)"; history rows have no test.
 func FormatP(r Row) string {
 	if r.P < 0 {
@@ -124,7 +136,7 @@ func WriteText(w io.Writer, res *Result) error {
 			cfg = ""
 		}
 		last = r.Config
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", cfg, r.Metric, FormatStat(r.Base, r.Unit), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, statusMark(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", cfg, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, statusMark(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -178,7 +190,7 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 		if r.Status == StatusRegression {
 			v = "**" + v + "**"
 		}
-		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.Config, mdEscape(r.Metric), FormatStat(r.Base, r.Unit), FormatStat(r.New, r.Unit), mdEscape(r.Delta), FormatP(r), r.Tolerance, v)
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.Config, mdEscape(r.Metric), FormatBase(r), FormatStat(r.New, r.Unit), mdEscape(r.Delta), FormatP(r), r.Tolerance, v)
 	}
 	fmt.Fprintln(w)
 	writeFootnotes(w, res, "- ")

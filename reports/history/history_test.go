@@ -179,6 +179,13 @@ func TestRollingMedianConsecutive(t *testing.T) {
 	if r := res.Rows[0]; r.Status != compare.StatusRegression || r.Violations != 2 || !res.Regressed() {
 		t.Fatalf("second violation: %+v", r)
 	}
+	var text strings.Builder
+	if err := compare.WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "1020.0ms (5 runs)") || !strings.Contains(text.String(), "(history n=5)") || !strings.Contains(text.String(), "REGRESSION") {
+		t.Fatalf("history text:\n%s", text.String())
+	}
 	other := cur("a100", 9e9)
 	other.GPU = "A100"
 	if _, err := db.CompareHistory(ctx, other, opts); !errors.Is(err, compare.ErrNothingInCommon) {

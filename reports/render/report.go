@@ -433,6 +433,7 @@ var reportTmpl string
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"stat":  func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
 	"p":     compare.FormatP,
+	"base":  compare.FormatBase,
 	"lower": strings.ToLower,
 	"n":     f1,
 }).Parse(reportTmpl))
