@@ -45,6 +45,7 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/runner/load"
 	"github.com/sglprof/runner/runner/proc"
 )
@@ -743,6 +744,14 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		spec.NumProfiledTimesteps = c.Profile.NumProfiledTimesteps
 		spec.ProfileAllStages = c.Profile.ProfileAllStages
 	}
+	perfDir := filepath.Join(rec.abs, "perf")
+	if !srv.llm && !srv.vllm {
+		// sglang's diffusion requests take perf_dump_path: one dump per measured request
+		// gives the cell the stage and denoise-step timings that generate cells have.
+		if err := os.MkdirAll(perfDir, 0o755); err == nil {
+			spec.PerfDumpDir = perfDir
+		}
+	}
 	reqf, err := os.Create(filepath.Join(rec.abs, RequestsFile))
 	if err != nil {
 		res.Verdict = plans.VerdictFailed
@@ -796,14 +805,18 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	_, doneBefore, _ := srv.snapshot()
 	cfg.Warmup = 0
-	cfg.Build = func(i int, measured bool) (load.Request, error) { return load.Build(spec, measured) }
+	cfg.Build = func(i int, measured bool) (load.Request, error) { return load.BuildIndexed(spec, i, measured) }
 	sum, _, lerr := load.Run(ctx, cfg)
 	if lerr != nil && ctx.Err() == nil {
 		fail("load", lerr.Error())
 	}
 	sr.Load = &sum
+	if spec.PerfDumpDir != "" {
+		perfTimings(spec.PerfDumpDir, res)
+	}
+	// The serve cell's end-to-end time is what clients see: the mean request latency.
 	res.Timings.E2ENS = sum.MeanNS
-	res.Timings.PeakMemoryMB = sum.MaxPeakMemoryMB
+	res.Timings.PeakMemoryMB = max(res.Timings.PeakMemoryMB, sum.MaxPeakMemoryMB)
 	if err := writeJSONAtomic(filepath.Join(rec.abs, LoadFile), sum); err != nil {
 		opts.Logger.Warn("load.json", "err", err)
 	}
@@ -950,6 +963,31 @@ func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server
 				fail("trace-check", fmt.Sprintf("%s/%s has no kernel events (the window captured no GPU work)", name, filepath.Base(t)))
 			}
 		}
+	}
+}
+
+// perfTimings fills a cell's timings from its per-request perf dumps: stages and denoise
+// steps of the first, the mean denoise step over all of them.
+func perfTimings(dir string, res *CellResult) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "request-*.json"))
+	var sum, n int64
+	for i, p := range paths {
+		d, err := perf.ReadDumpFile(p)
+		if err != nil {
+			res.Warnings = append(res.Warnings, backends.Reason{Code: "perf-dump-unreadable", Message: err.Error()})
+			continue
+		}
+		if i == 0 {
+			fillTimings(&res.Timings, d)
+			res.Found.PerfDump = p
+		}
+		if m := d.MeanDenoiseStep().Nanoseconds(); m > 0 {
+			sum += m
+			n++
+		}
+	}
+	if n > 0 {
+		res.Timings.MeanDenoiseStepNS = sum / n
 	}
 }
 

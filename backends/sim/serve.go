@@ -477,10 +477,34 @@ func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string
 	frames := max(q.NumFrames, s.prof.frames)
 	pf := s.prof.pixelFactor(q.Width, q.Height, frames)
 	stepMS := s.prof.stepMS * pf
-	total := (s.prof.textMS + float64(q.NumInferenceSteps)*stepMS + s.prof.vaeMS*pf) * float64(q.N)
+	textMS := s.prof.textMS * kinetogenStageFactor("TextEncodingStage", s.k.slow)
+	denoiseStepMS := stepMS * kinetogenStageFactor("DenoisingStage", s.k.slow)
+	vaeMS := s.prof.vaeMS * pf * kinetogenStageFactor("DecodingStage", s.k.slow)
+	total := (textMS + float64(q.NumInferenceSteps)*denoiseStepMS + vaeMS) * float64(q.N)
 	start := s.clk.now()
 	if err := s.ms(total); err != nil {
 		return 0, "", err
+	}
+	if q.PerfDumpPath != "" {
+		// The request's perf dump (§A.4), as generate's --perf-dump-path writes it.
+		r := &request{id: rid, prompt: *q.Prompt, totalMS: total,
+			stages: []stageRun{{"TextEncodingStage", textMS}, {"DenoisingStage", float64(q.NumInferenceSteps) * denoiseStepMS}, {"DecodingStage", vaeMS}}}
+		for range q.NumInferenceSteps {
+			r.stepsMS = append(r.stepsMS, denoiseStepMS)
+		}
+		peak := s.prof.peakGB * 1024
+		for _, st := range r.stages {
+			r.mem = append(r.mem, memCheckpoint{stage: st.name, alloc: s.prof.residentG * 1024, reserved: s.prof.residentG * 1024 * 1.04, peakA: peak * 0.97, peakRe: peak})
+		}
+		path := q.PerfDumpPath
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(s.cwd, path)
+		}
+		if err := writePerfDump(path, r, &gen{env: s.env, model: s.model}); err != nil {
+			s.log.log("Failed to dump metrics: %v", err)
+		} else {
+			s.log.log("Metrics dumped to: %s", path)
+		}
 	}
 	trace := ""
 	if q.Profile {

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,14 @@ type Spec struct {
 	ProfileAllStages     bool
 	// LLM.
 	InputLen, OutputLen int
+	// PerfDumpDir, when set, asks the diffusion server for a perf dump per measured request
+	// (the perf_dump_path field) at PerfDumpDir/request-<i>.json.
+	PerfDumpDir string
+}
+
+// PerfDumpPath is the perf dump of measured request i under dir.
+func PerfDumpPath(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("request-%03d.json", i))
 }
 
 // Request is one HTTP request of the load.
@@ -66,6 +75,24 @@ type Request struct {
 	Images, Tokens int
 	// Poll marks a videos job: the response carries an id to poll.
 	Poll bool
+}
+
+// BuildIndexed is Build for measured request i: it also names the request's perf dump.
+func BuildIndexed(spec Spec, i int, measured bool) (Request, error) {
+	if !measured || spec.PerfDumpDir == "" || (spec.API != APIImages && spec.API != APIVideos) {
+		return Build(spec, measured)
+	}
+	r, err := Build(spec, measured)
+	if err != nil {
+		return r, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		return r, err
+	}
+	m["perf_dump_path"] = PerfDumpPath(spec.PerfDumpDir, i)
+	r.Body, _ = json.Marshal(m)
+	return r, nil
 }
 
 // Build returns the request for spec; measured says whether per-request profiling fields are

@@ -32,6 +32,20 @@ func TestBuildImages(t *testing.T) {
 	}
 }
 
+func TestBuildIndexedPerfDump(t *testing.T) {
+	spec := Spec{API: APIImages, Prompt: "p", PerfDumpDir: "/cell/perf"}
+	r, err := BuildIndexed(spec, 7, true)
+	if err != nil || !bytes.Contains(r.Body, []byte(`"perf_dump_path":"/cell/perf/request-007.json"`)) {
+		t.Fatalf("measured: %s %v", r.Body, err)
+	}
+	if w, _ := BuildIndexed(spec, 0, false); bytes.Contains(w.Body, []byte("perf_dump_path")) {
+		t.Fatalf("warmup asks for a perf dump: %s", w.Body)
+	}
+	if g, _ := BuildIndexed(Spec{API: APIGenerate, OutputLen: 1, PerfDumpDir: "/x"}, 0, true); bytes.Contains(g.Body, []byte("perf_dump_path")) {
+		t.Fatalf("LLM request with perf_dump_path: %s", g.Body)
+	}
+}
+
 func TestBuildLLM(t *testing.T) {
 	r, err := Build(Spec{API: APIGenerate, InputLen: 16, OutputLen: 7}, true)
 	if err != nil {
