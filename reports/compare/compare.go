@@ -239,6 +239,11 @@ var ErrNothingInCommon = errors.New("no configuration in common")
 func Compare(base, cur *perf.Set, opts Options) (*Result, error) {
 	opts.defaults()
 	res := &Result{Mode: "samples", Base: base.Source, New: cur.Source, Alpha: opts.Alpha, SkippedBase: base.Skipped, SkippedNew: cur.Skipped}
+	for _, side := range []*perf.Set{base, cur} {
+		if len(side.Configs) == 0 && len(side.Skipped) > 0 {
+			return res, fmt.Errorf("%w: every cell of %s was left out (%d cells; the first: %s: %s)", ErrNothingInCommon, side.Source, len(side.Skipped), side.Skipped[0].Cell, side.Skipped[0].Reason)
+		}
+	}
 	keys := commonKeys(base, cur, res)
 	if len(keys) == 0 {
 		return res, fmt.Errorf("%w between %s (%d configurations) and %s (%d configurations); compare runs of the same plan, or pass cell directories or perf dumps explicitly", ErrNothingInCommon, base.Source, len(base.Configs), cur.Source, len(cur.Configs))

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/perf/benchmath"
@@ -118,6 +119,15 @@ func TestNothingInCommon(t *testing.T) {
 	a := set("a", perf.MetricE2E, noisy(1, 6, 1))
 	b := &perf.Set{Source: "b", Kind: "run", Configs: map[string]*perf.Config{"other": {Key: "other", Metrics: map[string][]float64{perf.MetricE2E: {1}}}}}
 	if _, err := Compare(a, b, Options{}); !errors.Is(err, ErrNothingInCommon) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestAllCellsSkipped(t *testing.T) {
+	a := set("a", perf.MetricE2E, noisy(1, 6, 1))
+	b := &perf.Set{Source: "b", Kind: "run", Configs: map[string]*perf.Config{}, Skipped: []perf.Skip{{Cell: "000-torch", Reason: "profiler \"torch\" distorts timings"}}}
+	_, err := Compare(a, b, Options{})
+	if !errors.Is(err, ErrNothingInCommon) || !strings.Contains(err.Error(), "000-torch") {
 		t.Fatalf("err = %v", err)
 	}
 }
