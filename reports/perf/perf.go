@@ -6,6 +6,10 @@
 // Durations are parsed from the JSON number text as fixed-point decimals (never through
 // float64), so a millisecond value such as 1234.567891 becomes exactly 1234567891ns and two
 // dumps that print the same text always compare equal.
+//
+// metrics.go turns run directories, cell directories and perf dumps into per-configuration
+// samples (Set, Config) for runner compare, the history and runner report: repeats of one
+// configuration pool their samples, and only ok cells of the unprofiled pass enter by default.
 package perf
 
 import (

@@ -2,6 +2,9 @@
 // of the runner (triage, perf, compare) formats cells, escaping and alignment the same way.
 // It is deliberately small: a Table is a header, an alignment per column and string rows; the
 // caller does its own number formatting so that rounding stays a decision of the report.
+//
+// report.go renders runner report: report.md and a self-contained report.html whose inline SVG
+// charts are drawn from the same Report as the Markdown.
 package render
 
 import (
