@@ -122,6 +122,10 @@ func nightly(ctx context.Context, p *plans.Plan, dir string, sum *Summary, opts 
 	if res == nil {
 		return nil
 	}
+	res.Profilers = n.Profilers
+	if len(res.Profilers) == 0 {
+		res.Profilers = perf.DefaultProfilers
+	}
 	fmt.Fprintln(opts.Out)
 	if err := compare.WriteText(opts.Out, res); err != nil {
 		return err

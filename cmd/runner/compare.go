@@ -159,6 +159,7 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 			default:
 				return usageErr("--baseline %q: runner compare takes --baseline history; to compare with a run directory, name it as BASE", n.Baseline)
 			}
+			res.Profilers = profilersOrDefault(n.Profilers)
 			if err := compare.Write(io.out, format, res, base, cur); err != nil {
 				return err
 			}
@@ -250,6 +251,14 @@ func parseAge(s string) (time.Duration, error) {
 		return 0, errors.New("want a number of days such as 30d, or a duration such as 12h")
 	}
 	return d, nil
+}
+
+// profilersOrDefault is the profiler list recorded in a comparison.
+func profilersOrDefault(p []string) []string {
+	if len(p) == 0 {
+		return perf.DefaultProfilers
+	}
+	return p
 }
 
 func contains(list []string, s string) bool {

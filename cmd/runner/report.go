@@ -89,6 +89,9 @@ comparison found a regression, 2 for unusable input.`,
 					return &exitError{code: runner.ExitUsage, err: err}
 				}
 			}
+			if res != nil {
+				res.Profilers = profilersOrDefault(n.Profilers)
+			}
 			trend := map[string][]render.TrendPoint{}
 			if db != nil {
 				entries, err := db.List(c.Context, history.Filter{Plan: cur.Plan, GPU: cur.GPU})
