@@ -118,7 +118,15 @@ func newServeSession(runDir string, opts *Options) *serveSession {
 	if abs, err := filepath.Abs(runDir); err == nil {
 		runDir = abs // the marker names the run wherever the runner was started from
 	}
-	return &serveSession{runDir: runDir, opts: opts, failed: map[string][]backends.Reason{}}
+	ss := &serveSession{runDir: runDir, opts: opts, failed: map[string][]backends.Reason{}}
+	// A resumed run keeps its earlier servers' directories: number on from the highest.
+	ents, _ := os.ReadDir(filepath.Join(runDir, ServersDir))
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > ss.n {
+			ss.n = n
+		}
+	}
+	return ss
 }
 
 // serverKey is the grouping key of a cell's server.

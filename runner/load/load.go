@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -391,23 +392,8 @@ func (l *loader) do(ctx context.Context, req Request, base time.Time) Record {
 		return rec
 	}
 	p := l.pp.Get()
-	defer l.pp.Put(p)
-	v, perr := p.ParseBytes(body)
-	if perr == nil {
-		rec.ID = string(v.GetStringBytes("id"))
-		if rec.ID == "" {
-			rec.ID = string(v.GetStringBytes("meta_info", "id"))
-		}
-		rec.InferenceTimeS = v.GetFloat64("inference_time_s")
-		rec.PeakMemoryMB = v.GetFloat64("peak_memory_mb")
-		if d := v.GetArray("data"); d != nil {
-			rec.Images = len(d)
-		}
-		rec.Tokens = v.GetInt("meta_info", "completion_tokens")
-		if rec.Tokens == 0 {
-			rec.Tokens = v.GetInt("usage", "completion_tokens")
-		}
-	}
+	parseResponse(&rec, body, p)
+	l.pp.Put(p)
 	if rec.Images == 0 {
 		rec.Images = req.Images
 	}
@@ -415,6 +401,38 @@ func (l *loader) do(ctx context.Context, req Request, base time.Time) Record {
 		rec.Tokens = req.Tokens
 	}
 	return rec
+}
+
+// parseResponse records what a successful response says about itself: its id (images,
+// videos, /v1/completions: "id"; /generate: meta_info.id), the server-reported inference time
+// and peak memory, the number of images and of generated tokens. A body that is not JSON
+// leaves the record as it is.
+func parseResponse(rec *Record, body []byte, p *fastjson.Parser) {
+	v, err := p.ParseBytes(body)
+	if err != nil {
+		return
+	}
+	rec.ID = string(v.GetStringBytes("id"))
+	if rec.ID == "" {
+		rec.ID = string(v.GetStringBytes("meta_info", "id"))
+	}
+	rec.InferenceTimeS = finite(v.GetFloat64("inference_time_s"))
+	rec.PeakMemoryMB = finite(v.GetFloat64("peak_memory_mb"))
+	if d := v.GetArray("data"); d != nil {
+		rec.Images = len(d)
+	}
+	rec.Tokens = v.GetInt("meta_info", "completion_tokens")
+	if rec.Tokens == 0 {
+		rec.Tokens = v.GetInt("usage", "completion_tokens")
+	}
+}
+
+// finite maps NaN and ±Inf (1e999 in a response) to 0: they cannot be written as JSON.
+func finite(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
 }
 
 func clip(b []byte) string {

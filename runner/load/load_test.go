@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/valyala/fastjson"
 )
 
 func TestBuildImages(t *testing.T) {
@@ -250,4 +252,43 @@ func BenchmarkClientOverhead(b *testing.B) {
 	b.ReportMetric(sum.RequestsPerS, "req/s")
 	b.ReportMetric(float64(Percentile(over, 99))/1e6, "overhead-p99-ms")
 	b.ReportMetric(float64(Percentile(over, 50))/1e6, "overhead-p50-ms")
+}
+
+func TestParseResponse(t *testing.T) {
+	var p fastjson.Parser
+	var r Record
+	parseResponse(&r, []byte(`{"text":"x","meta_info":{"id":"abc","completion_tokens":7}}`), &p)
+	if r.ID != "abc" || r.Tokens != 7 {
+		t.Fatalf("generate: %+v", r)
+	}
+	r = Record{}
+	parseResponse(&r, []byte(`{"id":"c1","usage":{"completion_tokens":3}}`), &p)
+	if r.ID != "c1" || r.Tokens != 3 {
+		t.Fatalf("completions: %+v", r)
+	}
+	r = Record{}
+	parseResponse(&r, []byte(`not json`), &p)
+	if r != (Record{}) {
+		t.Fatalf("garbage changed the record: %+v", r)
+	}
+}
+
+func FuzzParseResponse(f *testing.F) {
+	f.Add([]byte(`{"id":"r1","data":[{"b64_json":"x"}],"inference_time_s":0.5,"peak_memory_mb":1000.5}`))
+	f.Add([]byte(`{"text":"x","meta_info":{"id":"abc","completion_tokens":7}}`))
+	f.Add([]byte(`{"id":"c1","usage":{"completion_tokens":3}}`))
+	f.Add([]byte(`{"data":{}}`))
+	f.Add([]byte(`{"inference_time_s":1e999,"peak_memory_mb":-1e999}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p fastjson.Parser
+		var r Record
+		parseResponse(&r, b, &p)
+		if r.Images < 0 {
+			t.Fatalf("negative image count from %q", b)
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("record does not encode: %v", err)
+		}
+	})
 }
