@@ -244,6 +244,9 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	}
 	srv := ss.cur
 	srv.rec.Cells = append(srv.rec.Cells, c.ID)
+	// OOM and scheduler deaths logged during an earlier cell of a shared server are that
+	// cell's; this cell fails for them only if they happen again while it runs.
+	oomBefore, deadBefore := srv.watch.Count(sglang.FindingOOM), srv.watch.Count(sglang.FindingWorkerDead)
 	sr := &ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
 	res.Serve = sr
 
@@ -277,8 +280,15 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	}
 	a := sglang.ServeBackend{}.Assess(c, rec.abs, srv.watch, backends.Exit{})
 	res.Warnings = append(res.Warnings, a.Warnings...)
-	if a.Verdict != plans.VerdictOK {
-		fail(a.Verdict, a.Reasons...)
+	for _, r := range a.Reasons {
+		switch {
+		case r.Code == string(sglang.FindingOOM) && srv.watch.Count(sglang.FindingOOM) == oomBefore:
+		case r.Code == string(sglang.FindingWorkerDead) && srv.watch.Count(sglang.FindingWorkerDead) == deadBefore:
+		case r.Code == string(sglang.FindingFallback):
+			fail(plans.VerdictInvalid, r)
+		default:
+			fail(plans.VerdictFailed, r)
+		}
 	}
 	if res.Verdict == "" {
 		res.Verdict = plans.VerdictOK
