@@ -46,13 +46,16 @@ func ProfilerConfig(c plans.Cell, traceDir string) (string, error) {
 		if !filepath.IsAbs(traceDir) {
 			return "", fmt.Errorf("vllm-omni: torch_profiler_dir %q must be absolute", traceDir)
 		}
-		b, _ := json.Marshal(map[string]any{
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // a path is shown as written, not as \u003c...
+		enc.Encode(map[string]any{
 			"profiler":                  "torch",
 			"torch_profiler_dir":        traceDir,
 			"torch_profiler_use_gzip":   true,
 			"torch_profiler_with_stack": true,
 		})
-		return string(b), nil
+		return strings.TrimSuffix(b.String(), "\n"), nil
 	case plans.ProfilerNsys:
 		return `{"profiler":"cuda"}`, nil
 	}
