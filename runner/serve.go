@@ -150,7 +150,8 @@ type server struct {
 	rel    string
 	port   int
 	llm    bool
-	vllm   bool // vLLM-Omni (backends/vllmomni) instead of sglang
+	vllm   bool   // vLLM-Omni (backends/vllmomni) instead of sglang
+	host   string // [backend] host
 	launch backends.Launch
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -177,6 +178,16 @@ func (s *server) snapshot() (ready bool, done int, ch chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.readyLine, s.profDone, s.changed
+}
+
+// baseURL is where the runner reaches the server: [backend] host, except that an empty or
+// wildcard host (the server listens everywhere) is reached on the loopback interface.
+func (s *server) baseURL() string {
+	h := s.host
+	if h == "" || h == "0.0.0.0" || h == "::" {
+		h = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(h, strconv.Itoa(s.port))
 }
 
 func (s *server) exited() bool {
@@ -360,7 +371,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if err != nil {
 		return failed("log-create", fmt.Sprintf("cannot create the server log: %v; check free space", err))
 	}
-	srv := &server{key: serverKey(c), n: ss.n, dir: dir, rel: rel, port: port, llm: !isVLLM && sglang.ModelType(c) == sglang.ModelTypeLLM, vllm: isVLLM,
+	srv := &server{key: serverKey(c), n: ss.n, dir: dir, rel: rel, port: port, llm: !isVLLM && sglang.ModelType(c) == sglang.ModelTypeLLM, vllm: isVLLM, host: c.Backend.Host,
 		launch: launch, done: make(chan struct{}), watch: sglang.NewWatcher(), logf: logf, changed: make(chan struct{})}
 	srv.rec = ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: port, ModelType: sglang.ModelType(c), Start: opts.Now().UTC()}
 	srv.rec.GPUMemBefore = gpuMemory(ctx, opts)
@@ -422,7 +433,7 @@ func (ss *serveSession) waitReady(ctx context.Context, c plans.Cell, srv *server
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: load.NewTransport(1)}
-	base := "http://127.0.0.1:" + strconv.Itoa(srv.port)
+	base := srv.baseURL()
 	var healthySince time.Time
 	tail := func() []backends.Evidence { return srv.watch.Tail(sglang.TailLines) }
 	for {
@@ -748,7 +759,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	opts := ss.opts
 	spec := loadSpec(c, srv.llm)
 	sr.API = spec.API
-	base := "http://127.0.0.1:" + strconv.Itoa(srv.port)
+	base := srv.baseURL()
 	ls := c.Load
 	warm, n, conc := max(ls.Warmup, 0), ls.Requests, max(ls.Concurrency, 1)
 	if n <= 0 {
@@ -909,7 +920,7 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 		}
 	}()
 	defer close(stopReport)
-	code, body := post(ctx, "http://127.0.0.1:"+strconv.Itoa(srv.port)+"/stop_profile", map[string]any{}, ft)
+	code, body := post(ctx, srv.baseURL()+"/stop_profile", map[string]any{}, ft)
 	if code != 200 && ctx.Err() == nil {
 		deadline := time.NewTimer(ft - time.Since(t0))
 		defer deadline.Stop()
@@ -945,7 +956,7 @@ func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server
 	}
 	t0 := time.Now()
 	ss.opts.Logger.Info("waiting for the profiler flush (POST /stop_profile, then the trace gzip)", "cell", c.ID, "flush_timeout", ft)
-	code, body := post(ctx, "http://127.0.0.1:"+strconv.Itoa(srv.port)+"/stop_profile", map[string]any{}, ft)
+	code, body := post(ctx, srv.baseURL()+"/stop_profile", map[string]any{}, ft)
 	if ctx.Err() != nil {
 		return
 	}
