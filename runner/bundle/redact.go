@@ -34,30 +34,96 @@ const (
 const minLiteral = 6
 
 // rule is one regular expression; group is the submatch that holds the secret (0 = all).
+// A rule only runs on a line its prefilter accepts: most log and trace lines hold nothing
+// secret-looking, and skipping the regular expressions there is what makes redaction fast
+// (BenchmarkRedactorStream). A prefilter must accept every line the expression could match.
 type rule struct {
 	kind  string
 	name  string // what the README lists: the kind, or "plan pattern N"
 	re    *regexp.Regexp
 	group int
+	pre   func(line, lower []byte) bool // nil: always run
 }
 
-// builtinRules are the secret shapes every bundle redacts. Values never include quotes,
-// backslashes or JSON/TOML delimiters, so replacing them keeps JSON and TOML files valid.
+// markers are the lower-case ends of secret-looking names.
+var markers = []string{"token", "key", "secret", "password", "passwd", "credential", "credentials"}
+
+// has is a prefilter: every needle in all must be in the lower-cased line.
+func has(all ...string) func(line, lower []byte) bool {
+	return func(_, lower []byte) bool {
+		for _, n := range all {
+			if !bytes.Contains(lower, []byte(n)) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// markerThen is a prefilter: a marker ends a name and is followed by one of the suffixes
+// (lower case), e.g. "token='" for hf_token='...'.
+func markerThen(prefix string, suffixes ...string) func(line, lower []byte) bool {
+	var needles [][]byte
+	for _, m := range markers {
+		for _, suf := range suffixes {
+			needles = append(needles, []byte(m+suf))
+		}
+	}
+	return func(_, lower []byte) bool {
+		if prefix != "" && !bytes.Contains(lower, []byte(prefix)) {
+			return false
+		}
+		for _, n := range needles {
+			if bytes.Contains(lower, n) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// upperMarkers are the markers of environment-style names, with what may follow one that
+// ends a word of the name: '_' (more name), a separator, a quote or a space.
+var upperMarkers = [][]byte{[]byte("TOKEN"), []byte("KEY"), []byte("SECRET"), []byte("PASSWORD"), []byte("PASSWD"), []byte("CREDENTIAL"), []byte("CREDENTIALS")}
+
+func upperAssignment(line, _ []byte) bool {
+	for _, m := range upperMarkers {
+		for off := 0; ; {
+			i := bytes.Index(line[off:], m)
+			if i < 0 {
+				break
+			}
+			j := off + i + len(m)
+			if j == len(line) {
+				break
+			}
+			switch line[j] {
+			case '_', '=', ':', '"', '\'', ' ', '\t', '\r', '\f':
+				return true
+			}
+			off = j
+		}
+	}
+	return false
+}
+
 var builtinRules = []rule{
-	{kind: KindHFToken, re: regexp.MustCompile(`hf_[A-Za-z0-9]{20,}`)},
-	{kind: KindBearer, re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)`), group: 1},
-	{kind: KindBearer, re: regexp.MustCompile(`(?i)authorization["']?\s*[:=]\s*["']?(?:basic\s+|token\s+)?([A-Za-z0-9._~+/-]{8,}=*)`), group: 1},
-	{kind: KindURLCreds, re: regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://([^/\s:@"'\\]+:[^/\s@"'\\]+)@`), group: 1},
-	{kind: KindAWSKey, re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)},
-	{kind: KindAWSKey, re: regexp.MustCompile(`(?i)aws_secret_access_key["']?\s*[=:]\s*["']?([A-Za-z0-9/+=]{40})`), group: 1},
+	{kind: KindHFToken, re: regexp.MustCompile(`hf_[A-Za-z0-9]{20,}`), pre: has("hf_")},
+	{kind: KindBearer, re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, pre: has("bearer")},
+	{kind: KindBearer, re: regexp.MustCompile(`(?i)authorization["']?\s*[:=]\s*["']?(?:basic\s+|token\s+)?([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, pre: has("authorization")},
+	{kind: KindURLCreds, re: regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://([^/\s:@"'\\]+:[^/\s@"'\\]+)@`), group: 1, pre: has("://", "@")},
+	{kind: KindAWSKey, re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`), pre: func(line, _ []byte) bool {
+		return bytes.Contains(line, []byte("AKIA")) || bytes.Contains(line, []byte("ASIA"))
+	}},
+	{kind: KindAWSKey, re: regexp.MustCompile(`(?i)aws_secret_access_key["']?\s*[=:]\s*["']?([A-Za-z0-9/+=]{40})`), group: 1, pre: has("aws_secret_access_key")},
 	// Environment-style names are upper case, so "key" in JSON ("key": "qwen-image/...") is
 	// not one; the marker must end a word of the name, so MAX_TOKENS and TOKENIZER_PATH
 	// (counts and paths a bug report needs) are kept.
-	{kind: KindAssignment, re: regexp.MustCompile(`\b[A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(?:_[A-Z0-9_]*)?\b["']?\s*[=:]\s*["']?([^\s"'\\,;}\]]+)`), group: 1},
+	{kind: KindAssignment, re: regexp.MustCompile(`\b[A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(?:_[A-Z0-9_]*)?\b["']?\s*[=:]\s*["']?([^\s"'\\,;}\]]+)`), group: 1, pre: upperAssignment},
 	// Python reprs of server arguments: hf_token='...', api_key="...".
-	{kind: KindAssignment, re: regexp.MustCompile(`(?i)\b[a-z0-9_]*(?:token|api_key|apikey|secret|password|passwd|credentials?)=['"]([^'"\s\\]+)['"]`), group: 1},
+	{kind: KindAssignment, re: regexp.MustCompile(`(?i)\b[a-z0-9_]*(?:token|api_key|apikey|secret|password|passwd|credentials?)=['"]([^'"\s\\]+)['"]`), group: 1, pre: markerThen("", "='", `="`)},
 	// Flags whose name ends in the marker: --hf-token X, --api-key=X (not --tokenizer-path).
-	{kind: KindFlag, re: regexp.MustCompile(`(?i)--[a-z0-9-]*(?:token|key|secret|password|passwd|credentials?)(?:=|\s+)['"]?([^\s'"\\,]+)`), group: 1},
+	{kind: KindFlag, re: regexp.MustCompile(`(?i)--[a-z0-9-]*(?:token|key|secret|password|passwd|credentials?)(?:=|\s+)['"]?([^\s'"\\,]+)`), group: 1, pre: markerThen("--", "=", " ", "\t", "\r", "\f")},
 }
 
 // Redaction is one line of the README's redaction list: what kind of secret, under which name
@@ -75,6 +141,7 @@ type Redactor struct {
 	literals []literal
 	rules    []rule
 	counts   map[[2]string]int
+	lower    []byte // scratch: the current line in lower case
 }
 
 type literal struct {
@@ -113,15 +180,40 @@ func NewRedactor(env []string, extra []string) (*Redactor, error) {
 	return r, nil
 }
 
-// Bytes returns b with every secret replaced by Redacted.
+// Bytes returns b with every secret replaced by Redacted. The patterns work line by line (a
+// secret never spans lines); b itself is not modified.
 func (r *Redactor) Bytes(b []byte) []byte {
+	var out []byte
+	for len(b) > 0 {
+		n := bytes.IndexByte(b, '\n') + 1
+		if n == 0 {
+			n = len(b)
+		}
+		out = append(out, r.line(b[:n])...)
+		b = b[n:]
+	}
+	return out
+}
+
+// line redacts one line (with its newline, if any).
+func (r *Redactor) line(b []byte) []byte {
 	for _, l := range r.literals {
 		if n := bytes.Count(b, l.value); n > 0 {
 			b = bytes.ReplaceAll(b, l.value, []byte(Redacted))
 			r.counts[[2]string{KindEnv, l.name}] += n
 		}
 	}
-	for _, ru := range r.rules {
+	r.lower = append(r.lower[:0], b...)
+	for i, c := range r.lower {
+		if 'A' <= c && c <= 'Z' {
+			r.lower[i] = c + 'a' - 'A'
+		}
+	}
+	for i := range r.rules {
+		ru := &r.rules[i]
+		if ru.pre != nil && !ru.pre(b, r.lower) {
+			continue
+		}
 		name := ru.name
 		if name == "" {
 			name = ru.kind

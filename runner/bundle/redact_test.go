@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"bytes"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -104,6 +105,53 @@ func FuzzRedact(f *testing.F) {
 		}
 		if again := r.String(out); again != out {
 			t.Fatalf("not idempotent: %q -> %q", out, again)
+		}
+	})
+}
+
+// BenchmarkRedactorStream measures redaction throughput on log-like text (the cost of
+// bundling a long log or a full trace).
+func BenchmarkRedactorStream(b *testing.B) {
+	r, _ := NewRedactor([]string{"HF_TOKEN=hf_literalvalue123"}, []string{`internal-[a-z0-9]+`})
+	line := "[11-21 19:00:34] [DenoisingStage] step 12/50 took 412.3 ms, https://hub.example.com/x SGLANG_MAX_TOKENS=4096\n"
+	data := []byte(strings.Repeat(line, (16<<20)/len(line)))
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for range b.N {
+		if err := r.Stream(io.Discard, bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzPrefilters: a rule's prefilter accepts every line its expression matches, so skipping
+// the expression never lets a secret through.
+func FuzzPrefilters(f *testing.F) {
+	for _, s := range []string{
+		"export HF_TOKEN=abc", "SECRET_KEY_BASE = \"x\"", `"OPENAI_API_KEY": "sk"`, "api_key='abc'",
+		"--hf-token abc", "--api-key=xyz", "Authorization: Basic dXNlcjpwYXNz", "bearer abcdefghij",
+		"https://u:p@h", "AKIAIOSFODNN7EXAMPLE", "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+		"hf_abcdefghijklmnopqrstu", "MY_CREDENTIALS:val", "x PASSWD\t= y", "--token\rx", "HF_TOKEN\f=x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsRune(line, '\n') {
+			return
+		}
+		lower := []byte(strings.Map(func(r rune) rune {
+			if 'A' <= r && r <= 'Z' {
+				return r + 'a' - 'A'
+			}
+			return r
+		}, line))
+		if len(lower) != len(line) {
+			return
+		}
+		for _, ru := range builtinRules {
+			if ru.re.MatchString(line) && ru.pre != nil && !ru.pre([]byte(line), lower) {
+				t.Fatalf("rule %s (%s) matches %q but its prefilter skips it", ru.kind, ru.re, line)
+			}
 		}
 	})
 }
