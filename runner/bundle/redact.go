@@ -162,6 +162,16 @@ func NewRedactor(env []string, extra []string) (*Redactor, error) {
 		}
 		seen[v] = true
 		r.literals = append(r.literals, literal{name: k, value: []byte(v)})
+		// Redaction works line by line: a multi-line value (a PEM key) is also searched for
+		// line by line.
+		if strings.ContainsRune(v, '\n') {
+			for _, part := range strings.Split(v, "\n") {
+				if part = strings.TrimRight(part, "\r"); len(part) >= minLiteral && !seen[part] {
+					seen[part] = true
+					r.literals = append(r.literals, literal{name: k, value: []byte(part)})
+				}
+			}
+		}
 		// The same value as it appears inside a JSON string.
 		if js, err := json.Marshal(v); err == nil && string(js[1:len(js)-1]) != v {
 			r.literals = append(r.literals, literal{name: k, value: js[1 : len(js)-1]})
@@ -183,6 +193,15 @@ func NewRedactor(env []string, extra []string) (*Redactor, error) {
 // Bytes returns b with every secret replaced by Redacted. The patterns work line by line (a
 // secret never spans lines); b itself is not modified.
 func (r *Redactor) Bytes(b []byte) []byte {
+	// Whole multi-line values first, while the buffer still holds them whole.
+	for _, l := range r.literals {
+		if bytes.IndexByte(l.value, '\n') >= 0 {
+			if n := bytes.Count(b, l.value); n > 0 {
+				b = bytes.ReplaceAll(b, l.value, []byte(Redacted))
+				r.counts[[2]string{KindEnv, l.name}] += n
+			}
+		}
+	}
 	var out []byte
 	for len(b) > 0 {
 		n := bytes.IndexByte(b, '\n') + 1

@@ -100,6 +100,17 @@ func FuzzRedact(f *testing.F) {
 		if len(secret) >= minLiteral && secret != Redacted && !strings.Contains(Redacted, secret) && strings.Contains(out, secret) {
 			t.Fatalf("literal secret %q survived in %q", secret, out)
 		}
+		// Streamed line by line, each long enough line of a multi-line secret is caught.
+		var sb bytes.Buffer
+		if err := r.clone().Stream(&sb, strings.NewReader(pre+secret+post)); err != nil {
+			t.Fatal(err)
+		}
+		for _, part := range strings.Split(secret, "\n") {
+			part = strings.TrimRight(part, "\r")
+			if len(part) >= minLiteral && !strings.Contains(Redacted, part) && strings.Contains(sb.String(), part) {
+				t.Fatalf("line %q of the secret survived streaming in %q", part, sb.String())
+			}
+		}
 		if m := hfToken.FindString(out); m != "" {
 			t.Fatalf("hf token %q survived in %q", m, out)
 		}
