@@ -110,9 +110,11 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 	case c.Backend.Kind == "sglang" && c.Backend.Mode == "generate":
 		return sglang.New(), nil
 	case c.Backend.Kind == "sglang" && c.Backend.Mode == sglang.ModeServe:
-		// Serve mode: the runner drives the server itself (runner/serve.go).
-		if c.Profiler == plans.ProfilerNsys {
-			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" in backend.mode = \"serve\" is not supported by this runner version yet; use \"torch\" or \"none\" for serve plans")}
+		// Serve mode: the runner drives the server itself (runner/serve.go). nsys wraps a
+		// diffusion server for the whole of one cell; the LLM server's cudaProfilerApi window
+		// (CUDA_PROFILER activity) is not wired yet.
+		if c.Profiler == plans.ProfilerNsys && sglang.ModelType(c) == sglang.ModelTypeLLM {
+			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") is not supported by this runner version yet; use \"torch\" (the /start_profile window) or \"none\"")}
 		}
 		return sglang.NewServe(), nil
 	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == sglang.ModeServe:

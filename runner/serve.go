@@ -44,6 +44,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllmomni"
+	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/runner/load"
@@ -133,6 +134,11 @@ func newServeSession(runDir string, opts *Options) *serveSession {
 func serverKey(c plans.Cell) string {
 	if c.Backend.Kind == vllmomni.Kind {
 		return vllmomni.ServerKey(c)
+	}
+	if c.Profiler == plans.ProfilerNsys {
+		// nsys profiles a process from start to end: an nsys cell gets a server of its own,
+		// stopped at the end of the cell so that its report is written.
+		return sglang.ServerKey(c) + "|nsys|" + c.ID
 	}
 	return sglang.ServerKey(c)
 }
@@ -304,7 +310,14 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	if res.Verdict == "" {
 		res.Verdict = plans.VerdictOK
 	}
-	if !opts.NoTriage && res.Verdict == plans.VerdictOK && len(res.Found.Traces) > 0 {
+	if rec.NSys != nil && ctx.Err() == nil {
+		// The report is written when nsys ends: stop the cell's server, then export it.
+		if ss.cur == srv {
+			ss.close()
+		}
+		nsysStep(ctx, rec, res, opts)
+	}
+	if !opts.NoTriage && res.Verdict == plans.VerdictOK && (len(res.Found.Traces) > 0 || rec.NSys != nil) {
 		triageCell(ctx, rec, res, opts)
 	}
 	return res
@@ -361,6 +374,9 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if err != nil {
 		return failed("server-command", err.Error())
 	}
+	if rec.NSys != nil {
+		launch.Argv = nsys.Wrap(opts.nsysCommand(), c.NSys, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
+	}
 	if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
 		launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
 	}
@@ -386,6 +402,11 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if grace <= 0 {
 		grace = 10 * time.Second
 	}
+	intGrace := grace
+	if rec.NSys != nil && intGrace < time.Minute {
+		// nsys writes its report after SIGINT; a big capture takes a while to finalise.
+		intGrace = time.Minute
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	srv.cancel = cancel
 	spec := proc.Spec{
@@ -399,7 +420,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 				srv.event(func() { srv.profDone++ })
 			}
 		},
-		InterruptGrace: grace, TerminateGrace: grace,
+		InterruptGrace: intGrace, TerminateGrace: grace,
 	}
 	log := opts.Logger.With("server", rel)
 	go func() {

@@ -96,14 +96,17 @@ flush_timeout = "200ms"
 	}
 }
 
-func TestServeRefusesNsys(t *testing.T) {
+func TestServeRefusesNsysForLLM(t *testing.T) {
 	p := testPlan(t, `
 name = "ns"
 [backend]
 mode = "serve"
+model_type = "llm"
 [matrix]
-model = ["Qwen/Qwen-Image"]
+model = ["m"]
 prompt = ["a cat"]
+input_len = [8]
+output_len = [4]
 [profile]
 profilers = ["nsys"]
 `)

@@ -190,8 +190,12 @@ type server struct {
 	crashed  chan struct{}
 	crashOne sync.Once
 
-	mu    sync.Mutex
-	jobs  map[string]*videoJob
+	mu   sync.Mutex
+	jobs map[string]*videoJob
+	// act is the nsys activity sink (under the nsys simulator): a gen shim reuses generate's
+	// emitters, so a diffusion server's requests show up as kernels in the nsys report.
+	act *gen
+
 	prof2 *llmProfile // the LLM profiling session in progress
 	steps int64       // LLM forward steps so far
 }
@@ -234,6 +238,17 @@ func (s *server) run() (int, error) {
 			prof.id = s.model
 		}
 		s.prof = prof
+		if path := s.env[EnvNSysActivity]; path != "" {
+			if a, err := openActivity(path); err != nil {
+				s.log.log("WARNING: %v", err)
+			} else {
+				defer a.close()
+				a.put(&actRec{K: "proc", PID: int32(os.Getpid()), Name: "python3"})
+				a.put(&actRec{K: "gpu", Dev: 0, Name: "NVIDIA H100 80GB HBM3"})
+				a.flush()
+				s.act = &gen{act: a, prof: prof, tp: 1, model: s.model, k: s.k}
+			}
+		}
 	}
 	// Both flavours load the model before uvicorn starts; the LLM server then answers /health
 	// 503 until its warmup request has passed (§A.8, §B.3).
@@ -484,6 +499,24 @@ func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string
 	start := s.clk.now()
 	if err := s.ms(total); err != nil {
 		return 0, "", err
+	}
+	if g := s.act; g != nil {
+		// GPU work of the request on the simulated clock: text encoding, the steps, the VAE.
+		// The NVTX ranges are the ones generate's stage logging and layerwise markers push.
+		at := start
+		g.emitStage(kinetogenTextEncoding, at, s.prof.textMS)
+		g.nvtx("TextEncodingStage", at, at+int64(textMS*1e6))
+		at += int64(textMS * 1e6)
+		denoiseStart := at
+		for i := range q.NumInferenceSteps {
+			g.emitStep(i, at, stepMS)
+			g.nvtx("denoising_step_"+strconv.Itoa(i), at, at+int64(denoiseStepMS*1e6))
+			at += int64(denoiseStepMS * 1e6)
+		}
+		g.nvtx("DenoisingStage", denoiseStart, at)
+		g.emitStage(kinetogenDecoding, at, s.prof.vaeMS*pf)
+		g.nvtx("DecodingStage", at, at+int64(vaeMS*1e6))
+		g.act.flush()
 	}
 	if q.PerfDumpPath != "" {
 		// The request's perf dump (§A.4), as generate's --perf-dump-path writes it.
