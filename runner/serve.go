@@ -917,6 +917,25 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 }
 
+// StatusReporter is implemented by a Progress that can show a transient status line for the
+// current cell; serve mode uses it to keep saying that it waits for a profiler flush (which
+// can take minutes). Progress implementations without it get the same text in the log only.
+type StatusReporter interface {
+	Status(c plans.Cell, msg string)
+}
+
+// status reports msg for cell c on the logger and, when it can, on the progress display.
+func (ss *serveSession) status(c plans.Cell, msg string, args ...any) {
+	ss.opts.Logger.Info(msg, append([]any{"cell", c.ID}, args...)...)
+	if sr, ok := ss.opts.Progress.(StatusReporter); ok {
+		line := msg
+		for i := 0; i+1 < len(args); i += 2 {
+			line += fmt.Sprintf(" %v=%v", args[i], args[i+1])
+		}
+		sr.Status(c, line)
+	}
+}
+
 // flush closes the LLM profiling window: POST /stop_profile with flush_timeout as the client
 // timeout, reporting the wait; a window that auto-stopped after num_steps answers 500 ("not in
 // progress") and is waited for through the scheduler's "Profiling done." line instead.
@@ -930,13 +949,13 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 	go func() {
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
-		ss.opts.Logger.Info("waiting for the profiler flush (POST /stop_profile)", "cell", c.ID, "flush_timeout", ft)
+		ss.status(c, "waiting for the profiler flush (POST /stop_profile)", "flush_timeout", ft)
 		for {
 			select {
 			case <-stopReport:
 				return
 			case <-t.C:
-				ss.opts.Logger.Info("still waiting for the profiler flush", "cell", c.ID, "waited", time.Since(t0).Round(time.Second), "flush_timeout", ft)
+				ss.status(c, "still waiting for the profiler flush", "waited", time.Since(t0).Round(time.Second), "flush_timeout", ft)
 			}
 		}
 	}()
@@ -976,7 +995,7 @@ func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server
 		ft = 10 * time.Minute
 	}
 	t0 := time.Now()
-	ss.opts.Logger.Info("waiting for the profiler flush (POST /stop_profile, then the trace gzip)", "cell", c.ID, "flush_timeout", ft)
+	ss.status(c, "waiting for the profiler flush (POST /stop_profile, then the trace gzip)", "flush_timeout", ft)
 	code, body := post(ctx, srv.baseURL()+"/stop_profile", map[string]any{}, ft)
 	if ctx.Err() != nil {
 		return

@@ -287,3 +287,39 @@ requests = 1
 		}
 	}
 }
+
+// statusProgress records Status calls.
+type statusProgress struct {
+	nopProgress
+	lines []string
+}
+
+func (p *statusProgress) Status(c plans.Cell, msg string) { p.lines = append(p.lines, c.ID+": "+msg) }
+
+func TestServeFlushStatusReachesProgress(t *testing.T) {
+	p := testPlan(t, `
+name = "st"
+[backend]
+mode = "serve"
+model_type = "llm"
+[matrix]
+model = ["m"]
+prompt = ["hi"]
+input_len = [8]
+output_len = [4]
+[load]
+warmup = 0
+requests = 1
+[profile]
+profilers = ["torch"]
+`)
+	opts := simOptions(t)
+	prog := &statusProgress{}
+	opts.Progress = prog
+	if _, err := Run(context.Background(), p, opts); err != nil {
+		t.Fatal(err)
+	}
+	if len(prog.lines) == 0 || !strings.Contains(prog.lines[0], "waiting for the profiler flush") || !strings.Contains(prog.lines[0], "flush_timeout=") {
+		t.Fatalf("status lines %q", prog.lines)
+	}
+}
