@@ -38,7 +38,7 @@ import (
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
 )
 
-// serveCommonSpecs are the ServerArgs options both flavours accept here (plus --config).
+// llmSpecs are the LLM ServerArgs options the simulated launch_server accepts (a subset).
 var llmSpecs = []argSpec{
 	{flags: []string{"--model-path", "--model"}, dest: "model_path"},
 	{flags: []string{"--served-model-name"}, dest: "served_model_name"},
