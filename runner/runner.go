@@ -135,39 +135,7 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 // *UsageError for problems the user must fix in the plan); cell failures are not errors, they
 // are in the summary and its ExitCode.
 func Run(ctx context.Context, p *plans.Plan, opts Options) (*Summary, error) {
-	opts.defaults()
-	cells := p.Expand()
-	if len(cells) == 0 {
-		return nil, &UsageError{errors.New("the plan expands to no cells")}
-	}
-	if err := preflight(ctx, cells, &opts); err != nil {
-		return nil, err
-	}
-	output := p.OutputDir
-	if opts.OutputDir != "" {
-		output = opts.OutputDir
-	}
-	start := opts.Now()
-	dir, err := newRunDir(output, p.Name, start)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeFileAtomic(filepath.Join(dir, PlanFile), p.Source); err != nil {
-		return nil, err
-	}
-	recs, err := prepareCells(dir, cells, &opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeJSONAtomic(filepath.Join(dir, CellsFile), cellsFile{Cells: redactRecords(recs)}); err != nil {
-		return nil, err
-	}
-	man := captureManifest(ctx, p, dir, cells, &opts, start)
-	if err := writeJSONAtomic(filepath.Join(dir, ManifestFile), man); err != nil {
-		return nil, err
-	}
-	opts.Logger.Info("run directory", "dir", dir, "cells", len(cells))
-	return execute(ctx, p, dir, recs, man, &opts)
+	return RunCells(ctx, p, nil, opts)
 }
 
 // Resume finishes the cells of an existing run directory that have no result.json, and re-runs
@@ -183,14 +151,22 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	if err := readJSON(filepath.Join(dir, CellsFile), &saved); err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w; is this a run directory?", dir, err)}
 	}
-	cells := p.Expand()
-	if len(cells) != len(saved.Cells) {
-		return nil, fmt.Errorf("resume %s: plan.toml expands to %d cells but cells.json lists %d; the run directory was edited", dir, len(cells), len(saved.Cells))
+	// The run may hold a subset of the plan's cells (runner replay --cells): resume exactly the
+	// cells cells.json lists, each of which the plan must still expand to.
+	byID := map[string]plans.Cell{}
+	for _, c := range p.Expand() {
+		byID[c.ID] = c
 	}
-	for i := range cells {
-		if cells[i].ID != saved.Cells[i].Cell.ID {
-			return nil, fmt.Errorf("resume %s: cell %d is %q in plan.toml but %q in cells.json; the run directory was edited", dir, i, cells[i].ID, saved.Cells[i].Cell.ID)
+	cells := make([]plans.Cell, 0, len(saved.Cells))
+	for _, sc := range saved.Cells {
+		c, ok := byID[sc.Cell.ID]
+		if !ok {
+			return nil, fmt.Errorf("resume %s: cells.json lists cell %q but plan.toml does not expand to it; the run directory was edited", dir, sc.Cell.ID)
 		}
+		cells = append(cells, c)
+	}
+	if len(cells) == 0 {
+		return nil, fmt.Errorf("resume %s: cells.json lists no cells; the run directory was edited", dir)
 	}
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err

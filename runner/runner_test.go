@@ -138,7 +138,7 @@ func TestResumeRunsOnlyMissingCells(t *testing.T) {
 	}
 
 	// An edited run directory is refused.
-	if err := os.WriteFile(filepath.Join(sum.RunDir, PlanFile), []byte(strings.Replace(twoCells, "repeats = 2", "repeats = 3", 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(sum.RunDir, PlanFile), []byte(strings.Replace(twoCells, "repeats = 2", "repeats = 1", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Resume(context.Background(), sum.RunDir, opts); err == nil || !strings.Contains(err.Error(), "edited") {
