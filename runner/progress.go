@@ -130,3 +130,18 @@ func (p *barProgress) Finish() {
 		fmt.Fprintln(p.w)
 	}
 }
+
+// Status prints a transient status of the current cell (e.g. "waiting for the profiler
+// flush") as its own line, so a long wait is visible in CI logs.
+func (p *lineProgress) Status(c plans.Cell, msg string) {
+	fmt.Fprintf(p.w, "       %s: %s\n", c.ID, msg)
+}
+
+// Status shows a transient status of the current cell in the bar's description.
+func (p *barProgress) Status(c plans.Cell, msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("%s %s", c.ID, msg))
+	}
+}
