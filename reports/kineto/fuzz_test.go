@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 )
@@ -18,10 +19,18 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","ts":1,"dur":2},`))
 	f.Add([]byte("{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\"b\",\"ts\":1,\"dur\":2}]}"))
 	f.Add([]byte("{\n\"traceEvents\": [\n  {\"name\": \"x\ny\"},\n  {\"ph\":\"X\",\"cat\":\"kernel\",\"ts\":1,\"dur\":1}\n]}"))
+	for _, d := range fastEventDocs {
+		f.Add([]byte(d))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := Read(context.Background(), bytes.NewReader(data), "fuzz.json", Options{})
 		if err == nil && tr == nil {
 			t.Fatal("nil trace without error")
+		}
+		// The fast event scanner must build exactly what the fastjson path builds, on any input.
+		slow, err2 := Read(context.Background(), bytes.NewReader(data), "fuzz.json", Options{noFast: true})
+		if (err == nil) != (err2 == nil) || !reflect.DeepEqual(tr, slow) {
+			t.Fatalf("fast and fastjson paths differ: %v / %v\n%+v\n%+v", err, err2, tr, slow)
 		}
 		if len(data) > 1<<16 || !json.Valid(data) || !utf8.Valid(data) || bytes.Count(data, []byte("traceEvents")) > 1 || nestingDepth(data) > 100 {
 			return

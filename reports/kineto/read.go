@@ -51,6 +51,9 @@ type Options struct {
 	Sequential bool
 	// Pipeline forces the two-goroutine pipeline even with GOMAXPROCS 1 (for measurements).
 	Pipeline bool
+
+	// noFast sends every event through fastjson (tests compare both paths).
+	noFast bool
 }
 
 // maxEventDurNS is the duration above which an event is treated as a CUPTI overflow record
@@ -164,12 +167,36 @@ type decoder struct {
 	ev rawEvent
 }
 
-// rawEvent holds the fields of one event while it is decoded; byte slices alias the parser.
+// rawEvent holds the fields of one event while it is decoded; byte slices alias the input
+// or the parser.
 type rawEvent struct {
 	ph, cat, name []byte
-	pid, tid      *fastjson.Value
-	ts, dur, id   *fastjson.Value
-	args          *fastjson.Value
+	pid, tid      jv
+	ts, dur, id   jv
+	a             argsFields      // the used args of the last "args" key
+	args          *fastjson.Value // the fastjson path only (metadata reads its strings)
+}
+
+// jv is a scalar field value as the decoder uses it: a string (b is its unescaped content), a
+// number (b is its text), another type, or absent.
+type jv struct {
+	t uint8 // jvAbsent, jvString, jvNumber, jvOther (jvEscaped only inside the fast path)
+	b []byte
+}
+
+// jvOf converts a fastjson value.
+func jvOf(v *fastjson.Value) jv {
+	if v == nil {
+		return jv{}
+	}
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		return jv{t: jvNumber, b: v.MarshalTo(nil)}
+	case fastjson.TypeString:
+		b, _ := v.StringBytes()
+		return jv{t: jvString, b: b}
+	}
+	return jv{t: jvOther}
 }
 
 func newDecoder(ctx context.Context, name string, opts Options) *decoder {
@@ -345,6 +372,10 @@ func (d *decoder) event(raw []byte, off int64) error {
 			return err
 		}
 	}
+	ev := &d.ev
+	if !d.opts.noFast && d.fastEvent(raw, ev) {
+		return d.dispatch(ev, off)
+	}
 	if !utf8.Valid(raw) {
 		bad := firstInvalidUTF8(raw)
 		d.warnf("utf8", "event at byte %d has invalid UTF-8 at byte %d; skipped it", off, off+int64(bad))
@@ -360,7 +391,6 @@ func (d *decoder) event(raw []byte, off int64) error {
 		d.warnf("json", "element at byte %d of traceEvents is not an object; skipped it", off)
 		return nil
 	}
-	ev := &d.ev
 	*ev = rawEvent{}
 	o.Visit(func(k []byte, v *fastjson.Value) {
 		switch string(k) {
@@ -371,19 +401,25 @@ func (d *decoder) event(raw []byte, off int64) error {
 		case "name":
 			ev.name, _ = v.StringBytes()
 		case "pid":
-			ev.pid = v
+			ev.pid = jvOf(v)
 		case "tid":
-			ev.tid = v
+			ev.tid = jvOf(v)
 		case "ts":
-			ev.ts = v
+			ev.ts = jvOf(v)
 		case "dur":
-			ev.dur = v
+			ev.dur = jvOf(v)
 		case "id":
-			ev.id = v
+			ev.id = jvOf(v)
 		case "args":
 			ev.args = v
 		}
 	})
+	d.readArgs(ev.args, &ev.a)
+	return d.dispatch(ev, off)
+}
+
+// dispatch stores a decoded event by its phase.
+func (d *decoder) dispatch(ev *rawEvent, off int64) error {
 	if len(ev.ph) != 1 {
 		return nil
 	}
@@ -399,11 +435,11 @@ func (d *decoder) event(raw []byte, off int64) error {
 		if c := string(ev.cat); c != "ac2g" && c != "async_cpu_to_gpu" {
 			return nil
 		}
-		ts, ok := d.micros(ev.ts)
-		if !ok || ev.id == nil {
+		ts, ok := micros(ev.ts)
+		if !ok || ev.id.t == jvAbsent {
 			return nil
 		}
-		id, ok := d.intVal(ev.id)
+		id, ok := intVal(ev.id)
 		if !ok {
 			return nil
 		}
@@ -427,48 +463,32 @@ func firstInvalidUTF8(b []byte) int {
 
 // micros parses a ts/dur number into nanoseconds (strings are not times: Chrome's format
 // and every Kineto version write numbers).
-func (d *decoder) micros(v *fastjson.Value) (int64, bool) {
-	if v == nil {
-		return 0, false
-	}
-	switch v.Type() {
-	case fastjson.TypeNumber:
-		d.num = v.MarshalTo(d.num[:0])
-		return parseMicrosNS(d.num)
+func micros(v jv) (int64, bool) {
+	if v.t == jvNumber {
+		return parseMicrosNS(v.b)
 	}
 	return 0, false
 }
 
 // intVal parses an integer-valued number (or numeric string).
-func (d *decoder) intVal(v *fastjson.Value) (int64, bool) {
-	if v == nil {
-		return 0, false
-	}
-	switch v.Type() {
-	case fastjson.TypeNumber:
-		d.num = v.MarshalTo(d.num[:0])
-		return parseInt(d.num)
-	case fastjson.TypeString:
-		b, _ := v.StringBytes()
-		return parseInt(b)
+func intVal(v jv) (int64, bool) {
+	if v.t == jvNumber || v.t == jvString {
+		return parseInt(v.b)
 	}
 	return 0, false
 }
 
 // idOf maps a pid or tid to an int32: numbers as they are (wrapping like C), numeric strings
 // parsed, other strings to synthetic ids from syntheticPIDBase up. synthetic is true for those.
-func (d *decoder) idOf(v *fastjson.Value) (id int32, synthetic bool) {
-	if v == nil {
-		return 0, false
-	}
-	switch v.Type() {
-	case fastjson.TypeNumber:
-		if n, ok := d.intVal(v); ok {
+func (d *decoder) idOf(v jv) (id int32, synthetic bool) {
+	switch v.t {
+	case jvNumber:
+		if n, ok := parseInt(v.b); ok {
 			return int32(n), false
 		}
 		return 0, false
-	case fastjson.TypeString:
-		b, _ := v.StringBytes()
+	case jvString:
+		b := v.b
 		if n, ok := parseInt(b); ok {
 			return int32(n), false
 		}
@@ -547,8 +567,66 @@ type argsFields struct {
 	hasStream, hasDevice                                         bool
 }
 
+// argKind names an args key the reader uses.
+type argKind uint8
+
+const (
+	argNone argKind = iota
+	argExternal
+	argCorrelation
+	argStream
+	argDevice
+	argBytes
+	argPyID
+	argPyParent
+)
+
+func argKey(k []byte) argKind {
+	switch string(k) {
+	case "External id":
+		return argExternal
+	case "correlation":
+		return argCorrelation
+	case "stream":
+		return argStream
+	case "device":
+		return argDevice
+	case "bytes":
+		return argBytes
+	case "Python id":
+		return argPyID
+	case "Python parent id":
+		return argPyParent
+	}
+	return argNone
+}
+
+func (a *argsFields) reset() {
+	*a = argsFields{external: trace.NoID, correlation: trace.NoID, pyID: trace.NoID, pyParent: trace.NoID}
+}
+
+// set stores one parsed args value; a later valid duplicate key wins, an invalid one is ignored.
+func (a *argsFields) set(k argKind, n int64) {
+	switch k {
+	case argExternal:
+		a.external = n
+	case argCorrelation:
+		a.correlation = n
+	case argStream:
+		a.stream, a.hasStream = n, true
+	case argDevice:
+		a.device, a.hasDevice = n, true
+	case argBytes:
+		a.bytes = n
+	case argPyID:
+		a.pyID = n
+	case argPyParent:
+		a.pyParent = n
+	}
+}
+
 func (d *decoder) readArgs(v *fastjson.Value, a *argsFields) {
-	a.external, a.correlation, a.pyID, a.pyParent = trace.NoID, trace.NoID, trace.NoID, trace.NoID
+	a.reset()
 	if v == nil {
 		return
 	}
@@ -557,34 +635,9 @@ func (d *decoder) readArgs(v *fastjson.Value, a *argsFields) {
 		return
 	}
 	o.Visit(func(k []byte, v *fastjson.Value) {
-		switch string(k) {
-		case "External id":
-			if n, ok := d.intVal(v); ok {
-				a.external = n
-			}
-		case "correlation":
-			if n, ok := d.intVal(v); ok {
-				a.correlation = n
-			}
-		case "stream":
-			if n, ok := d.intVal(v); ok {
-				a.stream, a.hasStream = n, true
-			}
-		case "device":
-			if n, ok := d.intVal(v); ok {
-				a.device, a.hasDevice = n, true
-			}
-		case "bytes":
-			if n, ok := d.intVal(v); ok {
-				a.bytes = n
-			}
-		case "Python id":
-			if n, ok := d.intVal(v); ok {
-				a.pyID = n
-			}
-		case "Python parent id":
-			if n, ok := d.intVal(v); ok {
-				a.pyParent = n
+		if ak := argKey(k); ak != argNone {
+			if n, ok := intVal(jvOf(v)); ok {
+				a.set(ak, n)
 			}
 		}
 	})
@@ -608,9 +661,9 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 	if cat == "python_function" && d.opts.SkipFrames || cat == "cpu_op" && d.opts.SkipCPUOps {
 		return
 	}
-	ts, ok1 := d.micros(ev.ts)
-	dur, ok2 := d.micros(ev.dur)
-	if ok1 && !ok2 && ev.dur != nil && ev.dur.Type() == fastjson.TypeNumber && d.num[0] != '-' {
+	ts, ok1 := micros(ev.ts)
+	dur, ok2 := micros(ev.dur)
+	if ok1 && !ok2 && ev.dur.t == jvNumber && len(ev.dur.b) > 0 && ev.dur.b[0] != '-' {
 		// A duration too large for int64 ns: CUPTI's wrapped end-before-start records.
 		d.nOverflow++
 		return
@@ -630,8 +683,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		d.nOverflow++
 		return
 	}
-	var a argsFields
-	d.readArgs(ev.args, &a)
+	a := &ev.a
 	pid, psyn := d.idOf(ev.pid)
 	tid, _ := d.idOf(ev.tid)
 	t := d.t
