@@ -35,12 +35,15 @@ type fastScan struct {
 	esc  bool // the last string scanned had an escape
 }
 
-func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+// wsByte marks JSON whitespace.
+var wsByte = [256]bool{' ': true, '\n': true, '\r': true, '\t': true}
 
 func (s *fastScan) ws() {
-	for s.i < len(s.b) && isWS(s.b[s.i]) {
-		s.i++
+	i, b := s.i, s.b
+	for i < len(b) && wsByte[b[i]] {
+		i++
 	}
+	s.i = i
 }
 
 // str scans a string starting at its opening quote and returns its raw content (escapes
@@ -242,7 +245,8 @@ const (
 
 // fastEvent fills ev from raw with the fast scanner; false means the caller must use the
 // fastjson path (ev is then garbage).
-func (d *decoder) fastEvent(raw []byte, ev *rawEvent) bool {
+// It keeps no state, so the pipeline's splitting goroutine may run it too.
+func fastEvent(raw []byte, ev *rawEvent) bool {
 	s := fastScan{b: raw}
 	*ev = rawEvent{}
 	ev.a.reset()
@@ -272,7 +276,7 @@ func (d *decoder) fastEvent(raw []byte, ev *rawEvent) bool {
 		s.ws()
 		if string(key) == "args" && s.i < len(raw) && raw[s.i] == '{' {
 			ev.a.reset()
-			if !d.fastArgs(&s, &ev.a) {
+			if !fastArgs(&s, &ev.a) {
 				return false
 			}
 		} else {
@@ -354,7 +358,7 @@ func (v jv) str() ([]byte, bool) {
 }
 
 // fastArgs scans an args object at s.i, taking the keys argsFields holds.
-func (d *decoder) fastArgs(s *fastScan, a *argsFields) bool {
+func fastArgs(s *fastScan, a *argsFields) bool {
 	raw := s.b
 	s.i++ // '{'
 	s.ws()

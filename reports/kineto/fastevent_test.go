@@ -58,15 +58,17 @@ func TestFastEventMatchesFastjson(t *testing.T) {
 		}
 	}
 	for name, data := range inputs {
-		fast, err1 := Read(context.Background(), bytes.NewReader(data), name, Options{})
 		slow, err2 := Read(context.Background(), bytes.NewReader(data), name, Options{noFast: true})
-		if (err1 == nil) != (err2 == nil) {
-			t.Fatalf("%s: fast path error %v, fastjson path error %v", name, err1, err2)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Errorf("%s: fast and fastjson paths differ: events %d/%d, kernels %d/%d, launches %d/%d, frames %d/%d, warnings %q / %q",
-				name, fast.Events, slow.Events, len(fast.GPUOps), len(slow.GPUOps), len(fast.Launches), len(slow.Launches),
-				len(fast.Frames), len(slow.Frames), fast.Warnings, slow.Warnings)
+		for _, o := range []Options{{Sequential: true}, {Pipeline: true}, {Pipeline: true, preparseAll: true}} {
+			fast, err1 := Read(context.Background(), bytes.NewReader(data), name, o)
+			if (err1 == nil) != (err2 == nil) {
+				t.Fatalf("%s %+v: fast path error %v, fastjson path error %v", name, o, err1, err2)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Errorf("%s %+v: fast and fastjson paths differ: events %d/%d, kernels %d/%d, launches %d/%d, frames %d/%d, warnings %q / %q",
+					name, o, fast.Events, slow.Events, len(fast.GPUOps), len(slow.GPUOps), len(fast.Launches), len(slow.Launches),
+					len(fast.Frames), len(slow.Frames), fast.Warnings, slow.Warnings)
+			}
 		}
 	}
 }
@@ -90,7 +92,7 @@ func TestFastEventDeclines(t *testing.T) {
 		{`{"ph":"X","name":"` + "\xc3\x28" + `"}`, false},
 		{`{"ph":"X","name":"é"}`, true},
 	} {
-		if got := d.fastEvent([]byte(c.ev), &d.ev); got != c.fast {
+		if got := fastEvent([]byte(c.ev), &d.ev); got != c.fast {
 			t.Errorf("fastEvent(%s) = %v, want %v", c.ev, got, c.fast)
 		}
 	}

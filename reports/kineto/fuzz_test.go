@@ -32,6 +32,11 @@ func FuzzRead(f *testing.F) {
 		if (err == nil) != (err2 == nil) || !reflect.DeepEqual(tr, slow) {
 			t.Fatalf("fast and fastjson paths differ: %v / %v\n%+v\n%+v", err, err2, tr, slow)
 		}
+		// So must the pipeline when its splitting goroutine runs the scanner.
+		pre, err3 := Read(context.Background(), bytes.NewReader(data), "fuzz.json", Options{Pipeline: true, preparseAll: true})
+		if (err == nil) != (err3 == nil) || !reflect.DeepEqual(tr, pre) {
+			t.Fatalf("pre-parsing pipeline differs: %v / %v\n%+v\n%+v", err, err3, tr, pre)
+		}
 		if len(data) > 1<<16 || !json.Valid(data) || !utf8.Valid(data) || bytes.Count(data, []byte("traceEvents")) > 1 || nestingDepth(data) > 100 {
 			return
 		}

@@ -125,6 +125,8 @@ func BenchmarkRead(b *testing.B) {
 		{"json.gz", true, Options{}},
 		{"json/skip-frames-cpuops", false, Options{SkipFrames: true, SkipCPUOps: true, SkipFlows: true}},
 		{"json/pipeline", false, Options{Pipeline: true}},
+		{"json/sequential", false, Options{Sequential: true}},
+		{"json/sequential-fastjson", false, Options{Sequential: true, noFast: true}},
 		{"json.gz/sequential", true, Options{Sequential: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -10,6 +10,12 @@ import (
 // stores the elements. On two free cores the splitter and gzip inflate hide behind the parse,
 // so .json.gz costs what .json costs. Batches are recycled, so memory stays bounded
 // (pipelineDepth batches of about batchBytes each).
+//
+// The parse costs more than the split, so the consumer is usually the slower stage. When the
+// splitter finds the queue full, it runs the fast event scanner over the batch it holds
+// (instead of only waiting) and sends the decoded fields along; the consumer then only stores
+// them. The work divides itself between the two cores by whoever is free, and the result is
+// the same whichever goroutine scanned an event, since fastEvent keeps no state.
 
 const (
 	batchBytes    = 256 << 10
@@ -30,11 +36,38 @@ type batchItem struct {
 	off      int64 // input offset
 	lo, hi   int   // element bytes in batch.data
 	klo, khi int   // key bytes (itemTop)
+	pre      uint8 // for itemEvent: preNone, preOK (evs holds the fields), preDeclined
 }
+
+const (
+	preNone uint8 = iota
+	preOK
+	preDeclined
+)
 
 type batch struct {
 	data  []byte
 	items []batchItem
+	evs   []rawEvent // per item when the splitter pre-parsed the batch; aliases data
+}
+
+// preparse runs the fast event scanner over every event of the batch.
+func (b *batch) preparse() {
+	if cap(b.evs) < len(b.items) {
+		b.evs = make([]rawEvent, len(b.items))
+	}
+	b.evs = b.evs[:len(b.items)]
+	for i := range b.items {
+		it := &b.items[i]
+		if it.kind != itemEvent {
+			continue
+		}
+		if fastEvent(b.data[it.lo:it.hi], &b.evs[i]) {
+			it.pre = preOK
+		} else {
+			it.pre = preDeclined
+		}
+	}
 }
 
 // collector is the producer-side handler: it copies what the walker finds into batches.
@@ -44,12 +77,14 @@ type collector struct {
 	out  chan<- *batch
 	free chan *batch
 	n    int64
+	// fast allows pre-parsing with fastEvent; always pre-parses every batch (tests).
+	fast, always bool
 }
 
 func (c *collector) next() *batch {
 	select {
 	case b := <-c.free:
-		b.data, b.items = b.data[:0], b.items[:0]
+		b.data, b.items, b.evs = b.data[:0], b.items[:0], b.evs[:0]
 		return b
 	default:
 		return &batch{data: make([]byte, 0, 64<<10), items: make([]batchItem, 0, 256)}
@@ -59,6 +94,17 @@ func (c *collector) next() *batch {
 func (c *collector) send() error {
 	if c.cur == nil || len(c.cur.items) == 0 {
 		return nil
+	}
+	if c.fast && !c.always {
+		select {
+		case c.out <- c.cur:
+			c.cur = nil
+			return nil
+		default: // the consumer is behind: help it
+		}
+	}
+	if c.fast {
+		c.cur.preparse()
 	}
 	select {
 	case c.out <- c.cur:
@@ -101,7 +147,11 @@ func (c *collector) endEvents() error    { return nil }
 
 // pipelinedWalk runs walk over src on a second goroutine and feeds h on this one. It returns the
 // walker's error and the scanner (for readErr and offsets) once everything sent was consumed.
-func pipelinedWalk(ctx context.Context, src io.Reader, h handler) (*scanner, error) {
+// fast lets the producer pre-parse batches when the consumer is behind (h must then be a
+// *decoder); always makes it pre-parse every batch.
+func pipelinedWalk(ctx context.Context, src io.Reader, h handler, fast, always bool) (*scanner, error) {
+	d, _ := h.(*decoder)
+	fast = fast && d != nil
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make(chan *batch, pipelineDepth)
@@ -112,7 +162,7 @@ func pipelinedWalk(ctx context.Context, src io.Reader, h handler) (*scanner, err
 	go func() {
 		defer close(done)
 		defer close(out)
-		c := &collector{ctx: ctx, out: out, free: free}
+		c := &collector{ctx: ctx, out: out, free: free, fast: fast, always: always}
 		werr = walk(s, c, nil)
 		if err := c.send(); err != nil && werr == nil {
 			werr = err
@@ -121,10 +171,17 @@ func pipelinedWalk(ctx context.Context, src io.Reader, h handler) (*scanner, err
 	var herr error
 	for b := range out {
 		if herr == nil {
-			for _, it := range b.items {
+			for k, it := range b.items {
 				switch it.kind {
 				case itemEvent:
-					herr = h.event(b.data[it.lo:it.hi], it.off)
+					switch it.pre {
+					case preNone:
+						herr = h.event(b.data[it.lo:it.hi], it.off)
+					case preOK:
+						herr = d.eventPre(b.data[it.lo:it.hi], it.off, &b.evs[k], false)
+					default:
+						herr = d.eventPre(b.data[it.lo:it.hi], it.off, nil, true)
+					}
 				case itemTop:
 					h.top(b.data[it.klo:it.khi], b.data[it.lo:it.hi], it.off)
 				case itemMalformed:

@@ -54,6 +54,9 @@ type Options struct {
 
 	// noFast sends every event through fastjson (tests compare both paths).
 	noFast bool
+	// preparseAll makes the pipeline's splitting goroutine decode every batch, not only those
+	// it would otherwise wait to hand over (tests compare both).
+	preparseAll bool
 }
 
 // maxEventDurNS is the duration above which an event is treated as a CUPTI overflow record
@@ -90,7 +93,7 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 		s = newScanner(in)
 		werr = walk(s, d, nil)
 	} else {
-		s, werr = pipelinedWalk(ctx, in, d)
+		s, werr = pipelinedWalk(ctx, in, d, !opts.noFast, opts.preparseAll)
 	}
 	if d.ctxErr != nil {
 		return nil, fmt.Errorf("read Kineto trace %s: %w", name, d.ctxErr)
@@ -364,6 +367,13 @@ func scalarText(v *fastjson.Value) string {
 
 // event decodes one traceEvents element.
 func (d *decoder) event(raw []byte, off int64) error {
+	return d.eventPre(raw, off, nil, false)
+}
+
+// eventPre decodes one traceEvents element that the pipeline's splitting goroutine may have
+// run through fastEvent already: pre holds its result when it succeeded; declined says it
+// was tried and declined (then only the fastjson path is left).
+func (d *decoder) eventPre(raw []byte, off int64, pre *rawEvent, declined bool) error {
 	d.sawEvents = true
 	d.t.Events++
 	if d.t.Events&4095 == 0 {
@@ -372,8 +382,11 @@ func (d *decoder) event(raw []byte, off int64) error {
 			return err
 		}
 	}
+	if pre != nil {
+		return d.dispatch(pre, off)
+	}
 	ev := &d.ev
-	if !d.opts.noFast && d.fastEvent(raw, ev) {
+	if !declined && !d.opts.noFast && fastEvent(raw, ev) {
 		return d.dispatch(ev, off)
 	}
 	if !utf8.Valid(raw) {

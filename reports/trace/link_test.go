@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -117,5 +119,43 @@ func TestNames(t *testing.T) {
 	}
 	if id, ok := n.Lookup(""); !ok || id != 0 {
 		t.Error("empty string is not id 0")
+	}
+}
+
+// TestLinkParallelEqualsSequential: on a trace large enough for the concurrent frame sweep,
+// Link gives exactly what the three rules give one after the other.
+func TestLinkParallelEqualsSequential(t *testing.T) {
+	build := func() *Trace {
+		r := rand.New(rand.NewPCG(1, 2))
+		tr := New("x", "test")
+		name := tr.Names.InternString("f")
+		n := parallelLinkMin
+		for i := 0; i < n; i++ {
+			s := int64(i) * 100
+			tid := int32(r.IntN(3))
+			tr.Frames = append(tr.Frames, Frame{Start: s, End: s + int64(r.IntN(400)), ID: int64(i), ParentID: int64(r.IntN(i + 1)), Name: name, PID: 1, TID: tid})
+			tr.CPUOps = append(tr.CPUOps, CPUOp{Start: s + 5, End: s + 50, ExternalID: int64(r.IntN(n)), Name: name, PID: 1, TID: tid})
+			tr.Launches = append(tr.Launches, Launch{Start: s + 10, End: s + 20, Correlation: int64(i), ExternalID: int64(r.IntN(n)), Name: name, PID: 1, TID: tid})
+			tr.GPUOps = append(tr.GPUOps, GPUOp{Start: s + 1000, End: s + 1050, Correlation: int64(r.IntN(n + 100)), ExternalID: int64(r.IntN(2*n)) - 1, Name: name})
+			tr.Flows = append(tr.Flows, Flow{TS: s + 1000, ID: int64(r.IntN(n))})
+		}
+		return tr
+	}
+	a, b := build(), build()
+	Link(a)
+	linkLaunches(b)
+	linkCPUOps(b)
+	linkFrames(b)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("concurrent Link differs from the sequential rules")
+	}
+	framed := 0
+	for i := range a.CPUOps {
+		if a.CPUOps[i].Frame != NoID {
+			framed++
+		}
+	}
+	if framed == 0 || len(a.Warnings) == 0 {
+		t.Errorf("test trace too tame: %d CPU ops framed, warnings %v", framed, a.Warnings)
 	}
 }
