@@ -180,7 +180,10 @@ type Config struct {
 	PollEvery   time.Duration // videos; 0 = 200ms
 	// Build returns request i; measured is false for warmup requests.
 	Build func(i int, measured bool) (Request, error)
-	// Client is used when set (tests, benchmarks); otherwise one is built with NewTransport.
+	// Client, when set, sends every request through its Do (its redirect policy and
+	// connection management apply). Otherwise a plain-http BaseURL gets the package's own
+	// HTTP/1.1 client (one connection per worker, preconnected) and any other a Client on
+	// NewTransport.
 	Client *http.Client
 	// Records receives every record as JSON Lines (requests.jsonl) when set.
 	Records io.Writer
@@ -226,8 +229,9 @@ type Summary struct {
 	Statuses           map[string]int `json:"statuses,omitempty"`
 }
 
-// NewTransport returns the tuned transport of a load run: one idle keep-alive connection per
-// worker, so that a measured request never pays for a TCP handshake.
+// NewTransport returns a transport tuned for load: one idle keep-alive connection per worker
+// kept between requests, no proxy, no compression. Run uses it for https servers; plain-http
+// runs use the package's own client.
 func NewTransport(concurrency int) *http.Transport {
 	c := max(concurrency, 1)
 	return &http.Transport{
@@ -257,13 +261,15 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 		cfg.PollEvery = 200 * time.Millisecond
 	}
 	conc := max(cfg.Concurrency, 1)
-	client := cfg.Client
-	if client == nil {
+	l := &loader{cfg: cfg, client: cfg.Client}
+	if l.client == nil {
+		l.h1 = newH1(cfg.BaseURL)
+	}
+	if l.client == nil && l.h1 == nil {
 		tr := NewTransport(conc)
 		defer tr.CloseIdleConnections()
-		client = &http.Client{Transport: tr}
+		l.client = &http.Client{Transport: tr}
 	}
-	l := &loader{cfg: cfg, client: client}
 	var enc *json.Encoder
 	var encMu sync.Mutex
 	if cfg.Records != nil {
@@ -276,6 +282,12 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 			encMu.Unlock()
 		}
 	}
+	nw := min(conc, max(cfg.Requests, 1))
+	workers := make([]*worker, nw)
+	for i := range workers {
+		workers[i] = &worker{}
+	}
+	defer closeWorkers(workers)
 	wstart := time.Now()
 	for i := 0; i < cfg.Warmup; i++ {
 		if err := ctx.Err(); err != nil {
@@ -285,7 +297,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 		if err != nil {
 			return Summary{}, nil, err
 		}
-		r := l.do(ctx, req, wstart)
+		r := l.do(ctx, workers[0], req, wstart)
 		r.Index, r.Warmup = i, true
 		emit(&r)
 	}
@@ -297,6 +309,9 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 			return Summary{}, nil, err
 		}
 	}
+	if l.h1 != nil && cfg.Requests > 0 {
+		l.h1.preconnect(ctx, workers)
+	}
 	next := make(chan int, cfg.Requests)
 	for i := range cfg.Requests {
 		next <- i
@@ -304,7 +319,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 	close(next)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range min(conc, max(cfg.Requests, 1)) {
+	for _, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -313,7 +328,7 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 					recs[i] = Record{Index: i, Error: "not sent: " + ctx.Err().Error()}
 					continue
 				}
-				recs[i] = l.do(ctx, reqs[i], start)
+				recs[i] = l.do(ctx, w, reqs[i], start)
 				recs[i].Index = i
 				emit(&recs[i])
 			}
@@ -327,7 +342,8 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 
 type loader struct {
 	cfg    Config
-	client *http.Client
+	client *http.Client // nil when h1 is set
+	h1     *h1
 	pp     fastjson.ParserPool
 	urls   sync.Map // path -> *url.URL, parsed once: URL parsing showed in the client profile
 }
@@ -345,12 +361,17 @@ func (l *loader) url(path string) (*url.URL, error) {
 }
 
 // do sends one request (and polls a video job) and records it.
-func (l *loader) do(ctx context.Context, req Request, base time.Time) Record {
+func (l *loader) do(ctx context.Context, w *worker, req Request, base time.Time) Record {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	t0 := time.Now()
 	rec := Record{StartNS: t0.Sub(base).Nanoseconds()}
-	status, body, n, err := l.send(ctx, req.Method, req.Path, req.Body)
+	defer func() {
+		if cap(w.buf) > 1<<20 { // an image response may be megabytes: do not keep those around
+			w.buf = nil
+		}
+	}()
+	status, body, n, err := l.send(ctx, w, req.Method, req.Path, req.Body)
 	rec.Status, rec.Bytes = status, n
 	if err == nil && status >= 200 && status < 300 && req.Poll {
 		id := fastjson.GetString(body, "id")
@@ -373,7 +394,7 @@ func (l *loader) do(ctx context.Context, req Request, base time.Time) Record {
 			case <-time.After(l.cfg.PollEvery):
 			}
 			var pn int64
-			status, body, pn, err = l.send(ctx, "GET", "/v1/videos/"+id, nil)
+			status, body, pn, err = l.send(ctx, w, "GET", "/v1/videos/"+id, nil)
 			rec.Bytes += pn
 			rec.Status = status
 			if err == nil && (status < 200 || status >= 300) {
@@ -442,10 +463,16 @@ func clip(b []byte) string {
 	return strings.ToValidUTF8(string(b), "?")
 }
 
-func (l *loader) send(ctx context.Context, method, path string, body []byte) (int, []byte, int64, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+// maxBody bounds the part of a response body that is kept (images can be large b64 PNGs);
+// the rest is counted and discarded.
+const maxBody = 64 << 20
+
+// send sends one request and reads the response into w.buf, which the worker reuses (a fresh
+// io.ReadAll buffer per response was the largest single allocation of the client). The body
+// returned aliases w.buf.
+func (l *loader) send(ctx context.Context, w *worker, method, path string, body []byte) (int, []byte, int64, error) {
+	if l.h1 != nil {
+		return l.h1.roundTrip(ctx, w, method, path, body)
 	}
 	u, err := l.url(path)
 	if err != nil {
@@ -454,18 +481,18 @@ func (l *loader) send(ctx context.Context, method, path string, body []byte) (in
 	hr := (&http.Request{Method: method, URL: u, Host: u.Host, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}}).WithContext(ctx)
 	if body != nil {
-		hr.Body = io.NopCloser(rd)
+		hr.Body = io.NopCloser(bytes.NewReader(body))
 		hr.ContentLength = int64(len(body))
 		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		hr.Header["Content-Type"] = []string{"application/json"}
+		hr.Header["Content-Type"] = jsonContentType
 	}
 	resp, err := l.client.Do(hr)
 	if err != nil {
 		return 0, nil, 0, err
 	}
 	defer resp.Body.Close()
-	// Bodies of images can be large (b64 PNGs); keep at most 64 MiB, count the rest.
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	b, err := readBody(resp.Body, w.buf[:0], maxBody)
+	w.buf = b
 	n := int64(len(b))
 	if m, _ := io.Copy(io.Discard, resp.Body); m > 0 {
 		n += m
@@ -474,6 +501,26 @@ func (l *loader) send(ctx context.Context, method, path string, body []byte) (in
 		return resp.StatusCode, b, n, fmt.Errorf("reading the response: %w", err)
 	}
 	return resp.StatusCode, b, n, nil
+}
+
+var jsonContentType = []string{"application/json"}
+
+// readBody appends r to b until EOF or until b holds limit bytes.
+func readBody(r io.Reader, b []byte, limit int) ([]byte, error) {
+	for len(b) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := r.Read(b[len(b):min(cap(b), limit)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // Summarize computes the summary of measured records over wall.

@@ -1,0 +1,219 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestNewH1(t *testing.T) {
+	for base, want := range map[string]string{
+		"http://127.0.0.1:8000": "127.0.0.1:8000",
+		"http://localhost":      "localhost:80",
+		"https://127.0.0.1:443": "",
+		"http://u:p@host:1":     "",
+		"::bad":                 "",
+	} {
+		h := newH1(base)
+		got := ""
+		if h != nil {
+			got = h.addr
+		}
+		if got != want {
+			t.Errorf("newH1(%q) dials %q, want %q", base, got, want)
+		}
+	}
+}
+
+// The measured phase starts with every worker's connection open, and the workers keep them.
+func TestRunPreconnectsAndKeepsAlive(t *testing.T) {
+	var conns, atFirst atomic.Int64
+	var once sync.Once
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { atFirst.Store(conns.Load()) })
+		io.WriteString(w, `{"id":"x"}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	sum, _, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 40, Concurrency: 4,
+		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
+	if err != nil || sum.Errors != 0 {
+		t.Fatalf("err %v summary %+v", err, sum)
+	}
+	if atFirst.Load() != 4 || conns.Load() != 4 {
+		t.Fatalf("connections open at the first request %d (want 4), in all %d (want 4)", atFirst.Load(), conns.Load())
+	}
+}
+
+// rawServer answers every request on a connection with resp, then closes the connection
+// when closeAfter is set, without saying so (as a server that times out idle connections).
+func rawServer(t *testing.T, resp string, closeAfter bool) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					io.WriteString(c, resp)
+					if closeAfter {
+						time.Sleep(20 * time.Millisecond) // the client has gone idle
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), &conns
+}
+
+// A keep-alive connection the server closed while idle is not a failed request: it is sent
+// again on a fresh connection, as net/http's Transport does.
+func TestRunRetriesOnServerClosedIdleConnection(t *testing.T) {
+	base, conns := rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"id\":\"x\"}", true)
+	l := &loader{cfg: Config{BaseURL: base, Timeout: time.Minute}, h1: newH1(base)}
+	w := &worker{}
+	defer w.close()
+	for i := range 4 {
+		if i > 0 {
+			time.Sleep(40 * time.Millisecond) // the server has closed the previous connection
+		}
+		r := l.do(context.Background(), w, Request{Method: "POST", Path: "/generate", Body: []byte(`{}`)}, time.Now())
+		if !r.OK() || r.ID != "x" || r.Bytes != 10 {
+			t.Fatalf("request %d: %+v", i, r)
+		}
+	}
+	if conns.Load() != 4 {
+		t.Fatalf("%d connections, want one per request", conns.Load())
+	}
+}
+
+func TestRunConnectionCloseAndChunked(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"id":"a",`)
+		w.(http.Flusher).Flush() // chunked from here on
+		io.WriteString(w, `"usage":{"completion_tokens":5}}`)
+	}))
+	srv.Config.SetKeepAlivesEnabled(false) // Connection: close on every response
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 3, Concurrency: 1,
+		Build: func(int, bool) (Request, error) { return Build(Spec{API: APICompletions, OutputLen: 2}, true) }})
+	if err != nil || sum.Errors != 0 {
+		t.Fatalf("err %v summary %+v", err, sum)
+	}
+	for _, r := range recs {
+		if r.ID != "a" || r.Tokens != 5 || r.Bytes != int64(len(`{"id":"a","usage":{"completion_tokens":5}}`)) {
+			t.Fatalf("record %+v", r)
+		}
+	}
+	if conns.Load() != 3 {
+		t.Fatalf("%d connections for 3 requests on Connection: close", conns.Load())
+	}
+}
+
+func TestRunRequestTimeoutAndGarbage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(5 * time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	t0 := time.Now()
+	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 2, Concurrency: 2, Timeout: 50 * time.Millisecond,
+		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/slow"}, nil }})
+	if err != nil || sum.Errors != 2 || time.Since(t0) > 3*time.Second {
+		t.Fatalf("err %v summary %+v after %v", err, sum, time.Since(t0))
+	}
+	if recs[0].Status != 0 || !strings.Contains(recs[0].Error, "context deadline exceeded") || !strings.Contains(recs[0].Error, "/slow") {
+		t.Fatalf("timeout record %+v", recs[0])
+	}
+
+	base, _ := rawServer(t, "this is not HTTP\r\n\r\n", false)
+	sum, recs, err = Run(context.Background(), Config{BaseURL: base, Requests: 1,
+		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
+	if err != nil || sum.Errors != 1 || recs[0].Status != 0 || !strings.Contains(recs[0].Error, "malformed HTTP") {
+		t.Fatalf("garbage response: err %v record %+v", err, recs[0])
+	}
+}
+
+// Cancelling the run aborts requests in flight instead of waiting for their responses.
+func TestRunCancelInFlight(t *testing.T) {
+	started := make(chan struct{}, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-time.After(5 * time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	t0 := time.Now()
+	_, recs, err := Run(ctx, Config{BaseURL: srv.URL, Requests: 3, Concurrency: 1,
+		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
+	if err == nil || time.Since(t0) > 3*time.Second {
+		t.Fatalf("err %v after %v", err, time.Since(t0))
+	}
+	if !strings.Contains(recs[0].Error, "context canceled") || !strings.HasPrefix(recs[2].Error, "not sent") {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
+// The benchmarks' helper server reports its handler time, and the client's latency always
+// covers it: the overhead the benchmark reports is never negative.
+func TestHelperServer(t *testing.T) {
+	base := startHelper(t, 20*time.Millisecond)
+	sum, recs, err := Run(context.Background(), Config{BaseURL: base, Warmup: 1, Requests: 6, Concurrency: 3,
+		Build: func(int, bool) (Request, error) { return Build(Spec{API: APIImages, Prompt: "p"}, true) }})
+	if err != nil || sum.Errors != 0 {
+		t.Fatalf("err %v summary %+v", err, sum)
+	}
+	for _, r := range recs {
+		if r.InferenceTimeS < 0.02 || r.LatencyNS < int64(r.InferenceTimeS*1e9) || r.Images != 1 {
+			t.Fatalf("record %+v", r)
+		}
+	}
+}
