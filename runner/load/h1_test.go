@@ -205,15 +205,16 @@ func TestRunCancelInFlight(t *testing.T) {
 // The benchmarks' helper server reports its handler time, and the client's latency always
 // covers it: the overhead the benchmark reports is never negative.
 func TestHelperServer(t *testing.T) {
-	base := startHelper(t, 20*time.Millisecond)
-	sum, recs, err := Run(context.Background(), Config{BaseURL: base, Warmup: 1, Requests: 6, Concurrency: 3,
-		Build: func(int, bool) (Request, error) { return Build(Spec{API: APIImages, Prompt: "p"}, true) }})
-	if err != nil || sum.Errors != 0 {
-		t.Fatalf("err %v summary %+v", err, sum)
-	}
-	for _, r := range recs {
-		if r.InferenceTimeS < 0.02 || r.LatencyNS < int64(r.InferenceTimeS*1e9) || r.Images != 1 {
-			t.Fatalf("record %+v", r)
+	for name, base := range map[string]string{"net/http": startHelper(t, 20*time.Millisecond), "raw": startRawHelper(t, 20*time.Millisecond)} {
+		sum, recs, err := Run(context.Background(), Config{BaseURL: base, Warmup: 1, Requests: 6, Concurrency: 3,
+			Build: func(int, bool) (Request, error) { return Build(Spec{API: APIImages, Prompt: "p"}, true) }})
+		if err != nil || sum.Errors != 0 {
+			t.Fatalf("%s: err %v summary %+v", name, err, sum)
+		}
+		for _, r := range recs {
+			if r.InferenceTimeS < 0.02 || r.LatencyNS < int64(r.InferenceTimeS*1e9) || r.Images != 1 {
+				t.Fatalf("%s: record %+v", name, r)
+			}
 		}
 	}
 }

@@ -224,18 +224,25 @@ func BenchmarkClient(b *testing.B) {
 // overhead is the difference: HTTP framing on both sides, the loopback round trip, goroutine
 // scheduling on 2 shared CPUs and the client's own work. Reported: its p50 and p99, the
 // measured requests/s, and the client process's allocations per request.
-func BenchmarkClientOverhead(b *testing.B) { benchOverhead(b, nil) }
+func BenchmarkClientOverhead(b *testing.B) {
+	benchOverhead(b, startHelper(b, 30*time.Millisecond), nil)
+}
+
+// BenchmarkClientOverheadRawServer is BenchmarkClientOverhead against helperRawServer, a
+// server without net/http's per-request machinery: how much of the overhead is the server's.
+func BenchmarkClientOverheadRawServer(b *testing.B) {
+	benchOverhead(b, startRawHelper(b, 30*time.Millisecond), nil)
+}
 
 // BenchmarkClientOverheadNetHTTP is BenchmarkClientOverhead through a net/http Client (what
 // Config.Client gives): the comparison that justifies the package's own HTTP/1.1 client.
 func BenchmarkClientOverheadNetHTTP(b *testing.B) {
 	tr := NewTransport(64)
 	defer tr.CloseIdleConnections()
-	benchOverhead(b, &http.Client{Transport: tr})
+	benchOverhead(b, startHelper(b, 30*time.Millisecond), &http.Client{Transport: tr})
 }
 
-func benchOverhead(b *testing.B, client *http.Client) {
-	base := startHelper(b, 30*time.Millisecond)
+func benchOverhead(b *testing.B, base string, client *http.Client) {
 	req, _ := Build(Spec{API: APIImages, Prompt: "a cat"}, true)
 	n := max(b.N, 4000)
 	var m0, m1 runtime.MemStats
