@@ -223,7 +223,7 @@ func BenchmarkClient(b *testing.B) {
 // from just before the request is written to just after the body is read. A request's
 // overhead is the difference: HTTP framing on both sides, the loopback round trip, goroutine
 // scheduling on 2 shared CPUs and the client's own work. Reported: its p50 and p99, the
-// measured requests/s, and the client process's allocations per request.
+// measured requests/s, and the client process's allocations and CPU time per request.
 func BenchmarkClientOverhead(b *testing.B) {
 	benchOverhead(b, startHelper(b, 30*time.Millisecond), nil)
 }
@@ -247,10 +247,12 @@ func benchOverhead(b *testing.B, base string, client *http.Client) {
 	n := max(b.N, 4000)
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	cpu0 := processCPU()
 	b.ResetTimer()
 	sum, recs, err := Run(context.Background(), Config{BaseURL: base, Warmup: 64, Requests: n, Concurrency: 64, Client: client,
 		Build: func(int, bool) (Request, error) { return req, nil }})
 	b.StopTimer()
+	cpu1 := processCPU()
 	runtime.ReadMemStats(&m1)
 	if err != nil || sum.Errors != 0 {
 		b.Fatalf("err %v errors %d", err, sum.Errors)
@@ -265,6 +267,11 @@ func benchOverhead(b *testing.B, base string, client *http.Client) {
 	b.ReportMetric(float64(Percentile(over, 50))/1e6, "overhead-p50-ms")
 	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(n+64), "client-allocs/req")
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n+64), "client-B/req")
+	if cpu0 >= 0 && cpu1 >= 0 {
+		// The client process's CPU per request (warmup included): what one request costs the
+		// load generator, whatever the scheduling around it.
+		b.ReportMetric(float64(cpu1-cpu0)/1e3/float64(n+64), "client-cpu-us/req")
+	}
 }
 
 func TestParseResponse(t *testing.T) {
