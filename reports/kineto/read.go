@@ -167,7 +167,8 @@ type decoder struct {
 	nOverflow, nNegative, nBadTime int
 	rank                           int32
 
-	ev rawEvent
+	ev      rawEvent
+	scratch [6][]byte // number texts of the fastjson path: pid, tid, ts, dur, id, an args value
 }
 
 // rawEvent holds the fields of one event while it is decoded; byte slices alias the input
@@ -187,14 +188,16 @@ type jv struct {
 	b []byte
 }
 
-// jvOf converts a fastjson value.
-func jvOf(v *fastjson.Value) jv {
+// jvOf converts a fastjson value; a number's text goes into *scratch (reused, so the
+// fastjson path allocates nothing per event either).
+func jvOf(v *fastjson.Value, scratch *[]byte) jv {
 	if v == nil {
 		return jv{}
 	}
 	switch v.Type() {
 	case fastjson.TypeNumber:
-		return jv{t: jvNumber, b: v.MarshalTo(nil)}
+		*scratch = v.MarshalTo((*scratch)[:0])
+		return jv{t: jvNumber, b: *scratch}
 	case fastjson.TypeString:
 		b, _ := v.StringBytes()
 		return jv{t: jvString, b: b}
@@ -414,15 +417,15 @@ func (d *decoder) eventPre(raw []byte, off int64, pre *rawEvent, declined bool) 
 		case "name":
 			ev.name, _ = v.StringBytes()
 		case "pid":
-			ev.pid = jvOf(v)
+			ev.pid = jvOf(v, &d.scratch[0])
 		case "tid":
-			ev.tid = jvOf(v)
+			ev.tid = jvOf(v, &d.scratch[1])
 		case "ts":
-			ev.ts = jvOf(v)
+			ev.ts = jvOf(v, &d.scratch[2])
 		case "dur":
-			ev.dur = jvOf(v)
+			ev.dur = jvOf(v, &d.scratch[3])
 		case "id":
-			ev.id = jvOf(v)
+			ev.id = jvOf(v, &d.scratch[4])
 		case "args":
 			ev.args = v
 		}
@@ -649,7 +652,7 @@ func (d *decoder) readArgs(v *fastjson.Value, a *argsFields) {
 	}
 	o.Visit(func(k []byte, v *fastjson.Value) {
 		if ak := argKey(k); ak != argNone {
-			if n, ok := intVal(jvOf(v)); ok {
+			if n, ok := intVal(jvOf(v, &d.scratch[5])); ok {
 				a.set(ak, n)
 			}
 		}
