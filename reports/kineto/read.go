@@ -3,8 +3,9 @@
 //
 // The reader streams: a hand-written splitter finds traceEvents at the top level (keys in any
 // order, metadata before or after it, or a bare event array), hands out one element's raw bytes
-// at a time, and a reused fastjson parser decodes each element into compact pointer-free records
-// with interned names. Times are parsed from the decimal text as fixed point into int64
+// at a time, and a hand-written strict-JSON event scanner (fastevent.go) takes the used fields
+// into compact pointer-free records with interned names; what it declines (metadata, escaped
+// keys or values, invalid JSON) goes through a reused fastjson parser, with identical results. Times are parsed from the decimal text as fixed point into int64
 // nanoseconds. Damaged input (truncated files, gzip streams cut short, invalid UTF-8, unescaped
 // quotes from old Kineto versions) yields what could be read plus warnings naming byte offsets.
 package kineto
