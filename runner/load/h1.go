@@ -109,6 +109,12 @@ var errRetry = errors.New("connection closed by the server before the response")
 // roundTrip sends one request on w's connection (dialling one when needed) and reads the
 // response into w.buf. The body returned aliases w.buf.
 func (h *h1) roundTrip(ctx context.Context, w *worker, method, path string, body []byte) (int, []byte, int64, error) {
+	if method == "" {
+		method = "GET" // as net/http reads an empty method
+	}
+	if path == "" {
+		path = "/"
+	}
 	for attempt := 0; ; attempt++ {
 		if w.conn == nil {
 			c, err := h.dial(ctx)

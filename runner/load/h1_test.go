@@ -33,6 +33,21 @@ func TestNewH1(t *testing.T) {
 	}
 }
 
+// An empty method and path mean GET / (as they do to net/http), not a malformed request line.
+func TestRunEmptyMethodAndPath(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "GET" || r.URL.Path != "/" {
+			w.WriteHeader(400)
+		}
+	}))
+	defer srv.Close()
+	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 1,
+		Build: func(int, bool) (Request, error) { return Request{}, nil }})
+	if err != nil || sum.Errors != 0 {
+		t.Fatalf("err %v record %+v", err, recs[0])
+	}
+}
+
 // The measured phase starts with every worker's connection open, and the workers keep them.
 func TestRunPreconnectsAndKeepsAlive(t *testing.T) {
 	var conns, atFirst atomic.Int64
