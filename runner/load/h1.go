@@ -197,6 +197,9 @@ func (h *h1) once(ctx context.Context, w *worker, method, path string, body []by
 		return 0, nil, 0, err
 	}
 	resp, err := http.ReadResponse(cn.br, nil)
+	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp, err = http.ReadResponse(cn.br, nil) // informational (103 Early Hints): the answer follows
+	}
 	if err != nil {
 		return 0, nil, 0, err
 	}

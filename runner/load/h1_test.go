@@ -116,6 +116,16 @@ func rawServer(t *testing.T, resp string, closeAfter bool) (string, *atomic.Int6
 	return "http://" + ln.Addr().String(), &conns
 }
 
+// An informational response is skipped, and the connection stays usable for the next request.
+func TestRunSkipsInformationalResponse(t *testing.T) {
+	base, conns := rawServer(t, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"id\":\"y\"}", false)
+	sum, recs, err := Run(context.Background(), Config{BaseURL: base, Requests: 3, Concurrency: 1,
+		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
+	if err != nil || sum.Errors != 0 || recs[2].Status != 200 || recs[2].ID != "y" || conns.Load() != 1 {
+		t.Fatalf("err %v records %+v connections %d", err, recs, conns.Load())
+	}
+}
+
 // A keep-alive connection the server closed while idle is not a failed request: it is sent
 // again on a fresh connection, as net/http's Transport does.
 func TestRunRetriesOnServerClosedIdleConnection(t *testing.T) {
