@@ -40,6 +40,21 @@ func OpenTrace(ctx context.Context, path string) (*trace.Trace, error) {
 	return t, nil
 }
 
+// OpenMappingTrace reads a two-trace mode mapping trace: like OpenTrace, but a Kineto trace is
+// read without its flow events, which only cross-check the kernel-to-launch links that the
+// mapping trace is not asked for (its times are not used).
+func OpenMappingTrace(ctx context.Context, path string) (*trace.Trace, error) {
+	if nsysInput(path) {
+		return OpenTrace(ctx, path)
+	}
+	t, err := kineto.ReadFile(ctx, path, kineto.Options{SkipFlows: true})
+	if err != nil {
+		return nil, err
+	}
+	trace.Link(t)
+	return t, nil
+}
+
 // nsysInput says whether the nsys reader should read path: an SQLite file, or a file that
 // claims to be an export or report by its name.
 func nsysInput(path string) bool {

@@ -93,6 +93,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 					return fmt.Errorf("--mapping: %w", err)
 				}
 				topts.Mapping = &min
+				topts.OpenMapping = runner.OpenMappingTrace
 				root = formal
 			default:
 				args, err := positional(c, 1, 1, "FILE|DIR")

@@ -18,6 +18,9 @@ type Options struct {
 	// FormatKineto inputs and the nsys reader for FormatNsys ones; triage imports neither.
 	// The returned trace must be linked (GPUOp.Launch/CPUOp, CPUOp.Frame, Frame.Parent).
 	Open func(ctx context.Context, path string) (*trace.Trace, error)
+	// OpenMapping, when set, reads the mapping traces instead of Open. A mapping trace only
+	// gives Python locations, so a reader may skip what only times need (flow events).
+	OpenMapping func(ctx context.Context, path string) (*trace.Trace, error)
 	// Mapping, when set, selects mapping-formal mode: these graph-off traces give the Python
 	// locations, the analysed inputs (graph-on, "formal") give times. Attribution conflicts
 	// between the two are reported as warnings, never merged silently (W9).
@@ -246,7 +249,11 @@ type stageResult struct {
 // one reads and analyses one trace; formal is false for mapping traces (no tables needed).
 func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []stageResult, error) {
 	info := InputInfo{Path: f.Path, Stage: f.Stage, Rank: f.Rank.Primary(), Device: -1}
-	t, err := a.opts.Open(ctx, f.Path)
+	open := a.opts.Open
+	if !formal && a.opts.OpenMapping != nil {
+		open = a.opts.OpenMapping
+	}
+	t, err := open(ctx, f.Path)
 	if err != nil {
 		return info, nil, fmt.Errorf("read %s: %w", f.Path, err)
 	}
