@@ -600,3 +600,21 @@ func ExportReport(ctx context.Context, report string, env []string, log *slog.Lo
 	log.Info("exporting the report to SQLite", "nsys", exe, "report", report)
 	return nsys.Export(ctx, []string{exe}, report)
 }
+
+// TriageKernelsOnly triages one nsys export from SQL per-name sums (nsys.KernelSummary): the
+// kernel and fusion tables without loading a single kernel, so memory grows with the number of
+// kernel names only. A torch trace is refused: its kernels must be read anyway.
+func TriageKernelsOnly(ctx context.Context, path string, topts triage.Options) (*triage.Report, error) {
+	if !isSQLite(path) {
+		return nil, &UsageError{fmt.Errorf("--kernels-only needs an nsys SQLite export; %s is not one", path)}
+	}
+	stats, err := nsys.KernelSummary(ctx, path, nsys.Demangled)
+	if err != nil {
+		return nil, err
+	}
+	totals := make([]triage.NameTotal, len(stats))
+	for i, s := range stats {
+		totals[i] = triage.NameTotal{Name: s.Name, Count: s.Count, TotalNS: s.TotalNS}
+	}
+	return triage.KernelsOnly(path, totals, topts), nil
+}

@@ -41,6 +41,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.StringFlag{Name: "formal", Usage: "graph-on trace `DIR` for times (two-trace mode)"},
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
 			&cli.StringFlag{Name: "nvtx-stage", Usage: "nsys inputs: the NVTX ranges whose name matches `REGEX` are the stages (each kernel goes to the innermost match around its launch). Default: the stage rules of torch traces (SGLang diffusion stage ranges such as DenoisingStage, denoising_step_N ranges as DenoisingStage, LLM step[EXTEND|DECODE] ranges), else one stage 'all'"},
+			&cli.BoolFlag{Name: "kernels-only", Usage: "nsys exports: only the kernel and fusion tables, from SQL per-name sums (memory flat in the number of kernels; for exports too large for the full triage)"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
 		Action: func(c *cli.Context) error {
@@ -116,6 +117,16 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			}
 			if c.Bool("stats") {
 				return printStats(c, io, root, dopts, format, log)
+			}
+			if c.Bool("kernels-only") {
+				if c.Bool("stats") || topts.Mapping != nil {
+					return usageErr("--kernels-only takes one nsys export, without --stats or two-trace mode")
+				}
+				rep, err := runner.TriageKernelsOnly(c.Context, root, topts)
+				if err != nil {
+					return err
+				}
+				return runner.RenderTriage(io.out, rep, format, c.Float64("cutoff"))
 			}
 			rep, err := runner.TriageNsys(c.Context, root, dopts, topts, nopts)
 			if err != nil {
