@@ -28,20 +28,11 @@ const helperEnv = "SIM_TEST_HELPER"
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "sglang":
-		os.Exit(SGLang(context.Background(), os.Args[1:], environ(), os.Stdout, os.Stderr))
+		os.Exit(SGLang(context.Background(), os.Args[1:], EnvMap(os.Environ()), os.Stdout, os.Stderr))
 	case "nsys":
-		os.Exit(NSys(context.Background(), os.Args[1:], environ(), os.Stdout, os.Stderr))
+		os.Exit(NSys(context.Background(), os.Args[1:], EnvMap(os.Environ()), os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
-}
-
-func environ() map[string]string {
-	m := map[string]string{}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
 }
 
 type result struct {

@@ -30,10 +30,10 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"runner": func() { os.Exit(run(os.Args, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})) },
 		"sglang": func() {
-			os.Exit(sim.SGLang(context.Background(), os.Args[1:], environMap(os.Environ()), os.Stdout, os.Stderr))
+			os.Exit(sim.SGLang(context.Background(), os.Args[1:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr))
 		},
 		"nsys": func() {
-			os.Exit(sim.NSys(context.Background(), os.Args[1:], environMap(os.Environ()), os.Stdout, os.Stderr))
+			os.Exit(sim.NSys(context.Background(), os.Args[1:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr))
 		},
 	})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -22,14 +21,8 @@ func simCommand(io stdio) *cli.Command {
 			if len(args) == 0 {
 				return usageErr("usage: runner sim sglang|nsys ARGS...")
 			}
-			env := environMap(os.Environ())
-			var code int
-			switch args[0] {
-			case "sglang":
-				code = sim.SGLang(c.Context, args[1:], env, io.out, io.err)
-			case "nsys":
-				code = sim.NSys(c.Context, args[1:], env, io.out, io.err)
-			default:
+			code, ok := sim.Main(c.Context, args, sim.EnvMap(os.Environ()), io.out, io.err)
+			if !ok {
 				return usageErr("unknown simulator %q: want sglang or nsys", args[0])
 			}
 			if code != 0 {
@@ -38,14 +31,4 @@ func simCommand(io stdio) *cli.Command {
 			return nil
 		},
 	}
-}
-
-func environMap(env []string) map[string]string {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }

@@ -24,19 +24,8 @@ import (
 // re-executes Exe as `Exe sim sglang ...`.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "sim" {
-		env := map[string]string{}
-		for _, kv := range os.Environ() {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				env[k] = v
-			}
-		}
-		switch os.Args[2] {
-		case "sglang":
-			os.Exit(sim.SGLang(context.Background(), os.Args[3:], env, os.Stdout, os.Stderr))
-		case "nsys":
-			os.Exit(sim.NSys(context.Background(), os.Args[3:], env, os.Stdout, os.Stderr))
-		}
-		os.Exit(2)
+		code, _ := sim.Main(context.Background(), os.Args[2:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr)
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,35 @@
+package sim
+
+import (
+	"context"
+	"io"
+	"strings"
+)
+
+// Main runs the simulator named by args[0] ("sglang" or "nsys") with the rest of args. ok is
+// false for an unknown name. It is the one dispatch behind `runner sim ...` and behind the
+// test binaries that stand in for the runner binary under --simulate.
+func Main(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) (code int, ok bool) {
+	if len(args) == 0 {
+		return 2, false
+	}
+	switch args[0] {
+	case "sglang":
+		return SGLang(ctx, args[1:], env, stdout, stderr), true
+	case "nsys":
+		return NSys(ctx, args[1:], env, stdout, stderr), true
+	}
+	return 2, false
+}
+
+// EnvMap turns a KEY=VALUE list (os.Environ) into the map the simulators take; a later
+// duplicate wins, as it does for exec.
+func EnvMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
