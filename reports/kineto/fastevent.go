@@ -183,6 +183,25 @@ func (s *fastScan) value(depth int) (jv, bool) {
 }
 
 // compound validates and skips an object or array starting at its opening bracket.
+// member scans an object member's `"key" :` at s.i (and the white space after the colon),
+// returning the key's raw bytes; s.esc says whether the key held an escape.
+func (s *fastScan) member() ([]byte, bool) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false
+	}
+	key, ok := s.str()
+	if !ok {
+		return nil, false
+	}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != ':' {
+		return nil, false
+	}
+	s.i++
+	s.ws()
+	return key, true
+}
+
 func (s *fastScan) compound(depth int) bool {
 	if depth > fastMaxDepth {
 		return false
@@ -200,18 +219,9 @@ func (s *fastScan) compound(depth int) bool {
 	}
 	for {
 		if obj {
-			if s.i >= len(s.b) || s.b[s.i] != '"' {
+			if _, ok := s.member(); !ok {
 				return false
 			}
-			if _, ok := s.str(); !ok {
-				return false
-			}
-			s.ws()
-			if s.i >= len(s.b) || s.b[s.i] != ':' {
-				return false
-			}
-			s.i++
-			s.ws()
 		}
 		if _, ok := s.value(depth); !ok {
 			return false
@@ -261,19 +271,10 @@ func fastEvent(raw []byte, ev *rawEvent) bool {
 		goto end
 	}
 	for {
-		if s.i >= len(raw) || raw[s.i] != '"' {
-			return false
-		}
-		key, ok := s.str()
+		key, ok := s.member()
 		if !ok || s.esc {
 			return false
 		}
-		s.ws()
-		if s.i >= len(raw) || raw[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
 		if string(key) == "args" && s.i < len(raw) && raw[s.i] == '{' {
 			ev.a.reset()
 			if !fastArgs(&s, &ev.a) {
@@ -367,19 +368,10 @@ func fastArgs(s *fastScan, a *argsFields) bool {
 		return true
 	}
 	for {
-		if s.i >= len(raw) || raw[s.i] != '"' {
-			return false
-		}
-		key, ok := s.str()
+		key, ok := s.member()
 		if !ok || s.esc {
 			return false
 		}
-		s.ws()
-		if s.i >= len(raw) || raw[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
 		v, ok := s.value(2)
 		if !ok {
 			return false
