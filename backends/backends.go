@@ -57,6 +57,18 @@ type Watcher interface {
 	Line(lineNo int, stream, text string)
 }
 
+// Selective is a Watcher that needs only the lines holding one of Needles (after ANSI codes
+// are stripped) and the last TailLines lines. The process layer then finds those lines with a
+// multi-substring scan over whole chunks of output and calls Line for them alone (and, once
+// the process has exited, for the tail), instead of once per line: for a program that logs
+// hundreds of megabytes this is what keeps the runner from competing with it for CPU time.
+// Line numbers still count every line; the tail can arrive after later selected lines.
+type Selective interface {
+	Watcher
+	Needles() []string
+	TailLines() int
+}
+
 // Backend drives one external program.
 type Backend interface {
 	// Name is the plan's backend kind ("sglang").

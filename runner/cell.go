@@ -172,7 +172,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 		// nsys writes its report after SIGINT; a big capture takes a while to finalise.
 		intGrace = time.Minute
 	}
-	pres := proc.Run(ctx, proc.Spec{
+	spec := proc.Spec{
 		Argv:           rec.Launch.Argv,
 		Env:            mergeEnv(opts.Env, rec.Launch.Env),
 		Dir:            rec.Launch.Dir,
@@ -181,7 +181,9 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 		Timeout:        c.Backend.Timeout.Duration,
 		InterruptGrace: intGrace,
 		TerminateGrace: grace,
-	}, opts.Logger.With("cell", c.ID))
+	}
+	selectLines(&spec, w)
+	pres := proc.Run(ctx, spec, opts.Logger.With("cell", c.ID))
 	cerr := logf.Close()
 	res.End = opts.Now().UTC()
 	res.Timings.WallNS = pres.End.Sub(pres.Start).Nanoseconds()
@@ -225,6 +227,15 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 	}
 	res.Artifacts = collectArtifacts(rec.abs)
 	return res
+}
+
+// selectLines lets a selective watcher see only the lines it needs (backends.Selective). Offline
+// cells read the tail only after the process exited, which is when a selective watcher has it.
+func selectLines(spec *proc.Spec, w backends.Watcher) {
+	if sw, ok := w.(backends.Selective); ok {
+		spec.Select = sw.Needles()
+		spec.Tail = sw.TailLines()
+	}
 }
 
 func orNone(s string) string {

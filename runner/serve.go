@@ -422,6 +422,9 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 		},
 		InterruptGrace: intGrace, TerminateGrace: grace,
 	}
+	// No selectLines here: readiness failures quote the tail of a server that is still running,
+	// and a selective watcher gets its tail only once the process has exited. A server logs per
+	// request, far below the rate at which a per-line watcher costs anything.
 	log := opts.Logger.With("server", rel)
 	go func() {
 		srv.pres = proc.Run(sctx, spec, log)

@@ -1,6 +1,8 @@
 package sglang
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -227,7 +229,22 @@ func (w *Watcher) MetricsPaths() []string {
 	return append([]string(nil), w.metrics...)
 }
 
-// Lines is how many lines the watcher has seen.
+// Needles implements backends.Selective: every substring the watcher looks for. A line holding
+// none of them (after ANSI codes are stripped) can only matter as part of the tail.
+func (w *Watcher) Needles() []string {
+	var out []string
+	for _, p := range patterns {
+		out = append(out, p.subs...)
+	}
+	out = append(out, tracePrefixes...)
+	return append(out, metricsPrefixes...)
+}
+
+// TailLines implements backends.Selective.
+func (w *Watcher) TailLines() int { return TailLines }
+
+// Lines is how many lines the watcher has seen (under a selective process layer, the lines it
+// was given, not all lines of the log).
 func (w *Watcher) Lines() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -242,11 +259,15 @@ func (w *Watcher) Tail(n int) []backends.Evidence {
 	if n <= 0 {
 		return nil
 	}
-	out := make([]backends.Evidence, 0, n)
-	for i := w.tailN - n; i < w.tailN; i++ {
-		out = append(out, w.tail[i%TailLines])
+	k := min(TailLines, w.tailN)
+	all := make([]backends.Evidence, 0, k)
+	for i := w.tailN - k; i < w.tailN; i++ {
+		all = append(all, w.tail[i%TailLines])
 	}
-	return out
+	// A selective process layer hands over the last lines after the child exited, behind any
+	// selected line among them, so arrival order is not log order; line numbers are.
+	slices.SortStableFunc(all, func(a, b backends.Evidence) int { return cmp.Compare(a.Line, b.Line) })
+	return all[len(all)-n:]
 }
 
 // StripANSI removes terminal escape sequences: CSI sequences (ESC '[' parameters intermediates

@@ -3,6 +3,7 @@ package sglang
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -278,6 +279,34 @@ func TestAnchorsCoverNeedles(t *testing.T) {
 	for _, l := range []string{" 42%|████▏     | 21/50 [00:08<00:11,  2.51it/s]", "[12-20 16:45:15] [DenoisingStage] finished in 20.1234 seconds"} {
 		if mayMatch(l) {
 			t.Errorf("common line %q passes the prefilter", l)
+		}
+	}
+}
+
+// A selective process layer delivers the last lines after the process exited, behind a selected
+// line among them; Tail still returns them in log order.
+func TestTailInLogOrderAfterCatchUp(t *testing.T) {
+	w := NewWatcher()
+	w.Line(3, "output", "early: torch.OutOfMemoryError: CUDA out of memory")
+	w.Line(10, "output", "Saved profiler traces to: /t/a.trace.json.gz")
+	for _, no := range []int{8, 9, 11} {
+		w.Line(no, "output", fmt.Sprintf("line %d", no))
+	}
+	var got []int
+	for _, e := range w.Tail(4) {
+		got = append(got, e.Line)
+	}
+	if want := []int{8, 9, 10, 11}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Tail(4) lines %v, want %v", got, want)
+	}
+	if n := len(w.Needles()); n < len(patterns)+len(tracePrefixes)+len(metricsPrefixes) {
+		t.Errorf("Needles() has %d entries, fewer than the patterns and prefixes", n)
+	}
+	for _, p := range patterns {
+		for _, s := range p.subs {
+			if !slices.Contains(w.Needles(), s) {
+				t.Errorf("Needles() lacks %q", s)
+			}
 		}
 	}
 }

@@ -43,6 +43,18 @@ type output struct {
 	onLine func(Line)
 	stdout *stream
 	stderr *stream
+	// file mode: the child writes straight to the log file, and follow
+	// reads it back; combined is then the only stream.
+	combined   *stream
+	idle       bool // file mode: the dispatcher only uses idle CPU time
+	followStop chan struct{}
+	followDone chan struct{}
+
+	// sel narrows OnLine to the lines holding a needle or an escape byte
+	// (Spec.Select); nil delivers every line. tail holds the last lines for
+	// the catch-up at the end (Spec.Tail).
+	sel  *needles
+	tail tailRing
 
 	lineQ        chan piece
 	dispatchDone chan struct{}
@@ -74,13 +86,13 @@ type logChunk struct {
 	n int
 }
 
+// newOutput starts the pipe pipeline: the child's stdout and stderr are
+// pipes that os/exec copies into o.stdout and o.stderr.
 func newOutput(s Spec, log *slog.Logger) *output {
-	o := &output{onLine: s.OnLine, logW: s.Log, stall: s.LogStall}
+	o := newLines(s, false)
+	o.logW = s.Log
 	o.stdout = &stream{o: o, name: Stdout, limit: MaxLine}
 	o.stderr = &stream{o: o, name: Stderr, limit: MaxLine}
-	o.lineQ = make(chan piece, queueLen)
-	o.dispatchDone = make(chan struct{})
-	go o.dispatch()
 	if o.logW != nil {
 		o.logQ = make(chan logChunk, queueLen)
 		o.logDone = make(chan struct{})
@@ -90,17 +102,39 @@ func newOutput(s Spec, log *slog.Logger) *output {
 	return o
 }
 
+// newLines sets up what both modes share: the line dispatcher, the
+// selection and the tail.
+func newLines(s Spec, idle bool) *output {
+	o := &output{onLine: s.OnLine, stall: s.LogStall, idle: idle}
+	if s.OnLine != nil {
+		o.sel = newNeedles(s.Select)
+		if s.Select != nil && o.sel == nil {
+			o.sel = &needles{} // Select set but empty: only escapes and the tail
+		}
+		if o.sel != nil {
+			o.tail.init(s.Tail)
+		}
+	}
+	o.lineQ = make(chan piece, queueLen)
+	o.dispatchDone = make(chan struct{})
+	go o.dispatch()
+	return o
+}
+
 // dispatch is the line stage: lines in arrival order, then the chunk goes
 // on to the log. A slow OnLine fills lineQ and so, in the end, slows the
 // child down; a slow log writer does not hold up OnLine beyond LogStall.
 func (o *output) dispatch() {
 	defer close(o.dispatchDone)
+	if o.idle {
+		yieldToChild()
+	}
 	for pc := range o.lineQ {
 		if pc.eof {
 			pc.s.flush()
 			continue
 		}
-		pc.s.consume((*pc.b)[:pc.n], pc.str)
+		pc.s.take((*pc.b)[:pc.n], pc.str)
 		o.toLog(pc.b, pc.n)
 	}
 }
@@ -173,10 +207,18 @@ func (o *output) finish() {
 		return
 	}
 	o.finished = true
+	if o.followStop != nil {
+		close(o.followStop)
+		<-o.followDone
+	}
 	close(o.lineQ)
 	<-o.dispatchDone
-	o.stdout.flush()
-	o.stderr.flush()
+	for _, s := range []*stream{o.stdout, o.stderr, o.combined} {
+		if s != nil {
+			s.flush()
+		}
+	}
+	o.tail.catchUp(o.onLine)
 	if o.logW == nil {
 		return
 	}
@@ -249,8 +291,8 @@ func (s *stream) Write(p []byte) (int, error) {
 // allocation per chunk instead of one per line), or returns "" when nobody
 // receives lines. It runs on the reader, off the dispatcher's path.
 func (o *output) asString(p []byte) string {
-	if o.onLine == nil {
-		return ""
+	if o.onLine == nil || o.sel != nil {
+		return "" // selective: only the few selected lines become strings
 	}
 	return string(p)
 }
@@ -364,6 +406,13 @@ func (s *stream) deliver(text []byte, str string, partial bool) {
 	s.o.lines++
 	if s.o.onLine == nil {
 		return
+	}
+	if s.o.sel != nil {
+		picked := s.o.sel.selects(text)
+		s.o.tail.push(s.o.lines, s.name, text, partial, picked)
+		if !picked {
+			return
+		}
 	}
 	if str == "" && len(text) > 0 {
 		str = string(text)

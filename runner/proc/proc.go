@@ -12,18 +12,30 @@
 //   - a sweep after the main process exits: any member of the group still
 //     alive (a worker or a background job that ignores SIGTERM) is killed and
 //     counted, so no process we started survives Run;
-//   - output handling that never breaks or needlessly blocks the child: raw
-//     bytes go to a log writer on their own goroutine (a failing or stalled
-//     writer is dropped, the child carries on), lines are cut at '\n' and '\r'
-//     (tqdm progress bars) and at MaxLine, and handed to a callback.
+//   - output handling that never breaks or needlessly blocks the child, and
+//     costs it as little as possible (see below).
 //
-// The output path is our own io.ReaderFrom installed in go-cmd's BeforeExec
-// hook rather than go-cmd's streaming channels (Options.Streaming is off).
-// go-cmd allocates a string and does a channel send per line, and kills the
-// child with SIGPIPE when a line outgrows its buffer; reading the pipes
-// ourselves in large chunks through a three-stage pipeline (readers, line
-// dispatcher, log writer) halves the runner's CPU time per megabyte of log
-// (BenchmarkLog200MB measures both designs).
+// Output. When the log is a regular file (the runner's log.txt), the child
+// writes to it directly, as `cmd > log.txt 2>&1` would, and a follower reads
+// the file back behind it (follow.go): the child's output path is exactly
+// the one it has without the runner, with no pipe, no copy through our
+// process and no back-pressure. Lines are cut at '\n' and '\r' (tqdm
+// progress bars) and at MaxLine, and handed to a callback. With Spec.Select,
+// a gate that looks for a few markers gets only the lines that hold one (and
+// the last lines, at the end): whole chunks are searched at once with a
+// multi-substring scan (needles.go), so a log of millions of lines costs a
+// few passes at memory speed rather than a callback per line. The reader and
+// the dispatcher of file mode run on SCHED_IDLE threads: they may fall
+// behind the child, never slow it down, and catch up once it exits.
+//
+// Other writers get the pipe path: our own io.ReaderFrom installed in
+// go-cmd's BeforeExec hook rather than go-cmd's streaming channels
+// (Options.Streaming is off). go-cmd allocates a string and does a channel
+// send per line, and kills the child with SIGPIPE when a line outgrows its
+// buffer; reading the pipes ourselves in large chunks through a three-stage
+// pipeline (readers, line dispatcher, log writer, where a failing or stalled
+// writer is dropped and the child carries on) costs a fraction of that
+// (BenchmarkLog200MB measures the designs side by side).
 //
 // Linux is the target. Process-group membership is read from /proc, and the
 // main process's exit is observed with waitid(WNOWAIT); see proc_linux.go.
@@ -69,7 +81,7 @@ const (
 type Line struct {
 	// No numbers lines from 1 across both streams, in delivery order.
 	No int
-	// Stream is Stdout or Stderr.
+	// Stream is Stdout or Stderr, or Combined in file mode (see Spec.Log).
 	Stream string
 	// Text is the line without its terminator ("\n", "\r\n" or "\r").
 	Text string
@@ -90,11 +102,22 @@ type Spec struct {
 	Dir string
 
 	// Log receives the raw bytes of stdout and stderr as produced (the cell's
-	// log.txt), from one goroutine. If it returns an error, or blocks for
-	// longer than LogStall, Result.LogErr is set and the rest of the output is
-	// left out of the log; the child is never stopped for it. Run does not
-	// close Log. If a Write is still blocked when Run gives up on it, that
-	// call returns whenever it returns, after Run; nothing is written after.
+	// log.txt). Run does not close it.
+	//
+	// When Log is a regular *os.File (file mode), the child writes to it
+	// directly, as `cmd > log.txt 2>&1` would: both streams share the file
+	// in the order the child wrote them, the runner adds no copy and no
+	// back-pressure to the child's output, and a goroutine reads the file
+	// back for OnLine (Line.Stream is then Combined). A write error (a full
+	// disk) then happens in the child; Result.LogErr reports a full file
+	// system after the run.
+	//
+	// Any other writer gets the two pipes' bytes from one goroutine of ours.
+	// If it returns an error, or blocks for longer than LogStall,
+	// Result.LogErr is set and the rest of the output is left out of the
+	// log; the child is never stopped for it. If a Write is still blocked
+	// when Run gives up on it, that call returns whenever it returns, after
+	// Run; nothing is written after.
 	Log io.Writer
 	// LogStall bounds how long the child may be held up by a log writer that
 	// does not keep pace (0 = DefaultLogStall). Short stalls apply
@@ -110,6 +133,21 @@ type Spec struct {
 	// strings.Clone it before keeping many lines for long. It must return:
 	// Run waits for every line to be delivered.
 	OnLine func(Line)
+
+	// Select, if not nil, narrows OnLine to the lines that can matter to a
+	// log gate: those holding one of these substrings, or an escape byte
+	// (ANSI colour codes can split a substring; strip them and look again).
+	// Other lines are still counted in Line.No and Result.Lines and written
+	// to the log, and the last Tail lines reach OnLine in any case, once the
+	// child has exited and after every other line, so the caller still sees
+	// how the output ended. A selective gate costs the runner a couple of
+	// passes over the output at memory speed instead of a call per line,
+	// which is what keeps a fast-logging child unperturbed
+	// (BenchmarkLog200MB).
+	Select []string
+	// Tail is how many of the last lines OnLine receives under Select,
+	// whatever they hold, each cut to TailBytes.
+	Tail int
 
 	// Timeout stops the child with the stop ladder once it has run this long
 	// and sets Result.TimedOut; 0 means no timeout.
@@ -184,7 +222,13 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		return res
 	}
 
-	out := newOutput(s, log)
+	var out *output
+	logF, logR, start, fileMode := logFile(s.Log)
+	if fileMode {
+		out = newFollower(s, logR, start, log)
+	} else {
+		out = newOutput(s, log)
+	}
 	var ecmd *exec.Cmd
 	c := cmd.NewCmdOptions(cmd.Options{
 		BeforeExec: []func(*exec.Cmd){func(x *exec.Cmd) {
@@ -196,8 +240,11 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 			}
 			x.SysProcAttr.Setpgid = true
 			setParentDeathSignal(x.SysProcAttr)
-			x.Stdout = out.stdout
-			x.Stderr = out.stderr
+			if fileMode {
+				x.Stdout, x.Stderr = logF, logF
+			} else {
+				x.Stdout, x.Stderr = out.stdout, out.stderr
+			}
 			// Backstop only: the sweep below normally empties the group (and
 			// so closes the pipes) well before this.
 			x.WaitDelay = 3*s.LeftoverGrace + 5*time.Second
@@ -252,6 +299,9 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	out.finish()
 	res.Lines = out.lines
 	res.LogErr = out.logErr()
+	if fileMode && res.LogErr == nil {
+		res.LogErr = fileSystemFull(logF)
+	}
 
 	if ecmd != nil && ecmd.ProcessState != nil {
 		if ws, ok := ecmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

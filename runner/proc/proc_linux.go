@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -139,4 +140,17 @@ func growPipe(r io.Reader) bool {
 		size, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
 	})
 	return size >= pipeSize
+}
+
+// yieldToChild moves the calling goroutine onto an OS thread of its own that
+// runs under SCHED_IDLE, and reports whether that worked. File mode's reader
+// and line dispatcher call it: they can fall behind the child without
+// harm (nothing blocks the child, and they catch up once it exits), so they
+// should only ever use CPU time the measured program leaves idle. The thread
+// is not unlocked: Go ends a locked thread with its goroutine, so the policy
+// cannot leak to other goroutines.
+func yieldToChild() bool {
+	runtime.LockOSThread()
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+	return unix.SchedSetAttr(0, &attr, 0) == nil
 }
