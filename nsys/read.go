@@ -49,6 +49,24 @@ type ReadOptions struct {
 	// reason becomes a trace warning): the window mapping still wants its NVTX ranges and
 	// capture window to say why nothing was captured.
 	AllowNoKernels bool
+	// SummariseAPI aggregates the runtime and driver calls by name while reading
+	// (Capture.APIStats) instead of loading them all: Trace.Launches then holds only the calls
+	// that launched a GPU op, which is all that links, NVTX scopes and the NVTX table's GPU time
+	// need. The triage reads exports this way (an export has several runtime calls per kernel);
+	// `--stats` (cuda_api_sum wants every duration for its median) does not.
+	SummariseAPI bool
+	// SkipKernelInfo leaves Capture.Kernels empty: the triage needs only the trace model, and
+	// the nsys-only kernel facts (three name styles, grid, block) cost 56 bytes a kernel.
+	SkipKernelInfo bool
+	// noDirect reads every table through SQLite (tests compare the two paths).
+	noDirect bool
+}
+
+// APIStat is one runtime or driver call name's aggregate over every call in the export.
+type APIStat struct {
+	Name                  trace.NameID // as in Trace.Launches: version suffix stripped
+	Calls                 int
+	TotalNS, MinNS, MaxNS int64
 }
 
 // KernelInfo is what nsys records about a kernel beyond the shared trace model.
@@ -98,6 +116,13 @@ type Capture struct {
 	// APIRaw maps a launch name as stored in the trace (version suffix stripped) to the raw
 	// nsys name (cudaLaunchKernel_v7000), for nsys-compatible summaries.
 	APIRaw map[trace.NameID]string
+	// APIStats aggregates every runtime and driver call by name, in first-seen order, when
+	// ReadOptions.SummariseAPI is set (nil otherwise).
+	APIStats []APIStat
+	// APICalls counts every row of the runtime table, whether or not Trace.Launches holds it.
+	APICalls int
+	// apiSummarised says APIStats is the API table's source (even when empty).
+	apiSummarised bool
 	// NVTXEvents counts every NVTX_EVENTS row (marks, domain and thread naming included);
 	// Trace.Annotations holds only the ranges.
 	NVTXEvents int
@@ -171,16 +196,29 @@ func uriPath(p string) string {
 
 // reader carries the state of one Read.
 type reader struct {
-	ctx     context.Context
-	db      *sql.DB
-	path    string
-	log     *slog.Logger
-	c       *Capture
-	t       *trace.Trace
-	cols    map[string]map[string]bool
-	strStmt *sql.Stmt
-	strs    map[int64]trace.NameID // StringIds id → interned name
-	pids    map[int32]bool
+	ctx      context.Context
+	db       *sql.DB
+	path     string
+	log      *slog.Logger
+	c        *Capture
+	t        *trace.Trace
+	cols     map[string]map[string]bool
+	strStmt  *sql.Stmt
+	strs     map[int64]trace.NameID // StringIds id → interned name
+	strDense []trace.NameID         // the same for ids below 2^20
+	pids     map[int32]bool
+	opts     ReadOptions
+	file     *sqlFile // direct table scans (sqlitefile.go); nil reads everything through SQLite
+
+	kPIDs          map[int32]bool // pids of every kernel
+	lastPID        int32          // the pid addPID saw last
+	havePID        bool
+	kPID0          int32          // the first kernel's pid
+	kPIDOf         []int32        // pid of every kernel, nil while all are kPID0
+	kOp0, kN       int            // the kernels are GPUOps[kOp0:kOp0+kN]
+	rtPIDs         map[int32]bool // pids of every runtime call
+	rtFirst, rtEnd int64          // earliest start and latest end of every runtime call
+	rtIndex        *corrIndex     // SummariseAPI: GPU ops' correlation ids → first launch
 }
 
 // ReadCapture reads an export and returns the trace model together with the nsys-only facts.
@@ -197,11 +235,23 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 	t := trace.New(path, "nsys")
 	t.Warnings = append(t.Warnings, warnings...)
 	r := &reader{
-		ctx: ctx, db: db, path: path, log: log, t: t,
-		c:    &Capture{Trace: t, APIRaw: map[trace.NameID]string{}, Tables: map[string]bool{}},
-		cols: map[string]map[string]bool{},
-		strs: map[int64]trace.NameID{},
-		pids: map[int32]bool{},
+		ctx: ctx, db: db, path: path, log: log, t: t, opts: opts,
+		c:      &Capture{Trace: t, APIRaw: map[trace.NameID]string{}, Tables: map[string]bool{}},
+		cols:   map[string]map[string]bool{},
+		strs:   map[int64]trace.NameID{},
+		pids:   map[int32]bool{},
+		rtPIDs: map[int32]bool{},
+		kPIDs:  map[int32]bool{},
+	}
+	// The direct reader only for a file that no writer has touched: with a -wal or -journal
+	// beside it, SQLite must merge those in.
+	if len(warnings) == 0 && !opts.noDirect {
+		if f, err := openSQLFile(path); err == nil {
+			r.file = f
+			defer f.Close()
+		} else {
+			log.Debug("nsys: reading every table through SQLite", "why", err)
+		}
 	}
 	if err := r.tables(); err != nil {
 		return nil, err
@@ -231,9 +281,13 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 			return nil, err
 		}
 	}
-	r.uniqueCorrelations()
-	trace.Link(t)
-	t.Events = int64(len(t.GPUOps) + len(t.Launches) + r.c.NVTXEvents)
+	multi := r.uniqueCorrelations()
+	if r.opts.SummariseAPI {
+		r.link(multi)
+	} else {
+		trace.Link(t)
+	}
+	t.Events = int64(len(t.GPUOps) + r.c.APICalls + r.c.NVTXEvents)
 	log.Debug("nsys export read", "path", path, "schema", r.c.SchemaText, "kernels", len(r.c.Kernels),
 		"memops", len(r.c.Memops), "launches", len(t.Launches), "ranges", len(t.Annotations))
 	return r.c, nil
@@ -368,6 +422,9 @@ func (r *reader) schema() error {
 
 // name maps a StringIds id to an interned name, querying each distinct id once.
 func (r *reader) name(id int64) (trace.NameID, error) {
+	if id >= 0 && id < int64(len(r.strDense)) && r.strDense[id] != 0 {
+		return r.strDense[id], nil
+	}
 	if n, ok := r.strs[id]; ok {
 		return n, nil
 	}
@@ -383,6 +440,14 @@ func (r *reader) name(id int64) (trace.NameID, error) {
 	}
 	n := r.t.Names.InternString(s)
 	r.strs[id] = n
+	// StringIds ids are small and dense: a slice answers the per-row lookups of the big
+	// tables faster than the map (0, the empty name, falls through to the map).
+	if id >= 0 && id < 1<<20 {
+		if id >= int64(len(r.strDense)) {
+			r.strDense = append(r.strDense, make([]trace.NameID, int(id)+1-len(r.strDense))...)
+		}
+		r.strDense[id] = n
+	}
 	return n, nil
 }
 
@@ -415,23 +480,27 @@ func (r *reader) kernels(style NameStyle) error {
 	if !have["demangledName"] && !have["shortName"] {
 		return fmt.Errorf("nsys: %s: %s has neither demangledName nor shortName (schema %q); this export layout is not supported", r.path, table, r.c.SchemaText)
 	}
-	list, _ := selectList(have, "start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-		"demangledName", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
-	rows, err := r.db.QueryContext(r.ctx, "SELECT "+list+" FROM "+table)
-	if err != nil {
-		return r.wrap(table, err)
-	}
-	defer rows.Close()
-	var (
-		start, end, gpid, corr, dem, short, mang sql.NullInt64
-		device, stream                           int32
-		g                                        [6]sql.NullInt64
-	)
-	for rows.Next() {
-		if err := rows.Scan(&start, &end, &device, &stream, &corr, &gpid, &dem, &short, &mang,
-			&g[0], &g[1], &g[2], &g[3], &g[4], &g[5]); err != nil {
-			return r.wrap(table, err)
+	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+		"demangledName", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"}
+	ops0, k0 := len(r.t.GPUOps), len(r.c.Kernels)
+	r.kOp0 = ops0
+	if n := r.rowEstimate(table); n > 0 {
+		r.t.GPUOps = slices.Grow(r.t.GPUOps, n)
+		if !r.opts.SkipKernelInfo {
+			r.c.Kernels = slices.Grow(r.c.Kernels, n)
 		}
+	}
+	reset := func() {
+		r.t.GPUOps, r.c.Kernels, r.kPIDOf = r.t.GPUOps[:ops0], r.c.Kernels[:k0], nil
+		clear(r.kPIDs)
+	}
+	err = r.scanInts(table, cols, reset, func(v []sql.NullInt64) error {
+		start, end, corr, gpid, dem, short, mang := v[0], v[1], v[4], v[5], v[6], v[7], v[8]
+		if !v[2].Valid || !v[3].Valid {
+			return r.wrap(table, errors.New("a kernel without deviceId or streamId"))
+		}
+		device, stream := int32(v[2].Int64), int32(v[3].Int64)
+		g := v[9:15]
 		if !dem.Valid {
 			dem = short
 		}
@@ -439,6 +508,7 @@ func (r *reader) kernels(style NameStyle) error {
 			short = dem
 		}
 		ki := KernelInfo{Op: int32(len(r.t.GPUOps)), RawCorrelation: trace.NoID}
+		var err error
 		if ki.Demangled, err = r.name(dem.Int64); err != nil {
 			return err
 		}
@@ -454,7 +524,8 @@ func (r *reader) kernels(style NameStyle) error {
 			ki.Grid[i], ki.Block[i] = int32(g[i].Int64), int32(g[3+i].Int64)
 		}
 		_, ki.PID, _ = SplitGlobalID(gpid.Int64)
-		r.pids[ki.PID] = true
+		r.addPID(ki.PID)
+		r.kernelPID(len(r.t.GPUOps)-ops0, ki.PID)
 		if corr.Valid {
 			ki.RawCorrelation = corr.Int64
 		}
@@ -471,15 +542,58 @@ func (r *reader) kernels(style NameStyle) error {
 			Start: start.Int64, End: end.Int64, Correlation: ki.RawCorrelation, ExternalID: trace.NoID,
 			Name: name, Device: device, Stream: stream, Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
 		})
-		r.c.Kernels = append(r.c.Kernels, ki)
+		if !r.opts.SkipKernelInfo {
+			r.c.Kernels = append(r.c.Kernels, ki)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	if err := rows.Err(); err != nil {
-		return r.wrap(table, err)
-	}
-	if len(r.c.Kernels) == 0 {
+	r.kN = len(r.t.GPUOps) - ops0
+	if r.kN == 0 {
 		return r.noKernels(table + " is empty (the --delay/--duration capture window missed the part of the run that launched kernels, or the application never launched one)")
 	}
 	return nil
+}
+
+// kernelPID records the pid of kernel i (counted from the first kernel), keeping a per-kernel
+// slice only once two pids have been seen: uniqueCorrelations needs it, and a single-process
+// export should not pay 4 bytes a kernel for it.
+func (r *reader) kernelPID(i int, pid int32) {
+	if len(r.kPIDs) == 0 {
+		r.kPID0 = pid
+	}
+	if r.kPIDOf == nil && pid == r.kPID0 && i > 0 {
+		return
+	}
+	r.kPIDs[pid] = true
+	if r.kPIDOf == nil && pid != r.kPID0 {
+		r.kPIDOf = make([]int32, i, max(2*i, 1024))
+		for j := range r.kPIDOf {
+			r.kPIDOf[j] = r.kPID0
+		}
+	}
+	if r.kPIDOf != nil {
+		r.kPIDOf = append(r.kPIDOf, pid)
+	}
+}
+
+// addPID notes a pid that owns events; consecutive rows mostly share one, so the map is
+// touched only when it changes.
+func (r *reader) addPID(pid int32) {
+	if r.lastPID == pid && r.havePID {
+		return
+	}
+	r.pids[pid] = true
+	r.lastPID, r.havePID = pid, true
+}
+
+func (r *reader) pidOfKernel(i int) int32 {
+	if r.kPIDOf != nil {
+		return r.kPIDOf[i]
+	}
+	return r.kPID0
 }
 
 func (r *reader) memops() error {
@@ -488,31 +602,18 @@ func (r *reader) memops() error {
 			continue
 		}
 		memset := table == "CUPTI_ACTIVITY_KIND_MEMSET"
-		have, err := r.columns(table)
-		if err != nil {
-			return err
-		}
-		list, _ := selectList(have, "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind")
-		rows, err := r.db.QueryContext(r.ctx, "SELECT "+list+" FROM "+table)
-		if err != nil {
-			return r.wrap(table, err)
-		}
-		var (
-			start, end, corr, gpid, nbytes, kind sql.NullInt64
-			device, stream                       sql.NullInt64
-		)
 		names := map[int32]trace.NameID{}
-		for rows.Next() {
-			if err := rows.Scan(&start, &end, &device, &stream, &corr, &gpid, &nbytes, &kind); err != nil {
-				rows.Close()
-				return r.wrap(table, err)
-			}
+		ops0, m0 := len(r.t.GPUOps), len(r.c.Memops)
+		reset := func() { r.t.GPUOps, r.c.Memops = r.t.GPUOps[:ops0], r.c.Memops[:m0] }
+		cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind"}
+		err := r.scanInts(table, cols, reset, func(v []sql.NullInt64) error {
+			start, end, device, stream, corr, gpid, nbytes, kind := v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]
 			mi := MemopInfo{Op: int32(len(r.t.GPUOps)), Memset: memset}
 			if !memset {
 				mi.CopyKind = int32(kind.Int64)
 			}
 			_, mi.PID, _ = SplitGlobalID(gpid.Int64)
-			r.pids[mi.PID] = true
+			r.addPID(mi.PID)
 			name, ok := names[mi.CopyKind]
 			if !ok {
 				label := MemsetOpName
@@ -535,11 +636,10 @@ func (r *reader) memops() error {
 			}
 			r.t.GPUOps = append(r.t.GPUOps, op)
 			r.c.Memops = append(r.c.Memops, mi)
-		}
-		err = rows.Err()
-		rows.Close()
+			return nil
+		})
 		if err != nil {
-			return r.wrap(table, err)
+			return err
 		}
 	}
 	return nil
@@ -547,32 +647,52 @@ func (r *reader) memops() error {
 
 func (r *reader) runtime() error {
 	const table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+	if r.opts.SummariseAPI {
+		r.c.apiSummarised = true
+	}
 	if !r.has(table) {
 		r.t.Warnings = append(r.t.Warnings, "the export has no "+table+" table, so kernels cannot be joined to their launch calls (no launch overhead, API summary or NVTX scopes)")
 		return nil
 	}
-	have, err := r.columns(table)
-	if err != nil {
-		return err
-	}
-	list, _ := selectList(have, "start", "end", "globalTid", "correlationId", "nameId")
-	rows, err := r.db.QueryContext(r.ctx, "SELECT "+list+" FROM "+table)
-	if err != nil {
-		return r.wrap(table, err)
-	}
-	defer rows.Close()
 	type apiName struct {
 		name   trace.NameID
 		graph  bool
 		driver bool
+		stat   int // index into APIStats
 	}
-	byID := map[int64]apiName{}
-	var start, end, gtid, corr, nameID sql.NullInt64
-	for rows.Next() {
-		if err := rows.Scan(&start, &end, &gtid, &corr, &nameID); err != nil {
-			return r.wrap(table, err)
+	var (
+		byID   map[int64]apiName
+		dense  []apiName // byID for ids below 2^16 (name 0 marks a hole)
+		statOf map[trace.NameID]int
+		want   *corrIndex
+	)
+	if r.opts.SummariseAPI {
+		want = newCorrIndex(r.t.GPUOps)
+		r.rtIndex = want
+		// About one kept call per GPU op.
+		r.t.Launches = slices.Grow(r.t.Launches, min(len(r.t.GPUOps), r.rowEstimate(table)))
+		r.c.Driver = slices.Grow(r.c.Driver, cap(r.t.Launches))
+	}
+	begin := func() {
+		byID, statOf, dense = map[int64]apiName{}, map[trace.NameID]int{}, dense[:0]
+		r.t.Launches, r.c.Driver, r.c.APIStats, r.c.APICalls = r.t.Launches[:0], r.c.Driver[:0], r.c.APIStats[:0], 0
+		clear(r.rtPIDs)
+		if want != nil {
+			want.reset()
 		}
-		an, ok := byID[nameID.Int64]
+	}
+	begin()
+	var lastPID int32 // the previous call's pid (already in the pid sets)
+	cols := []string{"start", "end", "globalTid", "correlationId", "nameId"}
+	return r.scanInts(table, cols, begin, func(v []sql.NullInt64) error {
+		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
+		var an apiName
+		ok := false
+		if id := nameID.Int64; id >= 0 && id < int64(len(dense)) && dense[id].name != 0 {
+			an, ok = dense[id], true
+		} else {
+			an, ok = byID[id]
+		}
 		if !ok {
 			raw, err := r.name(nameID.Int64)
 			if err != nil {
@@ -580,11 +700,53 @@ func (r *reader) runtime() error {
 			}
 			rawText := r.t.Names.String(raw)
 			an = apiName{name: r.t.Names.InternString(StripAPIVersion(rawText)), graph: IsGraphLaunch(rawText), driver: IsDriverAPI(rawText)}
+			if r.opts.SummariseAPI {
+				j, ok := statOf[an.name]
+				if !ok {
+					j = len(r.c.APIStats)
+					statOf[an.name] = j
+					r.c.APIStats = append(r.c.APIStats, APIStat{Name: an.name})
+				}
+				an.stat = j
+			}
 			byID[nameID.Int64] = an
+			if id := nameID.Int64; id >= 0 && id < 1<<16 && an.name != 0 {
+				if id >= int64(len(dense)) {
+					dense = append(dense, make([]apiName, int(id)+1-len(dense))...)
+				}
+				dense[id] = an
+			}
 			r.c.APIRaw[an.name] = rawText
 		}
 		_, pid, tid := SplitGlobalID(gtid.Int64)
-		r.pids[pid] = true
+		if pid != lastPID || r.c.APICalls == 0 {
+			r.pids[pid] = true
+			r.rtPIDs[pid] = true
+			lastPID = pid
+		}
+		if r.c.APICalls == 0 || start.Int64 < r.rtFirst {
+			r.rtFirst = start.Int64
+		}
+		if r.c.APICalls == 0 || end.Int64 > r.rtEnd {
+			r.rtEnd = end.Int64
+		}
+		r.c.APICalls++
+		if want != nil {
+			d := end.Int64 - start.Int64
+			st := &r.c.APIStats[an.stat]
+			if st.Calls == 0 || d < st.MinNS {
+				st.MinNS = d
+			}
+			st.MaxNS = max(st.MaxNS, d)
+			st.Calls++
+			st.TotalNS += d
+			// Keep only the calls whose correlation id a GPU op has (in any process: which
+			// process matters is settled by link once every pid is known).
+			if !corr.Valid || !want.wanted(corr.Int64) {
+				return nil
+			}
+			want.add(corr.Int64, int32(len(r.t.Launches)))
+		}
 		l := trace.Launch{Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
 			Name: an.name, PID: pid, TID: tid, Graph: an.graph, Frame: trace.NoID}
 		if corr.Valid {
@@ -592,8 +754,8 @@ func (r *reader) runtime() error {
 		}
 		r.t.Launches = append(r.t.Launches, l)
 		r.c.Driver = append(r.c.Driver, an.driver)
-	}
-	return r.wrapIf(table, rows.Err())
+		return nil
+	})
 }
 
 // NVTX event types (ENUM_NSYS_EVENT_TYPE). The NVTXT ones come from nsys's own text-file
@@ -846,6 +1008,9 @@ func (r *reader) session() error {
 		for _, l := range r.t.Launches {
 			add(l.Start, l.End)
 		}
+		if r.c.APICalls > 0 { // every runtime call, also those SummariseAPI did not keep
+			add(r.rtFirst, r.rtEnd)
+		}
 		for _, a := range r.t.Annotations {
 			add(a.Start, a.End)
 		}
@@ -857,17 +1022,17 @@ func (r *reader) session() error {
 // uniqueCorrelations makes correlation ids unique across processes. CUPTI numbers launches per
 // process, so an export of several ranks repeats ids; the shared Link joins on the id alone.
 // With more than one process each id becomes (pid<<32)|id in both GPU ops and launches
-// (KernelInfo.RawCorrelation keeps the stored value).
-func (r *reader) uniqueCorrelations() {
+// (KernelInfo.RawCorrelation keeps the stored value). It says whether it did.
+func (r *reader) uniqueCorrelations() bool {
 	pids := map[int32]bool{}
-	for _, k := range r.c.Kernels {
-		pids[k.PID] = true
+	for p := range r.kPIDs {
+		pids[p] = true
 	}
-	for _, l := range r.t.Launches {
-		pids[l.PID] = true
+	for p := range r.rtPIDs { // the pids of every runtime call, kept in Launches or not
+		pids[p] = true
 	}
 	if len(pids) < 2 {
-		return
+		return false
 	}
 	enc := func(pid int32, c int64) int64 {
 		if c == trace.NoID {
@@ -875,9 +1040,9 @@ func (r *reader) uniqueCorrelations() {
 		}
 		return int64(pid)<<32 | (c & 0xFFFFFFFF)
 	}
-	for _, k := range r.c.Kernels {
-		op := &r.t.GPUOps[k.Op]
-		op.Correlation = enc(k.PID, op.Correlation)
+	for i := 0; i < r.kN; i++ {
+		op := &r.t.GPUOps[r.kOp0+i]
+		op.Correlation = enc(r.pidOfKernel(i), op.Correlation)
 	}
 	for _, m := range r.c.Memops {
 		op := &r.t.GPUOps[m.Op]
@@ -888,4 +1053,5 @@ func (r *reader) uniqueCorrelations() {
 		l.Correlation = enc(l.PID, l.Correlation)
 	}
 	r.t.Meta["correlation_ids"] = "(pid<<32)|correlationId, because the export has several processes"
+	return true
 }

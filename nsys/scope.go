@@ -28,6 +28,13 @@ func Scopes(t *trace.Trace, match func(name string) bool) []int32 {
 		k := key{a.PID, a.TID}
 		ranges[k] = append(ranges[k], int32(i))
 	}
+	if len(ranges) == 0 { // nothing to be inside of (an export without NVTX)
+		out := make([]int32, len(t.GPUOps))
+		for i := range out {
+			out[i] = trace.NoID
+		}
+		return out
+	}
 	launchScope := make([]int32, len(t.Launches))
 	for i := range launchScope {
 		launchScope[i] = trace.NoID

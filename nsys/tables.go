@@ -76,6 +76,9 @@ func NVTXSummary(c *Capture) []NVTXRange {
 // per thread, launches sorted by start with prefix sums of their GPU time, then two binary
 // searches per range.
 func gpuTimeInside(t *trace.Trace) []int64 {
+	if len(t.Annotations) == 0 {
+		return nil
+	}
 	perLaunch := make([]int64, len(t.Launches))
 	for i := range t.GPUOps {
 		if l := t.GPUOps[i].Launch; l != trace.NoID && int(l) < len(perLaunch) {
@@ -208,6 +211,26 @@ func APISummary(t *trace.Trace, top int) []APICall {
 		r.MinNS = min(r.MinNS, d)
 		r.MaxNS = max(r.MaxNS, d)
 	}
+	return finishAPI(rows, total, top)
+}
+
+// apiFromStats is APISummary over the per-name aggregates of a SummariseAPI read.
+func apiFromStats(c *Capture, top int) []APICall {
+	rows := make([]APICall, 0, len(c.APIStats))
+	var total int64
+	for _, st := range c.APIStats {
+		if st.Calls == 0 {
+			continue
+		}
+		name := c.Trace.Name(st.Name)
+		rows = append(rows, APICall{Name: name, Calls: st.Calls, TotalNS: st.TotalNS, MinNS: st.MinNS, MaxNS: st.MaxNS, Sync: IsSyncAPI(name)})
+		total += st.TotalNS
+	}
+	return finishAPI(rows, total, top)
+}
+
+// finishAPI fills means and shares, sorts by total time and keeps the top rows.
+func finishAPI(rows []APICall, total int64, top int) []APICall {
 	for i := range rows {
 		r := &rows[i]
 		r.MeanNS = r.TotalNS / int64(r.Calls)
@@ -235,8 +258,15 @@ type Tables struct {
 }
 
 // Summaries computes the three nsys-only tables; apiTop limits the API table (0 keeps all).
+// The API table comes from Capture.APIStats after a SummariseAPI read, else from every launch.
 func Summaries(c *Capture, apiTop int) Tables {
-	return Tables{NVTX: NVTXSummary(c), MemoryOps: MemorySummary(c.Trace), API: APISummary(c.Trace, apiTop)}
+	var api []APICall
+	if c.apiSummarised {
+		api = apiFromStats(c, apiTop)
+	} else {
+		api = APISummary(c.Trace, apiTop)
+	}
+	return Tables{NVTX: NVTXSummary(c), MemoryOps: MemorySummary(c.Trace), API: api}
 }
 
 // Render writes the three tables in one format, separated by blank lines.

@@ -353,7 +353,7 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 			return nil, err
 		}
 	}
-	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels})
+	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels, SummariseAPI: true, SkipKernelInfo: true})
 	if err != nil {
 		return nil, err
 	}
@@ -456,6 +456,9 @@ func windowCoverage(c *nsys.Capture, o NsysOptions) *nsys.Coverage {
 // iteration: otherwise a kernel's time would be split over 50 step or 60 layer sites.
 func scopeLabels(c *nsys.Capture) []trace.NameID {
 	t := c.Trace
+	if len(t.Annotations) == 0 {
+		return nil // no NVTX range, so no op has a scope (nil reads as "none" for every op)
+	}
 	idx := nsys.Scopes(t, nil)
 	labels := map[int32]trace.NameID{}
 	out := make([]trace.NameID, len(idx))
