@@ -22,9 +22,21 @@ import (
 // BenchmarkLog200MB measures the issue's performance requirement: a child
 // writes 200 MB of ~100-byte log lines as fast as it can, (a) with its
 // stdout redirected straight to a file, as `cmd > log.txt` would, and (b)
-// through Run with Log = a file and OnLine doing a log gate's substring
-// checks. The two alternate within each iteration, so drift on a shared
-// machine hits both. Metrics:
+// through Run with OnLine doing sglang's log-gate substring checks. The two
+// alternate within each iteration, so drift on a shared machine hits both.
+// The variants of (b):
+//
+//	file+select       what the runner does: Log is the log file (file mode)
+//	                  and Select holds the gate's markers, Tail 40
+//	file+select+busy  the same with the follower on ordinary threads instead
+//	                  of SCHED_IDLE ones
+//	pipe+select       Log is not an *os.File: the pipe path, with Select
+//	pipe              the pipe path calling OnLine for every line (the
+//	                  runner's design before file mode)
+//	gocmd-stream      go-cmd's own streaming channels with the crToLF/tee
+//	                  wrapper of the reference notes, the design Run replaced
+//
+// write= is the child's stdout buffer (Python's is 8 KiB). Metrics:
 //
 //	direct-ms, proc-ms  mean wall time per child run (start to exit/return)
 //	ratio               proc-ms / direct-ms (the target is <= 1.03)
@@ -35,18 +47,14 @@ import (
 //	child-cpu-ms        CPU time (user+sys) of the child, direct run
 //	proc-child-cpu-ms   the same child's CPU time when run through Run
 //	proc-cpu-ms         CPU time this process spent in Run (all its goroutines:
-//	                    pipe reads, line cutting, OnLine, log writes, GC)
+//	                    reads, line cutting, OnLine, log writes, GC)
 //
-// The wall-time ratio depends on spare cores: Run's stages (read, lines,
-// log) run on their own goroutines in parallel with the child, so on a
-// machine with idle cores they hide behind the child's own time, while on a
-// small shared machine they compete with it. The CPU columns show the work
-// itself, independent of that.
-//
-// The "gocmd-stream" variant runs the same child through go-cmd's own
-// streaming channels with the crToLF/tee wrapper of the reference notes,
-// which is the design Run replaces; it is here to keep that choice honest.
-// PROC_BENCH_MB changes the volume (default 200). Reproduce with
+// The wall-time ratio depends on spare cores: Run's work runs on its own
+// threads in parallel with the child, so on a machine with idle cores it
+// hides behind the child's own time, while on a small shared machine it
+// competes with it (or, on SCHED_IDLE threads, waits and catches up after
+// the child exits). The CPU columns show the work itself, independent of
+// that. PROC_BENCH_MB changes the volume (default 200). Reproduce with
 //
 //	go test -run '^$' -bench Log200MB -benchtime 5x -count 3 ./runner/proc
 func BenchmarkLog200MB(b *testing.B) {

@@ -5,25 +5,30 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Polling bounds of the file follower. While the child writes, the follower
-// reads as fast as the file grows (a short read means it caught up, and it
-// waits followBatch so that the next read is a large one); once nothing
-// comes, it backs off to followIdle, which bounds how late an idle server's
-// first line reaches OnLine.
+// reads as fast as the file grows (once it has caught up, it waits
+// followBatch so that the next read is a large one); once nothing comes, it
+// backs off to followIdle, which bounds how late an idle server's first
+// line reaches OnLine.
 const (
 	followBatch = time.Millisecond
 	followIdle  = 20 * time.Millisecond
 )
 
-// idleFollower puts file mode's reader and dispatcher on SCHED_IDLE threads
+// idleFollower puts file mode's follower on a SCHED_IDLE thread
 // (yieldToChild). It is a variable only so that BenchmarkLog200MB can show
 // the effect.
 var idleFollower = true
+
+// mapLog selects mapping over reading in window; tests turn it off to cover
+// the read path that file systems without mmap get.
+var mapLog = true
 
 // Combined is Line.Stream in file mode, where stdout and stderr are one file
 // and cannot be told apart.
@@ -61,10 +66,10 @@ func logFile(w io.Writer) (f, r *os.File, start int64, ok bool) {
 
 // newFollower starts the file-mode pipeline: the child writes to the log
 // file itself, exactly as `cmd > log.txt 2>&1` would, so the runner adds no
-// copy, no pipe and no back-pressure to the child's output, and a goroutine
-// reads the file back behind it for the lines.
+// copy, no pipe and no back-pressure to the child's output, and one
+// goroutine reads the file back behind it and cuts the lines.
 func newFollower(s Spec, r *os.File, start int64, log *slog.Logger) *output {
-	o := newLines(s, idleFollower)
+	o := newLines(s)
 	o.combined = &stream{o: o, name: Combined, limit: MaxLine}
 	o.followStop = make(chan struct{})
 	o.followDone = make(chan struct{})
@@ -72,59 +77,118 @@ func newFollower(s Spec, r *os.File, start int64, log *slog.Logger) *output {
 	return o
 }
 
-// follow reads r from off as it grows until followStop is closed, then up
-// to the size r has at that moment (a process outside the group that keeps
-// writing cannot hold Run up), and closes followDone.
+// followWindow is how much of the file is mapped at once.
+const followWindow = 4 << 20
+
+// follow processes r from off as it grows until followStop is closed, then
+// up to the size r has at that moment (a process outside the group that
+// keeps writing cannot hold Run up), and closes followDone. It runs on a
+// SCHED_IDLE thread of its own (idleFollower), and it reads the file
+// through read-only shared mappings of the page cache, so the bytes the
+// child wrote are scanned where they lie instead of being copied first.
 func (o *output) follow(r *os.File, off int64, log *slog.Logger) {
 	defer close(o.followDone)
 	defer r.Close()
-	if o.idle {
+	if idleFollower {
 		yieldToChild()
 	}
 	s := o.combined
-	defer func() { o.lineQ <- piece{s: s, eof: true} }()
+	defer s.flush()
 	wait := followBatch
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	stopAt := int64(-1)
+	buf := []byte(nil) // for reads when mapping fails
 	for {
-		b := chunkPool.Get().(*[]byte)
-		n, err := r.ReadAt(*b, off)
-		if n > 0 {
-			off += int64(n)
-			o.lineQ <- piece{s: s, b: b, n: n, str: o.asString((*b)[:n])}
-		} else {
-			chunkPool.Put(b)
-		}
-		if err != nil && err != io.EOF {
-			o.failLog(fmt.Errorf("read back the log: %w; lines after byte %d were not checked", err, off))
-			log.Warn("reading the log back failed; its remaining lines are not checked", "err", err)
+		st, err := r.Stat()
+		if err != nil {
+			o.followFailed(log, off, err)
 			return
 		}
-		if stopAt >= 0 && (off >= stopAt || n == 0) {
+		size := st.Size()
+		if stopAt >= 0 {
+			size = min(size, stopAt)
+		}
+		if size < off {
+			o.followFailed(log, off, fmt.Errorf("the log shrank to %d bytes while the program ran (truncated by another process?)", size))
 			return
 		}
-		if n == len(*b) {
-			continue // more is waiting
-		}
-		if n > 0 {
+		if size > off {
+			end := min(size, off+followWindow)
+			if err := o.window(r, off, end, &buf); err != nil {
+				o.followFailed(log, off, err)
+				return
+			}
+			off = end
+			if end < size {
+				continue // more is waiting
+			}
 			wait = followBatch
 		} else {
 			wait = min(2*wait, followIdle)
 		}
+		if stopAt >= 0 {
+			return
+		}
 		t.Reset(wait)
 		select {
 		case <-o.followStop:
-			stopAt = off
+			stopAt = size
 			if st, err := r.Stat(); err == nil {
 				stopAt = st.Size()
-			}
-			if off >= stopAt {
-				return
 			}
 		case <-t.C:
 		}
 	}
+}
+
+func (o *output) followFailed(log *slog.Logger, off int64, err error) {
+	o.failLog(fmt.Errorf("reading the log back: %w; its lines after byte %d were not checked", err, off))
+	log.Warn("reading the log back failed; its remaining lines are not checked", "err", err)
+}
+
+// window cuts the lines of r's bytes [off, end). It maps them read-only
+// (falling back to a read when the file system cannot map) and hands them
+// to the stream in chunkSize pieces, the unit take is built for; no
+// reference into the mapping outlives the call, because every line kept
+// (OnLine text, the pending line, the tail) is a copy. A mapped page whose
+// file was truncated under us faults; that is turned into an error here
+// rather than a crash.
+func (o *output) window(r *os.File, off, end int64, buf *[]byte) (err error) {
+	page := int64(os.Getpagesize())
+	base := off &^ (page - 1)
+	b, merr := []byte(nil), error(unix.ENODEV)
+	if mapLog {
+		b, merr = unix.Mmap(int(r.Fd()), base, int(end-base), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	}
+	if merr == nil {
+		defer unix.Munmap(b)
+		b = b[off-base:]
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if p := recover(); p != nil {
+				if re, ok := p.(interface{ Addr() uintptr }); ok {
+					err = fmt.Errorf("the log's pages became unreadable (fault at %#x): it was truncated while the program ran", re.Addr())
+					return
+				}
+				panic(p)
+			}
+		}()
+	} else {
+		if cap(*buf) < int(end-off) {
+			*buf = make([]byte, end-off)
+		}
+		b = (*buf)[:end-off]
+		if _, err := r.ReadAt(b, off); err != nil {
+			return err
+		}
+	}
+	for len(b) > 0 {
+		n := min(len(b), chunkSize)
+		o.combined.take(b[:n], "")
+		b = b[n:]
+	}
+	return nil
 }
 
 // fileSystemFull is the file-mode stand-in for a failed log write: the

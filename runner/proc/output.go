@@ -46,7 +46,6 @@ type output struct {
 	// file mode: the child writes straight to the log file, and follow
 	// reads it back; combined is then the only stream.
 	combined   *stream
-	idle       bool // file mode: the dispatcher only uses idle CPU time
 	followStop chan struct{}
 	followDone chan struct{}
 
@@ -58,7 +57,7 @@ type output struct {
 
 	lineQ        chan piece
 	dispatchDone chan struct{}
-	lines        int // dispatcher only, read after dispatchDone
+	lines        int // dispatcher (or follower) only, read after it finished
 
 	logW     io.Writer
 	stall    time.Duration
@@ -89,7 +88,10 @@ type logChunk struct {
 // newOutput starts the pipe pipeline: the child's stdout and stderr are
 // pipes that os/exec copies into o.stdout and o.stderr.
 func newOutput(s Spec, log *slog.Logger) *output {
-	o := newLines(s, false)
+	o := newLines(s)
+	o.lineQ = make(chan piece, queueLen)
+	o.dispatchDone = make(chan struct{})
+	go o.dispatch()
 	o.logW = s.Log
 	o.stdout = &stream{o: o, name: Stdout, limit: MaxLine}
 	o.stderr = &stream{o: o, name: Stderr, limit: MaxLine}
@@ -102,10 +104,9 @@ func newOutput(s Spec, log *slog.Logger) *output {
 	return o
 }
 
-// newLines sets up what both modes share: the line dispatcher, the
-// selection and the tail.
-func newLines(s Spec, idle bool) *output {
-	o := &output{onLine: s.OnLine, stall: s.LogStall, idle: idle}
+// newLines sets up what both modes share: the selection and the tail.
+func newLines(s Spec) *output {
+	o := &output{onLine: s.OnLine, stall: s.LogStall}
 	if s.OnLine != nil {
 		o.sel = newNeedles(s.Select)
 		if s.Select != nil && o.sel == nil {
@@ -115,9 +116,6 @@ func newLines(s Spec, idle bool) *output {
 			o.tail.init(s.Tail)
 		}
 	}
-	o.lineQ = make(chan piece, queueLen)
-	o.dispatchDone = make(chan struct{})
-	go o.dispatch()
 	return o
 }
 
@@ -126,9 +124,6 @@ func newLines(s Spec, idle bool) *output {
 // child down; a slow log writer does not hold up OnLine beyond LogStall.
 func (o *output) dispatch() {
 	defer close(o.dispatchDone)
-	if o.idle {
-		yieldToChild()
-	}
 	for pc := range o.lineQ {
 		if pc.eof {
 			pc.s.flush()
@@ -210,9 +205,10 @@ func (o *output) finish() {
 	if o.followStop != nil {
 		close(o.followStop)
 		<-o.followDone
+	} else {
+		close(o.lineQ)
+		<-o.dispatchDone
 	}
-	close(o.lineQ)
-	<-o.dispatchDone
 	for _, s := range []*stream{o.stdout, o.stderr, o.combined} {
 		if s != nil {
 			s.flush()

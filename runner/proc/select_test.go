@@ -259,3 +259,43 @@ func TestFullFileSystem(t *testing.T) {
 		}
 	}
 }
+
+// The follower's read path (file systems that cannot map) gives the same
+// lines as the mapped one.
+func TestFileModeWithoutMapping(t *testing.T) {
+	mapLog = false
+	defer func() { mapLog = true }()
+	TestFileModeLogAndLines(t)
+	TestFileModeSelectAndTail(t)
+}
+
+// A log truncated under the follower while it scans a mapped window is an
+// error on the run, never a crash of the runner (SIGBUS on the vanished
+// pages is recovered).
+func TestTruncatedLogIsAnErrorNotACrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.txt")
+	content := bytes.Repeat([]byte("[INFO] step 1/50 took 90.00 ms\n"), 200000) // ~6 MB, several pages
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lines := 0
+	o := newLines(Spec{OnLine: func(Line) {
+		lines++
+		if lines == 1 {
+			if err := os.Truncate(path, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	o.combined = &stream{o: o, name: Combined, limit: MaxLine}
+	var buf []byte
+	err = o.window(r, 0, followWindow, &buf)
+	if err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("window over a truncated log: err = %v (after %d lines), want a truncation error", err, lines)
+	}
+}
