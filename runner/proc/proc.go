@@ -24,9 +24,10 @@
 // a gate that looks for a few markers gets only the lines that hold one (and
 // the last lines, at the end): whole chunks are searched at once with a
 // multi-substring scan (needles.go), so a log of millions of lines costs a
-// few passes at memory speed rather than a callback per line. The reader and
-// the dispatcher of file mode run on SCHED_IDLE threads: they may fall
-// behind the child, never slow it down, and catch up once it exits.
+// few passes at memory speed rather than a callback per line. The follower
+// scans the page cache in place (read-only mappings of the log) on a
+// SCHED_IDLE thread: it may fall behind the child, never slow it down, and
+// catches up once the child exits.
 //
 // Other writers get the pipe path: our own io.ReaderFrom installed in
 // go-cmd's BeforeExec hook rather than go-cmd's streaming channels
