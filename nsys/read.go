@@ -482,6 +482,15 @@ func (r *reader) kernels(style NameStyle) error {
 	}
 	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid",
 		"demangledName", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"}
+	// Without KernelInfo only the op's own name style is looked up, and the columns after the
+	// names are not decoded at all (the direct reader stops at the last wanted column).
+	lean := r.opts.SkipKernelInfo
+	if lean {
+		cols = cols[:8]
+		if style == Mangled {
+			cols = cols[:9]
+		}
+	}
 	ops0, k0 := len(r.t.GPUOps), len(r.c.Kernels)
 	r.kOp0 = ops0
 	if n := r.rowEstimate(table); n > 0 {
@@ -495,12 +504,15 @@ func (r *reader) kernels(style NameStyle) error {
 		clear(r.kPIDs)
 	}
 	err = r.scanInts(table, cols, reset, func(v []sql.NullInt64) error {
-		start, end, corr, gpid, dem, short, mang := v[0], v[1], v[4], v[5], v[6], v[7], v[8]
+		start, end, corr, gpid, dem, short := v[0], v[1], v[4], v[5], v[6], v[7]
+		var mang sql.NullInt64
+		if len(v) > 8 {
+			mang = v[8]
+		}
 		if !v[2].Valid || !v[3].Valid {
 			return r.wrap(table, errors.New("a kernel without deviceId or streamId"))
 		}
 		device, stream := int32(v[2].Int64), int32(v[3].Int64)
-		g := v[9:15]
 		if !dem.Valid {
 			dem = short
 		}
@@ -509,19 +521,25 @@ func (r *reader) kernels(style NameStyle) error {
 		}
 		ki := KernelInfo{Op: int32(len(r.t.GPUOps)), RawCorrelation: trace.NoID}
 		var err error
-		if ki.Demangled, err = r.name(dem.Int64); err != nil {
-			return err
+		if !lean || style != Short {
+			if ki.Demangled, err = r.name(dem.Int64); err != nil {
+				return err
+			}
 		}
-		if ki.Short, err = r.name(short.Int64); err != nil {
-			return err
+		if !lean || style == Short {
+			if ki.Short, err = r.name(short.Int64); err != nil {
+				return err
+			}
 		}
 		if mang.Valid {
 			if ki.Mangled, err = r.name(mang.Int64); err != nil {
 				return err
 			}
 		}
-		for i := range 3 {
-			ki.Grid[i], ki.Block[i] = int32(g[i].Int64), int32(g[3+i].Int64)
+		if len(v) >= 15 {
+			for i := range 3 {
+				ki.Grid[i], ki.Block[i] = int32(v[9+i].Int64), int32(v[12+i].Int64)
+			}
 		}
 		_, ki.PID, _ = SplitGlobalID(gpid.Int64)
 		r.addPID(ki.PID)

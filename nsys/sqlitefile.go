@@ -535,8 +535,23 @@ func (ts *tableScan) recordInts(rec []byte) error {
 	return ts.fnInts(vals)
 }
 
-// beInt sign-extends a big-endian two's-complement integer of 1 to 8 bytes.
+// beInt sign-extends a big-endian two's-complement integer of 1, 2, 3, 4, 6 or 8 bytes (the
+// sizes of serial types 1 to 6).
 func beInt(b []byte) int64 {
+	switch len(b) {
+	case 1:
+		return int64(int8(b[0]))
+	case 2:
+		return int64(int16(binary.BigEndian.Uint16(b)))
+	case 3:
+		return int64(int32(uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8) >> 8)
+	case 4:
+		return int64(int32(binary.BigEndian.Uint32(b)))
+	case 6:
+		return int64(uint64(binary.BigEndian.Uint16(b))<<48|uint64(binary.BigEndian.Uint32(b[2:]))<<16) >> 16
+	case 8:
+		return int64(binary.BigEndian.Uint64(b))
+	}
 	var v int64
 	if len(b) > 0 && b[0]&0x80 != 0 {
 		v = -1
