@@ -601,3 +601,26 @@ func FuzzSQLFileScan(f *testing.F) {
 		_, _ = s.lastRowid(uint32(root))
 	})
 }
+
+// TestKernelSummaryDirectMatchesSQL: the Go GROUP BY over the direct reader gives SQLite's
+// per-name counts and sums, for every name style.
+func TestKernelSummaryDirectMatchesSQL(t *testing.T) {
+	for name, path := range exportsUnderTest(t) {
+		for _, style := range []NameStyle{Demangled, Short, Mangled} {
+			direct, err := kernelSummary(context.Background(), path, style, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaSQL, err := kernelSummary(context.Background(), path, style, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(viaSQL, direct); d != "" {
+				t.Errorf("%s style %d (-sqlite +direct):\n%s", name, style, d)
+			}
+			if len(direct) == 0 {
+				t.Errorf("%s: no rows", name)
+			}
+		}
+	}
+}

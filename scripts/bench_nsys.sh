@@ -1,70 +1,82 @@
 #!/usr/bin/env bash
-# Benchmark of the nsys SQLite reader against the sqlite3 shell (issue 4's README figure).
+# Benchmark of `runner triage` on nsys SQLite exports against the sqlite3 shell (issue 4's
+# README figure).
 #
 #   scripts/bench_nsys.sh [KERNELS]        # default 1000000 kernels (and 3x runtime calls)
 #
-# Generates (once, cached in ${TMPDIR:-/tmp}/runner-nsys-bench-KERNELS.sqlite) an export with
-# nsys/nsysgen, then prints, best of RUNS runs each:
-#   - sqlite3 shell: SELECT shortName, COUNT(*), SUM(end-start) ... GROUP BY shortName
-#   - nsys.KernelSummary (streaming: the same GROUP BY inside SQLite, names joined afterwards)
-#   - nsys.ReadCapture + KernSum (full trace model: every kernel and runtime call in memory)
-# with peak RSS, and the streaming path's RSS at KERNELS/10 to show it does not grow with the
-# kernel count. The sqlite3 figure is skipped when sqlite3 is missing (apt-get install -y sqlite3).
+# Generates (once, cached in ${TMPDIR:-/tmp}/runner-nsys-bench-KERNELS.sqlite, and the same for
+# KERNELS/10) an export with nsys/nsysgen, then prints, best of RUNS runs each (wall time; peak
+# RSS of that run):
+#   - sqlite3 shell: SELECT shortName, COUNT(*), SUM(end-start) ... GROUP BY shortName (the reference)
+#   - `runner triage report.sqlite`: the default, full triage (kernel, overlap, fusion, NVTX,
+#     memory and API tables), at KERNELS and at KERNELS/10 kernels
+#   - `runner triage --kernels-only report.sqlite`: kernel and fusion tables from SQL sums
+# and the ratios to the sqlite3 figure (issue 4's target: at most 1.5x). The runs alternate
+# (sqlite3, full, kernels-only, ...) so that a busy neighbour slows all of them alike. The
+# sqlite3 figure is skipped when sqlite3 is missing (apt-get install -y sqlite3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 N=${1:-1000000}
 RUNS=${RUNS:-5}
-DB="${TMPDIR:-/tmp}/runner-nsys-bench-$N.sqlite"
 SMALL=$((N / 10))
-BIN=$(mktemp -d)/nsys.test
-trap 'rm -rf "$(dirname "$BIN")"' EXIT
+DB="${TMPDIR:-/tmp}/runner-nsys-bench-$N.sqlite"
+DBS="${TMPDIR:-/tmp}/runner-nsys-bench-$SMALL.sqlite"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
 
-go test -c -o "$BIN" ./nsys
-run_bench() { # name kernels benchtime -> prints "ns/op maxrss_kb"
-	local out
-	out=$( { /usr/bin/time -f 'RSS %M' "$BIN" -test.run '^$' -test.bench "^$1\$" -test.benchtime "$3" \
-		-test.count 1 -nsys.kernels "$2" ; } 2>&1 )
-	local ns rss
-	ns=$(awk '/^Benchmark/ {print $3}' <<<"$out")
-	rss=$(awk '/^RSS/ {print $2}' <<<"$out")
-	[ -n "$ns" ] || { echo "$out" >&2; exit 1; }
-	echo "$ns $rss"
+go build -o "$dir/runner" ./cmd/runner
+go test -c -o "$dir/nsys.test" ./nsys
+for n in "$N" "$SMALL"; do
+	# The benchmark export generator lives in nsys's benchmarks; one quick run creates the file.
+	"$dir/nsys.test" -test.run '^$' -test.bench '^BenchmarkKernelSummary$' -test.benchtime 1x \
+		-nsys.kernels "$n" >/dev/null || { echo "generating the $n-kernel export failed" >&2; exit 1; }
+done
+
+# timed CMD...: prints "seconds peak_rss_kb" of one run (output discarded).
+timed() {
+	/usr/bin/time -f '%e %M' -o "$dir/t" "$@" >/dev/null 2>"$dir/err" || { cat "$dir/err" >&2; exit 1; }
+	cat "$dir/t"
 }
-
-echo "generating/reusing $DB (first run takes a while)..." >&2
-run_bench BenchmarkKernelSummary "$N" 1x >/dev/null
-run_bench BenchmarkKernelSummary "$SMALL" 1x >/dev/null
-
-best() { sort -n | head -1; }
-secs() { awk '{printf "%.3f", $1/1e9}'; }
-
+have_cli=false
 if command -v sqlite3 >/dev/null; then
-	cli=$(for _ in $(seq "$RUNS"); do
-		/usr/bin/time -f '%e %M' sqlite3 -readonly "$DB" \
-			'SELECT shortName, COUNT(*), SUM(end-start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName' 2>&1 >/dev/null | tail -1
-	done | sort -n | head -1)
-	cli_s=$(awk '{print $1}' <<<"$cli")
-	cli_rss=$(awk '{print $2}' <<<"$cli")
+	have_cli=true
 else
 	echo "sqlite3 not found: install it with 'apt-get update && apt-get install -y sqlite3' for the reference figure" >&2
-	cli_s=""
 fi
+: >"$dir/cli"
+: >"$dir/full"
+: >"$dir/konly"
+: >"$dir/small"
+for _ in $(seq "$RUNS"); do
+	if $have_cli; then
+		timed sqlite3 -readonly "$DB" \
+			'SELECT shortName, COUNT(*), SUM(end-start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName' >>"$dir/cli"
+	fi
+	timed "$dir/runner" triage "$DB" >>"$dir/full"
+	timed "$dir/runner" triage --kernels-only "$DB" >>"$dir/konly"
+	timed "$dir/runner" triage "$DBS" >>"$dir/small"
+done
+best() { sort -n "$1" | head -1; }
+sec() { awk '{print $1}' <<<"$1"; }
+mb() { awk '{printf "%d", $2 / 1024}' <<<"$1"; }
+full=$(best "$dir/full")
+konly=$(best "$dir/konly")
+small=$(best "$dir/small")
+maxrss() { sort -n -k2 "$1" | tail -1 | awk '{printf "%d", $2 / 1024}'; }
 
-stream=$(for _ in $(seq "$RUNS"); do run_bench BenchmarkKernelSummary "$N" 1x; done | sort -n | head -1)
-stream_small=$(run_bench BenchmarkKernelSummary "$SMALL" 1x)
-full=$(for _ in $(seq 2); do run_bench BenchmarkReadAggregate "$N" 1x; done | sort -n | head -1)
-
-stream_s=$(awk '{print $1}' <<<"$stream" | secs)
-full_s=$(awk '{print $1}' <<<"$full" | secs)
-echo "nsys export: $N kernels, $((3 * N)) runtime calls, $(du -m "$DB" | cut -f1) MB ($DB)"
-if [ -n "$cli_s" ]; then
-	printf '%-44s %8s s  peak RSS %6d MB\n' "sqlite3 shell GROUP BY shortName" "$cli_s" $((cli_rss / 1024))
+echo "nsys export: $N kernels, $((3 * N)) runtime calls, $(du -m "$DB" | cut -f1) MB ($DB); best of $RUNS"
+echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if $have_cli; then
+	cli=$(best "$dir/cli")
+	printf '%-52s %6s s  peak RSS %5d MB\n' "sqlite3 shell GROUP BY shortName" "$(sec "$cli")" "$(mb "$cli")"
 fi
-printf '%-44s %8s s  peak RSS %6d MB (%d MB at %d kernels)\n' "nsys.KernelSummary (streaming)" "$stream_s" \
-	$(($(awk '{print $2}' <<<"$stream") / 1024)) $(($(awk '{print $2}' <<<"$stream_small") / 1024)) "$SMALL"
-printf '%-44s %8s s  peak RSS %6d MB\n' "nsys.ReadCapture + KernSum (full model)" "$full_s" $(($(awk '{print $2}' <<<"$full") / 1024))
-if [ -n "$cli_s" ]; then
-	awk -v a="$stream_s" -v b="$full_s" -v c="$cli_s" 'BEGIN {
-		printf "ratio to sqlite3: streaming %.2fx (target <= 1.5x), full model %.2fx\n", a / c, b / c }'
+printf '%-52s %6s s  peak RSS %5d MB (%d MB at most over the runs)\n' "runner triage report.sqlite (full)" "$(sec "$full")" "$(mb "$full")" "$(maxrss "$dir/full")"
+printf '%-52s %6s s  peak RSS %5d MB\n' "runner triage report.sqlite (full), $SMALL kernels" "$(sec "$small")" "$(mb "$small")"
+printf '%-52s %6s s  peak RSS %5d MB\n' "runner triage --kernels-only report.sqlite" "$(sec "$konly")" "$(mb "$konly")"
+if $have_cli; then
+	awk -v f="$(sec "$full")" -v k="$(sec "$konly")" -v c="$(sec "$cli")" 'BEGIN {
+		printf "ratio to sqlite3: full triage %.2fx, --kernels-only %.2fx (target <= 1.5x)\n", f / c, k / c }'
 fi
+awk -v a="$(mb "$full")" -v b="$(mb "$small")" -v n="$N" -v s="$SMALL" 'BEGIN {
+	printf "full triage memory: %d MB at %d kernels, %d MB at %d kernels (%.0f bytes per extra kernel)\n", a, n, b, s, (a - b) * 1048576 / (n - s) }'
