@@ -4,10 +4,10 @@
 # that writes 200 MB of log lines, so nothing else is needed there.
 #
 #   scripts/build_proc_bench.sh            # writes bench-out/proc.test (git-ignored)
-#   bench-out/proc.test -test.run '^$' -test.bench 'Log200MB/path=proc' -test.benchtime 3x -test.count 3
+#   bench-out/proc.test -test.run '^$' -test.bench 'Log200MB/path=file' -test.benchtime 3x -test.count 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench-out
 CGO_ENABLED=0 go test -c -o bench-out/proc.test ./runner/proc
 echo "built bench-out/proc.test; run:"
-echo "  bench-out/proc.test -test.run '^\$' -test.bench 'Log200MB/path=proc' -test.benchtime 3x -test.count 3"
+echo "  bench-out/proc.test -test.run '^\$' -test.bench 'Log200MB/path=file' -test.benchtime 3x -test.count 3"
