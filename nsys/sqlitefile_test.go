@@ -228,6 +228,10 @@ func valuesDB(t testing.TB, pageSize, rows int) string {
 			t.Fatal(err)
 		}
 	}
+	tx, err := db.Begin() // one transaction: no sync per row
+	if err != nil {
+		t.Fatal(err)
+	}
 	ints := []int64{0, 1, -1, 2, 127, -128, 128, 32767, -32768, 1 << 23, -(1 << 23), 1<<31 - 1, -(1 << 31), 1 << 40, -(1 << 47), 1<<62 + 5, -1 << 63, 1<<63 - 1}
 	for i := 0; i < rows; i++ {
 		var a, b, c, d any
@@ -243,24 +247,27 @@ func valuesDB(t testing.TB, pageSize, rows int) string {
 		if i%4 == 0 {
 			d = bytes.Repeat([]byte{byte(i)}, 1+(i*53)%(2*pageSize)) // not empty: database/sql scans an empty blob as nil
 		}
-		if _, err := db.Exec("INSERT INTO v (a, b, c, d) VALUES (?, ?, ?, ?)", a, b, c, d); err != nil {
+		if _, err := tx.Exec("INSERT INTO v (a, b, c, d) VALUES (?, ?, ?, ?)", a, b, c, d); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Exec("INSERT INTO k (id, x) VALUES (?, ?)", int64(i)*1000-300000, i); err != nil {
+		if _, err := tx.Exec("INSERT INTO k (id, x) VALUES (?, ?)", int64(i)*1000-300000, i); err != nil {
 			t.Fatal(err)
 		}
 		if i == rows/2 {
-			if _, err := db.Exec("ALTER TABLE v ADD COLUMN e INTEGER"); err != nil {
+			if _, err := tx.Exec("ALTER TABLE v ADD COLUMN e INTEGER"); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if i > rows/2 {
-			if _, err := db.Exec("UPDATE v SET e = ? WHERE rowid = ?", i, i+1); err != nil {
+			if _, err := tx.Exec("UPDATE v SET e = ? WHERE rowid = ?", i, i+1); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, err := db.Exec("DELETE FROM v WHERE rowid % 13 = 0"); err != nil {
+	if _, err := tx.Exec("DELETE FROM v WHERE rowid % 13 = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	return path
