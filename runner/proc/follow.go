@@ -82,16 +82,14 @@ const followWindow = 4 << 20
 
 // follow processes r from off as it grows until followStop is closed, then
 // up to the size r has at that moment (a process outside the group that
-// keeps writing cannot hold Run up), and closes followDone. It runs on a
-// SCHED_IDLE thread of its own (idleFollower), and it reads the file
+// keeps writing cannot hold Run up), and closes followDone. While the child
+// runs it is on a SCHED_IDLE thread of its own (idleFollower), and it reads the file
 // through read-only shared mappings of the page cache, so the bytes the
 // child wrote are scanned where they lie instead of being copied first.
 func (o *output) follow(r *os.File, off int64, log *slog.Logger) {
 	defer close(o.followDone)
 	defer r.Close()
-	if idleFollower {
-		yieldToChild()
-	}
+	idle := idleFollower && yieldToChild()
 	s := o.combined
 	defer s.flush()
 	wait := followBatch
@@ -100,6 +98,11 @@ func (o *output) follow(r *os.File, off int64, log *slog.Logger) {
 	stopAt := int64(-1)
 	buf := []byte(nil) // for reads when mapping fails
 	for {
+		if idle && closed(o.followStop) {
+			// The child is gone: nothing left to protect, so catch up at
+			// normal priority.
+			idle = !normalPriority()
+		}
 		st, err := r.Stat()
 		if err != nil {
 			o.followFailed(log, off, err)
@@ -139,6 +142,15 @@ func (o *output) follow(r *os.File, off int64, log *slog.Logger) {
 			}
 		case <-t.C:
 		}
+	}
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

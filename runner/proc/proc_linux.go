@@ -154,3 +154,10 @@ func yieldToChild() bool {
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
 	return unix.SchedSetAttr(0, &attr, 0) == nil
 }
+
+// normalPriority puts the calling thread (locked by yieldToChild) back under
+// the default policy and reports whether that worked.
+func normalPriority() bool {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	return unix.SchedSetAttr(0, &attr, 0) == nil
+}

@@ -299,3 +299,26 @@ func TestTruncatedLogIsAnErrorNotACrash(t *testing.T) {
 		t.Fatalf("window over a truncated log: err = %v (after %d lines), want a truncation error", err, lines)
 	}
 }
+
+// The follower's thread runs under SCHED_IDLE while the child runs and goes
+// back to the default policy for the catch-up.
+func TestFollowerThreadPolicy(t *testing.T) {
+	got := make(chan [2]uint32, 1)
+	go func() {
+		if !yieldToChild() {
+			got <- [2]uint32{99, 99}
+			return
+		}
+		a, _ := unix.SchedGetAttr(0, 0)
+		normalPriority()
+		b, _ := unix.SchedGetAttr(0, 0)
+		got <- [2]uint32{a.Policy, b.Policy}
+	}()
+	p := <-got
+	if p[0] == 99 {
+		t.Skip("sched_setattr refused here (seccomp?); the follower then runs at normal priority")
+	}
+	if p != [2]uint32{unix.SCHED_IDLE, unix.SCHED_NORMAL} {
+		t.Errorf("policies %v, want SCHED_IDLE then SCHED_NORMAL", p)
+	}
+}
