@@ -102,6 +102,26 @@ func BenchmarkReadAggregate(b *testing.B) {
 	b.ReportMetric(float64(*benchKernels), "kernels")
 }
 
+// BenchmarkReadLean is the read of the default `runner triage`: kernels and memory operations
+// into the trace model from the direct file reader, the runtime table summed per call name with
+// only the calls that launched a GPU op kept, then the three nsys-only tables. The triage's own
+// analysis comes on top (scripts/bench_nsys.sh times the whole program).
+func BenchmarkReadLean(b *testing.B) {
+	path := benchExport(b, *benchKernels)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		c, err := ReadCapture(context.Background(), path, ReadOptions{SummariseAPI: true, SkipKernelInfo: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if tb := Summaries(c, 20); len(tb.API) != 4 || len(c.Trace.Launches) != *benchKernels {
+			b.Fatalf("%d API rows, %d launches kept", len(tb.API), len(c.Trace.Launches))
+		}
+	}
+	b.ReportMetric(float64(*benchKernels), "kernels")
+}
+
 // BenchmarkSQLiteCLI times the reference: the sqlite3 shell's GROUP BY over the same file. It
 // skips when sqlite3 is not installed (`apt-get install -y sqlite3`).
 func BenchmarkSQLiteCLI(b *testing.B) {
