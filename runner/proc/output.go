@@ -161,7 +161,9 @@ func (o *output) failLog(err error) {
 		o.err = err
 		o.errMu.Unlock()
 		o.failed.Store(true)
-		close(o.logDead)
+		if o.logDead != nil { // pipe mode's log writer only
+			close(o.logDead)
+		}
 	})
 }
 

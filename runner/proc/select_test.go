@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -320,5 +321,29 @@ func TestFollowerThreadPolicy(t *testing.T) {
 	}
 	if p != [2]uint32{unix.SCHED_IDLE, unix.SCHED_NORMAL} {
 		t.Errorf("policies %v, want SCHED_IDLE then SCHED_NORMAL", p)
+	}
+}
+
+// A log that shrinks under the follower (truncated by someone else) ends
+// the reading with an error in Result.LogErr, not a hang or a crash.
+func TestFollowerShrunkLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.txt")
+	if err := os.WriteFile(path, []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	var once sync.Once
+	o := newFollower(Spec{OnLine: func(Line) { once.Do(func() { close(first) }) }}, r, 0, testLogger(t))
+	<-first
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	o.finish()
+	if err := o.logErr(); err == nil || !strings.Contains(err.Error(), "shrank") {
+		t.Errorf("logErr = %v, want the log-shrank error", err)
 	}
 }
