@@ -89,18 +89,18 @@ type logChunk struct {
 // pipes that os/exec copies into o.stdout and o.stderr.
 func newOutput(s Spec, log *slog.Logger) *output {
 	o := newLines(s)
-	o.lineQ = make(chan piece, queueLen)
-	o.dispatchDone = make(chan struct{})
-	go o.dispatch()
 	o.logW = s.Log
 	o.stdout = &stream{o: o, name: Stdout, limit: MaxLine}
 	o.stderr = &stream{o: o, name: Stderr, limit: MaxLine}
+	o.lineQ = make(chan piece, queueLen)
+	o.dispatchDone = make(chan struct{})
 	if o.logW != nil {
 		o.logQ = make(chan logChunk, queueLen)
 		o.logDone = make(chan struct{})
 		o.logDead = make(chan struct{})
 		go o.writeLog(log)
 	}
+	go o.dispatch()
 	return o
 }
 
