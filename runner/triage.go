@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -374,7 +375,47 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 		nt.stages = stageLabels(c.Trace, s.opts.StageRE)
 	}
 	s.pending[c.Trace] = nt
+	if compactNsysLaunches && (len(c.Trace.Annotations) == 0 || s.opts.StageRE != nil) {
+		compactLaunches(c.Trace)
+	}
 	return c.Trace, nil
+}
+
+// compactNsysLaunches lets tests compare the triage with and without compactLaunches.
+var compactNsysLaunches = true
+
+// compactLaunches replaces t.Launches by one call per (name, graph flag, frame) and points every
+// GPU op at its representative, then collects the garbage so that the triage's own arrays reuse
+// the memory (about 56 bytes a kernel). It is for a trace whose NVTX scopes and tables are
+// computed already (open does that first) and whose op stages need no launch time: with
+// --nvtx-stage the stages are precomputed labels, and without any annotation there is no
+// CPU-side stage window to look a launch time up in. Analyze then reads only a launch's name,
+// graph flag and frame, which the representative has.
+func compactLaunches(t *trace.Trace) {
+	type key struct {
+		name  trace.NameID
+		graph bool
+		frame int32
+	}
+	idx := map[key]int32{}
+	var reps []trace.Launch
+	for i := range t.GPUOps {
+		op := &t.GPUOps[i]
+		if op.Launch < 0 || int(op.Launch) >= len(t.Launches) {
+			continue
+		}
+		l := &t.Launches[op.Launch]
+		k := key{l.Name, l.Graph, l.Frame}
+		j, ok := idx[k]
+		if !ok {
+			j = int32(len(reps))
+			idx[k] = j
+			reps = append(reps, *l)
+		}
+		op.Launch = j
+	}
+	t.Launches = reps
+	runtime.GC()
 }
 
 // stages is the triage.Options.Stages hook (--nvtx-stage). Analyze calls it before scopes.

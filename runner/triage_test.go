@@ -258,3 +258,71 @@ func TestFoldNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactLaunchesKeepsTheReport: the triage of an nsys export is the same whether or not
+// the session replaces the launches by one per call name (compactLaunches), for an export
+// without NVTX ranges and for one with ranges and --nvtx-stage; and it does replace them.
+func TestCompactLaunchesKeepsTheReport(t *testing.T) {
+	const pid = 9
+	export := func(nvtx bool) string {
+		e := nsysgen.Export{Version: "3.28.1", GPUs: []nsysgen.GPU{{ID: 0, Name: "H100"}}}
+		names := []string{"void flash::FlashAttnFwdSm90<int>(int)", "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT",
+			"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, at::native::FillFunctor<float>)",
+			"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"}
+		for i := range 400 {
+			t0 := int64(i) * 10_000
+			api := "cudaLaunchKernel_v7000"
+			if i%40 == 0 {
+				api = "cudaGraphLaunch_v10000"
+			}
+			e.Runtime = append(e.Runtime, nsysgen.Runtime{Start: t0, End: t0 + 2_000, PID: pid, TID: pid, Correlation: int64(i + 1), Name: api})
+			e.Kernels = append(e.Kernels, nsysgen.Kernel{Start: t0 + 3_000, End: t0 + 3_000 + int64(1_000+i*37%9_000), Stream: int32(7 + i%3),
+				Correlation: int64(i + 1), Name: names[i%len(names)], PID: pid, TID: pid})
+			if nvtx && i%50 == 0 {
+				e.NVTX = append(e.NVTX, nsysgen.NVTX{Start: t0, End: t0 + 50*10_000 - 1, PID: pid, TID: pid, Text: "denoising_step_" + string(rune('0'+i/50))})
+			}
+		}
+		path := filepath.Join(t.TempDir(), "report.sqlite")
+		if err := nsysgen.Write(path, e); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		name string
+		nvtx bool
+		re   *regexp.Regexp
+	}{{"no-nvtx", false, nil}, {"nvtx-stage", true, regexp.MustCompile(`^denoising_step_\d$`)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := export(tc.nvtx)
+			render := func(compact bool) string {
+				defer func(old bool) { compactNsysLaunches = old }(compactNsysLaunches)
+				compactNsysLaunches = compact
+				rep, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{StageRE: tc.re})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b bytes.Buffer
+				if err := RenderTriage(&b, rep, triage.FormatJSON, 0); err != nil {
+					t.Fatal(err)
+				}
+				return b.String()
+			}
+			full, compact := render(false), render(true)
+			if full != compact {
+				t.Errorf("the report changes with compacted launches:\n%s\n----\n%s", full, compact)
+			}
+			if !strings.Contains(full, "cudaGraphLaunch") || (tc.nvtx && !strings.Contains(full, "denoising_step_1")) {
+				t.Errorf("the export does not exercise graph launches or stages:\n%s", full)
+			}
+			s := newNsysSession(NsysOptions{StageRE: tc.re}, nil)
+			tr, err := s.open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tr.Launches) != 2 {
+				t.Errorf("%d launches after compaction, want one per call name (2)", len(tr.Launches))
+			}
+		})
+	}
+}
