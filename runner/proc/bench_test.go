@@ -359,3 +359,34 @@ func (c *crToLF) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// BenchmarkFollowSelect is the runner's own work in file mode, without a
+// child: cutting and selecting the lines of a 64 MiB log that is already in
+// the page cache, in the follower's windows. Its MB/s bounds how fast a
+// child may log before the follower falls behind it.
+func BenchmarkFollowSelect(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "log.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	writeLogLines(f, 64<<20, 64<<10)
+	f.Close()
+	r, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var g gate
+	b.SetBytes(64 << 20)
+	for b.Loop() {
+		o := newLines(Spec{OnLine: g.on, Select: gateNeedles, Tail: 40})
+		o.combined = &stream{o: o, name: Combined, limit: MaxLine}
+		var buf []byte
+		for off := int64(0); off < 64<<20; off += followWindow {
+			if err := o.window(r, off, min(off+followWindow, 64<<20), &buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
