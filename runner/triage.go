@@ -399,12 +399,19 @@ func compactLaunches(t *trace.Trace) {
 	}
 	idx := map[key]int32{}
 	var reps []trace.Launch
+	last, lastRep := int32(trace.NoID), int32(0) // consecutive ops mostly share a launch name
 	for i := range t.GPUOps {
 		op := &t.GPUOps[i]
 		if op.Launch < 0 || int(op.Launch) >= len(t.Launches) {
 			continue
 		}
 		l := &t.Launches[op.Launch]
+		if last != trace.NoID {
+			if r := &reps[lastRep]; r.Name == l.Name && r.Graph == l.Graph && r.Frame == l.Frame {
+				op.Launch = lastRep
+				continue
+			}
+		}
 		k := key{l.Name, l.Graph, l.Frame}
 		j, ok := idx[k]
 		if !ok {
@@ -412,7 +419,7 @@ func compactLaunches(t *trace.Trace) {
 			idx[k] = j
 			reps = append(reps, *l)
 		}
-		op.Launch = j
+		op.Launch, last, lastRep = j, j, j
 	}
 	t.Launches = reps
 	runtime.GC()
