@@ -375,8 +375,17 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 		nt.stages = stageLabels(c.Trace, s.opts.StageRE)
 	}
 	s.pending[c.Trace] = nt
-	if compactNsysLaunches && (len(c.Trace.Annotations) == 0 || s.opts.StageRE != nil) {
-		compactLaunches(c.Trace)
+	if compactNsysLaunches {
+		compact := len(c.Trace.Annotations) == 0 || s.opts.StageRE != nil
+		if !compact && !slices.ContainsFunc(c.Trace.Annotations, func(a trace.Annotation) bool { return a.GPU }) {
+			// The stages Analyze would find from the NVTX ranges, found now while the launch
+			// times are there (nil when no range names a stage: then none are looked up).
+			nt.stages = triage.AnnotationStages(c.Trace, trace.NoID)
+			compact = true
+		}
+		if compact {
+			compactLaunches(c.Trace)
+		}
 	}
 	return c.Trace, nil
 }
@@ -387,10 +396,10 @@ var compactNsysLaunches = true
 // compactLaunches replaces t.Launches by one call per (name, graph flag, frame) and points every
 // GPU op at its representative, then collects the garbage so that the triage's own arrays reuse
 // the memory (about 56 bytes a kernel). It is for a trace whose NVTX scopes and tables are
-// computed already (open does that first) and whose op stages need no launch time: with
-// --nvtx-stage the stages are precomputed labels, and without any annotation there is no
-// CPU-side stage window to look a launch time up in. Analyze then reads only a launch's name,
-// graph flag and frame, which the representative has.
+// computed already (open does that first) and whose op stages need no launch time any more:
+// they are precomputed labels (--nvtx-stage, or the stages of the NVTX ranges from
+// triage.AnnotationStages), or there is no annotation at all. Analyze then reads only a
+// launch's name, graph flag and frame, which the representative has.
 func compactLaunches(t *trace.Trace) {
 	type key struct {
 		name  trace.NameID

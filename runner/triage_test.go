@@ -261,7 +261,9 @@ func TestFoldNumbers(t *testing.T) {
 
 // TestCompactLaunchesKeepsTheReport: the triage of an nsys export is the same whether or not
 // the session replaces the launches by one per call name (compactLaunches), for an export
-// without NVTX ranges and for one with ranges and --nvtx-stage; and it does replace them.
+// without NVTX ranges, for one with ranges and --nvtx-stage, and for one whose ranges define
+// the stages by the torch-trace rules (denoising_step_N, looked up at launch time); and it does
+// replace them.
 func TestCompactLaunchesKeepsTheReport(t *testing.T) {
 	const pid = 9
 	export := func(nvtx bool) string {
@@ -278,8 +280,15 @@ func TestCompactLaunchesKeepsTheReport(t *testing.T) {
 			e.Runtime = append(e.Runtime, nsysgen.Runtime{Start: t0, End: t0 + 2_000, PID: pid, TID: pid, Correlation: int64(i + 1), Name: api})
 			e.Kernels = append(e.Kernels, nsysgen.Kernel{Start: t0 + 3_000, End: t0 + 3_000 + int64(1_000+i*37%9_000), Stream: int32(7 + i%3),
 				Correlation: int64(i + 1), Name: names[i%len(names)], PID: pid, TID: pid})
+			// Ranges cover the first 30 launches of every 50: the other kernels are outside every
+			// stage, and every third range is a DecodingStage, so a wrong launch time moves
+			// kernels between three stages.
 			if nvtx && i%50 == 0 {
-				e.NVTX = append(e.NVTX, nsysgen.NVTX{Start: t0, End: t0 + 50*10_000 - 1, PID: pid, TID: pid, Text: "denoising_step_" + string(rune('0'+i/50))})
+				text := "denoising_step_" + string(rune('0'+i/50))
+				if i%150 == 100 {
+					text = "DecodingStage"
+				}
+				e.NVTX = append(e.NVTX, nsysgen.NVTX{Start: t0, End: t0 + 30*10_000 - 1, PID: pid, TID: pid, Text: text})
 			}
 		}
 		path := filepath.Join(t.TempDir(), "report.sqlite")
@@ -292,7 +301,7 @@ func TestCompactLaunchesKeepsTheReport(t *testing.T) {
 		name string
 		nvtx bool
 		re   *regexp.Regexp
-	}{{"no-nvtx", false, nil}, {"nvtx-stage", true, regexp.MustCompile(`^denoising_step_\d$`)}} {
+	}{{"no-nvtx", false, nil}, {"nvtx-stage", true, regexp.MustCompile(`^(denoising_step_\d|DecodingStage)$`)}, {"nvtx-default-stages", true, nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := export(tc.nvtx)
 			render := func(compact bool) string {
@@ -314,6 +323,9 @@ func TestCompactLaunchesKeepsTheReport(t *testing.T) {
 			}
 			if !strings.Contains(full, "cudaGraphLaunch") || (tc.nvtx && !strings.Contains(full, "denoising_step_1")) {
 				t.Errorf("the export does not exercise graph launches or stages:\n%s", full)
+			}
+			if tc.name == "nvtx-default-stages" && (!strings.Contains(full, `"stage": "DenoisingStage"`) || !strings.Contains(full, `"stage": "DecodingStage"`) || !strings.Contains(full, `"stage": "unannotated"`)) {
+				t.Errorf("no DenoisingStage stage from the denoising_step_N ranges:\n%s", full[:min(len(full), 2000)])
 			}
 			s := newNsysSession(NsysOptions{StageRE: tc.re}, nil)
 			tr, err := s.open(context.Background(), path)

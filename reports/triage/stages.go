@@ -75,6 +75,19 @@ func (s *windowSet) find(t int64) string {
 	return ""
 }
 
+// AnnotationStages is the stage of every GPU op of t (same index) from the trace's stage
+// annotations, as Analyze assigns them when Options.Stages does not answer; nil when t has no
+// stage annotation. Only GPU-side annotations of device count (all of them for trace.NoID).
+// The nsys triage computes it up front, so that it can drop the launch times that the
+// CPU-side stage windows are otherwise looked up with (see runner.compactLaunches).
+func AnnotationStages(t *trace.Trace, device int32) []string {
+	ops := make([]int32, len(t.GPUOps))
+	for i := range ops {
+		ops[i] = int32(i)
+	}
+	return opStages(t, ops, device)
+}
+
 // opStages assigns every op in ops (indices into t.GPUOps) a stage from the trace's
 // annotations. It returns nil when the trace has no stage annotations at all.
 func opStages(t *trace.Trace, ops []int32, device int32) []string {
