@@ -101,8 +101,12 @@ func (r *reader) rowEstimate(table string) int {
 	if err != nil || n < 0 {
 		return 0
 	}
-	// A row takes at least a few bytes of cell and record; a larger "count" is a sparse rowid.
-	return int(min(n, int64(r.file.pages)*int64(r.file.pageSize)/8))
+	// An export's rows take tens of bytes each; a larger "count" is a sparse rowid, and
+	// presizing for it would allocate more than the file could hold.
+	if n > int64(r.file.pages)*int64(r.file.pageSize)/32 {
+		return 0
+	}
+	return int(n)
 }
 
 // realAffinity says whether a declared column type has REAL affinity (SQLite's rules, in

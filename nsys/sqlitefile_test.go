@@ -631,3 +631,38 @@ func TestKernelSummaryDirectMatchesSQL(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseRowidIsNotACount: a table whose last rowid is far beyond what the file could
+// hold is read without presizing for that many rows, and reads as through SQLite.
+func TestSparseRowidIsNotACount(t *testing.T) {
+	path, _ := writeSample(t, "3.28.1")
+	mutate(t, path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 4611686018427387904 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+	f, err := openSQLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := &reader{ctx: context.Background(), db: db, path: path, file: f, cols: map[string]map[string]bool{}}
+	if n := r.rowEstimate("CUPTI_ACTIVITY_KIND_KERNEL"); n != 0 {
+		t.Errorf("row estimate %d for a table of 5 rows with a huge rowid", n)
+	}
+	if n := r.rowEstimate("CUPTI_ACTIVITY_KIND_RUNTIME"); n != 9 {
+		t.Errorf("row estimate %d for the 9 runtime calls", n)
+	}
+	direct, err := ReadCapture(context.Background(), path, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaSQL, err := ReadCapture(context.Background(), path, ReadOptions{noDirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := captureDiff(viaSQL, direct); d != "" || len(direct.Kernels) != 5 {
+		t.Errorf("%d kernels; (-sqlite +direct):\n%s", len(direct.Kernels), d)
+	}
+}
