@@ -58,8 +58,9 @@ type ReadOptions struct {
 	// SkipKernelInfo leaves Capture.Kernels empty: the triage needs only the trace model, and
 	// the nsys-only kernel facts (three name styles, grid, block) cost 56 bytes a kernel.
 	SkipKernelInfo bool
-	// noDirect reads every table through SQLite (tests compare the two paths).
-	noDirect bool
+	// noDirect reads every table through SQLite, noParallel scans on one goroutine (tests
+	// compare the paths).
+	noDirect, noParallel bool
 }
 
 // APIStat is one runtime or driver call name's aggregate over every call in the export.
@@ -493,7 +494,8 @@ func (r *reader) kernels(style NameStyle) error {
 	}
 	ops0, k0 := len(r.t.GPUOps), len(r.c.Kernels)
 	r.kOp0 = ops0
-	if n := r.rowEstimate(table); n > 0 {
+	n := r.rowEstimate(table)
+	if n > 0 {
 		r.t.GPUOps = grow(r.t.GPUOps, n)
 		if !r.opts.SkipKernelInfo {
 			r.c.Kernels = grow(r.c.Kernels, n)
@@ -503,7 +505,34 @@ func (r *reader) kernels(style NameStyle) error {
 		r.t.GPUOps, r.c.Kernels, r.kPIDOf = r.t.GPUOps[:ops0], r.c.Kernels[:k0], nil
 		clear(r.kPIDs)
 	}
-	err = r.scanInts(table, cols, reset, func(v []sql.NullInt64) error {
+	parallel := false
+	if lean {
+		if err = r.kernelsParallel(table, style, n); err != nil && !errors.Is(err, errFileLayout) {
+			return err
+		}
+		parallel = err == nil
+		if !parallel {
+			r.log.Debug("nsys: scanning on one goroutine", "table", table, "why", err)
+			reset()
+		}
+	}
+	if !parallel {
+		err = r.scanInts(table, cols, reset, r.kernelRow(table, style, ops0))
+	}
+	if err != nil {
+		return err
+	}
+	r.kN = len(r.t.GPUOps) - ops0
+	if r.kN == 0 {
+		return r.noKernels(table + " is empty (the --delay/--duration capture window missed the part of the run that launched kernels, or the application never launched one)")
+	}
+	return nil
+}
+
+// kernelRow is the per-row function of the sequential kernel scan.
+func (r *reader) kernelRow(table string, style NameStyle, ops0 int) func(v []sql.NullInt64) error {
+	lean := r.opts.SkipKernelInfo
+	return func(v []sql.NullInt64) error {
 		start, end, corr, gpid, dem, short := v[0], v[1], v[4], v[5], v[6], v[7]
 		var mang sql.NullInt64
 		if len(v) > 8 {
@@ -564,15 +593,7 @@ func (r *reader) kernels(style NameStyle) error {
 			r.c.Kernels = append(r.c.Kernels, ki)
 		}
 		return nil
-	})
-	if err != nil {
-		return err
 	}
-	r.kN = len(r.t.GPUOps) - ops0
-	if r.kN == 0 {
-		return r.noKernels(table + " is empty (the --delay/--duration capture window missed the part of the run that launched kernels, or the application never launched one)")
-	}
-	return nil
 }
 
 // grow is slices.Grow that, for an empty slice, allocates with make: a large allocation of
@@ -710,41 +731,58 @@ func (r *reader) runtime() error {
 		}
 	}
 	begin()
+	// resolve maps a raw nameId to the call's name, flags and aggregate; the first time an id
+	// is seen (in table order) it interns the names and registers the aggregate.
+	resolve := func(id int64) (apiName, error) {
+		if id >= 0 && id < int64(len(dense)) && dense[id].name != 0 {
+			return dense[id], nil
+		}
+		if an, ok := byID[id]; ok {
+			return an, nil
+		}
+		raw, err := r.name(id)
+		if err != nil {
+			return apiName{}, err
+		}
+		rawText := r.t.Names.String(raw)
+		an := apiName{name: r.t.Names.InternString(StripAPIVersion(rawText)), graph: IsGraphLaunch(rawText), driver: IsDriverAPI(rawText)}
+		if r.opts.SummariseAPI {
+			j, ok := statOf[an.name]
+			if !ok {
+				j = len(r.c.APIStats)
+				statOf[an.name] = j
+				r.c.APIStats = append(r.c.APIStats, APIStat{Name: an.name})
+			}
+			an.stat = j
+		}
+		byID[id] = an
+		if id >= 0 && id < 1<<16 && an.name != 0 {
+			if id >= int64(len(dense)) {
+				dense = append(dense, make([]apiName, int(id)+1-len(dense))...)
+			}
+			dense[id] = an
+		}
+		r.c.APIRaw[an.name] = rawText
+		return an, nil
+	}
+	if want != nil {
+		err := r.runtimeParallel(table, want, func(id int64) (trace.NameID, bool, bool, int, error) {
+			an, err := resolve(id)
+			return an.name, an.graph, an.driver, an.stat, err
+		})
+		if err == nil || !errors.Is(err, errFileLayout) {
+			return err
+		}
+		r.log.Debug("nsys: scanning on one goroutine", "table", table, "why", err)
+		begin()
+	}
 	var lastPID int32 // the previous call's pid (already in the pid sets)
 	cols := []string{"start", "end", "globalTid", "correlationId", "nameId"}
 	return r.scanInts(table, cols, begin, func(v []sql.NullInt64) error {
 		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
-		var an apiName
-		ok := false
-		if id := nameID.Int64; id >= 0 && id < int64(len(dense)) && dense[id].name != 0 {
-			an, ok = dense[id], true
-		} else {
-			an, ok = byID[id]
-		}
-		if !ok {
-			raw, err := r.name(nameID.Int64)
-			if err != nil {
-				return err
-			}
-			rawText := r.t.Names.String(raw)
-			an = apiName{name: r.t.Names.InternString(StripAPIVersion(rawText)), graph: IsGraphLaunch(rawText), driver: IsDriverAPI(rawText)}
-			if r.opts.SummariseAPI {
-				j, ok := statOf[an.name]
-				if !ok {
-					j = len(r.c.APIStats)
-					statOf[an.name] = j
-					r.c.APIStats = append(r.c.APIStats, APIStat{Name: an.name})
-				}
-				an.stat = j
-			}
-			byID[nameID.Int64] = an
-			if id := nameID.Int64; id >= 0 && id < 1<<16 && an.name != 0 {
-				if id >= int64(len(dense)) {
-					dense = append(dense, make([]apiName, int(id)+1-len(dense))...)
-				}
-				dense[id] = an
-			}
-			r.c.APIRaw[an.name] = rawText
+		an, err := resolve(nameID.Int64)
+		if err != nil {
+			return err
 		}
 		_, pid, tid := SplitGlobalID(gtid.Int64)
 		if pid != lastPID || r.c.APICalls == 0 {

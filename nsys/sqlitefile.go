@@ -56,12 +56,13 @@ type sqlFile struct {
 	pageSize int
 	usable   int    // page size less the reserved bytes at the end of each page
 	pages    uint32 // pages the file holds
+}
 
-	// A read-ahead window: the leaves of a table that was only appended to lie in consecutive
-	// pages, so one read of readAhead pages replaces as many system calls.
-	win      []byte
-	winFirst uint32
-	winPages uint32
+// pageWindow is a read-ahead window of one scan: the leaves of a table that was only appended
+// to lie in consecutive pages, so one read of readAhead pages replaces as many system calls.
+type pageWindow struct {
+	buf          []byte
+	first, count uint32
 }
 
 // readAhead is the read-ahead window in pages (256 KiB with 4 KiB pages).
@@ -146,31 +147,31 @@ func (s *sqlFile) readPage(pgno uint32, buf []byte) error {
 	return nil
 }
 
-// windowPage returns page pgno from the read-ahead window, filling the window from pgno on
-// when the page is not in it. The slice is valid until the next windowPage call.
-func (s *sqlFile) windowPage(pgno uint32) ([]byte, error) {
+// page returns page pgno from the window, filling the window from pgno on when the page is
+// not in it. The slice is valid until the next call.
+func (w *pageWindow) page(s *sqlFile, pgno uint32) ([]byte, error) {
 	ps := s.pageSize
-	if pgno >= s.winFirst && pgno-s.winFirst < s.winPages && s.winFirst > 0 {
-		off := int(pgno-s.winFirst) * ps
-		return s.win[off : off+ps], nil
+	if w.first > 0 && pgno >= w.first && pgno-w.first < w.count {
+		off := int(pgno-w.first) * ps
+		return w.buf[off : off+ps], nil
 	}
 	if pgno < 1 || pgno > s.pages {
 		return nil, layoutErr("page %d outside the file (%d pages)", pgno, s.pages)
 	}
-	if s.win == nil {
-		s.win = make([]byte, readAhead*ps)
+	if w.buf == nil {
+		w.buf = make([]byte, readAhead*ps)
 	}
 	n := min(uint32(readAhead), s.pages-pgno+1)
-	s.winFirst, s.winPages = 0, 0
-	got, err := s.f.ReadAt(s.win[:int(n)*ps], int64(pgno-1)*int64(ps))
+	w.first, w.count = 0, 0
+	got, err := s.f.ReadAt(w.buf[:int(n)*ps], int64(pgno-1)*int64(ps))
 	if got < ps {
 		if err == nil || errors.Is(err, io.EOF) {
 			return nil, layoutErr("page %d is short", pgno)
 		}
 		return nil, err
 	}
-	s.winFirst, s.winPages = pgno, uint32(got/ps)
-	return s.win[:ps], nil
+	w.first, w.count = pgno, uint32(got/ps)
+	return w.buf[:ps], nil
 }
 
 // varint decodes SQLite's big-endian variable-length integer (1 to 9 bytes); n is 0 when b ends
@@ -223,11 +224,14 @@ type tableScan struct {
 	overflow []byte // reassembled payload that spilled onto overflow pages
 	ovPage   []byte
 	ovReads  uint32 // overflow pages read so far
+	win      pageWindow
 	visited  uint32
 	fn       func(rowid int64, vals []sqlValue) error
-	// The integer-only variant (scanInts): ints replaces vals and fnInts replaces fn.
+	// The integer-only variant (scanInts): ints replaces vals and fnInts replaces fn; fnRow
+	// is fnInts with the rowid (scanIntsParts).
 	ints   []sql.NullInt64
 	fnInts func(vals []sql.NullInt64) error
+	fnRow  func(rowid int64, vals []sql.NullInt64) error
 }
 
 // scan calls fn for every row of the rowid table rooted at page root, in rowid order. cols are
@@ -251,8 +255,8 @@ func (s *sqlFile) scanInts(ctx context.Context, root uint32, cols []int, fn func
 	return ts.run(ctx, root, cols)
 }
 
-func (ts *tableScan) run(ctx context.Context, root uint32, cols []int) error {
-	s := ts.s
+// plan maps record columns to output positions.
+func (ts *tableScan) plan(cols []int) {
 	ts.maxCol = -1
 	for _, c := range cols {
 		ts.maxCol = max(ts.maxCol, c)
@@ -266,6 +270,11 @@ func (ts *tableScan) run(ctx context.Context, root uint32, cols []int) error {
 			ts.slot[c] = i
 		}
 	}
+}
+
+func (ts *tableScan) run(ctx context.Context, root uint32, cols []int) error {
+	s := ts.s
+	ts.plan(cols)
 	// Depth-first over the b-tree with one page buffer per level; interior pages hold child
 	// pointers, leaves hold the rows.
 	type level struct {
@@ -286,7 +295,7 @@ func (ts *tableScan) run(ctx context.Context, root uint32, cols []int) error {
 		if d >= 64 {
 			return layoutErr("b-tree deeper than 64 levels")
 		}
-		page, err := s.windowPage(pgno)
+		page, err := ts.win.page(s, pgno)
 		if err != nil {
 			return err
 		}
@@ -389,8 +398,8 @@ func (ts *tableScan) leaf(buf []byte, hdr int) error {
 			}
 		}
 		var err error
-		if ts.fnInts != nil {
-			err = ts.recordInts(rec)
+		if ts.ints != nil {
+			err = ts.recordInts(rec, int64(rowid))
 		} else {
 			err = ts.record(rec, int64(rowid))
 		}
@@ -482,7 +491,7 @@ func (ts *tableScan) record(rec []byte, rowid int64) error {
 }
 
 // recordInts is record for scanInts.
-func (ts *tableScan) recordInts(rec []byte) error {
+func (ts *tableScan) recordInts(rec []byte, rowid int64) error {
 	vals := ts.ints
 	clear(vals)
 	hsize, n := varint(rec)
@@ -531,6 +540,9 @@ func (ts *tableScan) recordInts(rec []byte) error {
 			}
 		}
 		off += size
+	}
+	if ts.fnRow != nil {
+		return ts.fnRow(rowid, vals)
 	}
 	return ts.fnInts(vals)
 }
@@ -607,4 +619,125 @@ func (s *sqlFile) lastRowid(root uint32) (int64, error) {
 		}
 	}
 	return 0, layoutErr("b-tree deeper than 64 levels")
+}
+
+// leafPages lists the leaf pages of the table rooted at root in key order, reading only the
+// interior pages (about one page in a few hundred): the plan of a parallel scan. All leaves of
+// a b-tree are at the same depth, so the children of the deepest interior level are the
+// leaves; a worker that finds anything but a leaf there reports errFileLayout.
+func (s *sqlFile) leafPages(root uint32) ([]uint32, error) {
+	level := []uint32{root}
+	buf := make([]byte, s.pageSize)
+	read := uint32(0)
+	for depth := 0; depth < 64; depth++ {
+		var next []uint32
+		for i, pgno := range level {
+			if read++; read > s.pages {
+				return nil, layoutErr("b-tree visits more pages than the file has (a cycle)")
+			}
+			if err := s.readPage(pgno, buf); err != nil {
+				return nil, err
+			}
+			hdr := 0
+			if pgno == 1 {
+				hdr = 100
+			}
+			switch buf[hdr] {
+			case 0x0d:
+				if i > 0 || len(next) > 0 {
+					return nil, layoutErr("leaves and interior pages on one b-tree level")
+				}
+				return level, nil
+			case 0x05:
+			default:
+				return nil, layoutErr("page %d: type %#x is not a table b-tree page", pgno, buf[hdr])
+			}
+			cells := int(binary.BigEndian.Uint16(buf[hdr+3:]))
+			if hdr+12+2*cells > s.usable {
+				return nil, layoutErr("page %d: %d cells do not fit", pgno, cells)
+			}
+			for c := 0; c < cells; c++ {
+				ptr := int(binary.BigEndian.Uint16(buf[hdr+12+2*c:]))
+				if ptr+4 > s.usable || ptr < hdr+12 {
+					return nil, layoutErr("cell pointer %d out of the page", ptr)
+				}
+				next = append(next, binary.BigEndian.Uint32(buf[ptr:]))
+			}
+			next = append(next, binary.BigEndian.Uint32(buf[hdr+8:]))
+			if len(next) > int(s.pages) {
+				return nil, layoutErr("more children than pages")
+			}
+		}
+		level = next
+	}
+	return nil, layoutErr("b-tree deeper than 64 levels")
+}
+
+// scanIntsParts is scanInts on parts goroutines: the leaves are cut into parts runs of
+// consecutive keys, and part i's rows go, with their rowids, to fnFor(i), which the caller
+// merges in part order (every row of part i comes before every row of part i+1). fnFor is
+// called before the scan starts, once per part; each part's fn runs on its own goroutine. The
+// first error stops the others and is returned.
+func (s *sqlFile) scanIntsParts(ctx context.Context, root uint32, cols []int, parts int, fnFor func(part int) func(rowid int64, vals []sql.NullInt64) error) error {
+	leaves, err := s.leafPages(root)
+	if err != nil {
+		return err
+	}
+	parts = max(1, min(parts, len(leaves)))
+	fns := make([]func(int64, []sql.NullInt64) error, parts)
+	for i := range fns {
+		fns[i] = fnFor(i)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, parts)
+	done := make(chan struct{}, parts)
+	for p := 0; p < parts; p++ {
+		lo, hi := len(leaves)*p/parts, len(leaves)*(p+1)/parts
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ts := &tableScan{s: s, rowidAt: -1, ints: make([]sql.NullInt64, len(cols)), fnRow: fns[p]}
+			ts.plan(cols)
+			for i, pgno := range leaves[lo:hi] {
+				if i%64 == 0 {
+					if err := ctx.Err(); err != nil {
+						errs[p] = err
+						return
+					}
+				}
+				page, err := ts.win.page(s, pgno)
+				if err == nil {
+					hdr := 0
+					if pgno == 1 {
+						hdr = 100
+					}
+					if page[hdr] != 0x0d {
+						err = layoutErr("page %d: type %#x where a leaf was expected", pgno, page[hdr])
+					} else {
+						err = ts.leaf(page, hdr)
+					}
+				}
+				if err != nil {
+					errs[p] = err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	for range parts {
+		<-done
+	}
+	// The first real error: a part stopped by another part's failure reports context.Canceled.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

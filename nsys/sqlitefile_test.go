@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -142,6 +143,35 @@ func TestDirectReadMatchesSQLite(t *testing.T) {
 	}
 }
 
+// TestParallelScanMatchesSequential: the lean read on several goroutines gives the capture of
+// the lean read on one, name ids included, with more parts than CPUs too.
+func TestParallelScanMatchesSequential(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	for name, path := range exportsUnderTest(t) {
+		for _, style := range []NameStyle{Demangled, Short} {
+			var log bytes.Buffer
+			o := ReadOptions{KernelNames: style, SummariseAPI: true, SkipKernelInfo: true,
+				Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+			par, err := ReadCapture(context.Background(), path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(name, "large") && strings.Contains(log.String(), "one goroutine") {
+				t.Errorf("%s: a table was not scanned in parts:\n%s", name, log.String())
+			}
+			o.Logger = nil
+			o.noParallel = true
+			seq, err := ReadCapture(context.Background(), path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := captureDiff(seq, par); d != "" {
+				t.Errorf("%s style %d (-sequential +parallel):\n%s", name, style, d)
+			}
+		}
+	}
+}
+
 // TestScanIntsMatchesSQL checks the scanner row by row against SQLite on the big tables.
 func TestScanIntsMatchesSQL(t *testing.T) {
 	path := largeExport(t, 3000, 1)
@@ -198,6 +228,27 @@ func TestScanIntsMatchesSQL(t *testing.T) {
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%s (-sqlite +direct):\n%s", tc.table, d)
+		}
+		// Cut into parts, in part order the rows are the same.
+		leaves, err := f.leafPages(plan.root)
+		if err != nil || (len(leaves) < 8 && tc.table != "CUPTI_ACTIVITY_KIND_MEMCPY") {
+			t.Fatalf("%s: %d leaves, %v", tc.table, len(leaves), err)
+		}
+		parts := make([][][]sql.NullInt64, 3)
+		err = f.scanIntsParts(context.Background(), plan.root, plan.cols, 3, func(p int) func(int64, []sql.NullInt64) error {
+			return func(_ int64, v []sql.NullInt64) error {
+				parts[p] = append(parts[p], append([]sql.NullInt64(nil), v...))
+				return nil
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parts[0]) == 0 || (len(parts[2]) == 0 && len(leaves) >= 3) {
+			t.Errorf("%s: parts of %d, %d, %d rows", tc.table, len(parts[0]), len(parts[1]), len(parts[2]))
+		}
+		if d := cmp.Diff(want, append(append(parts[0], parts[1]...), parts[2]...)); d != "" {
+			t.Errorf("%s in parts (-sqlite +direct):\n%s", tc.table, d)
 		}
 		last, err := f.lastRowid(plan.root)
 		if err != nil || last != int64(len(want)) {
@@ -370,16 +421,18 @@ func TestDirectReaderRefuses(t *testing.T) {
 	ctx := context.Background()
 	same := func(t *testing.T, path string) {
 		t.Helper()
-		direct, err := ReadCapture(ctx, path, ReadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		viaSQL, err := ReadCapture(ctx, path, ReadOptions{noDirect: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := captureDiff(viaSQL, direct); d != "" {
-			t.Errorf("(-sqlite +direct):\n%s", d)
+		for _, lean := range []bool{false, true} {
+			direct, err := ReadCapture(ctx, path, ReadOptions{SummariseAPI: lean, SkipKernelInfo: lean})
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaSQL, err := ReadCapture(ctx, path, ReadOptions{SummariseAPI: lean, SkipKernelInfo: lean, noDirect: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := captureDiff(viaSQL, direct); d != "" {
+				t.Errorf("lean %v (-sqlite +direct):\n%s", lean, d)
+			}
 		}
 	}
 	t.Run("wal", func(t *testing.T) {

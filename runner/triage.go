@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -394,8 +394,9 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 var compactNsysLaunches = true
 
 // compactLaunches replaces t.Launches by one call per (name, graph flag, frame) and points every
-// GPU op at its representative, then collects the garbage so that the triage's own arrays reuse
-// the memory (about 56 bytes a kernel). It is for a trace whose NVTX scopes and tables are
+// GPU op at its representative, then hands the freed memory (about 56 bytes a kernel, more
+// with the parallel scan's buffers) back to the OS before the triage allocates its own arrays:
+// with only a collection the peak resident size stayed about 30 MB higher at 1M kernels. It is for a trace whose NVTX scopes and tables are
 // computed already (open does that first) and whose op stages need no launch time any more:
 // they are precomputed labels (--nvtx-stage, or the stages of the NVTX ranges from
 // triage.AnnotationStages), or there is no annotation at all. Analyze then reads only a
@@ -431,7 +432,7 @@ func compactLaunches(t *trace.Trace) {
 		op.Launch, last, lastRep = j, j, j
 	}
 	t.Launches = reps
-	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 // stages is the triage.Options.Stages hook (--nvtx-stage). Analyze calls it before scopes.

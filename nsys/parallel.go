@@ -1,0 +1,256 @@
+package nsys
+
+import (
+	"database/sql"
+	"errors"
+	"runtime"
+
+	"github.com/sglprof/runner/reports/trace"
+)
+
+// The triage's lean read (SummariseAPI, SkipKernelInfo) scans the kernel and runtime tables on
+// several goroutines when the direct reader can, each on its own run of the table's leaves.
+// Kernels are written straight to their place (an export's rowids are 1..n; anything else
+// sends the table to the sequential scan), with the raw StringIds id and globalPid parked in
+// fields a kernel does not use; runtime parts keep their own sums and calls. Names are
+// interned and parts merged afterwards on one goroutine in table order, so the result is the
+// sequential read's, name ids included (TestParallelScanMatchesSequential).
+
+// scanParts is how many goroutines a parallel scan uses: one per CPU the process may use, at
+// most four (beyond that the scan is bound by memory bandwidth).
+func scanParts() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// kernelsParallel reads the kernel table of a lean read into r.t.GPUOps, which the caller has
+// sized to the table's last rowid n; errFileLayout, having added nothing, when it cannot.
+func (r *reader) kernelsParallel(table string, style NameStyle, n int) error {
+	if r.file == nil || style == Mangled || scanParts() < 2 || r.opts.noParallel || len(r.t.GPUOps) != 0 || n <= 0 || cap(r.t.GPUOps) < n {
+		return layoutErr("no parallel scan")
+	}
+	p, err := r.planDirect(table, []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName"})
+	if err != nil {
+		if errors.Is(err, errFileLayout) {
+			return err
+		}
+		return r.wrap(table, err)
+	}
+	ops := r.t.GPUOps[:n]
+	type span struct{ first, last, rows int64 }
+	var spans []span
+	err = r.file.scanIntsParts(r.ctx, p.root, p.cols, scanParts(), func(part int) func(int64, []sql.NullInt64) error {
+		spans = append(spans, span{})
+		return func(rowid int64, v []sql.NullInt64) error {
+			sp := &spans[part]
+			if rowid < 1 || rowid > int64(n) || (sp.rows > 0 && rowid != sp.last+1) {
+				return layoutErr("%s: rowid %d is not the next of 1..%d", table, rowid, n)
+			}
+			if sp.rows == 0 {
+				sp.first = rowid
+			}
+			sp.last = rowid
+			sp.rows++
+			if !v[2].Valid || !v[3].Valid {
+				return r.wrap(table, errors.New("a kernel without deviceId or streamId"))
+			}
+			dem, short := v[6], v[7]
+			if !dem.Valid {
+				dem = short
+			}
+			if !short.Valid {
+				short = dem
+			}
+			raw := dem.Int64
+			if style == Short {
+				raw = short.Int64
+			}
+			corr := int64(trace.NoID)
+			if v[4].Valid {
+				corr = v[4].Int64
+			}
+			ops[rowid-1] = trace.GPUOp{
+				Start: v[0].Int64, End: v[1].Int64, Correlation: corr, ExternalID: v[5].Int64, Bytes: raw,
+				Device: int32(v[2].Int64), Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// Every rowid 1..n written once: the parts' runs follow each other and add up to n.
+	next := int64(1)
+	for _, sp := range spans {
+		if sp.rows == 0 {
+			continue
+		}
+		if sp.first != next {
+			return layoutErr("%s: rowids are not 1..%d in leaf order", table, n)
+		}
+		next = sp.last + 1
+	}
+	if next != int64(n)+1 {
+		return layoutErr("%s: %d rows where the last rowid is %d", table, next-1, n)
+	}
+	for i := range ops {
+		op := &ops[i]
+		name, err := r.name(op.Bytes)
+		if err != nil {
+			return err
+		}
+		_, pid, _ := SplitGlobalID(op.ExternalID)
+		op.Name, op.Bytes, op.ExternalID = name, 0, trace.NoID
+		r.addPID(pid)
+		r.kernelPID(i, pid)
+	}
+	r.t.GPUOps = ops
+	return nil
+}
+
+// rtPart is one part of a parallel runtime scan: per-name sums by raw name id, the kept calls
+// (Launch.ExternalID holding the raw name id until the merge) and the facts every call adds.
+type rtPart struct {
+	order    []int64 // raw name ids in first-seen order
+	dense    []int32 // raw id → index+1 into stats (ids below 2^16)
+	sparse   map[int64]int32
+	stats    []APIStat
+	launches []trace.Launch
+	pids     map[int32]bool
+	lastPID  int32
+	calls    int
+	first    int64
+	end      int64
+}
+
+func (p *rtPart) stat(id int64) *APIStat {
+	var k int32
+	switch {
+	case id >= 0 && id < int64(len(p.dense)):
+		k = p.dense[id]
+	case id >= 0 && id < 1<<16:
+		p.dense = append(p.dense, make([]int32, int(id)+1-len(p.dense))...)
+	default:
+		k = p.sparse[id]
+	}
+	if k == 0 {
+		p.order = append(p.order, id)
+		p.stats = append(p.stats, APIStat{})
+		k = int32(len(p.stats))
+		if id >= 0 && id < 1<<16 {
+			p.dense[id] = k
+		} else {
+			p.sparse[id] = k
+		}
+	}
+	return &p.stats[k-1]
+}
+
+// runtimeParallel is runtime's SummariseAPI scan on several goroutines; errFileLayout (with
+// nothing added) when the direct reader declines. resolve is runtime's name memo, called in
+// the table order of first sightings, as the sequential scan calls it.
+func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id int64) (name trace.NameID, graph, driver bool, stat int, err error)) error {
+	if r.file == nil || scanParts() < 2 || r.opts.noParallel || len(r.t.Launches) != 0 {
+		return layoutErr("no parallel scan")
+	}
+	p, err := r.planDirect(table, []string{"start", "end", "globalTid", "correlationId", "nameId"})
+	if err != nil {
+		if errors.Is(err, errFileLayout) {
+			return err
+		}
+		return r.wrap(table, err)
+	}
+	// About one kept call per GPU op: the first part appends to the presized Launches, so
+	// that the merge copies only the other parts.
+	var parts []*rtPart
+	nparts := scanParts()
+	err = r.file.scanIntsParts(r.ctx, p.root, p.cols, nparts, func(part int) func(int64, []sql.NullInt64) error {
+		pt := &rtPart{sparse: map[int64]int32{}, pids: map[int32]bool{}}
+		if part == 0 {
+			pt.launches = r.t.Launches
+		} else {
+			pt.launches = make([]trace.Launch, 0, len(r.t.GPUOps)/nparts+len(r.t.GPUOps)/16+1024)
+		}
+		parts = append(parts, pt)
+		return func(_ int64, v []sql.NullInt64) error {
+			start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
+			st := pt.stat(nameID.Int64)
+			d := end.Int64 - start.Int64
+			if st.Calls == 0 || d < st.MinNS {
+				st.MinNS = d
+			}
+			st.MaxNS = max(st.MaxNS, d)
+			st.Calls++
+			st.TotalNS += d
+			_, pid, tid := SplitGlobalID(gtid.Int64)
+			if pid != pt.lastPID || pt.calls == 0 {
+				pt.pids[pid] = true
+				pt.lastPID = pid
+			}
+			if pt.calls == 0 || start.Int64 < pt.first {
+				pt.first = start.Int64
+			}
+			if pt.calls == 0 || end.Int64 > pt.end {
+				pt.end = end.Int64
+			}
+			pt.calls++
+			if !corr.Valid || !want.wanted(corr.Int64) {
+				return nil
+			}
+			pt.launches = append(pt.launches, trace.Launch{Start: start.Int64, End: end.Int64, Correlation: corr.Int64,
+				ExternalID: nameID.Int64, PID: pid, TID: tid, Frame: trace.NoID})
+			return nil
+		}
+	})
+	if err != nil {
+		return err
+	}
+	type resolved struct {
+		name          trace.NameID
+		graph, driver bool
+		stat          int
+	}
+	names := map[int64]resolved{}
+	launches := parts[0].launches[:0]
+	for _, pt := range parts {
+		for i, id := range pt.order {
+			rs, ok := names[id]
+			if !ok {
+				var err error
+				if rs.name, rs.graph, rs.driver, rs.stat, err = resolve(id); err != nil {
+					return err
+				}
+				names[id] = rs
+			}
+			src, dst := pt.stats[i], &r.c.APIStats[rs.stat]
+			if dst.Calls == 0 || src.MinNS < dst.MinNS {
+				dst.MinNS = src.MinNS
+			}
+			if dst.Calls == 0 || src.MaxNS > dst.MaxNS {
+				dst.MaxNS = src.MaxNS
+			}
+			dst.Calls += src.Calls
+			dst.TotalNS += src.TotalNS
+		}
+		for pid := range pt.pids {
+			r.pids[pid] = true
+			r.rtPIDs[pid] = true
+		}
+		if pt.calls > 0 {
+			if r.c.APICalls == 0 || pt.first < r.rtFirst {
+				r.rtFirst = pt.first
+			}
+			if r.c.APICalls == 0 || pt.end > r.rtEnd {
+				r.rtEnd = pt.end
+			}
+			r.c.APICalls += pt.calls
+		}
+		for _, l := range pt.launches {
+			rs := names[l.ExternalID]
+			l.Name, l.Graph, l.ExternalID = rs.name, rs.graph, trace.NoID
+			want.add(l.Correlation, int32(len(launches)))
+			launches = append(launches, l) // part 0 in place, the others after it
+			r.c.Driver = append(r.c.Driver, rs.driver)
+		}
+		pt.launches = nil
+	}
+	r.t.Launches = launches
+	return nil
+}
