@@ -659,6 +659,9 @@ func FuzzSQLFileScan(f *testing.F) {
 		}
 		_ = s.scanInts(context.Background(), uint32(root), []int{0, 3, -1}, func([]sql.NullInt64) error { return nil })
 		_, _ = s.lastRowid(uint32(root))
+		_ = s.scanIntsParts(context.Background(), uint32(root), []int{1, 0}, 3, func(int) func(int64, []sql.NullInt64) error {
+			return func(int64, []sql.NullInt64) error { return nil }
+		})
 	})
 }
 
