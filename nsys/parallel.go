@@ -208,6 +208,13 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id 
 		stat          int
 	}
 	names := map[int64]resolved{}
+	var dense []resolved // names for raw ids below 2^16, the per-call lookup of the merge
+	lookup := func(id int64) resolved {
+		if id >= 0 && id < int64(len(dense)) {
+			return dense[id]
+		}
+		return names[id]
+	}
 	launches := parts[0].launches[:0]
 	for _, pt := range parts {
 		for i, id := range pt.order {
@@ -218,6 +225,12 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id 
 					return err
 				}
 				names[id] = rs
+				if id >= 0 && id < 1<<16 {
+					if id >= int64(len(dense)) {
+						dense = append(dense, make([]resolved, int(id)+1-len(dense))...)
+					}
+					dense[id] = rs
+				}
 			}
 			src, dst := pt.stats[i], &r.c.APIStats[rs.stat]
 			if dst.Calls == 0 || src.MinNS < dst.MinNS {
@@ -243,7 +256,7 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id 
 			r.c.APICalls += pt.calls
 		}
 		for _, l := range pt.launches {
-			rs := names[l.ExternalID]
+			rs := lookup(l.ExternalID)
 			l.Name, l.Graph, l.ExternalID = rs.name, rs.graph, trace.NoID
 			want.add(l.Correlation, int32(len(launches)))
 			launches = append(launches, l) // part 0 in place, the others after it
