@@ -4,7 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -262,6 +264,23 @@ func (x *corrIndex) add(c int64, li int32) {
 	if x.sparse[c] == -1 {
 		x.sparse[c] = li + 1
 	}
+}
+
+// claim records the raw name id of the call with wanted id c (ReadOptions.OneLaunchPerName):
+// wanted says a GPU op has id c, first that no call had claimed it (false also for a name id
+// that does not fit). Parts of a parallel scan claim concurrently, hence the atomics.
+func (x *corrIndex) claim(c, nameID int64) (wanted, first bool) {
+	if x.dense == nil || c < x.lo || c-x.lo >= int64(len(x.dense)) {
+		return false, false
+	}
+	p := &x.dense[c-x.lo]
+	if atomic.LoadInt32(p) == 0 {
+		return false, false
+	}
+	if nameID < 0 || nameID >= math.MaxInt32-1 {
+		return true, false
+	}
+	return true, atomic.CompareAndSwapInt32(p, -1, int32(nameID)+1)
 }
 
 // first returns the first call with id c, or trace.NoID.

@@ -146,7 +146,9 @@ func (p *rtPart) stat(id int64) *APIStat {
 // runtimeParallel is runtime's SummariseAPI scan on several goroutines; errFileLayout (with
 // nothing added) when the direct reader declines. resolve is runtime's name memo, called in
 // the table order of first sightings, as the sequential scan calls it.
-func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id int64) (name trace.NameID, graph, driver bool, stat int, err error)) error {
+// With perName the calls are not kept: their names go to want (corrIndex.claim), and an id
+// met twice ends the scan with errRepeated.
+func (r *reader) runtimeParallel(table string, want *corrIndex, perName bool, resolve func(id int64) (name trace.NameID, graph, driver bool, stat int, err error)) error {
 	if r.file == nil || scanParts() < 2 || r.opts.noParallel || len(r.t.Launches) != 0 {
 		return layoutErr("no parallel scan")
 	}
@@ -163,9 +165,11 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id 
 	nparts := scanParts()
 	err = r.file.scanIntsParts(r.ctx, p.root, p.cols, nparts, func(part int) func(int64, []sql.NullInt64) error {
 		pt := &rtPart{sparse: map[int64]int32{}, pids: map[int32]bool{}}
-		if part == 0 {
+		switch {
+		case perName:
+		case part == 0:
 			pt.launches = r.t.Launches
-		} else {
+		default:
 			pt.launches = make([]trace.Launch, 0, len(r.t.GPUOps)/nparts+len(r.t.GPUOps)/16+1024)
 		}
 		parts = append(parts, pt)
@@ -191,7 +195,16 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id 
 				pt.end = end.Int64
 			}
 			pt.calls++
-			if !corr.Valid || !want.wanted(corr.Int64) {
+			if !corr.Valid {
+				return nil
+			}
+			if perName {
+				if wanted, first := want.claim(corr.Int64, nameID.Int64); wanted && !first {
+					return errRepeated{}
+				}
+				return nil
+			}
+			if !want.wanted(corr.Int64) {
 				return nil
 			}
 			pt.launches = append(pt.launches, trace.Launch{Start: start.Int64, End: end.Int64, Correlation: corr.Int64,
@@ -215,7 +228,10 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id 
 		}
 		return names[id]
 	}
-	launches := parts[0].launches[:0]
+	var launches []trace.Launch
+	if !perName {
+		launches = parts[0].launches[:0]
+	}
 	for _, pt := range parts {
 		for i, id := range pt.order {
 			rs, ok := names[id]
@@ -264,6 +280,13 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, resolve func(id 
 		}
 		pt.launches = nil
 	}
-	r.t.Launches = launches
+	if !perName {
+		r.t.Launches = launches
+	}
 	return nil
 }
+
+// errRepeated ends a one-launch-per-name scan that met a correlation id twice.
+type errRepeated struct{}
+
+func (errRepeated) Error() string { return "nsys: a correlation id repeats in the runtime table" }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -58,6 +59,14 @@ type ReadOptions struct {
 	// SkipKernelInfo leaves Capture.Kernels empty: the triage needs only the trace model, and
 	// the nsys-only kernel facts (three name styles, grid, block) cost 56 bytes a kernel.
 	SkipKernelInfo bool
+	// OneLaunchPerName, with SummariseAPI, keeps of the launching calls only one per API name
+	// and graph flag, linked from every GPU op whose own call has that name and flag, when the
+	// export has no NVTX ranges and one process: a consumer that reads only a launch's name
+	// and graph flag (the triage, which needs a call's own time and thread only for NVTX
+	// scopes) then pays nothing per kernel for the calls. Those launches' times and threads
+	// are not a call's. Capture.OneLaunchPerName says whether it applied; otherwise every
+	// launching call is kept as without the option.
+	OneLaunchPerName bool
 	// noDirect reads every table through SQLite, noParallel scans on one goroutine (tests
 	// compare the paths).
 	noDirect, noParallel bool
@@ -122,6 +131,9 @@ type Capture struct {
 	APIStats []APIStat
 	// APICalls counts every row of the runtime table, whether or not Trace.Launches holds it.
 	APICalls int
+	// OneLaunchPerName says Trace.Launches holds one call per API name and graph flag
+	// (ReadOptions.OneLaunchPerName applied).
+	OneLaunchPerName bool
 	// apiSummarised says APIStats is the API table's source (even when empty).
 	apiSummarised bool
 	// NVTXEvents counts every NVTX_EVENTS row (marks, domain and thread naming included);
@@ -274,6 +286,10 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 		t.Warnings = append(t.Warnings, err.Error())
 	}
 	steps := []func() error{r.memops, r.runtime, r.nvtx, r.devices, r.processes, r.session}
+	if opts.OneLaunchPerName {
+		// The NVTX ranges first: whether there are any decides what runtime keeps.
+		steps = []func() error{r.memops, r.nvtx, r.runtime, r.devices, r.processes, r.session}
+	}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -694,6 +710,14 @@ func (r *reader) memops() error {
 	return nil
 }
 
+// apiName is what runtime knows of a runtime call name.
+type apiName struct {
+	name   trace.NameID
+	graph  bool
+	driver bool
+	stat   int // index into APIStats
+}
+
 func (r *reader) runtime() error {
 	const table = "CUPTI_ACTIVITY_KIND_RUNTIME"
 	if r.opts.SummariseAPI {
@@ -702,12 +726,6 @@ func (r *reader) runtime() error {
 	if !r.has(table) {
 		r.t.Warnings = append(r.t.Warnings, "the export has no "+table+" table, so kernels cannot be joined to their launch calls (no launch overhead, API summary or NVTX scopes)")
 		return nil
-	}
-	type apiName struct {
-		name   trace.NameID
-		graph  bool
-		driver bool
-		stat   int // index into APIStats
 	}
 	var (
 		byID   map[int64]apiName
@@ -718,6 +736,13 @@ func (r *reader) runtime() error {
 	if r.opts.SummariseAPI {
 		want = newCorrIndex(r.t.GPUOps)
 		r.rtIndex = want
+	}
+	// One launch per name: only without NVTX ranges (nothing needs a call's time), with one
+	// process (the link is by correlation id alone) and dense ids (corrIndex records each id's
+	// call name in place); a second process or a repeated id found while scanning sends the
+	// table through the per-call scan below.
+	perName := want != nil && r.opts.OneLaunchPerName && len(r.t.Annotations) == 0 && len(r.kPIDs) <= 1 && want.dense != nil
+	if !perName && want != nil {
 		// About one kept call per GPU op.
 		r.t.Launches = grow(r.t.Launches, min(len(r.t.GPUOps), r.rowEstimate(table)))
 		r.c.Driver = grow(r.c.Driver, cap(r.t.Launches))
@@ -765,20 +790,69 @@ func (r *reader) runtime() error {
 		r.c.APIRaw[an.name] = rawText
 		return an, nil
 	}
+	if perName {
+		repeated, err := r.runtimeScan(table, want, begin, resolve, true)
+		if err != nil {
+			return err
+		}
+		pids := maps.Clone(r.rtPIDs)
+		maps.Copy(pids, r.kPIDs)
+		if !repeated && len(pids) <= 1 {
+			// Each id's call name → the launch of that name and graph flag.
+			reps := map[apiName]int32{}
+			for i, v := range want.dense {
+				if v <= 0 {
+					continue
+				}
+				an, err := resolve(int64(v - 1))
+				if err != nil {
+					return err
+				}
+				an.stat = 0
+				j, ok := reps[an]
+				if !ok {
+					j = int32(len(r.t.Launches))
+					reps[an] = j
+					r.t.Launches = append(r.t.Launches, trace.Launch{Correlation: trace.NoID, ExternalID: trace.NoID,
+						Name: an.name, Graph: an.graph, Frame: trace.NoID})
+					r.c.Driver = append(r.c.Driver, an.driver)
+				}
+				want.dense[i] = j + 1
+			}
+			r.c.OneLaunchPerName = true
+			return nil
+		}
+		r.log.Debug("nsys: keeping every launching call", "why", "several processes or a repeated correlation id")
+		begin()
+		r.t.Launches = grow(r.t.Launches, min(len(r.t.GPUOps), r.rowEstimate(table)))
+		r.c.Driver = grow(r.c.Driver, cap(r.t.Launches))
+	}
+	_, err := r.runtimeScan(table, want, begin, resolve, false)
+	return err
+}
+
+// runtimeScan is runtime's scan of the runtime table, on several goroutines when it can.
+// perName records each wanted id's call name in want (see ReadOptions.OneLaunchPerName)
+// instead of keeping the call; repeated says an id had a call already.
+func (r *reader) runtimeScan(table string, want *corrIndex, begin func(), resolve func(int64) (apiName, error), perName bool) (repeated bool, err error) {
 	if want != nil {
-		err := r.runtimeParallel(table, want, func(id int64) (trace.NameID, bool, bool, int, error) {
+		err := r.runtimeParallel(table, want, perName, func(id int64) (trace.NameID, bool, bool, int, error) {
 			an, err := resolve(id)
 			return an.name, an.graph, an.driver, an.stat, err
 		})
+		var rep errRepeated
+		if errors.As(err, &rep) {
+			return true, nil
+		}
 		if err == nil || !errors.Is(err, errFileLayout) {
-			return err
+			return false, err
 		}
 		r.log.Debug("nsys: scanning on one goroutine", "table", table, "why", err)
 		begin()
 	}
 	var lastPID int32 // the previous call's pid (already in the pid sets)
 	cols := []string{"start", "end", "globalTid", "correlationId", "nameId"}
-	return r.scanInts(table, cols, begin, func(v []sql.NullInt64) error {
+	err = r.scanInts(table, cols, begin, func(v []sql.NullInt64) error {
 		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
 		an, err := resolve(nameID.Int64)
 		if err != nil {
@@ -808,7 +882,16 @@ func (r *reader) runtime() error {
 			st.TotalNS += d
 			// Keep only the calls whose correlation id a GPU op has (in any process: which
 			// process matters is settled by link once every pid is known).
-			if !corr.Valid || !want.wanted(corr.Int64) {
+			if !corr.Valid {
+				return nil
+			}
+			if perName {
+				if wanted, first := want.claim(corr.Int64, nameID.Int64); wanted && !first {
+					repeated = true
+				}
+				return nil
+			}
+			if !want.wanted(corr.Int64) {
 				return nil
 			}
 			want.add(corr.Int64, int32(len(r.t.Launches)))
@@ -822,6 +905,7 @@ func (r *reader) runtime() error {
 		r.c.Driver = append(r.c.Driver, an.driver)
 		return nil
 	})
+	return repeated, err
 }
 
 // NVTX event types (ENUM_NSYS_EVENT_TYPE). The NVTXT ones come from nsys's own text-file

@@ -25,6 +25,12 @@ import (
 // on two threads, from one process or from pids processes that reuse correlation ids.
 func largeExport(t testing.TB, n, pids int) string {
 	t.Helper()
+	return largeExportNVTX(t, n, pids, true)
+}
+
+// largeExportNVTX is largeExport, without NVTX ranges when nvtx is false.
+func largeExportNVTX(t testing.TB, n, pids int, nvtx bool) string {
+	t.Helper()
 	var e nsysgen.Export
 	e.Version = "3.28.1"
 	e.GPUs = []nsysgen.GPU{{ID: 0, Name: "GPU A"}, {ID: 1, Name: "GPU B"}}
@@ -52,7 +58,7 @@ func largeExport(t testing.TB, n, pids int) string {
 			e.Runtime = append(e.Runtime,
 				nsysgen.Runtime{Start: t0, End: t0 + 3_000 + int64(i%5)*100, PID: pid, TID: tid, Correlation: corr, Name: name},
 				nsysgen.Runtime{Start: t0 + 3_500, End: t0 + 4_000, PID: pid, TID: tid, Name: "cudaEventRecord_v3020"},
-				nsysgen.Runtime{Start: t0 + 4_500, End: t0 + 6_000 - int64(i%7)*10, PID: pid, TID: tid, Correlation: corr + 1_000_000, Name: "cudaMemcpyAsync_v3020"})
+				nsysgen.Runtime{Start: t0 + 4_500, End: t0 + 6_000 - int64(i%7)*10, PID: pid, TID: tid, Correlation: corr + int64(n), Name: "cudaMemcpyAsync_v3020"})
 			dur := int64(2_000 + (i*7919)%50_000)
 			k := nsysgen.Kernel{Start: t0 + 5_000, End: t0 + 5_000 + dur, Device: int32(i % 2), Stream: int32(7 + i%3), Correlation: corr,
 				Name: names[(i*31)%len(names)], GridX: int32(1 + i%300), BlockX: 256, PID: pid, TID: tid}
@@ -63,15 +69,15 @@ func largeExport(t testing.TB, n, pids int) string {
 			}
 			if i%10 == 0 {
 				e.Memops = append(e.Memops, nsysgen.Memop{Start: t0 + 6_000, End: t0 + 7_000, Device: int32(i % 2), Stream: 7,
-					Correlation: corr + 1_000_000, Bytes: int64(i) << 10, CopyKind: nsysgen.CopyHtoD, Memset: i%20 == 0, PID: pid})
+					Correlation: corr + int64(n), Bytes: int64(i) << 10, CopyKind: nsysgen.CopyHtoD, Memset: i%20 == 0, PID: pid})
 			}
-			if i%25 == 0 {
+			if nvtx && i%25 == 0 {
 				e.NVTX = append(e.NVTX, nsysgen.NVTX{Start: t0, End: t0 + 25*8_000, PID: pid, TID: pid, Text: fmt.Sprintf("layer.%d", i/25%4)})
 			}
 			t0 += 8_000
 		}
 	}
-	path := filepath.Join(t.TempDir(), fmt.Sprintf("large-%d-%d.sqlite", n, pids))
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("large-%d-%d-%v.sqlite", n, pids, nvtx))
 	if err := nsysgen.Write(path, e); err != nil {
 		t.Fatal(err)
 	}
@@ -720,5 +726,84 @@ func TestSparseRowidIsNotACount(t *testing.T) {
 	}
 	if d := captureDiff(viaSQL, direct); d != "" || len(direct.Kernels) != 5 {
 		t.Errorf("%d kernels; (-sqlite +direct):\n%s", len(direct.Kernels), d)
+	}
+}
+
+// TestOneLaunchPerName: with ReadOptions.OneLaunchPerName an export without NVTX ranges and
+// with one process keeps one launch per call name and graph flag, and every op links to the
+// one of its own call's name; the tables, warnings, window and event count are the lean
+// read's. With NVTX ranges, several processes or a repeated correlation id, every launching
+// call is kept as without the option. Both on one goroutine and in parts.
+func TestOneLaunchPerName(t *testing.T) {
+	ctx := context.Background()
+	repeated := largeExportNVTX(t, 2000, 1, false)
+	mutate(t, repeated, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 7 WHERE rowid = 5000")
+	sparse := largeExportNVTX(t, 2000, 1, false)
+	mutate(t, sparse, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 900000000 WHERE correlationId = (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 10)",
+		"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 900000000 WHERE rowid = 10")
+	for _, tc := range []struct {
+		name    string
+		path    string
+		perName bool
+	}{
+		{"no-nvtx", largeExportNVTX(t, 3000, 1, false), true},
+		{"nvtx", largeExport(t, 3000, 1), false},
+		{"two-ranks", largeExportNVTX(t, 2000, 2, false), false},
+		{"repeated-id", repeated, false},
+		{"sparse-ids", sparse, false},
+	} {
+		for _, seq := range []bool{false, true} {
+			t.Run(fmt.Sprint(tc.name, "/sequential=", seq), func(t *testing.T) {
+				lean, err := ReadCapture(ctx, tc.path, ReadOptions{SummariseAPI: true, SkipKernelInfo: true, noParallel: seq})
+				if err != nil {
+					t.Fatal(err)
+				}
+				one, err := ReadCapture(ctx, tc.path, ReadOptions{SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true, noParallel: seq})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if one.OneLaunchPerName != tc.perName || lean.OneLaunchPerName {
+					t.Fatalf("OneLaunchPerName %v, want %v", one.OneLaunchPerName, tc.perName)
+				}
+				type link struct {
+					Name  string
+					Graph bool
+				}
+				links := func(c *Capture) []link {
+					out := make([]link, len(c.Trace.GPUOps))
+					for i, op := range c.Trace.GPUOps {
+						if op.Launch != trace.NoID {
+							l := c.Trace.Launches[op.Launch]
+							out[i] = link{c.Trace.Name(l.Name), l.Graph}
+						}
+					}
+					return out
+				}
+				if d := cmp.Diff(links(lean), links(one)); d != "" {
+					t.Errorf("op launches (-lean +one per name):\n%s", d)
+				}
+				if tc.perName {
+					if len(one.Trace.Launches) != 3 { // cudaLaunchKernel, cudaGraphLaunch, cudaMemcpyAsync
+						t.Errorf("%d launches, want one per call name", len(one.Trace.Launches))
+					}
+				} else if len(one.Trace.Launches) != len(lean.Trace.Launches) {
+					t.Errorf("%d launches kept, the lean read keeps %d", len(one.Trace.Launches), len(lean.Trace.Launches))
+				}
+				if d := cmp.Diff(Summaries(lean, 0), Summaries(one, 0)); d != "" {
+					t.Errorf("tables (-lean +one per name):\n%s", d)
+				}
+				if d := cmp.Diff(lean.Trace.Warnings, one.Trace.Warnings); d != "" {
+					t.Errorf("warnings (-lean +one per name):\n%s", d)
+				}
+				if lean.Trace.Events != one.Trace.Events || lean.WindowStart != one.WindowStart || lean.WindowEnd != one.WindowEnd ||
+					lean.APICalls != one.APICalls || len(lean.Trace.GPUOps) != len(one.Trace.GPUOps) {
+					t.Errorf("events %d/%d window %d-%d/%d-%d calls %d/%d", lean.Trace.Events, one.Trace.Events,
+						lean.WindowStart, lean.WindowEnd, one.WindowStart, one.WindowEnd, lean.APICalls, one.APICalls)
+				}
+				if d := cmp.Diff(lean.Trace.Processes, one.Trace.Processes); d != "" {
+					t.Errorf("processes (-lean +one per name):\n%s", d)
+				}
+			})
+		}
 	}
 }

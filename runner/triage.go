@@ -354,7 +354,8 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 			return nil, err
 		}
 	}
-	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels, SummariseAPI: true, SkipKernelInfo: true})
+	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels,
+		SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: compactNsysLaunches})
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +376,7 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 		nt.stages = stageLabels(c.Trace, s.opts.StageRE)
 	}
 	s.pending[c.Trace] = nt
-	if compactNsysLaunches {
+	if compactNsysLaunches && !c.OneLaunchPerName { // the reader did it already when it could
 		compact := len(c.Trace.Annotations) == 0 || s.opts.StageRE != nil
 		if !compact && !slices.ContainsFunc(c.Trace.Annotations, func(a trace.Annotation) bool { return a.GPU }) {
 			// The stages Analyze would find from the NVTX ranges, found now while the launch
@@ -390,7 +391,8 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 	return c.Trace, nil
 }
 
-// compactNsysLaunches lets tests compare the triage with and without compactLaunches.
+// compactNsysLaunches lets tests compare the triage with and without compactLaunches (and the
+// reader's ReadOptions.OneLaunchPerName, which does the same while reading).
 var compactNsysLaunches = true
 
 // compactLaunches replaces t.Launches by one call per (name, graph flag, frame) and points every
