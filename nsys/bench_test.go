@@ -15,11 +15,18 @@ import (
 
 // The README figure uses -nsys.kernels=1000000 (scripts/bench_nsys.sh); the default keeps a
 // plain `go test -bench .` quick on a small machine.
-var benchKernels = flag.Int("nsys.kernels", 20_000, "kernels in the generated benchmark export (runtime calls are 3x)")
+var (
+	benchKernels = flag.Int("nsys.kernels", 20_000, "kernels in the generated benchmark export (runtime calls are 3x)")
+	benchNVTX    = flag.Bool("nsys.nvtx", false, "give the benchmark export NVTX ranges: a denoising_step_N range per 1000 kernels and a layers.N range per 20 inside it")
+)
 
 // BenchExportPath is where the benchmark export for n kernels is cached between runs.
 func benchExportPath(n int) string {
-	return filepath.Join(os.TempDir(), "runner-nsys-bench-"+strconv.Itoa(n)+".sqlite")
+	suffix := ""
+	if *benchNVTX {
+		suffix = "-nvtx"
+	}
+	return filepath.Join(os.TempDir(), "runner-nsys-bench-"+strconv.Itoa(n)+suffix+".sqlite")
 }
 
 // benchExport generates (once, then reuses) an export with n kernels over 500 distinct names
@@ -53,6 +60,12 @@ func benchExport(b *testing.B, n int) string {
 			other = "cudaStreamSynchronize_v3020"
 		}
 		w.AddRuntime(nsysgen.Runtime{Start: t + 4_500, End: t + 6_000, PID: pid, TID: pid, Name: other})
+		if *benchNVTX && i%1000 == 0 {
+			w.AddNVTX(nsysgen.NVTX{Start: t, End: t + 1000*8_000 - 100, PID: pid, TID: pid, Text: fmt.Sprintf("denoising_step_%d", i/1000)})
+		}
+		if *benchNVTX && i%20 == 0 {
+			w.AddNVTX(nsysgen.NVTX{Start: t + 10, End: t + 20*8_000 - 200, PID: pid, TID: pid, Text: fmt.Sprintf("layers.%d", i/20%50)})
+		}
 		dur := int64(2_000 + (i*7919)%50_000)
 		w.AddKernel(nsysgen.Kernel{Start: t + 5_000, End: t + 5_000 + dur, Stream: 7, Correlation: corr,
 			Name: names[(i*31)%len(names)], GridX: 128, BlockX: 256, PID: pid, TID: pid})

@@ -61,7 +61,10 @@ func Scopes(t *trace.Trace, match func(name string) bool) []int32 {
 			}
 			return cmp.Compare(y.End, x.End)
 		})
-		slices.SortFunc(ls, func(a, b int32) int { return cmp.Compare(t.Launches[a].Start, t.Launches[b].Start) })
+		byStart := func(a, b int32) int { return cmp.Compare(t.Launches[a].Start, t.Launches[b].Start) }
+		if !slices.IsSortedFunc(ls, byStart) { // calls are mostly stored in time order
+			slices.SortFunc(ls, byStart)
+		}
 		var stack []int32
 		next := 0
 		for _, li := range ls {

@@ -97,7 +97,10 @@ func gpuTimeInside(t *trace.Trace) []int64 {
 			order = append(order, int32(i))
 		}
 	}
-	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(t.Launches[a].Start, t.Launches[b].Start) })
+	byStart := func(a, b int32) int { return cmp.Compare(t.Launches[a].Start, t.Launches[b].Start) }
+	if !slices.IsSortedFunc(order, byStart) { // calls are mostly stored in time order
+		slices.SortFunc(order, byStart)
+	}
 	for _, li := range order {
 		l := &t.Launches[li]
 		k := key{l.PID, l.TID}

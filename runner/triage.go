@@ -520,6 +520,13 @@ func scopeLabels(c *nsys.Capture) []trace.NameID {
 		return nil // no NVTX range, so no op has a scope (nil reads as "none" for every op)
 	}
 	idx := nsys.Scopes(t, nil)
+	// The label depends on the range's name and domain only: one per distinct pair, not per
+	// range instance (a layerwise-marked run has tens of thousands of those).
+	type key struct {
+		name   trace.NameID
+		domain string
+	}
+	byName := map[key]trace.NameID{}
 	labels := map[int32]trace.NameID{}
 	out := make([]trace.NameID, len(idx))
 	for i, a := range idx {
@@ -528,11 +535,18 @@ func scopeLabels(c *nsys.Capture) []trace.NameID {
 		}
 		id, ok := labels[a]
 		if !ok {
-			name := foldNumbers(t.Name(t.Annotations[a].Name))
-			if int(a) < len(c.Ranges) && c.Ranges[a].Domain != "" {
-				name = c.Ranges[a].Domain + ":" + name
+			k := key{name: t.Annotations[a].Name}
+			if int(a) < len(c.Ranges) {
+				k.domain = c.Ranges[a].Domain
 			}
-			id = t.Names.InternString("nvtx: " + name)
+			if id, ok = byName[k]; !ok {
+				name := foldNumbers(t.Name(k.name))
+				if k.domain != "" {
+					name = k.domain + ":" + name
+				}
+				id = t.Names.InternString("nvtx: " + name)
+				byName[k] = id
+			}
 			labels[a] = id
 		}
 		out[i] = id
