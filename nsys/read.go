@@ -908,6 +908,84 @@ func (r *reader) runtimeScan(table string, want *corrIndex, begin func(), resolv
 	return repeated, err
 }
 
+// nvtxRows reads the NVTX table's columns cols into ints (nil at the text column, index 3) and
+// text and calls row for each event: from the file directly when it can, else through SQLite.
+// The direct path converts as database/sql does (an integer in the text column becomes its
+// decimal text, a blob its bytes); anything else (a real, text in an integer column) sends the
+// table through SQLite, after reset drops what row collected.
+func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, text *sql.NullString, reset func(), row func() error) error {
+	if r.file != nil {
+		p, err := r.planDirect(table, cols)
+		if err == nil {
+			seen := false
+			err = r.file.scan(r.ctx, p.root, p.cols, -1, func(_ int64, v []sqlValue) error {
+				seen = true
+				for i, x := range v {
+					if i == 3 {
+						*text = sql.NullString{}
+						switch x.Kind {
+						case valNull:
+						case valText, valBlob:
+							*text = sql.NullString{String: string(x.Bytes), Valid: true}
+						case valInt:
+							*text = sql.NullString{String: strconv.FormatInt(x.Int, 10), Valid: true}
+						default:
+							return layoutErr("%s.%s holds a real", table, cols[i])
+						}
+						continue
+					}
+					*ints[i] = sql.NullInt64{}
+					switch x.Kind {
+					case valNull:
+					case valInt:
+						*ints[i] = sql.NullInt64{Int64: x.Int, Valid: true}
+					default:
+						return layoutErr("%s.%s holds a non-integer value", table, cols[i])
+					}
+				}
+				return row()
+			})
+			if err == nil || !errors.Is(err, errFileLayout) {
+				return err
+			}
+			if seen {
+				reset()
+			}
+		}
+		if !errors.Is(err, errFileLayout) {
+			return r.wrap(table, err)
+		}
+		r.log.Debug("nsys: reading the table through SQLite", "table", table, "why", err)
+	}
+	have, err := r.columns(table)
+	if err != nil {
+		return err
+	}
+	list, _ := selectList(have, cols...)
+	rows, err := r.db.QueryContext(r.ctx, "SELECT "+list+" FROM "+table)
+	if err != nil {
+		return r.wrap(table, err)
+	}
+	defer rows.Close()
+	dest := make([]any, len(cols))
+	for i := range dest {
+		if i == 3 {
+			dest[i] = text
+		} else {
+			dest[i] = ints[i]
+		}
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return r.wrap(table, err)
+		}
+		if err := row(); err != nil {
+			return err
+		}
+	}
+	return r.wrapIf(table, rows.Err())
+}
+
 // NVTX event types (ENUM_NSYS_EVENT_TYPE). The NVTXT ones come from nsys's own text-file
 // annotations and are summarised like the others.
 const (
@@ -924,16 +1002,7 @@ func (r *reader) nvtx() error {
 	if !r.has(table) {
 		return nil // lazy exports omit it when nothing was annotated
 	}
-	have, err := r.columns(table)
-	if err != nil {
-		return err
-	}
-	list, _ := selectList(have, "start", "end", "eventType", "text", "textId", "globalTid", "domainId")
-	rows, err := r.db.QueryContext(r.ctx, "SELECT "+list+" FROM "+table)
-	if err != nil {
-		return r.wrap(table, err)
-	}
-	defer rows.Close()
+	cols := []string{"start", "end", "eventType", "text", "textId", "globalTid", "domainId"}
 	type domainKey struct {
 		pid int32
 		id  int64
@@ -949,10 +1018,7 @@ func (r *reader) nvtx() error {
 		start, end, evType, textID, gtid, domainID sql.NullInt64
 		text                                       sql.NullString
 	)
-	for rows.Next() {
-		if err := rows.Scan(&start, &end, &evType, &text, &textID, &gtid, &domainID); err != nil {
-			return r.wrap(table, err)
-		}
+	row := func() error {
 		r.c.NVTXEvents++
 		var registered string
 		if textID.Valid {
@@ -969,7 +1035,7 @@ func (r *reader) nvtx() error {
 			domains[domainKey{pid, domainID.Int64}] = label
 		case evPushPop, evStartEnd, evNVTXTPushPop, evNVTXTStartEnd:
 			if !end.Valid {
-				continue // a range still open when the capture ended
+				return nil // a range still open when the capture ended
 			}
 			style := "PushPop"
 			if evType.Int64 == evStartEnd || evType.Int64 == evNVTXTStartEnd {
@@ -983,9 +1049,11 @@ func (r *reader) nvtx() error {
 				style:  style,
 			})
 		}
+		return nil
 	}
-	if err := rows.Err(); err != nil {
-		return r.wrap(table, err)
+	if err := r.nvtxRows(table, cols, []*sql.NullInt64{&start, &end, &evType, nil, &textID, &gtid, &domainID}, &text,
+		func() { r.c.NVTXEvents, ranges = 0, ranges[:0]; clear(domains) }, row); err != nil {
+		return err
 	}
 	for _, p := range ranges {
 		r.t.Annotations = append(r.t.Annotations, p.ann)

@@ -464,6 +464,22 @@ func TestDirectReaderRefuses(t *testing.T) {
 			t.Errorf("rows of the abandoned direct scan were kept: %d kernels, %d calls, %d launches", len(c.Kernels), c.APICalls, len(c.Trace.Launches))
 		}
 	})
+	t.Run("nvtx-odd-values", func(t *testing.T) {
+		// An integer and a blob in the text column are converted as database/sql does; a real
+		// sends the table through SQLite.
+		path, _ := writeSample(t, "3.28.1")
+		mutate(t, path, "UPDATE NVTX_EVENTS SET text = 42 WHERE rowid = 1", "UPDATE NVTX_EVENTS SET text = CAST('blob' AS BLOB) WHERE rowid = 4")
+		same(t, path)
+		c, err := ReadCapture(ctx, path, ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Trace.Name(c.Trace.Annotations[0].Name); got != "42" {
+			t.Errorf("first range %q, want 42", got)
+		}
+		mutate(t, path, "UPDATE NVTX_EVENTS SET text = 1.5 WHERE rowid = 5")
+		same(t, path)
+	})
 	t.Run("without-rowid", func(t *testing.T) {
 		path, _ := writeSample(t, "3.28.1")
 		mutate(t, path,
