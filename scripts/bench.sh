@@ -61,9 +61,16 @@ if [[ " $PARTS " == *" proc "* ]]; then
 	echo
 	echo "== runner/proc: a child writing 200 MB of log lines, direct to a file vs through the process layer"
 	# file+select is what the runner does; the others are the alternatives it was chosen over.
-	go test -run '^$' -bench "Log200MB/path=${PROC_PATHS:-file}" -benchtime 5x -count 3 ./runner/proc | grep -E '^Benchmark' |
-		awk '{for (i=1;i<=NF;i++) {if ($(i+1)=="ratio") r=$i; if ($(i+1)=="child-ratio") c=$i; if ($(i+1)=="direct-ms") d=$i; if ($(i+1)=="proc-ms") p=$i; if ($(i+1)=="proc-cpu-ms") u=$i; if ($(i+1)=="peak-heap-MB") h=$i}
-			printf "%-52s direct %5.0f ms  through Run %5.0f ms  ratio %.3f  child alone %.3f  runner CPU %4.0f ms  peak heap %.0f MB\n", $1, d, p, r, c, u, h}'
+	# PROC_PIN=1: the child on CPU 0, the runner on CPU 1 (a spare core, as on a GPU host).
+	if [ "${PROC_PIN:-0}" = 1 ]; then
+		go test -c -o "$dir/proc.test" ./runner/proc
+		proc_bench() { PROC_BENCH_CHILD_CPU=0 taskset -c 1 "$dir/proc.test" -test.run '^$' -test.bench "Log200MB/path=${PROC_PATHS:-file}" -test.benchtime ${PROC_N:-5}x -test.count 3; }
+	else
+		proc_bench() { go test -run '^$' -bench "Log200MB/path=${PROC_PATHS:-file}" -benchtime ${PROC_N:-5}x -count 3 ./runner/proc; }
+	fi
+	proc_bench | grep -E '^Benchmark' |
+		awk '{for (i=1;i<=NF;i++) {if ($(i+1)=="ratio") r=$i; if ($(i+1)=="child-ratio") c=$i; if ($(i+1)=="median-pair-ratio") m=$i; if ($(i+1)=="direct-ms") d=$i; if ($(i+1)=="proc-ms") p=$i; if ($(i+1)=="proc-cpu-ms") u=$i; if ($(i+1)=="peak-heap-MB") h=$i}
+			printf "%-52s direct %5.0f ms  through Run %5.0f ms  ratio %.3f (median pair %.3f)  child alone %.3f  runner CPU %4.0f ms  peak heap %.0f MB\n", $1, d, p, r, m, c, u, h}'
 	echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 

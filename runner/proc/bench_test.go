@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -40,6 +41,8 @@ import (
 //
 //	direct-ms, proc-ms  mean wall time per child run (start to exit/return)
 //	ratio               proc-ms / direct-ms (the target is <= 1.03)
+//	median-pair-ratio   median over iterations of through/direct, each pair
+//	                    run back to back (robust to a noisy neighbour)
 //	child-ratio         the child's own wall time under Run (Result.Start to
 //	                    End, before Run's catch-up and cleanup) / direct-ms
 //	peak-heap-MB        largest live heap seen while Run ran (sampled every 5 ms)
@@ -54,7 +57,10 @@ import (
 // hides behind the child's own time, while on a small shared machine it
 // competes with it (or, on SCHED_IDLE threads, waits and catches up after
 // the child exits). The CPU columns show the work itself, independent of
-// that. PROC_BENCH_MB changes the volume (default 200). Reproduce with
+// that. PROC_BENCH_MB changes the volume (default 200). PROC_BENCH_CHILD_CPU=0
+// runs the child (in both paths) on CPU 0 only; with the benchmark itself
+// under `taskset -c 1` that gives the runner a core the child does not use,
+// which is how a GPU host runs (scripts/bench.sh PROC_PIN=1). Reproduce with
 //
 //	go test -run '^$' -bench Log200MB -benchtime 5x -count 3 ./runner/proc
 func BenchmarkLog200MB(b *testing.B) {
@@ -86,6 +92,17 @@ func (g *gate) on(l Line) {
 
 func benchLog(b *testing.B, size int64, bufSize int, path string) {
 	argv := helperArgv(b)
+	if cpu := os.Getenv("PROC_BENCH_CHILD_CPU"); cpu != "" {
+		// Both runs of the child on this CPU only (run the benchmark itself
+		// under `taskset -c <another>`): the runner then has a core of its
+		// own, as on a GPU host, where the measured program leaves most
+		// cores idle.
+		tset, err := exec.LookPath("taskset")
+		if err != nil {
+			b.Skip("PROC_BENCH_CHILD_CPU needs taskset (util-linux)")
+		}
+		argv = append([]string{tset, "-c", cpu}, argv...)
+	}
 	env := helperEnvFor("log", "PROC_TEST_BYTES="+strconv.FormatInt(size, 10), "PROC_TEST_BUF="+strconv.Itoa(bufSize))
 	dir := b.TempDir()
 	logPath := filepath.Join(dir, "log.txt")
@@ -160,19 +177,25 @@ func benchLog(b *testing.B, size int64, bufSize int, path string) {
 	direct() // warm the page cache and the binary
 	b.ResetTimer()
 	var da, db time.Duration
+	pairs := make([]float64, 0, b.N)
 	for i := 0; i < b.N; i++ {
+		var d, p time.Duration
 		if i%2 == 0 {
-			da += direct()
-			db += through()
+			d = direct()
+			p = through()
 		} else {
-			db += through()
-			da += direct()
+			p = through()
+			d = direct()
 		}
+		da, db = da+d, db+p
+		pairs = append(pairs, float64(p)/float64(d))
 	}
 	n := float64(b.N)
+	slices.Sort(pairs)
 	b.ReportMetric(float64(da.Milliseconds())/n, "direct-ms")
 	b.ReportMetric(float64(db.Milliseconds())/n, "proc-ms")
 	b.ReportMetric(float64(db)/float64(da), "ratio")
+	b.ReportMetric(pairs[len(pairs)/2], "median-pair-ratio")
 	if childWall > 0 {
 		b.ReportMetric(float64(childWall)/float64(da), "child-ratio")
 	}
