@@ -5,6 +5,11 @@
 // profiler-neutral trace model of reports/trace, so that triage treats nsys and torch-profiler
 // runs alike.
 //
+// The big tables of an export (kernels, runtime calls, NVTX events) are read straight from
+// SQLite's file format by a narrow read-only reader (sqlitefile.go), on several goroutines for
+// the triage's lean read; anything it does not expect sends the table through
+// modernc.org/sqlite, which reads everything else. docs/decisions.md says why.
+//
 // Only Check and Export start processes (through os/exec, with a context for their timeout);
 // Wrap and the path helpers are pure. The CLI facts used here are in
 // ref-trace-formats-and-analyzers.md §3.

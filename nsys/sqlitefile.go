@@ -13,8 +13,8 @@ import (
 
 // This file reads rowid tables straight from SQLite's documented file format
 // (https://www.sqlite.org/fileformat2.html: the database header, table b-tree pages, the record
-// format and overflow pages), for the full scans of the two big tables of an export (kernels and
-// runtime calls). It is a measured departure from reading everything through modernc.org/sqlite:
+// format and overflow pages), for the full scans of the big tables of an export (kernels,
+// runtime calls, NVTX events). It is a measured departure from reading everything through modernc.org/sqlite:
 // the pure-Go driver costs about a microsecond per row and column in locking and value
 // conversion, which put a 1M-kernel export at 7-8 s against 0.33 s for the sqlite3 shell's GROUP
 // BY; this reader decodes a row in well under 100 ns. It is deliberately narrow: anything it
