@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sglprof/runner/backends"
@@ -360,35 +361,56 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 		return nil, err
 	}
 	s.inputs++
+	t := c.Trace
+	nt := &nsysTrace{}
+	compact := compactNsysLaunches && !c.OneLaunchPerName // the reader did it already when it could
+	if compact && len(t.Annotations) > 0 && s.opts.StageRE == nil && slices.ContainsFunc(t.Annotations, func(a trace.Annotation) bool { return a.GPU }) {
+		compact = false // GPU-side stage windows: Analyze finds those stages itself
+	}
+	// The NVTX work only reads the capture, so its parts run side by side; the scope labels
+	// are interned afterwards, as nothing may intern while the others read names.
+	var (
+		wg       sync.WaitGroup
+		scopeIdx []int32
+	)
+	run := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
 	if s.inputs == 1 {
-		top := s.opts.APITop
-		if top == 0 {
-			top = DefaultAPITop
-		}
-		tb := nsys.Summaries(c, max(top, 0))
-		s.tables = &tb
-		if s.opts.Window {
-			s.coverage = windowCoverage(c, s.opts)
-		}
+		run(func() {
+			top := s.opts.APITop
+			if top == 0 {
+				top = DefaultAPITop
+			}
+			tb := nsys.Summaries(c, max(top, 0))
+			s.tables = &tb
+		})
 	}
-	nt := &nsysTrace{scopes: scopeLabels(c)}
-	if s.opts.StageRE != nil {
-		nt.stages = stageLabels(c.Trace, s.opts.StageRE)
+	if len(t.Annotations) > 0 {
+		run(func() { scopeIdx = nsys.Scopes(t, nil) })
 	}
-	s.pending[c.Trace] = nt
-	if compactNsysLaunches && !c.OneLaunchPerName { // the reader did it already when it could
-		compact := len(c.Trace.Annotations) == 0 || s.opts.StageRE != nil
-		if !compact && !slices.ContainsFunc(c.Trace.Annotations, func(a trace.Annotation) bool { return a.GPU }) {
-			// The stages Analyze would find from the NVTX ranges, found now while the launch
-			// times are there (nil when no range names a stage: then none are looked up).
-			nt.stages = triage.AnnotationStages(c.Trace, trace.NoID)
-			compact = true
-		}
-		if compact {
-			compactLaunches(c.Trace)
-		}
+	switch {
+	case s.opts.StageRE != nil:
+		run(func() { nt.stages = stageLabels(t, s.opts.StageRE) })
+	case compact && len(t.Annotations) > 0:
+		// The stages Analyze would find from the NVTX ranges, found now while the launch
+		// times are there (nil when no range names a stage: then none are looked up).
+		run(func() { nt.stages = triage.AnnotationStages(t, trace.NoID) })
 	}
-	return c.Trace, nil
+	wg.Wait()
+	if s.inputs == 1 && s.opts.Window {
+		s.coverage = windowCoverage(c, s.opts)
+	}
+	nt.scopes = scopeLabels(c, scopeIdx)
+	s.pending[t] = nt
+	if compact {
+		compactLaunches(t)
+	}
+	return t, nil
 }
 
 // compactNsysLaunches lets tests compare the triage with and without compactLaunches (and the
@@ -514,12 +536,13 @@ func windowCoverage(c *nsys.Capture, o NsysOptions) *nsys.Coverage {
 // Decimal numbers in the range name are folded to N (denoising_step_12 → denoising_step_N,
 // layers.3.attn → layers.N.attn), as a Python location is one code line for every loop
 // iteration: otherwise a kernel's time would be split over 50 step or 60 layer sites.
-func scopeLabels(c *nsys.Capture) []trace.NameID {
+//
+// idx is nsys.Scopes(c.Trace, nil), computed by the caller (nil when there is no range).
+func scopeLabels(c *nsys.Capture, idx []int32) []trace.NameID {
 	t := c.Trace
-	if len(t.Annotations) == 0 {
+	if len(t.Annotations) == 0 || idx == nil {
 		return nil // no NVTX range, so no op has a scope (nil reads as "none" for every op)
 	}
-	idx := nsys.Scopes(t, nil)
 	// The label depends on the range's name and domain only: one per distinct pair, not per
 	// range instance (a layerwise-marked run has tens of thousands of those).
 	type key struct {
