@@ -69,8 +69,8 @@ if [[ " $PARTS " == *" proc "* ]]; then
 		proc_bench() { go test -run '^$' -bench "Log200MB/path=${PROC_PATHS:-file}" -benchtime ${PROC_N:-5}x -count 3 ./runner/proc; }
 	fi
 	proc_bench | grep -E '^Benchmark' |
-		awk '{for (i=1;i<=NF;i++) {if ($(i+1)=="ratio") r=$i; if ($(i+1)=="child-ratio") c=$i; if ($(i+1)=="median-pair-ratio") m=$i; if ($(i+1)=="direct-ms") d=$i; if ($(i+1)=="proc-ms") p=$i; if ($(i+1)=="proc-cpu-ms") u=$i; if ($(i+1)=="peak-heap-MB") h=$i}
-			printf "%-52s direct %5.0f ms  through Run %5.0f ms  ratio %.3f (median pair %.3f)  child alone %.3f  runner CPU %4.0f ms  peak heap %.0f MB\n", $1, d, p, r, m, c, u, h}'
+		awk '{for (i=1;i<=NF;i++) {if ($(i+1)=="ratio") r=$i; if ($(i+1)=="child-ratio") c=$i; if ($(i+1)=="median-pair-ratio") m=$i; if ($(i+1)=="pair-ratio-ci95-lo") lo=$i; if ($(i+1)=="pair-ratio-ci95-hi") hi=$i; if ($(i+1)=="direct-ms") d=$i; if ($(i+1)=="proc-ms") p=$i; if ($(i+1)=="proc-cpu-ms") u=$i; if ($(i+1)=="peak-heap-MB") h=$i}
+			printf "%-52s direct %5.0f ms  through Run %5.0f ms  ratio %.3f (median pair %.3f, 95%% CI %.3f-%.3f)  child alone %.3f  runner CPU %4.0f ms  peak heap %.0f MB\n", $1, d, p, r, m, lo, hi, c, u, h}'
 	echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-cmd/cmd"
+	"golang.org/x/perf/benchmath"
 )
 
 // BenchmarkLog200MB measures the performance requirement: a child
@@ -43,6 +45,9 @@ import (
 //	ratio               proc-ms / direct-ms (the target is <= 1.03)
 //	median-pair-ratio   median over iterations of through/direct, each pair
 //	                    run back to back (robust to a noisy neighbour)
+//	pair-ratio-ci95-*   the 95% confidence interval of that median
+//	                    (x/perf benchmath, no distribution assumed; needs
+//	                    -benchtime 6x or more)
 //	child-ratio         the child's own wall time under Run (Result.Start to
 //	                    End, before Run's catch-up and cleanup) / direct-ms
 //	peak-heap-MB        largest live heap seen while Run ran (sampled every 5 ms)
@@ -191,11 +196,16 @@ func benchLog(b *testing.B, size int64, bufSize int, path string) {
 		pairs = append(pairs, float64(p)/float64(d))
 	}
 	n := float64(b.N)
+	ci := benchmath.AssumeNothing.Summary(benchmath.NewSample(slices.Clone(pairs), &benchmath.DefaultThresholds), 0.95)
 	slices.Sort(pairs)
 	b.ReportMetric(float64(da.Milliseconds())/n, "direct-ms")
 	b.ReportMetric(float64(db.Milliseconds())/n, "proc-ms")
 	b.ReportMetric(float64(db)/float64(da), "ratio")
 	b.ReportMetric(pairs[len(pairs)/2], "median-pair-ratio")
+	if !math.IsInf(ci.Hi, 0) {
+		b.ReportMetric(ci.Lo, "pair-ratio-ci95-lo")
+		b.ReportMetric(ci.Hi, "pair-ratio-ci95-hi")
+	}
 	if childWall > 0 {
 		b.ReportMetric(float64(childWall)/float64(da), "child-ratio")
 	}
