@@ -96,6 +96,8 @@ func (o *output) follow(r *os.File, off int64, log *slog.Logger) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	stopAt := int64(-1)
+	page := int64(os.Getpagesize())
+	seen := off        // the size at the previous poll
 	buf := []byte(nil) // for reads when mapping fails
 	for {
 		if idle && closed(o.followStop) {
@@ -109,12 +111,22 @@ func (o *output) follow(r *os.File, off int64, log *slog.Logger) {
 			return
 		}
 		size := st.Size()
-		if stopAt >= 0 {
-			size = min(size, stopAt)
-		}
 		if size < off {
 			o.followFailed(log, off, fmt.Errorf("the log shrank to %d bytes while the program ran (truncated by another process?)", size))
 			return
+		}
+		grew := size != seen
+		seen = size
+		switch {
+		case stopAt >= 0:
+			size = min(size, stopAt)
+		case grew:
+			// While the child is writing, leave the page it appends to
+			// alone: mapping it takes the page's lock, which the child's
+			// next write to that page would wait for. Once the file stops
+			// growing for a poll, the partial page is read too, so a
+			// quiet program's last line is not held back.
+			size = max(off, size&^(page-1))
 		}
 		if size > off {
 			end := min(size, off+followWindow)

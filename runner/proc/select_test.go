@@ -347,3 +347,41 @@ func TestFollowerShrunkLog(t *testing.T) {
 		t.Errorf("logErr = %v, want the log-shrank error", err)
 	}
 }
+
+// A line a quiet program printed reaches OnLine while the program still
+// runs (a server's readiness line), although it sits in the page the
+// follower otherwise leaves alone while the file grows.
+func TestFileModeDeliversQuietLineWhileRunning(t *testing.T) {
+	needSh(t)
+	f, err := os.Create(filepath.Join(t.TempDir(), "log.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ready := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan Result, 1)
+	go func() {
+		done <- Run(ctx, Spec{
+			Argv: []string{"/bin/sh", "-c", "echo loading; echo 'Application startup complete.'; sleep 30"},
+			Log:  f,
+			OnLine: func(l Line) {
+				if strings.Contains(l.Text, "startup complete") {
+					once.Do(func() { close(ready) })
+				}
+			},
+			InterruptGrace: 100 * time.Millisecond,
+		}, testLogger(t))
+	}()
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		t.Error("the readiness line did not reach OnLine within 5 s while the program ran")
+	}
+	cancel()
+	if res := <-done; !res.Interrupted {
+		t.Errorf("Run did not report the interrupt: %+v", res)
+	}
+}
