@@ -512,7 +512,9 @@ func (r *reader) kernels(style NameStyle) error {
 	r.kOp0 = ops0
 	n := r.rowEstimate(table)
 	if n > 0 {
-		r.t.GPUOps = grow(r.t.GPUOps, n)
+		// Room for the memory operations too, which memops appends next: a slice sized to the
+		// kernels alone would be copied into one ~1.25 times as large by the first copy.
+		r.t.GPUOps = grow(r.t.GPUOps, n+r.memopEstimate())
 		if !r.opts.SkipKernelInfo {
 			r.c.Kernels = grow(r.c.Kernels, n)
 		}
@@ -661,8 +663,22 @@ func (r *reader) pidOfKernel(i int) int32 {
 	return r.kPID0
 }
 
+// memopEstimate guesses how many rows the memcpy and memset tables have (see rowEstimate).
+func (r *reader) memopEstimate() int {
+	n := 0
+	for _, table := range memopTables {
+		if r.has(table) {
+			n += r.rowEstimate(table)
+		}
+	}
+	return n
+}
+
+// memopTables are the tables memops reads, in its order.
+var memopTables = []string{"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"}
+
 func (r *reader) memops() error {
-	for _, table := range []string{"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"} {
+	for _, table := range memopTables {
 		if !r.has(table) {
 			continue
 		}

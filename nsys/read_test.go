@@ -550,3 +550,21 @@ func TestPathWithURICharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeanReadSizesOpsForMemops: the lean read sizes Trace.GPUOps for the kernels and the
+// memory operations at once, so the memops that follow the kernels are not the append that
+// copies every op into a slice 1.25 times as large (at 1M kernels that copy was the largest
+// allocation of the triage).
+func TestLeanReadSizesOpsForMemops(t *testing.T) {
+	path, e := writeSample(t, "")
+	for _, o := range []ReadOptions{{SummariseAPI: true, SkipKernelInfo: true}, {SummariseAPI: true, SkipKernelInfo: true, noParallel: true}} {
+		c, err := ReadCapture(context.Background(), path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops := c.Trace.GPUOps
+		if want := len(e.Kernels) + len(e.Memops); len(ops) != want || cap(ops) != want {
+			t.Errorf("%+v: %d ops in a slice of capacity %d, want %d in %d", o, len(ops), cap(ops), want, want)
+		}
+	}
+}

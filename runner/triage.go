@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -409,6 +410,12 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 	s.pending[t] = nt
 	if compact {
 		compactLaunches(t)
+	} else {
+		// The read's garbage (the correlation index, 4 bytes per id; the scan's buffers) is
+		// collected before the triage allocates its per-op arrays, which then reuse it: the
+		// one collection so far ran when the ops were allocated, and the next would not come
+		// before the triage is done (1M kernels: ~10 MB less peak RSS, a few ms).
+		runtime.GC()
 	}
 	return t, nil
 }

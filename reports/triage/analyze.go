@@ -215,18 +215,20 @@ type kagg struct {
 }
 
 // adjacency collects the pairs of kernel rows whose ops ran within AdjacencyWindow positions of
-// each other on one stream, walking the sweep's per-stream order once (O(n·window)).
-func adjacency(sw Sweep, iv []Interval, opAgg []*kagg) map[uint64]struct{} {
+// each other on one stream, walking the sweep's per-stream order once (O(n·window)). aggOf(i)
+// is op i's aggregate.
+func adjacency(sw *Sweep, iv *spans, aggOf func(i int32) *kagg) map[uint64]struct{} {
 	adj := map[uint64]struct{}{}
 	var last uint64 = 1<<64 - 1
 	for p, i := range sw.Order {
-		a := opAgg[i].row
+		a := aggOf(i).row
+		si := iv.at(i).Stream
 		for q := p + 1; q < len(sw.Order) && q <= p+AdjacencyWindow; q++ {
 			j := sw.Order[q]
-			if iv[j].Stream != iv[i].Stream {
+			if iv.at(j).Stream != si {
 				break
 			}
-			b := opAgg[j].row
+			b := aggOf(j).row
 			if a == b {
 				continue
 			}
@@ -486,8 +488,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	t := c.t
 	var aggs []*kagg
 	byCanon := make([]*kagg, len(c.names), len(c.names)+16) // canonical id -> aggregate
-	opAgg := make([]*kagg, len(ops))
-	iv := make([]Interval, len(ops))
+	iv := &spans{ops: t.GPUOps, idx: ops}
 	var total int64
 	var first, last int64
 	for i, oi := range ops {
@@ -500,7 +501,6 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 		if i == 0 || op.End > last {
 			last = op.End
 		}
-		iv[i] = Interval{Start: op.Start, End: op.End, Stream: op.Stream}
 		cid := c.canonID(op.Name)
 		for int(cid) >= len(byCanon) {
 			byCanon = append(byCanon, nil)
@@ -512,7 +512,6 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 			byCanon[cid] = g
 			aggs = append(aggs, g)
 		}
-		opAgg[i] = g
 		g.total += d
 		g.count++
 		if d > g.repDur {
@@ -545,18 +544,19 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 		}
 		return res
 	}
-	sw := SweepOverlap(iv)
+	// An op's aggregate is looked up again by its name rather than kept per op: every name
+	// has its canonical id by now.
+	aggOf := func(i int32) *kagg { return byCanon[c.canon[t.GPUOps[ops[i]].Name]] }
+	var sw Sweep
+	sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
 	res.stage.BusyUS = us(sw.BusyNS)
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
-	for i, g := range opAgg {
-		g.hidden += sw.Hidden[i]
-	}
 	rows := make([]KernelRow, 0, len(aggs))
 	a.unmatchedN, a.unmatchedNS = 0, 0
 	for i, g := range aggs {
 		g.row = i
 	}
-	adj := adjacency(sw, iv, opAgg)
+	adj := adjacency(&sw, iv, aggOf)
 	for _, g := range aggs {
 		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: adj}
 		row.Locations = a.locations(c, g, label)
@@ -567,7 +567,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 			label, a.unmatchedN, pct(a.unmatchedNS, total), a.unmatchedFirst))
 	}
 	res.stage.Kernels = rows
-	res.stage.Overlap = a.overlapRows(c, ops, iv, sw, aggs, total, rows)
+	res.stage.Overlap = a.overlapRows(c, ops, iv, &sw, aggs, total, rows)
 	res.stage.Fusions = a.cat.Match(rows, total, a.model, a.tp)
 	return res
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sort"
+
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // Overlap thresholds (anchor §6.4–6.6), named so that a reviewer can see every number that
@@ -59,6 +61,29 @@ type Interval struct {
 	Stream     int32
 }
 
+// spans is what the sweep reads its intervals from: iv itself, or a stage's ops read in place
+// from the trace (interval i is ops[idx[i]]), so that the triage keeps no 24-byte copy per op.
+type spans struct {
+	iv  []Interval
+	ops []trace.GPUOp
+	idx []int32
+}
+
+func (s *spans) len() int {
+	if s.idx != nil {
+		return len(s.idx)
+	}
+	return len(s.iv)
+}
+
+func (s *spans) at(i int32) Interval {
+	if s.idx == nil {
+		return s.iv[i]
+	}
+	o := &s.ops[s.idx[i]]
+	return Interval{Start: o.Start, End: o.End, Stream: o.Stream}
+}
+
 // Sweep is the result of measuring stream overlap over a set of intervals.
 type Sweep struct {
 	// Hidden[i] is the time of interval i during which another stream was busy.
@@ -68,14 +93,10 @@ type Sweep struct {
 	Peak            int
 	Streams         int
 	// Order lists interval indices sorted by (stream, start, end, index); Pos is the inverse,
-	// giving each interval's same-stream neighbours for the dependency signal.
+	// giving each interval's same-stream neighbours for the dependency signal. The triage's
+	// own sweep leaves Hidden and Pos nil (see sweep).
 	Order []int32
 	Pos   []int32
-}
-
-type edge struct {
-	t int64
-	d int8
 }
 
 // SweepOverlap computes, in O(n log n), each interval's hidden time (overlapped by a different
@@ -83,27 +104,45 @@ type edge struct {
 // Same-stream concurrency never counts as hidden: each stream is first merged into its busy
 // union, and time is hidden exactly where at least two stream unions are active.
 func SweepOverlap(iv []Interval) Sweep {
-	n := len(iv)
-	sw := Sweep{Hidden: make([]int64, n), Order: make([]int32, n), Pos: make([]int32, n)}
+	sw := Sweep{Hidden: make([]int64, len(iv)), Pos: make([]int32, len(iv))}
+	sw.sweep(&spans{iv: iv}, func(i int32, ns int64) { sw.Hidden[i] = ns })
+	for p, i := range sw.Order {
+		sw.Pos[i] = int32(p)
+	}
+	return sw
+}
+
+// sweep is SweepOverlap without the per-interval arrays the triage does not keep: it fills
+// Order and the totals and hands each interval's nonzero hidden time to hidden, so that a
+// stage sums it into its kernel rows instead of holding 8 bytes per op; Pos is left nil
+// (posOf finds the few positions the dependency signal asks for). It allocates Order and the
+// 2+-stream intervals only: each stream's busy union is walked in place and the streams'
+// edges are merged as they are consumed, never stored.
+func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
+	n := iv.len()
+	sw.Order = make([]int32, n)
 	// Bucket by stream (a counting sort: streams are few), then sort each bucket by start only
 	// when it is not already in order — trace ops mostly arrive in stream order, so this is
-	// linear on real input. Keys are values, not indices into iv, so comparisons stay in cache.
-	type key struct {
-		start, end int64
-		idx        int32
-	}
+	// linear on real input.
 	slot := map[int32]int{}
 	var streams []int32
 	var counts []int
-	for i := range iv {
-		j, ok := slot[iv[i].Stream]
+	lastSlot, lastStream := -1, int32(0) // consecutive ops mostly share a stream
+	for i := range int32(n) {
+		st := iv.at(i).Stream
+		if lastSlot >= 0 && st == lastStream {
+			counts[lastSlot]++
+			continue
+		}
+		j, ok := slot[st]
 		if !ok {
 			j = len(streams)
-			slot[iv[i].Stream] = j
-			streams = append(streams, iv[i].Stream)
+			slot[st] = j
+			streams = append(streams, st)
 			counts = append(counts, 0)
 		}
 		counts[j]++
+		lastSlot, lastStream = j, st
 	}
 	// Buckets in stream-id order, so Order is sorted by (stream, start, end, index).
 	rank := make([]int, len(streams))
@@ -117,67 +156,39 @@ func SweepOverlap(iv []Interval) Sweep {
 		offset[j] = o
 		o += counts[j]
 	}
-	keys := make([]key, n)
 	fill := append([]int{}, offset...)
-	for i := range iv {
-		j := slot[iv[i].Stream]
-		keys[fill[j]] = key{iv[i].Start, iv[i].End, int32(i)}
+	lastSlot = -1
+	for i := range int32(n) {
+		j := lastSlot
+		if st := iv.at(i).Stream; j < 0 || st != lastStream {
+			j = slot[st]
+			lastSlot, lastStream = j, st
+		}
+		sw.Order[fill[j]] = i
 		fill[j]++
 	}
-	cmpKey := func(x, y key) int {
-		if x.start != y.start {
-			return cmp.Compare(x.start, y.start)
-		}
-		if x.end != y.end {
-			return cmp.Compare(x.end, y.end)
-		}
-		return cmp.Compare(x.idx, y.idx)
-	}
+	cmpIdx := func(x, y int32) int { return cmpInterval(iv, x, y) }
 	for j := range streams {
-		b := keys[offset[j] : offset[j]+counts[j]]
-		if !slices.IsSortedFunc(b, cmpKey) {
-			slices.SortFunc(b, cmpKey)
+		b := sw.Order[offset[j] : offset[j]+counts[j]]
+		if !slices.IsSortedFunc(b, cmpIdx) {
+			slices.SortFunc(b, cmpIdx)
 		}
 	}
-	for p, k := range keys {
-		sw.Order[p] = k.idx
-		sw.Pos[k.idx] = int32(p)
-	}
-	keys = nil
-	// Per-stream unions as edges. Each stream's edges come out sorted by time, so the global
-	// edge order is a k-way merge of k sorted runs (k = streams), O(n log k), not a sort.
-	edges := make([]edge, 0, 2*n)
-	var runs [][2]int // [start, end) of each stream's run in edges
-	for p := 0; p < n; {
-		s := iv[sw.Order[p]].Stream
-		sw.Streams++
-		r0 := len(edges)
-		cs, ce := iv[sw.Order[p]].Start, iv[sw.Order[p]].End
-		p++
-		for ; p < n && iv[sw.Order[p]].Stream == s; p++ {
-			x := &iv[sw.Order[p]]
-			if x.Start < ce {
-				if x.End > ce {
-					ce = x.End
-				}
-				continue
-			}
-			if ce > cs {
-				edges = append(edges, edge{cs, 1}, edge{ce, -1})
-			}
-			cs, ce = x.Start, x.End
+	// Per-stream unions as edges, each stream's in time order; the global edge order is a k-way
+	// merge of k sorted runs (k = streams), O(n log k), not a sort.
+	runs := make([]unionRun, 0, len(streams))
+	for _, j := range rank {
+		r := unionRun{iv: iv, order: sw.Order[offset[j] : offset[j]+counts[j]]}
+		if r.next() {
+			runs = append(runs, r)
 		}
-		if ce > cs {
-			edges = append(edges, edge{cs, 1}, edge{ce, -1})
-		}
-		runs = append(runs, [2]int{r0, len(edges)})
 	}
-	edges = mergeRuns(edges, runs)
+	sw.Streams = len(streams)
 	// Sweep, collecting the 2+-stream intervals.
 	var mStart, mEnd []int64
 	c := 0
 	var prev int64
-	for _, e := range edges {
+	mergeRuns(runs, func(e edge) {
 		if c >= 1 {
 			sw.BusyNS += e.t - prev
 		}
@@ -195,16 +206,100 @@ func SweepOverlap(iv []Interval) Sweep {
 			sw.Peak = c
 		}
 		prev = e.t
+	})
+	if len(mStart) == 0 {
+		return // nothing is hidden
 	}
 	// Prefix sums of the multi-stream intervals; hidden(op) = |op ∩ M|.
 	cum := make([]int64, len(mStart)+1)
 	for i := range mStart {
 		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
 	}
-	for i := range iv {
-		sw.Hidden[i] = measureIn(iv[i].Start, iv[i].End, mStart, mEnd, cum)
+	for i := range int32(n) {
+		x := iv.at(i)
+		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
+			hidden(i, h)
+		}
 	}
-	return sw
+}
+
+// cmpInterval orders interval indices by (start, end, index), the order within a stream.
+func cmpInterval(iv *spans, x, y int32) int {
+	a, b := iv.at(x), iv.at(y)
+	if a.Start != b.Start {
+		return cmp.Compare(a.Start, b.Start)
+	}
+	if a.End != b.End {
+		return cmp.Compare(a.End, b.End)
+	}
+	return cmp.Compare(x, y)
+}
+
+// posOf is the position of interval i in sw.Order (Sweep.Pos[i]), found by binary search:
+// Order is sorted by (stream, start, end, index).
+func (sw *Sweep) posOf(iv *spans, i int32) int32 {
+	me := iv.at(i)
+	p, _ := slices.BinarySearchFunc(sw.Order, i, func(x, _ int32) int {
+		if s := iv.at(x).Stream; s != me.Stream {
+			return cmp.Compare(s, me.Stream)
+		}
+		return cmpInterval(iv, x, i)
+	})
+	return int32(p)
+}
+
+type edge struct {
+	t int64
+	d int8
+}
+
+// unionRun walks one stream's busy union (its ops merged where they overlap, empty spans
+// dropped) as edges: a start edge, then an end edge, then the next span's start.
+type unionRun struct {
+	iv     *spans
+	order  []int32 // the stream's ops in (start, end, index) order, not yet merged
+	cs, ce int64   // the current span
+	atEnd  bool    // the next edge is the current span's end
+}
+
+// next moves to the next nonempty span; false when the stream has none left.
+func (r *unionRun) next() bool {
+	for len(r.order) > 0 {
+		x := r.iv.at(r.order[0])
+		r.cs, r.ce = x.Start, x.End
+		r.order = r.order[1:]
+		for len(r.order) > 0 {
+			y := r.iv.at(r.order[0])
+			if y.Start >= r.ce {
+				break
+			}
+			if y.End > r.ce {
+				r.ce = y.End
+			}
+			r.order = r.order[1:]
+		}
+		if r.ce > r.cs {
+			r.atEnd = false
+			return true
+		}
+	}
+	return false
+}
+
+func (r *unionRun) edge() edge {
+	if r.atEnd {
+		return edge{r.ce, -1}
+	}
+	return edge{r.cs, 1}
+}
+
+// advance steps past the current edge; false when the stream is done.
+func (r *unionRun) advance() bool {
+	if !r.atEnd {
+		r.atEnd = true
+		return true
+	}
+	return r.next()
 }
 
 // measureIn returns |[s,e) ∩ ∪[ms[i],me[i])| for sorted disjoint intervals with prefix sums cum.
@@ -236,20 +331,18 @@ func edgeLess(a, b edge) bool {
 	return a.d < b.d
 }
 
-// mergeRuns merges the sorted runs of edges into one sorted slice with a binary heap of run
-// cursors.
-func mergeRuns(edges []edge, runs [][2]int) []edge {
-	if len(runs) <= 1 {
-		return edges
-	}
-	out := make([]edge, 0, len(edges))
-	h := make([][2]int, 0, len(runs)) // cursor, end
-	for _, r := range runs {
-		if r[0] < r[1] {
-			h = append(h, r)
+// mergeRuns hands the edges of every run to fn in edgeLess order, with a binary heap of the
+// runs (edges of equal time and direction may come in any run order: the sweep's sums do not
+// depend on it).
+func mergeRuns(h []unionRun, fn func(edge)) {
+	if len(h) == 1 {
+		r := &h[0]
+		for ok := true; ok; ok = r.advance() {
+			fn(r.edge())
 		}
+		return
 	}
-	less := func(i, j int) bool { return edgeLess(edges[h[i][0]], edges[h[j][0]]) }
+	less := func(i, j int) bool { return edgeLess(h[i].edge(), h[j].edge()) }
 	down := func(i int) {
 		for {
 			l := 2*i + 1
@@ -271,13 +364,11 @@ func mergeRuns(edges []edge, runs [][2]int) []edge {
 		down(i)
 	}
 	for len(h) > 0 {
-		out = append(out, edges[h[0][0]])
-		h[0][0]++
-		if h[0][0] == h[0][1] {
+		fn(h[0].edge())
+		if !h[0].advance() {
 			h[0] = h[len(h)-1]
 			h = h[:len(h)-1]
 		}
 		down(0)
 	}
-	return out
 }

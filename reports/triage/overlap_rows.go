@@ -39,7 +39,7 @@ type ovCand struct {
 // overlapRows selects and ranks the overlap table of one stage (anchor §6.4–6.6). Shares use
 // the same denominator as the kernel table (the stage's summed kernel time), so one kernel
 // shows one percentage everywhere (W7).
-func (a *analyzer) overlapRows(c *traceCtx, ops []int32, iv []Interval, sw Sweep, aggs []*kagg, total int64, rows []KernelRow) []OverlapRow {
+func (a *analyzer) overlapRows(c *traceCtx, ops []int32, iv *spans, sw *Sweep, aggs []*kagg, total int64, rows []KernelRow) []OverlapRow {
 	var head, low, comm []ovCand
 	for i, g := range aggs {
 		if g.total < MinOverlapKernelNS || g.total == 0 {
@@ -104,7 +104,7 @@ func (a *analyzer) overlapRows(c *traceCtx, ops []int32, iv []Interval, sw Sweep
 	return out
 }
 
-func (a *analyzer) ovRow(c *traceCtx, ops []int32, iv []Interval, sw Sweep, cd ovCand, total int64, verdict string) OverlapRow {
+func (a *analyzer) ovRow(c *traceCtx, ops []int32, iv *spans, sw *Sweep, cd ovCand, total int64, verdict string) OverlapRow {
 	g := cd.g
 	r := OverlapRow{
 		Verdict: verdict, Kernel: g.name, Category: g.cat, TotalUS: us(g.total),
@@ -146,11 +146,11 @@ func priority(verdict, cat string, share, excl, hid float64, dep string) (string
 // depRisk is the same-stream neighbour heuristic of §6.5 for the representative op (the
 // kernel's longest launch): a neighbour within the tight gap that shares the Python file or
 // function, or looks like a producer/consumer by category, makes overlap risky.
-func depRisk(c *traceCtx, ops []int32, iv []Interval, sw Sweep, rep int32) string {
-	if rep < 0 || int(rep) >= len(iv) {
+func depRisk(c *traceCtx, ops []int32, iv *spans, sw *Sweep, rep int32) string {
+	if rep < 0 || int(rep) >= iv.len() {
 		return DepUnclear
 	}
-	me := iv[rep]
+	me := iv.at(rep)
 	dur := me.End - me.Start
 	tight := int64(TightGapFraction * float64(dur))
 	if tight > TightGapMaxNS {
@@ -161,14 +161,14 @@ func depRisk(c *traceCtx, ops []int32, iv []Interval, sw Sweep, rep int32) strin
 	}
 	myCat := c.cats[c.canonID(c.t.GPUOps[ops[rep]].Name)]
 	mySite := depSite(c, ops[rep])
-	p := sw.Pos[rep]
+	p := sw.posOf(iv, rep)
 	risky, unclear := false, false
 	for _, np := range []int32{p - 1, p + 1} {
 		if np < 0 || int(np) >= len(sw.Order) {
 			continue
 		}
 		ni := sw.Order[np]
-		nb := iv[ni]
+		nb := iv.at(ni)
 		if nb.Stream != me.Stream {
 			continue
 		}

@@ -88,6 +88,10 @@ func TestSweepMatchesBruteForce(t *testing.T) {
 			if sw.Pos[i] != int32(p) {
 				t.Fatalf("Pos is not the inverse of Order")
 			}
+			// The triage finds positions by binary search instead of keeping Pos.
+			if q := sw.posOf(&spans{iv: iv}, i); q != int32(p) {
+				t.Fatalf("trial %d %v: posOf(%d) = %d, want %d", trial, iv, i, q, p)
+			}
 		}
 	}
 }
