@@ -18,6 +18,7 @@ import (
 var (
 	benchKernels = flag.Int("nsys.kernels", 20_000, "kernels in the generated benchmark export (runtime calls are 3x)")
 	benchNVTX    = flag.Bool("nsys.nvtx", false, "give the benchmark export NVTX ranges: a denoising_step_N range per 1000 kernels and a layers.N range per 20 inside it")
+	benchMemops  = flag.Bool("nsys.memops", false, "give the benchmark export memory copies: every 50th kernel's cudaMemcpyAsync call copies 1 MiB host to device on the kernel stream")
 )
 
 // BenchExportPath is where the benchmark export for n kernels is cached between runs.
@@ -25,6 +26,9 @@ func benchExportPath(n int) string {
 	suffix := ""
 	if *benchNVTX {
 		suffix = "-nvtx"
+	}
+	if *benchMemops {
+		suffix += "-memops"
 	}
 	return filepath.Join(os.TempDir(), "runner-nsys-bench-"+strconv.Itoa(n)+suffix+".sqlite")
 }
@@ -59,7 +63,13 @@ func benchExport(b *testing.B, n int) string {
 		if i%16 == 0 {
 			other = "cudaStreamSynchronize_v3020"
 		}
-		w.AddRuntime(nsysgen.Runtime{Start: t + 4_500, End: t + 6_000, PID: pid, TID: pid, Name: other})
+		copyCorr := int64(0)
+		if *benchMemops && i%50 == 0 && other != "cudaStreamSynchronize_v3020" {
+			copyCorr = int64(n + 1 + i/50) // after every kernel's id
+			w.AddMemop(nsysgen.Memop{Start: t + 6_000, End: t + 7_000, Stream: 7, Correlation: copyCorr, Bytes: 1 << 20,
+				CopyKind: nsysgen.CopyHtoD, PID: pid})
+		}
+		w.AddRuntime(nsysgen.Runtime{Start: t + 4_500, End: t + 6_000, PID: pid, TID: pid, Correlation: copyCorr, Name: other})
 		if *benchNVTX && i%1000 == 0 {
 			w.AddNVTX(nsysgen.NVTX{Start: t, End: t + 1000*8_000 - 100, PID: pid, TID: pid, Text: fmt.Sprintf("denoising_step_%d", i/1000)})
 		}

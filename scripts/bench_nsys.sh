@@ -11,7 +11,8 @@
 #   - `runner triage report.sqlite`: the default, full triage (kernel, overlap, fusion, NVTX,
 #     memory and API tables), at KERNELS and at KERNELS/10 kernels, and at KERNELS on the same
 #     export with NVTX ranges (a denoising_step_N range per 1000 kernels, a layers.N range per
-#     20 inside it: NVTX scopes, stages and the NVTX table to compute)
+#     20 inside it: NVTX scopes, stages and the NVTX table to compute), and at KERNELS on the
+#     same export with a 1 MiB host-to-device copy every 50 kernels (-nsys.memops)
 #   - `runner triage --kernels-only report.sqlite`: kernel and fusion tables from SQL sums
 # and the ratios to the sqlite3 figure (issue 4's target: at most 1.5x). The runs alternate
 # (sqlite3, full, kernels-only, ...) so that a busy neighbour slows all of them alike. The
@@ -25,6 +26,7 @@ SMALL=$((N / 10))
 DB="${TMPDIR:-/tmp}/runner-nsys-bench-$N.sqlite"
 DBS="${TMPDIR:-/tmp}/runner-nsys-bench-$SMALL.sqlite"
 DBN="${TMPDIR:-/tmp}/runner-nsys-bench-$N-nvtx.sqlite"
+DBM="${TMPDIR:-/tmp}/runner-nsys-bench-$N-memops.sqlite"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -37,6 +39,8 @@ for n in "$N" "$SMALL"; do
 done
 "$dir/nsys.test" -test.run '^$' -test.bench '^BenchmarkKernelSummary$' -test.benchtime 1x \
 	-nsys.kernels "$N" -nsys.nvtx >/dev/null || { echo "generating the $N-kernel NVTX export failed" >&2; exit 1; }
+"$dir/nsys.test" -test.run '^$' -test.bench '^BenchmarkKernelSummary$' -test.benchtime 1x \
+	-nsys.kernels "$N" -nsys.memops >/dev/null || { echo "generating the $N-kernel export with copies failed" >&2; exit 1; }
 
 # timed CMD...: prints "seconds peak_rss_kb" of one run (output discarded).
 timed() {
@@ -54,6 +58,7 @@ fi
 : >"$dir/konly"
 : >"$dir/small"
 : >"$dir/nvtx"
+: >"$dir/memops"
 for _ in $(seq "$RUNS"); do
 	if $have_cli; then
 		timed sqlite3 -readonly "$DB" \
@@ -63,6 +68,7 @@ for _ in $(seq "$RUNS"); do
 	timed "$dir/runner" triage --kernels-only "$DB" >>"$dir/konly"
 	timed "$dir/runner" triage "$DBS" >>"$dir/small"
 	timed "$dir/runner" triage "$DBN" >>"$dir/nvtx"
+	timed "$dir/runner" triage "$DBM" >>"$dir/memops"
 done
 best() { sort -n "$1" | head -1; }
 sec() { awk '{print $1}' <<<"$1"; }
@@ -71,6 +77,7 @@ full=$(best "$dir/full")
 konly=$(best "$dir/konly")
 small=$(best "$dir/small")
 nvtx=$(best "$dir/nvtx")
+memops=$(best "$dir/memops")
 maxrss() { sort -n -k2 "$1" | tail -1 | awk '{printf "%d", $2 / 1024}'; }
 
 echo "nsys export: $N kernels, $((3 * N)) runtime calls, $(du -m "$DB" | cut -f1) MB ($DB); best of $RUNS"
@@ -82,10 +89,11 @@ fi
 printf '%-52s %6s s  peak RSS %5d MB (%d MB at most over the runs)\n' "runner triage report.sqlite (full)" "$(sec "$full")" "$(mb "$full")" "$(maxrss "$dir/full")"
 printf '%-52s %6s s  peak RSS %5d MB\n' "runner triage report.sqlite (full), $SMALL kernels" "$(sec "$small")" "$(mb "$small")"
 printf '%-52s %6s s  peak RSS %5d MB\n' "runner triage report.sqlite (full), with NVTX ranges" "$(sec "$nvtx")" "$(mb "$nvtx")"
+printf '%-52s %6s s  peak RSS %5d MB\n' "runner triage report.sqlite (full), with copies" "$(sec "$memops")" "$(mb "$memops")"
 printf '%-52s %6s s  peak RSS %5d MB\n' "runner triage --kernels-only report.sqlite" "$(sec "$konly")" "$(mb "$konly")"
 if $have_cli; then
-	awk -v f="$(sec "$full")" -v n="$(sec "$nvtx")" -v k="$(sec "$konly")" -v c="$(sec "$cli")" 'BEGIN {
-		printf "ratio to sqlite3: full triage %.2fx (with NVTX ranges %.2fx), --kernels-only %.2fx (target <= 1.5x)\n", f / c, n / c, k / c }'
+	awk -v f="$(sec "$full")" -v n="$(sec "$nvtx")" -v m="$(sec "$memops")" -v k="$(sec "$konly")" -v c="$(sec "$cli")" 'BEGIN {
+		printf "ratio to sqlite3: full triage %.2fx (with NVTX ranges %.2fx, with copies %.2fx), --kernels-only %.2fx (target <= 1.5x)\n", f / c, n / c, m / c, k / c }'
 fi
 awk -v a="$(mb "$full")" -v b="$(mb "$small")" -v n="$N" -v s="$SMALL" 'BEGIN {
 	printf "full triage memory: %d MB at %d kernels, %d MB at %d kernels (%.0f bytes per extra kernel)\n", a, n, b, s, (a - b) * 1048576 / (n - s) }'

@@ -1,10 +1,12 @@
 package triage
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -725,6 +727,29 @@ func TestFusionAdjacency(t *testing.T) {
 		}
 		if c.conf == ConfLow && !strings.Contains(fr.Rationale, "never run back to back") {
 			t.Errorf("gap %d: rationale %q does not say why", c.gap, fr.Rationale)
+		}
+	}
+}
+
+// TestMergeRuns32 checks the run merge of the sweep's per-stream sort against slices.Sort: a
+// few sorted runs (kernels, then copies), many runs (the fallback) and already sorted input.
+func TestMergeRuns32(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	for _, runs := range []int{1, 2, 3, 7, 64, 65, 500} {
+		var b []int32
+		for range runs {
+			n := r.IntN(40)
+			v := int32(r.IntN(1000))
+			for range n {
+				v += int32(r.IntN(5))
+				b = append(b, v)
+			}
+		}
+		want := slices.Clone(b)
+		slices.Sort(want)
+		mergeRuns32(b, make([]int32, len(b)), func(x, y int32) int { return cmp.Compare(x, y) })
+		if !slices.Equal(b, want) {
+			t.Errorf("%d runs: %v, want %v", runs, b, want)
 		}
 	}
 }
