@@ -121,7 +121,8 @@ type Spec struct {
 	// Run; nothing is written after.
 	Log io.Writer
 	// LogStall bounds how long the child may be held up by a log writer that
-	// does not keep pace (0 = DefaultLogStall). Short stalls apply
+	// does not keep pace (0 = DefaultLogStall), in pipe mode; in file mode
+	// the child's writes go to the file directly. Short stalls apply
 	// back-pressure, exactly as `cmd > log.txt` would on a slow disk.
 	LogStall time.Duration
 
