@@ -139,6 +139,16 @@ func (r *reader) scanInts(table string, cols []string, reset func(), fn func(v [
 		}
 		r.log.Debug("nsys: reading the table through SQLite", "table", table, "why", err)
 	}
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	return r.scanSQL(table, cols, ptrs, func() error { return fn(vals) })
+}
+
+// scanSQL is the SQLite path of the table scans: it selects cols (NULL for those the table
+// lacks) from table, scans each row into dest and calls row.
+func (r *reader) scanSQL(table string, cols []string, dest []any, row func() error) error {
 	have, err := r.columns(table)
 	if err != nil {
 		return err
@@ -149,15 +159,11 @@ func (r *reader) scanInts(table string, cols []string, reset func(), fn func(v [
 		return r.wrap(table, err)
 	}
 	defer rows.Close()
-	ptrs := make([]any, len(vals))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
 	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return r.wrap(table, err)
 		}
-		if err := fn(vals); err != nil {
+		if err := row(); err != nil {
 			return err
 		}
 	}

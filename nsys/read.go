@@ -973,16 +973,6 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 		}
 		r.log.Debug("nsys: reading the table through SQLite", "table", table, "why", err)
 	}
-	have, err := r.columns(table)
-	if err != nil {
-		return err
-	}
-	list, _ := selectList(have, cols...)
-	rows, err := r.db.QueryContext(r.ctx, "SELECT "+list+" FROM "+table)
-	if err != nil {
-		return r.wrap(table, err)
-	}
-	defer rows.Close()
 	dest := make([]any, len(cols))
 	for i := range dest {
 		if i == 3 {
@@ -991,15 +981,7 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 			dest[i] = ints[i]
 		}
 	}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return r.wrap(table, err)
-		}
-		if err := row(); err != nil {
-			return err
-		}
-	}
-	return r.wrapIf(table, rows.Err())
+	return r.scanSQL(table, cols, dest, row)
 }
 
 // NVTX event types (ENUM_NSYS_EVENT_TYPE). The NVTXT ones come from nsys's own text-file
