@@ -52,6 +52,11 @@ type Options struct {
 	// stage label instead of the stages found from annotations (a stage named by the file
 	// still wins); "" puts an op in StageUnannotated. `runner triage --nvtx-stage` uses it.
 	Stages func(t *trace.Trace) []string
+	// OpenStream, when set, is tried before Open for the analysed inputs (not mapping traces):
+	// a non-nil OpStream is analysed as its ops go by, in memory that does not grow with
+	// their number. It returns nil, or an error wrapping ErrNotStreamable, for an input it
+	// cannot stream (Open then reads it); any other error fails the triage.
+	OpenStream func(ctx context.Context, path string) (*OpStream, error)
 }
 
 // Analyze reads every input and builds the per-stage kernel, overlap and fusion tables.
@@ -209,9 +214,61 @@ type kagg struct {
 	rep      int32 // index into the stage op list of the longest op
 	repDur   int64
 	sites    map[siteKey]int64
-	resolved int64 // time attributed to a real (non-graph, non-unresolved) site
+	cur      siteKey // the last op's site, whose time since the site changed is curNS
+	curNS    int64   // -1 before the first op and after closeAggs
+	resolved int64   // time attributed to a real (non-graph, non-unresolved) site
 	rsites   map[siteKeyS]int64
 	row      int // index of the kernel row (after sorting)
+}
+
+// add counts one op of duration d at site k; true when it is the aggregate's longest op so
+// far (the first of equal ones), which the caller records as the representative. Consecutive
+// ops of a name mostly share a site, so their time is summed in cur and goes into the sites
+// map when the site changes (and in closeAggs): a map update per op was a third of a
+// streamed analysis's time.
+func (g *kagg) add(d int64, k siteKey) bool {
+	g.total += d
+	g.count++
+	if g.curNS < 0 || k != g.cur {
+		if g.curNS >= 0 {
+			g.sites[g.cur] += g.curNS
+		}
+		g.curNS = 0
+	}
+	g.cur = k
+	g.curNS += d
+	if k.kind == kindFrame {
+		g.resolved += d
+	}
+	if d > g.repDur {
+		g.repDur = d
+		return true
+	}
+	return false
+}
+
+// newAgg is the empty aggregate of canonical name cid.
+func (c *traceCtx) newAgg(cid int32) *kagg {
+	g := &kagg{name: c.names[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, repDur: -1, curNS: -1}
+	g.base = baseName(g.name)
+	return g
+}
+
+// closeAggs ends a stage's aggregation (the pending site times go into the sites maps) and
+// orders the aggregates as the kernel table: by total time, then name.
+func closeAggs(aggs []*kagg) {
+	for _, g := range aggs {
+		if g.curNS >= 0 {
+			g.sites[g.cur] += g.curNS
+			g.curNS = -1
+		}
+	}
+	sort.Slice(aggs, func(i, j int) bool {
+		if aggs[i].total != aggs[j].total {
+			return aggs[i].total > aggs[j].total
+		}
+		return aggs[i].name < aggs[j].name
+	})
 }
 
 // adjacency collects the pairs of kernel rows whose ops ran within AdjacencyWindow positions of
@@ -250,6 +307,12 @@ type stageResult struct {
 
 // one reads and analyses one trace; formal is false for mapping traces (no tables needed).
 func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []stageResult, error) {
+	if formal && a.opts.OpenStream != nil {
+		info, res, ok, err := a.streamOne(ctx, f)
+		if err != nil || ok {
+			return info, res, err
+		}
+	}
 	info := InputInfo{Path: f.Path, Stage: f.Stage, Rank: f.Rank.Primary(), Device: -1}
 	open := a.opts.Open
 	if !formal && a.opts.OpenMapping != nil {
@@ -327,6 +390,11 @@ func (a *analyzer) pickDevice(t *trace.Trace, path string) (int32, bool) {
 	for i := range t.GPUOps {
 		per[t.GPUOps[i].Device] += t.GPUOps[i].Dur()
 	}
+	return a.pickFrom(per, path)
+}
+
+// pickFrom is pickDevice given each device's summed op durations.
+func (a *analyzer) pickFrom(per map[int32]int64, path string) (int32, bool) {
 	if len(per) == 0 {
 		return 0, false
 	}
@@ -403,9 +471,12 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 }
 
 // opSite attributes one GPU op to a Python site.
-func (c *traceCtx) opSite(oi int32) siteKey {
+func (c *traceCtx) opSite(oi int32) siteKey { return c.siteOf(&c.t.GPUOps[oi], oi) }
+
+// siteOf is opSite for an op that need not be in the trace (a streamed one: oi is then NoID,
+// and the op has no Options.Scopes label).
+func (c *traceCtx) siteOf(op *trace.GPUOp, oi int32) siteKey {
 	t := c.t
-	op := &t.GPUOps[oi]
 	if op.Launch >= 0 && int(op.Launch) < len(t.Launches) && t.Launches[op.Launch].Graph {
 		l := &t.Launches[op.Launch]
 		k := siteKey{cpu: l.Name, kind: kindGraph}
@@ -434,7 +505,7 @@ func (c *traceCtx) opSite(oi int32) siteKey {
 
 // scoped replaces an unresolved site by the op's Options.Scopes label when there is one.
 func (c *traceCtx) scoped(oi int32, k siteKey) siteKey {
-	if int(oi) < len(c.scopes) && c.scopes[oi] != 0 {
+	if oi >= 0 && int(oi) < len(c.scopes) && c.scopes[oi] != 0 {
 		k.loc, k.kind = c.scopes[oi], kindScope
 	}
 	return k
@@ -507,28 +578,15 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 		}
 		g := byCanon[cid]
 		if g == nil {
-			g = &kagg{name: c.names[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, rep: int32(i), repDur: -1}
-			g.base = baseName(g.name)
+			g = c.newAgg(cid)
 			byCanon[cid] = g
 			aggs = append(aggs, g)
 		}
-		g.total += d
-		g.count++
-		if d > g.repDur {
-			g.repDur, g.rep = d, int32(i)
-		}
-		k := c.opSite(oi)
-		g.sites[k] += d
-		if k.kind == kindFrame {
-			g.resolved += d
+		if g.add(d, c.opSite(oi)) {
+			g.rep = int32(i)
 		}
 	}
-	sort.Slice(aggs, func(i, j int) bool {
-		if aggs[i].total != aggs[j].total {
-			return aggs[i].total > aggs[j].total
-		}
-		return aggs[i].name < aggs[j].name
-	})
+	closeAggs(aggs)
 	res := stageResult{aggs: aggs, stage: Stage{Stage: label, KernelCount: len(ops), KernelTimeUS: us(total)}}
 	if len(ops) > 0 {
 		res.stage.WindowUS = us(last - first)
@@ -551,14 +609,24 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
 	res.stage.BusyUS = us(sw.BusyNS)
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
+	return a.tables(c, res, total, func() map[uint64]struct{} { return adjacency(&sw, iv, aggOf) },
+		func(g *kagg) string { return depRisk(c, ops, iv, &sw, g.rep) })
+}
+
+// tables builds a stage's kernel, overlap and fusion tables from its aggregates (sorted, each
+// with its hidden time), whether the stage's ops were held (stage) or streamed (streamDev):
+// adj gives the pairs of aggregates' row numbers that ran back to back on a stream, called
+// once the rows are numbered, and dep the dependency risk of an aggregate's longest op.
+func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() map[uint64]struct{}, dep func(g *kagg) string) stageResult {
+	aggs, label := res.aggs, res.stage.Stage
 	rows := make([]KernelRow, 0, len(aggs))
 	a.unmatchedN, a.unmatchedNS = 0, 0
 	for i, g := range aggs {
 		g.row = i
 	}
-	adj := adjacency(&sw, iv, aggOf)
+	pairs := adj()
 	for _, g := range aggs {
-		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: adj}
+		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
 		row.Locations = a.locations(c, g, label)
 		rows = append(rows, row)
 	}
@@ -567,7 +635,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 			label, a.unmatchedN, pct(a.unmatchedNS, total), a.unmatchedFirst))
 	}
 	res.stage.Kernels = rows
-	res.stage.Overlap = a.overlapRows(c, ops, iv, &sw, aggs, total, rows)
+	res.stage.Overlap = a.overlapRows(aggs, total, rows, dep)
 	res.stage.Fusions = a.cat.Match(rows, total, a.model, a.tp)
 	return res
 }

@@ -39,7 +39,7 @@ type ovCand struct {
 // overlapRows selects and ranks the overlap table of one stage (anchor §6.4–6.6). Shares use
 // the same denominator as the kernel table (the stage's summed kernel time), so one kernel
 // shows one percentage everywhere (W7).
-func (a *analyzer) overlapRows(c *traceCtx, ops []int32, iv *spans, sw *Sweep, aggs []*kagg, total int64, rows []KernelRow) []OverlapRow {
+func (a *analyzer) overlapRows(aggs []*kagg, total int64, rows []KernelRow, dep func(g *kagg) string) []OverlapRow {
 	var head, low, comm []ovCand
 	for i, g := range aggs {
 		if g.total < MinOverlapKernelNS || g.total == 0 {
@@ -83,7 +83,7 @@ func (a *analyzer) overlapRows(c *traceCtx, ops []int32, iv *spans, sw *Sweep, a
 		if n == MaxHeadroomRows {
 			break
 		}
-		r := a.ovRow(c, ops, iv, sw, cd, total, VerdictHeadroom)
+		r := a.ovRow(dep, cd, total, VerdictHeadroom)
 		if r.Priority == "P5" {
 			continue
 		}
@@ -95,21 +95,21 @@ func (a *analyzer) overlapRows(c *traceCtx, ops []int32, iv *spans, sw *Sweep, a
 		if n == MaxLowROIRows {
 			break
 		}
-		out = append(out, a.ovRow(c, ops, iv, sw, cd, total, VerdictLowROI))
+		out = append(out, a.ovRow(dep, cd, total, VerdictLowROI))
 		n++
 	}
 	for _, cd := range comm {
-		out = append(out, a.ovRow(c, ops, iv, sw, cd, total, VerdictOverlapped))
+		out = append(out, a.ovRow(dep, cd, total, VerdictOverlapped))
 	}
 	return out
 }
 
-func (a *analyzer) ovRow(c *traceCtx, ops []int32, iv *spans, sw *Sweep, cd ovCand, total int64, verdict string) OverlapRow {
+func (a *analyzer) ovRow(dep func(g *kagg) string, cd ovCand, total int64, verdict string) OverlapRow {
 	g := cd.g
 	r := OverlapRow{
 		Verdict: verdict, Kernel: g.name, Category: g.cat, TotalUS: us(g.total),
 		SharePct: pct(g.total, total), ExclusivePct: cd.excl * 100, HiddenPct: cd.hid * 100,
-		DepRisk: depRisk(c, ops, iv, sw, g.rep), Scope: "unmapped",
+		DepRisk: dep(g), Scope: "unmapped",
 	}
 	if len(cd.row.Locations) > 0 {
 		r.Scope = cd.row.Locations[0].Location
@@ -144,37 +144,54 @@ func priority(verdict, cat string, share, excl, hid float64, dep string) (string
 }
 
 // depRisk is the same-stream neighbour heuristic of §6.5 for the representative op (the
-// kernel's longest launch): a neighbour within the tight gap that shares the Python file or
-// function, or looks like a producer/consumer by category, makes overlap risky.
+// kernel's longest launch) of a held stage: see depFrom.
 func depRisk(c *traceCtx, ops []int32, iv *spans, sw *Sweep, rep int32) string {
 	if rep < 0 || int(rep) >= iv.len() {
 		return DepUnclear
 	}
 	me := iv.at(rep)
-	dur := me.End - me.Start
-	tight := int64(TightGapFraction * float64(dur))
+	p := sw.posOf(iv, rep)
+	var nb [2]*neighbour
+	for k, np := range []int32{p - 1, p + 1} {
+		if np < 0 || int(np) >= len(sw.Order) {
+			continue
+		}
+		ni := sw.Order[np]
+		x := iv.at(ni)
+		if x.Stream != me.Stream {
+			continue
+		}
+		nb[k] = &neighbour{start: x.Start, end: x.End, cat: c.cats[c.canonID(c.t.GPUOps[ops[ni]].Name)], site: depSite(c, c.opSite(ops[ni]))}
+	}
+	return depFrom(me.Start, me.End, c.cats[c.canonID(c.t.GPUOps[ops[rep]].Name)], depSite(c, c.opSite(ops[rep])), nb[0], nb[1])
+}
+
+// neighbour is the op before or after a representative op on its stream.
+type neighbour struct {
+	start, end int64
+	cat, site  string
+}
+
+// depFrom decides the dependency risk of an op [start, end) of category myCat at site mySite
+// from its same-stream neighbours (nil where there is none): a neighbour within the tight gap
+// that shares the Python file or function, or looks like a producer/consumer by category,
+// makes overlap risky.
+func depFrom(start, end int64, myCat, mySite string, prev, next *neighbour) string {
+	tight := int64(TightGapFraction * float64(end-start))
 	if tight > TightGapMaxNS {
 		tight = TightGapMaxNS
 	}
 	if tight < TightGapMinNS {
 		tight = TightGapMinNS
 	}
-	myCat := c.cats[c.canonID(c.t.GPUOps[ops[rep]].Name)]
-	mySite := depSite(c, ops[rep])
-	p := sw.posOf(iv, rep)
 	risky, unclear := false, false
-	for _, np := range []int32{p - 1, p + 1} {
-		if np < 0 || int(np) >= len(sw.Order) {
+	for k, nb := range []*neighbour{prev, next} {
+		if nb == nil {
 			continue
 		}
-		ni := sw.Order[np]
-		nb := iv.at(ni)
-		if nb.Stream != me.Stream {
-			continue
-		}
-		gap := nb.Start - me.End
-		if np < p {
-			gap = me.Start - nb.End
+		gap := nb.start - end
+		if k == 0 {
+			gap = start - nb.end
 		}
 		if gap < 0 {
 			gap = 0
@@ -182,16 +199,14 @@ func depRisk(c *traceCtx, ops []int32, iv *spans, sw *Sweep, rep int32) string {
 		if gap > tight {
 			continue
 		}
-		nCat := c.cats[c.canonID(c.t.GPUOps[ops[ni]].Name)]
-		nSite := depSite(c, ops[ni])
 		switch {
-		case sameScope(mySite, nSite):
+		case sameScope(mySite, nb.site):
 			risky = true
-		case myCat == CatCommunication && nCat != CatCommunication:
+		case myCat == CatCommunication && nb.cat != CatCommunication:
 			risky = true
-		case isLight(myCat) && nCat != CatOther:
+		case isLight(myCat) && nb.cat != CatOther:
 			risky = true
-		case isUnmapped(mySite) || isUnmapped(nSite):
+		case isUnmapped(mySite) || isUnmapped(nb.site):
 			unclear = true
 		}
 	}
@@ -204,10 +219,9 @@ func depRisk(c *traceCtx, ops []int32, iv *spans, sw *Sweep, rep int32) string {
 	return DepLow
 }
 
-// depSite is the op's site for the neighbour test; a graph replay site says nothing about the
-// op's own code, so it counts as unmapped.
-func depSite(c *traceCtx, oi int32) string {
-	k := c.opSite(oi)
+// depSite is an op's site k for the neighbour test; a graph replay site says nothing about
+// the op's own code, so it counts as unmapped.
+func depSite(c *traceCtx, k siteKey) string {
 	if k.kind != kindFrame {
 		return ""
 	}
