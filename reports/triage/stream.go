@@ -27,6 +27,9 @@ type OpStream struct {
 	// during the call only. An error wrapping ErrNotStreamable (the reader found the order
 	// could not be kept) sends Analyze back to Open; fn may have seen some ops by then.
 	Each func(ctx context.Context, fn func(op *trace.GPUOp, seq int64)) error
+	// Close, when set, releases the reader's files; Analyze calls it once it is done with the
+	// stream, whether or not Each ran.
+	Close func() error
 }
 
 // streamOne analyses one streamed input. ok is false when the input is not analysed as a
@@ -42,7 +45,17 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 		}
 		return info, nil, false, fmt.Errorf("read %s: %w", f.Path, err)
 	}
-	if s == nil || s.Trace == nil || s.Each == nil {
+	if s == nil {
+		return info, nil, false, nil
+	}
+	if s.Close != nil {
+		defer func() {
+			if cerr := s.Close(); cerr != nil && err == nil && ok {
+				err = fmt.Errorf("read %s: %w", f.Path, cerr)
+			}
+		}()
+	}
+	if s.Trace == nil || s.Each == nil {
 		return info, nil, false, nil
 	}
 	t := s.Trace

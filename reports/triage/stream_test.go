@@ -184,14 +184,23 @@ func TestStreamFallback(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opened := 0
+			opened, closed := 0, 0
 			rep, err := Analyze(context.Background(), in, Options{
 				Open: func(context.Context, string) (*trace.Trace, error) {
 					opened++
 					return tr, nil
 				},
-				OpenStream: func(context.Context, string) (*OpStream, error) { return tc.stream() },
+				OpenStream: func(context.Context, string) (*OpStream, error) {
+					s, err := tc.stream()
+					if s != nil {
+						s.Close = func() error { closed++; return nil }
+					}
+					return s, err
+				},
 			})
+			if want := 1; closed != want && tc.name != "declined" && tc.name != "nil stream" && tc.name != "open error" {
+				t.Errorf("stream closed %d times, want %d", closed, want)
+			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one saying %q", err, tc.err)
