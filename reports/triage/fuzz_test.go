@@ -90,7 +90,8 @@ func FuzzParseClassifier(f *testing.F) {
 }
 
 // FuzzAnalyze builds a trace from fuzz bytes, with links that may point anywhere (as a buggy
-// reader could produce), and checks that Analyze neither panics nor loses kernel time.
+// reader could produce), and checks that Analyze neither panics nor loses kernel time, and that
+// a trace without annotations streamed (OpenStream) gives the report it gives held.
 func FuzzAnalyze(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Add([]byte{0, 0, 0, 0, 255, 255, 255, 255, 7, 7, 7, 7, 1, 200, 3, 9})
@@ -132,6 +133,17 @@ func FuzzAnalyze(f *testing.F) {
 		for _, format := range []string{FormatText, FormatMarkdown, FormatJSON, FormatCSV} {
 			if err := Render(io.Discard, r, format, 0); err != nil {
 				t.Fatal(err)
+			}
+		}
+		// Without annotations the trace can be streamed, with the same report.
+		if len(b.t.Annotations) == 0 {
+			s, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "fuzz.json", Rank: NoRank}}},
+				Options{Open: opener(nil), OpenStream: func(context.Context, string) (*OpStream, error) { return streamOf(b.t, -1), nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h, st := reportJSON(t, r), reportJSON(t, s); h != st {
+				t.Fatalf("streamed report differs from the held one\nheld:\n%s\nstreamed:\n%s", h, st)
 			}
 		}
 	})

@@ -210,7 +210,9 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 		d.aggs = append(d.aggs, g)
 	}
 	k := c.siteOf(op, trace.NoID)
-	isRep := g.add(dur, k)
+	// The representative is the longest op, the first in the input's own order (seq) among
+	// equally long ones, as in a held stage; the stream's time order can differ from it.
+	isRep := g.add(dur, k) || dur == g.repDur && seq < d.reps[cid].seq
 	me := opRef{start: op.Start, end: op.End, canon: cid, site: k}
 
 	s := d.lastState
