@@ -232,6 +232,10 @@ type reader struct {
 	rtPIDs         map[int32]bool // pids of every runtime call
 	rtFirst, rtEnd int64          // earliest start and latest end of every runtime call
 	rtIndex        *corrIndex     // SummariseAPI: GPU ops' correlation ids → first launch
+
+	// An OpStream's kernels, which are not in GPUOps: how many, earliest start, latest end.
+	streamed                int64
+	streamFirst, streamLast int64
 }
 
 // ReadCapture reads an export and returns the trace model together with the nsys-only facts.
@@ -480,34 +484,25 @@ func (r *reader) noKernels(why string) error {
 	return fmt.Errorf("nsys: %s: %w: %s; %s", r.path, ErrNoKernels, why, hints)
 }
 
+// noKernelTable and emptyKernelTable are ErrNoKernels for an export without kernels.
+func (r *reader) noKernelTable(table string) error {
+	return r.noKernels("the export has no " + table + " table (the run was profiled without CUDA tracing, e.g. without --trace=cuda, or the application never launched a kernel; lazy exports omit empty tables)")
+}
+
+func (r *reader) emptyKernelTable(table string) error {
+	return r.noKernels(table + " is empty (the --delay/--duration capture window missed the part of the run that launched kernels, or the application never launched one)")
+}
+
 func (r *reader) kernels(style NameStyle) error {
 	const table = "CUPTI_ACTIVITY_KIND_KERNEL"
 	if !r.has(table) {
-		return r.noKernels("the export has no " + table + " table (the run was profiled without CUDA tracing, e.g. without --trace=cuda, or the application never launched a kernel; lazy exports omit empty tables)")
+		return r.noKernelTable(table)
 	}
-	have, err := r.columns(table)
+	cols, err := r.kernelColumns(table, style)
 	if err != nil {
 		return err
 	}
-	for _, need := range []string{"start", "end", "deviceId", "streamId"} {
-		if !have[need] {
-			return fmt.Errorf("nsys: %s: %s has no %q column (schema %q); this export layout is not supported", r.path, table, need, r.c.SchemaText)
-		}
-	}
-	if !have["demangledName"] && !have["shortName"] {
-		return fmt.Errorf("nsys: %s: %s has neither demangledName nor shortName (schema %q); this export layout is not supported", r.path, table, r.c.SchemaText)
-	}
-	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-		"demangledName", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"}
-	// Without KernelInfo only the op's own name style is looked up, and the columns after the
-	// names are not decoded at all (the direct reader stops at the last wanted column).
 	lean := r.opts.SkipKernelInfo
-	if lean {
-		cols = cols[:8]
-		if style == Mangled {
-			cols = cols[:9]
-		}
-	}
 	ops0, k0 := len(r.t.GPUOps), len(r.c.Kernels)
 	r.kOp0 = ops0
 	n := r.rowEstimate(table)
@@ -542,9 +537,37 @@ func (r *reader) kernels(style NameStyle) error {
 	}
 	r.kN = len(r.t.GPUOps) - ops0
 	if r.kN == 0 {
-		return r.noKernels(table + " is empty (the --delay/--duration capture window missed the part of the run that launched kernels, or the application never launched one)")
+		return r.emptyKernelTable(table)
 	}
 	return nil
+}
+
+// kernelColumns checks that the kernel table has the columns every reader needs and returns
+// the columns to decode. Without KernelInfo only the op's own name style is looked up, and
+// the columns after the names are not decoded at all (the direct reader stops at the last
+// wanted column).
+func (r *reader) kernelColumns(table string, style NameStyle) ([]string, error) {
+	have, err := r.columns(table)
+	if err != nil {
+		return nil, err
+	}
+	for _, need := range []string{"start", "end", "deviceId", "streamId"} {
+		if !have[need] {
+			return nil, fmt.Errorf("nsys: %s: %s has no %q column (schema %q); this export layout is not supported", r.path, table, need, r.c.SchemaText)
+		}
+	}
+	if !have["demangledName"] && !have["shortName"] {
+		return nil, fmt.Errorf("nsys: %s: %s has neither demangledName nor shortName (schema %q); this export layout is not supported", r.path, table, r.c.SchemaText)
+	}
+	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+		"demangledName", "shortName", "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"}
+	if r.opts.SkipKernelInfo {
+		cols = cols[:8]
+		if style == Mangled {
+			cols = cols[:9]
+		}
+	}
+	return cols, nil
 }
 
 // kernelRow is the per-row function of the sequential kernel scan.
@@ -726,6 +749,9 @@ func (r *reader) memops() error {
 	return nil
 }
 
+// noRuntimeWarning is the trace warning of an export without a runtime table.
+const noRuntimeWarning = "the export has no CUPTI_ACTIVITY_KIND_RUNTIME table, so kernels cannot be joined to their launch calls (no launch overhead, API summary or NVTX scopes)"
+
 // apiName is what runtime knows of a runtime call name.
 type apiName struct {
 	name   trace.NameID
@@ -740,7 +766,7 @@ func (r *reader) runtime() error {
 		r.c.apiSummarised = true
 	}
 	if !r.has(table) {
-		r.t.Warnings = append(r.t.Warnings, "the export has no "+table+" table, so kernels cannot be joined to their launch calls (no launch overhead, API summary or NVTX scopes)")
+		r.t.Warnings = append(r.t.Warnings, noRuntimeWarning)
 		return nil
 	}
 	var (
@@ -1221,8 +1247,15 @@ func (r *reader) session() error {
 		for _, op := range r.t.GPUOps {
 			add(op.Start, op.End)
 		}
-		for _, l := range r.t.Launches {
-			add(l.Start, l.End)
+		if r.streamed > 0 { // the kernels an OpStream delivered instead of holding
+			add(r.streamFirst, r.streamLast)
+		}
+		if !r.c.apiSummarised {
+			// A summarised read counts every call in rtFirst/rtEnd below; the launches it keeps
+			// may be one per name (OneLaunchPerName), whose times are no call's.
+			for _, l := range r.t.Launches {
+				add(l.Start, l.End)
+			}
 		}
 		if r.c.APICalls > 0 { // every runtime call, also those SummariseAPI did not keep
 			add(r.rtFirst, r.rtEnd)

@@ -1,0 +1,1017 @@
+package nsys
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/sglprof/runner/reports/trace"
+)
+
+// This file delivers an export's GPU ops one at a time in time order (OpStream), so that a
+// consumer that keeps only per-name and per-stream state (the triage) needs memory that does
+// not grow with the number of kernels. Nothing per kernel or per runtime call is kept:
+//
+//   - The kernel table is scanned once, in table order, by the direct file reader. Exports
+//     write it in start order or nearly so, so a fixed reorder window (OpStream.limits.reorder
+//     ops) puts it in (Start, End, seq) order; an op that would have to go before one already
+//     delivered ends the pass with ErrNotStreamable.
+//   - The memory operations are few: they are read up front into Trace.GPUOps (the memory
+//     summary needs them anyway) and merged into the kernel stream by (Start, End, seq).
+//   - Launch names come from a merge join on correlation ids. CUPTI numbers API calls in call
+//     order, and the runtime table is in call order or nearly so; it is scanned on its own
+//     goroutine (summing the API table as the lean read does) and handed over in batches as
+//     the kernels need them. The consumer keeps (correlation id → call name) in a ring indexed
+//     by id that covers a fixed range around the largest kernel id seen; see join.
+//
+// Every way the window assumptions can fail is detected and reported as ErrNotStreamable, so
+// a caller that then reads the export with ReadCapture never gets a silently different answer.
+
+// ErrNotStreamable (wrapped, with the reason) says an export cannot be delivered as an ordered
+// stream; the caller reads it with ReadCapture instead.
+var ErrNotStreamable = errors.New("nsys: export cannot be streamed")
+
+func notStreamable(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNotStreamable}, args...)...)
+}
+
+// streamLimits are the fixed windows of a pass (tests shrink them).
+type streamLimits struct {
+	reorder  int   // kernels held back to put the table in start order
+	ring     int   // correlation ids the join ring covers (a power of two)
+	back     int64 // how far below the largest kernel id a kernel's id may be
+	slack    int64 // how far past an id the runtime scan must be before "no call has it"
+	batch    int   // runtime calls per hand-over
+	outliers int   // calls kept whose ids are far above the kernels' (a second id sequence)
+	judged   int   // ids remembered as having no call, before they are kept as a range
+}
+
+func defaultLimits() streamLimits {
+	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16}
+}
+
+// ahead is how far above the largest kernel id a call's id may be and still go in the ring.
+func (l streamLimits) ahead() int64 { return int64(l.ring) - l.back - 1 }
+
+// OpStream is an export opened for one ordered pass over its GPU ops.
+type OpStream struct {
+	// Capture is what ReadCapture with SummariseAPI, SkipKernelInfo and OneLaunchPerName would
+	// return, except that Trace.GPUOps holds only the memory operations (Capture.Memops indexes
+	// them as usual, so MemorySummary works; their Launch is set as Each delivers them) and no
+	// kernel, and Trace.Launches holds one call per API name and graph flag (created as the
+	// ops that link to them go by). APIStats, APICalls, APIRaw, Threads, Trace.Events,
+	// Trace.Processes, kernel-only devices in Trace.Devices, the link warning and, for an
+	// export without ANALYSIS_DETAILS, the window are complete only after Each returned nil.
+	Capture *Capture
+
+	r       *reader
+	db      *sql.DB
+	kernels *directPlan // the kernel table's plan (cols as kernelColumns returns them)
+	runtime *directPlan // nil without a runtime table
+	kN      int64       // kernels: the kernel table's last rowid, checked during the pass
+	memSort []int32     // indices of the memory ops in (Start, End, index) order
+	limits  streamLimits
+	used    bool
+	closed  bool
+}
+
+// runtimeCols are the runtime table's columns a pass reads.
+var runtimeCols = []string{"start", "end", "globalTid", "correlationId", "nameId"}
+
+const kernelTable = "CUPTI_ACTIVITY_KIND_KERNEL"
+const runtimeTable = "CUPTI_ACTIVITY_KIND_RUNTIME"
+
+// OpenStream reads the export's small tables (schema, strings, devices, memory ops, NVTX,
+// session) and prepares the pass; SummariseAPI, SkipKernelInfo and OneLaunchPerName are
+// implied, KernelNames and Logger are honoured. It returns ErrNotStreamable (wrapped) up front
+// when the export has NVTX ranges (scopes and stages need each launch's time and thread),
+// when the direct file reader declines the file or the kernel or runtime table, when the
+// kernel table's rowids are not its row numbers, and for an export without kernels when
+// AllowNoKernels asks for it to be read anyway. Other errors are ReadCapture's (not SQLite,
+// not an export, ErrNoKernels, ...), with the same messages.
+func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream, err error) {
+	opts.SummariseAPI, opts.SkipKernelInfo, opts.OneLaunchPerName = true, true, true
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	db, warnings, err := openExport(path, "")
+	if err != nil {
+		return nil, err
+	}
+	t := trace.New(path, "nsys")
+	t.Warnings = append(t.Warnings, warnings...)
+	r := &reader{
+		ctx: ctx, db: db, path: path, log: log, t: t, opts: opts,
+		c:      &Capture{Trace: t, APIRaw: map[trace.NameID]string{}, Tables: map[string]bool{}},
+		cols:   map[string]map[string]bool{},
+		strs:   map[int64]trace.NameID{},
+		pids:   map[int32]bool{},
+		rtPIDs: map[int32]bool{},
+		kPIDs:  map[int32]bool{},
+	}
+	s := &OpStream{Capture: r.c, r: r, db: db, limits: defaultLimits()}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := r.tables(); err != nil {
+		return nil, err
+	}
+	if err := r.schema(); err != nil {
+		return nil, err
+	}
+	if r.has("StringIds") {
+		if r.strStmt, err = db.PrepareContext(ctx, `SELECT value FROM StringIds WHERE id = ?`); err != nil {
+			return nil, r.wrap("StringIds", err)
+		}
+	}
+	if !r.has(kernelTable) {
+		return nil, s.noKernels(r.noKernelTable(kernelTable))
+	}
+	cols, err := r.kernelColumns(kernelTable, opts.KernelNames)
+	if err != nil {
+		return nil, err
+	}
+	if len(warnings) > 0 || opts.noDirect {
+		return nil, notStreamable("%s: only the direct file reader streams, and it does not read a database a writer has touched (%v)", path, warnings)
+	}
+	if r.file, err = openSQLFile(path); err != nil {
+		return nil, notStreamable("%s: the direct file reader declines the file: %v", path, err)
+	}
+	if s.kernels, err = s.plan(kernelTable, cols); err != nil {
+		return nil, err
+	}
+	last, err := r.file.lastRowid(s.kernels.root)
+	if err != nil {
+		if errors.Is(err, errFileLayout) {
+			return nil, notStreamable("%s: %s: %v", path, kernelTable, err)
+		}
+		return nil, r.wrap(kernelTable, err)
+	}
+	if last <= 0 {
+		return nil, s.noKernels(r.emptyKernelTable(kernelTable))
+	}
+	if last > int64(r.file.pages)*int64(r.file.pageSize)/32 {
+		return nil, notStreamable("%s: %s: the last rowid %d is not the row count (the file could not hold that many rows)", path, kernelTable, last)
+	}
+	s.kN = last
+	if err := r.memops(); err != nil {
+		return nil, err
+	}
+	if err := r.nvtx(); err != nil {
+		return nil, err
+	}
+	if n := len(t.Annotations); n > 0 {
+		return nil, notStreamable("%s has %d NVTX ranges: scopes and stages need every launch call's time and thread", path, n)
+	}
+	r.c.apiSummarised = true
+	if r.has(runtimeTable) {
+		if s.runtime, err = s.plan(runtimeTable, runtimeCols); err != nil {
+			return nil, err
+		}
+	} else {
+		t.Warnings = append(t.Warnings, noRuntimeWarning)
+	}
+	if err := r.devices(); err != nil {
+		return nil, err
+	}
+	if err := r.session(); err != nil {
+		return nil, err
+	}
+	ops := t.GPUOps
+	s.memSort = make([]int32, len(ops))
+	for i := range s.memSort {
+		s.memSort[i] = int32(i)
+	}
+	slices.SortFunc(s.memSort, func(a, b int32) int {
+		x, y := &ops[a], &ops[b]
+		return cmp.Or(cmp.Compare(x.Start, y.Start), cmp.Compare(x.End, y.End), cmp.Compare(a, b))
+	})
+	log.Debug("nsys: export opened for streaming", "path", path, "kernels", s.kN, "memops", len(ops), "runtime", s.runtime != nil)
+	return s, nil
+}
+
+// noKernels is err (ErrNoKernels) as ReadCapture returns it, or, when AllowNoKernels asks
+// for such an export to be read anyway, ErrNotStreamable wrapping it.
+func (s *OpStream) noKernels(err error) error {
+	if s.r.opts.AllowNoKernels {
+		return fmt.Errorf("%w: %w", ErrNotStreamable, err)
+	}
+	return err
+}
+
+// plan is planDirect with a decline turned into ErrNotStreamable.
+func (s *OpStream) plan(table string, cols []string) (*directPlan, error) {
+	p, err := s.r.planDirect(table, cols)
+	if err != nil {
+		if errors.Is(err, errFileLayout) {
+			return nil, notStreamable("%s: %s: %v", s.r.path, table, err)
+		}
+		return nil, s.r.wrap(table, err)
+	}
+	return p, nil
+}
+
+// Close releases the file and database handles.
+func (s *OpStream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	r := s.r
+	if r.strStmt != nil {
+		r.strStmt.Close()
+	}
+	var err error
+	if r.file != nil {
+		err = r.file.Close()
+	}
+	return errors.Join(err, s.db.Close())
+}
+
+// Each calls fn once for every kernel, memcpy and memset of the export, in nondecreasing
+// (Start, End, seq) order, where seq is the op's index in the Trace.GPUOps of ReadCapture
+// with the same options: kernels in table order, then the memory ops in Capture.Memops
+// order. The op is a trace.GPUOp as ReadCapture would have it, except that op.Launch indexes
+// Capture.Trace.Launches (one per API name and graph flag) or is NoID where ReadCapture's is
+// NoID. *op is valid only during the call. When the pass finds the export does not keep to
+// the windows (a kernel too far out of start order, a correlation id that left the join
+// window, a launch call that came after its op was delivered without one, a second process,
+// a table the direct reader declines halfway) Each returns ErrNotStreamable (wrapped) and fn
+// may have seen some ops: the caller discards them and reads the export with ReadCapture.
+// ctx cancellation is honoured. Each may be called once.
+func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq int64)) error {
+	if s.closed {
+		return errors.New("nsys: OpStream.Each after Close")
+	}
+	if s.used {
+		return errors.New("nsys: OpStream.Each called twice; open the export again for a second pass")
+	}
+	s.used = true
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.r.ctx = ctx
+	p := newPass(s, fn)
+	if s.runtime != nil {
+		p.startRuntime(ctx)
+	}
+	err := p.run(ctx)
+	if err != nil {
+		cancel()
+		p.stopRuntime()
+		return err
+	}
+	return p.finish()
+}
+
+// seqOp is an op with its seq, in the reorder window.
+type seqOp struct {
+	op  trace.GPUOp
+	seq int64
+}
+
+func lessOp(a, b *seqOp) bool {
+	if a.op.Start != b.op.Start {
+		return a.op.Start < b.op.Start
+	}
+	if a.op.End != b.op.End {
+		return a.op.End < b.op.End
+	}
+	return a.seq < b.seq
+}
+
+// rtCall is one runtime call with a correlation id, as the runtime scan hands it over.
+type rtCall struct {
+	id  int64
+	raw int32 // StringIds id of the call's name
+}
+
+// rtBatch is a hand-over of runtime calls; pid is the runtime table's first pid (valid when
+// hasPID), so that the kernels' process is checked against it early.
+type rtBatch struct {
+	calls  []rtCall
+	pid    int32
+	hasPID bool
+}
+
+// pass is the state of one Each.
+type pass struct {
+	s   *OpStream
+	r   *reader
+	t   *trace.Trace
+	fn  func(*trace.GPUOp, int64)
+	lim streamLimits
+
+	// Kernels.
+	next      int64 // kernels scanned so far (the next one's seq)
+	pid       int32 // the kernels' process
+	havePID   bool
+	devs      map[int32]bool // devices kernels ran on
+	lastDev   int32
+	first     int64 // earliest start and latest end of the kernels
+	last      int64
+	unmatched int64 // ops delivered without a launch
+
+	// Reorder window: pool holds the ops, order[head:tail] their pool slots in key order.
+	pool       []seqOp
+	free       []int32
+	order      []int32
+	head, tail int
+	prev       seqOp // the op delivered last
+	delivered  bool
+	memNext    int // next entry of OpStream.memSort to deliver
+	scratch    trace.GPUOp
+
+	// Join.
+	j join
+
+	// Runtime scan.
+	batches chan *rtBatch
+	spare   chan *rtBatch
+	done    bool // batches is closed and drained
+	rt      *rtScan
+	rtPID   int32
+	hasRtPD bool
+
+	// Launches: raw StringIds id → launch index+1 (dense below 2^16), and the launch of each
+	// (name, graph, driver).
+	launchDense []int32
+	launchMap   map[int32]int32
+	reps        map[apiName]int32
+}
+
+func newPass(s *OpStream, fn func(*trace.GPUOp, int64)) *pass {
+	lim := s.limits
+	p := &pass{
+		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim,
+		devs:      map[int32]bool{},
+		pool:      make([]seqOp, lim.reorder+1),
+		free:      make([]int32, lim.reorder+1),
+		order:     make([]int32, 2*(lim.reorder+1)),
+		launchMap: map[int32]int32{},
+		reps:      map[apiName]int32{},
+	}
+	for i := range p.free {
+		p.free[i] = int32(len(p.free) - 1 - i)
+	}
+	p.j.init(lim, s.r.t.GPUOps)
+	return p
+}
+
+// run scans the kernel table, delivers every op and drains the runtime scan.
+func (p *pass) run(ctx context.Context) error {
+	s, r := p.s, p.r
+	style := r.opts.KernelNames
+	ts := &tableScan{s: r.file, rowidAt: -1, ints: make([]sql.NullInt64, len(s.kernels.cols))}
+	ts.fnRow = func(rowid int64, v []sql.NullInt64) error {
+		seq := p.next
+		if rowid != seq+1 || seq >= s.kN {
+			return notStreamable("%s: %s: rowid %d where %d was expected (a kernel's place in the table is its seq)", r.path, kernelTable, rowid, seq+1)
+		}
+		p.next++
+		start, end, corr, gpid, dem, short := v[0], v[1], v[4], v[5], v[6], v[7]
+		if !v[2].Valid || !v[3].Valid {
+			return r.wrap(kernelTable, errors.New("a kernel without deviceId or streamId"))
+		}
+		if !dem.Valid {
+			dem = short
+		}
+		if !short.Valid {
+			short = dem
+		}
+		var name trace.NameID
+		var err error
+		if style == Short {
+			name, err = r.name(short.Int64)
+		} else {
+			name, err = r.name(dem.Int64)
+		}
+		if err != nil {
+			return err
+		}
+		if style == Mangled && len(v) > 8 && v[8].Valid {
+			m, err := r.name(v[8].Int64)
+			if err != nil {
+				return err
+			}
+			if m != 0 {
+				name = m
+			}
+		}
+		_, pid, _ := SplitGlobalID(gpid.Int64)
+		if !p.havePID {
+			p.pid, p.havePID = pid, true
+			r.addPID(pid)
+			p.first, p.last = start.Int64, end.Int64
+		} else if pid != p.pid {
+			return notStreamable("%s: kernels of two processes (%d and %d); their correlation ids repeat", r.path, p.pid, pid)
+		}
+		p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
+		device := int32(v[2].Int64)
+		if device != p.lastDev || seq == 0 {
+			p.devs[device] = true
+			p.lastDev = device
+		}
+		x := seqOp{seq: seq, op: trace.GPUOp{
+			Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
+			Name: name, Device: device, Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
+		}}
+		if corr.Valid {
+			x.op.Correlation = corr.Int64
+			if x.op.Launch, err = p.kernelLaunch(corr.Int64); err != nil {
+				return err
+			}
+		}
+		return p.push(&x)
+	}
+	if err := ts.run(ctx, s.kernels.root, s.kernels.cols); err != nil {
+		if errors.Is(err, errFileLayout) {
+			return notStreamable("%s: %s: %v", r.path, kernelTable, err)
+		}
+		return err
+	}
+	if p.next != s.kN {
+		return notStreamable("%s: %s: %d rows where the last rowid is %d", r.path, kernelTable, p.next, s.kN)
+	}
+	for p.head < p.tail {
+		if err := p.deliverFront(); err != nil {
+			return err
+		}
+	}
+	if err := p.deliverMemops(nil); err != nil {
+		return err
+	}
+	// The rest of the runtime table: only to find calls that contradict what was delivered.
+	p.j.draining = true
+	for !p.done {
+		if err := p.pull(); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// push adds a kernel to the reorder window and delivers the earliest op once the window is
+// full.
+func (p *pass) push(x *seqOp) error {
+	if p.delivered && lessOp(x, &p.prev) {
+		return notStreamable("%s: %s: the kernel in row %d starts at %d ns, before an op already delivered (%d ns): the table is further out of start order than the %d-kernel reorder window",
+			p.r.path, kernelTable, x.seq+1, x.op.Start, p.prev.op.Start, p.lim.reorder)
+	}
+	slot := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	p.pool[slot] = *x
+	if p.tail == len(p.order) {
+		n := copy(p.order, p.order[p.head:p.tail])
+		p.head, p.tail = 0, n
+	}
+	pos := p.tail
+	if p.tail > p.head && lessOp(x, &p.pool[p.order[p.tail-1]]) {
+		// Out of order: binary search for the first op after x, then shift the rest up.
+		lo, hi := p.head, p.tail-1
+		for lo < hi {
+			mid := int(uint(lo+hi) >> 1)
+			if lessOp(x, &p.pool[p.order[mid]]) {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		pos = lo
+		copy(p.order[pos+1:p.tail+1], p.order[pos:p.tail])
+	}
+	p.order[pos] = slot
+	p.tail++
+	if p.tail-p.head > p.lim.reorder {
+		return p.deliverFront()
+	}
+	return nil
+}
+
+// deliverFront delivers the earliest kernel of the window, after the memory ops before it.
+func (p *pass) deliverFront() error {
+	slot := p.order[p.head]
+	p.head++
+	x := &p.pool[slot]
+	if err := p.deliverMemops(x); err != nil {
+		return err
+	}
+	if x.op.Launch == trace.NoID {
+		p.unmatched++
+	}
+	p.prev, p.delivered = *x, true
+	p.fn(&x.op, x.seq)
+	p.free = append(p.free, slot)
+	return nil
+}
+
+// deliverMemops delivers the memory ops that go before x (all that are left when x is nil).
+func (p *pass) deliverMemops(x *seqOp) error {
+	ops, order := p.t.GPUOps, p.s.memSort
+	for p.memNext < len(order) {
+		i := order[p.memNext]
+		m := seqOp{op: ops[i], seq: p.s.kN + int64(i)}
+		if x != nil && !lessOp(&m, x) {
+			return nil
+		}
+		p.memNext++
+		li := int32(trace.NoID)
+		if c := m.op.Correlation; c != trace.NoID {
+			var err error
+			if li, err = p.memopLaunch(c); err != nil {
+				return err
+			}
+		}
+		if li == trace.NoID {
+			p.unmatched++
+		}
+		ops[i].Launch = li
+		m.op.Launch = li
+		p.prev, p.delivered = m, true
+		p.scratch = m.op
+		p.fn(&p.scratch, m.seq)
+	}
+	return nil
+}
+
+// join is the consumer's side of the merge join of GPU ops and runtime calls on correlation
+// id. Let kmax be the largest kernel id looked up so far. The ring holds, per id in
+// [kmax-back, kmax+ahead], the first call with that id the runtime scan handed over: two ids
+// of that range never share a slot, and an id leaves only when kmax has moved more than back
+// past it, after which a kernel asking for it ends the pass. Calls above the range (a second
+// id sequence, as generated exports may have) are kept in a capped map; calls whose id a
+// memory op has go to that op's entry. A kernel whose id is not found is declared without a
+// launch only once the runtime scan is slack ids past it (or finished); that id is remembered,
+// and a call with it arriving later ends the pass, so a wrong NoID is never kept. Repeated
+// ids (a runtime call and the driver call it makes) keep the first call, as ReadCapture does.
+type join struct {
+	ring         []joinSlot
+	mask         int64
+	back, ahead  int64
+	slack        int64
+	kmax         int64
+	haveK        bool
+	mLow         int64 // largest id the scan handed over that was in the ring's range
+	haveM        bool
+	outliers     map[int64]int32
+	outLimit     int
+	judged       map[int64]bool // ids declared without a call
+	judgedLimit  int
+	jLo, jHi     int64 // range of judged ids, forgotten ones included
+	nJudged      int   // judged ids, forgotten ones included
+	forgot       bool  // ids in [fLo, fHi] were judged and forgotten
+	fLo, fHi     int64
+	mem          []memJoin       // per distinct memory op id
+	memIdx       map[int64]int32 // memory op correlation id → mem index
+	memLo, memHi int64
+	draining     bool // the ops are all delivered: only contradictions matter
+}
+
+type joinSlot struct {
+	id  int64
+	raw int32
+	set bool
+}
+
+type memJoin struct {
+	raw          int32
+	seen, judged bool
+}
+
+func (j *join) init(lim streamLimits, memops []trace.GPUOp) {
+	j.ring = make([]joinSlot, lim.ring)
+	j.mask = int64(lim.ring - 1)
+	j.back, j.ahead, j.slack = lim.back, lim.ahead(), lim.slack
+	j.outliers = map[int64]int32{}
+	j.outLimit = lim.outliers
+	j.judged = map[int64]bool{}
+	j.judgedLimit = lim.judged
+	for i := range memops {
+		c := memops[i].Correlation
+		if c == trace.NoID {
+			continue
+		}
+		if j.memIdx == nil {
+			j.memIdx = map[int64]int32{}
+			j.memLo, j.memHi = c, c
+		}
+		if _, ok := j.memIdx[c]; !ok {
+			j.memIdx[c] = int32(len(j.mem))
+			j.mem = append(j.mem, memJoin{})
+		}
+		j.memLo, j.memHi = min(j.memLo, c), max(j.memHi, c)
+	}
+}
+
+// memOf returns the memory-op entry of id c, or nil.
+func (j *join) memOf(c int64) *memJoin {
+	if j.memIdx == nil || c < j.memLo || c > j.memHi {
+		return nil
+	}
+	if k, ok := j.memIdx[c]; ok {
+		return &j.mem[k]
+	}
+	return nil
+}
+
+// find returns the first call seen with id c.
+func (j *join) find(c int64) (int32, bool) {
+	if c >= j.kmax-j.back && c <= j.kmax+j.ahead {
+		if sl := &j.ring[c&j.mask]; sl.set && sl.id == c {
+			return sl.raw, true
+		}
+	}
+	if len(j.outliers) > 0 {
+		if raw, ok := j.outliers[c]; ok {
+			return raw, true
+		}
+	}
+	if m := j.memOf(c); m != nil && m.seen {
+		return m.raw, true
+	}
+	return 0, false
+}
+
+// isJudged says id c was declared without a call (exactly: forgotten ids are not).
+func (j *join) isJudged(c int64) bool {
+	if m := j.memOf(c); m != nil {
+		return m.judged
+	}
+	return j.judged[c]
+}
+
+// judge declares id c without a call.
+func (j *join) judge(c int64) {
+	if m := j.memOf(c); m != nil {
+		m.judged = true
+		return
+	}
+	if len(j.judged) >= j.judgedLimit {
+		// Too many to remember one by one: keep their range, and treat any call in it as a
+		// contradiction from now on.
+		for id := range j.judged {
+			if !j.forgot {
+				j.fLo, j.fHi, j.forgot = id, id, true
+			}
+			j.fLo, j.fHi = min(j.fLo, id), max(j.fHi, id)
+		}
+		clear(j.judged)
+	}
+	j.judged[c] = true
+	if j.nJudged == 0 {
+		j.jLo, j.jHi = c, c
+	}
+	j.jLo, j.jHi = min(j.jLo, c), max(j.jHi, c)
+	j.nJudged++
+}
+
+// ingest takes one runtime call from the scan.
+func (j *join) ingest(c rtCall) error {
+	id := c.id
+	if j.nJudged > 0 && id >= j.jLo && id <= j.jHi && (j.judged[id] || (j.forgot && id >= j.fLo && id <= j.fHi)) {
+		return notStreamable("the runtime call with correlation id %d comes after a GPU op with that id was delivered without a launch (the runtime table is further out of id order than %d ids)", id, j.slack)
+	}
+	inRange := id >= j.kmax-j.back && id <= j.kmax+j.ahead
+	if inRange && (!j.haveM || id > j.mLow) {
+		j.mLow, j.haveM = id, true
+	}
+	if m := j.memOf(id); m != nil {
+		if m.judged && !m.seen {
+			return notStreamable("the runtime call with correlation id %d comes after the memory op with that id was delivered without a launch", id)
+		}
+		if !m.seen {
+			m.raw, m.seen = c.raw, true
+		}
+		return nil
+	}
+	if j.draining {
+		return nil
+	}
+	switch {
+	case id > j.kmax+j.ahead:
+		if _, ok := j.outliers[id]; ok {
+			return nil
+		}
+		if len(j.outliers) >= j.outLimit {
+			for o := range j.outliers {
+				if o < j.kmax-j.back {
+					delete(j.outliers, o)
+				}
+			}
+			if len(j.outliers) >= j.outLimit {
+				return notStreamable("more than %d runtime calls have correlation ids over %d above the kernels' (%d)", j.outLimit, j.ahead, j.kmax)
+			}
+		}
+		j.outliers[id] = c.raw
+	case inRange:
+		if len(j.outliers) > 0 {
+			if _, ok := j.outliers[id]; ok {
+				return nil // an earlier call with this id
+			}
+		}
+		sl := &j.ring[id&j.mask]
+		if sl.set && sl.id == id {
+			return nil // an earlier call with this id
+		}
+		*sl = joinSlot{id: id, raw: c.raw, set: true}
+	}
+	// Below the range: no kernel may ask for it any more (only the judged check matters).
+	return nil
+}
+
+// kernelLaunch is the launch of a kernel with correlation id k.
+func (p *pass) kernelLaunch(k int64) (int32, error) {
+	j := &p.j
+	if !j.haveK || k > j.kmax {
+		j.kmax, j.haveK = k, true
+	}
+	for {
+		if raw, ok := j.find(k); ok {
+			return p.launch(raw)
+		}
+		if j.isJudged(k) {
+			return trace.NoID, nil
+		}
+		if k < j.kmax-j.back {
+			return trace.NoID, notStreamable("%s: a kernel's correlation id %d is more than %d below another kernel's (%d), out of the join window", p.r.path, k, j.back, j.kmax)
+		}
+		if p.done || (j.haveM && j.mLow >= k+j.slack) {
+			break
+		}
+		if err := p.pull(); err != nil {
+			return trace.NoID, err
+		}
+	}
+	j.judge(k)
+	return trace.NoID, nil
+}
+
+// memopLaunch is the launch of a memory op with correlation id c, at its delivery.
+func (p *pass) memopLaunch(c int64) (int32, error) {
+	j := &p.j
+	m := j.memOf(c)
+	for !m.seen && !m.judged {
+		// An id far above the kernels' is not waited for: the scan would have to hold
+		// everything up to it. Its call normally came with the kernels of its time.
+		if p.done || !j.haveK || c > j.kmax+j.ahead || (j.haveM && j.mLow >= c+j.slack) {
+			break
+		}
+		if err := p.pull(); err != nil {
+			return trace.NoID, err
+		}
+	}
+	if m.seen {
+		return p.launch(m.raw)
+	}
+	m.judged = true
+	return trace.NoID, nil
+}
+
+// launch returns the launch for a call name (StringIds id), creating it on first use: one per
+// API name, graph flag and driver flag, as ReadOptions.OneLaunchPerName keeps them.
+func (p *pass) launch(raw int32) (int32, error) {
+	if raw >= 0 && int(raw) < len(p.launchDense) && p.launchDense[raw] != 0 {
+		return p.launchDense[raw] - 1, nil
+	}
+	if li, ok := p.launchMap[raw]; ok {
+		return li, nil
+	}
+	r, t := p.r, p.t
+	id, err := r.name(int64(raw))
+	if err != nil {
+		return trace.NoID, err
+	}
+	text := t.Names.String(id)
+	an := apiName{name: t.Names.InternString(StripAPIVersion(text)), graph: IsGraphLaunch(text), driver: IsDriverAPI(text)}
+	r.c.APIRaw[an.name] = text
+	li, ok := p.reps[an]
+	if !ok {
+		li = int32(len(t.Launches))
+		p.reps[an] = li
+		t.Launches = append(t.Launches, trace.Launch{Correlation: trace.NoID, ExternalID: trace.NoID, Name: an.name, Graph: an.graph, Frame: trace.NoID})
+		r.c.Driver = append(r.c.Driver, an.driver)
+	}
+	if raw >= 0 && raw < 1<<16 {
+		if int(raw) >= len(p.launchDense) {
+			p.launchDense = append(p.launchDense, make([]int32, int(raw)+1-len(p.launchDense))...)
+		}
+		p.launchDense[raw] = li + 1
+	} else {
+		p.launchMap[raw] = li
+	}
+	return li, nil
+}
+
+// rtScan is the runtime scan's own state: the API sums (as the parallel lean read keeps
+// them per part) and its error, read by the consumer once the batch channel is closed.
+type rtScan struct {
+	part rtPart
+	err  error
+}
+
+// startRuntime starts the runtime scan on its own goroutine.
+func (p *pass) startRuntime(ctx context.Context) {
+	p.batches = make(chan *rtBatch, 4)
+	p.spare = make(chan *rtBatch, 8)
+	p.rt = &rtScan{part: rtPart{sparse: map[int64]int32{}, pids: map[int32]bool{}}}
+	go p.scanRuntime(ctx)
+}
+
+func (p *pass) scanRuntime(ctx context.Context) {
+	rt, out := p.rt, p.batches
+	defer close(out)
+	pt := &rt.part
+	path, file, plan, size := p.r.path, p.r.file, p.s.runtime, p.lim.batch
+	var pid0 int32
+	get := func() *rtBatch {
+		select {
+		case b := <-p.spare:
+			b.calls = b.calls[:0]
+			return b
+		default:
+			return &rtBatch{calls: make([]rtCall, 0, size)}
+		}
+	}
+	send := func(b *rtBatch) error {
+		b.pid, b.hasPID = pid0, pt.calls > 0
+		select {
+		case out <- b:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b := get()
+	ts := &tableScan{s: file, rowidAt: -1, ints: make([]sql.NullInt64, len(plan.cols))}
+	ts.fnInts = func(v []sql.NullInt64) error {
+		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
+		st := pt.stat(nameID.Int64)
+		d := end.Int64 - start.Int64
+		if st.Calls == 0 || d < st.MinNS {
+			st.MinNS = d
+		}
+		st.MaxNS = max(st.MaxNS, d)
+		st.Calls++
+		st.TotalNS += d
+		_, pid, _ := SplitGlobalID(gtid.Int64)
+		if pid != pt.lastPID || pt.calls == 0 {
+			if pt.calls == 0 {
+				pid0 = pid
+			} else if pid != pid0 {
+				return notStreamable("%s: runtime calls of two processes (%d and %d); their correlation ids repeat", path, pid0, pid)
+			}
+			pt.pids[pid] = true
+			pt.lastPID = pid
+		}
+		if pt.calls == 0 || start.Int64 < pt.first {
+			pt.first = start.Int64
+		}
+		if pt.calls == 0 || end.Int64 > pt.end {
+			pt.end = end.Int64
+		}
+		pt.calls++
+		if !corr.Valid {
+			return nil
+		}
+		if nameID.Int64 < 0 || nameID.Int64 > math.MaxInt32 {
+			return notStreamable("%s: %s: name id %d out of range", path, runtimeTable, nameID.Int64)
+		}
+		b.calls = append(b.calls, rtCall{id: corr.Int64, raw: int32(nameID.Int64)})
+		if len(b.calls) == size {
+			if err := send(b); err != nil {
+				return err
+			}
+			b = get()
+		}
+		return nil
+	}
+	err := ts.run(ctx, plan.root, plan.cols)
+	if err == nil && len(b.calls) > 0 {
+		err = send(b)
+	}
+	if errors.Is(err, errFileLayout) {
+		err = notStreamable("%s: %s: %v", path, runtimeTable, err)
+	}
+	rt.err = err
+}
+
+// pull takes the next batch of runtime calls into the join; at the end of the table it
+// marks the scan done and returns the scan's error.
+func (p *pass) pull() error {
+	if p.done {
+		return nil
+	}
+	if p.batches == nil {
+		p.done = true
+		return nil
+	}
+	b, ok := <-p.batches
+	if !ok {
+		p.done = true
+		return p.rt.err
+	}
+	if b.hasPID {
+		if !p.hasRtPD {
+			p.rtPID, p.hasRtPD = b.pid, true
+		}
+		if p.havePID && b.pid != p.pid {
+			return notStreamable("%s: kernels of process %d, runtime calls of process %d; correlation ids repeat across processes", p.r.path, p.pid, b.pid)
+		}
+	}
+	for _, c := range b.calls {
+		if err := p.j.ingest(c); err != nil {
+			return err
+		}
+	}
+	select {
+	case p.spare <- b:
+	default:
+	}
+	return nil
+}
+
+// stopRuntime waits for a cancelled runtime scan to end.
+func (p *pass) stopRuntime() {
+	if p.batches == nil || p.done {
+		return
+	}
+	for range p.batches {
+	}
+	p.done = true
+}
+
+// finish fills in what the pass counted: the API table, processes, devices, window, the
+// link warning and the event count, as ReadCapture computes them.
+func (p *pass) finish() error {
+	r, t, c := p.r, p.t, p.r.c
+	if rt := p.rt; rt != nil {
+		pt := &rt.part
+		for pid := range pt.pids {
+			r.pids[pid] = true
+			r.rtPIDs[pid] = true
+			if p.havePID && pid != p.pid {
+				return notStreamable("%s: kernels of process %d, runtime calls of process %d; correlation ids repeat across processes", r.path, p.pid, pid)
+			}
+		}
+		statOf := map[trace.NameID]int{}
+		for i, raw := range pt.order {
+			id, err := r.name(raw)
+			if err != nil {
+				return err
+			}
+			text := t.Names.String(id)
+			name := t.Names.InternString(StripAPIVersion(text))
+			k, ok := statOf[name]
+			if !ok {
+				k = len(c.APIStats)
+				statOf[name] = k
+				c.APIStats = append(c.APIStats, APIStat{Name: name})
+			}
+			c.APIRaw[name] = text
+			src, dst := pt.stats[i], &c.APIStats[k]
+			if dst.Calls == 0 || src.MinNS < dst.MinNS {
+				dst.MinNS = src.MinNS
+			}
+			if dst.Calls == 0 || src.MaxNS > dst.MaxNS {
+				dst.MaxNS = src.MaxNS
+			}
+			dst.Calls += src.Calls
+			dst.TotalNS += src.TotalNS
+		}
+		c.APICalls = pt.calls
+		r.rtFirst, r.rtEnd = pt.first, pt.end
+		c.OneLaunchPerName = true
+	}
+	r.streamed, r.streamFirst, r.streamLast = p.next, p.first, p.last
+	known := map[int32]bool{}
+	for _, d := range t.Devices {
+		known[d.ID] = true
+	}
+	for d := range p.devs {
+		if !known[d] {
+			t.Devices = append(t.Devices, trace.Device{ID: d, Name: "GPU " + strconv.Itoa(int(d))})
+		}
+	}
+	slices.SortFunc(t.Devices, func(a, b trace.Device) int { return int(a.ID) - int(b.ID) })
+	if err := r.processes(); err != nil {
+		return err
+	}
+	if err := r.session(); err != nil {
+		return err
+	}
+	ops := p.next + int64(len(t.GPUOps))
+	if p.unmatched > 0 && c.APICalls > 0 {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("link: %d of %d GPU ops have no launch call with their correlation id (launch outside the profiled window?)", p.unmatched, ops))
+	}
+	t.Events = ops + int64(c.APICalls+c.NVTXEvents)
+	r.log.Debug("nsys: export streamed", "path", r.path, "kernels", p.next, "memops", len(t.GPUOps), "launches", len(t.Launches))
+	return nil
+}

@@ -1,0 +1,597 @@
+package nsys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sglprof/runner/nsys/nsysgen"
+	"github.com/sglprof/runner/reports/trace"
+)
+
+// streamCase describes a generated export for the streaming tests. Correlation ids are
+// numbered in call order, as CUPTI does.
+type streamCase struct {
+	version          string
+	n                int // launch iterations
+	devices, streams int
+	memops           bool // copies and memsets, some replayed by graphs
+	graphs           bool // every 40th launch a graph replaying three kernels
+	driver           bool // driver launches, and runtime calls followed by a driver call with their id
+	// shuffle reverses the kernel table in blocks of this many rows (0 keeps start order).
+	shuffle int
+	// lateCall moves the launch call of the kernel of iteration n/2 to the end of the runtime
+	// table.
+	lateCall bool
+	// behind gives the kernel of iteration 3n/4 the correlation id of iteration 0's launch.
+	behind bool
+	pids   int // processes (0 means 1); every pid after the first repeats the first one's ids
+}
+
+var streamKernelNames = []string{
+	"void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64>, false>(Flash_fwd_params)",
+	"ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
+	"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, at::native::FillFunctor<float>)",
+	"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+	"void rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, float, int)",
+}
+
+// writeStreamExport writes sc's export and returns its path.
+func writeStreamExport(t testing.TB, sc streamCase) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stream.sqlite")
+	w, err := nsysgen.Create(path, sc.version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices, streams, pids := max(sc.devices, 1), max(sc.streams, 1), max(sc.pids, 1)
+	for d := 0; d < devices; d++ {
+		if d != 1 { // device 1 has no TARGET_INFO_GPU row: its name comes from its ops
+			w.AddGPU(nsysgen.GPU{ID: int32(d), Name: fmt.Sprintf("NVIDIA H100 #%d", d)})
+		}
+	}
+	var kernels []nsysgen.Kernel
+	var calls []nsysgen.Runtime
+	var memops []nsysgen.Memop
+	for p := 0; p < pids; p++ {
+		pid := int32(4242 + p)
+		w.AddProcess(nsysgen.Process{PID: pid, Name: fmt.Sprintf("python3 rank %d", p)})
+		corr := int64(100)
+		next := func() int64 { corr++; return corr }
+		tm := int64(10_000_000) + int64(p)*3
+		// Two kernels launched before the capture started: ids below every call's.
+		for i := range 2 {
+			kernels = append(kernels, nsysgen.Kernel{Start: tm - 9_000 + int64(i)*1_000, End: tm - 8_500 + int64(i)*1_000, Stream: 7,
+				Correlation: int64(50 + i), Name: streamKernelNames[i], PID: pid, TID: pid})
+		}
+		var late *nsysgen.Runtime
+		firstLaunch := int64(0)
+		for i := 0; i < sc.n; i++ {
+			tid := pid
+			if i%5 == 4 {
+				tid = pid + 1
+			}
+			dev, stream := int32(i%devices), int32(7+(i/3)%streams)
+			name := streamKernelNames[(i*7)%len(streamKernelNames)]
+			dur := int64(1_000 + (i*7919)%20_000)
+			c := next()
+			if i == 0 {
+				firstLaunch = c
+			}
+			kstart := tm + 4_000 + int64(i%3)*500
+			switch {
+			case sc.graphs && i%40 == 0:
+				calls = append(calls, nsysgen.Runtime{Start: tm, End: tm + 3_000, PID: pid, TID: tid, Correlation: c, Name: "cudaGraphLaunch_v10000"})
+				for g := range 3 {
+					kernels = append(kernels, nsysgen.Kernel{Start: kstart + int64(g)*dur, End: kstart + int64(g+1)*dur, Device: dev, Stream: stream,
+						Correlation: c, Name: streamKernelNames[g], GridX: 64, BlockX: 128, PID: pid, TID: tid})
+				}
+				if sc.memops {
+					memops = append(memops, nsysgen.Memop{Start: kstart + 3*dur, End: kstart + 3*dur + 700, Device: dev, Stream: stream,
+						Correlation: c, Bytes: 4096, Memset: true, PID: pid})
+				}
+				tm += 3 * dur
+				continue
+			case sc.driver && i%13 == 0:
+				calls = append(calls, nsysgen.Runtime{Start: tm, End: tm + 2_000, PID: pid, TID: tid, Correlation: c, Name: "cuLaunchKernel", Driver: true})
+			default:
+				call := nsysgen.Runtime{Start: tm, End: tm + 3_000 + int64(i%4)*100, PID: pid, TID: tid, Correlation: c, Name: "cudaLaunchKernel_v7000"}
+				switch {
+				case sc.lateCall && i == sc.n/2:
+					late = &call
+				case i%50 == 25:
+					// The call is missing (a launch the profiler lost): the kernel has no launch.
+				default:
+					calls = append(calls, call)
+				}
+				if sc.driver && i%17 == 0 {
+					// The driver call the runtime call made, with the same id (ReadCapture
+					// links the first call).
+					calls = append(calls, nsysgen.Runtime{Start: tm + 100, End: tm + 2_900, PID: pid, TID: tid, Correlation: c, Name: "cuLaunchKernel", Driver: true})
+				}
+			}
+			k := nsysgen.Kernel{Start: kstart, End: kstart + dur, Device: dev, Stream: stream, Correlation: c,
+				Name: name, GridX: int32(1 + i%200), BlockX: 256, PID: pid, TID: tid}
+			if sc.behind && i == 3*sc.n/4 {
+				k.Correlation = firstLaunch
+			}
+			kernels = append(kernels, k)
+			if i%31 == 0 {
+				// A twin on another stream with the same start and end: seq breaks the tie.
+				k.Stream += int32(streams)
+				kernels = append(kernels, k)
+			}
+			calls = append(calls, nsysgen.Runtime{Start: tm + 3_500, End: tm + 3_800, PID: pid, TID: tid, Correlation: next(), Name: "cudaEventRecord_v3020"})
+			if sc.memops && i%7 == 0 {
+				mc := next()
+				calls = append(calls, nsysgen.Runtime{Start: tm + 3_900, End: tm + 4_200, PID: pid, TID: tid, Correlation: mc, Name: "cudaMemcpyAsync_v3020"})
+				m := nsysgen.Memop{Start: kstart + dur, End: kstart + dur + 2_000, Device: dev, Stream: stream, Correlation: mc,
+					Bytes: int64(i+1) << 12, CopyKind: nsysgen.CopyHtoD, PID: pid}
+				if i%14 == 0 {
+					m.CopyKind = nsysgen.CopyDtoH
+				}
+				if i%21 == 0 {
+					// Same start and end as the kernel before it: the kernel (lower seq) goes first.
+					m.Start, m.End = kstart, kstart+dur
+				}
+				memops = append(memops, m)
+				if sc.driver {
+					// The driver call the copy made, with the copy's id: the copy keeps the first.
+					calls = append(calls, nsysgen.Runtime{Start: tm + 3_950, End: tm + 4_150, PID: pid, TID: tid, Correlation: mc, Name: "cuMemcpyHtoDAsync_v2", Driver: true})
+				}
+			}
+			if sc.memops && i%11 == 5 {
+				mc := next()
+				calls = append(calls, nsysgen.Runtime{Start: tm + 4_300, End: tm + 4_400, PID: pid, TID: tid, Correlation: mc, Name: "cudaMemsetAsync_v3020"})
+				memops = append(memops, nsysgen.Memop{Start: kstart + dur + 2_500, End: kstart + dur + 2_600, Device: dev, Stream: stream,
+					Correlation: mc, Bytes: 512, Memset: true, PID: pid})
+			}
+			if i%16 == 0 {
+				calls = append(calls, nsysgen.Runtime{Start: tm + 4_500, End: tm + 9_000, PID: pid, TID: tid, Correlation: next(), Name: "cudaStreamSynchronize_v3020"})
+			}
+			tm += 5_000
+		}
+		if late != nil {
+			calls = append(calls, *late)
+		}
+	}
+	// The kernel table in start order, then disturbed as asked.
+	slices.SortStableFunc(kernels, func(a, b nsysgen.Kernel) int {
+		if a.Start != b.Start {
+			return int(a.Start - b.Start)
+		}
+		return int(a.End - b.End)
+	})
+	if d := sc.shuffle; d > 1 {
+		for i := 0; i < len(kernels); i += d {
+			slices.Reverse(kernels[i:min(i+d, len(kernels))])
+		}
+	}
+	for _, c := range calls {
+		w.AddRuntime(c)
+	}
+	for _, k := range kernels {
+		w.AddKernel(k)
+	}
+	for _, m := range memops {
+		w.AddMemop(m)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// streamedOp is a delivered op as the tests compare it: launches and names by their text.
+type streamedOp struct {
+	Seq    int64
+	Op     trace.GPUOp
+	Name   string
+	Launch string
+}
+
+func launchKey(t *trace.Trace, li int32) string {
+	if li == trace.NoID {
+		return ""
+	}
+	l := t.Launches[li]
+	return fmt.Sprintf("%s graph=%v", t.Name(l.Name), l.Graph)
+}
+
+func describeOp(t *trace.Trace, op trace.GPUOp, seq int64) streamedOp {
+	s := streamedOp{Seq: seq, Op: op, Name: t.Name(op.Name), Launch: launchKey(t, op.Launch)}
+	s.Op.Name, s.Op.Launch = 0, 0
+	return s
+}
+
+// streamAll opens path for streaming (with limits when not nil) and collects what Each
+// delivers.
+func streamAll(t *testing.T, path string, opts ReadOptions, limits *streamLimits) (*Capture, []streamedOp, error) {
+	t.Helper()
+	s, err := OpenStream(context.Background(), path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	if limits != nil {
+		s.limits = *limits
+	}
+	var ops []streamedOp
+	err = s.Each(context.Background(), func(op *trace.GPUOp, seq int64) {
+		ops = append(ops, describeOp(s.Capture.Trace, *op, seq))
+	})
+	return s.Capture, ops, err
+}
+
+var leanOptions = ReadOptions{SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true}
+
+// checkStreamMatchesRead is the equivalence oracle: the ops Each delivers, with their seq,
+// are ReadCapture's (lean options) sorted by (Start, End, index), launches compared by name
+// and graph flag, and the capture's tables equal ReadCapture's.
+func checkStreamMatchesRead(t *testing.T, path string, opts ReadOptions, limits *streamLimits) {
+	t.Helper()
+	ctx := context.Background()
+	held, err := ReadCapture(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, got, err := streamAll(t, path, opts, limits)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	ht := held.Trace
+	idx := make([]int, len(ht.GPUOps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		x, y := &ht.GPUOps[a], &ht.GPUOps[b]
+		if x.Start != y.Start {
+			return int(x.Start - y.Start)
+		}
+		return int(x.End - y.End)
+	})
+	want := make([]streamedOp, len(idx))
+	for k, i := range idx {
+		want[k] = describeOp(ht, ht.GPUOps[i], int64(i))
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("delivered ops (-ReadCapture sorted +stream):\n%s", d)
+	}
+	st := c.Trace
+	kN := len(ht.GPUOps) - len(held.Memops)
+	// The memory ops the capture holds: ReadCapture's, indexed from 0, launches included.
+	var wantMem, gotMem []streamedOp
+	for i, m := range held.Memops {
+		wantMem = append(wantMem, describeOp(ht, ht.GPUOps[m.Op], int64(i)))
+		m.Op -= int32(kN)
+		if m != c.Memops[i] {
+			t.Errorf("memop info %d: %+v, ReadCapture %+v", i, c.Memops[i], m)
+		}
+	}
+	for i, m := range c.Memops {
+		gotMem = append(gotMem, describeOp(st, st.GPUOps[m.Op], int64(i)))
+	}
+	if d := cmp.Diff(wantMem, gotMem); d != "" {
+		t.Errorf("capture memops (-ReadCapture +stream):\n%s", d)
+	}
+	type stat struct {
+		Name                  string
+		Calls                 int
+		TotalNS, MinNS, MaxNS int64
+	}
+	stats := func(c *Capture) []stat {
+		var out []stat
+		for _, s := range c.APIStats {
+			out = append(out, stat{c.Trace.Name(s.Name), s.Calls, s.TotalNS, s.MinNS, s.MaxNS})
+		}
+		return out
+	}
+	if d := cmp.Diff(stats(held), stats(c)); d != "" {
+		t.Errorf("API stats (-ReadCapture +stream):\n%s", d)
+	}
+	raw := func(c *Capture) map[string]string {
+		out := map[string]string{}
+		for k, v := range c.APIRaw {
+			out[c.Trace.Name(k)] = v
+		}
+		return out
+	}
+	if d := cmp.Diff(raw(held), raw(c)); d != "" {
+		t.Errorf("API raw names (-ReadCapture +stream):\n%s", d)
+	}
+	if d := cmp.Diff(Summaries(held, 0), Summaries(c, 0)); d != "" {
+		t.Errorf("tables (-ReadCapture +stream):\n%s", d)
+	}
+	for _, x := range []struct {
+		what      string
+		want, got any
+	}{
+		{"APICalls", held.APICalls, c.APICalls},
+		{"NVTXEvents", held.NVTXEvents, c.NVTXEvents},
+		{"Devices", ht.Devices, st.Devices},
+		{"Processes", ht.Processes, st.Processes},
+		{"Threads", held.Threads, c.Threads},
+		{"Warnings", ht.Warnings, st.Warnings},
+		{"Meta", ht.Meta, st.Meta},
+		{"Events", ht.Events, st.Events},
+		{"Window", [2]int64{held.WindowStart, held.WindowEnd}, [2]int64{c.WindowStart, c.WindowEnd}},
+		{"Session", held.SessionStartUnixNs, c.SessionStartUnixNs},
+		{"Schema", [2]string{held.SchemaText, held.ProductVersion}, [2]string{c.SchemaText, c.ProductVersion}},
+		{"Tables", held.Tables, c.Tables},
+	} {
+		if d := cmp.Diff(x.want, x.got); d != "" {
+			t.Errorf("%s (-ReadCapture +stream):\n%s", x.what, d)
+		}
+	}
+	// One launch per name, graph flag and driver flag; Driver parallel to Launches.
+	type key struct {
+		name          trace.NameID
+		graph, driver bool
+	}
+	seen := map[key]bool{}
+	if len(c.Driver) != len(st.Launches) {
+		t.Errorf("%d driver flags for %d launches", len(c.Driver), len(st.Launches))
+	}
+	for i, l := range st.Launches {
+		k := key{l.Name, l.Graph, i < len(c.Driver) && c.Driver[i]}
+		if seen[k] {
+			t.Errorf("two launches of %q graph=%v", st.Name(l.Name), l.Graph)
+		}
+		seen[k] = true
+	}
+	if len(st.GPUOps) != len(held.Memops) || len(c.Kernels) != 0 || len(st.Annotations) != 0 {
+		t.Errorf("the capture holds %d ops (want the %d memory ops), %d kernel infos, %d ranges", len(st.GPUOps), len(held.Memops), len(c.Kernels), len(st.Annotations))
+	}
+}
+
+// TestStreamMatchesRead: for generated exports of every schema, with and without memory ops,
+// graphs, driver calls, several devices and streams, kernels slightly out of start order, and
+// each kernel name style, the stream delivers ReadCapture's ops in time order.
+func TestStreamMatchesRead(t *testing.T) {
+	cases := map[string]streamCase{
+		"plain-3.28":        {version: "3.28.1", n: 300},
+		"all-3.28":          {version: "3.28.1", n: 600, devices: 3, streams: 3, memops: true, graphs: true, driver: true},
+		"all-3.13":          {version: "3.13.2", n: 400, devices: 2, streams: 2, memops: true, graphs: true, driver: true},
+		"all-2.9":           {version: "2.9.1", n: 400, devices: 2, streams: 4, memops: true, graphs: true, driver: true},
+		"shuffled":          {version: "3.28.1", n: 500, devices: 2, streams: 3, memops: true, graphs: true, driver: true, shuffle: 7},
+		"graphs-no-memops":  {version: "3.28.1", n: 500, streams: 2, graphs: true},
+		"memops-no-graphs":  {version: "3.28.1", n: 500, streams: 2, memops: true},
+		"one-stream-driver": {version: "3.28.1", n: 300, driver: true},
+	}
+	for name, sc := range cases {
+		path := writeStreamExport(t, sc)
+		for _, style := range []NameStyle{Demangled, Short, Mangled} {
+			t.Run(fmt.Sprint(name, "/", style), func(t *testing.T) {
+				o := leanOptions
+				o.KernelNames = style
+				checkStreamMatchesRead(t, path, o, nil)
+			})
+		}
+	}
+}
+
+// TestStreamSmallWindows runs the equivalence with windows far smaller than the exports, so
+// that every ring slot is reused, the reorder window delivers while the scan goes on, and the
+// join pulls many batches.
+func TestStreamSmallWindows(t *testing.T) {
+	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4}
+	for name, sc := range map[string]streamCase{
+		"all":      {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true},
+		"shuffled": {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true, shuffle: 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			checkStreamMatchesRead(t, writeStreamExport(t, sc), leanOptions, &lim)
+		})
+	}
+}
+
+// TestStreamSecondIDSequence: the exports of the other tests give copies ids after every
+// kernel's (a second id sequence in the runtime table); those calls are held as outliers and
+// the stream still matches.
+func TestStreamSecondIDSequence(t *testing.T) {
+	path := largeExportNVTX(t, 3000, 1, false)
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+	// A ring smaller than the gap between the sequences: the copies' calls are outliers.
+	lim := defaultLimits()
+	lim.ring, lim.back = 1024, 512
+	checkStreamMatchesRead(t, path, leanOptions, &lim)
+	// With room for fewer outliers than there are such calls, the pass gives up.
+	lim.outliers = 100
+	_, _, err := streamAll(t, path, leanOptions, &lim)
+	if !errors.Is(err, ErrNotStreamable) || !strings.Contains(err.Error(), "above the kernels'") {
+		t.Errorf("err = %v, want ErrNotStreamable about ids above the kernels'", err)
+	}
+}
+
+// wantNotStreamable checks err is ErrNotStreamable with a reason containing why.
+func wantNotStreamable(t *testing.T, err error, why string) {
+	t.Helper()
+	if !errors.Is(err, ErrNotStreamable) {
+		t.Fatalf("err = %v, want ErrNotStreamable", err)
+	}
+	if !strings.Contains(err.Error(), why) {
+		t.Errorf("err = %v, want the reason to mention %q", err, why)
+	}
+}
+
+// TestStreamNotStreamable: each way an export can break the stream's contract is reported as
+// ErrNotStreamable, up front where it can be known, else from Each; ReadCapture still reads
+// every one of these exports.
+func TestStreamNotStreamable(t *testing.T) {
+	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64}
+	rowGap := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
+	mutate(t, rowGap, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 17")
+	realStart := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
+	mutate(t, realStart, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 0.5 WHERE rowid = 150")
+	realName := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
+	mutate(t, realName, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 1.5 WHERE rowid = 400")
+	for _, tc := range []struct {
+		name   string
+		path   string
+		limits *streamLimits
+		open   bool // refused by OpenStream (else by Each)
+		why    string
+		// unreadable: a value SQLite's conversion to an integer refuses too, so ReadCapture
+		// fails on this export as well.
+		unreadable bool
+	}{
+		{"nvtx", largeExport(t, 500, 1), nil, true, "NVTX ranges", false},
+		{"two-processes", writeStreamExport(t, streamCase{version: "3.28.1", n: 200, pids: 2}), nil, false, "two processes", false},
+		{"two-processes-large", largeExportNVTX(t, 2000, 2, false), nil, false, "two processes", false},
+		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &small, false, "reorder window", false},
+		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
+		{"call-after-its-kernel", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, lateCall: true}), &small, false, "delivered without a launch", false},
+		{"rowid-gap", rowGap, nil, false, "rowid", false},
+		{"real-in-kernel-table", realStart, nil, false, "not an integer", true},
+		{"real-in-runtime-table", realName, nil, false, "not an integer", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := OpenStream(context.Background(), tc.path, leanOptions)
+			if tc.open {
+				wantNotStreamable(t, err, tc.why)
+			} else {
+				if err != nil {
+					t.Fatalf("OpenStream: %v", err)
+				}
+				if tc.limits != nil {
+					s.limits = *tc.limits
+				}
+				err = s.Each(context.Background(), func(*trace.GPUOp, int64) {})
+				wantNotStreamable(t, err, tc.why)
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}
+			if _, err := ReadCapture(context.Background(), tc.path, leanOptions); (err != nil) != tc.unreadable {
+				t.Errorf("ReadCapture of the same export: %v", err)
+			}
+		})
+	}
+	// The same out-of-order and late-call exports stream with the default windows.
+	for _, sc := range []streamCase{{version: "3.28.1", n: 300, shuffle: 40}, {version: "3.28.1", n: 300, lateCall: true}} {
+		checkStreamMatchesRead(t, writeStreamExport(t, sc), leanOptions, nil)
+	}
+}
+
+// TestStreamDirectReaderDeclines: a journal beside the export (a writer was active) means only
+// SQLite may read it, and the stream is refused up front.
+func TestStreamDirectReaderDeclines(t *testing.T) {
+	path := writeStreamExport(t, streamCase{version: "3.28.1", n: 50})
+	if err := os.WriteFile(path+"-journal", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenStream(context.Background(), path, leanOptions)
+	wantNotStreamable(t, err, "direct file reader")
+}
+
+// TestStreamPipitFixture: the real export has NVTX ranges, so it is refused with that reason.
+func TestStreamPipitFixture(t *testing.T) {
+	_, err := OpenStream(context.Background(), fixture(t, pipit), leanOptions)
+	wantNotStreamable(t, err, "22 NVTX ranges")
+}
+
+// TestStreamPipitWithoutNVTX: the real export with its NVTX table dropped streams as
+// ReadCapture reads it (runtime calls that repeat their correlation id under a second name,
+// copies, a schema 2.9.1 layout).
+func TestStreamPipitWithoutNVTX(t *testing.T) {
+	src := fixture(t, pipit)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pipit.sqlite")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mutate(t, path, "DROP TABLE NVTX_EVENTS")
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+}
+
+// TestStreamReadErrors: inputs ReadCapture refuses are refused by OpenStream with the same
+// error.
+func TestStreamReadErrors(t *testing.T) {
+	dir := t.TempDir()
+	notDB := filepath.Join(dir, "report.nsys-rep")
+	if err := os.WriteFile(notDB, []byte("not a database at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noKernels := filepath.Join(dir, "nokernels.sqlite")
+	if err := nsysgen.Write(noKernels, nsysgen.Export{Runtime: []nsysgen.Runtime{{Start: 1, End: 2, PID: 1, TID: 1, Correlation: 1, Name: "cudaMalloc_v3020"}}}); err != nil {
+		t.Fatal(err)
+	}
+	empty := writeStreamExport(t, streamCase{version: "3.28.1", n: 10})
+	mutate(t, empty, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+	for _, path := range []string{notDB, noKernels, empty, filepath.Join(dir, "missing.sqlite")} {
+		_, want := ReadCapture(context.Background(), path, leanOptions)
+		_, got := OpenStream(context.Background(), path, leanOptions)
+		if want == nil || got == nil || want.Error() != got.Error() {
+			t.Errorf("%s: OpenStream error %v, ReadCapture's %v", filepath.Base(path), got, want)
+		}
+		if errors.Is(got, ErrNotStreamable) {
+			t.Errorf("%s: %v is not a reason to read the export again", filepath.Base(path), got)
+		}
+	}
+	// With AllowNoKernels ReadCapture reads such an export, so the stream hands it over.
+	o := leanOptions
+	o.AllowNoKernels = true
+	_, err := OpenStream(context.Background(), noKernels, o)
+	if !errors.Is(err, ErrNotStreamable) || !errors.Is(err, ErrNoKernels) {
+		t.Errorf("AllowNoKernels: err = %v, want ErrNotStreamable and ErrNoKernels", err)
+	}
+}
+
+// TestStreamNoRuntimeTable: without a runtime table every op has no launch, as in ReadCapture.
+func TestStreamNoRuntimeTable(t *testing.T) {
+	path := writeStreamExport(t, streamCase{version: "3.28.1", n: 100, memops: true})
+	mutate(t, path, "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+}
+
+// TestStreamWindowFromEvents: without ANALYSIS_DETAILS the window spans the events, the
+// streamed kernels included (and no launch kept once per name counts as a call at time 0).
+func TestStreamWindowFromEvents(t *testing.T) {
+	path := writeStreamExport(t, streamCase{version: "3.28.1", n: 200, memops: true, driver: true})
+	mutate(t, path, "DROP TABLE ANALYSIS_DETAILS")
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+	c, err := ReadCapture(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first event is a kernel launched before the capture (10 ms - 9 µs).
+	if c.WindowStart != 9_991_000 || c.WindowEnd <= c.WindowStart {
+		t.Errorf("window %d..%d", c.WindowStart, c.WindowEnd)
+	}
+}
+
+// TestStreamEachOnceAndCanceled: a second Each is refused; a cancelled context ends the pass
+// with the context's error, the runtime scan stopped.
+func TestStreamEachOnceAndCanceled(t *testing.T) {
+	path := writeStreamExport(t, streamCase{version: "3.28.1", n: 3000, memops: true})
+	s, err := OpenStream(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	err = s.Each(ctx, func(*trace.GPUOp, int64) {
+		if n++; n == 10 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled pass: err = %v", err)
+	}
+	if err := s.Each(context.Background(), func(*trace.GPUOp, int64) {}); err == nil || errors.Is(err, ErrNotStreamable) {
+		t.Errorf("second Each: err = %v, want a plain error", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
