@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"testing"
 
 	"github.com/sglprof/runner/nsys/nsysgen"
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // The README figure uses -nsys.kernels=1000000 (scripts/bench_nsys.sh); the default keeps a
@@ -162,4 +165,84 @@ func BenchmarkSQLiteCLI(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(*benchKernels), "kernels")
+}
+
+// BenchmarkStream is the producer side of the streamed triage: OpenStream and one Each over
+// the benchmark export, with a no-op fn ("noop") and with a fn of about 100 ns a call
+// ("work"), about what the triage's per-op analysis costs. It reports the peak live heap
+// during the pass (sampled every 16384 ops after a GC at the start, so it includes the
+// names, the windows and the memory ops) and that peak per kernel: run it at
+// -nsys.kernels=100000 and 1000000 to see it flat.
+func BenchmarkStream(b *testing.B) {
+	path := benchExport(b, *benchKernels)
+	for _, fn := range []struct {
+		name string
+		work bool
+	}{{"noop", false}, {"work", true}} {
+		b.Run(fn.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var peak uint64
+			sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+			heap := func() uint64 {
+				metrics.Read(sample)
+				return sample[0].Value.Uint64()
+			}
+			var sink uint64
+			for b.Loop() {
+				b.StopTimer()
+				runtime.GC()
+				base := heap()
+				b.StartTimer()
+				s, err := OpenStream(context.Background(), path, ReadOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				err = s.Each(context.Background(), func(op *trace.GPUOp, seq int64) {
+					if fn.work {
+						sink += streamWork(op)
+					}
+					if n++; n&16383 == 0 {
+						peak = max(peak, heap()-min(base, heap()))
+					}
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n != *benchKernels+len(s.Capture.Memops) || len(s.Capture.APIStats) != 4 {
+					b.Fatalf("%d ops, %d API names", n, len(s.Capture.APIStats))
+				}
+				s.Close()
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(float64(peak)/float64(*benchKernels), "peak-heap-B/kernel")
+			b.ReportMetric(float64(*benchKernels), "kernels")
+			streamSink = sink
+		})
+	}
+}
+
+var streamSink uint64
+
+// streamWork stands in for the triage's per-op analysis: about 100 ns of dependent integer
+// work on the op's fields (BenchmarkStreamWork measures it alone).
+func streamWork(op *trace.GPUOp) uint64 {
+	x := uint64(op.Start) ^ uint64(op.End)<<7 ^ uint64(op.Name)
+	for range 60 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
+// BenchmarkStreamWork is the cost of streamWork alone, to subtract from BenchmarkStream/work.
+func BenchmarkStreamWork(b *testing.B) {
+	op := trace.GPUOp{Start: 1, End: 2}
+	var sink uint64
+	for b.Loop() {
+		op.Start++
+		sink += streamWork(&op)
+	}
+	streamSink = sink
 }

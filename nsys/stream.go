@@ -562,6 +562,7 @@ type join struct {
 	mLow         int64 // largest id the scan handed over that was in the ring's range
 	haveM        bool
 	outliers     map[int64]int32
+	outHeap      []int64 // the outliers' ids, a min-heap: they move to the ring as kmax nears
 	outLimit     int
 	judged       map[int64]bool // ids declared without a call
 	judgedLimit  int
@@ -701,37 +702,91 @@ func (j *join) ingest(c rtCall) error {
 			return nil
 		}
 		if len(j.outliers) >= j.outLimit {
-			for o := range j.outliers {
-				if o < j.kmax-j.back {
-					delete(j.outliers, o)
-				}
-			}
-			if len(j.outliers) >= j.outLimit {
-				return notStreamable("more than %d runtime calls have correlation ids over %d above the kernels' (%d)", j.outLimit, j.ahead, j.kmax)
-			}
+			return notStreamable("more than %d runtime calls have correlation ids over %d above the kernels' (%d)", j.outLimit, j.ahead, j.kmax)
 		}
 		j.outliers[id] = c.raw
+		heapPush(&j.outHeap, id)
 	case inRange:
 		if len(j.outliers) > 0 {
 			if _, ok := j.outliers[id]; ok {
 				return nil // an earlier call with this id
 			}
 		}
-		sl := &j.ring[id&j.mask]
-		if sl.set && sl.id == id {
-			return nil // an earlier call with this id
-		}
-		*sl = joinSlot{id: id, raw: c.raw, set: true}
+		j.put(id, c.raw)
 	}
 	// Below the range: no kernel may ask for it any more (only the judged check matters).
 	return nil
+}
+
+// put records the call of id c (in the ring's range) unless an earlier call had that id.
+func (j *join) put(c int64, raw int32) {
+	sl := &j.ring[c&j.mask]
+	if sl.set && sl.id == c {
+		return
+	}
+	*sl = joinSlot{id: c, raw: raw, set: true}
+}
+
+// raise makes k the largest kernel id and moves the outliers its range now covers to the
+// ring, where they count as handed over in sequence.
+func (j *join) raise(k int64) {
+	j.kmax, j.haveK = k, true
+	for len(j.outHeap) > 0 && j.outHeap[0] <= k+j.ahead {
+		id := heapPop(&j.outHeap)
+		raw := j.outliers[id]
+		delete(j.outliers, id)
+		if id >= k-j.back {
+			j.put(id, raw)
+			if !j.haveM || id > j.mLow {
+				j.mLow, j.haveM = id, true
+			}
+		}
+	}
+}
+
+// heapPush and heapPop keep a min-heap of ids.
+func heapPush(h *[]int64, x int64) {
+	a := append(*h, x)
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p] <= a[i] {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+	*h = a
+}
+
+func heapPop(h *[]int64) int64 {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a = a[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && a[l] < a[m] {
+			m = l
+		}
+		if l+1 < n && a[l+1] < a[m] {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
 }
 
 // kernelLaunch is the launch of a kernel with correlation id k.
 func (p *pass) kernelLaunch(k int64) (int32, error) {
 	j := &p.j
 	if !j.haveK || k > j.kmax {
-		j.kmax, j.haveK = k, true
+		j.raise(k)
 	}
 	for {
 		if raw, ok := j.find(k); ok {
@@ -743,7 +798,10 @@ func (p *pass) kernelLaunch(k int64) (int32, error) {
 		if k < j.kmax-j.back {
 			return trace.NoID, notStreamable("%s: a kernel's correlation id %d is more than %d below another kernel's (%d), out of the join window", p.r.path, k, j.back, j.kmax)
 		}
-		if p.done || (j.haveM && j.mLow >= k+j.slack) {
+		// The scan is past k once it handed over an id slack above it, or as many calls far
+		// above the kernels' ids as half the outlier map holds (runtime ids that jump further
+		// than the ring reaches). Should a call with id k still come, ingest says so.
+		if p.done || (j.haveM && j.mLow >= k+j.slack) || len(j.outliers) >= j.outLimit/2 {
 			break
 		}
 		if err := p.pull(); err != nil {

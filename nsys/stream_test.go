@@ -595,3 +595,30 @@ func TestStreamEachOnceAndCanceled(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// TestStreamIDGap: a kernel without a launch call right before the runtime ids jump further
+// than the join ring reaches (calls far ahead of the kernels) is judged once enough of those
+// calls have come, instead of holding them all.
+func TestStreamIDGap(t *testing.T) {
+	var e nsysgen.Export
+	tm := int64(1_000_000)
+	add := func(id int64, withCall bool) {
+		if withCall {
+			e.Runtime = append(e.Runtime, nsysgen.Runtime{Start: tm, End: tm + 500, PID: 7, TID: 7, Correlation: id, Name: "cudaLaunchKernel_v7000"})
+		}
+		e.Kernels = append(e.Kernels, nsysgen.Kernel{Start: tm + 1_000, End: tm + 2_000, Stream: 7, Correlation: id, Name: "k", PID: 7})
+		tm += 3_000
+	}
+	for id := int64(101); id <= 200; id++ {
+		add(id, id != 200)
+	}
+	for id := int64(10_000); id < 10_300; id++ {
+		add(id, true)
+	}
+	path := filepath.Join(t.TempDir(), "gap.sqlite")
+	if err := nsysgen.Write(path, e); err != nil {
+		t.Fatal(err)
+	}
+	lim := streamLimits{reorder: 4, ring: 256, back: 100, slack: 8, batch: 3, outliers: 16, judged: 4}
+	checkStreamMatchesRead(t, path, leanOptions, &lim)
+}
