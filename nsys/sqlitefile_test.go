@@ -662,6 +662,9 @@ func FuzzSQLFileScan(f *testing.F) {
 			}
 			return
 		}
+		if flip%2 == 1 {
+			s.mapped = data // pages used in place, as from a mapped file
+		}
 		rows := 0
 		limit := int(s.pages) * s.pageSize // a row takes at least a byte of a page
 		err = s.scan(context.Background(), uint32(root), []int{0, 1, 2, 3, 4}, -1, func(_ int64, v []sqlValue) error {
@@ -822,4 +825,81 @@ func TestOneLaunchPerName(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestReadAtMatchesMapped: the scans read the same from a mapped file as with ReadAt, for the
+// full, the lean and the streamed read.
+func TestReadAtMatchesMapped(t *testing.T) {
+	paths := exportsUnderTest(t)
+	paths["no-nvtx"] = largeExportNVTX(t, 3000, 1, false)
+	read := func(path string, o ReadOptions, mmap bool) *Capture {
+		t.Helper()
+		defer func(old bool) { noMmap = old }(noMmap)
+		noMmap = !mmap
+		c, err := ReadCapture(context.Background(), path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for name, path := range paths {
+		for _, o := range []ReadOptions{{}, {SummariseAPI: true, SkipKernelInfo: true}} {
+			if d := captureDiff(read(path, o, false), read(path, o, true)); d != "" {
+				t.Errorf("%s %+v (-ReadAt +mapped):\n%s", name, o, d)
+			}
+		}
+	}
+	defer func(old bool) { noMmap = old }(noMmap)
+	noMmap = true
+	checkStreamMatchesRead(t, paths["no-nvtx"], leanOptions, nil)
+}
+
+// TestMappedFileTruncated: a file that shrinks under its mapping fails the scan with an error
+// instead of crashing the program (SIGBUS).
+func TestMappedFileTruncated(t *testing.T) {
+	src := largeExportNVTX(t, 3000, 1, false)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "shrinking.sqlite")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openSQLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.mapped == nil {
+		t.Skip("no mmap on this platform")
+	}
+	root, cols := kernelRootAndCols(t, path)
+	if err := os.Truncate(path, int64(len(data)/4)); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	err = s.scanInts(context.Background(), root, cols, func([]sql.NullInt64) error { rows++; return nil })
+	if err == nil || !strings.Contains(err.Error(), "changed while it was read") {
+		t.Errorf("scan of a truncated mapped file: %d rows, err = %v", rows, err)
+	}
+	_, err = s.leafPages(root)
+	t.Logf("leafPages after truncation: %v", err)
+}
+
+// kernelRootAndCols returns the kernel table's root page and the record positions of its
+// start and end columns.
+func kernelRootAndCols(t *testing.T, path string) (uint32, []int) {
+	t.Helper()
+	db, _, err := openExport(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := &reader{ctx: context.Background(), db: db, path: path}
+	p, err := r.planDirect("CUPTI_ACTIVITY_KIND_KERNEL", []string{"start", "end"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.root, p.cols
 }

@@ -1,0 +1,10 @@
+//go:build !unix
+
+package nsys
+
+import "os"
+
+// mapFile maps nothing where there is no mmap: the scans read with ReadAt.
+func mapFile(*os.File, int64) []byte { return nil }
+
+func unmapFile([]byte) error { return nil }

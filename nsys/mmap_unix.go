@@ -1,0 +1,23 @@
+//go:build unix
+
+package nsys
+
+import (
+	"os"
+	"syscall"
+)
+
+// mapFile maps size bytes of f read-only, or returns nil when it cannot (the scans then read
+// with ReadAt).
+func mapFile(f *os.File, size int64) []byte {
+	if size <= 0 || int64(int(size)) != size {
+		return nil
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func unmapFile(b []byte) error { return syscall.Munmap(b) }
