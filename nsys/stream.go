@@ -46,7 +46,7 @@ type streamLimits struct {
 	reorder  int   // kernels held back to put the table in start order
 	ring     int   // correlation ids the join ring covers (a power of two)
 	back     int64 // how far below the largest kernel id a kernel's id may be
-	slack    int64 // how far past an id the runtime scan must be before "no call has it"
+	slack    int64 // calls the runtime scan must be past a missing id's place before "no call has it"
 	batch    int   // runtime calls per hand-over
 	outliers int   // calls kept whose ids are far above the kernels' (a second id sequence)
 	judged   int   // ids remembered as having no call, before they are kept as a range
@@ -549,9 +549,13 @@ func (p *pass) deliverMemops(x *seqOp) error {
 // past it, after which a kernel asking for it ends the pass. Calls above the range (a second
 // id sequence, as generated exports may have) are kept in a capped map; calls whose id a
 // memory op has go to that op's entry. A kernel whose id is not found is declared without a
-// launch only once the runtime scan is slack ids past it (or finished); that id is remembered,
-// and a call with it arriving later ends the pass, so a wrong NoID is never kept. Repeated
-// ids (a runtime call and the driver call it makes) keep the first call, as ReadCapture does.
+// launch only once the runtime scan has handed over slack calls after the call of the nearest
+// lower id that has one (or after the miss, or the scan finished): that is where its call
+// would be. The id is remembered, and a call with it arriving later ends the pass, so a wrong
+// NoID is never kept. The place is counted in calls, not ids, because an export may
+// interleave a second id sequence (generated ones give copies ids after every kernel's), and
+// such ids prove nothing about the first. Repeated ids (a runtime call and the driver call it
+// makes) keep the first call, as ReadCapture does.
 type join struct {
 	ring         []joinSlot
 	mask         int64
@@ -559,9 +563,8 @@ type join struct {
 	slack        int64
 	kmax         int64
 	haveK        bool
-	mLow         int64 // largest id the scan handed over that was in the ring's range
-	haveM        bool
-	outliers     map[int64]int32
+	pos          int64 // calls the scan handed over
+	outliers     map[int64]outlier
 	outHeap      []int64 // the outliers' ids, a min-heap: they move to the ring as kmax nears
 	outLimit     int
 	judged       map[int64]bool // ids declared without a call
@@ -578,11 +581,13 @@ type join struct {
 
 type joinSlot struct {
 	id  int64
+	pos int64 // the call's place in the hand-over
 	raw int32
 	set bool
 }
 
 type memJoin struct {
+	pos          int64
 	raw          int32
 	seen, judged bool
 }
@@ -591,7 +596,7 @@ func (j *join) init(lim streamLimits, memops []trace.GPUOp) {
 	j.ring = make([]joinSlot, lim.ring)
 	j.mask = int64(lim.ring - 1)
 	j.back, j.ahead, j.slack = lim.back, lim.ahead(), lim.slack
-	j.outliers = map[int64]int32{}
+	j.outliers = map[int64]outlier{}
 	j.outLimit = lim.outliers
 	j.judged = map[int64]bool{}
 	j.judgedLimit = lim.judged
@@ -631,8 +636,8 @@ func (j *join) find(c int64) (int32, bool) {
 		}
 	}
 	if len(j.outliers) > 0 {
-		if raw, ok := j.outliers[c]; ok {
-			return raw, true
+		if o, ok := j.outliers[c]; ok {
+			return o.raw, true
 		}
 	}
 	if m := j.memOf(c); m != nil && m.seen {
@@ -678,18 +683,17 @@ func (j *join) judge(c int64) {
 func (j *join) ingest(c rtCall) error {
 	id := c.id
 	if j.nJudged > 0 && id >= j.jLo && id <= j.jHi && (j.judged[id] || (j.forgot && id >= j.fLo && id <= j.fHi)) {
-		return notStreamable("the runtime call with correlation id %d comes after a GPU op with that id was delivered without a launch (the runtime table is further out of id order than %d ids)", id, j.slack)
+		return notStreamable("the runtime call with correlation id %d comes after a GPU op with that id was delivered without a launch (the runtime table is out of call order by more than %d calls)", id, j.slack)
 	}
+	pos := j.pos
+	j.pos++
 	inRange := id >= j.kmax-j.back && id <= j.kmax+j.ahead
-	if inRange && (!j.haveM || id > j.mLow) {
-		j.mLow, j.haveM = id, true
-	}
 	if m := j.memOf(id); m != nil {
 		if m.judged && !m.seen {
 			return notStreamable("the runtime call with correlation id %d comes after the memory op with that id was delivered without a launch", id)
 		}
 		if !m.seen {
-			m.raw, m.seen = c.raw, true
+			m.raw, m.pos, m.seen = c.raw, pos, true
 		}
 		return nil
 	}
@@ -704,7 +708,7 @@ func (j *join) ingest(c rtCall) error {
 		if len(j.outliers) >= j.outLimit {
 			return notStreamable("more than %d runtime calls have correlation ids over %d above the kernels' (%d)", j.outLimit, j.ahead, j.kmax)
 		}
-		j.outliers[id] = c.raw
+		j.outliers[id] = outlier{raw: c.raw, pos: pos}
 		heapPush(&j.outHeap, id)
 	case inRange:
 		if len(j.outliers) > 0 {
@@ -712,19 +716,62 @@ func (j *join) ingest(c rtCall) error {
 				return nil // an earlier call with this id
 			}
 		}
-		j.put(id, c.raw)
+		j.put(id, c.raw, pos)
 	}
 	// Below the range: no kernel may ask for it any more (only the judged check matters).
 	return nil
 }
 
 // put records the call of id c (in the ring's range) unless an earlier call had that id.
-func (j *join) put(c int64, raw int32) {
+func (j *join) put(c int64, raw int32, pos int64) {
 	sl := &j.ring[c&j.mask]
 	if sl.set && sl.id == c {
 		return
 	}
-	*sl = joinSlot{id: c, raw: raw, set: true}
+	*sl = joinSlot{id: c, pos: pos, raw: raw, set: true}
+}
+
+// outlier is a call whose id was above the ring's range when it came.
+type outlier struct {
+	raw int32
+	pos int64
+}
+
+// nearIDs is how far around a missing id passed looks for its neighbours' calls.
+const nearIDs = 64
+
+// posOf is the place of the first call with id c the scan handed over.
+func (j *join) posOf(c int64) (int64, bool) {
+	if sl := &j.ring[c&j.mask]; sl.set && sl.id == c {
+		return sl.pos, true
+	}
+	if m := j.memOf(c); m != nil && m.seen {
+		return m.pos, true
+	}
+	return 0, false
+}
+
+// passed says the scan is far enough past where a call with id k would be (the id was
+// missed when the scan had handed over missPos calls). Ids follow call order, so k's call
+// comes near those of its neighbours: once the call of a near higher id came, and slack calls
+// more, k has none. A higher id whose call came before the nearest lower id's belongs to
+// another id sequence and proves nothing. Without a near higher id (ids that jump), 4*slack
+// calls past the miss do.
+func (j *join) passed(k, missPos int64) bool {
+	lo, hi := max(k-nearIDs, j.kmax-j.back), min(k+nearIDs, j.kmax+j.ahead)
+	pred := int64(-1)
+	for id := k - 1; id >= lo; id-- {
+		if pos, ok := j.posOf(id); ok {
+			pred = pos
+			break
+		}
+	}
+	for id := k + 1; id <= hi; id++ {
+		if pos, ok := j.posOf(id); ok && pos > pred {
+			return j.pos >= pos+j.slack
+		}
+	}
+	return j.pos >= missPos+4*j.slack
 }
 
 // raise makes k the largest kernel id and moves the outliers its range now covers to the
@@ -733,13 +780,10 @@ func (j *join) raise(k int64) {
 	j.kmax, j.haveK = k, true
 	for len(j.outHeap) > 0 && j.outHeap[0] <= k+j.ahead {
 		id := heapPop(&j.outHeap)
-		raw := j.outliers[id]
+		o := j.outliers[id]
 		delete(j.outliers, id)
 		if id >= k-j.back {
-			j.put(id, raw)
-			if !j.haveM || id > j.mLow {
-				j.mLow, j.haveM = id, true
-			}
+			j.put(id, o.raw, o.pos)
 		}
 	}
 }
@@ -788,6 +832,7 @@ func (p *pass) kernelLaunch(k int64) (int32, error) {
 	if !j.haveK || k > j.kmax {
 		j.raise(k)
 	}
+	missPos := j.pos
 	for {
 		if raw, ok := j.find(k); ok {
 			return p.launch(raw)
@@ -798,10 +843,8 @@ func (p *pass) kernelLaunch(k int64) (int32, error) {
 		if k < j.kmax-j.back {
 			return trace.NoID, notStreamable("%s: a kernel's correlation id %d is more than %d below another kernel's (%d), out of the join window", p.r.path, k, j.back, j.kmax)
 		}
-		// The scan is past k once it handed over an id slack above it, or as many calls far
-		// above the kernels' ids as half the outlier map holds (runtime ids that jump further
-		// than the ring reaches). Should a call with id k still come, ingest says so.
-		if p.done || (j.haveM && j.mLow >= k+j.slack) || len(j.outliers) >= j.outLimit/2 {
+		// Should a call with id k still come after this, ingest says so.
+		if p.done || j.passed(k, missPos) {
 			break
 		}
 		if err := p.pull(); err != nil {
@@ -816,10 +859,11 @@ func (p *pass) kernelLaunch(k int64) (int32, error) {
 func (p *pass) memopLaunch(c int64) (int32, error) {
 	j := &p.j
 	m := j.memOf(c)
+	missPos := j.pos
 	for !m.seen && !m.judged {
 		// An id far above the kernels' is not waited for: the scan would have to hold
 		// everything up to it. Its call normally came with the kernels of its time.
-		if p.done || !j.haveK || c > j.kmax+j.ahead || (j.haveM && j.mLow >= c+j.slack) {
+		if p.done || !j.haveK || c > j.kmax+j.ahead || j.passed(c, missPos) {
 			break
 		}
 		if err := p.pull(); err != nil {

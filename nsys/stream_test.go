@@ -411,6 +411,12 @@ func TestStreamSecondIDSequence(t *testing.T) {
 	lim := defaultLimits()
 	lim.ring, lim.back = 1024, 512
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
+	// One call per hand-over: every kernel misses before its call comes, also those whose
+	// near higher ids are the copies' (handed over long before).
+	lim = defaultLimits()
+	lim.batch = 1
+	checkStreamMatchesRead(t, path, leanOptions, &lim)
+	lim.ring, lim.back = 1024, 512
 	// With room for fewer outliers than there are such calls, the pass gives up.
 	lim.outliers = 100
 	_, _, err := streamAll(t, path, leanOptions, &lim)
@@ -435,6 +441,8 @@ func wantNotStreamable(t *testing.T, err error, why string) {
 // every one of these exports.
 func TestStreamNotStreamable(t *testing.T) {
 	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64}
+	// A join that tolerates the disorder, so that the reorder window is what gives up.
+	smallReorder := streamLimits{reorder: 8, ring: 4096, back: 2000, slack: 1024, batch: 16, outliers: 64, judged: 64}
 	rowGap := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, rowGap, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 17")
 	realStart := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
@@ -454,7 +462,7 @@ func TestStreamNotStreamable(t *testing.T) {
 		{"nvtx", largeExport(t, 500, 1), nil, true, "NVTX ranges", false},
 		{"two-processes", writeStreamExport(t, streamCase{version: "3.28.1", n: 200, pids: 2}), nil, false, "two processes", false},
 		{"two-processes-large", largeExportNVTX(t, 2000, 2, false), nil, false, "two processes", false},
-		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &small, false, "reorder window", false},
+		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &smallReorder, false, "reorder window", false},
 		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
 		{"call-after-its-kernel", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, lateCall: true}), &small, false, "delivered without a launch", false},
 		{"rowid-gap", rowGap, nil, false, "rowid", false},
@@ -628,7 +636,7 @@ func TestStreamIDGap(t *testing.T) {
 	if err := nsysgen.Write(path, e); err != nil {
 		t.Fatal(err)
 	}
-	lim := streamLimits{reorder: 4, ring: 256, back: 100, slack: 8, batch: 3, outliers: 16, judged: 4}
+	lim := streamLimits{reorder: 4, ring: 256, back: 100, slack: 8, batch: 3, outliers: 64, judged: 4}
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
 }
 
