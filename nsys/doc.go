@@ -6,9 +6,15 @@
 // runs alike.
 //
 // The big tables of an export (kernels, runtime calls, NVTX events) are read straight from
-// SQLite's file format by a narrow read-only reader (sqlitefile.go), on several goroutines for
-// the triage's lean read; anything it does not expect sends the table through
-// modernc.org/sqlite, which reads everything else. docs/decisions.md says why.
+// SQLite's file format by a narrow read-only reader (sqlitefile.go, on the file mapped
+// read-only where the platform can), on several goroutines for the triage's lean read;
+// anything it does not expect sends the table through modernc.org/sqlite, which reads
+// everything else. docs/decisions.md says why.
+//
+// OpenStream and OpStream.Each (stream.go) deliver an export's GPU ops one at a time in time
+// order without holding them, in memory that does not grow with the number of kernels, for
+// exports that keep to its windows (one process, no NVTX ranges, tables close to time and call
+// order); ErrNotStreamable sends the others to ReadCapture.
 //
 // Only Check and Export start processes (through os/exec, with a context for their timeout);
 // Wrap and the path helpers are pure. The CLI facts used here are in

@@ -338,8 +338,6 @@ type pass struct {
 	spare   chan *rtBatch
 	done    bool // batches is closed and drained
 	rt      *rtScan
-	rtPID   int32
-	hasRtPD bool
 
 	// Launches: raw StringIds id → launch index+1 (dense below 2^16), and the launch of each
 	// (name, graph, driver).
@@ -1021,9 +1019,6 @@ func (p *pass) pull() error {
 		return p.rt.err
 	}
 	if b.hasPID {
-		if !p.hasRtPD {
-			p.rtPID, p.hasRtPD = b.pid, true
-		}
 		if p.havePID && b.pid != p.pid {
 			return notStreamable("%s: kernels of process %d, runtime calls of process %d; correlation ids repeat across processes", p.r.path, p.pid, b.pid)
 		}
