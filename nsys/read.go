@@ -233,6 +233,10 @@ type reader struct {
 	rtFirst, rtEnd int64          // earliest start and latest end of every runtime call
 	rtIndex        *corrIndex     // SummariseAPI: GPU ops' correlation ids → first launch
 
+	// stopAtRange ends nvtx with errRangeFound at the first range (OpenStream refuses such
+	// an export, so the rest of the table is not worth reading).
+	stopAtRange bool
+
 	// An OpStream's kernels, which are not in GPUOps: how many, earliest start, latest end.
 	streamed                int64
 	streamFirst, streamLast int64
@@ -1010,6 +1014,9 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 	return r.scanSQL(table, cols, dest, row)
 }
 
+// errRangeFound ends an NVTX scan that only asks whether the export has a range.
+var errRangeFound = errors.New("nsys: the export has NVTX ranges")
+
 // NVTX event types (ENUM_NSYS_EVENT_TYPE). The NVTXT ones come from nsys's own text-file
 // annotations and are summarised like the others.
 const (
@@ -1060,6 +1067,9 @@ func (r *reader) nvtx() error {
 		case evPushPop, evStartEnd, evNVTXTPushPop, evNVTXTStartEnd:
 			if !end.Valid {
 				return nil // a range still open when the capture ended
+			}
+			if r.stopAtRange {
+				return errRangeFound
 			}
 			style := "PushPop"
 			if evType.Int64 == evStartEnd || evType.Int64 == evNVTXTStartEnd {

@@ -166,11 +166,12 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 	if err := r.memops(); err != nil {
 		return nil, err
 	}
+	r.stopAtRange = true
 	if err := r.nvtx(); err != nil {
+		if errors.Is(err, errRangeFound) {
+			return nil, notStreamable("%s has NVTX ranges: scopes and stages need every launch call's time and thread", path)
+		}
 		return nil, err
-	}
-	if n := len(t.Annotations); n > 0 {
-		return nil, notStreamable("%s has %d NVTX ranges: scopes and stages need every launch call's time and thread", path, n)
 	}
 	r.c.apiSummarised = true
 	if r.has(runtimeTable) {

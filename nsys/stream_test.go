@@ -511,7 +511,7 @@ func TestStreamDirectReaderDeclines(t *testing.T) {
 // TestStreamPipitFixture: the real export has NVTX ranges, so it is refused with that reason.
 func TestStreamPipitFixture(t *testing.T) {
 	_, err := OpenStream(context.Background(), fixture(t, pipit), leanOptions)
-	wantNotStreamable(t, err, "22 NVTX ranges")
+	wantNotStreamable(t, err, "has NVTX ranges")
 }
 
 // TestStreamPipitWithoutNVTX: the real export with its NVTX table dropped streams as
@@ -719,4 +719,19 @@ func FuzzStream(f *testing.F) {
 			batch: 1 + int(reorder%7), outliers: 4, judged: 2}
 		checkStream(t, path, leanOptions, &lim, true)
 	})
+}
+
+// TestStreamNVTXWithoutRanges: NVTX marks and ranges still open at the end of the capture are
+// not ranges: such an export streams, its NVTX events counted as ReadCapture counts them.
+func TestStreamNVTXWithoutRanges(t *testing.T) {
+	path := largeExportNVTX(t, 500, 1, true)
+	mutate(t, path, "UPDATE NVTX_EVENTS SET eventType = 34 WHERE rowid % 2 = 0", "UPDATE NVTX_EVENTS SET \"end\" = NULL WHERE rowid % 2 = 1")
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+	c, err := ReadCapture(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NVTXEvents == 0 || len(c.Trace.Annotations) != 0 {
+		t.Errorf("%d NVTX events, %d ranges: the test export should have events and no range", c.NVTXEvents, len(c.Trace.Annotations))
+	}
 }
