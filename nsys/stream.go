@@ -425,6 +425,8 @@ func (p *pass) run(ctx context.Context) error {
 		}}
 		if corr.Valid {
 			x.op.Correlation = corr.Int64
+		}
+		if x.op.Correlation != trace.NoID { // a stored -1 is no id to ReadCapture's link either
 			if x.op.Launch, err = p.kernelLaunch(corr.Int64); err != nil {
 				return err
 			}

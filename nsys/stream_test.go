@@ -735,3 +735,18 @@ func TestStreamNVTXWithoutRanges(t *testing.T) {
 		t.Errorf("%d NVTX events, %d ranges: the test export should have events and no range", c.NVTXEvents, len(c.Trace.Annotations))
 	}
 }
+
+// TestStreamNullAndOddIDs: kernels and copies without a correlation id, or with -1 (NoID as
+// stored), have no launch, as in ReadCapture, even when a call carries -1.
+func TestStreamNullAndOddIDs(t *testing.T) {
+	path := writeStreamExport(t, streamCase{version: "3.28.1", n: 400, memops: true, graphs: true, driver: true})
+	mutate(t, path,
+		"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid % 7 = 0",
+		"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = -1 WHERE rowid % 11 = 0",
+		"UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET correlationId = NULL WHERE rowid % 3 = 0",
+		"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = -1 WHERE rowid = 3",
+		"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = NULL WHERE rowid % 5 = 0")
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4}
+	checkStreamMatchesRead(t, path, leanOptions, &lim)
+}
