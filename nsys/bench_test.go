@@ -11,6 +11,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sglprof/runner/nsys/nsysgen"
 	"github.com/sglprof/runner/reports/trace"
@@ -167,8 +168,8 @@ func BenchmarkSQLiteCLI(b *testing.B) {
 	b.ReportMetric(float64(*benchKernels), "kernels")
 }
 
-// BenchmarkStream is the producer side of the streamed triage: OpenStream and one Each over
-// the benchmark export, with a no-op fn ("noop") and with a fn of about 100 ns a call
+// BenchmarkStream is the producer side of the streamed triage: OpenStream (open-ms) and one
+// Each over the benchmark export, with a no-op fn ("noop") and with a fn of about 100 ns a call
 // ("work"), about what the triage's per-op analysis costs. It reports the peak live heap
 // during the pass (sampled every 16384 ops after a GC at the start, so it includes the
 // names, the windows and the memory ops) and that peak per kernel: run it at
@@ -188,15 +189,18 @@ func BenchmarkStream(b *testing.B) {
 				return sample[0].Value.Uint64()
 			}
 			var sink uint64
+			var open time.Duration
 			for b.Loop() {
 				b.StopTimer()
 				runtime.GC()
 				base := heap()
 				b.StartTimer()
+				t0 := time.Now()
 				s, err := OpenStream(context.Background(), path, ReadOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
+				open += time.Since(t0)
 				n := 0
 				err = s.Each(context.Background(), func(op *trace.GPUOp, seq int64) {
 					if fn.work {
@@ -214,6 +218,7 @@ func BenchmarkStream(b *testing.B) {
 				}
 				s.Close()
 			}
+			b.ReportMetric(open.Seconds()*1000/float64(b.N), "open-ms")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 			b.ReportMetric(float64(peak)/float64(*benchKernels), "peak-heap-B/kernel")
 			b.ReportMetric(float64(*benchKernels), "kernels")
