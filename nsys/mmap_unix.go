@@ -21,3 +21,7 @@ func mapFile(f *os.File, size int64) []byte {
 }
 
 func unmapFile(b []byte) error { return syscall.Munmap(b) }
+
+// releaseMapped hands the pages of a read-only file mapping back: they leave the process's
+// resident set, the page cache keeps them, and the next access maps them again.
+func releaseMapped(b []byte) { _ = syscall.Madvise(b, syscall.MADV_DONTNEED) }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -852,6 +853,64 @@ func TestReadAtMatchesMapped(t *testing.T) {
 	defer func(old bool) { noMmap = old }(noMmap)
 	noMmap = true
 	checkStreamMatchesRead(t, paths["no-nvtx"], leanOptions, nil)
+}
+
+// TestMappedPagesReleased: a scan through the mapping hands its pages back as it goes (so that
+// the resident size does not grow with the export), and reads the same when they are handed
+// back after every page.
+func TestMappedPagesReleased(t *testing.T) {
+	path := largeExportNVTX(t, 3000, 1, false)
+	read := func(mmap bool) *Capture {
+		t.Helper()
+		defer func(old bool) { noMmap = old }(noMmap)
+		noMmap = !mmap
+		c, err := ReadCapture(context.Background(), path, ReadOptions{SummariseAPI: true, SkipKernelInfo: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	defer func(b int64, f func([]byte)) { releaseBytes, releasePages = b, f }(releaseBytes, releasePages)
+	var released atomic.Int64
+	releaseBytes = 1 // every page
+	releasePages = func(b []byte) {
+		released.Add(1)
+		releaseMapped(b)
+	}
+	f, err := openSQLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasMap := f.mapped != nil
+	f.Close()
+	if !hasMap {
+		t.Skip("no mmap on this platform")
+	}
+	mapped := read(true)
+	if d := captureDiff(read(false), mapped); d != "" {
+		t.Errorf("released after every page (-ReadAt +mapped):\n%s", d)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel and runtime tables are most of the file; each of their pages is read once.
+	if pages := st.Size() / 4096; released.Load() < pages/2 {
+		t.Errorf("%d releases for a %d-page file, want one per page read", released.Load(), pages)
+	}
+	released.Store(0)
+	releaseBytes = 1 << 20
+	stream, err := OpenStream(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if err := stream.Each(context.Background(), func(*trace.GPUOp, int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	if want := st.Size() / 2 / (1 << 20); released.Load() < want {
+		t.Errorf("the stream released its pages %d times over a %d-byte file, want at least %d", released.Load(), st.Size(), want)
+	}
 }
 
 // TestMappedFileTruncated: a file that shrinks under its mapping fails the scan with an error
