@@ -206,6 +206,9 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 	s := newNsysSession(nopts, topts.Logger)
 	if topts.Open == nil {
 		topts.Open = s.open
+		if topts.OpenStream == nil {
+			topts.OpenStream = s.openStream
+		}
 	}
 	topts.Scopes = s.scopes
 	topts.Stages = s.stages
@@ -328,6 +331,7 @@ type nsysSession struct {
 	pending  map[*trace.Trace]*nsysTrace
 	tables   *nsys.Tables // of the first nsys input
 	inputs   int          // nsys inputs read
+	streamed string       // the export whose stream was read last (openStream), until open runs
 	coverage *nsys.Coverage
 	notes    []string
 }
@@ -356,6 +360,15 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 			return nil, err
 		}
 	}
+	if s.streamed == path {
+		// Analyze dropped the pass over this export (its order broke): it is read again, and
+		// counted once.
+		s.inputs--
+		if s.inputs == 0 {
+			s.tables = nil
+		}
+	}
+	s.streamed = ""
 	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels,
 		SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: compactNsysLaunches})
 	if err != nil {

@@ -1,0 +1,70 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/reports/trace"
+	"github.com/sglprof/runner/reports/triage"
+)
+
+// streamNsys lets tests compare the streamed triage of an export with the held one.
+var streamNsys = true
+
+// openStream is the triage.Options.OpenStream hook: an nsys export that nsys.OpenStream can
+// deliver in time order (one process, no NVTX range) is triaged as its kernels go by, so the
+// triage's memory does not grow with their number. Everything else, and an export whose order
+// breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
+// want NVTX ranges and the held capture, so they are not streamed.
+func (s *nsysSession) openStream(ctx context.Context, path string) (*triage.OpStream, error) {
+	if !streamNsys || !nsysInput(path) || s.opts.Window || s.opts.StageRE != nil || s.opts.AllowNoKernels {
+		return nil, nil
+	}
+	input := path // as Analyze names it, for open to recognise a dropped pass
+	if IsNsysReport(path) {
+		if s.opts.Env == nil {
+			return nil, nil // open's reader says how to export it
+		}
+		var err error
+		if path, err = ExportReport(ctx, path, s.opts.Env, s.log); err != nil {
+			return nil, err
+		}
+	}
+	st, err := nsys.OpenStream(ctx, path, nsys.ReadOptions{Logger: s.log, SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true})
+	if err != nil {
+		return nil, notStreamable(err)
+	}
+	c := st.Capture
+	return &triage.OpStream{
+		Trace: c.Trace,
+		Each: func(ctx context.Context, fn func(op *trace.GPUOp, seq int64)) error {
+			if err := st.Each(ctx, fn); err != nil {
+				return notStreamable(err)
+			}
+			// The NVTX, memory and API tables, once the pass has summed the API calls.
+			s.inputs++
+			s.streamed = input
+			if s.inputs == 1 {
+				top := s.opts.APITop
+				if top == 0 {
+					top = DefaultAPITop
+				}
+				tb := nsys.Summaries(c, max(top, 0))
+				s.tables = &tb
+			}
+			return nil
+		},
+		Close: st.Close,
+	}, nil
+}
+
+// notStreamable marks the reader's nsys.ErrNotStreamable as the triage's, so that Analyze
+// reads the export with open instead; other errors pass unchanged.
+func notStreamable(err error) error {
+	if errors.Is(err, nsys.ErrNotStreamable) {
+		return fmt.Errorf("%w: %w", triage.ErrNotStreamable, err)
+	}
+	return err
+}
