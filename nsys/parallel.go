@@ -120,6 +120,32 @@ type rtPart struct {
 	end      int64
 }
 
+// add counts one runtime call in the part's per-name sums, process set and time span, and
+// returns the call's process and thread.
+func (p *rtPart) add(start, end, gtid, nameID int64) (pid, tid int32) {
+	st := p.stat(nameID)
+	d := end - start
+	if st.Calls == 0 || d < st.MinNS {
+		st.MinNS = d
+	}
+	st.MaxNS = max(st.MaxNS, d)
+	st.Calls++
+	st.TotalNS += d
+	_, pid, tid = SplitGlobalID(gtid)
+	if pid != p.lastPID || p.calls == 0 {
+		p.pids[pid] = true
+		p.lastPID = pid
+	}
+	if p.calls == 0 || start < p.first {
+		p.first = start
+	}
+	if p.calls == 0 || end > p.end {
+		p.end = end
+	}
+	p.calls++
+	return pid, tid
+}
+
 func (p *rtPart) stat(id int64) *APIStat {
 	var k int32
 	switch {
@@ -175,26 +201,7 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, perName bool, re
 		parts = append(parts, pt)
 		return func(_ int64, v []sql.NullInt64) error {
 			start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
-			st := pt.stat(nameID.Int64)
-			d := end.Int64 - start.Int64
-			if st.Calls == 0 || d < st.MinNS {
-				st.MinNS = d
-			}
-			st.MaxNS = max(st.MaxNS, d)
-			st.Calls++
-			st.TotalNS += d
-			_, pid, tid := SplitGlobalID(gtid.Int64)
-			if pid != pt.lastPID || pt.calls == 0 {
-				pt.pids[pid] = true
-				pt.lastPID = pid
-			}
-			if pt.calls == 0 || start.Int64 < pt.first {
-				pt.first = start.Int64
-			}
-			if pt.calls == 0 || end.Int64 > pt.end {
-				pt.end = end.Int64
-			}
-			pt.calls++
+			pid, tid := pt.add(start.Int64, end.Int64, gtid.Int64, nameID.Int64)
 			if !corr.Valid {
 				return nil
 			}

@@ -253,17 +253,8 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 		return nil, err
 	}
 	defer db.Close()
-	t := trace.New(path, "nsys")
-	t.Warnings = append(t.Warnings, warnings...)
-	r := &reader{
-		ctx: ctx, db: db, path: path, log: log, t: t, opts: opts,
-		c:      &Capture{Trace: t, APIRaw: map[trace.NameID]string{}, Tables: map[string]bool{}},
-		cols:   map[string]map[string]bool{},
-		strs:   map[int64]trace.NameID{},
-		pids:   map[int32]bool{},
-		rtPIDs: map[int32]bool{},
-		kPIDs:  map[int32]bool{},
-	}
+	r := newReader(ctx, db, path, log, opts, warnings)
+	t := r.t
 	// The direct reader only for a file that no writer has touched: with a -wal or -journal
 	// beside it, SQLite must merge those in.
 	if len(warnings) == 0 && !opts.noDirect {
@@ -316,6 +307,21 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 	log.Debug("nsys export read", "path", path, "schema", r.c.SchemaText, "kernels", len(r.c.Kernels),
 		"memops", len(r.c.Memops), "launches", len(t.Launches), "ranges", len(t.Annotations))
 	return r.c, nil
+}
+
+// newReader is the state of one read of the export open in db; warnings are openExport's.
+func newReader(ctx context.Context, db *sql.DB, path string, log *slog.Logger, opts ReadOptions, warnings []string) *reader {
+	t := trace.New(path, "nsys")
+	t.Warnings = append(t.Warnings, warnings...)
+	return &reader{
+		ctx: ctx, db: db, path: path, log: log, t: t, opts: opts,
+		c:      &Capture{Trace: t, APIRaw: map[trace.NameID]string{}, Tables: map[string]bool{}},
+		cols:   map[string]map[string]bool{},
+		strs:   map[int64]trace.NameID{},
+		pids:   map[int32]bool{},
+		rtPIDs: map[int32]bool{},
+		kPIDs:  map[int32]bool{},
+	}
 }
 
 func (r *reader) wrap(table string, err error) error {

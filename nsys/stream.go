@@ -105,17 +105,7 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 	if err != nil {
 		return nil, err
 	}
-	t := trace.New(path, "nsys")
-	t.Warnings = append(t.Warnings, warnings...)
-	r := &reader{
-		ctx: ctx, db: db, path: path, log: log, t: t, opts: opts,
-		c:      &Capture{Trace: t, APIRaw: map[trace.NameID]string{}, Tables: map[string]bool{}},
-		cols:   map[string]map[string]bool{},
-		strs:   map[int64]trace.NameID{},
-		pids:   map[int32]bool{},
-		rtPIDs: map[int32]bool{},
-		kPIDs:  map[int32]bool{},
-	}
+	r := newReader(ctx, db, path, log, opts, warnings)
 	s := &OpStream{Capture: r.c, r: r, db: db, limits: defaultLimits()}
 	defer func() {
 		if err != nil {
@@ -179,7 +169,7 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 			return nil, err
 		}
 	} else {
-		t.Warnings = append(t.Warnings, noRuntimeWarning)
+		r.t.Warnings = append(r.t.Warnings, noRuntimeWarning)
 	}
 	if err := r.devices(); err != nil {
 		return nil, err
@@ -187,7 +177,7 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 	if err := r.session(); err != nil {
 		return nil, err
 	}
-	ops := t.GPUOps
+	ops := r.t.GPUOps
 	s.memSort = make([]int32, len(ops))
 	for i := range s.memSort {
 		s.memSort[i] = int32(i)
@@ -956,31 +946,13 @@ func (p *pass) scanRuntime(ctx context.Context) {
 	ts := &tableScan{s: file, rowidAt: -1, ints: make([]sql.NullInt64, len(plan.cols))}
 	ts.fnInts = func(v []sql.NullInt64) error {
 		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
-		st := pt.stat(nameID.Int64)
-		d := end.Int64 - start.Int64
-		if st.Calls == 0 || d < st.MinNS {
-			st.MinNS = d
+		first := pt.calls == 0
+		pid, _ := pt.add(start.Int64, end.Int64, gtid.Int64, nameID.Int64)
+		if first {
+			pid0 = pid
+		} else if pid != pid0 {
+			return notStreamable("%s: runtime calls of two processes (%d and %d); their correlation ids repeat", path, pid0, pid)
 		}
-		st.MaxNS = max(st.MaxNS, d)
-		st.Calls++
-		st.TotalNS += d
-		_, pid, _ := SplitGlobalID(gtid.Int64)
-		if pid != pt.lastPID || pt.calls == 0 {
-			if pt.calls == 0 {
-				pid0 = pid
-			} else if pid != pid0 {
-				return notStreamable("%s: runtime calls of two processes (%d and %d); their correlation ids repeat", path, pid0, pid)
-			}
-			pt.pids[pid] = true
-			pt.lastPID = pid
-		}
-		if pt.calls == 0 || start.Int64 < pt.first {
-			pt.first = start.Int64
-		}
-		if pt.calls == 0 || end.Int64 > pt.end {
-			pt.end = end.Int64
-		}
-		pt.calls++
 		if !corr.Valid {
 			return nil
 		}
