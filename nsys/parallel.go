@@ -146,6 +146,18 @@ func (p *rtPart) add(start, end, gtid, nameID int64) (pid, tid int32) {
 	return pid, tid
 }
 
+// merge adds src, the same call name's aggregate over other calls, to a.
+func (a *APIStat) merge(src APIStat) {
+	if a.Calls == 0 || src.MinNS < a.MinNS {
+		a.MinNS = src.MinNS
+	}
+	if a.Calls == 0 || src.MaxNS > a.MaxNS {
+		a.MaxNS = src.MaxNS
+	}
+	a.Calls += src.Calls
+	a.TotalNS += src.TotalNS
+}
+
 func (p *rtPart) stat(id int64) *APIStat {
 	var k int32
 	switch {
@@ -255,15 +267,7 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, perName bool, re
 					dense[id] = rs
 				}
 			}
-			src, dst := pt.stats[i], &r.c.APIStats[rs.stat]
-			if dst.Calls == 0 || src.MinNS < dst.MinNS {
-				dst.MinNS = src.MinNS
-			}
-			if dst.Calls == 0 || src.MaxNS > dst.MaxNS {
-				dst.MaxNS = src.MaxNS
-			}
-			dst.Calls += src.Calls
-			dst.TotalNS += src.TotalNS
+			r.c.APIStats[rs.stat].merge(pt.stats[i])
 		}
 		for pid := range pt.pids {
 			r.pids[pid] = true

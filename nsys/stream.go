@@ -1048,15 +1048,7 @@ func (p *pass) finish() error {
 				c.APIStats = append(c.APIStats, APIStat{Name: name})
 			}
 			c.APIRaw[name] = text
-			src, dst := pt.stats[i], &c.APIStats[k]
-			if dst.Calls == 0 || src.MinNS < dst.MinNS {
-				dst.MinNS = src.MinNS
-			}
-			if dst.Calls == 0 || src.MaxNS > dst.MaxNS {
-				dst.MaxNS = src.MaxNS
-			}
-			dst.Calls += src.Calls
-			dst.TotalNS += src.TotalNS
+			c.APIStats[k].merge(pt.stats[i])
 		}
 		c.APICalls = pt.calls
 		r.rtFirst, r.rtEnd = pt.first, pt.end
