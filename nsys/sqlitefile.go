@@ -71,6 +71,9 @@ type sqlFile struct {
 	release func([]byte)
 }
 
+// faultAround is what Linux maps around a faulting page of a file mapping (fault_around_bytes).
+const faultAround = 64 << 10
+
 // releaseBytes is how much a scan reads through the mapping between two releases of its
 // pages, and releasePages releases them (variables for the tests).
 var (
@@ -78,14 +81,29 @@ var (
 	releasePages       = releaseMapped
 )
 
+// releaseAll hands the mapping's pages back now (at the end of a scan).
+func (s *sqlFile) releaseAll() {
+	if s.mapped != nil && s.release != nil {
+		s.release(s.mapped)
+	}
+}
+
 // mappedPage is page pgno in the mapping. The pages a process has touched in a file mapping
 // count in its resident size until it unmaps them, so a scan of a 185 MB export grew the
 // triage's peak RSS by 185 MB although it holds nothing per row; every releaseBytes the
 // whole mapping is released (madvise DONTNEED: the page cache keeps the data, and a page
 // still in use is mapped again on its next access), which keeps the mapped part of the RSS
 // near 4 MiB and costs a few page faults.
-func (s *sqlFile) mappedPage(pgno uint32) []byte {
+//
+// A page that does not follow the one read before it is charged as faultAround bytes: the
+// kernel maps the pages around each one it faults in, and a small table's pages lie scattered
+// over the file (reading the memcpy table of a 1M-kernel export left 13 MB resident when
+// every page was charged as one).
+func (s *sqlFile) mappedPage(pgno uint32, sequential bool) []byte {
 	ps := int64(s.pageSize)
+	if !sequential {
+		ps = max(ps, faultAround)
+	}
 	if n := s.used.Add(ps); n/releaseBytes != (n-ps)/releaseBytes && s.release != nil {
 		s.release(s.mapped)
 	}
@@ -98,6 +116,7 @@ func (s *sqlFile) mappedPage(pgno uint32) []byte {
 type pageWindow struct {
 	buf          []byte
 	first, count uint32
+	last         uint32 // the page read last through the mapping
 }
 
 // readAhead is the read-ahead window in pages (256 KiB with 4 KiB pages).
@@ -202,7 +221,7 @@ func (s *sqlFile) readPage(pgno uint32, buf []byte) error {
 		return layoutErr("page %d outside the file (%d pages)", pgno, s.pages)
 	}
 	if s.mapped != nil {
-		copy(buf[:s.pageSize], s.mappedPage(pgno))
+		copy(buf[:s.pageSize], s.mappedPage(pgno, false))
 		return nil
 	}
 	n, err := s.f.ReadAt(buf[:s.pageSize], int64(pgno-1)*int64(s.pageSize))
@@ -227,7 +246,9 @@ func (w *pageWindow) page(s *sqlFile, pgno uint32) ([]byte, error) {
 		return nil, layoutErr("page %d outside the file (%d pages)", pgno, s.pages)
 	}
 	if s.mapped != nil {
-		return s.mappedPage(pgno), nil
+		seq := pgno == w.last+1
+		w.last = pgno
+		return s.mappedPage(pgno, seq), nil
 	}
 	if w.buf == nil {
 		w.buf = make([]byte, readAhead*ps)
