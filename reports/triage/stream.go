@@ -299,7 +299,7 @@ func (a *analyzer) streamStage(c *traceCtx, label string, d *streamDev) stageRes
 // ops still running: with every op that starts before t seen, which streams are busy before t
 // is final, so an op's hidden time (its time with another stream busy) is final once the
 // sweep passes its end. It gives what Sweep gives (busy, 2+-stream and peak figures, each
-// op's hidden time) for the same ops; TestOnlineSweepMatchesSweep compares them.
+// op's hidden time) for the same ops; TestOnlineSweepMatchesBruteForce checks them.
 type onlineSweep struct {
 	now         int64 // the time the sweep has reached
 	busyStreams int   // streams with an op running at now
