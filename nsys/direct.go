@@ -3,7 +3,6 @@ package nsys
 import (
 	"database/sql"
 	"errors"
-	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -346,6 +345,6 @@ func (r *reader) link(multi bool) {
 		}
 	}
 	if unmatched > 0 && r.c.APICalls > 0 {
-		t.Warnings = append(t.Warnings, fmt.Sprintf("link: %d of %d GPU ops have no launch call with their correlation id (launch outside the profiled window?)", unmatched, len(t.GPUOps)))
+		t.Warnings = append(t.Warnings, trace.UnlinkedWarning(int64(unmatched), int64(len(t.GPUOps))))
 	}
 }

@@ -51,17 +51,7 @@ func (r *reader) kernelsParallel(table string, style NameStyle, n int) error {
 			if !v[2].Valid || !v[3].Valid {
 				return r.wrap(table, errors.New("a kernel without deviceId or streamId"))
 			}
-			dem, short := v[6], v[7]
-			if !dem.Valid {
-				dem = short
-			}
-			if !short.Valid {
-				short = dem
-			}
-			raw := dem.Int64
-			if style == Short {
-				raw = short.Int64
-			}
+			raw := kernelNameID(style, v[6], v[7])
 			corr := int64(trace.NoID)
 			if v[4].Valid {
 				corr = v[4].Int64
@@ -103,6 +93,16 @@ func (r *reader) kernelsParallel(table string, style NameStyle, n int) error {
 	}
 	r.t.GPUOps = ops
 	return nil
+}
+
+// kernelNameID is the StringIds id of a kernel row's name in style (the mangled style starts
+// from the demangled name): a row without demangledName uses its shortName and the other way
+// round, as nsys's own reports do.
+func kernelNameID(style NameStyle, dem, short sql.NullInt64) int64 {
+	if style == Short && short.Valid || !dem.Valid {
+		return short.Int64
+	}
+	return dem.Int64
 }
 
 // rtPart is one part of a parallel runtime scan: per-name sums by raw name id, the kept calls

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"maps"
 	"os"
@@ -770,6 +771,12 @@ type apiName struct {
 	stat   int // index into APIStats
 }
 
+// apiNameOf is a call's name as the trace keeps it (version suffix stripped, interned in
+// names) with its graph and driver flags, from the name nsys stored.
+func apiNameOf(names *trace.Names, text string) apiName {
+	return apiName{name: names.InternString(StripAPIVersion(text)), graph: IsGraphLaunch(text), driver: IsDriverAPI(text)}
+}
+
 func (r *reader) runtime() error {
 	const table = "CUPTI_ACTIVITY_KIND_RUNTIME"
 	if r.opts.SummariseAPI {
@@ -822,7 +829,7 @@ func (r *reader) runtime() error {
 			return apiName{}, err
 		}
 		rawText := r.t.Names.String(raw)
-		an := apiName{name: r.t.Names.InternString(StripAPIVersion(rawText)), graph: IsGraphLaunch(rawText), driver: IsDriverAPI(rawText)}
+		an := apiNameOf(r.t.Names, rawText)
 		if r.opts.SummariseAPI {
 			j, ok := statOf[an.name]
 			if !ok {
@@ -1131,16 +1138,30 @@ func (r *reader) devices() error {
 			return r.wrap("TARGET_INFO_GPU", err)
 		}
 	}
-	// Devices that ran ops but have no TARGET_INFO_GPU row still get an entry.
-	for i := range r.t.GPUOps {
-		d := r.t.GPUOps[i].Device
-		if !seen[d] {
-			seen[d] = true
-			r.t.Devices = append(r.t.Devices, trace.Device{ID: d, Name: "GPU " + strconv.Itoa(int(d))})
+	addDevices(r.t, func(yield func(int32) bool) {
+		for i := range r.t.GPUOps {
+			if !yield(r.t.GPUOps[i].Device) {
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// addDevices gives each device in ids that t.Devices lacks (it ran ops but has no
+// TARGET_INFO_GPU row) a "GPU N" entry, and sorts the list by id.
+func addDevices(t *trace.Trace, ids iter.Seq[int32]) {
+	known := map[int32]bool{}
+	for _, d := range t.Devices {
+		known[d.ID] = true
+	}
+	for d := range ids {
+		if !known[d] {
+			known[d] = true
+			t.Devices = append(t.Devices, trace.Device{ID: d, Name: "GPU " + strconv.Itoa(int(d))})
 		}
 	}
-	slices.SortFunc(r.t.Devices, func(a, b trace.Device) int { return int(a.ID) - int(b.ID) })
-	return nil
+	slices.SortFunc(t.Devices, func(a, b trace.Device) int { return int(a.ID) - int(b.ID) })
 }
 
 // processes names the pids that own events (PROCESSES lists every process on the host, kernel

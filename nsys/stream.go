@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -366,23 +366,11 @@ func (p *pass) run(ctx context.Context) error {
 			return notStreamable("%s: %s: rowid %d where %d was expected (a kernel's place in the table is its seq)", r.path, kernelTable, rowid, seq+1)
 		}
 		p.next++
-		start, end, corr, gpid, dem, short := v[0], v[1], v[4], v[5], v[6], v[7]
+		start, end, corr, gpid := v[0], v[1], v[4], v[5]
 		if !v[2].Valid || !v[3].Valid {
 			return r.wrap(kernelTable, errors.New("a kernel without deviceId or streamId"))
 		}
-		if !dem.Valid {
-			dem = short
-		}
-		if !short.Valid {
-			short = dem
-		}
-		var name trace.NameID
-		var err error
-		if style == Short {
-			name, err = r.name(short.Int64)
-		} else {
-			name, err = r.name(dem.Int64)
-		}
+		name, err := r.name(kernelNameID(style, v[6], v[7]))
 		if err != nil {
 			return err
 		}
@@ -883,7 +871,7 @@ func (p *pass) launch(raw int32) (int32, error) {
 		return trace.NoID, err
 	}
 	text := t.Names.String(id)
-	an := apiName{name: t.Names.InternString(StripAPIVersion(text)), graph: IsGraphLaunch(text), driver: IsDriverAPI(text)}
+	an := apiNameOf(t.Names, text)
 	r.c.APIRaw[an.name] = text
 	li, ok := p.reps[an]
 	if !ok {
@@ -1055,16 +1043,7 @@ func (p *pass) finish() error {
 		c.OneLaunchPerName = true
 	}
 	r.streamed, r.streamFirst, r.streamLast = p.next, p.first, p.last
-	known := map[int32]bool{}
-	for _, d := range t.Devices {
-		known[d.ID] = true
-	}
-	for d := range p.devs {
-		if !known[d] {
-			t.Devices = append(t.Devices, trace.Device{ID: d, Name: "GPU " + strconv.Itoa(int(d))})
-		}
-	}
-	slices.SortFunc(t.Devices, func(a, b trace.Device) int { return int(a.ID) - int(b.ID) })
+	addDevices(t, maps.Keys(p.devs))
 	if err := r.processes(); err != nil {
 		return err
 	}
@@ -1073,7 +1052,7 @@ func (p *pass) finish() error {
 	}
 	ops := p.next + int64(len(t.GPUOps))
 	if p.unmatched > 0 && c.APICalls > 0 {
-		t.Warnings = append(t.Warnings, fmt.Sprintf("link: %d of %d GPU ops have no launch call with their correlation id (launch outside the profiled window?)", p.unmatched, ops))
+		t.Warnings = append(t.Warnings, trace.UnlinkedWarning(p.unmatched, ops))
 	}
 	t.Events = ops + int64(c.APICalls+c.NVTXEvents)
 	r.log.Debug("nsys: export streamed", "path", r.path, "kernels", p.next, "memops", len(t.GPUOps), "launches", len(t.Launches))

@@ -6,6 +6,12 @@ import (
 	"slices"
 )
 
+// UnlinkedWarning is the trace warning for GPU ops that no launch call's correlation id
+// matched (every reader words it the same).
+func UnlinkedWarning(unmatched, ops int64) string {
+	return fmt.Sprintf("link: %d of %d GPU ops have no launch call with their correlation id (launch outside the profiled window?)", unmatched, ops)
+}
+
 // Link fills the cross-references of a freshly read trace and appends a warning for each kind
 // of inconsistency it finds. It is idempotent and works on any reader's output: whatever a
 // reader did not provide (no CPU ops, no frames, no flows, as in an nsys export without Python
@@ -82,7 +88,7 @@ func linkLaunches(t *Trace) {
 		}
 	}
 	if unmatched > 0 && len(t.Launches) > 0 {
-		t.Warnings = append(t.Warnings, fmt.Sprintf("link: %d of %d GPU ops have no launch call with their correlation id (launch outside the profiled window?)", unmatched, len(t.GPUOps)))
+		t.Warnings = append(t.Warnings, UnlinkedWarning(int64(unmatched), int64(len(t.GPUOps))))
 	}
 
 	// Flow cross-check.
