@@ -245,17 +245,12 @@ type reader struct {
 
 // ReadCapture reads an export and returns the trace model together with the nsys-only facts.
 func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	db, warnings, err := openExport(path, "")
+	r, warnings, err := openReader(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	r := newReader(ctx, db, path, log, opts, warnings)
-	t := r.t
+	defer r.db.Close()
+	log, t := r.log, r.t
 	// The direct reader only for a file that no writer has touched: with a -wal or -journal
 	// beside it, SQLite must merge those in.
 	if len(warnings) == 0 && !opts.noDirect {
@@ -273,7 +268,7 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 		return nil, err
 	}
 	if r.has("StringIds") {
-		r.strStmt, err = db.PrepareContext(ctx, `SELECT value FROM StringIds WHERE id = ?`)
+		r.strStmt, err = r.db.PrepareContext(ctx, `SELECT value FROM StringIds WHERE id = ?`)
 		if err != nil {
 			return nil, r.wrap("StringIds", err)
 		}
@@ -310,8 +305,16 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 	return r.c, nil
 }
 
-// newReader is the state of one read of the export open in db; warnings are openExport's.
-func newReader(ctx context.Context, db *sql.DB, path string, log *slog.Logger, opts ReadOptions, warnings []string) *reader {
+// openReader opens the export at path (openExport, whose warnings it returns) for one read.
+func openReader(ctx context.Context, path string, opts ReadOptions) (*reader, []string, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	db, warnings, err := openExport(path, "")
+	if err != nil {
+		return nil, nil, err
+	}
 	t := trace.New(path, "nsys")
 	t.Warnings = append(t.Warnings, warnings...)
 	return &reader{
@@ -322,7 +325,7 @@ func newReader(ctx context.Context, db *sql.DB, path string, log *slog.Logger, o
 		pids:   map[int32]bool{},
 		rtPIDs: map[int32]bool{},
 		kPIDs:  map[int32]bool{},
-	}
+	}, warnings, nil
 }
 
 func (r *reader) wrap(table string, err error) error {

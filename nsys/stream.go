@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -97,16 +96,12 @@ const runtimeTable = "CUPTI_ACTIVITY_KIND_RUNTIME"
 // not an export, ErrNoKernels, ...), with the same messages.
 func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream, err error) {
 	opts.SummariseAPI, opts.SkipKernelInfo, opts.OneLaunchPerName = true, true, true
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	db, warnings, err := openExport(path, "")
+	r, warnings, err := openReader(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
-	r := newReader(ctx, db, path, log, opts, warnings)
-	s := &OpStream{Capture: r.c, r: r, db: db, limits: defaultLimits()}
+	log := r.log
+	s := &OpStream{Capture: r.c, r: r, db: r.db, limits: defaultLimits()}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -119,7 +114,7 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 		return nil, err
 	}
 	if r.has("StringIds") {
-		if r.strStmt, err = db.PrepareContext(ctx, `SELECT value FROM StringIds WHERE id = ?`); err != nil {
+		if r.strStmt, err = r.db.PrepareContext(ctx, `SELECT value FROM StringIds WHERE id = ?`); err != nil {
 			return nil, r.wrap("StringIds", err)
 		}
 	}
