@@ -333,7 +333,6 @@ type nsysSession struct {
 	inputs   int          // nsys inputs read
 	streamed string       // the export whose stream was read last (openStream), until open runs
 	coverage *nsys.Coverage
-	notes    []string
 }
 
 // nsysTrace is what the hooks need of one read export.

@@ -197,6 +197,8 @@ type server struct {
 	act *gen
 
 	prof2 *llmProfile // the LLM profiling session in progress
+	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
+	flushing chan struct{}
 	steps int64       // LLM forward steps so far
 }
 
@@ -695,8 +697,12 @@ type llmReq struct {
 // llmRun simulates one request's prefill and decode steps and feeds the profiler.
 func (s *server) llmRun(inTok, outTok int) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
-	s.gpu.Lock()
-	s.gpu.Unlock()
+	s.mu.Lock()
+	flushing := s.flushing
+	s.mu.Unlock()
+	if flushing != nil {
+		<-flushing
+	}
 	prefill := 15 + 0.04*float64(inTok)
 	if err := s.ms(prefill); err != nil {
 		return 0, err
@@ -761,7 +767,7 @@ func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	lat, err := s.llmRun(in, out)
 	if err != nil {
-		http.Error(w, "server shutting down", 503)
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
 	writeJSON(w, 200, map[string]any{"text": strings.Repeat(" the", out), "meta_info": map[string]any{
@@ -784,7 +790,7 @@ func (s *server) llmCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	in := tokens(*q.Prompt)
 	if _, err := s.llmRun(in, out); err != nil {
-		http.Error(w, "server shutting down", 503)
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
 	writeJSON(w, 200, map[string]any{"id": strings.ReplaceAll(uuid4(), "-", ""), "object": "text_completion", "created": time.Now().Unix(), "model": s.served,
@@ -872,7 +878,7 @@ func (s *server) stopProfile(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.log("Stop profiling...")
 	if err := s.flush(p); err != nil {
-		http.Error(w, "server shutting down", 503)
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -884,6 +890,16 @@ func (s *server) stopProfile(w http.ResponseWriter, r *http.Request) {
 func (s *server) flush(p *llmProfile) error {
 	s.gpu.Lock()
 	defer s.gpu.Unlock()
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.flushing = done
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.flushing = nil
+		s.mu.Unlock()
+		close(done)
+	}()
 	d := 1500.0
 	if s.k.fail["slow-flush"] {
 		d = 3600_000

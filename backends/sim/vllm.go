@@ -249,7 +249,7 @@ func (s *vllmServer) vllmStop(w http.ResponseWriter, r *http.Request) {
 			d = 3600_000
 		}
 		if err := s.ms(d); err != nil {
-			http.Error(w, "server shutting down", 503)
+			http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		dir := filepath.Join(s.pcfg.TorchProfilerDir, time.Now().Format("20060102-150405")+"_"+sess.prefix)

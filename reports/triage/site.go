@@ -157,12 +157,3 @@ func (s *siteFinder) bestFrame(f int32) int32 {
 	s.scratch = chain
 	return s.best[f]
 }
-
-// site returns the display location for a frame, or "" when there is none.
-func (s *siteFinder) site(f int32) string {
-	b := s.bestFrame(f)
-	if b < 0 {
-		return ""
-	}
-	return s.info(b).name
-}

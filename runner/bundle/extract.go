@@ -101,7 +101,7 @@ func Extract(r io.Reader, dest string, opts ExtractOptions) (files []string, err
 			if err := os.MkdirAll(filepath.Join(dest, rel), 0o755); err != nil {
 				return nil, fmt.Errorf("extract: %w", err)
 			}
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // the reader reports the old regular-file flag (TypeRegA) as TypeReg
 			if seen[rel] {
 				return nil, &ExtractError{Entry: hdr.Name, Reason: "appears twice; a bundle names each file once"}
 			}

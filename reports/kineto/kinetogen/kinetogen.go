@@ -391,8 +391,6 @@ type gen struct {
 	stage  string
 	curPy  int64
 	frames []string
-	done   func() bool
-	stepNS int64
 }
 
 type sink interface {
