@@ -48,12 +48,13 @@ func TestRunEmptyMethodAndPath(t *testing.T) {
 	}
 }
 
-// The measured phase starts with every worker's connection open, and the workers keep them.
+// The measured phase starts with every worker's connection open, and the workers keep them:
+// the connections preconnect dialled are the only ones the requests use. (A server learns of
+// a connection when it accepts it, which can be after the client has written a request on
+// another one, so the test waits for the preconnected ones to be accepted, then sends.)
 func TestRunPreconnectsAndKeepsAlive(t *testing.T) {
-	var conns, atFirst atomic.Int64
-	var once sync.Once
+	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		once.Do(func() { atFirst.Store(conns.Load()) })
 		io.WriteString(w, `{"id":"x"}`)
 	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -63,18 +64,43 @@ func TestRunPreconnectsAndKeepsAlive(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	sum, _, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 40, Concurrency: 4,
-		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
-	if err != nil || sum.Errors != 0 {
-		t.Fatalf("err %v summary %+v", err, sum)
+	l := &loader{cfg: Config{BaseURL: srv.URL, Timeout: time.Minute}, h1: newH1(srv.URL)}
+	workers := []*worker{{}, {}, {}, {}}
+	defer closeWorkers(workers)
+	l.h1.preconnect(context.Background(), workers)
+	waitFor(t, "4 preconnected connections accepted", func() bool { return conns.Load() >= 4 })
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if r := l.do(context.Background(), w, Request{Method: "GET", Path: "/"}, time.Now()); !r.OK() {
+					t.Errorf("request: %+v", r)
+					return
+				}
+			}
+		}()
 	}
-	if atFirst.Load() != 4 || conns.Load() != 4 {
-		t.Fatalf("connections open at the first request %d (want 4), in all %d (want 4)", atFirst.Load(), conns.Load())
+	wg.Wait()
+	if conns.Load() != 4 {
+		t.Fatalf("%d connections for 4 workers after preconnecting 4 (want 4)", conns.Load())
 	}
 }
 
-// rawServer answers every request on a connection with resp, then closes the connection
-// when closeAfter is set, without saying so (as a server that times out idle connections).
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// rawServer answers every request on a connection with resp. With closeAfter it answers only
+// the first: it reads the next request and closes the connection without a word, as a server
+// does that timed the idle connection out just as the client wrote to it.
 func rawServer(t *testing.T, resp string, closeAfter bool) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -106,7 +132,7 @@ func rawServer(t *testing.T, resp string, closeAfter bool) (string, *atomic.Int6
 					io.Copy(io.Discard, req.Body)
 					io.WriteString(c, resp)
 					if closeAfter {
-						time.Sleep(20 * time.Millisecond) // the client has gone idle
+						http.ReadRequest(br)
 						return
 					}
 				}
@@ -134,9 +160,6 @@ func TestRunRetriesOnServerClosedIdleConnection(t *testing.T) {
 	w := &worker{}
 	defer w.close()
 	for i := range 4 {
-		if i > 0 {
-			time.Sleep(40 * time.Millisecond) // the server has closed the previous connection
-		}
 		r := l.do(context.Background(), w, Request{Method: "POST", Path: "/generate", Body: []byte(`{}`)}, time.Now())
 		if !r.OK() || r.ID != "x" || r.Bytes != 10 {
 			t.Fatalf("request %d: %+v", i, r)
