@@ -67,19 +67,24 @@ type sqlFile struct {
 	unmap func([]byte) error
 	// used counts the bytes read through the mapping; every releaseBytes of them the
 	// mapping's pages are handed back with release (see mappedPage).
-	used    atomic.Int64
-	release func([]byte)
+	used         atomic.Int64
+	releaseEvery int64
+	release      func([]byte)
 }
 
 // faultAround is what Linux maps around a faulting page of a file mapping (fault_around_bytes).
 const faultAround = 64 << 10
 
-// releaseBytes is how much a scan reads through the mapping between two releases of its
-// pages, and releasePages releases them (variables for the tests).
-var (
-	releaseBytes int64 = 4 << 20
-	releasePages       = releaseMapped
-)
+// releaseBytes is how much a scan reads through the mapping between two releases of its pages.
+const releaseBytes int64 = 4 << 20
+
+// fileOptions are the direct reader's settings that tests change (ReadOptions.file); the zero
+// value is what the program uses.
+type fileOptions struct {
+	noMmap       bool         // read with ReadAt instead of mapping the file
+	releaseEvery int64        // bytes read through the mapping between two releases; 0: releaseBytes
+	release      func([]byte) // hands the mapping's pages back; nil: releaseMapped
+}
 
 // releaseAll hands the mapping's pages back now (at the end of a scan).
 func (s *sqlFile) releaseAll() {
@@ -104,7 +109,7 @@ func (s *sqlFile) mappedPage(pgno uint32, sequential bool) []byte {
 	if !sequential {
 		ps = max(ps, faultAround)
 	}
-	if n := s.used.Add(ps); n/releaseBytes != (n-ps)/releaseBytes && s.release != nil {
+	if n := s.used.Add(ps); n/s.releaseEvery != (n-ps)/s.releaseEvery && s.release != nil {
 		s.release(s.mapped)
 	}
 	off := int(pgno-1) * s.pageSize
@@ -124,7 +129,7 @@ const readAhead = 64
 
 // openSQLFile opens path and checks its 100-byte header for what the scanner supports: a
 // rollback-journal database (file format versions 1), UTF-8 text, the fixed payload fractions.
-func openSQLFile(path string) (*sqlFile, error) {
+func openSQLFile(path string, o fileOptions) (*sqlFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -140,14 +145,17 @@ func openSQLFile(path string) (*sqlFile, error) {
 		return nil, err
 	}
 	s.closer = f
-	if !noMmap {
-		s.mapped, s.unmap, s.release = mapFile(f, st.Size()), unmapFile, releasePages
+	if !o.noMmap {
+		s.mapped, s.unmap, s.release = mapFile(f, st.Size()), unmapFile, releaseMapped
+		if o.release != nil {
+			s.release = o.release
+		}
+		if o.releaseEvery > 0 {
+			s.releaseEvery = o.releaseEvery
+		}
 	}
 	return s, nil
 }
-
-// noMmap makes openSQLFile read with ReadAt (tests compare both ways).
-var noMmap = false
 
 // withFaults runs fn, turning a fault on the mapping into an error: the mapped file shrank
 // while it was read (an export being rewritten), which would otherwise be a SIGBUS.
@@ -200,7 +208,7 @@ func newSQLFile(r io.ReaderAt, size int64) (*sqlFile, error) {
 	if pages > math.MaxUint32 {
 		return nil, layoutErr("%d pages", pages)
 	}
-	return &sqlFile{f: r, pageSize: ps, usable: usable, pages: uint32(pages)}, nil
+	return &sqlFile{f: r, pageSize: ps, usable: usable, pages: uint32(pages), releaseEvery: releaseBytes}, nil
 }
 
 // Close unmaps and closes the file.

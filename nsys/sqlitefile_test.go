@@ -182,7 +182,7 @@ func TestParallelScanMatchesSequential(t *testing.T) {
 // TestScanIntsMatchesSQL checks the scanner row by row against SQLite on the big tables.
 func TestScanIntsMatchesSQL(t *testing.T) {
 	path := largeExport(t, 3000, 1)
-	f, err := openSQLFile(path)
+	f, err := openSQLFile(path, fileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestScanValuesMatchSQL(t *testing.T) {
 	for _, ps := range []int{512, 4096, 65536} {
 		t.Run(fmt.Sprint(ps), func(t *testing.T) {
 			path := valuesDB(t, ps, 600)
-			f, err := openSQLFile(path)
+			f, err := openSQLFile(path, fileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -445,7 +445,7 @@ func TestDirectReaderRefuses(t *testing.T) {
 	t.Run("wal", func(t *testing.T) {
 		path := largeExport(t, 500, 1)
 		mutate(t, path, "PRAGMA journal_mode = WAL")
-		if _, err := openSQLFile(path); !errors.Is(err, errFileLayout) {
+		if _, err := openSQLFile(path, fileOptions{}); !errors.Is(err, errFileLayout) {
 			t.Fatalf("WAL database opened directly: %v", err)
 		}
 		same(t, path)
@@ -529,7 +529,7 @@ func TestDirectReaderRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
-		sf, err := openSQLFile(path)
+		sf, err := openSQLFile(path, fileOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -719,7 +719,7 @@ func TestKernelSummaryDirectMatchesSQL(t *testing.T) {
 func TestSparseRowidIsNotACount(t *testing.T) {
 	path, _ := writeSample(t, "3.28.1")
 	mutate(t, path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 4611686018427387904 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
-	f, err := openSQLFile(path)
+	f, err := openSQLFile(path, fileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,8 +835,7 @@ func TestReadAtMatchesMapped(t *testing.T) {
 	paths["no-nvtx"] = largeExportNVTX(t, 3000, 1, false)
 	read := func(path string, o ReadOptions, mmap bool) *Capture {
 		t.Helper()
-		defer func(old bool) { noMmap = old }(noMmap)
-		noMmap = !mmap
+		o.file.noMmap = !mmap
 		c, err := ReadCapture(context.Background(), path, o)
 		if err != nil {
 			t.Fatal(err)
@@ -850,9 +849,9 @@ func TestReadAtMatchesMapped(t *testing.T) {
 			}
 		}
 	}
-	defer func(old bool) { noMmap = old }(noMmap)
-	noMmap = true
-	checkStreamMatchesRead(t, paths["no-nvtx"], leanOptions, nil)
+	o := leanOptions
+	o.file.noMmap = true
+	checkStreamMatchesRead(t, paths["no-nvtx"], o, nil)
 }
 
 // TestMappedPagesReleased: a scan through the mapping hands its pages back as it goes (so that
@@ -860,24 +859,25 @@ func TestReadAtMatchesMapped(t *testing.T) {
 // back after every page.
 func TestMappedPagesReleased(t *testing.T) {
 	path := largeExportNVTX(t, 3000, 1, false)
+	var released atomic.Int64
+	file := fileOptions{
+		releaseEvery: 1, // every page
+		release: func(b []byte) {
+			released.Add(1)
+			releaseMapped(b)
+		},
+	}
 	read := func(mmap bool) *Capture {
 		t.Helper()
-		defer func(old bool) { noMmap = old }(noMmap)
-		noMmap = !mmap
-		c, err := ReadCapture(context.Background(), path, ReadOptions{SummariseAPI: true, SkipKernelInfo: true})
+		o := ReadOptions{SummariseAPI: true, SkipKernelInfo: true, file: file}
+		o.file.noMmap = !mmap
+		c, err := ReadCapture(context.Background(), path, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	defer func(b int64, f func([]byte)) { releaseBytes, releasePages = b, f }(releaseBytes, releasePages)
-	var released atomic.Int64
-	releaseBytes = 1 // every page
-	releasePages = func(b []byte) {
-		released.Add(1)
-		releaseMapped(b)
-	}
-	f, err := openSQLFile(path)
+	f, err := openSQLFile(path, fileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -899,8 +899,10 @@ func TestMappedPagesReleased(t *testing.T) {
 		t.Errorf("%d releases for a %d-page file, want one per page read", released.Load(), pages)
 	}
 	released.Store(0)
-	releaseBytes = 1 << 20
-	stream, err := OpenStream(context.Background(), path, leanOptions)
+	o := leanOptions
+	o.file = file
+	o.file.releaseEvery = 1 << 20
+	stream, err := OpenStream(context.Background(), path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -925,7 +927,7 @@ func TestMappedFileTruncated(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := openSQLFile(path)
+	s, err := openSQLFile(path, fileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,7 @@ func directRows(s *sqlFile, root uint32) ([]string, error) {
 func checkLayout(t *testing.T, path string) {
 	t.Helper()
 	want, root := sqlRows(t, path)
-	mapped, err := openSQLFile(path)
+	mapped, err := openSQLFile(path, fileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestReadCaptureAutoVacuumAndFreelist(t *testing.T) {
 			if name != "full" && free < 10 {
 				t.Fatalf("%d freelist pages", free)
 			}
-			s, err := openSQLFile(path) // else ReadCapture would go through SQLite both times
+			s, err := openSQLFile(path, fileOptions{}) // else ReadCapture would go through SQLite both times
 			if err != nil {
 				t.Fatalf("the direct reader refuses the export: %v", err)
 			}

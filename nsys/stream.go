@@ -128,7 +128,7 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 	if len(warnings) > 0 || opts.noDirect {
 		return nil, notStreamable("%s: only the direct file reader streams, and it does not read a database a writer has touched (%v)", path, warnings)
 	}
-	if r.file, err = openSQLFile(path); err != nil {
+	if r.file, err = openSQLFile(path, opts.file); err != nil {
 		return nil, notStreamable("%s: the direct file reader declines the file: %v", path, err)
 	}
 	if s.kernels, err = s.plan(kernelTable, cols); err != nil {

@@ -10,16 +10,13 @@ import (
 	"github.com/sglprof/runner/reports/triage"
 )
 
-// streamNsys lets tests compare the streamed triage of an export with the held one.
-var streamNsys = true
-
 // openStream is the triage.Options.OpenStream hook: an nsys export that nsys.OpenStream can
 // deliver in time order (one process, no NVTX range) is triaged as its kernels go by, so the
 // triage's memory does not grow with their number. Everything else, and an export whose order
 // breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
 // want NVTX ranges and the held capture, so they are not streamed.
 func (s *nsysSession) openStream(ctx context.Context, path string) (*triage.OpStream, error) {
-	if !streamNsys || !nsysInput(path) || s.opts.Window || s.opts.StageRE != nil || s.opts.AllowNoKernels {
+	if s.opts.held || !nsysInput(path) || s.opts.Window || s.opts.StageRE != nil || s.opts.AllowNoKernels {
 		return nil, nil
 	}
 	input := path // as Analyze names it, for open to recognise a dropped pass

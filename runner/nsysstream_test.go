@@ -75,11 +75,9 @@ func streamExport(t *testing.T, seed uint64, version string, twoPIDs, nvtx bool)
 // triageJSON triages path (streamed or held) and returns the JSON report and the debug log.
 func triageJSON(t *testing.T, path string, stream bool) (string, string) {
 	t.Helper()
-	defer func(old bool) { streamNsys = old }(streamNsys)
-	streamNsys = stream
 	var log bytes.Buffer
 	rep, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{},
-		triage.Options{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}, NsysOptions{})
+		triage.Options{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}, NsysOptions{held: !stream})
 	if err != nil {
 		t.Fatal(err)
 	}

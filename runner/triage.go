@@ -320,6 +320,10 @@ type NsysOptions struct {
 	// reports a directory holds without their SQLite export (ExportReport); nil leaves such a
 	// report to the reader, whose error says how to export it.
 	Env []string
+	// held reads every export whole, never as a stream; noCompact keeps every launching call
+	// (no compactLaunches, no ReadOptions.OneLaunchPerName). Tests compare those paths with
+	// the default ones.
+	held, noCompact bool
 }
 
 // nsysSession is the nsys side of one triage: its Open reads exports with the nsys reader and
@@ -369,14 +373,14 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 	}
 	s.streamed = ""
 	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels,
-		SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: compactNsysLaunches})
+		SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: !s.opts.noCompact})
 	if err != nil {
 		return nil, err
 	}
 	s.inputs++
 	t := c.Trace
 	nt := &nsysTrace{}
-	compact := compactNsysLaunches && !c.OneLaunchPerName // the reader did it already when it could
+	compact := !s.opts.noCompact && !c.OneLaunchPerName // the reader did it already when it could
 	if compact && len(t.Annotations) > 0 && s.opts.StageRE == nil && slices.ContainsFunc(t.Annotations, func(a trace.Annotation) bool { return a.GPU }) {
 		compact = false // GPU-side stage windows: Analyze finds those stages itself
 	}
@@ -431,10 +435,6 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 	}
 	return t, nil
 }
-
-// compactNsysLaunches lets tests compare the triage with and without compactLaunches (and the
-// reader's ReadOptions.OneLaunchPerName, which does the same while reading).
-var compactNsysLaunches = true
 
 // compactLaunches replaces t.Launches by one call per (name, graph flag, frame) and points every
 // GPU op at its representative, then hands the freed memory (about 56 bytes a kernel, more

@@ -305,9 +305,7 @@ func TestCompactLaunchesKeepsTheReport(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := export(tc.nvtx)
 			render := func(compact bool) string {
-				defer func(old bool) { compactNsysLaunches = old }(compactNsysLaunches)
-				compactNsysLaunches = compact
-				rep, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{StageRE: tc.re})
+				rep, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{StageRE: tc.re, noCompact: !compact})
 				if err != nil {
 					t.Fatal(err)
 				}
