@@ -72,6 +72,16 @@ func startServe(t *testing.T, env map[string]string, args ...string) *simServer 
 	return s
 }
 
+// waitLog waits until the server's log holds want.
+func (s *simServer) waitLog(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.log.String(), want); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the server's log:\n%s", want, s.log.String())
+		}
+	}
+}
+
 // waitHealth polls /health and returns the statuses seen until the first 200.
 func (s *simServer) waitHealth(t *testing.T) []int {
 	t.Helper()
@@ -217,7 +227,7 @@ func TestServeFailureModes(t *testing.T) {
 	}
 	// never-ready blocks until stopped and never listens.
 	s := startServe(t, baseEnv(t, EnvFail, "never-ready"), "serve", "--model-path", "Qwen/Qwen-Image")
-	time.Sleep(100 * time.Millisecond)
+	s.waitLog(t, "Loading safetensors checkpoint shards") // it now loads forever
 	if _, err := http.Get(s.base + "/health"); err == nil {
 		t.Fatal("never-ready server answers /health")
 	}

@@ -668,8 +668,7 @@ func (p *proc) exit(t *testing.T) int {
 
 func TestHangSIGINTIsKeyboardInterrupt(t *testing.T) {
 	p := startHelper(t, "sglang", map[string]string{EnvTimeScale: "0", EnvFail: "hang"}, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p")
-	p.waitFor(t, "[DenoisingStage] started...")
-	time.Sleep(50 * time.Millisecond)
+	p.waitFor(t, "[DenoisingStage] started...") // its SIGINT handler is set up before the stages
 	p.cmd.Process.Signal(syscall.SIGINT)
 	if rc := p.exit(t); rc != 130 {
 		t.Errorf("rc = %d, want 130", rc)
@@ -684,9 +683,11 @@ func TestHangHardNeedsSIGKILL(t *testing.T) {
 	p.waitFor(t, "[DenoisingStage] started...")
 	pgid := p.cmd.Process.Pid
 	members := func() []string { return groupMembers(pgid) }
-	time.Sleep(100 * time.Millisecond)
-	if m := members(); !strings.Contains(strings.Join(m, " "), "sleep") {
-		t.Errorf("no grandchild sleep in the process group: %v", m)
+	// The grandchild was started before the stages; wait for it to have become sleep(1).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(strings.Join(members(), " "), "sleep"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no grandchild sleep in the process group: %v", members())
+		}
 	}
 	syscall.Kill(-pgid, syscall.SIGINT)
 	syscall.Kill(-pgid, syscall.SIGTERM)
@@ -919,9 +920,8 @@ func TestNSysSIGINTStillWritesReport(t *testing.T) {
 	p := startHelper(t, "nsys", map[string]string{EnvTimeScale: "0", EnvFail: "hang"},
 		"profile", "--trace=cuda,nvtx,osrt", "--force-overwrite=true", "-o", out,
 		"env", helperEnv+"=sglang", os.Args[0], "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p")
-	p.waitFor(t, "[DenoisingStage] started...")
-	time.Sleep(50 * time.Millisecond)
-	p.cmd.Process.Signal(syscall.SIGINT) // nsys only, as a runner does first
+	p.waitFor(t, "[DenoisingStage] started...") // nsys handles SIGINT before it starts the application
+	p.cmd.Process.Signal(syscall.SIGINT)        // nsys only, as a runner does first
 	if rc := p.exit(t); rc != 130 {
 		t.Errorf("nsys rc = %d, want the application's 130", rc)
 	}
