@@ -22,9 +22,10 @@ import (
 // request to the connection's writeLoop goroutine and the response back from its readLoop
 // goroutine. With 64 requests finishing within the same millisecond on 2 CPUs, those
 // hand-offs (and the Transport's ~60 allocations per request) queue behind each other: the
-// measured p99 overhead was 2.5-3 ms, against 0.7-0.8 ms for a raw TCP request/response in
-// the same scenario. Responses are still parsed by net/http (http.ReadResponse), so status
-// lines, Content-Length, chunked bodies and Connection: close behave as they do there.
+// measured p99 overhead was 2.2-3.4 ms with net/http tuned and preconnected, against 1.1-1.8
+// ms for this client (BenchmarkClientOverheadRawServer*, docs/performance.md). Responses are
+// still parsed by net/http (http.ReadResponse), so status lines, Content-Length, chunked
+// bodies and Connection: close behave as they do there.
 type h1 struct {
 	addr   string // host:port to dial
 	host   string // Host header
