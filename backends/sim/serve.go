@@ -199,7 +199,7 @@ type server struct {
 	prof2 *llmProfile // the LLM profiling session in progress
 	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
 	flushing chan struct{}
-	steps int64       // LLM forward steps so far
+	steps    int64 // LLM forward steps so far
 }
 
 // llmProfile is an LLM /start_profile session.
