@@ -59,8 +59,16 @@ import (
 // MaxLine is the longest line handed to Spec.OnLine. Longer runs of bytes
 // without a line end (a JSON dump, a progress bar that never prints '\n')
 // arrive as several Lines of at most MaxLine bytes with Partial set on all but
-// the last, so memory stays bounded whatever the child prints.
+// the last, so memory stays bounded whatever the child prints. Each piece
+// after the first starts with the last Overlap bytes of the piece before it.
 const MaxLine = 1 << 20
+
+// Overlap is how many bytes of a cut line the next piece repeats. A gate
+// marker (a few dozen bytes, even with ANSI colour codes inside) that
+// straddles a MaxLine cut is therefore whole in one of the two pieces, in
+// Spec.Select and in OnLine alike: without it, a marker placed across the
+// cut went unseen and the cell passed the gate (issue 14).
+const Overlap = 4 << 10
 
 // Defaults applied when the corresponding Spec field is zero. The interrupt
 // grace is long because nsys writes its report after SIGINT, which takes
@@ -87,7 +95,8 @@ type Line struct {
 	// Text is the line without its terminator ("\n", "\r\n" or "\r").
 	Text string
 	// Partial is set when the line was cut at MaxLine and continues in the
-	// next Line of the same stream.
+	// next Line of the same stream, which starts with the last Overlap bytes
+	// of this one.
 	Partial bool
 }
 
