@@ -48,7 +48,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -172,6 +174,11 @@ type Spec struct {
 	// SIGKILL (0 = DefaultLeftoverGrace). Workers of a program that exits
 	// normally are usually gone well within it.
 	LeftoverGrace time.Duration
+
+	// Record is where the child's supervisor keeps the list of the child's
+	// processes while it runs (RecordFile in the cell's directory), for
+	// ReapRecorded after a runner that was killed; "" keeps none.
+	Record string
 }
 
 // Result describes how a run ended. ExitCode is -1 when the process was
@@ -240,6 +247,15 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	} else {
 		out = newOutput(s, log)
 	}
+	argv, env, supervised := supervisorArgv(s)
+	if !supervised {
+		argv, env = s.Argv, s.Env
+	}
+	statusR, statusW, lifeR, lifeW, err := supervisorPipes(supervised)
+	if err != nil {
+		log.Warn("cannot set up the supervisor's pipes; running the child directly", "err", err)
+		supervised, argv, env = false, s.Argv, s.Env
+	}
 	var ecmd *exec.Cmd
 	c := cmd.NewCmdOptions(cmd.Options{
 		BeforeExec: []func(*exec.Cmd){func(x *exec.Cmd) {
@@ -250,7 +266,11 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 				x.SysProcAttr = &syscall.SysProcAttr{}
 			}
 			x.SysProcAttr.Setpgid = true
-			setParentDeathSignal(x.SysProcAttr)
+			if supervised {
+				x.ExtraFiles = []*os.File{statusW, lifeR}
+			} else {
+				setParentDeathSignal(x.SysProcAttr)
+			}
 			if fileMode {
 				x.Stdout, x.Stderr = logF, logF
 			} else {
@@ -260,26 +280,50 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 			// so closes the pipes) well before this.
 			x.WaitDelay = 3*s.LeftoverGrace + 5*time.Second
 		}},
-	}, s.Argv[0], s.Argv[1:]...)
-	c.Env = s.Env
+	}, argv[0], argv[1:]...)
+	c.Env = env
 	c.Dir = s.Dir
 
-	log.Debug("starting", "argv", s.Argv, "dir", s.Dir)
+	log.Debug("starting", "argv", s.Argv, "dir", s.Dir, "supervised", supervised)
 	c.Start()
-	pid := waitStarted(c)
+	spid := waitStarted(c)
 	st0 := c.Status()
 	res.Start = time.Unix(0, st0.StartTs)
+	var sup *supStatus
+	pid := spid
+	if supervised {
+		statusW.Close()
+		lifeR.Close()
+		defer lifeW.Close()
+		sup = readStatus(statusR)
+		if spid != 0 {
+			pid = <-sup.pid
+		}
+	}
 	if pid == 0 {
 		<-c.Done()
 		st := c.Status()
 		out.finish()
-		res.StartErr = startError(s, st.Error)
+		serr := st.Error
+		if sup != nil {
+			<-sup.done
+			if sup.startErr != nil {
+				serr = sup.startErr
+			}
+		}
+		res.StartErr = startError(s, serr)
 		res.End = time.Unix(0, st.StopTs)
 		log.Debug("start failed", "err", res.StartErr)
 		return res
 	}
 	res.PID = pid
-	exited := watchExit(pid)
+	var exited <-chan struct{}
+	var kill func()
+	if sup != nil {
+		exited, kill = sup.exited, func() { lifeW.Close() }
+	} else {
+		exited, kill = watchExit(pid), func() {}
+	}
 
 	var timeoutC <-chan time.Time
 	if s.Timeout > 0 {
@@ -287,20 +331,27 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		defer t.Stop()
 		timeoutC = t.C
 	}
+	hurry := killNow(ctx)
 	select {
 	case <-exited:
 	case <-ctx.Done():
 		res.Interrupted = true
 		log.Info("interrupted; stopping the process group", "pid", pid)
-		res.StoppedWith = ladder(pid, s, exited, log)
+		res.StoppedWith = ladder(pid, s, exited, hurry, kill, log)
 	case <-timeoutC:
 		res.TimedOut = true
 		log.Info("timeout; stopping the process group", "pid", pid, "timeout", s.Timeout)
-		res.StoppedWith = ladder(pid, s, exited, log)
+		res.StoppedWith = ladder(pid, s, exited, hurry, kill, log)
 	}
 	res.End = time.Now()
 
-	res.Leftovers = sweep(pid, s.LeftoverGrace, c.Done(), log)
+	if sup != nil {
+		// The supervisor sweeps the child's descendants, those outside
+		// its group included; the group sweep below then finds it empty.
+		<-sup.done
+		res.Leftovers = sup.left
+	}
+	res.Leftovers += sweep(pid, s.LeftoverGrace, c.Done(), log)
 
 	<-c.Done()
 	st := c.Status()
@@ -314,6 +365,14 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		res.LogErr = fileSystemFull(logF)
 	}
 
+	if sup != nil && sup.ended {
+		if sup.signal != 0 {
+			res.Signal = unix.SignalName(sup.signal)
+		} else {
+			res.ExitCode = sup.exitCode
+		}
+		ecmd = nil
+	}
 	if ecmd != nil && ecmd.ProcessState != nil {
 		if ws, ok := ecmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.Signal = unix.SignalName(ws.Signal())
@@ -381,7 +440,11 @@ func waitStarted(c *cmd.Cmd) int {
 
 // ladder stops the group: SIGINT, SIGTERM, SIGKILL with the configured grace
 // between them, returning the last signal it had to send.
-func ladder(pgid int, s Spec, exited <-chan struct{}, log *slog.Logger) string {
+//
+// hurry (the second Ctrl-C, see WithKill) skips the rest of the grace and
+// goes to SIGKILL; kill is called at SIGKILL too, to make the supervisor
+// kill the descendants that left the group.
+func ladder(pgid int, s Spec, exited, hurry <-chan struct{}, kill func(), log *slog.Logger) string {
 	steps := []struct {
 		sig   syscall.Signal
 		grace time.Duration
@@ -400,6 +463,7 @@ func ladder(pgid int, s Spec, exited <-chan struct{}, log *slog.Logger) string {
 		last = name
 		log.Info("sent signal to the process group", "pgid", pgid, "signal", name)
 		if st.sig == syscall.SIGKILL {
+			kill()
 			<-exited
 			return last
 		}
@@ -409,9 +473,50 @@ func ladder(pgid int, s Spec, exited <-chan struct{}, log *slog.Logger) string {
 			t.Stop()
 			return last
 		case <-t.C:
+		case <-hurry:
+			t.Stop()
+			hurry = nil
+			if st.sig == syscall.SIGINT {
+				steps[1].grace = 0 // straight on to SIGKILL
+			}
+			log.Info("asked again to stop; killing the process group now", "pgid", pgid)
 		}
 	}
 	return last
+}
+
+type killKey struct{}
+
+// WithKill returns a context that carries a second, harder stop: calling
+// kill (the user's second Ctrl-C) makes every Run under ctx that is already
+// stopping its child skip the remaining grace and send SIGKILL.
+func WithKill(ctx context.Context) (context.Context, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return context.WithValue(ctx, killKey{}, ch), func() { once.Do(func() { close(ch) }) }
+}
+
+// killNow is the channel WithKill closes, or nil.
+func killNow(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(killKey{}).(chan struct{})
+	return ch
+}
+
+// supervisorPipes makes the status pipe and the lifeline of a supervised
+// run (both ends close on exec; ExtraFiles passes the supervisor its ends).
+func supervisorPipes(on bool) (statusR, statusW, lifeR, lifeW *os.File, err error) {
+	if !on {
+		return nil, nil, nil, nil, nil
+	}
+	if statusR, statusW, err = os.Pipe(); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if lifeR, lifeW, err = os.Pipe(); err != nil {
+		statusR.Close()
+		statusW.Close()
+		return nil, nil, nil, nil, err
+	}
+	return statusR, statusW, lifeR, lifeW, nil
 }
 
 // sweep waits up to grace for the rest of the group to go away by itself
