@@ -53,13 +53,13 @@ func ReadStat(pid int) (Stat, bool) {
 	if err != nil {
 		return Stat{}, false
 	}
-	return parseFullStat(b)
+	return parseStat(b)
 }
 
-// parseFullStat parses "pid (comm) state ppid pgrp ... starttime ...";
+// parseStat parses "pid (comm) state ppid pgrp ... starttime ...";
 // comm may hold spaces and parentheses, so fields are counted from the last
 // ')'. starttime is field 22, the 20th after comm.
-func parseFullStat(b []byte) (Stat, bool) {
+func parseStat(b []byte) (Stat, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return Stat{}, false
@@ -115,7 +115,11 @@ func readProcDir() ([]string, error) {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	defer d.Close()
-	return d.Readdirnames(-1)
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	return names, nil
 }
 
 // alive reports whether id is still the same running process.
