@@ -38,8 +38,15 @@
 // writer is dropped and the child carries on) costs a fraction of that
 // (BenchmarkLog200MB measures the designs side by side).
 //
+// Every child runs under a supervisor, the running binary re-executed, which
+// is a child subreaper: it kills all the child's descendants, also those
+// that left the process group, when the child is done, on a second stop, or
+// when the runner dies, and records them for ReapRecorded (supervise_linux.go,
+// record.go).
+//
 // Linux is the target. Process-group membership is read from /proc, and the
-// main process's exit is observed with waitid(WNOWAIT); see proc_linux.go.
+// main process's exit is observed with waitid(WNOWAIT) or reported by the
+// supervisor; see proc_linux.go.
 package proc
 
 import (
@@ -220,10 +227,13 @@ type Result struct {
 // ladder is SIGINT, InterruptGrace, SIGTERM, TerminateGrace, SIGKILL, and
 // stops as soon as the main process exits. log may be nil.
 //
-// The child's stdin is /dev/null. A process that leaves the group on its
-// own (setsid, a daemon) is beyond the group signals; if it keeps the output
-// pipes open, Run stops reading them a few seconds after the main process
-// exited (os/exec's WaitDelay) and logs a warning.
+// The child's stdin is /dev/null. It runs under a supervisor
+// (supervise_linux.go), so a process that leaves the group on its own
+// (setsid, a daemon) is still found and killed with the rest, and so is
+// everything once the runner dies. Should the supervisor be unavailable (the
+// binary cannot be found again), such a process is beyond the group signals;
+// if it keeps the output pipes open, Run stops reading them a few seconds
+// after the main process exited (os/exec's WaitDelay) and logs a warning.
 func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -247,42 +257,14 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	} else {
 		out = newOutput(s, log)
 	}
-	argv, env, supervised := supervisorArgv(s)
-	if !supervised {
-		argv, env = s.Argv, s.Env
-	}
-	statusR, statusW, lifeR, lifeW, err := supervisorPipes(supervised)
-	if err != nil {
-		log.Warn("cannot set up the supervisor's pipes; running the child directly", "err", err)
-		supervised, argv, env = false, s.Argv, s.Env
-	}
+	argv, env, pipes := supervision(s, log)
+	supervised := pipes != nil
 	var ecmd *exec.Cmd
-	c := cmd.NewCmdOptions(cmd.Options{
-		BeforeExec: []func(*exec.Cmd){func(x *exec.Cmd) {
-			ecmd = x
-			// go-cmd has set Setpgid already; replacing SysProcAttr would
-			// drop it and with it every group signal below.
-			if x.SysProcAttr == nil {
-				x.SysProcAttr = &syscall.SysProcAttr{}
-			}
-			x.SysProcAttr.Setpgid = true
-			if supervised {
-				x.ExtraFiles = []*os.File{statusW, lifeR}
-			} else {
-				setParentDeathSignal(x.SysProcAttr)
-			}
-			if fileMode {
-				x.Stdout, x.Stderr = logF, logF
-			} else {
-				x.Stdout, x.Stderr = out.stdout, out.stderr
-			}
-			// Backstop only: the sweep below normally empties the group (and
-			// so closes the pipes) well before this.
-			x.WaitDelay = 3*s.LeftoverGrace + 5*time.Second
-		}},
-	}, argv[0], argv[1:]...)
-	c.Env = env
-	c.Dir = s.Dir
+	var extra []*os.File
+	if supervised {
+		extra = []*os.File{pipes.statusW, pipes.lifeR}
+	}
+	c := command(s, argv, env, extra, logF, out, &ecmd)
 
 	log.Debug("starting", "argv", s.Argv, "dir", s.Dir, "supervised", supervised)
 	c.Start()
@@ -292,35 +274,23 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	var sup *supStatus
 	pid := spid
 	if supervised {
-		statusW.Close()
-		lifeR.Close()
-		defer lifeW.Close()
-		sup = readStatus(statusR)
+		pipes.statusW.Close()
+		pipes.lifeR.Close()
+		defer pipes.lifeW.Close()
+		sup = readStatus(pipes.statusR)
 		if spid != 0 {
 			pid = <-sup.pid
 		}
 	}
 	if pid == 0 {
-		<-c.Done()
-		st := c.Status()
-		out.finish()
-		serr := st.Error
-		if sup != nil {
-			<-sup.done
-			if sup.startErr != nil {
-				serr = sup.startErr
-			}
-		}
-		res.StartErr = startError(s, serr)
-		res.End = time.Unix(0, st.StopTs)
-		log.Debug("start failed", "err", res.StartErr)
+		startFailed(&res, s, c, sup, out, log)
 		return res
 	}
 	res.PID = pid
 	var exited <-chan struct{}
 	var kill func()
 	if sup != nil {
-		exited, kill = sup.exited, func() { lifeW.Close() }
+		exited, kill = sup.exited, func() { pipes.lifeW.Close() }
 	} else {
 		exited, kill = watchExit(pid), func() {}
 	}
@@ -365,13 +335,74 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		res.LogErr = fileSystemFull(logF)
 	}
 
+	exitStatus(&res, sup, ecmd)
+	log.Debug("finished", "pid", pid, "exit", res.ExitCode, "signal", res.Signal,
+		"stopped_with", res.StoppedWith, "leftovers", res.Leftovers, "lines", res.Lines)
+	return res
+}
+
+// startFailed fills res for a child that did not start (the supervisor's
+// report says why when it was the supervisor that tried).
+func startFailed(res *Result, s Spec, c *cmd.Cmd, sup *supStatus, out *output, log *slog.Logger) {
+	<-c.Done()
+	st := c.Status()
+	out.finish()
+	serr := st.Error
+	if sup != nil {
+		<-sup.done
+		if sup.startErr != nil {
+			serr = sup.startErr
+		}
+	}
+	res.StartErr = startError(s, serr)
+	res.End = time.Unix(0, st.StopTs)
+	log.Debug("start failed", "err", res.StartErr)
+}
+
+// command builds the go-cmd command that starts argv (the supervisor, or the
+// child itself) in a new process group with the output wired as the mode
+// wants: logF in file mode (nil otherwise), the pipeline's streams in pipe
+// mode. extra are the supervisor's pipes; *ecmd is set to the exec.Cmd.
+func command(s Spec, argv, env []string, extra []*os.File, logF *os.File, out *output, ecmd **exec.Cmd) *cmd.Cmd {
+	c := cmd.NewCmdOptions(cmd.Options{
+		BeforeExec: []func(*exec.Cmd){func(x *exec.Cmd) {
+			*ecmd = x
+			// go-cmd has set Setpgid already; replacing SysProcAttr would
+			// drop it and with it every group signal below.
+			if x.SysProcAttr == nil {
+				x.SysProcAttr = &syscall.SysProcAttr{}
+			}
+			x.SysProcAttr.Setpgid = true
+			if extra != nil {
+				x.ExtraFiles = extra
+			} else {
+				setParentDeathSignal(x.SysProcAttr)
+			}
+			if logF != nil {
+				x.Stdout, x.Stderr = logF, logF
+			} else {
+				x.Stdout, x.Stderr = out.stdout, out.stderr
+			}
+			// Backstop only: the sweep normally empties the group (and so
+			// closes the pipes) well before this.
+			x.WaitDelay = 3*s.LeftoverGrace + 5*time.Second
+		}},
+	}, argv[0], argv[1:]...)
+	c.Env = env
+	c.Dir = s.Dir
+	return c
+}
+
+// exitStatus fills the child's exit code or signal: from the supervisor's
+// report when there is one, else from the process os/exec waited for.
+func exitStatus(res *Result, sup *supStatus, ecmd *exec.Cmd) {
 	if sup != nil && sup.ended {
 		if sup.signal != 0 {
 			res.Signal = unix.SignalName(sup.signal)
 		} else {
 			res.ExitCode = sup.exitCode
 		}
-		ecmd = nil
+		return
 	}
 	if ecmd != nil && ecmd.ProcessState != nil {
 		if ws, ok := ecmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -380,9 +411,6 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 			res.ExitCode = ecmd.ProcessState.ExitCode()
 		}
 	}
-	log.Debug("finished", "pid", pid, "exit", res.ExitCode, "signal", res.Signal,
-		"stopped_with", res.StoppedWith, "leftovers", res.Leftovers, "lines", res.Lines)
-	return res
 }
 
 func (s Spec) withDefaults() Spec {
@@ -502,21 +530,32 @@ func killNow(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-// supervisorPipes makes the status pipe and the lifeline of a supervised
-// run (both ends close on exec; ExtraFiles passes the supervisor its ends).
-func supervisorPipes(on bool) (statusR, statusW, lifeR, lifeW *os.File, err error) {
-	if !on {
-		return nil, nil, nil, nil, nil
+// supPipes are the status pipe and the lifeline of a supervised run (every
+// end closes on exec; ExtraFiles passes the supervisor its two ends).
+type supPipes struct{ statusR, statusW, lifeR, lifeW *os.File }
+
+// supervision returns the command line and environment that start s.Argv
+// under a supervisor, with its pipes, or s's own with nil pipes when no
+// supervisor can be had (the child then gets only the group and the parent
+// death signal).
+func supervision(s Spec, log *slog.Logger) (argv, env []string, p *supPipes) {
+	argv, env, ok := supervisorArgv(s)
+	if !ok {
+		return s.Argv, s.Env, nil
 	}
-	if statusR, statusW, err = os.Pipe(); err != nil {
-		return nil, nil, nil, nil, err
+	p = &supPipes{}
+	var err error
+	if p.statusR, p.statusW, err = os.Pipe(); err == nil {
+		if p.lifeR, p.lifeW, err = os.Pipe(); err != nil {
+			p.statusR.Close()
+			p.statusW.Close()
+		}
 	}
-	if lifeR, lifeW, err = os.Pipe(); err != nil {
-		statusR.Close()
-		statusW.Close()
-		return nil, nil, nil, nil, err
+	if err != nil {
+		log.Warn("cannot set up the supervisor's pipes; running the child directly", "err", err)
+		return s.Argv, s.Env, nil
 	}
-	return statusR, statusW, lifeR, lifeW, nil
+	return argv, env, p
 }
 
 // sweep waits up to grace for the rest of the group to go away by itself
