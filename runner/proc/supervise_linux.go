@@ -59,10 +59,18 @@ func init() {
 	// Supervisor mode is decided before main (or TestMain) runs, so that any
 	// binary that can call Run can also supervise. Nothing else of the
 	// program runs in that mode.
-	if g, ok := os.LookupEnv(supervisorEnv); ok {
+	// The pipes must be there too: a variable leaked into a user's shell
+	// must not turn `runner run` into a supervisor.
+	if g, ok := os.LookupEnv(supervisorEnv); ok && isPipe(statusFD) && isPipe(lifelineFD) {
 		ns, _ := strconv.ParseInt(g, 10, 64)
 		os.Exit(supervise(os.Args[1:], time.Duration(ns), os.Getenv(recordEnv)))
 	}
+}
+
+// isPipe reports whether descriptor fd is open and a pipe.
+func isPipe(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
 }
 
 // supervisorArgv returns the command line that runs argv under a
