@@ -181,6 +181,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 		Timeout:        c.Backend.Timeout.Duration,
 		InterruptGrace: intGrace,
 		TerminateGrace: grace,
+		Record:         filepath.Join(rec.abs, proc.RecordFile),
 	}
 	selectLines(&spec, w)
 	pres := proc.Run(ctx, spec, opts.Logger.With("cell", c.ID))

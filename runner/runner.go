@@ -21,6 +21,7 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // Exit codes of DESIGN.md §5.
@@ -168,6 +169,7 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	if len(cells) == 0 {
 		return nil, fmt.Errorf("resume %s: cells.json lists no cells; the run directory was edited", dir)
 	}
+	reapLeftovers(dir, &opts)
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
@@ -186,6 +188,19 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	}
 	man.Resumed = append(man.Resumed, opts.Now().UTC())
 	return execute(ctx, p, dir, recs, &man, &opts)
+}
+
+// reapLeftovers kills what a killed run left running (proc.ReapRecorded: the processes its
+// cells' supervisors recorded, when the supervisors died too), so that a resumed cell does not
+// meet a stale server on its port or its GPU.
+func reapLeftovers(dir string, opts *Options) {
+	n, err := proc.ReapRecorded(dir)
+	if err != nil {
+		opts.Logger.Warn("resume: process records", "err", err)
+	}
+	if n > 0 {
+		opts.Logger.Warn("resume: killed processes that the interrupted run left running", "count", n)
+	}
 }
 
 // setAsideInterrupted moves the directory of a cell whose result says "interrupted" to

@@ -420,7 +420,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 				srv.event(func() { srv.profDone++ })
 			}
 		},
-		InterruptGrace: intGrace, TerminateGrace: grace,
+		InterruptGrace: intGrace, TerminateGrace: grace, Record: filepath.Join(dir, proc.RecordFile),
 	}
 	// No selectLines here: readiness failures quote the tail of a server that is still running,
 	// and a selective watcher gets its tail only once the process has exited. A server logs per

@@ -20,7 +20,8 @@
 //
 //	RUNNER_SIM_TIME_SCALE     real seconds slept per simulated second (default 0.002; 0 = no sleeping)
 //	RUNNER_SIM_FAIL           comma list of failure modes: oom, crash, hang, hang-hard, slow,
-//	                          trace-fail, trace-truncated, no-perf-dump
+//	                          trace-fail, trace-truncated, no-perf-dump, escape
+//	RUNNER_SIM_ESCAPE_PORT    with the escape mode: the port its setsid grandchild listens on
 //	RUNNER_SIM_SLOWDOWN       comma list of name=factor; names are stages (DenoisingStage,
 //	                          TextEncodingStage, DecodingStage, ...) or kernel groups
 //	                          (attention, gemm, norm, modulation, activation, elementwise,
@@ -41,6 +42,7 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -73,7 +75,7 @@ const (
 const DefaultTimeScale = 0.002
 
 // Failure modes accepted in RUNNER_SIM_FAIL.
-var failModes = []string{"oom", "crash", "hang", "hang-hard", "slow", "trace-fail", "trace-truncated", "no-perf-dump",
+var failModes = []string{"oom", "crash", "hang", "hang-hard", "slow", "trace-fail", "trace-truncated", "no-perf-dump", "escape",
 	// server modes (serve.go)
 	"never-ready", "crash-load", "slow-flush", "http-500"}
 
@@ -239,6 +241,9 @@ func SGLang(ctx context.Context, args []string, env map[string]string, stdout, s
 		fmt.Fprint(stderr, "usage: sglang [-h] {generate,serve,version} ...\nsglang: error: the following arguments are required: command\n")
 		return 2
 	}
+	if port := env[envEscapeListen]; port != "" {
+		return listenForever(port)
+	}
 	switch args[0] {
 	case "version":
 		fmt.Fprintf(stdout, "sglang version: %s\ngit revision: %s\n", SGLangVersion, SGLangRevision)
@@ -344,8 +349,15 @@ func generate(ctx context.Context, args []string, env map[string]string, stdout,
 	sig := make(chan os.Signal, 2)
 	if k.fail["hang-hard"] {
 		// Like a process stuck in native code with SIGINT/SIGTERM ignored: only SIGKILL works.
-		signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
-		defer signal.Reset(syscall.SIGINT, syscall.SIGTERM)
+		// Each ignored signal is logged, so a test can tell that the stop ladder reached it.
+		ign := make(chan os.Signal, 4)
+		signal.Notify(ign, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(ign)
+		go func() {
+			for s := range ign {
+				g.log.log("ignoring signal %s", s)
+			}
+		}()
 	} else {
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 		defer signal.Stop(sig)
@@ -489,6 +501,9 @@ func (g *gen) run() (int, error) {
 		g.prof.loadS, g.prof.stepMS = g.prof.loadS*1.3, g.prof.stepMS*1.25 // vanilla diffusers is slower
 	}
 
+	if g.k.fail["escape"] {
+		g.escape()
+	}
 	if g.k.fail["hang-hard"] {
 		// a grandchild that also ignores SIGINT/SIGTERM, in our process group
 		c := exec.Command("sh", "-c", "trap '' INT TERM; exec sleep 3600")
@@ -1066,4 +1081,40 @@ func sanitize(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// The escape mode (issue 14): a grandchild that leaves the process group and the session
+// (setsid), as a daemonising worker does, and holds a port, out of reach of any group signal.
+const (
+	envEscapePort   = "RUNNER_SIM_ESCAPE_PORT"
+	envEscapeListen = "RUNNER_SIM_ESCAPE_LISTEN" // set for the grandchild itself
+)
+
+// escape starts the grandchild: this very program again (the same binary and arguments, so it
+// reaches SGLang under the runner and under the test binaries alike), told to listen.
+func (g *gen) escape() {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	c := exec.Command(exe, os.Args[1:]...)
+	c.Env = append(os.Environ(), envEscapeListen+"="+g.env[envEscapePort])
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err == nil {
+		g.log.log("started a detached worker (pid %d)", c.Process.Pid)
+		c.Process.Release()
+	}
+}
+
+// listenForever is the escaped grandchild: it holds the port until killed.
+func listenForever(port string) int {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		return 1
+	}
+	for {
+		if c, err := l.Accept(); err == nil {
+			c.Close()
+		}
+	}
 }

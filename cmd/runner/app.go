@@ -16,6 +16,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // stdio is the process's standard streams, injected so commands can be tested in-process.
@@ -50,12 +51,37 @@ func run(args []string, io stdio) int {
 	// else turns SIGINT/SIGTERM into a cancelled context so cells are stopped and recorded.
 	if len(args) < 2 || args[1] != "sim" {
 		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		ctx, stop = stopOnSignals(ctx)
 		defer stop()
 	}
 	app := newApp(io)
 	err := app.RunContext(ctx, args)
 	return exitCode(err, io.err)
+}
+
+// stopOnSignals cancels ctx on the first SIGINT/SIGTERM and, on the second, tells the
+// processes being stopped to skip the rest of their grace and die now (proc.WithKill).
+func stopOnSignals(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, kill := proc.WithKill(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-sigs:
+			case <-done:
+				return
+			}
+			if n == 0 {
+				cancel()
+			} else {
+				kill()
+			}
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); close(done); cancel() }
 }
 
 func exitCode(err error, stderr io.Writer) int {

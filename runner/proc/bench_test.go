@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -38,6 +39,10 @@ import (
 //	                  runner's design before file mode)
 //	gocmd-stream      go-cmd's own streaming channels with the crToLF/tee
 //	                  wrapper of the reference notes, the design Run replaced
+//	simple-exec       the simplest design issue 12 proposes instead of the
+//	                  follower: os/exec with Setpgid, Cancel and WaitDelay,
+//	                  the stdout pipe teed into the log and cut into lines by
+//	                  a bufio.Scanner, every line through the gate's checks
 //
 // write= is the child's stdout buffer (Python's is 8 KiB). Metrics:
 //
@@ -76,7 +81,7 @@ func BenchmarkLog200MB(b *testing.B) {
 	for _, v := range []struct {
 		path string
 		buf  int
-	}{{"file+select", 4 << 10}, {"file+select", 64 << 10}, {"file+select+busy", 64 << 10}, {"pipe+select", 64 << 10}, {"pipe", 64 << 10}, {"gocmd-stream", 64 << 10}} {
+	}{{"file+select", 4 << 10}, {"file+select", 64 << 10}, {"file+select+busy", 64 << 10}, {"pipe+select", 64 << 10}, {"pipe", 64 << 10}, {"gocmd-stream", 64 << 10}, {"simple-exec", 4 << 10}, {"simple-exec", 64 << 10}} {
 		b.Run(fmt.Sprintf("path=%s/write=%dKiB", v.path, v.buf>>10), func(b *testing.B) {
 			benchLog(b, int64(mb)<<20, v.buf, v.path)
 		})
@@ -145,9 +150,12 @@ func benchLog(b *testing.B, size int64, bufSize int, path string) {
 		var lines int
 		self0, kids0 := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_CHILDREN)
 		t0 := time.Now()
-		if path == "gocmd-stream" {
+		switch path {
+		case "gocmd-stream":
 			lines, err = runGoCmdStream(argv, env, f, g.on)
-		} else {
+		case "simple-exec":
+			lines, err = runSimpleExec(argv, env, f, g.on)
+		default:
 			spec := Spec{Argv: argv, Env: env, Log: f, OnLine: g.on}
 			if strings.HasPrefix(path, "pipe") {
 				spec.Log = struct{ io.Writer }{f} // not an *os.File: pipe mode
@@ -420,6 +428,48 @@ func BenchmarkFollowSelect(b *testing.B) {
 			if err := o.window(r, off, min(off+followWindow, 64<<20), &buf); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// runSimpleExec is the simple design of issue 12 item 5, as a benchmark
+// variant: os/exec with the child in its own group, Cancel signalling the
+// group and WaitDelay bounding the pipe, the output teed into the log and
+// scanned line by line.
+func runSimpleExec(argv, env []string, log io.Writer, on func(Line)) (int, error) {
+	c := exec.CommandContext(context.Background(), argv[0], argv[1:]...)
+	c.Env = env
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGINT) }
+	c.WaitDelay = 5 * time.Second
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(io.TeeReader(out, log))
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		on(Line{No: n, Stream: Stdout, Text: sc.Text()})
+	}
+	serr := sc.Err()
+	if err := c.Wait(); err != nil {
+		return n, err
+	}
+	return n, serr
+}
+
+// BenchmarkRunTrue is the fixed cost of one Run: starting the supervisor
+// (the binary re-executed), the child (/bin/true) under it, and the status
+// and sweep that end it. It is paid once per cell.
+func BenchmarkRunTrue(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if res := Run(context.Background(), Spec{Argv: []string{"/bin/true"}}, nil); res.ExitCode != 0 {
+			b.Fatalf("exit %d, start error %v", res.ExitCode, res.StartErr)
 		}
 	}
 }

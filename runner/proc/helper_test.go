@@ -2,9 +2,14 @@ package proc
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -102,6 +107,41 @@ func helperMain(mode string) int {
 			os.Stdout.WriteString("got " + sig.String() + "\n")
 		}
 		return 0
+	case "supervised-runner":
+		// A runner in miniature: runs the "escape" helper under Run with
+		// a process record, until it is killed.
+		res := Run(context.Background(), Spec{
+			Argv: []string{os.Args[0]}, Env: helperEnvFor("escape", "PROC_TEST_DIR="+os.Getenv("PROC_TEST_DIR")),
+			Record: filepath.Join(os.Getenv("PROC_TEST_DIR"), RecordFile),
+		}, nil)
+		fmt.Println("run returned", res.ExitCode)
+		return 0
+	case "escape":
+		// A backend that starts a grandchild in a session of its own
+		// (setsid), out of reach of group signals, which holds a port.
+		c := exec.Command(os.Args[0])
+		c.Env = helperEnvFor("listen", "PROC_TEST_DIR="+os.Getenv("PROC_TEST_DIR"))
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		time.Sleep(time.Hour)
+		return 0
+	case "listen":
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 1
+		}
+		dir := os.Getenv("PROC_TEST_DIR")
+		info := fmt.Sprintf("%d %d %d\n", l.Addr().(*net.TCPAddr).Port, os.Getpid(), os.Getppid())
+		os.WriteFile(filepath.Join(dir, "listen.tmp"), []byte(info), 0o644)
+		os.Rename(filepath.Join(dir, "listen.tmp"), filepath.Join(dir, "listen"))
+		for {
+			if c, err := l.Accept(); err == nil {
+				c.Close()
+			}
+		}
 	case "sleep":
 		// Default signal handling: SIGINT ends it.
 		time.Sleep(time.Minute)

@@ -355,9 +355,14 @@ func (s *stream) appendPending(b []byte) {
 		s.pend = append(s.pend, b[:room]...)
 		b = b[room:]
 		s.deliver(s.pend, "", true)
-		s.pend = s.pend[:0]
+		// The next piece starts with this one's last bytes (see Overlap).
+		s.pend = s.pend[:copy(s.pend, s.pend[len(s.pend)-s.overlap():])]
 	}
 }
+
+// overlap is how many bytes a continuation piece repeats of the piece
+// before it: Overlap, or less when a test's limit is smaller.
+func (s *stream) overlap() int { return min(Overlap, s.limit/2) }
 
 // endLine finishes a line whose last bytes are seg (str is seg as a string,
 // or "" to allocate one if needed). An empty line ended by '\r' is dropped:
@@ -368,13 +373,14 @@ func (s *stream) endLine(seg []byte, str string, cr bool) {
 		if len(seg) == 0 && cr {
 			return
 		}
+		next := s.limit - s.overlap() // where the next piece starts
 		for len(seg) > s.limit {
 			piece := ""
 			if str != "" {
-				piece, str = str[:s.limit], str[s.limit:]
+				piece, str = str[:s.limit], str[next:]
 			}
 			s.deliver(seg[:s.limit], piece, true)
-			seg = seg[s.limit:]
+			seg = seg[next:]
 		}
 		s.deliver(seg, str, false)
 		return

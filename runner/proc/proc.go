@@ -38,8 +38,15 @@
 // writer is dropped and the child carries on) costs a fraction of that
 // (BenchmarkLog200MB measures the designs side by side).
 //
+// Every child runs under a supervisor, the running binary re-executed, which
+// is a child subreaper: it kills all the child's descendants, also those
+// that left the process group, when the child is done, on a second stop, or
+// when the runner dies, and records them for ReapRecorded (supervise_linux.go,
+// record.go).
+//
 // Linux is the target. Process-group membership is read from /proc, and the
-// main process's exit is observed with waitid(WNOWAIT); see proc_linux.go.
+// main process's exit is observed with waitid(WNOWAIT) or reported by the
+// supervisor; see proc_linux.go.
 package proc
 
 import (
@@ -48,7 +55,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,8 +68,16 @@ import (
 // MaxLine is the longest line handed to Spec.OnLine. Longer runs of bytes
 // without a line end (a JSON dump, a progress bar that never prints '\n')
 // arrive as several Lines of at most MaxLine bytes with Partial set on all but
-// the last, so memory stays bounded whatever the child prints.
+// the last, so memory stays bounded whatever the child prints. Each piece
+// after the first starts with the last Overlap bytes of the piece before it.
 const MaxLine = 1 << 20
+
+// Overlap is how many bytes of a cut line the next piece repeats. A gate
+// marker (a few dozen bytes, even with ANSI colour codes inside) that
+// straddles a MaxLine cut is therefore whole in one of the two pieces, in
+// Spec.Select and in OnLine alike: without it, a marker placed across the
+// cut went unseen and the cell passed the gate (issue 14).
+const Overlap = 4 << 10
 
 // Defaults applied when the corresponding Spec field is zero. The interrupt
 // grace is long because nsys writes its report after SIGINT, which takes
@@ -87,7 +104,8 @@ type Line struct {
 	// Text is the line without its terminator ("\n", "\r\n" or "\r").
 	Text string
 	// Partial is set when the line was cut at MaxLine and continues in the
-	// next Line of the same stream.
+	// next Line of the same stream, which starts with the last Overlap bytes
+	// of this one.
 	Partial bool
 }
 
@@ -163,6 +181,11 @@ type Spec struct {
 	// SIGKILL (0 = DefaultLeftoverGrace). Workers of a program that exits
 	// normally are usually gone well within it.
 	LeftoverGrace time.Duration
+
+	// Record is where the child's supervisor keeps the list of the child's
+	// processes while it runs (RecordFile in the cell's directory), for
+	// ReapRecorded after a runner that was killed; "" keeps none.
+	Record string
 }
 
 // Result describes how a run ended. ExitCode is -1 when the process was
@@ -204,10 +227,13 @@ type Result struct {
 // ladder is SIGINT, InterruptGrace, SIGTERM, TerminateGrace, SIGKILL, and
 // stops as soon as the main process exits. log may be nil.
 //
-// The child's stdin is /dev/null. A process that leaves the group on its
-// own (setsid, a daemon) is beyond the group signals; if it keeps the output
-// pipes open, Run stops reading them a few seconds after the main process
-// exited (os/exec's WaitDelay) and logs a warning.
+// The child's stdin is /dev/null. It runs under a supervisor
+// (supervise_linux.go), so a process that leaves the group on its own
+// (setsid, a daemon) is still found and killed with the rest, and so is
+// everything once the runner dies. Should the supervisor be unavailable (the
+// binary cannot be found again), such a process is beyond the group signals;
+// if it keeps the output pipes open, Run stops reading them a few seconds
+// after the main process exited (os/exec's WaitDelay) and logs a warning.
 func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -231,46 +257,43 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	} else {
 		out = newOutput(s, log)
 	}
+	argv, env, pipes := supervision(s, log)
+	supervised := pipes != nil
 	var ecmd *exec.Cmd
-	c := cmd.NewCmdOptions(cmd.Options{
-		BeforeExec: []func(*exec.Cmd){func(x *exec.Cmd) {
-			ecmd = x
-			// go-cmd has set Setpgid already; replacing SysProcAttr would
-			// drop it and with it every group signal below.
-			if x.SysProcAttr == nil {
-				x.SysProcAttr = &syscall.SysProcAttr{}
-			}
-			x.SysProcAttr.Setpgid = true
-			setParentDeathSignal(x.SysProcAttr)
-			if fileMode {
-				x.Stdout, x.Stderr = logF, logF
-			} else {
-				x.Stdout, x.Stderr = out.stdout, out.stderr
-			}
-			// Backstop only: the sweep below normally empties the group (and
-			// so closes the pipes) well before this.
-			x.WaitDelay = 3*s.LeftoverGrace + 5*time.Second
-		}},
-	}, s.Argv[0], s.Argv[1:]...)
-	c.Env = s.Env
-	c.Dir = s.Dir
+	var extra []*os.File
+	if supervised {
+		extra = []*os.File{pipes.statusW, pipes.lifeR}
+	}
+	c := command(s, argv, env, extra, logF, out, &ecmd)
 
-	log.Debug("starting", "argv", s.Argv, "dir", s.Dir)
+	log.Debug("starting", "argv", s.Argv, "dir", s.Dir, "supervised", supervised)
 	c.Start()
-	pid := waitStarted(c)
+	spid := waitStarted(c)
 	st0 := c.Status()
 	res.Start = time.Unix(0, st0.StartTs)
+	var sup *supStatus
+	pid := spid
+	if supervised {
+		pipes.statusW.Close()
+		pipes.lifeR.Close()
+		defer pipes.lifeW.Close()
+		sup = readStatus(pipes.statusR)
+		if spid != 0 {
+			pid = <-sup.pid
+		}
+	}
 	if pid == 0 {
-		<-c.Done()
-		st := c.Status()
-		out.finish()
-		res.StartErr = startError(s, st.Error)
-		res.End = time.Unix(0, st.StopTs)
-		log.Debug("start failed", "err", res.StartErr)
+		startFailed(&res, s, c, sup, out, log)
 		return res
 	}
 	res.PID = pid
-	exited := watchExit(pid)
+	var exited <-chan struct{}
+	var kill func()
+	if sup != nil {
+		exited, kill = sup.exited, func() { pipes.lifeW.Close() }
+	} else {
+		exited, kill = watchExit(pid), func() {}
+	}
 
 	var timeoutC <-chan time.Time
 	if s.Timeout > 0 {
@@ -278,20 +301,27 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		defer t.Stop()
 		timeoutC = t.C
 	}
+	hurry := killNow(ctx)
 	select {
 	case <-exited:
 	case <-ctx.Done():
 		res.Interrupted = true
 		log.Info("interrupted; stopping the process group", "pid", pid)
-		res.StoppedWith = ladder(pid, s, exited, log)
+		res.StoppedWith = ladder(pid, s, exited, hurry, kill, log)
 	case <-timeoutC:
 		res.TimedOut = true
 		log.Info("timeout; stopping the process group", "pid", pid, "timeout", s.Timeout)
-		res.StoppedWith = ladder(pid, s, exited, log)
+		res.StoppedWith = ladder(pid, s, exited, hurry, kill, log)
 	}
 	res.End = time.Now()
 
-	res.Leftovers = sweep(pid, s.LeftoverGrace, c.Done(), log)
+	if sup != nil {
+		// The supervisor sweeps the child's descendants, those outside
+		// its group included; the group sweep below then finds it empty.
+		<-sup.done
+		res.Leftovers = sup.left
+	}
+	res.Leftovers += sweep(pid, s.LeftoverGrace, c.Done(), log)
 
 	<-c.Done()
 	st := c.Status()
@@ -305,6 +335,75 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		res.LogErr = fileSystemFull(logF)
 	}
 
+	exitStatus(&res, sup, ecmd)
+	log.Debug("finished", "pid", pid, "exit", res.ExitCode, "signal", res.Signal,
+		"stopped_with", res.StoppedWith, "leftovers", res.Leftovers, "lines", res.Lines)
+	return res
+}
+
+// startFailed fills res for a child that did not start (the supervisor's
+// report says why when it was the supervisor that tried).
+func startFailed(res *Result, s Spec, c *cmd.Cmd, sup *supStatus, out *output, log *slog.Logger) {
+	<-c.Done()
+	st := c.Status()
+	out.finish()
+	serr := st.Error
+	if sup != nil {
+		<-sup.done
+		if sup.startErr != nil {
+			serr = sup.startErr
+		}
+	}
+	res.StartErr = startError(s, serr)
+	res.End = time.Unix(0, st.StopTs)
+	log.Debug("start failed", "err", res.StartErr)
+}
+
+// command builds the go-cmd command that starts argv (the supervisor, or the
+// child itself) in a new process group with the output wired as the mode
+// wants: logF in file mode (nil otherwise), the pipeline's streams in pipe
+// mode. extra are the supervisor's pipes; *ecmd is set to the exec.Cmd.
+func command(s Spec, argv, env []string, extra []*os.File, logF *os.File, out *output, ecmd **exec.Cmd) *cmd.Cmd {
+	c := cmd.NewCmdOptions(cmd.Options{
+		BeforeExec: []func(*exec.Cmd){func(x *exec.Cmd) {
+			*ecmd = x
+			// go-cmd has set Setpgid already; replacing SysProcAttr would
+			// drop it and with it every group signal below.
+			if x.SysProcAttr == nil {
+				x.SysProcAttr = &syscall.SysProcAttr{}
+			}
+			x.SysProcAttr.Setpgid = true
+			if extra != nil {
+				x.ExtraFiles = extra
+			} else {
+				setParentDeathSignal(x.SysProcAttr)
+			}
+			if logF != nil {
+				x.Stdout, x.Stderr = logF, logF
+			} else {
+				x.Stdout, x.Stderr = out.stdout, out.stderr
+			}
+			// Backstop only: the sweep normally empties the group (and so
+			// closes the pipes) well before this.
+			x.WaitDelay = 3*s.LeftoverGrace + 5*time.Second
+		}},
+	}, argv[0], argv[1:]...)
+	c.Env = env
+	c.Dir = s.Dir
+	return c
+}
+
+// exitStatus fills the child's exit code or signal: from the supervisor's
+// report when there is one, else from the process os/exec waited for.
+func exitStatus(res *Result, sup *supStatus, ecmd *exec.Cmd) {
+	if sup != nil && sup.ended {
+		if sup.signal != 0 {
+			res.Signal = unix.SignalName(sup.signal)
+		} else {
+			res.ExitCode = sup.exitCode
+		}
+		return
+	}
 	if ecmd != nil && ecmd.ProcessState != nil {
 		if ws, ok := ecmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.Signal = unix.SignalName(ws.Signal())
@@ -312,9 +411,6 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 			res.ExitCode = ecmd.ProcessState.ExitCode()
 		}
 	}
-	log.Debug("finished", "pid", pid, "exit", res.ExitCode, "signal", res.Signal,
-		"stopped_with", res.StoppedWith, "leftovers", res.Leftovers, "lines", res.Lines)
-	return res
 }
 
 func (s Spec) withDefaults() Spec {
@@ -372,7 +468,11 @@ func waitStarted(c *cmd.Cmd) int {
 
 // ladder stops the group: SIGINT, SIGTERM, SIGKILL with the configured grace
 // between them, returning the last signal it had to send.
-func ladder(pgid int, s Spec, exited <-chan struct{}, log *slog.Logger) string {
+//
+// hurry (the second Ctrl-C, see WithKill) skips the rest of the grace and
+// goes to SIGKILL; kill is called at SIGKILL too, to make the supervisor
+// kill the descendants that left the group.
+func ladder(pgid int, s Spec, exited, hurry <-chan struct{}, kill func(), log *slog.Logger) string {
 	steps := []struct {
 		sig   syscall.Signal
 		grace time.Duration
@@ -391,6 +491,7 @@ func ladder(pgid int, s Spec, exited <-chan struct{}, log *slog.Logger) string {
 		last = name
 		log.Info("sent signal to the process group", "pgid", pgid, "signal", name)
 		if st.sig == syscall.SIGKILL {
+			kill()
 			<-exited
 			return last
 		}
@@ -400,9 +501,61 @@ func ladder(pgid int, s Spec, exited <-chan struct{}, log *slog.Logger) string {
 			t.Stop()
 			return last
 		case <-t.C:
+		case <-hurry:
+			t.Stop()
+			hurry = nil
+			if st.sig == syscall.SIGINT {
+				steps[1].grace = 0 // straight on to SIGKILL
+			}
+			log.Info("asked again to stop; killing the process group now", "pgid", pgid)
 		}
 	}
 	return last
+}
+
+type killKey struct{}
+
+// WithKill returns a context that carries a second, harder stop: calling
+// kill (the user's second Ctrl-C) makes every Run under ctx that is already
+// stopping its child skip the remaining grace and send SIGKILL.
+func WithKill(ctx context.Context) (context.Context, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return context.WithValue(ctx, killKey{}, ch), func() { once.Do(func() { close(ch) }) }
+}
+
+// killNow is the channel WithKill closes, or nil.
+func killNow(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(killKey{}).(chan struct{})
+	return ch
+}
+
+// supPipes are the status pipe and the lifeline of a supervised run (every
+// end closes on exec; ExtraFiles passes the supervisor its two ends).
+type supPipes struct{ statusR, statusW, lifeR, lifeW *os.File }
+
+// supervision returns the command line and environment that start s.Argv
+// under a supervisor, with its pipes, or s's own with nil pipes when no
+// supervisor can be had (the child then gets only the group and the parent
+// death signal).
+func supervision(s Spec, log *slog.Logger) (argv, env []string, p *supPipes) {
+	argv, env, ok := supervisorArgv(s)
+	if !ok {
+		return s.Argv, s.Env, nil
+	}
+	p = &supPipes{}
+	var err error
+	if p.statusR, p.statusW, err = os.Pipe(); err == nil {
+		if p.lifeR, p.lifeW, err = os.Pipe(); err != nil {
+			p.statusR.Close()
+			p.statusW.Close()
+		}
+	}
+	if err != nil {
+		log.Warn("cannot set up the supervisor's pipes; running the child directly", "err", err)
+		return s.Argv, s.Env, nil
+	}
+	return argv, env, p
 }
 
 // sweep waits up to grace for the rest of the group to go away by itself

@@ -1,11 +1,8 @@
 package proc
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -66,14 +63,9 @@ func GroupAlive(pgid int) bool {
 // GroupMembers lists the live (non-zombie) processes whose process group is
 // pgid, by reading /proc/<pid>/stat for every process. Linux only.
 func GroupMembers(pgid int) ([]int, error) {
-	d, err := os.Open("/proc")
+	names, err := readProcDir()
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return nil, err
 	}
 	var out []int
 	for _, n := range names {
@@ -81,36 +73,13 @@ func GroupMembers(pgid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + n + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		state, pg, ok := parseStat(b)
-		if !ok || pg != pgid || state == 'Z' || state == 'X' {
-			continue
+		st, ok := ReadStat(pid)
+		if !ok || st.PGRP != pgid || st.State == 'Z' || st.State == 'X' {
+			continue // exited meanwhile, or not ours
 		}
 		out = append(out, pid)
 	}
 	return out, nil
-}
-
-// parseStat extracts the state and process group from /proc/<pid>/stat:
-// "pid (comm) state ppid pgrp ...". comm may hold spaces and parentheses,
-// so the fields are counted from the last ')'.
-func parseStat(b []byte) (state byte, pgrp int, ok bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
 }
 
 // pipeSize is the capacity we ask for on the child's output pipes (the

@@ -238,6 +238,9 @@ func TestLongLineDoesNotBreak(t *testing.T) {
 	total := 0
 	for i, l := range c.lines[:len(c.lines)-1] {
 		total += len(l.Text)
+		if i > 0 {
+			total -= Overlap // each piece repeats the previous one's end
+		}
 		if len(l.Text) > MaxLine {
 			t.Errorf("line %d is %d bytes, above MaxLine", i, len(l.Text))
 		}
@@ -249,7 +252,7 @@ func TestLongLineDoesNotBreak(t *testing.T) {
 	if total != n {
 		t.Errorf("long line pieces add up to %d bytes, want %d", total, n)
 	}
-	if want := n/MaxLine + 2; len(c.lines) != want {
+	if want := (n-Overlap)/(MaxLine-Overlap) + 2; len(c.lines) != want {
 		t.Errorf("%d lines, want %d", len(c.lines), want)
 	}
 	if last := c.lines[len(c.lines)-1]; last.Text != "end" || last.Partial {
@@ -566,22 +569,23 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestParseStat(t *testing.T) {
+	const rest = " 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
 	cases := []struct {
-		in    string
-		state byte
-		pgrp  int
-		ok    bool
+		in   string
+		want Stat
+		ok   bool
 	}{
-		{"123 (sleep) S 1 120 120 0 -1", 'S', 120, true},
-		{"7 (a) (b) c) Z 1 99 99 0", 'Z', 99, true},
-		{"7 (no close paren S 1 2", 0, 0, false},
-		{"7 (x) S 1", 0, 0, false},
-		{"", 0, 0, false},
+		{"123 (sleep) S 1 120 120" + rest + "845141 1000 200", Stat{'S', 1, 120, 845141}, true},
+		{"7 (a) (b) c) Z 5 99 99" + rest + "42 0 0", Stat{'Z', 5, 99, 42}, true},
+		{"7 (no close paren S 1 2", Stat{}, false},
+		{"7 (x) S 1 120 120 0", Stat{}, false},
+		{"7 (x) S one 120 120" + rest + "1 0 0", Stat{}, false},
+		{"", Stat{}, false},
 	}
 	for _, tc := range cases {
-		s, p, ok := parseStat([]byte(tc.in))
-		if s != tc.state || p != tc.pgrp || ok != tc.ok {
-			t.Errorf("parseStat(%q) = %c %d %v, want %c %d %v", tc.in, s, p, ok, tc.state, tc.pgrp, tc.ok)
+		got, ok := parseStat([]byte(tc.in))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseStat(%q) = %+v %v, want %+v %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -606,4 +610,17 @@ func TestGroupAliveOwnGroup(t *testing.T) {
 	if GroupAlive(0) || GroupAlive(-5) {
 		t.Error("GroupAlive accepts non-positive ids")
 	}
+}
+
+// FuzzParseStat: any /proc/<pid>/stat text parses or is refused, without a
+// panic, and a parsed state is the first field after the last ')'.
+func FuzzParseStat(f *testing.F) {
+	f.Add("123 (sleep) S 1 120 120 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 845141 1000 200")
+	f.Add("7 (a) (b) c) Z 5 99 99")
+	f.Fuzz(func(t *testing.T, in string) {
+		st, ok := parseStat([]byte(in))
+		if ok && st.State != strings.Fields(in[strings.LastIndexByte(in, ')')+1:])[0][0] {
+			t.Fatalf("state %q not the first field after the last ')' in %q", st.State, in)
+		}
+	})
 }

@@ -10,7 +10,8 @@ import (
 // refSplit is the specification of line splitting, written the slow and
 // obvious way: '\n', '\r' and "\r\n" end a line; an empty line ended by a
 // bare '\r' is dropped; a line longer than limit comes in limit-sized
-// pieces, all but the last marked partial; an unterminated tail is a line.
+// pieces, all but the last marked partial, each starting with the previous
+// piece's last overlap bytes; an unterminated tail is a line.
 func refSplit(in string, limit int) []Line {
 	var out []Line
 	emit := func(text string, cr bool) {
@@ -19,7 +20,7 @@ func refSplit(in string, limit int) []Line {
 		}
 		for len(text) > limit {
 			out = append(out, Line{Text: text[:limit], Partial: true})
-			text = text[limit:]
+			text = text[limit-min(Overlap, limit/2):]
 		}
 		out = append(out, Line{Text: text})
 	}
@@ -93,9 +94,10 @@ func TestSplitLines(t *testing.T) {
 		{"newline then progress", "start\n\r 1/3\r 2/3\r 3/3\ndone\n", 100, []string{"start", " 1/3", " 2/3", " 3/3", "done"}},
 		{"cr cr", "a\r\rb", 100, []string{"a", "b"}},
 		{"cr then lf lf", "a\r\n\nb", 100, []string{"a", "", "b"}},
-		{"long line cut", "abcdefghij\n", 4, []string{"abcd+", "efgh+", "ij"}},
+		{"long line cut", "abcdefghij\n", 4, []string{"abcd+", "cdef+", "efgh+", "ghij"}},
 		{"exact limit", "abcd\nefgh", 4, []string{"abcd", "efgh"}},
-		{"twice the limit", "abcdefgh\n", 4, []string{"abcd+", "efgh"}},
+		{"twice the limit", "abcdefgh\n", 4, []string{"abcd+", "cdef+", "efgh"}},
+		{"odd limit", "abcdefgh\n", 5, []string{"abcde+", "defgh"}},
 		{"only newlines", "\n\n", 100, []string{"", ""}},
 		{"only crs", "\r\r\r", 100, nil},
 		{"empty", "", 100, nil},
