@@ -537,7 +537,7 @@ func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 		m.Plan = b.s.plan.Name
 	}
 	if b.s.planErr != nil {
-		m.Warnings = append(m.Warnings, "plan.toml does not load with this runner ("+b.red.clone().String(b.s.planErr.Error())+"), so its [bundle] redact patterns were not applied and its backend.env values were not searched for literally; only the built-in secret patterns were. Check the bundle before sharing it.")
+		m.Warnings = append(m.Warnings, "plan.toml does not load with this runner ("+b.red.Clone().String(b.s.planErr.Error())+"), so its [bundle] redact patterns were not applied and its backend.env values were not searched for literally; only the built-in secret patterns were. Check the bundle before sharing it.")
 	}
 	hasTrace := false
 	for _, e := range entries {
@@ -556,7 +556,7 @@ func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 // finish adds README.md and bundle.json in front of the entries. Both are redacted too (with
 // a copy of the redactor, so the counts they list are those of the run's files).
 func (b *builder) finish(entries []entry, meta Metadata) []entry {
-	shadow := b.red.clone()
+	shadow := b.red.Clone()
 	readme := shadow.Bytes([]byte(renderReadme(b.s, meta, entries, b.file)))
 	var mj bytes.Buffer
 	enc := json.NewEncoder(&mj)
