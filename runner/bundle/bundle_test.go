@@ -173,8 +173,12 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 		t.Fatal("the planted plan token is not in the run's plan.toml; the test plants nothing")
 	}
 	rawCmd, _ := os.ReadFile(filepath.Join(cellDir, runner.CommandFile))
-	if !bytes.Contains(rawCmd, []byte(argvToken)) {
-		t.Fatal("the planted argv token is not in command.json; the test plants nothing")
+	if !bytes.Contains(raw, []byte(argvToken)) {
+		t.Fatal("the planted argv token is not in the run's plan.toml; the test plants nothing")
+	}
+	// The run directory's own command.json went through the catalogue when it was written.
+	if bytes.Contains(rawCmd, []byte(argvToken)) {
+		t.Error("the run directory's command.json holds the argv token")
 	}
 
 	out := filepath.Join(t.TempDir(), "b.tar.gz")

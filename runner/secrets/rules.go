@@ -109,9 +109,9 @@ var builtinRules = append(
 		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:token|api_key|apikey|secret|password|passwd|credentials?)=['"]([^'"\s\\]+)['"]`), group: 1, keywords: reprKeywords},
 		// JSON and YAML keys whose name ends in a strong marker: "openai_api_key": "...",
 		// password: ..., x-api-key: ... (a header). "key" alone ("key": "qwen-image/...") is not one.
-		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:password|passwd|secret[_-]?key|secret|api[_-]?key|private[_-]?key|access[_-]?key)["']?[ \t]*[:=][ \t]*["']?([^\s"',;}\]\\]+)`), group: 1, keywords: strongKeywords},
+		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:password|passwd|secret[_-]?key|secret|api[_-]?key|private[_-]?key|access[_-]?key)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?([^\s"',;}\]\\]+)`), group: 1, keywords: strongKeywords},
 		// ... and "...token": "value" with a quoted value of some length ("max_tokens": 4 is not).
-		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:token|credentials?)["']?[ \t]*[:=][ \t]*["']([^\s"'\\]{8,})["']`), group: 1, keywords: []string{"token", "credential"}, pre: hasQuote},
+		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:token|credentials?)(?:\\?["'])?[ \t]*[:=][ \t]*\\?["']([^\s"'\\]{8,})\\?["']`), group: 1, keywords: []string{"token", "credential"}, pre: hasQuote},
 		// Flags whose name ends in the marker: --hf-token X, --api-key=X (not --tokenizer-path),
 		// also as consecutive JSON array elements ("--api-key", "X").
 		{kind: KindFlag, re: regexp.MustCompile(`(?i)--[a-z0-9-]*(?:token|key|secret|password|passwd|credentials?)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?([^\s'"\\,]+)`), group: 1, keywords: []string{"--"}},
