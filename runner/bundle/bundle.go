@@ -44,6 +44,10 @@ type Options struct {
 	// Cells restricts the bundle to these cell IDs (a cell directory given as the source
 	// selects its own cell).
 	Cells []string
+	// Force replaces an existing regular file at Output; without it an existing file is an
+	// error. A device, directory or symlink at Output, or an Output inside the bundled run,
+	// is refused either way.
+	Force bool
 	// WithTraces includes the full traces (and nsys reports) instead of slimmed traces.
 	WithTraces bool
 	// TraceSteps is the number of steps a slimmed trace keeps; 0 means DefaultTraceSteps.
@@ -146,16 +150,19 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	}
 	defer os.RemoveAll(stage)
 
-	b := &builder{s: s, red: red, opts: &opts, stage: stage}
-	if err := b.collect(ctx); err != nil {
-		return nil, err
-	}
 	out := opts.Output
 	if out == "" {
 		out = defaultName(s)
 	}
 	if abs, err := filepath.Abs(out); err == nil {
 		out = abs
+	}
+	if err := checkOutput(out, s.dir, opts.Force); err != nil {
+		return nil, err
+	}
+	b := &builder{s: s, red: red, opts: &opts, stage: stage}
+	if err := b.collect(ctx); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
@@ -177,6 +184,52 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	}
 	return nil, fmt.Errorf("bundle: the bundle stays over --max-size %s (%s); select fewer cells with --cells or raise --max-size",
 		humanize.IBytes(uint64(opts.MaxSize)), strings.Join(tried, "; "))
+}
+
+// checkOutput refuses an archive path the final rename would wrongly replace: anything but a
+// regular file (a device such as /dev/full, a directory, a symlink), a path inside the run
+// being bundled (its plan.toml, a log), and an existing file unless force. The errors are
+// usage errors: the user chooses another -o.
+func checkOutput(out, src string, force bool) error {
+	usage := func(format string, a ...any) error {
+		return &runner.UsageError{Err: fmt.Errorf("bundle: -o "+format, a...)}
+	}
+	if st, err := os.Lstat(out); err == nil {
+		switch {
+		case !st.Mode().IsRegular():
+			return usage("%s exists and is not a regular file (%s); choose another path", out, st.Mode().Type())
+		case !force:
+			return usage("%s exists; pass --force to replace it or choose another path", out)
+		}
+	}
+	if within(out, src) {
+		return usage("%s is inside the run directory being bundled (%s); write the bundle elsewhere", out, src)
+	}
+	return nil
+}
+
+// within reports whether path lies under dir, after resolving symlinks of both (path's
+// existing parent directories).
+func within(path, dir string) bool {
+	real := func(p string) string {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		// Resolve the deepest existing ancestor, keep the rest as written.
+		rest := ""
+		for cur := abs; ; cur = filepath.Dir(cur) {
+			if r, err := filepath.EvalSymlinks(cur); err == nil {
+				return filepath.Join(r, rest)
+			}
+			if filepath.Dir(cur) == cur {
+				return abs
+			}
+			rest = filepath.Join(filepath.Base(cur), rest)
+		}
+	}
+	rel, err := filepath.Rel(real(dir), real(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // levels are the successive ways to make a bundle fit --max-size.
