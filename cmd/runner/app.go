@@ -122,6 +122,11 @@ func newApp(io stdio) *cli.App {
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return &exitError{code: runner.ExitUsage, err: err}
 		},
+		// The global flags are checked once for every command, also those that log nothing.
+		Before: func(c *cli.Context) error {
+			_, err := logger(c, io.err)
+			return err
+		},
 	}
 }
 

@@ -56,7 +56,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			default:
 				return usageErr("--format must be text, md, json or csv, not %q", format)
 			}
-			if c.Float64("cutoff") < 0 || c.Float64("cutoff") > 100 {
+			if co := c.Float64("cutoff"); !(co >= 0 && co <= 100) { // NaN fails both
 				return usageErr("--cutoff is a percentage from 0 to 100")
 			}
 			dopts := triage.DiscoverOptions{AllRanks: c.Bool("all-ranks")}
