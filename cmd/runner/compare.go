@@ -7,8 +7,8 @@ import (
 	goio "io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
