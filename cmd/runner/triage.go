@@ -101,6 +101,10 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				if err != nil {
 					return err
 				}
+				// A FIFO or device would block the read: refused up front, before anything opens it.
+				if st, err := os.Stat(args[0]); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+					return usageErr("%s is not a regular file (%s); pass a trace file or the directory the profiler wrote", args[0], st.Mode().Type())
+				}
 				cell, res, r, err := runner.ResolveCell(args[0])
 				if err != nil {
 					return err

@@ -160,7 +160,7 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	if err := checkOutput(out, s.dir, opts.Force); err != nil {
 		return nil, err
 	}
-	b := &builder{s: s, red: red, opts: &opts, stage: stage}
+	b := &builder{ctx: ctx, s: s, red: red, opts: &opts, stage: stage}
 	if err := b.collect(ctx); err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	for level := 0; level < len(levels); level++ {
 		entries, omitted := b.degrade(level)
 		meta := b.metadata(entries, omitted)
-		size, err := writeArchive(out, b.finish(entries, meta))
+		size, err := writeArchive(ctx, out, b.finish(entries, meta))
 		if err != nil {
 			return nil, err
 		}
@@ -252,6 +252,7 @@ func defaultName(s *source) string {
 }
 
 type builder struct {
+	ctx     context.Context // Ctrl-C: checked between the chunks of every file read
 	s       *source
 	red     *Redactor
 	opts    *Options
@@ -300,9 +301,9 @@ func (b *builder) stageStream(path string, gunzip, gz bool) (string, int64, erro
 		return "", 0, fmt.Errorf("bundle: %w", err)
 	}
 	defer in.Close()
-	var r io.Reader = in
+	var r io.Reader = ctxReader{b.ctx, in}
 	if gunzip {
-		zr, err := gzip.NewReader(in)
+		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return "", 0, fmt.Errorf("bundle: %s: %w", path, err)
 		}
@@ -626,7 +627,7 @@ func (b *builder) finish(entries []entry, meta Metadata) []entry {
 
 // writeArchive writes the entries as a .tar.gz through a temporary file and a rename, and
 // returns its size.
-func writeArchive(out string, entries []entry) (int64, error) {
+func writeArchive(ctx context.Context, out string, entries []entry) (int64, error) {
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
 	if err != nil {
 		return 0, fmt.Errorf("bundle: %w; choose a writable -o", err)
@@ -658,6 +659,9 @@ func writeArchive(out string, entries []entry) (int64, error) {
 		}
 	}
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
 		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: e.size, ModTime: mtime, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fail(err)
@@ -672,7 +676,7 @@ func writeArchive(out string, entries []entry) (int64, error) {
 		if err != nil {
 			return fail(err)
 		}
-		_, err = io.CopyN(tw, src, e.size)
+		_, err = io.CopyN(tw, ctxReader{ctx, src}, e.size)
 		src.Close()
 		if err != nil {
 			return fail(err)
@@ -700,4 +704,18 @@ func writeArchive(out string, entries []entry) (int64, error) {
 func isRegular(p string) bool {
 	st, err := os.Lstat(p)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// ctxReader stops a read loop once ctx is done, so Ctrl-C ends the bundling of a big file
+// within one read instead of after it.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
