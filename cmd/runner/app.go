@@ -180,3 +180,20 @@ func loadPlan(path string) (*plans.Plan, error) {
 	}
 	return p, nil
 }
+
+// interruptible returns an action that ends at Ctrl-C even while its work is inside a loop or
+// a read that does not watch the context (a plan being judged, a trace being parsed): the work
+// runs in a goroutine and the action returns the context's error, exit 130, as soon as it is
+// done. Only for commands that write nothing but their standard output, which may be cut.
+func interruptible(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		done := make(chan error, 1)
+		go func() { done <- action(c) }()
+		select {
+		case err := <-done:
+			return err
+		case <-c.Context.Done():
+			return c.Context.Err()
+		}
+	}
+}

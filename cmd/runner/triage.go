@@ -44,7 +44,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.BoolFlag{Name: "kernels-only", Usage: "nsys exports: only the kernel and fusion tables, from SQL per-name sums (memory flat in the number of kernels; for exports too large for the full triage)"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: interruptible(func(c *cli.Context) error {
 			limitMemory()
 			log, err := logger(c, io.err)
 			if err != nil {
@@ -137,7 +137,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				return err
 			}
 			return runner.RenderTriage(io.out, rep, format, c.Float64("cutoff"))
-		},
+		}),
 	}
 }
 
