@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"github.com/sglprof/runner/runner/secrets"
@@ -13,16 +11,13 @@ import (
 // of the values themselves, the encoded file goes through the secrets catalogue, so a token
 // passed as a plain argument or under an innocent variable name is not written down either.
 func writeRedactedJSON(path string, v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+	b, err := encodeJSON(path, v)
+	if err != nil {
+		return err
 	}
 	red, err := secrets.Default()
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return writeFileAtomic(path, red.JSON(b.Bytes()))
+	return writeFileAtomic(path, red.JSON(b))
 }
