@@ -166,6 +166,19 @@ func FuzzKeywords(f *testing.F) {
 			if !found {
 				t.Fatalf("rule %s (%s) matches %q but none of its keywords %q is in it", ru.kind, ru.re, line, ru.keywords)
 			}
+			// An anchored rule is tried only where a keyword begins: each match must begin
+			// with one.
+			if ru.at != nil {
+				for _, m := range ru.re.FindAllStringIndex(line, -1) {
+					ok := false
+					for _, k := range ru.keywords {
+						ok = ok || strings.HasPrefix(lower[m[0]:], k)
+					}
+					if !ok {
+						t.Fatalf("anchored rule %s (%s) matches %q at %d, where none of its keywords %q begins", ru.kind, ru.re, line, m[0], ru.keywords)
+					}
+				}
+			}
 		}
 	})
 }
