@@ -159,7 +159,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 		res.Reasons = append(res.Reasons, backends.Reason{Code: "log-create", Message: fmt.Sprintf("cannot create %s: %v; check free space and permissions of the output directory", logPath, err)})
 		return res
 	}
-	if err := writeJSONAtomic(filepath.Join(rec.abs, CommandFile), redactLaunch(rec.Launch)); err != nil {
+	if err := writeRedactedJSON(filepath.Join(rec.abs, CommandFile), redactLaunch(rec.Launch)); err != nil {
 		opts.Logger.Warn("command.json", "cell", c.ID, "err", err)
 	}
 	w := rec.be.NewWatcher(c)

@@ -62,7 +62,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	sum := buildSummary(p, dir, recs, interrupted)
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
-	if err := writeJSONAtomic(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, ManifestFile), man); err != nil {
 		return sum, err
 	}
 	if err := writeSummaryFiles(dir, sum); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // Version is the runner's version, set at build time with
@@ -221,22 +222,12 @@ func hostInfo() HostInfo {
 // envPrefixes are the variables that change what sglang, CUDA and NCCL do.
 var envPrefixes = []string{"CUDA_", "SGLANG_", "NCCL_", "HF_", "TORCH_", "PYTORCH_", "VLLM_", "NVIDIA_"}
 
-// secretMarkers mark variable names whose values must never be written down.
-var secretMarkers = []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}
-
 // Redacted replaces the value of a secret-looking variable.
-const Redacted = "<redacted>"
+const Redacted = secrets.Redacted
 
-// IsSecretName reports whether an environment variable name looks like it holds a secret.
-func IsSecretName(name string) bool {
-	u := strings.ToUpper(name)
-	for _, m := range secretMarkers {
-		if strings.Contains(u, m) {
-			return true
-		}
-	}
-	return false
-}
+// IsSecretName reports whether an environment variable name looks like it holds a secret
+// (secrets.IsSecretName).
+func IsSecretName(name string) bool { return secrets.IsSecretName(name) }
 
 // CaptureEnv keeps the variables that matter for a GPU run, with secret values redacted.
 func CaptureEnv(env []string) map[string]string {

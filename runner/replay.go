@@ -41,11 +41,11 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, CellsFile), cellsFile{Cells: redactRecords(recs)}); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, CellsFile), cellsFile{Cells: redactRecords(recs)}); err != nil {
 		return nil, err
 	}
 	man := captureManifest(ctx, p, dir, cells, &opts, start)
-	if err := writeJSONAtomic(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, ManifestFile), man); err != nil {
 		return nil, err
 	}
 	opts.Logger.Info("run directory", "dir", dir, "cells", len(cells))

@@ -80,16 +80,25 @@ func writeFileAtomic(path string, data []byte) error {
 
 // writeJSONAtomic marshals v with indentation and writes it atomically.
 func writeJSONAtomic(path string, v any) error {
-	// No HTML escaping: these files are read by people and shell tools, and "<redacted>"
-	// should read as such.
+	b, err := encodeJSON(path, v)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}
+
+// encodeJSON is how the run directory's JSON files are encoded: indented, and without HTML
+// escaping (these files are read by people and shell tools, and "<redacted>" should read as
+// such).
+func encodeJSON(path string, v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+		return nil, fmt.Errorf("encode %s: %w", path, err)
 	}
-	return writeFileAtomic(path, b.Bytes())
+	return b.Bytes(), nil
 }
 
 // readJSON decodes a JSON file into v.

@@ -380,7 +380,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
 		launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, CommandFile), redactLaunch(launch)); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, CommandFile), redactLaunch(launch)); err != nil {
 		opts.Logger.Warn("server command.json", "err", err)
 	}
 	logf, err := os.Create(filepath.Join(dir, LogFile))

@@ -146,7 +146,7 @@ func NewServe() backends.Backend { return ServeBackend{} }
 func (ServeBackend) Name() string { return Kind }
 
 // Launch implements backends.Backend.
-func (ServeBackend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (b ServeBackend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
 	dir, err := filepath.Abs(cellDir)
 	if err != nil {
 		return backends.Launch{}, err
@@ -155,6 +155,15 @@ func (ServeBackend) Launch(c plans.Cell, cellDir string) (backends.Launch, error
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return backends.Launch{}, fmt.Errorf("sglang serve: create %s: %w; check that the run directory is writable", d, err)
 		}
+	}
+	return b.Command(c, dir)
+}
+
+// Command is Launch without creating the cell's directories: what `runner plan` shows.
+func (ServeBackend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
+	dir, err := filepath.Abs(cellDir)
+	if err != nil {
+		return backends.Launch{}, err
 	}
 	port := c.Backend.Port
 	if port == 0 {

@@ -114,12 +114,17 @@ func (Backend) Name() string { return Kind }
 
 // Launch implements backends.Backend: the server command with placeholders for what is only
 // known at run time.
-func (Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
 	for _, d := range []string{sglang.TracesDir, sglang.OutputsDir} {
 		if err := os.MkdirAll(filepath.Join(cellDir, d), 0o755); err != nil {
 			return backends.Launch{}, fmt.Errorf("vllm-omni: create %s: %w", d, err)
 		}
 	}
+	return b.Command(c, cellDir)
+}
+
+// Command is Launch without creating the cell's directories: what `runner plan` shows.
+func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 	port := c.Backend.Port
 	if port == 0 {
 		port = 8000

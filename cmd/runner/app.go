@@ -148,6 +148,11 @@ func newApp(io stdio) *cli.App {
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return &exitError{code: runner.ExitUsage, err: err}
 		},
+		// The global flags are checked once for every command, also those that log nothing.
+		Before: func(c *cli.Context) error {
+			_, err := logger(c, io.err)
+			return err
+		},
 	}
 }
 
@@ -200,4 +205,21 @@ func loadPlan(path string) (*plans.Plan, error) {
 		return nil, &exitError{code: runner.ExitUsage, err: err}
 	}
 	return p, nil
+}
+
+// interruptible returns an action that ends at Ctrl-C even while its work is inside a loop or
+// a read that does not watch the context (a plan being judged, a trace being parsed): the work
+// runs in a goroutine and the action returns the context's error, exit 130, as soon as it is
+// done. Only for commands that write nothing but their standard output, which may be cut.
+func interruptible(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		done := make(chan error, 1)
+		go func() { done <- action(c) }()
+		select {
+		case err := <-done:
+			return err
+		case <-c.Context.Done():
+			return c.Context.Err()
+		}
+	}
 }

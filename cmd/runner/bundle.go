@@ -33,6 +33,7 @@ README and the message say what was left out.
 comparison) to stdout instead, ready to paste into a GitHub issue.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the bundle to `FILE` (default <plan>-<run>.bundle.tar.gz here)"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing bundle file at -o"},
 			&cli.BoolFlag{Name: "with-traces", Usage: "include the full traces and nsys reports instead of slimmed traces"},
 			&cli.StringFlag{Name: "max-size", Value: "50MB", Usage: "largest bundle to write, e.g. 50MB or 1GiB"},
 			&cli.StringFlag{Name: "cells", Usage: "only these cells: comma-separated `IDs`"},
@@ -66,6 +67,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			}
 			res, err := bundle.Create(c.Context, args[0], bundle.Options{
 				Output:     c.String("output"),
+				Force:      c.Bool("force"),
 				Cells:      cells,
 				WithTraces: c.Bool("with-traces"),
 				TraceSteps: c.Int("trace-steps"),

@@ -7,6 +7,7 @@ import (
 	goio "io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,8 +44,9 @@ func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
 	if n.History == "" {
 		n.History = os.Getenv("RUNNER_HISTORY")
 	}
-	if a := c.Float64("alpha"); a != 0 {
-		if a <= 0 || a >= 1 {
+	if c.IsSet("alpha") {
+		a := c.Float64("alpha")
+		if !(a > 0 && a < 1) { // NaN fails both comparisons
 			return n, usageErr("--alpha %v: want a level between 0 and 1, such as 0.05", a)
 		}
 		n.Compare.Alpha = a
@@ -63,8 +65,19 @@ func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
 		}
 		n.Compare.Tolerances[k] = t
 	}
+	if n.BaselineRuns < 0 {
+		return n, usageErr("--baseline-runs %d: want a number of runs >= 1 (0 or no flag: the plan's, else 5)", n.BaselineRuns)
+	}
+	if n.Consecutive < 0 {
+		return n, usageErr("--consecutive %d: want a count >= 1 (0 or no flag: the plan's, else 2)", n.Consecutive)
+	}
 	if p := c.String("profilers"); p != "" {
 		n.Profilers = strings.Split(p, ",")
+		for _, pr := range n.Profilers {
+			if pr != "all" && !slices.Contains(plans.Profilers, pr) {
+				return n, usageErr("--profilers: unknown profiler %q; use a comma list of %s, or all", pr, strings.Join(plans.Profilers, ", "))
+			}
+		}
 	}
 	return n, nil
 }

@@ -21,7 +21,7 @@ func planCommand(io stdio) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 			&cli.BoolFlag{Name: "simulate", Usage: "show the argv that `run --simulate` would use"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: interruptible(func(c *cli.Context) error {
 			args, err := positional(c, 1, 1, "PLAN.toml")
 			if err != nil {
 				return err
@@ -48,7 +48,7 @@ func planCommand(io stdio) *cli.Command {
 				}
 			}
 			return nil
-		},
+		}),
 	}
 }
 

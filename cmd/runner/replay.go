@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/bundle"
@@ -24,6 +27,12 @@ cell whether the verdict and the timings reproduced, e.g.
 
 The outcome is also written to DIR/replay.json.
 
+A bundle of a simulated run replays with the simulators (its manifest says simulated). A real
+replay first prints the exact commands (the environment probe included) and asks; --yes runs
+them without asking, and without a terminal and --yes it refuses (exit 2). When plan.toml's
+commands differ from the argv the bundle recorded in command.json (an edited bundle), replay
+refuses unless --trust-plan. A failed replay removes the directory it created.
+
 Redacted secrets are not in the bundle: export them before replaying (replay names the missing
 ones). Exit status: 0 everything reproduced, 3 a verdict did not, 4 the verdicts did but a
 timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
@@ -33,6 +42,8 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 			&cli.StringFlag{Name: "output", Usage: "extract and run in the new directory `DIR` (default replay-<bundle name>)"},
 			&cli.BoolFlag{Name: "no-bundle-env", Usage: "keep this machine's CUDA_/SGLANG_/NCCL_/... variables instead of the bundle's"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress lines"},
+			&cli.BoolFlag{Name: "yes", Usage: "run the bundle's commands without asking (a real replay shows them and asks first)"},
+			&cli.BoolFlag{Name: "trust-plan", Usage: "run plan.toml's commands even where they differ from the argv the bundle recorded"},
 		},
 		Action: func(c *cli.Context) error {
 			args, err := positional(c, 1, 1, "BUNDLE.tar.gz")
@@ -57,6 +68,21 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 				Args:        os.Args,
 				Out:         io.out,
 				NoBundleEnv: c.Bool("no-bundle-env"),
+				Yes:         c.Bool("yes"),
+				TrustPlan:   c.Bool("trust-plan"),
+			}
+			// Asking needs a person at a terminal; otherwise a real replay needs --yes.
+			if f, ok := io.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				in := bufio.NewReader(io.in)
+				opts.Confirm = func(prompt string) (bool, error) {
+					fmt.Fprint(io.err, prompt)
+					line, err := in.ReadString('\n')
+					if err != nil && line == "" {
+						return false, err
+					}
+					a := strings.ToLower(strings.TrimSpace(line))
+					return a == "y" || a == "yes", nil
+				}
 			}
 			if !c.Bool("no-progress") {
 				opts.Progress = runner.NewLineProgress(io.err)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -65,6 +67,14 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			default:
 				opts.Progress = runner.NewLineProgress(io.err)
 			}
+			// A simulated run resumes simulated: its manifest says so, the user need not.
+			if dir := c.String("resume"); dir != "" && !opts.Simulate && simulatedRun(dir) {
+				if exe == "" {
+					return fmt.Errorf("%s is a simulated run: cannot find the runner's own binary to simulate with", dir)
+				}
+				opts.Simulate = true
+				fmt.Fprintf(io.err, "runner: %s was a simulated run (its manifest.json says so); resuming it simulated\n", dir)
+			}
 			if opts.Simulate {
 				fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
 			}
@@ -94,4 +104,16 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			return nil
 		},
 	}
+}
+
+// simulatedRun reports whether the run directory's manifest.json records a simulated run.
+func simulatedRun(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, runner.ManifestFile))
+	if err != nil {
+		return false
+	}
+	var m struct {
+		Simulated bool `json:"simulated"`
+	}
+	return json.Unmarshal(data, &m) == nil && m.Simulated
 }

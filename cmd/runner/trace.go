@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -32,7 +33,7 @@ func traceCommand(io stdio) *cli.Command {
 					}
 					st, err := kineto.FixFile(c.Context, in, args[1])
 					if err != nil {
-						return err
+						return rewriteErr(err)
 					}
 					fmt.Fprintf(io.out, "%s: %d GPU ops on %d tracks, %d moved to %d overlap lanes\n", args[1], st.GPUOps, st.Tracks, st.Moved, st.Lanes)
 					for _, w := range st.Warnings {
@@ -77,7 +78,7 @@ func traceCommand(io stdio) *cli.Command {
 					}
 					st, err := kineto.SlimFile(c.Context, in, args[1], opts)
 					if err != nil {
-						return err
+						return rewriteErr(err)
 					}
 					fmt.Fprintf(io.out, "%s: kept %d of %d events (%.3f ms window", args[1], st.Kept, st.Events, float64(st.WindowEnd-st.WindowStart)/1e6)
 					if st.Steps > 0 {
@@ -92,6 +93,14 @@ func traceCommand(io stdio) *cli.Command {
 			},
 		},
 	}
+}
+
+// rewriteErr makes an output that is the input a usage error (exit 2).
+func rewriteErr(err error) error {
+	if errors.Is(err, kineto.ErrSameFile) {
+		return usageErr("%v", err)
+	}
+	return err
 }
 
 // singleTrace accepts a trace file, or a directory (a run cell's traces/) that holds exactly

@@ -44,7 +44,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.BoolFlag{Name: "kernels-only", Usage: "nsys exports: only the kernel and fusion tables, from SQL per-name sums (memory flat in the number of kernels; for exports too large for the full triage)"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: interruptible(func(c *cli.Context) error {
 			limitMemory()
 			log, err := logger(c, io.err)
 			if err != nil {
@@ -56,7 +56,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			default:
 				return usageErr("--format must be text, md, json or csv, not %q", format)
 			}
-			if c.Float64("cutoff") < 0 || c.Float64("cutoff") > 100 {
+			if co := c.Float64("cutoff"); !(co >= 0 && co <= 100) { // NaN fails both
 				return usageErr("--cutoff is a percentage from 0 to 100")
 			}
 			dopts := triage.DiscoverOptions{AllRanks: c.Bool("all-ranks")}
@@ -101,6 +101,10 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				if err != nil {
 					return err
 				}
+				// A FIFO or device would block the read: refused up front, before anything opens it.
+				if st, err := os.Stat(args[0]); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+					return usageErr("%s is not a regular file (%s); pass a trace file or the directory the profiler wrote", args[0], st.Mode().Type())
+				}
 				cell, res, r, err := runner.ResolveCell(args[0])
 				if err != nil {
 					return err
@@ -133,7 +137,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				return err
 			}
 			return runner.RenderTriage(io.out, rep, format, c.Float64("cutoff"))
-		},
+		}),
 	}
 }
 

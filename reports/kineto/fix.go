@@ -113,13 +113,13 @@ func FixFile(ctx context.Context, inPath, outPath string) (FixStats, error) {
 		return FixStats{}, fmt.Errorf("trace fix: %w", err)
 	}
 	defer in.Close()
-	w, closeOut, err := createOut(outPath)
+	out, err := createOut(inPath, outPath)
 	if err != nil {
 		return FixStats{}, fmt.Errorf("trace fix: %w", err)
 	}
-	st, err := Fix(ctx, in, w)
-	if cerr := closeOut(); err == nil && cerr != nil {
-		err = fmt.Errorf("trace fix: write %s: %w", outPath, cerr)
+	st, err := Fix(ctx, in, out.w)
+	if ferr := out.finish(err); err == nil && ferr != nil {
+		err = fmt.Errorf("trace fix: write %s: %w", outPath, ferr)
 	}
 	return st, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -162,23 +163,56 @@ func isGPUCat(cat []byte) bool {
 	return false
 }
 
-// createOut creates path and returns a writer that gzips when the name ends in ".gz".
-func createOut(path string) (io.Writer, func() error, error) {
-	f, err := os.Create(path)
+// ErrSameFile is returned when a rewrite's output is its input (by device and inode, so
+// ./IN, a symlink or a hard link count too): writing it would destroy the trace being read.
+var ErrSameFile = errors.New("the output is the input file")
+
+// output is a rewrite's destination: a temporary file beside the output path, renamed over it
+// only when the rewrite succeeded, so a failed rewrite leaves no empty or half-written OUT
+// and an existing OUT is untouched.
+type output struct {
+	w    io.Writer
+	f    *os.File
+	zw   *gzip.Writer
+	path string
+}
+
+// createOut opens the output of a rewrite of inPath; gzip-compressed when the name ends in .gz.
+func createOut(inPath, path string) (*output, error) {
+	if ist, err := os.Stat(inPath); err == nil {
+		if ost, err := os.Stat(path); err == nil && os.SameFile(ist, ost) {
+			return nil, fmt.Errorf("%s and %s: %w; write to another path", inPath, path, ErrSameFile)
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return nil, nil, fmt.Errorf("create output: %w", err)
+		return nil, fmt.Errorf("create output: %w", err)
 	}
+	o := &output{w: f, f: f, path: path}
 	if strings.HasSuffix(path, ".gz") {
-		zw, _ := gzip.NewWriterLevel(f, gzip.DefaultCompression)
-		return zw, func() error {
-			if err := zw.Close(); err != nil {
-				f.Close()
-				return err
-			}
-			return f.Close()
-		}, nil
+		o.zw, _ = gzip.NewWriterLevel(f, gzip.DefaultCompression)
+		o.w = o.zw
 	}
-	return f, f.Close, nil
+	return o, nil
+}
+
+// finish completes the output: on success (failed == nil) it is flushed and renamed into
+// place; otherwise, or if that fails, the temporary file is removed.
+func (o *output) finish(failed error) error {
+	err := failed
+	if err == nil && o.zw != nil {
+		err = o.zw.Close()
+	}
+	if cerr := o.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(o.f.Name(), o.path)
+	}
+	if err != nil {
+		os.Remove(o.f.Name())
+	}
+	return err
 }
 
 // replay lets a rewriter read its input twice: by seeking back when the input is an io.Seeker

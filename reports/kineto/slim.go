@@ -141,14 +141,18 @@ func SlimFile(ctx context.Context, inPath, outPath string, opts SlimOptions) (Sl
 		return SlimStats{}, fmt.Errorf("trace slim: %w", err)
 	}
 	defer in.Close()
-	f, err := os.Create(outPath)
+	out, err := createOut(inPath, outPath)
 	if err != nil {
 		return SlimStats{}, fmt.Errorf("trace slim: %w", err)
 	}
+	// Slim compresses itself (opts.Gzip); the output writes the file as it is.
+	if out.zw != nil {
+		out.zw, out.w = nil, out.f
+	}
 	opts.Gzip = strings.HasSuffix(outPath, ".gz")
-	st, err := Slim(ctx, in, f, opts)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("trace slim: write %s: %w", outPath, cerr)
+	st, err := Slim(ctx, in, out.w, opts)
+	if ferr := out.finish(err); err == nil && ferr != nil {
+		err = fmt.Errorf("trace slim: write %s: %w", outPath, ferr)
 	}
 	return st, err
 }

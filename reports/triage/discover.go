@@ -110,6 +110,15 @@ type Inputs struct {
 	Warnings       []string
 }
 
+// regularFile reports whether a directory entry is a regular file, or a symlink to one.
+func regularFile(p string, d fs.DirEntry) bool {
+	if d.Type()&fs.ModeSymlink != 0 {
+		st, err := os.Stat(p)
+		return err == nil && st.Mode().IsRegular()
+	}
+	return d.Type().IsRegular()
+}
+
 // DiscoverOptions chooses among the traces of a directory.
 type DiscoverOptions struct {
 	// Rank selects the TP rank (SGLang) or global rank (diffusion, vLLM-Omni) to analyse;
@@ -266,6 +275,10 @@ func Discover(root string, opts DiscoverOptions) (Inputs, error) {
 		return res, fmt.Errorf("triage input %s: %w (pass a trace file or the directory the profiler wrote)", root, err)
 	}
 	var cands []Input
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		// A FIFO or a device would block the read (or never end); triage reads files.
+		return res, fmt.Errorf("triage input %s is not a regular file (%s); pass a trace file or the directory the profiler wrote", root, st.Mode().Type())
+	}
 	if !st.IsDir() {
 		in, _ := classifyName(filepath.Base(root))
 		in.Path = root
@@ -283,8 +296,8 @@ func Discover(root string, opts DiscoverOptions) (Inputs, error) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("skipped %s: %v", p, err))
 			return nil
 		}
-		if d.IsDir() {
-			return nil
+		if d.IsDir() || !regularFile(p, d) {
+			return nil // a FIFO, socket or device: opening it could block
 		}
 		base := d.Name()
 		in, ok := classifyName(base)

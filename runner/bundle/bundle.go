@@ -44,6 +44,10 @@ type Options struct {
 	// Cells restricts the bundle to these cell IDs (a cell directory given as the source
 	// selects its own cell).
 	Cells []string
+	// Force replaces an existing regular file at Output; without it an existing file is an
+	// error. A device, directory or symlink at Output, or an Output inside the bundled run,
+	// is refused either way.
+	Force bool
 	// WithTraces includes the full traces (and nsys reports) instead of slimmed traces.
 	WithTraces bool
 	// TraceSteps is the number of steps a slimmed trace keeps; 0 means DefaultTraceSteps.
@@ -146,16 +150,19 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	}
 	defer os.RemoveAll(stage)
 
-	b := &builder{s: s, red: red, opts: &opts, stage: stage}
-	if err := b.collect(ctx); err != nil {
-		return nil, err
-	}
 	out := opts.Output
 	if out == "" {
 		out = defaultName(s)
 	}
 	if abs, err := filepath.Abs(out); err == nil {
 		out = abs
+	}
+	if err := checkOutput(out, s.dir, opts.Force); err != nil {
+		return nil, err
+	}
+	b := &builder{ctx: ctx, s: s, red: red, opts: &opts, stage: stage}
+	if err := b.collect(ctx); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
@@ -165,7 +172,7 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	for level := 0; level < len(levels); level++ {
 		entries, omitted := b.degrade(level)
 		meta := b.metadata(entries, omitted)
-		size, err := writeArchive(out, b.finish(entries, meta))
+		size, err := writeArchive(ctx, out, b.finish(entries, meta))
 		if err != nil {
 			return nil, err
 		}
@@ -177,6 +184,52 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	}
 	return nil, fmt.Errorf("bundle: the bundle stays over --max-size %s (%s); select fewer cells with --cells or raise --max-size",
 		humanize.IBytes(uint64(opts.MaxSize)), strings.Join(tried, "; "))
+}
+
+// checkOutput refuses an archive path the final rename would wrongly replace: anything but a
+// regular file (a device such as /dev/full, a directory, a symlink), a path inside the run
+// being bundled (its plan.toml, a log), and an existing file unless force. The errors are
+// usage errors: the user chooses another -o.
+func checkOutput(out, src string, force bool) error {
+	usage := func(format string, a ...any) error {
+		return &runner.UsageError{Err: fmt.Errorf("bundle: -o "+format, a...)}
+	}
+	if st, err := os.Lstat(out); err == nil {
+		switch {
+		case !st.Mode().IsRegular():
+			return usage("%s exists and is not a regular file (%s); choose another path", out, st.Mode().Type())
+		case !force:
+			return usage("%s exists; pass --force to replace it or choose another path", out)
+		}
+	}
+	if within(out, src) {
+		return usage("%s is inside the run directory being bundled (%s); write the bundle elsewhere", out, src)
+	}
+	return nil
+}
+
+// within reports whether path lies under dir, after resolving symlinks of both (path's
+// existing parent directories).
+func within(path, dir string) bool {
+	real := func(p string) string {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		// Resolve the deepest existing ancestor, keep the rest as written.
+		rest := ""
+		for cur := abs; ; cur = filepath.Dir(cur) {
+			if r, err := filepath.EvalSymlinks(cur); err == nil {
+				return filepath.Join(r, rest)
+			}
+			if filepath.Dir(cur) == cur {
+				return abs
+			}
+			rest = filepath.Join(filepath.Base(cur), rest)
+		}
+	}
+	rel, err := filepath.Rel(real(dir), real(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // levels are the successive ways to make a bundle fit --max-size.
@@ -199,6 +252,7 @@ func defaultName(s *source) string {
 }
 
 type builder struct {
+	ctx     context.Context // Ctrl-C: checked between the chunks of every file read
 	s       *source
 	red     *Redactor
 	opts    *Options
@@ -247,9 +301,9 @@ func (b *builder) stageStream(path string, gunzip, gz bool) (string, int64, erro
 		return "", 0, fmt.Errorf("bundle: %w", err)
 	}
 	defer in.Close()
-	var r io.Reader = in
+	var r io.Reader = ctxReader{b.ctx, in}
 	if gunzip {
-		zr, err := gzip.NewReader(in)
+		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return "", 0, fmt.Errorf("bundle: %s: %w", path, err)
 		}
@@ -537,7 +591,7 @@ func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 		m.Plan = b.s.plan.Name
 	}
 	if b.s.planErr != nil {
-		m.Warnings = append(m.Warnings, "plan.toml does not load with this runner ("+b.red.clone().String(b.s.planErr.Error())+"), so its [bundle] redact patterns were not applied and its backend.env values were not searched for literally; only the built-in secret patterns were. Check the bundle before sharing it.")
+		m.Warnings = append(m.Warnings, "plan.toml does not load with this runner ("+b.red.Clone().String(b.s.planErr.Error())+"), so its [bundle] redact patterns were not applied and its backend.env values were not searched for literally; only the built-in secret patterns were. Check the bundle before sharing it.")
 	}
 	hasTrace := false
 	for _, e := range entries {
@@ -556,7 +610,7 @@ func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 // finish adds README.md and bundle.json in front of the entries. Both are redacted too (with
 // a copy of the redactor, so the counts they list are those of the run's files).
 func (b *builder) finish(entries []entry, meta Metadata) []entry {
-	shadow := b.red.clone()
+	shadow := b.red.Clone()
 	readme := shadow.Bytes([]byte(renderReadme(b.s, meta, entries, b.file)))
 	var mj bytes.Buffer
 	enc := json.NewEncoder(&mj)
@@ -573,7 +627,7 @@ func (b *builder) finish(entries []entry, meta Metadata) []entry {
 
 // writeArchive writes the entries as a .tar.gz through a temporary file and a rename, and
 // returns its size.
-func writeArchive(out string, entries []entry) (int64, error) {
+func writeArchive(ctx context.Context, out string, entries []entry) (int64, error) {
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
 	if err != nil {
 		return 0, fmt.Errorf("bundle: %w; choose a writable -o", err)
@@ -605,6 +659,9 @@ func writeArchive(out string, entries []entry) (int64, error) {
 		}
 	}
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
 		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: e.size, ModTime: mtime, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fail(err)
@@ -619,7 +676,7 @@ func writeArchive(out string, entries []entry) (int64, error) {
 		if err != nil {
 			return fail(err)
 		}
-		_, err = io.CopyN(tw, src, e.size)
+		_, err = io.CopyN(tw, ctxReader{ctx, src}, e.size)
 		src.Close()
 		if err != nil {
 			return fail(err)
@@ -647,4 +704,18 @@ func writeArchive(out string, entries []entry) (int64, error) {
 func isRegular(p string) bool {
 	st, err := os.Lstat(p)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// ctxReader stops a read loop once ctx is done, so Ctrl-C ends the bundling of a big file
+// within one read instead of after it.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -173,8 +174,12 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 		t.Fatal("the planted plan token is not in the run's plan.toml; the test plants nothing")
 	}
 	rawCmd, _ := os.ReadFile(filepath.Join(cellDir, runner.CommandFile))
-	if !bytes.Contains(rawCmd, []byte(argvToken)) {
-		t.Fatal("the planted argv token is not in command.json; the test plants nothing")
+	if !bytes.Contains(raw, []byte(argvToken)) {
+		t.Fatal("the planted argv token is not in the run's plan.toml; the test plants nothing")
+	}
+	// The run directory's own command.json went through the catalogue when it was written.
+	if bytes.Contains(rawCmd, []byte(argvToken)) {
+		t.Error("the run directory's command.json holds the argv token")
 	}
 
 	out := filepath.Join(t.TempDir(), "b.tar.gz")
@@ -545,5 +550,29 @@ func TestBundlePlanThatNoLongerLoads(t *testing.T) {
 	}
 	if bytes.Contains(files["plan.toml"], []byte("tok-secret-value")) {
 		t.Error("the built-in patterns did not redact the plan")
+	}
+}
+
+// TestBundleStopsOnCancel: a cancelled context reaches the read loop of a streamed file and
+// the archive writer, so Ctrl-C stops bundling a big log at once.
+func TestBundleStopsOnCancel(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "log.txt")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("a line of log text\n"), 1<<16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	red, _ := NewRedactor(nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := &builder{ctx: ctx, red: red, stage: dir}
+	if _, _, err := b.stageStream(big, false, false); !errors.Is(err, context.Canceled) {
+		t.Errorf("stageStream with a cancelled context: err = %v, want context.Canceled", err)
+	}
+	out := filepath.Join(dir, "b.tar.gz")
+	if _, err := writeArchive(ctx, out, []entry{{name: "log.txt", file: big, size: 19 << 16}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("writeArchive with a cancelled context: err = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a cancelled bundle left its archive")
 	}
 }

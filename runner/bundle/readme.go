@@ -426,7 +426,7 @@ func Issue(src string, opts IssueOptions) (string, error) {
 		w.WriteString(strings.Replace(tk.String(), "## Top kernels", "### Top kernels", 1))
 	}
 	writeComparison(&w, v, "###")
-	out := red.clone().Bytes([]byte(w.String()))
+	out := red.Clone().Bytes([]byte(w.String()))
 	if rs := red.Report(); len(rs) > 0 {
 		var names []string
 		for _, r := range rs {

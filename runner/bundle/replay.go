@@ -43,6 +43,14 @@ type ReplayOptions struct {
 	NoBundleEnv bool
 	// Extract bounds the extraction.
 	Extract ExtractOptions
+	// Yes runs a real (not simulated) replay's commands without asking.
+	Yes bool
+	// Confirm asks whether to run the commands just shown; nil (no terminal) refuses a real
+	// replay unless Yes.
+	Confirm func(prompt string) (bool, error)
+	// TrustPlan runs plan.toml's commands even when they differ from the argv the bundle
+	// recorded in command.json.
+	TrustPlan bool
 }
 
 // Replay exit codes (on top of the runner's): every cell reproduced, a verdict did not, or
@@ -89,21 +97,16 @@ type ReplayResult struct {
 // Replay extracts a bundle into a new directory, shows how this machine differs from the
 // bundle's environment, runs the bundled cells again through the runner with the same argv
 // and environment (secrets must be set again: it says which are missing), and compares each
-// cell's verdict and timings with the bundled result.
-func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*ReplayResult, error) {
+// cell's verdict and timings with the bundled result. A bundle of a simulated run replays
+// simulated. A real replay first shows the exact commands and needs a confirmation
+// (opts.Yes or opts.Confirm), and refuses commands that differ from the ones the bundle
+// recorded unless opts.TrustPlan. A failed replay removes what it created.
+func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *ReplayResult, err error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
 	out := opts.Out
-	dir := opts.Output
-	if dir == "" {
-		base := filepath.Base(bundlePath)
-		for _, suf := range []string{".tar.gz", ".tgz", ".gz"} {
-			base = strings.TrimSuffix(base, suf)
-		}
-		dir = "replay-" + strings.TrimSuffix(base, ".bundle")
-	}
-	dir, err := filepath.Abs(dir)
+	dir, err := replayDir(bundlePath, opts.Output)
 	if err != nil {
 		return nil, err
 	}
@@ -112,65 +115,35 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*Replay
 		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w", err)}
 	}
 	defer f.Close()
-	bdir := filepath.Join(dir, "bundle")
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+	ents, statErr := os.ReadDir(dir)
+	if statErr == nil && len(ents) > 0 {
 		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %s already exists and is not empty; choose a new directory with --output", dir)}
 	}
-	if _, err := Extract(f, bdir, opts.Extract); err != nil {
-		var ee *ExtractError
-		if errors.As(err, &ee) {
-			os.Remove(dir) // created by MkdirAll for bdir; empty again
-			return nil, &runner.UsageError{Err: fmt.Errorf("replay %s: %w", bundlePath, err)}
+	// A failed replay leaves nothing that would block the next attempt.
+	defer func() {
+		if err != nil {
+			removeReplay(dir, statErr == nil)
 		}
+	}()
+	st, err := openBundle(f, bundlePath, dir, opts)
+	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "bundle extracted to %s\n", bdir)
-
-	var meta Metadata
-	if err := readJSON(filepath.Join(bdir, MetadataFile), &meta); err != nil {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w; is this a bundle written by `runner bundle`?", err)}
-	}
-	cells := meta.Cells
-	if len(opts.Cells) > 0 {
-		for _, id := range opts.Cells {
-			if !slices.Contains(meta.Cells, id) {
-				return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundle has no cell %s; it has: %s", id, strings.Join(meta.Cells, ", "))}
-			}
+	if st.bman.Simulated && !opts.Simulate {
+		if opts.Exe == "" {
+			return nil, fmt.Errorf("replay: the bundled run was simulated, and the runner's own binary (the simulators) was not found")
 		}
-		cells = opts.Cells
+		opts.Simulate = true
+		fmt.Fprintln(out, "the bundled run was simulated (its manifest says so): replaying it with the simulators")
 	}
-	p, err := plans.Load(filepath.Join(bdir, runner.PlanFile))
-	if err != nil {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(bdir, runner.PlanFile))}
-	}
-	var bman runner.Manifest
-	if err := readJSON(filepath.Join(bdir, runner.ManifestFile), &bman); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
-	// The run directory goes under the replay directory, whatever output_dir the plan had.
-	p.OutputDir = filepath.Join(dir, "runs")
-	p.Path = filepath.Join(bdir, runner.PlanFile)
-
-	env := slices.Clone(opts.Env)
-	writeSecrets(out, p, &bman, meta, env)
-	for _, id := range cells {
-		if cmd, err := readLaunch(filepath.Join(bdir, runner.CellsDir, id, runner.CommandFile)); err == nil {
-			for _, a := range cmd.Argv {
-				if strings.Contains(a, Redacted) {
-					fmt.Fprintf(out, "warning: %s: its argv holds a redacted value (%q); it runs with the marker in its place\n", id, a)
-				}
-			}
-		}
-	}
-	if bman.Simulated && !opts.Simulate {
-		fmt.Fprintln(out, "warning: the bundled run was simulated (runner run --simulate); replay it with --simulate to use the simulators")
-	}
-	if !bman.Simulated && opts.Simulate {
+	if !st.bman.Simulated && opts.Simulate {
 		fmt.Fprintln(out, "warning: the bundled run was real and this replay is simulated; the timings cannot reproduce")
 	}
-
+	env := slices.Clone(opts.Env)
+	writeSecrets(out, st.plan, &st.bman, st.meta, env)
+	warnRedactedArgv(out, st)
 	ropts := runner.Options{
-		OutputDir: p.OutputDir,
+		OutputDir: st.plan.OutputDir,
 		Simulate:  opts.Simulate,
 		Exe:       opts.Exe,
 		Env:       env,
@@ -179,37 +152,182 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*Replay
 		Logger:    opts.Logger,
 		Args:      opts.Args,
 	}
-	here := runner.ProbeEnvironment(ctx, p, ropts)
-	if err := WriteDiff(out, DiffManifests(&bman, here)); err != nil {
+	if !opts.Simulate {
+		// Before anything runs, the environment probe included.
+		if err := confirmCommands(st, ropts, opts); err != nil {
+			return nil, err
+		}
+	}
+	here := runner.ProbeEnvironment(ctx, st.plan, ropts)
+	if err := WriteDiff(out, DiffManifests(&st.bman, here)); err != nil {
 		return nil, err
 	}
 	if !opts.NoBundleEnv {
-		var set []string
-		for _, k := range sortedKeys(bman.Env) {
-			v := bman.Env[k]
-			if v == Redacted || strings.Contains(v, Redacted) {
-				continue
-			}
-			if cur, ok := lookupEnv(env, k); !ok || cur != v {
-				env = append(env, k+"="+v)
-				set = append(set, k)
-			}
-		}
-		if len(set) > 0 {
-			fmt.Fprintf(out, "replay sets %d variable(s) to the bundle's values (--no-bundle-env keeps this machine's): %s\n", len(set), strings.Join(set, ", "))
-		}
-		ropts.Env = env
+		ropts.Env = bundleEnv(out, &st.bman, env)
 	}
-
-	sum, err := runner.RunCells(ctx, p, cells, ropts)
+	sum, err := runner.RunCells(ctx, st.plan, st.cells, ropts)
 	if err != nil {
 		return nil, err
 	}
-	res := &ReplayResult{Dir: dir, RunDir: sum.RunDir}
-	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(cells), sum.RunDir)
-	co := compare.FromPlan(p.Compare)
-	for _, id := range cells {
-		o := compareCell(filepath.Join(bdir, runner.CellsDir, id), filepath.Join(sum.RunDir, runner.CellsDir, id), &co, bman.Simulated == opts.Simulate)
+	return st.outcome(out, sum, opts.Simulate)
+}
+
+// replayDir is the replay's directory: the given one, else replay-<bundle name>.
+func replayDir(bundlePath, output string) (string, error) {
+	dir := output
+	if dir == "" {
+		base := filepath.Base(bundlePath)
+		for _, suf := range []string{".tar.gz", ".tgz", ".gz"} {
+			base = strings.TrimSuffix(base, suf)
+		}
+		dir = "replay-" + strings.TrimSuffix(base, ".bundle")
+	}
+	return filepath.Abs(dir)
+}
+
+// removeReplay removes what a failed replay created in dir: dir itself, or its contents when
+// dir existed (empty) before.
+func removeReplay(dir string, existed bool) {
+	if !existed {
+		os.RemoveAll(dir)
+		return
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
+
+// replaySetup is an extracted bundle, ready to run.
+type replaySetup struct {
+	dir, bdir string
+	meta      Metadata
+	cells     []string
+	plan      *plans.Plan
+	bman      runner.Manifest
+}
+
+// openBundle extracts the bundle into dir/bundle and reads its metadata, plan and manifest.
+func openBundle(f io.Reader, bundlePath, dir string, opts ReplayOptions) (*replaySetup, error) {
+	st := &replaySetup{dir: dir, bdir: filepath.Join(dir, "bundle")}
+	if _, err := Extract(f, st.bdir, opts.Extract); err != nil {
+		var ee *ExtractError
+		if errors.As(err, &ee) {
+			return nil, &runner.UsageError{Err: fmt.Errorf("replay %s: %w", bundlePath, err)}
+		}
+		return nil, err
+	}
+	fmt.Fprintf(opts.Out, "bundle extracted to %s\n", st.bdir)
+	if err := readJSON(filepath.Join(st.bdir, MetadataFile), &st.meta); err != nil {
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w; is this a bundle written by `runner bundle`?", err)}
+	}
+	st.cells = st.meta.Cells
+	if len(opts.Cells) > 0 {
+		for _, id := range opts.Cells {
+			if !slices.Contains(st.meta.Cells, id) {
+				return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundle has no cell %s; it has: %s", id, strings.Join(st.meta.Cells, ", "))}
+			}
+		}
+		st.cells = opts.Cells
+	}
+	p, err := plans.Load(filepath.Join(st.bdir, runner.PlanFile))
+	if err != nil {
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(st.bdir, runner.PlanFile))}
+	}
+	if err := readJSON(filepath.Join(st.bdir, runner.ManifestFile), &st.bman); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	// The run directory goes under the replay directory, whatever output_dir the plan had.
+	p.OutputDir = filepath.Join(dir, "runs")
+	p.Path = filepath.Join(st.bdir, runner.PlanFile)
+	st.plan = p
+	return st, nil
+}
+
+// warnRedactedArgv says which cells run with a redaction marker in their argv.
+func warnRedactedArgv(out io.Writer, st *replaySetup) {
+	for _, id := range st.cells {
+		if cmd, err := readLaunch(filepath.Join(st.bdir, runner.CellsDir, id, runner.CommandFile)); err == nil {
+			for _, a := range cmd.Argv {
+				if strings.Contains(a, Redacted) {
+					fmt.Fprintf(out, "warning: %s: its argv holds a redacted value (%q); it runs with the marker in its place\n", id, a)
+				}
+			}
+		}
+	}
+}
+
+// confirmCommands shows the exact commands a real replay runs, refuses those that differ
+// from the argv the bundle recorded (a tampered plan.toml) unless TrustPlan, and asks.
+func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) error {
+	launches, err := runner.Describe(st.plan, ropts)
+	if err != nil {
+		return &runner.UsageError{Err: fmt.Errorf("replay: %w", err)}
+	}
+	out := opts.Out
+	var differ []string
+	fmt.Fprintf(out, "replay runs the bundled plan's backend (environment probe: %s) and these commands:\n", strings.Join(st.plan.Backend.Command, " "))
+	for _, l := range launches {
+		if !slices.Contains(st.cells, l.Cell.ID) {
+			continue
+		}
+		fmt.Fprintf(out, "  %s: %s\n", l.Cell.ID, strings.Join(l.Argv, " "))
+		rec, err := readLaunch(filepath.Join(st.bdir, runner.CellsDir, l.Cell.ID, runner.CommandFile))
+		if err != nil {
+			differ = append(differ, l.Cell.ID+": the bundle records no command")
+			continue
+		}
+		if !slices.Equal(normArgv(rec), normArgv(&backends.Launch{Argv: l.Argv, Dir: l.Dir})) {
+			differ = append(differ, fmt.Sprintf("%s: the bundle recorded %s", l.Cell.ID, strings.Join(rec.Argv, " ")))
+		}
+	}
+	if len(differ) > 0 && !opts.TrustPlan {
+		return &runner.UsageError{Err: fmt.Errorf("replay: plan.toml's commands differ from the argv the bundle recorded (%s); the bundle may have been edited: check plan.toml and pass --trust-plan to run its commands anyway", strings.Join(differ, "; "))}
+	}
+	if opts.Yes {
+		return nil
+	}
+	if opts.Confirm == nil {
+		return &runner.UsageError{Err: errors.New("replay: these commands run on this machine; pass --yes to run them without asking (or --simulate to use the simulators)")}
+	}
+	ok, err := opts.Confirm("Run them? [y/N] ")
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if !ok {
+		return &runner.UsageError{Err: errors.New("replay: not confirmed; nothing was run")}
+	}
+	return nil
+}
+
+// bundleEnv sets the variables the bundle's manifest recorded (CUDA_*, SGLANG_*, ...) that
+// differ here, and says which.
+func bundleEnv(out io.Writer, bman *runner.Manifest, env []string) []string {
+	var set []string
+	for _, k := range sortedKeys(bman.Env) {
+		v := bman.Env[k]
+		if v == Redacted || strings.Contains(v, Redacted) {
+			continue
+		}
+		if cur, ok := lookupEnv(env, k); !ok || cur != v {
+			env = append(env, k+"="+v)
+			set = append(set, k)
+		}
+	}
+	if len(set) > 0 {
+		fmt.Fprintf(out, "replay sets %d variable(s) to the bundle's values (--no-bundle-env keeps this machine's): %s\n", len(set), strings.Join(set, ", "))
+	}
+	return env
+}
+
+// outcome compares the replayed cells with the bundle's, prints and writes the outcome.
+func (st *replaySetup) outcome(out io.Writer, sum *runner.Summary, simulate bool) (*ReplayResult, error) {
+	res := &ReplayResult{Dir: st.dir, RunDir: sum.RunDir}
+	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(st.cells), sum.RunDir)
+	co := compare.FromPlan(st.plan.Compare)
+	sameMode := st.bman.Simulated == simulate
+	for _, id := range st.cells {
+		o := compareCell(filepath.Join(st.bdir, runner.CellsDir, id), filepath.Join(sum.RunDir, runner.CellsDir, id), &co, sameMode)
 		o.ID = id
 		res.Cells = append(res.Cells, o)
 		writeOutcome(out, o)
@@ -223,18 +341,18 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (*Replay
 			res.ExitCode = ExitMetricsDiffer
 		}
 	}
-	if bman.Simulated == opts.Simulate {
-		if cmp := runCompare(out, bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == ExitReproduced {
+	if sameMode {
+		if cmp := runCompare(out, st.bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == ExitReproduced {
 			res.ExitCode = ExitMetricsDiffer
 		}
 	}
 	if sum.Interrupted {
 		res.ExitCode = runner.ExitInterrupted
 	}
-	if err := res.writeFile(filepath.Join(dir, ReplayFile)); err != nil {
+	if err := res.writeFile(filepath.Join(st.dir, ReplayFile)); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(out, "\nreplay outcome: %s\n", filepath.Join(dir, ReplayFile))
+	fmt.Fprintf(out, "\nreplay outcome: %s\n", filepath.Join(st.dir, ReplayFile))
 	return res, nil
 }
 

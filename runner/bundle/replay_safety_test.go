@@ -1,0 +1,119 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/runner"
+)
+
+// rebundle rewrites the bundle at path with edit applied to each file (name, content).
+func rebundle(t *testing.T, path string, edit func(name string, data []byte) []byte) string {
+	t.Helper()
+	var entries []entry
+	for name, data := range readArchive(t, path) {
+		if strings.HasSuffix(name, " (decompressed)") {
+			continue
+		}
+		data = edit(name, data)
+		entries = append(entries, entry{name: name, data: data, size: int64(len(data))})
+	}
+	out := filepath.Join(t.TempDir(), "edited.tar.gz")
+	if _, err := writeArchive(context.Background(), out, entries); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// realBundle is a simulated run's bundle whose manifest says it was real.
+func realBundle(t *testing.T, plan func([]byte) []byte) string {
+	return rebundle(t, bundleOf(t, fallbackPlan, nil), func(name string, data []byte) []byte {
+		switch name {
+		case runner.ManifestFile:
+			return bytes.Replace(data, []byte(`"simulated": true`), []byte(`"simulated": false`), 1)
+		case runner.PlanFile:
+			return plan(data)
+		}
+		// The commands a real run would have recorded: the plan's sglang, not the simulator.
+		if strings.HasSuffix(name, "/"+runner.CommandFile) {
+			var l backends.Launch
+			if err := json.Unmarshal(data, &l); err != nil {
+				t.Fatal(err)
+			}
+			if len(l.Argv) > 2 && l.Argv[1] == "sim" {
+				l.Argv = append([]string{"sglang"}, l.Argv[3:]...)
+			}
+			data, _ = json.Marshal(l)
+		}
+		return data
+	})
+}
+
+// A real replay without a terminal and without --yes refuses before anything runs (the
+// environment probe included), and leaves no directory that blocks the next attempt.
+func TestReplayRealNeedsYes(t *testing.T) {
+	b := realBundle(t, func(d []byte) []byte { return d })
+	var out bytes.Buffer
+	opts := replayOpts(t, &out)
+	opts.Simulate = false
+	_, err := Replay(context.Background(), b, opts)
+	var ue *runner.UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "pass --yes") {
+		t.Fatalf("err = %v, want a usage error asking for --yes", err)
+	}
+	if !strings.Contains(out.String(), "replay runs the bundled plan's backend") || !strings.Contains(out.String(), "000-unknown-model-default-s0-none-r1: ") {
+		t.Errorf("the commands were not shown:\n%s", out.String())
+	}
+	if _, err := os.Stat(opts.Output); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed replay left %s: %v", opts.Output, err)
+	}
+	// Declined at the prompt: refused the same way.
+	opts.Confirm = func(string) (bool, error) { return false, nil }
+	if _, err := Replay(context.Background(), b, opts); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+		t.Errorf("declined: err = %v", err)
+	}
+}
+
+// A plan.toml whose command differs from the argv the bundle recorded is refused, --yes or
+// not: the tampered command never runs.
+func TestReplayRefusesTamperedPlan(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "PWNED")
+	b := realBundle(t, func(d []byte) []byte {
+		return append(d, []byte("\n[backend]\ncommand = [\"/bin/sh\", \"-c\", \"touch "+marker+"\"]\n")...)
+	})
+	var out bytes.Buffer
+	opts := replayOpts(t, &out)
+	opts.Simulate, opts.Yes = false, true
+	_, err := Replay(context.Background(), b, opts)
+	if err == nil || !strings.Contains(err.Error(), "differ from the argv the bundle recorded") || !strings.Contains(err.Error(), "--trust-plan") {
+		t.Fatalf("err = %v, want a refusal naming --trust-plan", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the tampered command ran")
+	}
+	if _, err := os.Stat(opts.Output); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed replay left %s", opts.Output)
+	}
+}
+
+// A simulated run's bundle replays simulated without --simulate.
+func TestReplaySimulatedBundleWithoutFlag(t *testing.T) {
+	b := bundleOf(t, fallbackPlan, nil)
+	var out bytes.Buffer
+	opts := replayOpts(t, &out)
+	opts.Simulate = false
+	res, err := Replay(context.Background(), b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "replaying it with the simulators") || res.ExitCode != ExitReproduced {
+		t.Errorf("exit %d:\n%s", res.ExitCode, out.String())
+	}
+}

@@ -1,0 +1,443 @@
+package secrets
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// minLiteral is the shortest secret value searched for literally: shorter values ("1", "true")
+// would redact unrelated text everywhere.
+const minLiteral = 6
+
+// Redaction is one line of a redaction list: what kind of secret, under which name (a
+// variable name or the rule, never the value), and how often.
+type Redaction struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
+// ruleSet is the compiled, immutable part of a redactor: its rules and the keyword prefilter
+// that picks the rules worth running on a line.
+type ruleSet struct {
+	rules  []rule
+	block  []int // rules that run on the whole text
+	pf     *prefilter
+	byWord [][]int // keyword index -> rules
+}
+
+var (
+	baseOnce  sync.Once
+	baseRules []rule
+	baseErr   error
+)
+
+// base is the catalogue plus the name-based rules, parsed once per process.
+func base() ([]rule, error) {
+	baseOnce.Do(func() {
+		cat, err := catalogueRules()
+		if err != nil {
+			baseErr = err
+			return
+		}
+		baseRules = append(append([]rule{}, builtinRules...), cat...)
+	})
+	return baseRules, baseErr
+}
+
+func compile(rules []rule) *ruleSet {
+	s := &ruleSet{rules: rules}
+	words := map[string]int{}
+	var list []string
+	for i, r := range rules {
+		// A rule without keywords (a plan pattern) would run on every line: it runs once on
+		// the whole text instead, which the regexp engine does far faster.
+		if r.block || len(r.keywords) == 0 || shortest(r.keywords) < 2 {
+			s.block = append(s.block, i)
+			continue
+		}
+		for _, k := range r.keywords {
+			w, ok := words[k]
+			if !ok {
+				w = len(list)
+				words[k] = w
+				list = append(list, k)
+				s.byWord = append(s.byWord, nil)
+			}
+			s.byWord[w] = append(s.byWord[w], i)
+		}
+	}
+	s.pf = newPrefilter(list)
+	return s
+}
+
+// shortest is the length of the shortest word.
+func shortest(words []string) int {
+	n := -1
+	for _, w := range words {
+		if n < 0 || len(w) < n {
+			n = len(w)
+		}
+	}
+	return n
+}
+
+// Redactor replaces secrets in text. It knows the literal values of secret-named variables
+// (so a token echoed into a log under any shape is caught), the catalogue, the name-based
+// rules and the plan's patterns. It counts what it replaced; it is not safe for concurrent
+// use (Clone gives each goroutine its own).
+type Redactor struct {
+	literals []literal
+	set      *ruleSet
+	counts   map[[2]string]int
+	lower    []byte // scratch: the text in lower case
+	stamp    []int  // scratch: per rule, the last line (+1) it was chosen for
+	pick     []int  // scratch: the rules chosen for the current line
+	hits     []hit  // scratch: the anchored rules' keywords on the current line
+	scratch  []byte // scratch: Stream's output
+}
+
+type literal struct {
+	name  string
+	value []byte
+}
+
+// New builds a redactor from the secret-named variables of env (KEY=VALUE, the plan's and
+// the environment's), and the extra regular expressions of a plan's [bundle] redact. A pattern
+// that does not compile is an error naming it.
+func New(env []string, extra []string) (*Redactor, error) {
+	rules, err := base()
+	if err != nil {
+		return nil, err
+	}
+	rules = append([]rule{}, rules...)
+	for i, p := range extra {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("[bundle] redact pattern %d does not compile: %w; fix it in the plan (Go regular expression syntax)", i+1, err)
+		}
+		rules = append(rules, rule{kind: KindPlan, name: fmt.Sprintf("plan pattern %d", i+1), re: re})
+	}
+	r := &Redactor{counts: map[[2]string]int{}, set: compile(rules), literals: literals(env)}
+	return r, nil
+}
+
+var (
+	defaultOnce sync.Once
+	defaultSet  *ruleSet
+	defaultErr  error
+)
+
+// Default returns a redactor with the catalogue and the name-based rules only: what the run
+// directory's files go through, where no plan patterns or variable values are known.
+func Default() (*Redactor, error) {
+	defaultOnce.Do(func() {
+		rules, err := base()
+		if err != nil {
+			defaultErr = err
+			return
+		}
+		defaultSet = compile(rules)
+	})
+	if defaultErr != nil {
+		return nil, defaultErr
+	}
+	return &Redactor{counts: map[[2]string]int{}, set: defaultSet}, nil
+}
+
+// literals are the values of the secret-named variables of env, longest first so a value
+// that contains another is replaced whole.
+func literals(env []string) []literal {
+	var out []literal
+	seen := map[string]bool{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !IsSecretName(k) || len(v) < minLiteral || v == Redacted || seen[v] {
+			continue
+		}
+		seen[v] = true
+		out = append(out, literal{name: k, value: []byte(v)})
+		// A multi-line value (a PEM key) is also searched for line by line.
+		if strings.ContainsRune(v, '\n') {
+			for _, part := range strings.Split(v, "\n") {
+				if part = strings.TrimRight(part, "\r"); len(part) >= minLiteral && !seen[part] {
+					seen[part] = true
+					out = append(out, literal{name: k, value: []byte(part)})
+				}
+			}
+		}
+		// The same value as it appears inside a JSON string.
+		if js, err := json.Marshal(v); err == nil && string(js[1:len(js)-1]) != v {
+			out = append(out, literal{name: k, value: js[1 : len(js)-1]})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].value) > len(out[j].value) })
+	return out
+}
+
+// Clone returns a redactor with the same secrets and rules and fresh counts.
+func (r *Redactor) Clone() *Redactor {
+	return &Redactor{literals: r.literals, set: r.set, counts: map[[2]string]int{}}
+}
+
+// String is Bytes for a string.
+func (r *Redactor) String(s string) string { return string(r.Bytes([]byte(s))) }
+
+// Bytes returns b with every secret replaced by Redacted; b itself is not modified.
+func (r *Redactor) Bytes(b []byte) []byte {
+	return r.appendRedacted(nil, b)
+}
+
+// appendRedacted appends b, redacted, to out.
+func (r *Redactor) appendRedacted(out, b []byte) []byte {
+	b = r.literalPass(b)
+	b = r.blockPass(b)
+	if len(r.stamp) < len(r.set.rules) {
+		r.stamp = make([]int, len(r.set.rules))
+	}
+	clear(r.stamp)
+	last := 0 // b[:last] is in out already
+	ls, le, n := -1, -1, 0
+	flush := func() {
+		if len(r.pick) == 0 && len(r.hits) == 0 {
+			return
+		}
+		line := r.lineRules(b[ls:le], ls)
+		out = append(out, b[last:ls]...)
+		out = append(out, line...)
+		last = le
+	}
+	r.pick, r.hits = r.pick[:0], r.hits[:0]
+	r.set.pf.walk(b, func(pos, word int) {
+		if pos >= le {
+			flush()
+			ls = max(bytes.LastIndexByte(b[:pos], '\n')+1, last)
+			le = lineEnd(b, pos)
+			n++
+			r.pick, r.hits = r.pick[:0], r.hits[:0]
+		}
+		for _, ri := range r.set.byWord[word] {
+			if r.set.rules[ri].at != nil {
+				r.hits = append(r.hits, hit{rule: ri, pos: pos})
+			} else if r.stamp[ri] != n {
+				r.stamp[ri] = n
+				r.pick = append(r.pick, ri)
+			}
+		}
+	})
+	flush()
+	return append(out, b[last:]...)
+}
+
+// hit is a keyword of an anchored rule found at pos (an offset in the whole text).
+type hit struct{ rule, pos int }
+
+// lineEnd is the end of the line holding b[pos] (after its newline).
+func lineEnd(b []byte, pos int) int {
+	if i := bytes.IndexByte(b[pos:], '\n'); i >= 0 {
+		return pos + i + 1
+	}
+	return len(b)
+}
+
+// lineRules redacts one line (which begins at offset base of the text): first the anchored
+// rules at their keywords, then the other chosen rules in catalogue order.
+func (r *Redactor) lineRules(line []byte, base int) []byte {
+	if len(r.hits) > 0 {
+		line = r.applyAt(line, base)
+	}
+	sort.Ints(r.pick)
+	for _, ri := range r.pick {
+		ru := &r.set.rules[ri]
+		if ru.pre != nil && !ru.pre(line) {
+			continue
+		}
+		line = r.apply(line, ru)
+	}
+	return line
+}
+
+// applyAt runs each anchored rule where its keyword was found: a regular expression that
+// starts with its keyword need not be tried at every byte of the line.
+func (r *Redactor) applyAt(line []byte, base int) []byte {
+	var out []byte
+	last := 0
+	for _, h := range r.hits {
+		ru := &r.set.rules[h.rule]
+		p := h.pos - base
+		if p < last || (ru.pre != nil && !ru.pre(line)) {
+			continue
+		}
+		m := ru.at.FindSubmatchIndex(line[p:])
+		if m == nil {
+			continue
+		}
+		s, e := secretSpan(m, ru)
+		if s < 0 || e <= s {
+			continue
+		}
+		s, e = s+p, e+p
+		if s < last || string(line[s:e]) == Redacted || (ru.entropy > 0 && entropy(line[s:e]) < ru.entropy) {
+			continue
+		}
+		out = append(out, line[last:s]...)
+		out = append(out, Redacted...)
+		last = e
+		r.count(ru)
+	}
+	if out == nil {
+		return line
+	}
+	return append(out, line[last:]...)
+}
+
+func (r *Redactor) count(ru *rule) {
+	name := ru.name
+	if name == "" {
+		name = ru.kind
+	}
+	r.counts[[2]string{ru.kind, name}]++
+}
+
+// literalPass replaces the literal values of secret-named variables anywhere in b.
+func (r *Redactor) literalPass(b []byte) []byte {
+	for _, l := range r.literals {
+		if n := bytes.Count(b, l.value); n > 0 {
+			b = bytes.ReplaceAll(b, l.value, []byte(Redacted))
+			r.counts[[2]string{KindEnv, l.name}] += n
+		}
+	}
+	return b
+}
+
+// blockPass runs the rules that may cross lines (PEM private key blocks) on the whole text.
+func (r *Redactor) blockPass(b []byte) []byte {
+	for _, ri := range r.set.block {
+		ru := &r.set.rules[ri]
+		hit := len(ru.keywords) == 0
+		for _, k := range ru.keywords {
+			if containsFold(b, k) {
+				hit = true
+				break
+			}
+		}
+		if hit {
+			b = r.apply(b, ru)
+		}
+	}
+	return b
+}
+
+// containsFold reports whether b holds the lower-case word k in any case.
+func containsFold(b []byte, k string) bool {
+	// Jump between the places where k's leading non-letters are (the dashes of
+	// "-----begin"), or where its first letter is, in either case.
+	n := 0
+	for n < len(k) && (k[n] < 'a' || k[n] > 'z') {
+		n++
+	}
+	for off := 0; off+len(k) <= len(b); {
+		var i int
+		if n > 0 {
+			i = bytes.Index(b[off:], []byte(k[:n]))
+		} else {
+			i = bytes.IndexAny(b[off:], string([]byte{k[0], k[0] - 'a' + 'A'}))
+		}
+		if i < 0 {
+			return false
+		}
+		if hasPrefixFold(b[off+i:], k) {
+			return true
+		}
+		off += i + 1
+	}
+	return false
+}
+
+// apply replaces the secret of every match of ru in b with Redacted, counting each
+// replacement that changed something (an already redacted value is not counted again).
+func (r *Redactor) apply(b []byte, ru *rule) []byte {
+	idx := ru.re.FindAllSubmatchIndex(b, -1)
+	if len(idx) == 0 {
+		return b
+	}
+	name := ru.name
+	if name == "" {
+		name = ru.kind
+	}
+	var out []byte
+	last := 0
+	for _, m := range idx {
+		s, e := secretSpan(m, ru)
+		if s < 0 || s < last || e <= s {
+			continue
+		}
+		if string(b[s:e]) == Redacted || (ru.entropy > 0 && entropy(b[s:e]) < ru.entropy) {
+			continue
+		}
+		out = append(out, b[last:s]...)
+		out = append(out, Redacted...)
+		last = e
+		r.counts[[2]string{ru.kind, name}]++
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
+}
+
+// secretSpan is where the secret of one match lies.
+func secretSpan(m []int, ru *rule) (int, int) {
+	if ru.firstGroup {
+		for g := 1; 2*g+1 < len(m); g++ {
+			if m[2*g] >= 0 {
+				return m[2*g], m[2*g+1]
+			}
+		}
+		return m[0], m[1]
+	}
+	if 2*ru.group+1 >= len(m) {
+		return m[0], m[1]
+	}
+	return m[2*ru.group], m[2*ru.group+1]
+}
+
+// toLower appends b in ASCII lower case to dst; the offsets stay those of b.
+func toLower(dst, b []byte) []byte {
+	dst = append(dst, b...)
+	for i, c := range dst {
+		if 'A' <= c && c <= 'Z' {
+			dst[i] = c + 'a' - 'A'
+		}
+	}
+	return dst
+}
+
+// Count is how many secrets were replaced so far.
+func (r *Redactor) Count() int {
+	n := 0
+	for _, v := range r.counts {
+		n += v
+	}
+	return n
+}
+
+// Report lists what was redacted so far, sorted by kind and name.
+func (r *Redactor) Report() []Redaction {
+	out := make([]Redaction, 0, len(r.counts))
+	for k, n := range r.counts {
+		out = append(out, Redaction{Kind: k[0], Name: k[1], Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

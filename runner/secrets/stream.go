@@ -1,0 +1,145 @@
+package secrets
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// chunk is how much of a stream is redacted at once; maxCarry bounds how far a chunk is
+// extended to hold a whole PEM block.
+const (
+	chunk    = 1 << 20
+	maxCarry = 1 << 20
+)
+
+// Stream copies in to out, redacting it, for files too big to hold at once (full traces,
+// long logs). It works on chunks cut at a line end (or, in a line longer than a chunk, after
+// a byte no secret holds: a quote, a comma, a space), extended to hold a PEM block whole.
+func (r *Redactor) Stream(out io.Writer, in io.Reader) error {
+	buf := make([]byte, 0, chunk+maxCarry)
+	eof := false
+	for !eof || len(buf) > 0 {
+		for !eof && len(buf) < chunk {
+			n, err := in.Read(buf[len(buf):cap(buf)][:min(chunk, cap(buf)-len(buf))])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				eof = true
+			} else if err != nil {
+				return err
+			}
+		}
+		cut := len(buf)
+		if !eof {
+			cut = cutPoint(buf)
+			if cut < 0 { // an open PEM block: read on, up to maxCarry
+				if len(buf) < chunk+maxCarry {
+					n, err := in.Read(buf[len(buf):cap(buf)])
+					buf = buf[:len(buf)+n]
+					if err == io.EOF {
+						eof = true
+					} else if err != nil {
+						return err
+					}
+					continue
+				}
+				cut = safeCut(buf)
+			}
+		}
+		r.scratch = r.appendRedacted(r.scratch[:0], buf[:cut])
+		if _, err := out.Write(r.scratch); err != nil {
+			return err
+		}
+		buf = append(buf[:0], buf[cut:]...)
+	}
+	return nil
+}
+
+// cutPoint is where a chunk can end: after its last newline, or after a byte no secret
+// holds; -1 while a PEM block begun in it has not ended.
+func cutPoint(b []byte) int {
+	if bytes.Index(b, []byte("-----")) < 0 {
+		return safeCut(b)
+	}
+	if beg := lastFold(b, "-----begin"); beg >= 0 && lastFold(b, "-----end") < beg {
+		return -1
+	}
+	return safeCut(b)
+}
+
+func safeCut(b []byte) int {
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		return i + 1
+	}
+	if i := bytes.LastIndexAny(b, "\", \t"); i >= 0 {
+		return i + 1
+	}
+	return len(b)
+}
+
+// lastFold is the last index of the lower-case word k in b, in any case.
+func lastFold(b []byte, k string) int {
+	for end := len(b); ; {
+		i := bytes.LastIndex(b[:end], []byte("-----"))
+		if i < 0 {
+			return -1
+		}
+		if len(b)-i >= len(k) && bytes.EqualFold(b[i:i+len(k)], []byte(k)) {
+			return i
+		}
+		end = i + 4
+	}
+}
+
+// Scan counts the secrets in a file without changing it or this redactor's counts.
+func (r *Redactor) Scan(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("scan %s: %w", path, err)
+	}
+	defer f.Close()
+	c := r.Clone()
+	if err := c.Stream(io.Discard, f); err != nil {
+		return 0, fmt.Errorf("scan %s: %w", path, err)
+	}
+	return c.Count(), nil
+}
+
+// JSON redacts an encoded JSON document. Every replacement lies inside a string, so the
+// result is JSON still; if a rule ever matched across a string's end it would not be, and
+// then each string of the decoded document is redacted on its own and the document encoded
+// again (indented, as the run directory writes it).
+func (r *Redactor) JSON(doc []byte) []byte {
+	out := r.Bytes(doc)
+	if json.Valid(out) || !json.Valid(doc) {
+		return out
+	}
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return out
+	}
+	v = r.walk(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return out
+	}
+	return append(b, '\n')
+}
+
+func (r *Redactor) walk(v any) any {
+	switch x := v.(type) {
+	case string:
+		return r.String(x)
+	case []any:
+		for i := range x {
+			x[i] = r.walk(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = r.walk(x[k])
+		}
+	}
+	return v
+}
