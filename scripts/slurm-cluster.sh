@@ -18,6 +18,14 @@ if [ -z "$cmd" ] || [ -z "$dir" ]; then
 fi
 
 stop() {
+	# Cancel every job first, so no batch step outlives the cluster.
+	if [ -f "$dir/slurm.conf" ] && [ -f "$dir/slurmctld.pid" ]; then
+		SLURM_CONF="$dir/slurm.conf" scancel --quiet --user="$(id -un)" 2>/dev/null || true
+		for _ in $(seq 50); do
+			[ -z "$(SLURM_CONF="$dir/slurm.conf" squeue -h -o %i 2>/dev/null)" ] && break
+			sleep 0.1
+		done
+	fi
 	for d in slurmd slurmctld munged; do
 		f="$dir/$d.pid"
 		[ -f "$f" ] || continue
@@ -29,6 +37,14 @@ stop() {
 		done
 		kill -9 "$pid" 2>/dev/null || true
 		rm -f "$f"
+	done
+	# A batch step left behind (its slurmstepd runs the script from this cluster's spool).
+	for p in $(pgrep -f "$dir/spool" 2>/dev/null); do
+		pp=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')
+		kill -9 "$p" 2>/dev/null || true
+		if [ -n "$pp" ] && [ "$(ps -o comm= -p "$pp" 2>/dev/null)" = slurmstepd ]; then
+			kill -9 "$pp" 2>/dev/null || true
+		fi
 	done
 }
 
