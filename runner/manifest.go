@@ -31,7 +31,9 @@ func RunnerVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v := bi.Main.Version
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			// A build from a checkout has a pseudo-version that already holds the revision
+			// (v0.0.0-20261124221000-4040857abcde); add it only where it is missing.
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
 				v += "+" + s.Value[:12]
 			}
 		}

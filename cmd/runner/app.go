@@ -55,7 +55,11 @@ func run(args []string, io stdio) int {
 		defer stop()
 	}
 	app := newApp(io)
-	err := app.RunContext(ctx, args)
+	if err := unknownCommand(app, args); err != nil {
+		return exitCode(err, io.err)
+	}
+	quietUsage(app.Commands)
+	err := app.RunContext(ctx, permuteArgs(app, args))
 	return exitCode(err, io.err)
 }
 
@@ -173,15 +177,11 @@ func logger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 	}
 }
 
-// positional returns the command's positional arguments and refuses flags written after them:
-// urfave/cli v2 silently treats `runner run plan.toml --simulate` as two positional words.
+// positional returns the command's positional arguments, checking their count. Flags written
+// after them were already moved in front by permuteArgs; what still starts with a dash here
+// came after a `--` and is taken as a name.
 func positional(c *cli.Context, min, max int, what string) ([]string, error) {
 	args := c.Args().Slice()
-	for _, a := range args {
-		if strings.HasPrefix(a, "-") && a != "-" {
-			return nil, usageErr("flag %s must come before %s (runner %s [flags] %s)", a, what, c.Command.Name, what)
-		}
-	}
 	if len(args) < min || (max >= 0 && len(args) > max) {
 		return nil, usageErr("usage: runner %s [flags] %s", c.Command.Name, what)
 	}

@@ -17,8 +17,18 @@ func versionCommand(io stdio) *cli.Command {
 			if _, err := positional(c, 0, 0, ""); err != nil {
 				return err
 			}
-			fmt.Fprintf(io.out, "runner %s (%s, %s/%s)\n", runner.RunnerVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(io.out, versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what `runner version` and `runner --version` both print.
+func versionLine() string {
+	return fmt.Sprintf("runner %s (%s, %s/%s)", runner.RunnerVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func init() {
+	// --version prints the same line as the version command.
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 }

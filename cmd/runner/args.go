@@ -1,0 +1,216 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// permuteArgs lets flags come anywhere before a `--`, as go test, kubectl and gh accept them:
+// urfave/cli v2 stops reading flags at a command's first positional argument, so
+// `runner triage trace.json --format json` would read --format as a second file. It walks to
+// the command (and subcommand) the arguments name and moves every flag written after a
+// positional argument in front of the positionals, with its value when the flag takes one.
+// After a `--` nothing moves: what follows is positional even when it starts with a dash
+// (`runner triage -- -odd-name.json`). A flag the command does not define is moved too, so the
+// parser reports it as unknown instead of reading it as a file name.
+func permuteArgs(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	if j, _ := takeFlags(app.Flags, args, 1, nil); j < len(args) && args[j] == "help" {
+		// `runner help [COMMAND...]` is `runner [COMMAND...] --help`.
+		args = append(append(append([]string(nil), args[:j]...), args[j+1:]...), "--help")
+	}
+	var global, out []string
+	i := 1
+	// Global flags, then the command name.
+	i, global = takeFlags(app.Flags, args, i, global)
+	if i >= len(args) {
+		return append([]string{args[0]}, global...)
+	}
+	cmd := findCommand(app.Commands, args[i])
+	if cmd == nil {
+		return append(append([]string{args[0]}, global...), args[i:]...)
+	}
+	if cmd.SkipFlagParsing {
+		// A passthrough (runner sim sglang ...): its arguments belong to another program.
+		return append(append([]string{args[0]}, global...), args[i:]...)
+	}
+	out = append(out, args[i])
+	i++
+	for {
+		// Flags between a command and its subcommand belong to the command.
+		i, out = takeFlags(cmd.Flags, args, i, out)
+		if i >= len(args) || len(cmd.Subcommands) == 0 {
+			break
+		}
+		sub := findCommand(cmd.Subcommands, args[i])
+		if sub == nil {
+			break
+		}
+		out = append(out, args[i])
+		i++
+		cmd = sub
+	}
+	var flags, pos []string
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i:]...)
+			break
+		}
+		if !isFlag(a) {
+			pos = append(pos, a)
+			continue
+		}
+		if !defines(cmd.Flags, a) && defines(app.Flags, a) {
+			// A global flag written after the command (runner triage x --log-level debug).
+			global = append(global, a)
+			if takesValue(app.Flags, a) && i+1 < len(args) {
+				i++
+				global = append(global, args[i])
+			}
+			continue
+		}
+		flags = append(flags, a)
+		if takesValue(cmd.Flags, a) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	head := append([]string{args[0]}, global...)
+	for _, f := range flags {
+		if f == "-h" || f == "--help" || f == "-help" {
+			// Help wins wherever it is written; the positionals would read as a help topic.
+			return append(append(head, out...), "--help")
+		}
+	}
+	if len(flags) > 0 && len(pos) > 0 && pos[0] != "--" && hasDashPositional(pos) {
+		// A positional that starts with a dash after the moved flags would read as a flag:
+		// keep it behind a `--`.
+		pos = append([]string{"--"}, pos...)
+	}
+	return append(append(append(head, out...), flags...), pos...)
+}
+
+// takeFlags copies the flags (with their values) starting at args[i] to out and returns the
+// index of the first argument that is not a flag.
+func takeFlags(defs []cli.Flag, args []string, i int, out []string) (int, []string) {
+	for i < len(args) && isFlag(args[i]) {
+		out = append(out, args[i])
+		if takesValue(defs, args[i]) && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
+		i++
+	}
+	return i, out
+}
+
+func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' && a != "--" }
+
+func hasDashPositional(pos []string) bool {
+	for _, p := range pos {
+		if p == "--" {
+			return false
+		}
+		if isFlag(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// defines reports whether defs has the flag written as a.
+func defines(defs []cli.Flag, a string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	for _, f := range defs {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// takesValue reports whether the flag written as a (`-x`, `--name`, never `--name=v`) is
+// defined in defs and needs the next argument as its value.
+func takesValue(defs []cli.Flag, a string) bool {
+	if strings.Contains(a, "=") {
+		return false
+	}
+	name := strings.TrimLeft(a, "-")
+	for _, f := range defs {
+		for _, n := range f.Names() {
+			if n != name {
+				continue
+			}
+			if v, ok := f.(cli.DocGenerationFlag); ok {
+				return v.TakesValue()
+			}
+			return false
+		}
+	}
+	// An unknown flag: assume it takes no value, so the next word stays where it was.
+	return false
+}
+
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// unknownCommand is the usage error of a command name the app does not have, with the
+// closest name when one is near.
+func unknownCommand(app *cli.App, args []string) error {
+	i, _ := takeFlags(app.Flags, args, 1, nil)
+	if i >= len(args) || findCommand(app.Commands, args[i]) != nil {
+		return nil
+	}
+	name := args[i]
+	if name == "help" {
+		return nil
+	}
+	var names []string
+	for _, c := range app.Commands {
+		if !c.Hidden {
+			names = append(names, c.Name)
+		}
+	}
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := cli.SuggestCommand(app.Commands, name); s != "" {
+		// SuggestCommand answers with a whole "Did you mean ...?" sentence.
+		msg += ". " + s
+	}
+	return usageErr("%s\ncommands: %s; see runner --help", msg, strings.Join(names, ", "))
+}
+
+// quietUsage makes a command's usage error one line pointing at --help, instead of urfave/cli's
+// default of the whole help text with the error before and after it.
+func quietUsage(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = func(ctx *cli.Context, err error, _ bool) error {
+			return usageErr("%v (see runner %s --help)", err, commandPath(ctx))
+		}
+		quietUsage(c.Subcommands)
+	}
+}
+
+// commandPath is the command's words as typed (trace fix), from the context's lineage.
+func commandPath(ctx *cli.Context) string {
+	var names []string
+	for _, c := range ctx.Lineage() {
+		// The app's own contexts carry a root command named after the app.
+		if c.Command != nil && c.Command.Name != "" && c.Command.Name != ctx.App.Name {
+			names = append([]string{c.Command.Name}, names...)
+		}
+	}
+	return strings.Join(names, " ")
+}

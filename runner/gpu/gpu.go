@@ -1,0 +1,286 @@
+// Package gpu is the one owner of nvidia-smi: it asks the GPUs, through whatever nvidia-smi is
+// on the cells' PATH, which compute processes hold them, how their clocks, throttle reasons,
+// temperature and memory stand, and whether application clocks are locked. The runner uses it
+// before and after every cell (the noise guard) and once per run (the manifest).
+//
+// Every query is best-effort: nvidia-smi missing, hanging or printing something unexpected
+// gives a Snapshot whose Error says why, never an error that stops a run, because a missing
+// probe must not cost a GPU sweep. Tests put a stand-in nvidia-smi on the PATH, so each path is
+// exercised on a machine without a GPU.
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// GPUQuery is the --query-gpu field list of a Snapshot, in the order ParseGPUs reads it.
+const GPUQuery = "index,uuid,utilization.gpu,memory.used,clocks.sm,clocks.max.sm," +
+	"clocks_throttle_reasons.active,persistence_mode,power.draw,temperature.gpu"
+
+// AppsQuery is the --query-compute-apps field list, in the order ParseApps reads it.
+const AppsQuery = "pid,process_name,used_memory,gpu_uuid"
+
+// Prober runs nvidia-smi. The zero value looks nvidia-smi up on the process's PATH with a
+// 5 s timeout.
+type Prober struct {
+	// Env is the environment nvidia-smi runs with and whose PATH finds it (the cells' own,
+	// so a stand-in earlier on that PATH wins); nil means the runner's.
+	Env []string
+	// Timeout bounds each nvidia-smi call; 0 means 5 s.
+	Timeout time.Duration
+	// Command overrides the program (default "nvidia-smi").
+	Command string
+}
+
+// GPU is one device's state at one moment. Fields nvidia-smi reports as "[N/A]" or
+// "[Not Supported]" are -1 (numbers) or empty.
+type GPU struct {
+	Index       int      `json:"index"`
+	UUID        string   `json:"uuid"`
+	UtilPct     int      `json:"utilization_pct"`
+	MemUsedMiB  int      `json:"memory_used_mib"`
+	SMClockMHz  int      `json:"sm_clock_mhz"`
+	MaxSMMHz    int      `json:"max_sm_clock_mhz"`
+	Throttle    uint64   `json:"throttle_reasons_mask"`
+	Reasons     []string `json:"throttle_reasons,omitempty"`
+	Persistence string   `json:"persistence_mode,omitempty"`
+	PowerW      float64  `json:"power_draw_w"`
+	TempC       int      `json:"temperature_c"`
+}
+
+// App is one compute process on a GPU.
+type App struct {
+	PID     int    `json:"pid"`
+	Name    string `json:"process_name"`
+	UsedMiB int    `json:"used_memory_mib"`
+	GPUUUID string `json:"gpu_uuid"`
+	// GPU is the index of GPUUUID in the snapshot it came with, -1 when unknown.
+	GPU int `json:"gpu"`
+}
+
+// Snapshot is what one probe saw. Error is set when the probe could not be read; GPUs and Apps
+// then hold whatever was read before it failed.
+type Snapshot struct {
+	At     time.Time `json:"at"`
+	GPUs   []GPU     `json:"gpus,omitempty"`
+	Apps   []App     `json:"apps,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	WallNS int64     `json:"wall_ns"`
+}
+
+// Available reports whether the snapshot was read.
+func (s Snapshot) Available() bool { return s.Error == "" }
+
+// Throttle reason bits of nvmlClocksThrottleReasons (nvidia-smi's
+// clocks_throttle_reasons.active is their OR, printed in hex).
+const (
+	ReasonGPUIdle           uint64 = 0x1
+	ReasonAppClocksSetting  uint64 = 0x2
+	ReasonSWPowerCap        uint64 = 0x4
+	ReasonHWSlowdown        uint64 = 0x8
+	ReasonSyncBoost         uint64 = 0x10
+	ReasonSWThermalSlowdown uint64 = 0x20
+	ReasonHWThermalSlowdown uint64 = 0x40
+	ReasonHWPowerBrake      uint64 = 0x80
+	ReasonDisplayClock      uint64 = 0x100
+)
+
+var reasonNames = []struct {
+	bit  uint64
+	name string
+}{
+	{ReasonGPUIdle, "gpu_idle"},
+	{ReasonAppClocksSetting, "applications_clocks_setting"},
+	{ReasonSWPowerCap, "sw_power_cap"},
+	{ReasonHWSlowdown, "hw_slowdown"},
+	{ReasonSyncBoost, "sync_boost"},
+	{ReasonSWThermalSlowdown, "sw_thermal_slowdown"},
+	{ReasonHWThermalSlowdown, "hw_thermal_slowdown"},
+	{ReasonHWPowerBrake, "hw_power_brake_slowdown"},
+	{ReasonDisplayClock, "display_clock_setting"},
+}
+
+// ReasonNames spells out the bits of a throttle mask, lowest first.
+func ReasonNames(mask uint64) []string {
+	var out []string
+	for _, r := range reasonNames {
+		if mask&r.bit != 0 {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// Capping is the part of a throttle mask that lowers clocks for power or heat: the reasons a
+// timing taken under them is not comparable with one taken without.
+const Capping = ReasonSWPowerCap | ReasonHWSlowdown | ReasonSWThermalSlowdown |
+	ReasonHWThermalSlowdown | ReasonHWPowerBrake
+
+// Snapshot queries the GPUs and their compute processes. indices restricts the GPUs kept (nil
+// keeps all); apps on other GPUs are dropped too.
+func (p Prober) Snapshot(ctx context.Context, indices []int) Snapshot {
+	t0 := time.Now()
+	s := Snapshot{At: t0.UTC()}
+	out, err := p.run(ctx, "--query-gpu="+GPUQuery, "--format=csv,noheader")
+	if err != nil {
+		s.Error = err.Error()
+		s.WallNS = time.Since(t0).Nanoseconds()
+		return s
+	}
+	gpus, err := ParseGPUs(out)
+	if err != nil {
+		s.Error = "nvidia-smi --query-gpu: " + err.Error()
+		s.WallNS = time.Since(t0).Nanoseconds()
+		return s
+	}
+	out, err = p.run(ctx, "--query-compute-apps="+AppsQuery, "--format=csv,noheader")
+	var apps []App
+	if err == nil {
+		apps, err = ParseApps(out)
+		if err != nil {
+			err = fmt.Errorf("nvidia-smi --query-compute-apps: %w", err)
+		}
+	}
+	if err != nil {
+		s.Error = err.Error()
+	}
+	s.GPUs, s.Apps = keep(gpus, apps, indices)
+	s.WallNS = time.Since(t0).Nanoseconds()
+	return s
+}
+
+// keep restricts gpus and apps to indices and fills each app's GPU index.
+func keep(gpus []GPU, apps []App, indices []int) ([]GPU, []App) {
+	want := func(i int) bool {
+		if indices == nil {
+			return true
+		}
+		for _, x := range indices {
+			if x == i {
+				return true
+			}
+		}
+		return false
+	}
+	byUUID := map[string]int{}
+	var kg []GPU
+	for _, g := range gpus {
+		byUUID[g.UUID] = g.Index
+		if want(g.Index) {
+			kg = append(kg, g)
+		}
+	}
+	var ka []App
+	for _, a := range apps {
+		a.GPU = -1
+		if i, ok := byUUID[a.GPUUUID]; ok {
+			a.GPU = i
+		}
+		if a.GPU < 0 && indices != nil || a.GPU >= 0 && !want(a.GPU) {
+			continue
+		}
+		ka = append(ka, a)
+	}
+	return kg, ka
+}
+
+// ClocksLocked reads `nvidia-smi -q -d CLOCK,PERFORMANCE` and reports whether every GPU's
+// clocks are pinned (see ParseClockLock for the rule). An error means the state could not be
+// read. PERFORMANCE is asked for beside CLOCK because a lock set with `nvidia-smi -lgc` leaves
+// the application clocks alone and shows only as the "Applications Clocks Setting" reason.
+func (p Prober) ClocksLocked(ctx context.Context) (bool, error) {
+	out, err := p.run(ctx, "-q", "-d", "CLOCK,PERFORMANCE")
+	if err != nil {
+		return false, err
+	}
+	return ParseClockLock(out)
+}
+
+// Topology returns `nvidia-smi topo -m` as printed.
+func (p Prober) Topology(ctx context.Context) (string, error) {
+	out, err := p.run(ctx, "topo", "-m")
+	return strings.TrimSpace(string(out)), err
+}
+
+// run executes nvidia-smi with args and returns its standard output.
+func (p Prober) run(ctx context.Context, args ...string) ([]byte, error) {
+	name := p.Command
+	if name == "" {
+		name = "nvidia-smi"
+	}
+	env := p.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	path, err := LookPath(name, env)
+	if err != nil {
+		return nil, fmt.Errorf("unavailable: %w", err)
+	}
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = env
+	cmd.WaitDelay = 500 * time.Millisecond
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return out, fmt.Errorf("%s %s timed out after %s", name, strings.Join(args, " "), timeout)
+	case ctx.Err() != nil:
+		return out, ctx.Err()
+	case err != nil:
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(string(out))
+		}
+		if len(msg) > 300 {
+			msg = msg[:300] + "…"
+		}
+		return out, fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, msg)
+	}
+	return out, nil
+}
+
+// LookPath finds name on env's PATH (not the runner's own), so the program a cell would run is
+// the one probed. A name with a slash is taken as a path.
+func LookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if isExecutable(name) {
+			return name, nil
+		}
+		return "", fmt.Errorf("%s is not an executable file", name)
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found on PATH", name)
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}

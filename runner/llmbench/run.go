@@ -1,0 +1,198 @@
+package llmbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config is one cell's benchmark.
+type Config struct {
+	// BaseURL is the server, e.g. http://127.0.0.1:30000.
+	BaseURL string
+	// API is APIGenerate, APICompletions or APIChat.
+	API string
+	// Model is the "model" field of the OpenAI APIs.
+	Model string
+	// Prompts are sent in order, cycling when Duration asks for more requests than there are.
+	Prompts []Prompt
+	// Requests is how many measured requests to send; 0 with Duration > 0 sends until Duration
+	// has passed.
+	Requests int
+	// Duration bounds a benchmark by time instead of count: no request is sent after it.
+	Duration time.Duration
+	// Rate is the request rate in requests/s; 0 or +Inf sends every request at once.
+	Rate float64
+	// Burstiness is the gamma shape of the inter-arrival times (1 = Poisson).
+	Burstiness float64
+	// MaxConcurrency caps the requests in flight; 0 means no cap.
+	MaxConcurrency int
+	// Seed fixes the arrival schedule.
+	Seed uint64
+	// Warmup requests are sent, one at a time, before the measured ones and not recorded.
+	Warmup int
+	// RequestTimeout bounds each request, streaming included; 0 means 10 minutes.
+	RequestTimeout time.Duration
+	// Client sends the requests; nil means one built by NewClient.
+	Client *http.Client
+}
+
+// NewClient returns an HTTP client for conc requests in flight: net/http with enough idle
+// connections that no request waits for a dial after warmup, and no overall timeout (each
+// request carries its own deadline).
+func NewClient(conc int) *http.Client {
+	conc = max(conc, 1)
+	t := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conc + 16,
+		MaxIdleConnsPerHost: conc + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: t}
+}
+
+// Run sends the warmup and then the measured requests on the arrival schedule and returns every
+// measured request's record with the benchmark's wall time (first send to last completion).
+// Cancelling ctx stops sending and cancels the requests in flight; what completed is returned
+// with ctx's error.
+func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
+	if len(cfg.Prompts) == 0 {
+		return nil, 0, errors.New("no prompts to send")
+	}
+	path := Path(cfg.API)
+	if path == "" {
+		return nil, 0, fmt.Errorf("unknown LLM API %q (want generate, completions or chat)", cfg.API)
+	}
+	if cfg.Requests <= 0 && cfg.Duration <= 0 {
+		return nil, 0, errors.New("neither a request count nor a duration")
+	}
+	url := strings.TrimRight(cfg.BaseURL, "/") + path
+	c := cfg.Client
+	if c == nil {
+		c = NewClient(cfg.MaxConcurrency)
+	}
+	timeout := cfg.RequestTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	bodies := make([][]byte, len(cfg.Prompts))
+	for i, p := range cfg.Prompts {
+		b, err := Body(cfg.API, cfg.Model, p)
+		if err != nil {
+			return nil, 0, err
+		}
+		bodies[i] = b
+	}
+	for i := range cfg.Warmup {
+		var r Result
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		j := i % len(bodies)
+		do(rctx, c, url, cfg.API, bodies[j], cfg.Prompts[j], &r)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+	}
+
+	var sched []time.Duration
+	var arr *Arrivals
+	if cfg.Requests > 0 {
+		sched = Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
+	} else {
+		arr = NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
+	}
+	var sem chan struct{}
+	if cfg.MaxConcurrency > 0 {
+		sem = make(chan struct{}, cfg.MaxConcurrency)
+	}
+	var (
+		mu      sync.Mutex
+		results []Result
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for i := 0; ; i++ {
+		var at time.Duration
+		if sched != nil {
+			if i >= len(sched) {
+				break
+			}
+			at = sched[i]
+		} else {
+			at = arr.Next()
+			if i > 0 && at == 0 && !finiteRate(cfg.Rate) && cfg.MaxConcurrency == 0 {
+				// An unbounded burst for a duration would open requests without end.
+				return nil, 0, errors.New("a duration-bounded benchmark needs a finite request_rate or a max_concurrency")
+			}
+			if at >= cfg.Duration {
+				break
+			}
+		}
+		if !sleepUntil(ctx, start.Add(at)) {
+			break
+		}
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
+			if sem != nil {
+				<-sem
+			}
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if sem != nil {
+				defer func() { <-sem }()
+			}
+			j := i % len(bodies)
+			r := Result{Index: i, Start: time.Since(start)}
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			do(rctx, c, url, cfg.API, bodies[j], cfg.Prompts[j], &r)
+			cancel()
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	sortByIndex(results)
+	return results, wall, ctx.Err()
+}
+
+// sleepUntil waits for t or ctx; it reports whether t was reached.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func sortByIndex(rs []Result) {
+	slices.SortFunc(rs, func(a, b Result) int { return a.Index - b.Index })
+}

@@ -1,0 +1,111 @@
+// Package llmbench is the LLM serving benchmark of a serve cell: it sends streaming requests
+// to SGLang's /generate or the OpenAI-compatible /v1/completions and /v1/chat/completions on a
+// seeded arrival schedule (request rate, burstiness, maximum concurrency, a request count or a
+// duration), records per request the time to first token, every inter-token latency, the
+// end-to-end latency and the token counts the server reports, and summarises a cell the way
+// SGLang's bench_serving does, with the same definitions and field names, so the runner's
+// numbers can be set beside the ones a user already has.
+//
+// Definitions follow bench_serving (sgl-project/sglang python/sglang/benchmark/metrics.py and
+// backends/*_client.py; see docs/upstream.md): TPOT is (E2E − TTFT)/(output tokens − 1) for
+// requests of more than one token; a streamed chunk that carries k new tokens contributes k
+// inter-token latencies of (gap/k) each; percentiles are numpy's linear interpolation;
+// concurrency is the sum of E2E latencies over the benchmark duration.
+package llmbench
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Schedule returns the send time of each of n requests as an offset from the benchmark's start.
+// rate is in requests per second; +Inf (or 0) sends everything at once. Intervals are drawn
+// from a gamma distribution of shape burstiness and mean 1/rate, as bench_serving draws them
+// (burstiness 1 is a Poisson process; larger is more regular, smaller burstier; +Inf is a fixed
+// interval), from a PCG seeded with seed, so the same plan sends the same schedule. Like
+// current bench_serving, the drawn times are then scaled so the last request goes out at
+// n/rate after the start: a short run keeps the asked-for mean rate instead of
+// whatever its few draws add up to.
+func Schedule(n int, rate, burstiness float64, seed uint64) []time.Duration {
+	out := make([]time.Duration, n)
+	if n == 0 || !finiteRate(rate) {
+		return out
+	}
+	a := NewArrivals(rate, burstiness, seed)
+	cum := make([]float64, n)
+	t := 0.0
+	for i := range cum {
+		t += a.interval()
+		cum[i] = t
+	}
+	scale := 1.0
+	if t > 0 {
+		scale = float64(n) / rate / t
+	}
+	for i := range out {
+		out[i] = time.Duration(cum[i] * scale * float64(time.Second))
+	}
+	return out
+}
+
+func finiteRate(rate float64) bool { return rate > 0 && !math.IsInf(rate, 1) && !math.IsNaN(rate) }
+
+// Arrivals draws an open-ended arrival process (for a benchmark bounded by duration rather than
+// a request count): each Next is the offset of the next request from the start.
+type Arrivals struct {
+	rng              *rand.Rand
+	rate, burstiness float64
+	t                float64
+}
+
+// NewArrivals starts an arrival process of the given rate (requests/s; +Inf = all at once) and
+// burstiness (gamma shape), seeded.
+func NewArrivals(rate, burstiness float64, seed uint64) *Arrivals {
+	if burstiness <= 0 || math.IsNaN(burstiness) {
+		burstiness = 1
+	}
+	return &Arrivals{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rate: rate, burstiness: burstiness}
+}
+
+// Next returns the next request's send offset.
+func (a *Arrivals) Next() time.Duration {
+	a.t += a.interval()
+	return time.Duration(a.t * float64(time.Second))
+}
+
+func (a *Arrivals) interval() float64 {
+	switch {
+	case !finiteRate(a.rate):
+		return 0
+	case math.IsInf(a.burstiness, 1):
+		return 1 / a.rate
+	}
+	return gamma(a.rng, a.burstiness) / (a.rate * a.burstiness)
+}
+
+// gamma draws from Gamma(shape, 1) by Marsaglia and Tsang's method (2000); shapes below 1 use
+// the boost Gamma(a) = Gamma(a+1)·U^(1/a).
+func gamma(rng *rand.Rand, shape float64) float64 {
+	if shape < 1 {
+		u := rng.Float64()
+		for u == 0 {
+			u = rng.Float64()
+		}
+		return gamma(rng, shape+1) * math.Pow(u, 1/shape)
+	}
+	d := shape - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := rng.Float64()
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Task is one array task's state as Slurm reports it.
+type Task struct {
+	Index    int    `json:"index"`
+	State    string `json:"state"` // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
+	Node     string `json:"node,omitempty"`
+	ExitCode string `json:"exit_code,omitempty"` // "code:signal"
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Done reports whether the task has ended (Slurm will not run it again by itself).
+func (t Task) Done() bool {
+	switch t.State {
+	case "", "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "REQUEUE_HOLD", "REQUEUE_FED":
+		return false
+	}
+	return true
+}
+
+// Tasks returns the state of every task 0..n-1 of the array: squeue for the tasks still queued
+// or running, then sacct for the ended ones, or scontrol where the cluster keeps no accounting
+// (a one-node test cluster, a small lab). A task no command knows any more is "UNKNOWN".
+func (c Client) Tasks(ctx context.Context, jobID string, n int) ([]Task, error) {
+	tasks := make([]Task, n)
+	for i := range tasks {
+		tasks[i] = Task{Index: i}
+	}
+	out, err := c.run(ctx, "squeue", "-h", "-r", "-j", jobID, "-o", "%K|%T|%N|%r")
+	if err != nil && !strings.Contains(err.Error(), "Invalid job id") {
+		return nil, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.TrimSpace(line), "|")
+		if len(f) != 4 {
+			continue
+		}
+		for _, i := range indices(f[0], n) {
+			tasks[i] = Task{Index: i, State: f[1], Node: f[2], Reason: none(f[3])}
+		}
+	}
+	var missing bool
+	for _, t := range tasks {
+		if t.State == "" {
+			missing = true
+		}
+	}
+	if !missing {
+		return tasks, nil
+	}
+	ended, err := c.sacct(ctx, jobID, n)
+	if err != nil {
+		ended, err = c.scontrol(ctx, jobID, n)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i := range tasks {
+		if tasks[i].State != "" {
+			continue
+		}
+		if t, ok := ended[i]; ok {
+			tasks[i] = t
+		} else {
+			tasks[i].State = "UNKNOWN"
+		}
+	}
+	return tasks, nil
+}
+
+// sacct reads ended tasks from the accounting database.
+func (c Client) sacct(ctx context.Context, jobID string, n int) (map[int]Task, error) {
+	out, err := c.run(ctx, "sacct", "-n", "-P", "-X", "-j", jobID, "-o", "JobID,State,NodeList,ExitCode,Reason")
+	if err != nil {
+		return nil, err
+	}
+	if strings.Contains(out, "accounting storage is disabled") {
+		return nil, errors.New("sacct: accounting storage is disabled")
+	}
+	res := map[int]Task{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.TrimSpace(line), "|")
+		if len(f) < 4 {
+			continue
+		}
+		_, idx, ok := strings.Cut(f[0], "_")
+		if !ok {
+			continue
+		}
+		idx = strings.Trim(idx, "[]")
+		state, _, _ := strings.Cut(f[1], " ") // "CANCELLED by 0"
+		reason := ""
+		if len(f) > 4 {
+			reason = none(f[4])
+		}
+		for _, i := range indices(idx, n) {
+			res[i] = Task{Index: i, State: state, Node: none(f[2]), ExitCode: f[3], Reason: reason}
+		}
+	}
+	return res, nil
+}
+
+// scontrol reads ended tasks from the controller's memory (kept for MinJobAge after the end).
+func (c Client) scontrol(ctx context.Context, jobID string, n int) (map[int]Task, error) {
+	out, err := c.run(ctx, "scontrol", "show", "job", "-o", jobID)
+	if err != nil {
+		return nil, err
+	}
+	res := map[int]Task{}
+	for _, line := range strings.Split(out, "\n") {
+		kv := fields(line)
+		if kv["JobId"] == "" {
+			continue
+		}
+		t := Task{State: kv["JobState"], Node: none(kv["NodeList"]), ExitCode: kv["ExitCode"], Reason: none(kv["Reason"])}
+		for _, i := range indices(kv["ArrayTaskId"], n) {
+			t.Index = i
+			res[i] = t
+		}
+	}
+	return res, nil
+}
+
+// fields splits one `scontrol show job -o` record into its KEY=VALUE pairs.
+func fields(line string) map[string]string {
+	m := map[string]string{}
+	for _, w := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			if _, seen := m[k]; !seen {
+				m[k] = v
+			}
+		}
+	}
+	return m
+}
+
+// indices expands an array-task field: "3", "0-5", "4-5%2", "[1,3-4]", "0,2".
+func indices(s string, n int) []int {
+	s = strings.Trim(s, "[]")
+	s, _, _ = strings.Cut(s, "%")
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil {
+				continue
+			}
+		}
+		for i := max(a, 0); i <= b && i < n; i++ {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func none(s string) string {
+	if s == "None" || s == "(null)" || s == "(None)" {
+		return ""
+	}
+	return s
+}
+
+// Outcome is what an ended task without a cell result means for its cell.
+type Outcome struct {
+	// Interrupted is set for ends that are not the cell's doing (a cancellation, a
+	// preemption, a node failure): `runner run --resume` runs such a cell again. Otherwise the
+	// cell failed (its time limit, out of memory, the task's own failure).
+	Interrupted bool
+	Code        string
+	Message     string
+}
+
+// OutcomeOf explains an ended task whose cell wrote no result.json.
+func OutcomeOf(t Task) Outcome {
+	where := ""
+	if t.Node != "" {
+		where = " on node " + t.Node
+	}
+	switch t.State {
+	case "CANCELLED":
+		return Outcome{true, "slurm-cancelled", "the Slurm task was cancelled (scancel)" + where + "; runner run --resume runs the cell again"}
+	case "PREEMPTED":
+		return Outcome{true, "slurm-preempted", "a higher-priority job preempted the Slurm task" + where + "; runner run --resume runs the cell again"}
+	case "NODE_FAIL", "BOOT_FAIL":
+		return Outcome{true, "slurm-node-failure", "the node failed under the Slurm task" + where + " (" + t.State + "); runner run --resume runs the cell again"}
+	case "TIMEOUT", "DEADLINE":
+		return Outcome{false, "slurm-time-limit", "Slurm killed the task" + where + " at its time limit; raise [executor.slurm] time or split the cell"}
+	case "OUT_OF_MEMORY":
+		return Outcome{false, "slurm-out-of-memory", "Slurm killed the task" + where + " for exceeding its memory; raise [executor.slurm] mem"}
+	case "UNKNOWN":
+		return Outcome{true, "slurm-unknown", "Slurm no longer knows the task (it ended longer ago than the controller keeps records); runner run --resume runs the cell again"}
+	}
+	return Outcome{false, "slurm-task-failed", fmt.Sprintf("the Slurm task ended %s%s (exit %s) without writing the cell's result; see slurm/task-%d.out in the run directory", t.State, where, t.ExitCode, t.Index)}
+}
