@@ -78,53 +78,40 @@ func nightly(ctx context.Context, p *plans.Plan, dir string, sum *Summary, opts 
 	if err != nil {
 		return fmt.Errorf("read the results of %s: %w", dir, err)
 	}
-	co, bo := n.CompareOptions(p)
-	var res *compare.Result
-	var base *perf.Set
-	if n.Baseline != "" && n.Baseline != "history" {
-		base, err = perf.Load(n.Baseline, perf.LoadOptions{Profilers: n.Profilers})
-		if err != nil {
-			return &UsageError{fmt.Errorf("--baseline %s: %w", n.Baseline, err)}
-		}
-		res, err = compare.Compare(base, set, co)
-		if err != nil {
-			return &UsageError{err}
-		}
-	}
+	var db *history.DB
 	if n.History != "off" {
 		path := n.History
 		if path == "" {
 			path = HistoryPath(dir)
 		}
-		db, err := history.Open(ctx, path)
+		h, err := history.Open(ctx, path)
 		if err != nil {
-			if n.Baseline == "history" {
+			if n.Baseline == BaselineHistory {
 				return err
 			}
 			fmt.Fprintf(opts.Out, "history: not recorded: %v\n", err)
 		} else {
+			db = h
 			defer db.Close()
-			if n.Baseline == "history" {
-				res, err = db.CompareHistory(ctx, set, bo)
-				if errors.Is(err, compare.ErrNothingInCommon) {
-					fmt.Fprintf(opts.Out, "baseline: %v\n", err)
-					res, err = nil, nil
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if _, err := db.Append(ctx, history.FromSet(set, RunnerVersion())); err != nil {
-				fmt.Fprintf(opts.Out, "history: not recorded: %v\n", err)
-			}
+		}
+	}
+	// Compare before appending, so that the history baseline never holds this run.
+	res, _, err := n.CompareBaseline(ctx, set, p, db)
+	switch {
+	case errors.Is(err, ErrNoHistory):
+		// --no-history with --baseline history: nothing to compare with.
+	case NoBaselineYet(err):
+		fmt.Fprintf(opts.Out, "baseline: %v\n", err)
+	case err != nil:
+		return err
+	}
+	if db != nil {
+		if _, err := db.Append(ctx, history.FromSet(set, RunnerVersion())); err != nil {
+			fmt.Fprintf(opts.Out, "history: not recorded: %v\n", err)
 		}
 	}
 	if res == nil {
 		return nil
-	}
-	res.Profilers = n.Profilers
-	if len(res.Profilers) == 0 {
-		res.Profilers = perf.DefaultProfilers
 	}
 	fmt.Fprintln(opts.Out)
 	if err := compare.WriteText(opts.Out, res); err != nil {

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	goio "io"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,7 +91,7 @@ func planOf(path string) *plans.Plan {
 	return &plans.Plan{}
 }
 
-func compareCommand(io stdio) *cli.Command {
+func compareCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
 		Usage:     "compare two runs (or cells, or perf dumps) metric by metric; exit 4 on a regression",
@@ -121,11 +121,10 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 			if !contains(compare.Formats, format) {
 				return usageErr("--format %q: use one of %s", format, strings.Join(compare.Formats, ", "))
 			}
-			var base, cur *perf.Set
-			var res *compare.Result
-			lo := perf.LoadOptions{Profilers: n.Profilers}
+			// The new side is the last argument; the base is the history or the first.
+			var newPath string
 			switch n.Baseline {
-			case "history":
+			case runner.BaselineHistory:
 				args, err := positional(c, 1, 1, "RUN_DIR")
 				if err != nil {
 					return err
@@ -133,47 +132,45 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 				if format == "benchstat" {
 					return usageErr("--format benchstat needs two sample sets; a history baseline has only medians")
 				}
-				if cur, err = perf.Load(args[0], lo); err != nil {
-					return &exitError{code: runner.ExitUsage, err: err}
-				}
-				path := n.History
-				if path == "" {
-					path = runner.HistoryPath(args[0])
-				}
-				if _, err := os.Stat(path); err != nil {
-					return usageErr("history database %s: %v; runs append to it as they finish, or pass --history PATH", path, err)
-				}
-				db, err := history.Open(c.Context, path)
-				if err != nil {
-					return &exitError{code: runner.ExitUsage, err: err}
-				}
-				defer db.Close()
-				_, bo := n.CompareOptions(planOf(args[0]))
-				res, err = db.CompareHistory(c.Context, cur, bo)
-				if err != nil {
-					return &exitError{code: runner.ExitUsage, err: err}
-				}
+				newPath = args[0]
 			case "":
 				args, err := positional(c, 2, 2, "BASE NEW")
 				if err != nil {
 					return err
 				}
-				if base, err = perf.Load(args[0], lo); err != nil {
-					return &exitError{code: runner.ExitUsage, err: fmt.Errorf("base: %w", err)}
-				}
-				if cur, err = perf.Load(args[1], lo); err != nil {
-					return &exitError{code: runner.ExitUsage, err: fmt.Errorf("new: %w", err)}
-				}
-				co, _ := n.CompareOptions(planOf(args[1]))
-				res, err = compare.Compare(base, cur, co)
-				if err != nil {
-					return &exitError{code: runner.ExitUsage, err: err}
+				n.Baseline, newPath = args[0], args[1]
+				if n.Baseline == runner.BaselineHistory {
+					n.Baseline = "./" + n.Baseline // a directory named history, not the database
 				}
 			default:
 				return usageErr("--baseline %q: runner compare takes --baseline history; to compare with a run directory, name it as BASE", n.Baseline)
 			}
-			res.Profilers = profilersOrDefault(n.Profilers)
-			if err := compare.Write(io.out, format, res, base, cur); err != nil {
+			cur, err := perf.Load(newPath, perf.LoadOptions{Profilers: n.Profilers})
+			if err != nil {
+				if n.Baseline != runner.BaselineHistory {
+					err = fmt.Errorf("new: %w", err)
+				}
+				return &exitError{code: runner.ExitUsage, err: err}
+			}
+			var db *history.DB
+			if n.Baseline == runner.BaselineHistory {
+				path := n.History
+				if path == "" {
+					path = runner.HistoryPath(newPath)
+				}
+				if _, err := os.Stat(path); err != nil {
+					return usageErr("history database %s: %v; runs append to it as they finish, or pass --history PATH", path, err)
+				}
+				if db, err = history.Open(c.Context, path); err != nil {
+					return &exitError{code: runner.ExitUsage, err: err}
+				}
+				defer db.Close()
+			}
+			res, base, err := n.CompareBaseline(c.Context, cur, planOf(newPath), db)
+			if err != nil {
+				return &exitError{code: runner.ExitUsage, err: err}
+			}
+			if err := compare.Write(std.out, format, res, base, cur); err != nil {
 				return err
 			}
 			if res.Regressed() {
@@ -184,7 +181,7 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 	}
 }
 
-func historyCommand(io stdio) *cli.Command {
+func historyCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:  "history",
 		Usage: "list the runs recorded in the history database",
@@ -241,9 +238,9 @@ func historyCommand(io stdio) *cli.Command {
 			}
 			switch c.String("format") {
 			case "json":
-				return writeJSON(io.out, entries)
+				return writeJSON(std.out, entries)
 			case "text":
-				return history.WriteText(io.out, entries)
+				return history.WriteText(std.out, entries)
 			}
 			return usageErr("--format must be text or json")
 		},
@@ -283,11 +280,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func writeJSON(w stdioWriter, v any) error {
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
-type stdioWriter = goio.Writer

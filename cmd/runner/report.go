@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render"
@@ -47,15 +46,10 @@ comparison found a regression, 2 for unusable input.`,
 			if err != nil {
 				return err
 			}
-			lo := perf.LoadOptions{Profilers: n.Profilers}
-			cur, err := perf.Load(dir, lo)
+			cur, err := perf.Load(dir, perf.LoadOptions{Profilers: n.Profilers})
 			if err != nil {
 				return &exitError{code: runner.ExitUsage, err: err}
 			}
-			plan := planOf(dir)
-			co, bo := n.CompareOptions(plan)
-			var base *perf.Set
-			var res *compare.Result
 			hpath := n.History
 			if hpath == "" {
 				hpath = runner.HistoryPath(dir)
@@ -67,30 +61,14 @@ comparison found a regression, 2 for unusable input.`,
 				}
 				defer db.Close()
 			}
-			switch n.Baseline {
-			case "":
-			case "history":
-				if db == nil {
-					return usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
-				}
-				res, err = db.CompareHistory(c.Context, cur, bo)
-				if err != nil && !errors.Is(err, compare.ErrNothingInCommon) {
-					return err
-				}
-				if err != nil {
-					fmt.Fprintf(io.err, "runner: %v\n", err)
-					res = nil
-				}
-			default:
-				if base, err = perf.Load(n.Baseline, lo); err != nil {
-					return &exitError{code: runner.ExitUsage, err: fmt.Errorf("--baseline: %w", err)}
-				}
-				if res, err = compare.Compare(base, cur, co); err != nil {
-					return &exitError{code: runner.ExitUsage, err: err}
-				}
-			}
-			if res != nil {
-				res.Profilers = profilersOrDefault(n.Profilers)
+			res, base, err := n.CompareBaseline(c.Context, cur, planOf(dir), db)
+			switch {
+			case errors.Is(err, runner.ErrNoHistory):
+				return usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
+			case runner.NoBaselineYet(err):
+				fmt.Fprintf(io.err, "runner: %v\n", err)
+			case err != nil:
+				return err
 			}
 			trend := map[string][]render.TrendPoint{}
 			if db != nil {
