@@ -263,14 +263,6 @@ func parseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// profilersOrDefault is the profiler list recorded in a comparison.
-func profilersOrDefault(p []string) []string {
-	if len(p) == 0 {
-		return perf.DefaultProfilers
-	}
-	return p
-}
-
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

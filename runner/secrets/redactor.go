@@ -95,7 +95,6 @@ type Redactor struct {
 	literals []literal
 	set      *ruleSet
 	counts   map[[2]string]int
-	lower    []byte // scratch: the text in lower case
 	stamp    []int  // scratch: per rule, the last line (+1) it was chosen for
 	pick     []int  // scratch: the rules chosen for the current line
 	hits     []hit  // scratch: the anchored rules' keywords on the current line

@@ -122,7 +122,7 @@ var builtinRules = append(
 func hasAt(line []byte) bool { return bytes.IndexByte(line, '@') >= 0 }
 
 // hasQuote: a quoted value needs a quote.
-func hasQuote(line []byte) bool { return bytes.IndexAny(line, `"'`) >= 0 }
+func hasQuote(line []byte) bool { return bytes.ContainsAny(line, `"'`) }
 
 // entropy is the Shannon entropy of b in bits per byte, gitleaks' measure.
 func entropy(b []byte) float64 {

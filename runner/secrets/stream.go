@@ -60,7 +60,7 @@ func (r *Redactor) Stream(out io.Writer, in io.Reader) error {
 // cutPoint is where a chunk can end: after its last newline, or after a byte no secret
 // holds; -1 while a PEM block begun in it has not ended.
 func cutPoint(b []byte) int {
-	if bytes.Index(b, []byte("-----")) < 0 {
+	if !bytes.Contains(b, []byte("-----")) {
 		return safeCut(b)
 	}
 	if beg := lastFold(b, "-----begin"); beg >= 0 && lastFold(b, "-----end") < beg {
