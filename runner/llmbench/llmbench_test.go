@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +32,10 @@ type stub struct {
 
 func (s *stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
+	// A request stops counting before its last bytes go out: once the client has read [DONE]
+	// it may start the next request before this handler returns.
+	finished := sync.OnceFunc(func() { s.inFlight.Add(-1) })
+	defer finished()
 	for {
 		m := s.maxSeen.Load()
 		if n <= m || s.maxSeen.CompareAndSwap(m, n) {
@@ -85,6 +89,7 @@ func (s *stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/generate" {
 		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\n", prompt, s.outTokens)
 	}
+	finished()
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
 }
