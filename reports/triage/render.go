@@ -39,9 +39,15 @@ func Render(w io.Writer, r *Report, format string, cutoff float64) error {
 		}
 		return nil
 	case FormatMarkdown, "markdown":
-		return renderDoc(w, v, cutoff, true)
+		if err := renderDoc(w, v, cutoff, true); err != nil {
+			return err
+		}
+		return renderSections(w, v, table.Markdown)
 	case FormatText, "":
-		return renderDoc(w, v, cutoff, false)
+		if err := renderDoc(w, v, cutoff, false); err != nil {
+			return err
+		}
+		return renderSections(w, v, table.Text)
 	case FormatCSV:
 		return renderCSV(w, v)
 	}
@@ -293,5 +299,6 @@ func renderCSV(w io.Writer, r *Report) error {
 				strings.Join(f.Evidence, "; "), strings.Join(f.CandidatePaths, "; "), f.Rationale})
 		}
 	}
+	t.Rows = append(t.Rows, sectionCSVRows(t, r)...)
 	return table.WriteCSV(w, t)
 }
