@@ -429,7 +429,7 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 		// The read's garbage (the correlation index, 4 bytes per id; the scan's buffers) is
 		// collected before the triage allocates its per-op arrays, which then reuse it: the
 		// one collection so far ran when the ops were allocated, and the next would not come
-		// before the triage is done (1M kernels: ~10 MB less peak RSS, a few ms).
+		// before the triage is done (less peak RSS for a few ms; docs/performance.md).
 		runtime.GC()
 	}
 	return t, nil
@@ -438,8 +438,8 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 // compactLaunches replaces t.Launches by one call per (name, graph flag, frame) and points every
 // GPU op at its representative, then hands the freed memory (about 56 bytes a kernel, more
 // with the parallel scan's buffers) back to the OS before the triage allocates its own arrays:
-// with only a collection the peak resident size stayed about 30 MB higher at 1M kernels. It is for a trace whose NVTX scopes and tables are
-// computed already (open does that first) and whose op stages need no launch time any more:
+// with only a collection the peak resident size stayed higher (docs/performance.md). It is for
+// a trace whose NVTX scopes and tables are computed already (open does that first) and whose op stages need no launch time any more:
 // they are precomputed labels (--nvtx-stage, or the stages of the NVTX ranges from
 // triage.AnnotationStages), or there is no annotation at all. Analyze then reads only a
 // launch's name, graph flag and frame, which the representative has.

@@ -196,6 +196,6 @@ func limitMemory() {
 	}
 }
 
-// triageMemoryLimit keeps triage's peak RSS under the 300 MB target for traces up to about
-// 1.5 GB of JSON (measured in scripts/bench_kineto.sh).
+// triageMemoryLimit keeps triage's peak RSS under the 300 MB target for large traces (the sizes
+// it holds for are in docs/performance.md, measured with scripts/bench_kineto.sh).
 const triageMemoryLimit = 256 << 20
