@@ -547,8 +547,9 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// WriteText prints entries as an aligned table, times in ms.
-func WriteText(w io.Writer, entries []Entry) error {
+// Table is the history listing as a table: one row per entry, commits cut to 12 characters,
+// medians in the metric's display unit (ms for times).
+func Table(entries []Entry) *table.Table {
 	t := &table.Table{Header: []string{"TIME", "RUN", "PLAN", "GPU", "COMMIT", "CONFIG", "METRIC", "N", "MEDIAN"}, NoRule: true}
 	for _, e := range entries {
 		commit := e.Commit
@@ -560,7 +561,12 @@ func WriteText(w io.Writer, entries []Entry) error {
 		}
 		t.Rows = append(t.Rows, []string{e.Time.Format("2006-01-02 15:04"), e.RunID, e.Plan, e.GPU, commit, e.Config, e.Metric, strconv.Itoa(e.N), compare.FormatValue(e.Median, e.Unit)})
 	}
-	if err := table.WriteText(w, t); err != nil {
+	return t
+}
+
+// WriteText prints entries as an aligned table, times in ms, and the number of rows.
+func WriteText(w io.Writer, entries []Entry) error {
+	if err := table.WriteText(w, Table(entries)); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "%d rows\n", len(entries))
