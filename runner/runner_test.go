@@ -270,6 +270,24 @@ func TestSummaryGolden(t *testing.T) {
 	golden(t, "summary.md.golden", renderSummaryMD(s))
 }
 
+// TestSummaryMarkdownNastyKernel: a kernel name with "|" and a newline stays inside the Top
+// kernels cell of summary.md (the row stays one line with six cells).
+func TestSummaryMarkdownNastyKernel(t *testing.T) {
+	s := &Summary{Plan: "p", RunDir: "runs/p/x", Counts: map[string]int{"ok": 1}, Cells: []SummaryRow{
+		{ID: "000-c", Verdict: "ok", WallNS: 1e9, TopKernels: []KernelShare{{Name: "k<a|b>\nnext", Category: "gemm", SharePct: 50}, {Name: "plain", Category: "other", SharePct: 10}}},
+	}}
+	var row string
+	for _, l := range strings.Split(string(renderSummaryMD(s)), "\n") {
+		if strings.HasPrefix(l, "| 000-c ") {
+			row = l
+		}
+	}
+	want := `| 000-c | ok | 1.0s | - | - | k<a\|b><br>next (gemm, 50.0%)<br>plain (other, 10.0%) |`
+	if row != want {
+		t.Errorf("row:\n%s\nwant:\n%s", row, want)
+	}
+}
+
 func TestExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		verdicts    []string

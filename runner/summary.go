@@ -7,18 +7,18 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/sglprof/runner/reports/render/table"
 )
 
 // WriteSummaryTable prints the end-of-run table: cell, verdict, wall, e2e ms and mean denoise
 // step ms, then the reasons of every cell that is not ok and the run directory.
 func WriteSummaryTable(w io.Writer, s *Summary) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "CELL\tVERDICT\tWALL\tE2E MS\tSTEP MS\t\n")
+	t := &table.Table{Header: []string{"CELL", "VERDICT", "WALL", "E2E MS", "STEP MS"}, NoRule: true}
 	for _, r := range s.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS))
+		t.Rows = append(t.Rows, []string{r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS)})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := table.WriteText(w, t); err != nil {
 		return err
 	}
 	for _, r := range s.Cells {
@@ -65,22 +65,24 @@ func fmtMS(ns int64) string {
 func renderSummaryMD(s *Summary) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Run summary: %s\n\n%s\n\n", s.Plan, countsLine(s))
-	b.WriteString("| Cell | Verdict | Wall | E2E ms | Mean step ms | Top kernels |\n|---|---|---:|---:|---:|---|\n")
+	t := &table.Table{Header: []string{"Cell", "Verdict", "Wall", "E2E ms", "Mean step ms", "Top kernels"},
+		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left}}
 	for _, r := range s.Cells {
 		var tops []string
 		for _, k := range r.TopKernels {
-			tops = append(tops, fmt.Sprintf("%s (%s, %.1f%%)", mdEscape(shorten(k.Name, 60)), k.Category, k.SharePct))
+			tops = append(tops, fmt.Sprintf("%s (%s, %.1f%%)", shorten(k.Name, 60), k.Category, k.SharePct))
 		}
-		top := strings.Join(tops, "<br>")
+		top := strings.Join(tops, "\n") // one line each: <br> in the cell
 		if top == "" {
 			top = "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top)
+		t.Rows = append(t.Rows, []string{r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top})
 	}
+	_ = table.WriteMarkdown(&b, t) // a bytes.Buffer does not fail
 	var bad []string
 	for _, r := range s.Cells {
 		for _, reason := range r.Reasons {
-			bad = append(bad, fmt.Sprintf("- `%s`: %s", r.ID, mdEscape(reason)))
+			bad = append(bad, fmt.Sprintf("- `%s`: %s", r.ID, table.EscapeMarkdown(reason)))
 		}
 	}
 	if len(bad) > 0 {
@@ -94,10 +96,6 @@ func writeSummaryFiles(dir string, s *Summary) error {
 		return err
 	}
 	return writeJSONAtomic(filepath.Join(dir, SummaryJSON), s)
-}
-
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(s)
 }
 
 // shorten keeps long C++ kernel names readable in a table cell.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/reports/kineto"
+	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -429,7 +430,7 @@ func (b *builder) nsysSummaries(ctx context.Context, c cellRecord, dir, rel stri
 		}
 		for _, rep := range nsys.Stats(capt) {
 			var buf bytes.Buffer
-			if err := rep.Table().WriteCSV(&buf); err != nil {
+			if err := table.WriteCSV(&buf, rep.Table()); err != nil {
 				return fmt.Errorf("bundle: %s: %w", exp, err)
 			}
 			b.text(path.Join(rel, "nsys", base+"_"+rep.Report+".csv"), buf.Bytes(), "text", c.Cell.ID)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -303,12 +304,13 @@ func writeTopKernels(b *strings.Builder, v view, n int) {
 	}
 }
 
+// truncName cuts a kernel name to n runes (not bytes, so a multi-byte character is never split)
+// and escapes it for a Markdown cell, after the cut so that an escape is never cut in half.
 func truncName(s string, n int) string {
-	s = strings.ReplaceAll(s, "|", "\\|")
-	if len(s) > n {
-		return s[:n] + "…"
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n]) + "…"
 	}
-	return s
+	return table.EscapeMarkdown(s)
 }
 
 // excerpt keeps the first n lines of s.
