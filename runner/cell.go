@@ -139,7 +139,10 @@ type CellResult struct {
 	Artifacts  []Artifact        `json:"artifacts"`
 	TopKernels []KernelShare     `json:"top_kernels,omitempty"`
 	// Serve is set for serve-mode cells (runner/serve.go): the server used and the load summary.
-	Serve *ServeResult       `json:"serve,omitempty"`
+	Serve *ServeResult `json:"serve,omitempty"`
+	// GPUs are the GPU indices the local executor gave the cell (its CUDA_VISIBLE_DEVICES);
+	// empty when the cell ran one at a time without [executor] gpus.
+	GPUs  []int              `json:"gpus,omitempty"`
 	Found backends.Artifacts `json:"-"`
 }
 

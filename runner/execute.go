@@ -29,24 +29,26 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	if isServeCells(recs) {
 		ss = newServeSession(dir, opts)
 	}
+	if ss == nil && len(opts.gpus) > 0 {
+		interrupted = runOnSlots(ctx, recs, todo, newGPUPool(opts.gpus), p.Executor.GPUsPerCell, opts)
+	}
 	for n, i := range todo {
+		if ss == nil && len(opts.gpus) > 0 {
+			break // ran on the GPU slots above
+		}
 		rec := recs[i]
 		if ctx.Err() != nil {
 			interrupted = true
 			break
 		}
-		opts.Progress.CellStart(n, len(todo), rec.Cell)
 		var res *CellResult
 		if ss != nil {
+			opts.Progress.CellStart(n, len(todo), rec.Cell)
 			res = ss.runCell(ctx, rec)
 		} else {
-			res = runCell(ctx, rec, opts)
+			res = runCellOn(ctx, n, len(todo), rec, opts)
 		}
-		if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), res); err != nil {
-			// Without result.json the cell counts as not run; say so and go on.
-			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
-		}
-		opts.Progress.CellEnd(n, len(todo), rec.Cell, res)
+		finishCell(n, len(todo), rec, res, opts)
 		if res.Verdict == plans.VerdictInterrupted {
 			interrupted = true
 			break

@@ -61,6 +61,11 @@ type Options struct {
 	Args []string
 	// Nightly appends the run to the history and compares it with a baseline (runner/nightly.go).
 	Nightly NightlyOptions
+	// Executor overrides the plan's [executor] kind when not empty (runner run --executor).
+	Executor string
+
+	// gpus are the GPU slots of the local executor (resolveGPUs); nil runs one cell at a time.
+	gpus []int
 }
 
 func (o *Options) defaults() {
@@ -171,6 +176,9 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	}
 	reapLeftovers(dir, &opts)
 	if err := preflight(ctx, cells, &opts); err != nil {
+		return nil, err
+	}
+	if opts.gpus, err = resolveGPUs(ctx, p, &opts); err != nil {
 		return nil, err
 	}
 	for _, c := range cells {

@@ -34,6 +34,7 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			// Issue 6: history and baseline comparison at the end of the run.
 			&cli.StringFlag{Name: "baseline", Usage: "end with a comparison against `history` (rolling median of the history database) or a run directory; a regression exits 4"},
 			&cli.BoolFlag{Name: "no-history", Usage: "do not append this run to the history database"},
+			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
 		}, comparisonFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := logger(c, io.err)
@@ -53,6 +54,12 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 				Logger:    log,
 				NoTriage:  c.Bool("no-triage"),
 				Args:      os.Args,
+			}
+			switch k := c.String("executor"); k {
+			case "", "local", "slurm":
+				opts.Executor = k
+			default:
+				return usageErr("--executor %q: want local or slurm", k)
 			}
 			if opts.Nightly, err = nightlyOptions(c); err != nil {
 				return err
