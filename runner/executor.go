@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -23,18 +24,23 @@ import (
 // record the neighbours' kernels and its sampling would slow them) and serve cells (a shared
 // server outlives cells, so they stay in the serve session's order).
 
-// resolveGPUs turns the plan's [executor] gpus into GPU indices, checked against the GPUs
-// nvidia-smi reports when it can be read. Nil means one cell at a time.
-func resolveGPUs(ctx context.Context, p *plans.Plan, opts *Options) ([]int, error) {
+// resolveExecutor picks the executor of a run before anything is created: Slurm (checked to be
+// reachable), or local with the GPU slots of [executor] gpus, checked against the GPUs
+// nvidia-smi reports when it can be read (none: one cell at a time).
+func resolveExecutor(ctx context.Context, p *plans.Plan, opts *Options) error {
 	e := p.Executor
 	if opts.Executor != "" {
 		e.Kind = opts.Executor
 	}
 	if e.Kind == plans.ExecutorSlurm {
-		return nil, &UsageError{fmt.Errorf(`executor kind "slurm" is not wired into runner run yet; use kind = "local"`)}
+		opts.onSlurm = true
+		return checkSlurm(ctx, opts)
+	}
+	if opts.Detach {
+		return &UsageError{errors.New("--detach needs the Slurm executor ([executor] kind = \"slurm\" or --executor slurm)")}
 	}
 	if e.GPUs == "" {
-		return nil, nil
+		return nil
 	}
 	visible := -1
 	snap := gpu.Prober{Env: opts.Env, Timeout: opts.ProbeTimeout}.Snapshot(ctx, nil)
@@ -45,9 +51,18 @@ func resolveGPUs(ctx context.Context, p *plans.Plan, opts *Options) ([]int, erro
 	}
 	ids, err := plans.ParseGPUs(e.GPUs, visible)
 	if err != nil {
-		return nil, &UsageError{fmt.Errorf("[executor] %w", err)}
+		return &UsageError{fmt.Errorf("[executor] %w", err)}
 	}
-	return ids, nil
+	opts.gpus = ids
+	return nil
+}
+
+// executorKind names the executor resolveExecutor chose, as the manifest records it.
+func (o *Options) executorKind() string {
+	if o.onSlurm {
+		return plans.ExecutorSlurm
+	}
+	return plans.ExecutorLocal
 }
 
 // cellGPUs is how many GPUs cell c holds on a slot: gpus_per_cell when the plan sets it,
