@@ -404,6 +404,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateServe(p)
 	d.validateCompare(p)
 	d.validateBundle(p)
+	d.validateExecutor(p)
 
 	// The size of the matrix. An axis that failed to decode counts as empty, so "no cells" is
 	// only worth saying when nothing else is wrong.

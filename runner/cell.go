@@ -55,10 +55,8 @@ func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecor
 		if err != nil {
 			return nil, err
 		}
-		for _, sub := range []string{"", "traces", "outputs"} {
-			if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
-				return nil, fmt.Errorf("create cell directory: %w", err)
-			}
+		if err := makeCellDir(abs, c); err != nil {
+			return nil, err
 		}
 		lc := c
 		lc.Backend.Command = opts.sglangCommand(c)
@@ -75,9 +73,6 @@ func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecor
 		}
 		rec := cellRecord{Cell: c, Dir: rel, Launch: launch, abs: abs, be: be}
 		if c.Profiler == plans.ProfilerNsys {
-			if err := os.MkdirAll(filepath.Join(abs, "nsys"), 0o755); err != nil {
-				return nil, fmt.Errorf("create cell directory: %w", err)
-			}
 			report := filepath.Join(abs, "nsys", "report")
 			rec.Launch.Argv = nsys.Wrap(opts.nsysCommand(), c.NSys, report, launch.Argv)
 			rec.NSys = &nsysFiles{Report: filepath.Join("nsys", "report")}
@@ -85,6 +80,20 @@ func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecor
 		recs = append(recs, rec)
 	}
 	return recs, nil
+}
+
+// makeCellDir creates a cell's directory and the subdirectories its process writes into.
+func makeCellDir(abs string, c plans.Cell) error {
+	subs := []string{"", "traces", "outputs"}
+	if c.Profiler == plans.ProfilerNsys {
+		subs = append(subs, "nsys")
+	}
+	for _, sub := range subs {
+		if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
+			return fmt.Errorf("create cell directory: %w", err)
+		}
+	}
+	return nil
 }
 
 // Artifact is one file a cell produced, with its size and digest so a result can be checked
@@ -139,7 +148,12 @@ type CellResult struct {
 	Artifacts  []Artifact        `json:"artifacts"`
 	TopKernels []KernelShare     `json:"top_kernels,omitempty"`
 	// Serve is set for serve-mode cells (runner/serve.go): the server used and the load summary.
-	Serve *ServeResult       `json:"serve,omitempty"`
+	Serve *ServeResult `json:"serve,omitempty"`
+	// GPUs are the GPU indices the local executor gave the cell (its CUDA_VISIBLE_DEVICES);
+	// empty when the cell ran one at a time without [executor] gpus.
+	GPUs []int `json:"gpus,omitempty"`
+	// Slurm is set for cells that ran as a Slurm array task: the job, task and node.
+	Slurm *SlurmTask         `json:"slurm,omitempty"`
 	Found backends.Artifacts `json:"-"`
 }
 

@@ -3,57 +3,66 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 )
 
+// runInOrder runs the cells recs[todo] one at a time (through the serve session ss when not
+// nil) and reports whether the run was interrupted.
+func runInOrder(ctx context.Context, recs []cellRecord, todo []int, ss *serveSession, opts *Options) bool {
+	for n, i := range todo {
+		rec := recs[i]
+		if ctx.Err() != nil {
+			return true
+		}
+		var res *CellResult
+		if ss != nil {
+			opts.Progress.CellStart(n, len(todo), rec.Cell)
+			res = ss.runCell(ctx, rec)
+		} else {
+			res = runCellOn(ctx, n, len(todo), rec, opts)
+		}
+		finishCell(n, len(todo), rec, res, opts)
+		if res.Verdict == plans.VerdictInterrupted {
+			return true
+		}
+	}
+	return false
+}
+
 // execute runs the cells of recs that have no result yet, then writes the summary and the
 // final manifest. Ctrl-C (ctx cancelled) stops the current cell through the stop ladder,
 // records it as interrupted, leaves the remaining cells without a result (so --resume runs
 // them) and still writes the summary.
 func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *Manifest, opts *Options) (*Summary, error) {
-	var todo []int
-	for i, r := range recs {
-		if _, err := os.Stat(filepath.Join(r.abs, ResultFile)); err != nil {
-			todo = append(todo, i)
-		}
-	}
+	todo := withoutResult(recs)
 	opts.Progress.Start(len(todo))
-	interrupted := false
-	// Serve mode (runner/serve.go): servers outlive single cells, so a session owns them and
-	// stops the last one after the loop.
-	var ss *serveSession
-	if isServeCells(recs) {
-		ss = newServeSession(dir, opts)
-	}
-	for n, i := range todo {
-		rec := recs[i]
-		if ctx.Err() != nil {
-			interrupted = true
-			break
+	var interrupted bool
+	switch {
+	case opts.onSlurm:
+		var detached bool
+		var err error
+		interrupted, detached, err = runOnSlurm(ctx, p, dir, recs, todo, man, opts)
+		if err != nil {
+			opts.Progress.Finish()
+			return nil, err
 		}
-		opts.Progress.CellStart(n, len(todo), rec.Cell)
-		var res *CellResult
-		if ss != nil {
-			res = ss.runCell(ctx, rec)
-		} else {
-			res = runCell(ctx, rec, opts)
+		if detached {
+			opts.Progress.Finish()
+			return &Summary{Plan: p.Name, RunDir: dir, Detached: true}, nil
 		}
-		if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), res); err != nil {
-			// Without result.json the cell counts as not run; say so and go on.
-			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
-		}
-		opts.Progress.CellEnd(n, len(todo), rec.Cell, res)
-		if res.Verdict == plans.VerdictInterrupted {
-			interrupted = true
-			break
-		}
-	}
-	if ss != nil {
+	case isServeCells(recs):
+		// Serve mode (runner/serve.go): servers outlive single cells, so a session owns them
+		// and stops the last one after the cells.
+		ss := newServeSession(dir, opts)
+		interrupted = runInOrder(ctx, recs, todo, ss, opts)
 		ss.close()
+	case len(opts.gpus) > 0:
+		interrupted = runOnSlots(ctx, recs, todo, newGPUPool(opts.gpus), p.Executor.GPUsPerCell, opts)
+	default:
+		interrupted = runInOrder(ctx, recs, todo, nil, opts)
 	}
 	opts.Progress.Finish()
 	if ctx.Err() != nil {
@@ -86,6 +95,9 @@ type Summary struct {
 	Counts      map[string]int `json:"counts"`
 	Interrupted bool           `json:"interrupted"`
 	ExitCode    int            `json:"exit_code"`
+	// Detached is set when runner run --detach returned after submitting a Slurm job array;
+	// no summary was written yet.
+	Detached bool `json:"-"`
 }
 
 // SummaryRow is one cell of the summary.

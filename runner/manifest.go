@@ -47,20 +47,24 @@ func RunnerVersion() string {
 // Manifest is manifest.json: the environment captured once per run, so a result can be
 // explained and reproduced later. Every probe is best-effort and records why it is missing.
 type Manifest struct {
-	Runner    RunnerInfo        `json:"runner"`
-	Plan      string            `json:"plan"`
-	RunDir    string            `json:"run_dir"`
-	Args      []string          `json:"args,omitempty"`
-	Simulated bool              `json:"simulated"`
-	Cells     int               `json:"cells"`
-	Start     time.Time         `json:"start"`
-	End       time.Time         `json:"end,omitzero"`
-	Resumed   []time.Time       `json:"resumed,omitempty"`
-	Host      HostInfo          `json:"host"`
-	GPUs      []GPUInfo         `json:"gpus,omitempty"`
-	Probes    map[string]Probe  `json:"probes"`
-	Env       map[string]string `json:"env"`
-	Verdicts  map[string]int    `json:"verdicts,omitempty"`
+	Runner    RunnerInfo `json:"runner"`
+	Plan      string     `json:"plan"`
+	RunDir    string     `json:"run_dir"`
+	Args      []string   `json:"args,omitempty"`
+	Simulated bool       `json:"simulated"`
+	// Executor is where the cells ran ("local" or "slurm"); --resume keeps it.
+	Executor string            `json:"executor,omitempty"`
+	Cells    int               `json:"cells"`
+	Start    time.Time         `json:"start"`
+	End      time.Time         `json:"end,omitzero"`
+	Resumed  []time.Time       `json:"resumed,omitempty"`
+	Host     HostInfo          `json:"host"`
+	GPUs     []GPUInfo         `json:"gpus,omitempty"`
+	Probes   map[string]Probe  `json:"probes"`
+	Env      map[string]string `json:"env"`
+	Verdicts map[string]int    `json:"verdicts,omitempty"`
+	// Slurm lists the job arrays the run submitted (the Slurm executor), oldest first.
+	Slurm []SlurmJob `json:"slurm,omitempty"`
 }
 
 // RunnerInfo identifies the runner build.
@@ -107,6 +111,7 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 		RunDir:    dir,
 		Args:      redactArgs(opts.Args),
 		Simulated: opts.Simulate,
+		Executor:  opts.executorKind(),
 		Cells:     len(cells),
 		Start:     start.UTC(),
 		Host:      hostInfo(),

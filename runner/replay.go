@@ -25,6 +25,9 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
+	if err := resolveExecutor(ctx, p, &opts); err != nil {
+		return nil, err
+	}
 	output := p.OutputDir
 	if opts.OutputDir != "" {
 		output = opts.OutputDir

@@ -61,6 +61,17 @@ type Options struct {
 	Args []string
 	// Nightly appends the run to the history and compares it with a baseline (runner/nightly.go).
 	Nightly NightlyOptions
+	// Executor overrides the plan's [executor] kind when not empty (runner run --executor).
+	Executor string
+	// Detach returns once a Slurm job array is submitted; runner run --resume waits for it.
+	Detach bool
+	// SlurmPoll is how often a Slurm job array is polled; 0 means 2 s.
+	SlurmPoll time.Duration
+
+	// gpus are the GPU slots of the local executor (resolveExecutor); nil runs one cell at a time.
+	gpus []int
+	// onSlurm is set when the cells run as a Slurm job array (resolveExecutor).
+	onSlurm bool
 }
 
 func (o *Options) defaults() {
@@ -173,6 +184,14 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
+	var man Manifest
+	manErr := readJSON(filepath.Join(dir, ManifestFile), &man)
+	if opts.Executor == "" && manErr == nil {
+		opts.Executor = man.Executor // a run resumes where it ran, unless --executor says otherwise
+	}
+	if err = resolveExecutor(ctx, p, &opts); err != nil {
+		return nil, err
+	}
 	for _, c := range cells {
 		if err := setAsideInterrupted(dir, c); err != nil {
 			return nil, err
@@ -182,10 +201,10 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	var man Manifest
-	if err := readJSON(filepath.Join(dir, ManifestFile), &man); err != nil {
+	if manErr != nil {
 		man = *captureManifest(ctx, p, dir, cells, &opts, opts.Now())
 	}
+	man.Executor = opts.executorKind()
 	man.Resumed = append(man.Resumed, opts.Now().UTC())
 	return execute(ctx, p, dir, recs, &man, &opts)
 }

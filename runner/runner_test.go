@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		code, _ := sim.Main(context.Background(), os.Args[2:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr)
 		os.Exit(code)
 	}
+	// Slurm array tasks run `EXE exec-cell [--simulate] [--no-triage] RUN_DIR CELL` (slurm_test.go).
+	if len(os.Args) > 3 && os.Args[1] == "exec-cell" {
+		os.Exit(testExecCell(os.Args[2:]))
+	}
 	os.Exit(m.Run())
 }
 

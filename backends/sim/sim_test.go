@@ -969,3 +969,16 @@ func FuzzReadActivity(f *testing.F) {
 		}
 	})
 }
+
+// generate sees only CUDA_VISIBLE_DEVICES, as torch does: more ranks than visible GPUs fail at
+// start, and the devices it was given are logged (the runner's GPU-slot tests read that line).
+func TestGenerateHonoursVisibleDevices(t *testing.T) {
+	r, _ := runGen(t, baseEnv(t, "CUDA_VISIBLE_DEVICES", "3"), "--num-gpus", "2")
+	if r.rc != 1 || !strings.Contains(r.stderr, "invalid device ordinal") {
+		t.Errorf("--num-gpus 2 with one visible GPU: rc=%d\n%s", r.rc, r.stderr)
+	}
+	r, _ = runGen(t, baseEnv(t, "CUDA_VISIBLE_DEVICES", "2,3"), "--num-gpus", "2")
+	if r.rc != 0 || !strings.Contains(r.stderr, "CUDA_VISIBLE_DEVICES=2,3") {
+		t.Errorf("--num-gpus 2 with GPUs 2,3: rc=%d\n%s", r.rc, r.stderr)
+	}
+}

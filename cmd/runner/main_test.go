@@ -62,12 +62,16 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		// [fixtures] holds when the real GPU traces of ../shared/fixtures are beside the checkout.
+		// [slurm] holds when a test Slurm cluster can be started here (slurm-wlm, munge, root).
 		Condition: func(cond string) (bool, error) {
-			if cond != "fixtures" {
-				return false, fmt.Errorf("unknown condition %q", cond)
+			switch cond {
+			case "fixtures":
+				_, err := os.Stat(fixturesDir())
+				return err == nil, nil
+			case "slurm":
+				return slurmAvailable(), nil
 			}
-			_, err := os.Stat(fixturesDir())
-			return err == nil, nil
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitCode,
@@ -76,8 +80,12 @@ func TestScripts(t *testing.T) {
 			"globn":    cmdGlobN,
 			"waitfor":  cmdWaitFor,
 			"noprocs":  cmdNoProcs,
-			"jsonhas":  cmdJSONHas,
-			"portfree": cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)
+			// Slurm executor scripts (slurm_test.go).
+			"slurmcluster": cmdSlurmCluster,
+			"slurmcancel":  cmdSlurmCancel,
+			"samecells":    cmdSameCells,
+			"jsonhas":      cmdJSONHas,
+			"portfree":     cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)
 		},
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -34,6 +35,8 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			// Issue 6: history and baseline comparison at the end of the run.
 			&cli.StringFlag{Name: "baseline", Usage: "end with a comparison against `history` (rolling median of the history database) or a run directory; a regression exits 4"},
 			&cli.BoolFlag{Name: "no-history", Usage: "do not append this run to the history database"},
+			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
+			&cli.BoolFlag{Name: "detach", Usage: "with the Slurm executor: return once the job array is submitted; runner run --resume DIR waits for it and writes the summary"},
 		}, comparisonFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := logger(c, io.err)
@@ -53,6 +56,19 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 				Logger:    log,
 				NoTriage:  c.Bool("no-triage"),
 				Args:      os.Args,
+				Detach:    c.Bool("detach"),
+			}
+			if v := os.Getenv("RUNNER_SLURM_POLL"); v != "" {
+				// Tests poll their one-node cluster faster than the default.
+				if opts.SlurmPoll, err = time.ParseDuration(v); err != nil {
+					return usageErr("RUNNER_SLURM_POLL=%q: want a duration such as 2s", v)
+				}
+			}
+			switch k := c.String("executor"); k {
+			case "", "local", "slurm":
+				opts.Executor = k
+			default:
+				return usageErr("--executor %q: want local or slurm", k)
 			}
 			if opts.Nightly, err = nightlyOptions(c); err != nil {
 				return err
@@ -97,6 +113,9 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			}
 			if err != nil {
 				return err
+			}
+			if sum.Detached {
+				return nil
 			}
 			if sum.ExitCode != 0 {
 				return &exitError{code: sum.ExitCode}
