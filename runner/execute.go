@@ -8,16 +8,17 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 // execute runs the cells of recs that have no result yet, then writes the summary and the
 // final manifest. Ctrl-C (ctx cancelled) stops the current cell through the stop ladder,
 // records it as interrupted, leaves the remaining cells without a result (so --resume runs
 // them) and still writes the summary.
-func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *Manifest, opts *Options) (*Summary, error) {
+func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *rundir.Manifest, opts *Options) (*rundir.Summary, error) {
 	var todo []int
 	for i, r := range recs {
-		if _, err := os.Stat(filepath.Join(r.abs, ResultFile)); err != nil {
+		if _, err := os.Stat(filepath.Join(r.abs, rundir.ResultFile)); err != nil {
 			todo = append(todo, i)
 		}
 	}
@@ -36,17 +37,17 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 			break
 		}
 		opts.Progress.CellStart(n, len(todo), rec.Cell)
-		var res *CellResult
+		var res *cellResult
 		if ss != nil {
 			res = ss.runCell(ctx, rec)
 		} else {
 			res = runCell(ctx, rec, opts)
 		}
-		if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), res); err != nil {
+		if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.ResultFile), &res.CellResult, nil); err != nil {
 			// Without result.json the cell counts as not run; say so and go on.
 			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
 		}
-		opts.Progress.CellEnd(n, len(todo), rec.Cell, res)
+		opts.Progress.CellEnd(n, len(todo), rec.Cell, &res.CellResult)
 		if res.Verdict == plans.VerdictInterrupted {
 			interrupted = true
 			break
@@ -62,7 +63,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	sum := buildSummary(p, dir, recs, interrupted)
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
-	if err := writeRedactedJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		return sum, err
 	}
 	if err := writeSummaryFiles(dir, sum); err != nil {
@@ -78,38 +79,11 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	return sum, nil
 }
 
-// Summary is summary.json: one row per cell and the run's exit code.
-type Summary struct {
-	Plan        string         `json:"plan"`
-	RunDir      string         `json:"run_dir"`
-	Cells       []SummaryRow   `json:"cells"`
-	Counts      map[string]int `json:"counts"`
-	Interrupted bool           `json:"interrupted"`
-	ExitCode    int            `json:"exit_code"`
-}
-
-// SummaryRow is one cell of the summary.
-type SummaryRow struct {
-	ID                string        `json:"id"`
-	Key               string        `json:"key"`
-	Profiler          string        `json:"profiler"`
-	Verdict           string        `json:"verdict"` // "not-run" when the cell has no result
-	Reasons           []string      `json:"reasons,omitempty"`
-	WallNS            int64         `json:"wall_ns"`
-	E2ENS             int64         `json:"e2e_ns,omitempty"`
-	MeanDenoiseStepNS int64         `json:"mean_denoise_step_ns,omitempty"`
-	TopKernels        []KernelShare `json:"top_kernels,omitempty"`
-}
-
-// VerdictNotRun marks a cell without result.json in a summary.
-const VerdictNotRun = "not-run"
-
-func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool) *Summary {
-	s := &Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
+func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool) *rundir.Summary {
+	s := &rundir.Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
 	for _, rec := range recs {
-		row := SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: VerdictNotRun}
-		var r CellResult
-		if err := readJSON(filepath.Join(rec.abs, ResultFile), &r); err == nil {
+		row := rundir.SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: rundir.VerdictNotRun}
+		if r, err := rundir.ReadResult(rec.abs); err == nil {
 			row.Verdict = r.Verdict
 			row.WallNS = r.Timings.WallNS
 			row.E2ENS = r.Timings.E2ENS
@@ -133,7 +107,7 @@ func reasonLine(r backends.Reason) string {
 	return r.Code + ": " + r.Message
 }
 
-func exitCodeFor(s *Summary) int {
+func exitCodeFor(s *rundir.Summary) int {
 	if s.Interrupted {
 		return ExitInterrupted
 	}

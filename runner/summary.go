@@ -8,11 +8,13 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sglprof/runner/rundir"
 )
 
 // WriteSummaryTable prints the end-of-run table: cell, verdict, wall, e2e ms and mean denoise
 // step ms, then the reasons of every cell that is not ok and the run directory.
-func WriteSummaryTable(w io.Writer, s *Summary) error {
+func WriteSummaryTable(w io.Writer, s *rundir.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "CELL\tVERDICT\tWALL\tE2E MS\tSTEP MS\t\n")
 	for _, r := range s.Cells {
@@ -30,7 +32,7 @@ func WriteSummaryTable(w io.Writer, s *Summary) error {
 	return nil
 }
 
-func countsLine(s *Summary) string {
+func countsLine(s *rundir.Summary) string {
 	keys := make([]string, 0, len(s.Counts))
 	for k := range s.Counts {
 		keys = append(keys, k)
@@ -48,7 +50,7 @@ func countsLine(s *Summary) string {
 }
 
 func fmtWall(ns int64, verdict string) string {
-	if verdict == VerdictNotRun {
+	if verdict == rundir.VerdictNotRun {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fs", float64(ns)/1e9)
@@ -62,7 +64,7 @@ func fmtMS(ns int64) string {
 }
 
 // renderSummaryMD renders summary.md: the table plus each cell's top three kernels.
-func renderSummaryMD(s *Summary) []byte {
+func renderSummaryMD(s *rundir.Summary) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Run summary: %s\n\n%s\n\n", s.Plan, countsLine(s))
 	b.WriteString("| Cell | Verdict | Wall | E2E ms | Mean step ms | Top kernels |\n|---|---|---:|---:|---:|---|\n")
@@ -89,11 +91,11 @@ func renderSummaryMD(s *Summary) []byte {
 	return b.Bytes()
 }
 
-func writeSummaryFiles(dir string, s *Summary) error {
-	if err := writeFileAtomic(filepath.Join(dir, SummaryMD), renderSummaryMD(s)); err != nil {
+func writeSummaryFiles(dir string, s *rundir.Summary) error {
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, rundir.SummaryMD), renderSummaryMD(s)); err != nil {
 		return err
 	}
-	return writeJSONAtomic(filepath.Join(dir, SummaryJSON), s)
+	return rundir.WriteJSON(filepath.Join(dir, rundir.SummaryJSON), s, nil)
 }
 
 func mdEscape(s string) string {
