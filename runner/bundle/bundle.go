@@ -368,7 +368,7 @@ func (b *builder) collect(ctx context.Context) error {
 		dir := s.cellDir(c)
 		rel := path.Join(rundir.CellsDir, c.Cell.ID)
 		// load.json and requests.jsonl are a serve cell's client side.
-		for _, f := range []string{rundir.CommandFile, rundir.ResultFile, rundir.PerfFile, rundir.TriageMD, rundir.TriageJSON, "triage.csv", "load.json", "requests.jsonl"} {
+		for _, f := range []string{rundir.CommandFile, rundir.ResultFile, rundir.PerfFile, rundir.TriageMD, rundir.TriageJSON, "triage.csv", rundir.LoadFile, rundir.RequestsFile} {
 			if err := b.textFile(path.Join(rel, f), filepath.Join(dir, f), "text", c.Cell.ID); err != nil {
 				return err
 			}
@@ -397,7 +397,7 @@ func (b *builder) servers() error {
 	}
 	for _, srv := range sortedKeys(want) {
 		dir := filepath.Join(b.s.dir, filepath.FromSlash(srv))
-		for _, f := range []string{rundir.CommandFile, "server.json"} {
+		for _, f := range []string{rundir.CommandFile, rundir.ServerFile} {
 			if err := b.textFile(path.Join(srv, f), filepath.Join(dir, f), "text", ""); err != nil {
 				return err
 			}
