@@ -7,6 +7,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 // runInOrder runs the cells recs[todo] one at a time (through the serve session ss when not
@@ -17,7 +18,7 @@ func runInOrder(ctx context.Context, recs []cellRecord, todo []int, ss *serveSes
 		if ctx.Err() != nil {
 			return true
 		}
-		var res *CellResult
+		var res *cellResult
 		if ss != nil {
 			opts.Progress.CellStart(n, len(todo), rec.Cell)
 			res = ss.runCell(ctx, rec)
@@ -36,7 +37,7 @@ func runInOrder(ctx context.Context, recs []cellRecord, todo []int, ss *serveSes
 // final manifest. Ctrl-C (ctx cancelled) stops the current cell through the stop ladder,
 // records it as interrupted, leaves the remaining cells without a result (so --resume runs
 // them) and still writes the summary.
-func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *Manifest, opts *Options) (*Summary, error) {
+func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *rundir.Manifest, opts *Options) (*rundir.Summary, error) {
 	todo := withoutResult(recs)
 	opts.Progress.Start(len(todo))
 	var interrupted bool
@@ -51,7 +52,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		}
 		if detached {
 			opts.Progress.Finish()
-			return &Summary{Plan: p.Name, RunDir: dir, Detached: true}, nil
+			return &rundir.Summary{Plan: p.Name, RunDir: dir, Detached: true}, nil
 		}
 	case isServeCells(recs):
 		// Serve mode (runner/serve.go): servers outlive single cells, so a session owns them
@@ -71,7 +72,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	sum := buildSummary(p, dir, recs, interrupted)
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
-	if err := writeRedactedJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		return sum, err
 	}
 	if err := writeSummaryFiles(dir, sum); err != nil {
@@ -87,41 +88,11 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	return sum, nil
 }
 
-// Summary is summary.json: one row per cell and the run's exit code.
-type Summary struct {
-	Plan        string         `json:"plan"`
-	RunDir      string         `json:"run_dir"`
-	Cells       []SummaryRow   `json:"cells"`
-	Counts      map[string]int `json:"counts"`
-	Interrupted bool           `json:"interrupted"`
-	ExitCode    int            `json:"exit_code"`
-	// Detached is set when runner run --detach returned after submitting a Slurm job array;
-	// no summary was written yet.
-	Detached bool `json:"-"`
-}
-
-// SummaryRow is one cell of the summary.
-type SummaryRow struct {
-	ID                string        `json:"id"`
-	Key               string        `json:"key"`
-	Profiler          string        `json:"profiler"`
-	Verdict           string        `json:"verdict"` // "not-run" when the cell has no result
-	Reasons           []string      `json:"reasons,omitempty"`
-	WallNS            int64         `json:"wall_ns"`
-	E2ENS             int64         `json:"e2e_ns,omitempty"`
-	MeanDenoiseStepNS int64         `json:"mean_denoise_step_ns,omitempty"`
-	TopKernels        []KernelShare `json:"top_kernels,omitempty"`
-}
-
-// VerdictNotRun marks a cell without result.json in a summary.
-const VerdictNotRun = "not-run"
-
-func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool) *Summary {
-	s := &Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
+func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool) *rundir.Summary {
+	s := &rundir.Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
 	for _, rec := range recs {
-		row := SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: VerdictNotRun}
-		var r CellResult
-		if err := readJSON(filepath.Join(rec.abs, ResultFile), &r); err == nil {
+		row := rundir.SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: rundir.VerdictNotRun}
+		if r, err := rundir.ReadResult(rec.abs); err == nil {
 			row.Verdict = r.Verdict
 			row.WallNS = r.Timings.WallNS
 			row.E2ENS = r.Timings.E2ENS
@@ -145,7 +116,7 @@ func reasonLine(r backends.Reason) string {
 	return r.Code + ": " + r.Message
 }
 
-func exitCodeFor(s *Summary) int {
+func exitCodeFor(s *rundir.Summary) int {
 	if s.Interrupted {
 		return ExitInterrupted
 	}

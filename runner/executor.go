@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/gpu"
 )
 
@@ -197,16 +198,16 @@ func gpuList(ids []int) string {
 }
 
 // runCellOn runs one local cell between its progress start and its result.
-func runCellOn(ctx context.Context, n, total int, rec cellRecord, opts *Options) *CellResult {
+func runCellOn(ctx context.Context, n, total int, rec cellRecord, opts *Options) *cellResult {
 	opts.Progress.CellStart(n, total, rec.Cell)
 	return runCell(ctx, rec, opts)
 }
 
 // finishCell writes a cell's result.json and reports its end; every executor ends a cell here.
-func finishCell(n, total int, rec cellRecord, res *CellResult, opts *Options) {
-	if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), res); err != nil {
+func finishCell(n, total int, rec cellRecord, res *cellResult, opts *Options) {
+	if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.ResultFile), &res.CellResult, nil); err != nil {
 		// Without result.json the cell counts as not run; say so and go on.
 		opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
 	}
-	opts.Progress.CellEnd(n, total, rec.Cell, res)
+	opts.Progress.CellEnd(n, total, rec.Cell, &res.CellResult)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 // slotPlan is a plan of n equal simulated cells on GPU slots; extra is appended to [executor].
@@ -36,7 +37,7 @@ gpus = %s
 }
 
 // runSlots runs plan body simulated with time scale scale and returns the run's results by id.
-func runSlots(t *testing.T, body, scale string) map[string]*CellResult {
+func runSlots(t *testing.T, body, scale string) map[string]*rundir.CellResult {
 	t.Helper()
 	opts := simOptions(t)
 	opts.Env = append(opts.Env, "RUNNER_SIM_TIME_SCALE="+scale)
@@ -47,13 +48,13 @@ func runSlots(t *testing.T, body, scale string) map[string]*CellResult {
 	if sum.ExitCode != 0 {
 		t.Fatalf("exit %d: %+v", sum.ExitCode, sum.Counts)
 	}
-	out := map[string]*CellResult{}
+	out := map[string]*rundir.CellResult{}
 	for _, row := range sum.Cells {
-		var r CellResult
-		if err := readJSON(filepath.Join(sum.RunDir, CellsDir, row.ID, ResultFile), &r); err != nil {
+		var r rundir.CellResult
+		if err := rundir.ReadJSON(filepath.Join(sum.RunDir, rundir.CellsDir, row.ID, rundir.ResultFile), &r); err != nil {
 			t.Fatal(err)
 		}
-		log, err := os.ReadFile(filepath.Join(sum.RunDir, CellsDir, row.ID, LogFile))
+		log, err := os.ReadFile(filepath.Join(sum.RunDir, rundir.CellsDir, row.ID, rundir.LogFile))
 		if err != nil {
 			t.Fatal(err)
 		}

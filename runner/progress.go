@@ -11,6 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 // Progress is told when cells start and end. cmd/runner picks a bar on a terminal and plain
@@ -18,16 +19,16 @@ import (
 type Progress interface {
 	Start(total int)
 	CellStart(n, total int, c plans.Cell)
-	CellEnd(n, total int, c plans.Cell, r *CellResult)
+	CellEnd(n, total int, c plans.Cell, r *rundir.CellResult)
 	Finish()
 }
 
 type nopProgress struct{}
 
-func (nopProgress) Start(int)                                 {}
-func (nopProgress) CellStart(int, int, plans.Cell)            {}
-func (nopProgress) CellEnd(int, int, plans.Cell, *CellResult) {}
-func (nopProgress) Finish()                                   {}
+func (nopProgress) Start(int)                                        {}
+func (nopProgress) CellStart(int, int, plans.Cell)                   {}
+func (nopProgress) CellEnd(int, int, plans.Cell, *rundir.CellResult) {}
+func (nopProgress) Finish()                                          {}
 
 // NewLineProgress prints one plain line per cell start and end: what a log file or CI wants.
 // Cells running side by side (GPU slots) print whole lines that never interleave.
@@ -50,7 +51,7 @@ func (p *lineProgress) CellStart(n, total int, c plans.Cell) {
 	fmt.Fprintf(p.w, "[%d/%d] start %s\n", n+1, total, c.ID)
 }
 
-func (p *lineProgress) CellEnd(n, total int, c plans.Cell, r *CellResult) {
+func (p *lineProgress) CellEnd(n, total int, c plans.Cell, r *rundir.CellResult) {
 	line := fmt.Sprintf("[%d/%d] %s %s wall %.1fs", n+1, total, r.Verdict, c.ID, float64(r.Timings.WallNS)/1e9)
 	if r.Timings.E2ENS > 0 {
 		line += fmt.Sprintf(" e2e %.1f ms", float64(r.Timings.E2ENS)/1e6)
@@ -147,7 +148,7 @@ func (p *barProgress) CellStart(n, total int, c plans.Cell) {
 	p.describe()
 }
 
-func (p *barProgress) CellEnd(n, total int, c plans.Cell, r *CellResult) {
+func (p *barProgress) CellEnd(n, total int, c plans.Cell, r *rundir.CellResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.running, c.ID)

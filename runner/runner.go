@@ -21,6 +21,7 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -146,21 +147,21 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 // environment problem found before the first cell starts is returned as an error (a
 // *UsageError for problems the user must fix in the plan); cell failures are not errors, they
 // are in the summary and its ExitCode.
-func Run(ctx context.Context, p *plans.Plan, opts Options) (*Summary, error) {
+func Run(ctx context.Context, p *plans.Plan, opts Options) (*rundir.Summary, error) {
 	return RunCells(ctx, p, nil, opts)
 }
 
 // Resume finishes the cells of an existing run directory that have no result.json, and re-runs
 // cells recorded as interrupted (their old directory is kept under interrupted/). The plan is
 // re-read from the run directory's plan.toml, so the cells are the ones of the original run.
-func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
+func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, error) {
 	opts.defaults()
-	p, err := plans.Load(filepath.Join(dir, PlanFile))
+	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w", dir, err)}
 	}
-	var saved cellsFile
-	if err := readJSON(filepath.Join(dir, CellsFile), &saved); err != nil {
+	saved, err := rundir.ReadCells(dir)
+	if err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w; is this a run directory?", dir, err)}
 	}
 	// The run may hold a subset of the plan's cells (runner replay --cells): resume exactly the
@@ -184,8 +185,7 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
-	var man Manifest
-	manErr := readJSON(filepath.Join(dir, ManifestFile), &man)
+	man, manErr := rundir.ReadManifest(dir)
 	if opts.Executor == "" && manErr == nil {
 		opts.Executor = man.Executor // a run resumes where it ran, unless --executor says otherwise
 	}
@@ -202,11 +202,11 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	if manErr != nil {
-		man = *captureManifest(ctx, p, dir, cells, &opts, opts.Now())
+		man = captureManifest(ctx, p, dir, cells, &opts, opts.Now())
 	}
 	man.Executor = opts.executorKind()
 	man.Resumed = append(man.Resumed, opts.Now().UTC())
-	return execute(ctx, p, dir, recs, &man, &opts)
+	return execute(ctx, p, dir, recs, man, &opts)
 }
 
 // reapLeftovers kills what a killed run left running (proc.ReapRecorded: the processes its
@@ -225,9 +225,8 @@ func reapLeftovers(dir string, opts *Options) {
 // setAsideInterrupted moves the directory of a cell whose result says "interrupted" to
 // interrupted/<id>-<n>/ so that the cell can run again without overwriting anything.
 func setAsideInterrupted(dir string, c plans.Cell) error {
-	cellDir := filepath.Join(dir, CellsDir, c.ID)
-	var r CellResult
-	if err := readJSON(filepath.Join(cellDir, ResultFile), &r); err != nil || r.Verdict != plans.VerdictInterrupted {
+	cellDir := filepath.Join(dir, rundir.CellsDir, c.ID)
+	if r, err := rundir.ReadResult(cellDir); err != nil || r.Verdict != plans.VerdictInterrupted {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "interrupted"), 0o755); err != nil {

@@ -47,63 +47,10 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/load"
 	"github.com/sglprof/runner/runner/proc"
 )
-
-// Files of serve mode.
-const (
-	ServersDir   = "servers"
-	RequestsFile = "requests.jsonl"
-	LoadFile     = "load.json"
-	ServerFile   = "server.json"
-)
-
-// ServeResult is the serve part of a cell's result.json.
-type ServeResult struct {
-	Server      string        `json:"server"` // servers/<n>, relative to the run directory
-	Port        int           `json:"port"`
-	ServedModel string        `json:"served_model,omitempty"`
-	API         string        `json:"api"`
-	Load        *load.Summary `json:"load,omitempty"`
-	// Profile describes the profiling window of a torch cell.
-	Profile *ProfileWindow `json:"profile,omitempty"`
-}
-
-// ProfileWindow is what the runner asked the server to profile and how long the flush took.
-type ProfileWindow struct {
-	Kind    string         `json:"kind"` // start-stop (LLM /start_profile) or per-request (diffusion)
-	Request map[string]any `json:"request,omitempty"`
-	FlushNS int64          `json:"flush_ns,omitempty"`
-	Traces  []string       `json:"traces,omitempty"` // relative to the cell
-}
-
-// ServerRecord is servers/<n>/server.json.
-type ServerRecord struct {
-	N             int               `json:"n"`
-	Kind          string            `json:"kind"` // sglang | vllm-omni
-	Argv          []string          `json:"argv"`
-	Env           map[string]string `json:"env"`
-	Dir           string            `json:"dir"`
-	Port          int               `json:"port"`
-	PID           int               `json:"pid"`
-	ModelType     string            `json:"model_type"`
-	ServedModel   string            `json:"served_model,omitempty"`
-	Cells         []string          `json:"cells"`
-	Start         time.Time         `json:"start"`
-	ReadyNS       int64             `json:"ready_ns,omitempty"`
-	End           time.Time         `json:"end"`
-	Failure       string            `json:"failure,omitempty"`
-	StoppedWith   string            `json:"stopped_with,omitempty"`
-	ExitCode      int               `json:"exit_code"`
-	Signal        string            `json:"signal,omitempty"`
-	Leftovers     int               `json:"leftovers"`
-	Strays        []int             `json:"strays,omitempty"` // processes with our marker outside the group, killed
-	PortFree      bool              `json:"port_free"`
-	GPUMemBefore  string            `json:"gpu_mem_before"` // MiB per GPU, or "unavailable: why"
-	GPUMemAfter   string            `json:"gpu_mem_after"`
-	ReadinessNote string            `json:"readiness_note,omitempty"`
-}
 
 // serveSession runs the serve cells of one execute call.
 type serveSession struct {
@@ -121,7 +68,7 @@ func newServeSession(runDir string, opts *Options) *serveSession {
 	}
 	ss := &serveSession{runDir: runDir, opts: opts, failed: map[string][]backends.Reason{}}
 	// A resumed run keeps its earlier servers' directories: number on from the highest.
-	ents, _ := os.ReadDir(filepath.Join(runDir, ServersDir))
+	ents, _ := os.ReadDir(filepath.Join(runDir, rundir.ServersDir))
 	for _, e := range ents {
 		if n, err := strconv.Atoi(e.Name()); err == nil && n > ss.n {
 			ss.n = n
@@ -163,7 +110,7 @@ type server struct {
 	done   chan struct{}
 	pres   proc.Result
 	watch  *sglang.Watcher
-	rec    ServerRecord
+	rec    rundir.ServerRecord
 	logf   *os.File
 
 	mu        sync.Mutex
@@ -214,17 +161,17 @@ func (ss *serveSession) close() {
 }
 
 // runCell runs one serve cell to its verdict.
-func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult {
+func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *cellResult {
 	c := rec.Cell
 	opts := ss.opts
-	res := &CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}
+	res := &cellResult{CellResult: rundir.CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}}
 	t0 := time.Now()
 	defer func() {
 		res.End = opts.Now().UTC()
 		res.Timings.WallNS = time.Since(t0).Nanoseconds()
 		res.Artifacts = collectArtifacts(rec.abs)
 	}()
-	fail := func(verdict string, rs ...backends.Reason) *CellResult {
+	fail := func(verdict string, rs ...backends.Reason) *cellResult {
 		if res.Verdict == "" || res.Verdict == plans.VerdictOK || verdict == plans.VerdictInterrupted {
 			res.Verdict = verdict
 		}
@@ -264,7 +211,7 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	// OOM and scheduler deaths logged during an earlier cell of a shared server are that
 	// cell's; this cell fails for them only if they happen again while it runs.
 	oomBefore, deadBefore := srv.watch.Count(sglang.FindingOOM), srv.watch.Count(sglang.FindingWorkerDead)
-	sr := &ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
+	sr := &rundir.ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
 	res.Serve = sr
 
 	// backend.timeout bounds the cell's client phase (the server's startup has ready_timeout).
@@ -336,7 +283,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	c := rec.Cell
 	opts := ss.opts
 	ss.n++
-	rel := filepath.Join(ServersDir, strconv.Itoa(ss.n))
+	rel := filepath.Join(rundir.ServersDir, strconv.Itoa(ss.n))
 	dir, _ := filepath.Abs(filepath.Join(ss.runDir, rel))
 	failed := func(code, msg string) (*server, string, []backends.Reason) {
 		return nil, plans.VerdictFailed, []backends.Reason{{Code: code, Message: msg}}
@@ -380,16 +327,16 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
 		launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
 	}
-	if err := writeRedactedJSON(filepath.Join(dir, CommandFile), redactLaunch(launch)); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.CommandFile), redactLaunch(launch)); err != nil {
 		opts.Logger.Warn("server command.json", "err", err)
 	}
-	logf, err := os.Create(filepath.Join(dir, LogFile))
+	logf, err := os.Create(filepath.Join(dir, rundir.LogFile))
 	if err != nil {
 		return failed("log-create", fmt.Sprintf("cannot create the server log: %v; check free space", err))
 	}
 	srv := &server{key: serverKey(c), n: ss.n, dir: dir, rel: rel, port: port, llm: !isVLLM && sglang.ModelType(c) == sglang.ModelTypeLLM, vllm: isVLLM, host: c.Backend.Host,
 		launch: launch, done: make(chan struct{}), watch: sglang.NewWatcher(), logf: logf, changed: make(chan struct{})}
-	srv.rec = ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: port, ModelType: sglang.ModelType(c), Start: opts.Now().UTC()}
+	srv.rec = rundir.ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: port, ModelType: sglang.ModelType(c), Start: opts.Now().UTC()}
 	srv.rec.GPUMemBefore = gpuMemory(ctx, opts)
 	readyLine := sglang.ReadyLineDiffusion
 	switch {
@@ -589,7 +536,7 @@ func (ss *serveSession) stop(srv *server) {
 	if leak := memoryLeak(r.GPUMemBefore, r.GPUMemAfter); leak != "" {
 		problems = append(problems, leak)
 	}
-	if err := writeJSONAtomic(filepath.Join(srv.dir, ServerFile), r); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(srv.dir, rundir.ServerFile), r, nil); err != nil {
 		ss.opts.Logger.Warn("server.json", "err", err)
 	}
 	if len(problems) > 0 && r.Failure == "" {
@@ -778,7 +725,7 @@ func memoryLeak(before, after string) string {
 
 // client runs the cell's client phase: warmup, profiling window, measured requests, flush,
 // trace checks. It fills res and sr.
-func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server, res *CellResult, sr *ServeResult) {
+func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server, res *cellResult, sr *rundir.ServeResult) {
 	c := rec.Cell
 	opts := ss.opts
 	spec := loadSpec(c, srv.llm)
@@ -805,7 +752,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 			spec.PerfDumpDir = perfDir
 		}
 	}
-	reqf, err := os.Create(filepath.Join(rec.abs, RequestsFile))
+	reqf, err := os.Create(filepath.Join(rec.abs, rundir.RequestsFile))
 	if err != nil {
 		res.Verdict = plans.VerdictFailed
 		res.Reasons = append(res.Reasons, backends.Reason{Code: "requests-file", Message: err.Error()})
@@ -836,10 +783,10 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	if ctx.Err() != nil {
 		return
 	}
-	var window *ProfileWindow
+	var window *rundir.ProfileWindow
 	sessionsBefore := vllmomni.SessionNames(srvTraces)
 	if torch && srv.vllm {
-		window = &ProfileWindow{Kind: "start-stop", Request: map[string]any{"profile_prefix": c.ID}}
+		window = &rundir.ProfileWindow{Kind: "start-stop", Request: map[string]any{"profile_prefix": c.ID}}
 		sr.Profile = window
 		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
 		if code != 200 {
@@ -848,7 +795,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		}
 	}
 	if torch && srv.llm {
-		window = &ProfileWindow{Kind: "start-stop", Request: startProfileBody(c, cellTraces)}
+		window = &rundir.ProfileWindow{Kind: "start-stop", Request: startProfileBody(c, cellTraces)}
 		sr.Profile = window
 		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
 		if code != 200 {
@@ -870,11 +817,11 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	// The serve cell's end-to-end time is what clients see: the mean request latency.
 	res.Timings.E2ENS = sum.MeanNS
 	res.Timings.PeakMemoryMB = max(res.Timings.PeakMemoryMB, sum.MaxPeakMemoryMB)
-	if err := writeJSONAtomic(filepath.Join(rec.abs, LoadFile), sum); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.LoadFile), sum, nil); err != nil {
 		opts.Logger.Warn("load.json", "err", err)
 	}
 	if ctx.Err() == nil && sum.Count > 0 && sum.ErrorRate > ls.MaxErrorRate {
-		fail("error-rate", fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, RequestsFile, firstError(rec.abs)))
+		fail("error-rate", fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, rundir.RequestsFile, firstError(rec.abs)))
 	}
 	if window != nil && ctx.Err() == nil && !srv.exited() {
 		if srv.vllm {
@@ -887,7 +834,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		return
 	}
 	if diffusionProfile {
-		ids := responseIDs(filepath.Join(rec.abs, RequestsFile))
+		ids := responseIDs(filepath.Join(rec.abs, rundir.RequestsFile))
 		for _, f := range listTraceFiles(srvTraces) {
 			if slices.Contains(before, f) {
 				continue
@@ -906,7 +853,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	if torch {
 		window := sr.Profile
 		if window == nil {
-			window = &ProfileWindow{Kind: "per-request"}
+			window = &rundir.ProfileWindow{Kind: "per-request"}
 			sr.Profile = window
 		}
 		traces, problems := checkServeTraces(cellTraces, expectedRanks(c, srv.llm))
@@ -942,7 +889,7 @@ func (ss *serveSession) status(c plans.Cell, msg string, args ...any) {
 // flush closes the LLM profiling window: POST /stop_profile with flush_timeout as the client
 // timeout, reporting the wait; a window that auto-stopped after num_steps answers 500 ("not in
 // progress") and is waited for through the scheduler's "Profiling done." line instead.
-func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, window *ProfileWindow, doneBefore int, fail func(string, string, ...backends.Evidence)) {
+func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, window *rundir.ProfileWindow, doneBefore int, fail func(string, string, ...backends.Evidence)) {
 	ft := c.Profile.FlushTimeout.Duration
 	if ft <= 0 {
 		ft = 10 * time.Minute
@@ -992,7 +939,7 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 // flushVLLM closes a vLLM-Omni window: POST /stop_profile (which returns once the traces are
 // exported), then waits, within flush_timeout, until the background gzip of every new
 // session's trace_rank<r>.json has finished, and moves the sessions into the cell's traces/.
-func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server, window *ProfileWindow, before map[string]bool, cellTraces string, res *CellResult, fail func(string, string, ...backends.Evidence)) {
+func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server, window *rundir.ProfileWindow, before map[string]bool, cellTraces string, res *cellResult, fail func(string, string, ...backends.Evidence)) {
 	ft := c.Profile.FlushTimeout.Duration
 	if ft <= 0 {
 		ft = 10 * time.Minute
@@ -1040,7 +987,7 @@ func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server
 
 // perfTimings fills a cell's timings from its per-request perf dumps: stages and denoise
 // steps of the first, the mean denoise step over all of them.
-func perfTimings(dir string, res *CellResult) {
+func perfTimings(dir string, res *cellResult) {
 	paths, _ := filepath.Glob(filepath.Join(dir, "request-*.json"))
 	var sum, n int64
 	for i, p := range paths {
@@ -1115,7 +1062,7 @@ func loadSpec(c plans.Cell, llm bool) load.Spec {
 }
 
 func firstError(cellDir string) string {
-	b, err := os.ReadFile(filepath.Join(cellDir, RequestsFile))
+	b, err := os.ReadFile(filepath.Join(cellDir, rundir.RequestsFile))
 	if err != nil {
 		return ""
 	}

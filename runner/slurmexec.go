@@ -12,6 +12,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/slurm"
 )
 
@@ -19,25 +20,6 @@ import (
 // cell). Each task runs `runner exec-cell RUN_DIR CELL` on its node, which is runCell against
 // the shared run directory; the runner polls the array, writes a result for every task that
 // ended without one (from its Slurm state), then summarises exactly as a local run does.
-
-// SlurmJob is what the manifest records of a run's job arrays.
-type SlurmJob struct {
-	JobID     string    `json:"job_id"`
-	Script    string    `json:"script"` // relative to the run directory
-	Cells     []string  `json:"cells"`  // task i runs Cells[i]
-	Submitted time.Time `json:"submitted"`
-	// OverheadNS is the wall time the runner itself spent on the array: writing the script,
-	// sbatch, the squeue/sacct polls and collecting results (not Slurm's queueing, nor cells).
-	OverheadNS int64 `json:"overhead_ns"`
-}
-
-// SlurmTask is the Slurm side of a cell's result: which job ran it and where.
-type SlurmTask struct {
-	JobID string `json:"job_id"`
-	Task  int    `json:"task"`
-	Node  string `json:"node,omitempty"`
-	State string `json:"state,omitempty"` // the task's Slurm state, when the runner saw it end
-}
 
 // slurmPoll is how often the array is polled; tests shorten it through Options.
 const slurmPoll = 2 * time.Second
@@ -59,7 +41,7 @@ func checkSlurm(ctx context.Context, opts *Options) error {
 // runOnSlurm runs the cells recs[todo] as a job array and waits for it (unless opts.Detach),
 // first waiting on an array a detached or killed run left active. It reports whether the run
 // was interrupted and whether the runner returned before the cells ended (detached).
-func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, man *Manifest, opts *Options) (interrupted, detached bool, err error) {
+func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, man *rundir.Manifest, opts *Options) (interrupted, detached bool, err error) {
 	if len(man.Slurm) > 0 {
 		last := &man.Slurm[len(man.Slurm)-1]
 		if active, err := arrayActive(ctx, *last, opts); err != nil {
@@ -87,7 +69,7 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 	}
 	job.OverheadNS = time.Since(t0).Nanoseconds()
 	man.Slurm = append(man.Slurm, job)
-	if err := writeRedactedJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		opts.Logger.Warn("manifest.json", "err", err)
 	}
 	if opts.Detach {
@@ -115,7 +97,7 @@ func rerunInterrupted(dir string, recs []cellRecord) ([]int, error) {
 func withoutResult(recs []cellRecord) []int {
 	var todo []int
 	for i, r := range recs {
-		if _, err := os.Stat(filepath.Join(r.abs, ResultFile)); err != nil {
+		if _, err := os.Stat(filepath.Join(r.abs, rundir.ResultFile)); err != nil {
 			todo = append(todo, i)
 		}
 	}
@@ -124,13 +106,13 @@ func withoutResult(recs []cellRecord) []int {
 
 // submitArray writes the batch script of the cells recs[todo] as slurm/job-<n>.sbatch (n counts
 // the run's arrays from 1) and submits it.
-func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, n int, opts *Options) (SlurmJob, error) {
+func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, n int, opts *Options) (rundir.SlurmJob, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return SlurmJob{}, err
+		return rundir.SlurmJob{}, err
 	}
 	if err := os.MkdirAll(filepath.Join(abs, slurm.MarkerDir), 0o755); err != nil {
-		return SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
+		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
 	}
 	ids := make([]string, len(todo))
 	for i, j := range todo {
@@ -149,19 +131,19 @@ func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellReco
 		MaxParallel: s.MaxParallel, ExtraSbatch: s.ExtraSbatch, Setup: s.Setup},
 		slurm.Array{Cells: ids, Runner: []string{opts.Exe}, ExecArgs: execArgs, RunDir: abs, Name: p.Name})
 	rel := filepath.Join(slurm.MarkerDir, "job-"+strconv.Itoa(n)+".sbatch")
-	if err := writeFileAtomic(filepath.Join(abs, rel), []byte(script)); err != nil {
-		return SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
+	if err := rundir.WriteFileAtomic(filepath.Join(abs, rel), []byte(script)); err != nil {
+		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
 	}
 	id, err := opts.slurmClient().Submit(ctx, filepath.Join(abs, rel))
 	if err != nil {
-		return SlurmJob{}, fmt.Errorf("executor slurm: submit %s: %w", rel, err)
+		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: submit %s: %w", rel, err)
 	}
 	opts.Logger.Info("submitted Slurm job array", "job", id, "cells", len(ids))
-	return SlurmJob{JobID: id, Script: rel, Cells: ids, Submitted: opts.Now().UTC()}, nil
+	return rundir.SlurmJob{JobID: id, Script: rel, Cells: ids, Submitted: opts.Now().UTC()}, nil
 }
 
 // arrayActive reports whether any task of job is still queued or running.
-func arrayActive(ctx context.Context, job SlurmJob, opts *Options) (bool, error) {
+func arrayActive(ctx context.Context, job rundir.SlurmJob, opts *Options) (bool, error) {
 	tasks, err := opts.slurmClient().Tasks(ctx, job.JobID, len(job.Cells))
 	if err != nil {
 		return false, fmt.Errorf("executor slurm: state of job %s: %w", job.JobID, err)
@@ -173,7 +155,7 @@ func arrayActive(ctx context.Context, job SlurmJob, opts *Options) (bool, error)
 // task that ended without a result the verdict its Slurm state means. On Ctrl-C it cancels the
 // array, waits for Slurm to take the tasks down and records the unfinished cells as
 // interrupted. It reports whether the run was interrupted.
-func waitArray(ctx context.Context, dir string, recs []cellRecord, job *SlurmJob, opts *Options) bool {
+func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.SlurmJob, opts *Options) bool {
 	byID := map[string]cellRecord{}
 	for _, r := range recs {
 		byID[r.Cell.ID] = r
@@ -222,11 +204,11 @@ func waitArray(ctx context.Context, dir string, recs []cellRecord, job *SlurmJob
 
 // collectTask returns the result of an ended task's cell: the one exec-cell wrote, or one made
 // from the task's Slurm state when the cell wrote none (time limit, node failure, scancel).
-func collectTask(dir string, rec cellRecord, job SlurmJob, t slurm.Task, opts *Options) *CellResult {
-	var res CellResult
-	path := filepath.Join(rec.abs, ResultFile)
+func collectTask(dir string, rec cellRecord, job rundir.SlurmJob, t slurm.Task, opts *Options) *rundir.CellResult {
+	var res rundir.CellResult
+	path := filepath.Join(rec.abs, rundir.ResultFile)
 	o := slurm.OutcomeOf(t)
-	if err := readJSON(path, &res); err == nil && res.Verdict != "" {
+	if err := rundir.ReadJSON(path, &res); err == nil && res.Verdict != "" {
 		if res.Verdict != plans.VerdictInterrupted || !o.Interrupted {
 			return &res
 		}
@@ -240,15 +222,15 @@ func collectTask(dir string, rec cellRecord, job SlurmJob, t slurm.Task, opts *O
 			opts.Logger.Warn("executor slurm: the task left no start marker; is the run directory on a file system the nodes share?",
 				"path", dir, "task", t.Index, "state", t.State)
 		}
-		res = CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
+		res = rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
 			Verdict: plans.VerdictFailed, Reasons: []backends.Reason{{Code: o.Code, Message: o.Message}},
 			Start: job.Submitted, End: opts.Now().UTC(),
-			Slurm: &SlurmTask{JobID: job.JobID, Task: t.Index, Node: t.Node, State: t.State}}
+			Slurm: &rundir.SlurmTask{JobID: job.JobID, Task: t.Index, Node: t.Node, State: t.State}}
 		if o.Interrupted {
 			res.Verdict = plans.VerdictInterrupted
 		}
 	}
-	if err := writeJSONAtomic(path, &res); err != nil {
+	if err := rundir.WriteJSON(path, &res, nil); err != nil {
 		opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
 	}
 	return &res
@@ -256,7 +238,7 @@ func collectTask(dir string, rec cellRecord, job SlurmJob, t slurm.Task, opts *O
 
 // cancelArray cancels the job after Ctrl-C, waits (bounded) until Slurm no longer runs any of
 // its tasks, and records every cell that did not end as interrupted.
-func cancelArray(dir string, recs []cellRecord, job SlurmJob, ended map[int]bool, opts *Options) {
+func cancelArray(dir string, recs []cellRecord, job rundir.SlurmJob, ended map[int]bool, opts *Options) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := opts.slurmClient()
@@ -279,15 +261,15 @@ func cancelArray(dir string, recs []cellRecord, job SlurmJob, ended map[int]bool
 		if !ok || ended[i] {
 			continue
 		}
-		var res CellResult
-		if readJSON(filepath.Join(rec.abs, ResultFile), &res) == nil && res.Verdict != "" {
+		var res rundir.CellResult
+		if rundir.ReadJSON(filepath.Join(rec.abs, rundir.ResultFile), &res) == nil && res.Verdict != "" {
 			continue // it finished while the array was cancelled
 		}
-		res = CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
+		res = rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
 			Verdict: plans.VerdictInterrupted, Start: job.Submitted, End: opts.Now().UTC(),
 			Reasons: []backends.Reason{{Code: "interrupted", Message: "Ctrl-C: the runner cancelled Slurm job " + job.JobID + " (scancel); runner run --resume " + dir + " runs the cell again"}},
-			Slurm:   &SlurmTask{JobID: job.JobID, Task: i}}
-		if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), &res); err != nil {
+			Slurm:   &rundir.SlurmTask{JobID: job.JobID, Task: i}}
+		if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.ResultFile), &res, nil); err != nil {
 			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
 		}
 	}
@@ -296,9 +278,9 @@ func cancelArray(dir string, recs []cellRecord, job SlurmJob, ended map[int]bool
 // ExecCell runs one cell of an existing run directory and writes its result.json: what a Slurm
 // array task (or any other remote executor) runs on its node. The cell's launch is computed
 // again from plan.toml (cells.json is redacted), so it is the one the run planned.
-func ExecCell(ctx context.Context, dir, id string, opts Options) (*CellResult, error) {
+func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellResult, error) {
 	opts.defaults()
-	p, err := plans.Load(filepath.Join(dir, PlanFile))
+	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("exec-cell %s: %w", dir, err)}
 	}
@@ -315,7 +297,7 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*CellResult, e
 		return nil, err
 	}
 	rec := recs[0]
-	var res *CellResult
+	var res *cellResult
 	if isServeCells(recs) {
 		ss := newServeSession(dir, &opts)
 		res = ss.runCell(ctx, rec)
@@ -329,8 +311,8 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*CellResult, e
 		if node == "" {
 			node, _ = os.Hostname()
 		}
-		res.Slurm = &SlurmTask{JobID: job, Task: task, Node: node}
+		res.Slurm = &rundir.SlurmTask{JobID: job, Task: task, Node: node}
 	}
 	finishCell(0, 1, rec, res, &opts)
-	return res, nil
+	return &res.CellResult, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/slurm/slurmtest"
 )
 
@@ -53,8 +54,8 @@ func BenchmarkSlurmOverhead(b *testing.B) {
 			b.Fatalf("run: %v %+v", err, sum)
 		}
 		wall += time.Since(t0)
-		var m Manifest
-		if err := readJSON(filepath.Join(sum.RunDir, ManifestFile), &m); err != nil || len(m.Slurm) != 1 {
+		var m rundir.Manifest
+		if err := rundir.ReadJSON(filepath.Join(sum.RunDir, rundir.ManifestFile), &m); err != nil || len(m.Slurm) != 1 {
 			b.Fatalf("manifest: %v %+v", err, m.Slurm)
 		}
 		overhead += time.Duration(m.Slurm[0].OverheadNS)

@@ -9,11 +9,12 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/rundir"
 )
 
 // WriteSummaryTable prints the end-of-run table: cell, verdict, wall, e2e ms and mean denoise
 // step ms, then the reasons of every cell that is not ok and the run directory.
-func WriteSummaryTable(w io.Writer, s *Summary) error {
+func WriteSummaryTable(w io.Writer, s *rundir.Summary) error {
 	t := &table.Table{Header: []string{"CELL", "VERDICT", "WALL", "E2E MS", "STEP MS"}, NoRule: true}
 	for _, r := range s.Cells {
 		t.Rows = append(t.Rows, []string{r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS)})
@@ -30,7 +31,7 @@ func WriteSummaryTable(w io.Writer, s *Summary) error {
 	return nil
 }
 
-func countsLine(s *Summary) string {
+func countsLine(s *rundir.Summary) string {
 	keys := make([]string, 0, len(s.Counts))
 	for k := range s.Counts {
 		keys = append(keys, k)
@@ -48,7 +49,7 @@ func countsLine(s *Summary) string {
 }
 
 func fmtWall(ns int64, verdict string) string {
-	if verdict == VerdictNotRun {
+	if verdict == rundir.VerdictNotRun {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fs", float64(ns)/1e9)
@@ -62,7 +63,7 @@ func fmtMS(ns int64) string {
 }
 
 // renderSummaryMD renders summary.md: the table plus each cell's top three kernels.
-func renderSummaryMD(s *Summary) []byte {
+func renderSummaryMD(s *rundir.Summary) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Run summary: %s\n\n%s\n\n", s.Plan, countsLine(s))
 	t := &table.Table{Header: []string{"Cell", "Verdict", "Wall", "E2E ms", "Mean step ms", "Top kernels"},
@@ -91,11 +92,11 @@ func renderSummaryMD(s *Summary) []byte {
 	return b.Bytes()
 }
 
-func writeSummaryFiles(dir string, s *Summary) error {
-	if err := writeFileAtomic(filepath.Join(dir, SummaryMD), renderSummaryMD(s)); err != nil {
+func writeSummaryFiles(dir string, s *rundir.Summary) error {
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, rundir.SummaryMD), renderSummaryMD(s)); err != nil {
 		return err
 	}
-	return writeJSONAtomic(filepath.Join(dir, SummaryJSON), s)
+	return rundir.WriteJSON(filepath.Join(dir, rundir.SummaryJSON), s, nil)
 }
 
 // shorten keeps long C++ kernel names readable in a table cell.

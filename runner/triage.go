@@ -23,6 +23,7 @@ import (
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
+	"github.com/sglprof/runner/rundir"
 )
 
 // OpenTrace reads one trace file into the linked trace model: an nsys SQLite export through
@@ -83,7 +84,7 @@ const topKernelCount = 3
 // itself is still valid. For nsys cells of diffusion runs the triage also says which denoise
 // steps the --delay/--duration window covered, and the cell gets an "nsys-window" warning
 // when the window missed the denoising stage entirely.
-func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Options) {
+func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Options) {
 	var root string
 	var nopts NsysOptions
 	switch {
@@ -106,13 +107,13 @@ func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Opti
 	if sess != nil && sess.coverage != nil && sess.coverage.Missed() {
 		res.Warnings = append(res.Warnings, backends.Reason{Code: "nsys-window", Message: strings.Join(sess.coverage.Warnings, "; ")})
 	}
-	for _, f := range []struct{ name, format string }{{TriageMD, "md"}, {TriageJSON, "json"}} {
+	for _, f := range []struct{ name, format string }{{rundir.TriageMD, "md"}, {rundir.TriageJSON, "json"}} {
 		var b bytes.Buffer
 		if err := triage.Render(&b, rep, f.format, triage.DefaultCutoff); err != nil {
 			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
-		if err := writeFileAtomic(filepath.Join(rec.abs, f.name), b.Bytes()); err != nil {
+		if err := rundir.WriteFileAtomic(filepath.Join(rec.abs, f.name), b.Bytes()); err != nil {
 			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
@@ -130,7 +131,7 @@ func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Opti
 
 // cellWindowOptions asks for the window mapping of an nsys cell of a diffusion run: a run whose
 // perf dump has denoise steps or a DenoisingStage. A cell of an LLM run gets none.
-func cellWindowOptions(rec cellRecord, res *CellResult) NsysOptions {
+func cellWindowOptions(rec cellRecord, res *cellResult) NsysOptions {
 	o := NsysOptions{AllowNoKernels: true, NVTXTraced: true, TotalSteps: len(res.Timings.DenoiseStepsNS)}
 	if tr := rec.Cell.NSys.Trace; len(tr) > 0 {
 		o.NVTXTraced = slices.Contains(tr, "nvtx")
@@ -221,7 +222,7 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 
 // topKernels takes the first n kernel rows of the stage with the most kernel time, which for a
 // diffusion cell is the denoising loop.
-func topKernels(rep *triage.Report, n int) []KernelShare {
+func topKernels(rep *triage.Report, n int) []rundir.KernelShare {
 	best := -1
 	for i, st := range rep.Stages {
 		if best < 0 || st.KernelTimeUS > rep.Stages[best].KernelTimeUS {
@@ -231,12 +232,12 @@ func topKernels(rep *triage.Report, n int) []KernelShare {
 	if best < 0 {
 		return nil
 	}
-	var out []KernelShare
+	var out []rundir.KernelShare
 	for _, k := range rep.Stages[best].Kernels {
 		if len(out) == n {
 			break
 		}
-		out = append(out, KernelShare{Name: k.Name, Category: k.Category, TotalUS: k.TotalUS, SharePct: k.SharePct})
+		out = append(out, rundir.KernelShare{Name: k.Name, Category: k.Category, TotalUS: k.TotalUS, SharePct: k.SharePct})
 	}
 	return out
 }
@@ -244,15 +245,14 @@ func topKernels(rep *triage.Report, n int) []KernelShare {
 // ResolveCell handles `runner triage CELL_DIR`: when path is a run cell (or a file or folder
 // inside one), it returns the cell's result and the trace to triage in it. It returns a nil
 // result for a path that is not part of a cell.
-func ResolveCell(path string) (cellDir string, res *CellResult, root string, err error) {
+func ResolveCell(path string) (cellDir string, res *rundir.CellResult, root string, err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", nil, "", err
 	}
 	for d, i := abs, 0; i < 3; d, i = filepath.Dir(d), i+1 {
-		var r CellResult
-		if rerr := readJSON(filepath.Join(d, ResultFile), &r); rerr == nil {
-			cellDir, res = d, &r
+		if r, rerr := rundir.ReadResult(d); rerr == nil {
+			cellDir, res = d, r
 			break
 		}
 	}
@@ -273,7 +273,7 @@ func ResolveCell(path string) (cellDir string, res *CellResult, root string, err
 // show what they claim (a diffusers fallback); --force overrides it.
 type GateError struct {
 	Cell   string
-	Result *CellResult
+	Result *rundir.CellResult
 }
 
 func (e *GateError) Error() string {

@@ -19,6 +19,8 @@ import (
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -86,7 +88,7 @@ func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
 // planOf reads the plan.toml of a run directory for its [compare] table; a side that is not
 // a run directory, or a plan this runner cannot read, gives the defaults.
 func planOf(path string) *plans.Plan {
-	if p, err := plans.Load(filepath.Join(path, runner.PlanFile)); err == nil {
+	if p, err := plans.Load(filepath.Join(path, rundir.PlanFile)); err == nil {
 		return p
 	}
 	return &plans.Plan{}

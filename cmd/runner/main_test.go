@@ -20,6 +20,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/rundir"
 )
 
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output")
@@ -132,18 +133,14 @@ func cmdVerdict(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 3 {
 		ts.Fatalf("usage: verdict RUNDIR CELLGLOB VERDICT")
 	}
-	cells, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[0]), "cells", args[1]))
+	cells, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[0]), rundir.CellsDir, args[1]))
 	if len(cells) == 0 {
 		ts.Fatalf("verdict: no cell matches %s", args[1])
 	}
 	for _, c := range cells {
-		var r struct{ Verdict string }
-		data, err := os.ReadFile(filepath.Join(c, "result.json"))
+		r, err := rundir.ReadResult(c)
 		if err != nil {
 			ts.Fatalf("verdict: %v", err)
-		}
-		if err := json.Unmarshal(data, &r); err != nil {
-			ts.Fatalf("verdict: %s: %v", c, err)
 		}
 		if (r.Verdict == args[2]) == neg {
 			ts.Fatalf("verdict: %s is %q (want %s%q)", filepath.Base(c), r.Verdict, map[bool]string{true: "not ", false: ""}[neg], args[2])

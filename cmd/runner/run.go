@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -94,7 +93,7 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			if opts.Simulate {
 				fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
 			}
-			var sum *runner.Summary
+			var sum *rundir.Summary
 			if dir := c.String("resume"); dir != "" {
 				if _, err := positional(c, 0, 0, ""); err != nil {
 					return usageErr("--resume DIR takes no plan: the plan is read from DIR/plan.toml")
@@ -127,12 +126,6 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 
 // simulatedRun reports whether the run directory's manifest.json records a simulated run.
 func simulatedRun(dir string) bool {
-	data, err := os.ReadFile(filepath.Join(dir, runner.ManifestFile))
-	if err != nil {
-		return false
-	}
-	var m struct {
-		Simulated bool `json:"simulated"`
-	}
-	return json.Unmarshal(data, &m) == nil && m.Simulated
+	m, err := rundir.ReadManifest(dir)
+	return err == nil && m.Simulated
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/slurm/slurmtest"
 )
 
@@ -59,8 +59,8 @@ func cmdSlurmCancel(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: slurmcancel RUN TASK")
 	}
-	var m runner.Manifest
-	ts.Check(json.Unmarshal([]byte(ts.ReadFile(filepath.Join(args[0], runner.ManifestFile))), &m))
+	var m rundir.Manifest
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(filepath.Join(args[0], rundir.ManifestFile))), &m))
 	if len(m.Slurm) == 0 {
 		ts.Fatalf("%s/manifest.json records no Slurm job", args[0])
 	}
@@ -79,12 +79,12 @@ func cmdSameCells(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: samecells RUN_A RUN_B")
 	}
 	read := func(dir string) map[string]string {
-		var s runner.Summary
-		ts.Check(json.Unmarshal([]byte(ts.ReadFile(filepath.Join(dir, runner.SummaryJSON))), &s))
+		var s rundir.Summary
+		ts.Check(json.Unmarshal([]byte(ts.ReadFile(filepath.Join(dir, rundir.SummaryJSON))), &s))
 		out := map[string]string{}
 		for _, c := range s.Cells {
 			var files []string
-			root := ts.MkAbs(filepath.Join(dir, runner.CellsDir, c.ID))
+			root := ts.MkAbs(filepath.Join(dir, rundir.CellsDir, c.ID))
 			ts.Check(filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 				if err == nil && !d.IsDir() {
 					rel, _ := filepath.Rel(root, p)

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/sglprof/runner/rundir"
 )
 
 // APIs a cell can drive.
@@ -209,25 +211,9 @@ type Record struct {
 // OK reports whether the request succeeded.
 func (r *Record) OK() bool { return r.Error == "" && r.Status >= 200 && r.Status < 300 }
 
-// Summary summarises the measured requests.
-type Summary struct {
-	Count        int     `json:"count"`
-	Errors       int     `json:"errors"`
-	ErrorRate    float64 `json:"error_rate"`
-	WallNS       int64   `json:"wall_ns"`
-	MeanNS       int64   `json:"mean_ns"`
-	P50NS        int64   `json:"p50_ns"`
-	P90NS        int64   `json:"p90_ns"`
-	P99NS        int64   `json:"p99_ns"`
-	MaxNS        int64   `json:"max_ns"`
-	RequestsPerS float64 `json:"requests_per_s"`
-	ImagesPerS   float64 `json:"images_per_s,omitempty"`
-	TokensPerS   float64 `json:"tokens_per_s,omitempty"`
-	// Server-reported figures over the successful requests.
-	MeanInferenceTimeS float64        `json:"mean_inference_time_s,omitempty"`
-	MaxPeakMemoryMB    float64        `json:"max_peak_memory_mb,omitempty"`
-	Statuses           map[string]int `json:"statuses,omitempty"`
-}
+// Summary summarises the measured requests. It is recorded in the run directory (load.json,
+// result.json), whose types the rundir package owns.
+type Summary = rundir.LoadSummary
 
 // NewTransport returns a transport tuned for load: one idle keep-alive connection per worker
 // kept between requests, no proxy, no compression. Run uses it for https servers; plain-http
