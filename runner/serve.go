@@ -909,7 +909,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 			window = &ProfileWindow{Kind: "per-request"}
 			sr.Profile = window
 		}
-		traces, problems := checkServeTraces(cellTraces, expectedRanks(c, srv.llm))
+		traces, problems := checkServeTraces(cellTraces, sglang.TraceRanks(c, traceWindow(srv)))
 		for _, t := range traces {
 			res.Found.Traces = append(res.Found.Traces, filepath.Join(cellTraces, t))
 			window.Traces = append(window.Traces, filepath.Join(sglang.TracesDir, t))
@@ -1159,31 +1159,15 @@ func listTraceFiles(dir string) []string {
 var (
 	rankLLM       = regexp.MustCompile(`-TP-(\d+)`)
 	rankDiffusion = regexp.MustCompile(`global-rank(\d+)`)
-	tpFlag        = regexp.MustCompile(`^--(?:tp-size|tp|num-gpus)(?:=(\d+))?$`)
 )
 
-// expectedRanks is the number of ranks whose traces a cell must have: the server's
-// --tp-size/--tp (LLM) or --num-gpus (diffusion) from extra_args, default 1.
-func expectedRanks(c plans.Cell, llm bool) int {
-	n := 1
-	args := c.Backend.ExtraArgs
-	for i, a := range args {
-		m := tpFlag.FindStringSubmatch(a)
-		if m == nil {
-			continue
-		}
-		if (llm && strings.HasPrefix(a, "--num-gpus")) || (!llm && !strings.HasPrefix(a, "--num-gpus")) {
-			continue
-		}
-		v := m[1]
-		if v == "" && i+1 < len(args) {
-			v = args[i+1]
-		}
-		if k, err := strconv.Atoi(v); err == nil && k > 0 {
-			n = k
-		}
+// traceWindow is how the server's torch profile is opened: LLM servers by /start_profile,
+// diffusion servers per request (which decides the ranks that write traces).
+func traceWindow(srv *server) sglang.TraceWindow {
+	if srv.llm {
+		return sglang.WindowStartStop
 	}
-	return n
+	return sglang.WindowPerRequest
 }
 
 // checkServeTraces checks the traces of a cell before triage: at least one, each a complete
