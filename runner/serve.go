@@ -370,6 +370,11 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 		lc := c
 		lc.Backend.Command = opts.sglangCommand(c)
 		launch, err = sglang.ServerCommand(lc, port, dir, filepath.Join(dir, "traces"), marker)
+		if err == nil {
+			var ports []string
+			ports, err = strictPortArgs(c, port)
+			launch.Argv = append(launch.Argv, ports...)
+		}
 	}
 	if err != nil {
 		return failed("server-command", err.Error())
@@ -607,6 +612,42 @@ func freePort() (int, error) {
 	p := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	return p, nil
+}
+
+// strictPortArgs chooses the ports besides --port that `sglang serve --strict-ports` checks at
+// start (sglang.StrictPorts: the scheduler's, default 5555, and the torch.distributed master
+// port) and returns them as flags, so that a port another process holds never kills the
+// server before it loads.
+func strictPortArgs(c plans.Cell, httpPort int) ([]string, error) {
+	flags := sglang.StrictPorts(c)
+	ports, err := freePorts(len(flags), httpPort)
+	if err != nil {
+		return nil, fmt.Errorf("no free port on 127.0.0.1 for %s: %w", strings.Join(flags, ", "), err)
+	}
+	return sglang.PortArgs(flags, ports)
+}
+
+// freePorts asks the kernel for n distinct free loopback ports, none equal to avoid; each
+// listener stays open until all are chosen, so the kernel cannot hand out one twice.
+func freePorts(n, avoid int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	out := make([]int, 0, n)
+	for len(out) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		if p := ln.Addr().(*net.TCPAddr).Port; p != avoid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // portFree checks that 127.0.0.1:port can be bound now.

@@ -228,6 +228,15 @@ func (s *server) run() (int, error) {
 	if s.llm {
 		s.log.log("server_args=ServerArgs(model_path='%s', host='127.0.0.1', port=%d, tp_size=%d)", s.model, port, s.p.intv("tp_size", 1))
 	} else {
+		held, ok := s.diffusionPorts(port)
+		if !ok {
+			return 1, nil
+		}
+		defer func() {
+			for _, ln := range held {
+				ln.Close()
+			}
+		}()
 		s.log.log("Starting server...")
 		prof, known := resolveModel(s.model, s.p.str("model_id"))
 		if !known {
@@ -326,6 +335,58 @@ func (s *server) run() (int, error) {
 	case <-s.clk.ctx.Done():
 		return 0, &errInterrupted{}
 	}
+}
+
+// defaultSchedulerPort is ServerArgs.scheduler_port's default (the scheduler's ZMQ socket).
+const defaultSchedulerPort = 5555
+
+// diffusionPorts is ServerArgs._adjust_network_ports of the diffusion server
+// (multimodal_gen/runtime/server_args.py). With --strict-ports it fails, before anything
+// loads, when the HTTP port, the scheduler port (default 5555) or a given --master-port cannot
+// be bound, with upstream's RuntimeError. Without it, a busy scheduler or master port moves
+// to a free one (the HTTP port is left to uvicorn's bind, which fails with Errno 98). Ports
+// given explicitly stay bound while the server runs (the scheduler's socket, rank 0's
+// TCPStore), so a second server given the same ones meets them busy; the returned listeners
+// are to be closed on exit.
+func (s *server) diffusionPorts(port int) ([]net.Listener, bool) {
+	sched := s.p.intv("scheduler_port", defaultSchedulerPort)
+	master := s.p.intv("master_port", 0) // 0: None
+	if s.p.boolv("strict_ports") {
+		const hint = "is unavailable and --strict-ports is enabled. Either use a different port or remove --strict-ports to allow auto-selection."
+		for _, c := range []struct {
+			name string
+			port int
+		}{{"Port", port}, {"Scheduler port", sched}, {"Master port", master}} {
+			if c.port != 0 && !portAvailable(c.port) {
+				s.log.raw("Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/multimodal_gen/runtime/server_args.py\", in _adjust_network_ports\n")
+				s.log.raw(fmt.Sprintf("RuntimeError: %s %d %s\n", c.name, c.port, hint))
+				return nil, false
+			}
+		}
+	}
+	var held []net.Listener
+	for _, c := range []struct {
+		dest string
+		port int
+	}{{"scheduler_port", sched}, {"master_port", master}} {
+		if !s.p.has(c.dest) || c.port == 0 {
+			continue
+		}
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))); err == nil {
+			held = append(held, ln)
+		}
+	}
+	return held, true
+}
+
+// portAvailable is sglang's is_port_available: whether 127.0.0.1:port can be bound now.
+func portAvailable(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
 }
 
 // visibleGPUs is the simulated machine's GPU count: the entries of CUDA_VISIBLE_DEVICES when

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -207,9 +208,60 @@ func TestServeDiffusionFallbackAndPortTaken(t *testing.T) {
 			t.Fatalf("no %q in log:\n%s", want, s.log.String())
 		}
 	}
-	r := sglang(t, env, "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(s.port))
-	if r.rc != 1 || !strings.Contains(r.stderr, "address already in use") {
+	r := sglang(t, env, "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(s.port), "--scheduler-port", strconv.Itoa(freeTestPort(t)))
+	if r.rc != 1 || !strings.Contains(r.stderr, fmt.Sprintf("RuntimeError: Port %d is unavailable and --strict-ports is enabled.", s.port)) || strings.Contains(r.stderr, "Starting server") {
 		t.Fatalf("second server on the same port: rc %d\n%s", r.rc, r.stderr)
+	}
+	// Without --strict-ports the port is only met by uvicorn's bind, after loading.
+	r = sglang(t, env, "serve", "--model-path", "Qwen/Qwen-Image", "--port", strconv.Itoa(s.port), "--scheduler-port", strconv.Itoa(freeTestPort(t)))
+	if r.rc != 1 || !strings.Contains(r.stderr, "address already in use") {
+		t.Fatalf("second server on the same port without strict mode: rc %d\n%s", r.rc, r.stderr)
+	}
+}
+
+// TestServeStrictPorts: with --strict-ports the diffusion server checks its scheduler port
+// (default 5555) and a given master port at start, as ServerArgs._adjust_network_ports does,
+// and dies before loading when one is busy; the explicit ports stay bound while it runs.
+func TestServeStrictPorts(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	bp := busy.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scheduler-port", strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Scheduler port %d is unavailable and --strict-ports is enabled.", bp)},
+		{[]string{"--scheduler-port", strconv.Itoa(freeTestPort(t)), "--master-port=" + strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Master port %d is unavailable and --strict-ports is enabled.", bp)},
+	} {
+		args := append([]string{"serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(freeTestPort(t))}, tc.args...)
+		r := sglang(t, baseEnv(t), args...)
+		if r.rc != 1 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "Loading weights") {
+			t.Errorf("%v: rc %d\n%s", tc.args, r.rc, r.stderr)
+		}
+	}
+	// The default scheduler port: busy (held here, or by someone else) kills a strict server.
+	if ln, err := net.Listen("tcp", "127.0.0.1:5555"); err == nil {
+		defer ln.Close()
+	}
+	r := sglang(t, baseEnv(t), "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(freeTestPort(t)))
+	if r.rc != 1 || !strings.Contains(r.stderr, "RuntimeError: Scheduler port 5555 is unavailable and --strict-ports is enabled.") {
+		t.Errorf("busy 5555: rc %d\n%s", r.rc, r.stderr)
+	}
+	// Without strict mode a busy scheduler port is moved, not fatal.
+	bps := strconv.Itoa(bp)
+	ns := startServe(t, baseEnv(t), "serve", "--model-path", "Qwen/Qwen-Image", "--scheduler-port", bps)
+	ns.waitHealth(t)
+	// Free explicit ports are held while the server runs.
+	sp, mp := freeTestPort(t), freeTestPort(t)
+	s := startServe(t, baseEnv(t), "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--scheduler-port", strconv.Itoa(sp), "--master-port", strconv.Itoa(mp))
+	s.waitHealth(t)
+	for _, p := range []int{sp, mp} {
+		if portAvailable(p) {
+			t.Errorf("port %d is not held by the running server", p)
+		}
 	}
 }
 
