@@ -12,13 +12,10 @@ package runner
 // diffusion server's torch-profiler directory). Each cell keeps requests.jsonl, load.json and
 // its traces/, and its result.json names its server.
 //
-// Trace attribution for diffusion servers: the profiler directory is a server-level setting
-// (an environment variable read at startup), so a shared server writes every cell's traces
-// into servers/<n>/traces. Cells run one after another and warmup requests are never
-// profiled, so every trace that appears there during a cell's client phase belongs to that
-// cell; the runner moves them into the cell's traces/ and checks that each file name starts
-// with the id of one of the cell's responses (sglang names traces by request id). LLM servers
-// take output_dir in /start_profile, which points straight at the cell.
+// Trace attribution: every torch cell opens a /start_profile window around its measured
+// requests with output_dir pointing straight at the cell's traces/ (LLM and diffusion servers
+// alike; the diffusion images API takes no per-request profiling fields upstream, see
+// docs/upstream.md), so traces never need to be moved or matched to requests.
 
 import (
 	"bytes"
@@ -33,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,7 +68,7 @@ type ServeResult struct {
 
 // ProfileWindow is what the runner asked the server to profile and how long the flush took.
 type ProfileWindow struct {
-	Kind    string         `json:"kind"` // start-stop (LLM /start_profile) or per-request (diffusion)
+	Kind    string         `json:"kind"` // start-stop: /start_profile ... /stop_profile
 	Request map[string]any `json:"request,omitempty"`
 	FlushNS int64          `json:"flush_ns,omitempty"`
 	Traces  []string       `json:"traces,omitempty"` // relative to the cell
@@ -832,12 +828,9 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	reqTimeout := ls.RequestTimeout.Duration
 	torch := c.Profiler == plans.ProfilerTorch
-	diffusionProfile := torch && !srv.llm && !srv.vllm
-	spec.Profile = diffusionProfile
-	if diffusionProfile {
-		spec.NumProfiledTimesteps = c.Profile.NumProfiledTimesteps
-		spec.ProfileAllStages = c.Profile.ProfileAllStages
-	}
+	// A diffusion server is profiled by its /start_profile window, not by per-request fields:
+	// upstream's ImageGenerationsRequest has none and its image handler forwards none.
+	diffusionWindow := torch && !srv.llm && !srv.vllm
 	perfDir := filepath.Join(rec.abs, "perf")
 	if !srv.llm && !srv.vllm {
 		// sglang's diffusion requests take perf_dump_path: one dump per measured request
@@ -854,7 +847,6 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	defer reqf.Close()
 	srvTraces := filepath.Join(srv.dir, "traces")
-	before := listTraceFiles(srvTraces)
 	cellTraces := filepath.Join(rec.abs, sglang.TracesDir)
 	fail := func(code, msg string, lines ...backends.Evidence) {
 		if res.Verdict == "" || res.Verdict == plans.VerdictOK {
@@ -897,6 +889,15 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 			return
 		}
 	}
+	if diffusionWindow {
+		window = &ProfileWindow{Kind: "start-stop", Request: map[string]any{"output_dir": cellTraces, "activities": []string{"CPU", "GPU"}}}
+		sr.Profile = window
+		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
+		if code != 200 {
+			fail("start-profile", fmt.Sprintf("POST /start_profile answered %d: %s", code, strings.TrimSpace(body)))
+			return
+		}
+	}
 	_, doneBefore, _ := srv.snapshot()
 	cfg.Warmup = 0
 	cfg.Build = func(i int, measured bool) (load.Request, error) { return load.BuildIndexed(spec, i, measured) }
@@ -918,39 +919,23 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		fail("error-rate", fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, RequestsFile, firstError(rec.abs)))
 	}
 	if window != nil && ctx.Err() == nil && !srv.exited() {
-		if srv.vllm {
+		switch {
+		case srv.vllm:
 			ss.flushVLLM(ctx, c, srv, window, sessionsBefore, cellTraces, res, fail)
-		} else {
+		case srv.llm:
 			ss.flush(ctx, c, srv, window, doneBefore, fail)
+		default:
+			ss.flushDiffusion(ctx, c, srv, window, fail)
 		}
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	if diffusionProfile {
-		ids := responseIDs(filepath.Join(rec.abs, RequestsFile))
-		for _, f := range listTraceFiles(srvTraces) {
-			if slices.Contains(before, f) {
-				continue
-			}
-			if err := os.Rename(filepath.Join(srvTraces, f), filepath.Join(cellTraces, f)); err != nil {
-				fail("trace-move", err.Error())
-			}
-			if !slices.ContainsFunc(ids, func(id string) bool { return id != "" && strings.HasPrefix(f, id) }) {
-				res.Warnings = append(res.Warnings, backends.Reason{Code: "trace-attribution", Message: fmt.Sprintf("trace %s names no request of this cell; it was attributed by time (it appeared during the cell)", f)})
-			}
-		}
-	}
 	if torch && srv.vllm {
 		return // flushVLLM checked and attributed the traces
 	}
-	if torch {
-		window := sr.Profile
-		if window == nil {
-			window = &ProfileWindow{Kind: "per-request"}
-			sr.Profile = window
-		}
-		traces, problems := checkServeTraces(cellTraces, sglang.TraceRanks(c, traceWindow(srv)))
+	if torch && window != nil {
+		traces, problems := checkServeTraces(cellTraces, sglang.TraceRanks(c, sglang.WindowStartStop))
 		for _, t := range traces {
 			res.Found.Traces = append(res.Found.Traces, filepath.Join(cellTraces, t))
 			window.Traces = append(window.Traces, filepath.Join(sglang.TracesDir, t))
@@ -1028,6 +1013,22 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 		}
 	}
 	window.FlushNS = time.Since(t0).Nanoseconds()
+}
+
+// flushDiffusion closes a diffusion server's window: POST /stop_profile, which answers once
+// every rank has exported its trace into the window's output_dir (the cell's traces).
+func (ss *serveSession) flushDiffusion(ctx context.Context, c plans.Cell, srv *server, window *ProfileWindow, fail func(string, string, ...backends.Evidence)) {
+	ft := c.Profile.FlushTimeout.Duration
+	if ft <= 0 {
+		ft = 10 * time.Minute
+	}
+	ss.status(c, "waiting for the profiler flush (POST /stop_profile)", "flush_timeout", ft)
+	t0 := time.Now()
+	code, body := post(ctx, srv.baseURL()+"/stop_profile", map[string]any{}, ft)
+	window.FlushNS = time.Since(t0).Nanoseconds()
+	if code != 200 && ctx.Err() == nil {
+		fail("profile-flush", fmt.Sprintf("POST /stop_profile answered %d (%s) within [profile] flush_timeout = %s; raise flush_timeout (big traces take minutes) or send fewer requests", code, strings.TrimSpace(body), ft))
+	}
 }
 
 // flushVLLM closes a vLLM-Omni window: POST /stop_profile (which returns once the traces are
@@ -1173,18 +1174,6 @@ func firstError(cellDir string) string {
 	return ""
 }
 
-func responseIDs(path string) []string {
-	b, _ := os.ReadFile(path)
-	var ids []string
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		var r load.Record
-		if json.Unmarshal(line, &r) == nil && r.ID != "" {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
-}
-
 func listTraceFiles(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
@@ -1201,15 +1190,6 @@ var (
 	rankLLM       = regexp.MustCompile(`-TP-(\d+)`)
 	rankDiffusion = regexp.MustCompile(`global-rank(\d+)`)
 )
-
-// traceWindow is how the server's torch profile is opened: LLM servers by /start_profile,
-// diffusion servers per request (which decides the ranks that write traces).
-func traceWindow(srv *server) sglang.TraceWindow {
-	if srv.llm {
-		return sglang.WindowStartStop
-	}
-	return sglang.WindowPerRequest
-}
 
 // checkServeTraces checks the traces of a cell before triage: at least one, each a complete
 // gzip stream with at least one kernel event, and traces from the expected number of ranks.

@@ -196,7 +196,8 @@ type server struct {
 	// emitters, so a diffusion server's requests show up as kernels in the nsys report.
 	act *gen
 
-	prof2 *llmProfile // the LLM profiling session in progress
+	prof2 *llmProfile      // the LLM profiling session in progress
+	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
 	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
 	flushing chan struct{}
 	steps    int64 // LLM forward steps so far
@@ -436,6 +437,8 @@ func (s *server) serveHTTP(ln net.Listener) {
 		mux.HandleFunc("GET /v1/model_info", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 200, map[string]any{"model_path": s.model, "num_gpus": s.p.intv("num_gpus", 1), "task_type": s.task(), "pipeline_name": s.prof.pipeline})
 		})
+		mux.HandleFunc("/start_profile", s.diffusionStartProfile)
+		mux.HandleFunc("/stop_profile", s.diffusionStopProfile)
 		mux.HandleFunc("POST /v1/images/generations", s.images)
 		mux.HandleFunc("POST /v1/videos", s.videoCreate)
 		mux.HandleFunc("GET /v1/videos/{id}", s.videoGet)
@@ -581,6 +584,7 @@ func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string
 		g.nvtx("DecodingStage", at, at+int64(vaeMS*1e6))
 		g.act.flush()
 	}
+	s.recordWindow(start, q.NumInferenceSteps*q.N, int64(stepMS*1e6), int64(s.prof.textMS*1e6), int64(s.prof.vaeMS*pf*1e6))
 	if q.PerfDumpPath != "" {
 		// The request's perf dump (§A.4), as generate's --perf-dump-path writes it.
 		r := &request{id: rid, prompt: *q.Prompt, totalMS: total,
@@ -675,6 +679,10 @@ func (s *server) images(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rid := uuid4()
+	// ImageGenerationsRequest declares no profile, num_profiled_timesteps or
+	// profile_all_stages (extra="allow" accepts and drops them) and the image handler's
+	// build_sampling_params list has none: only a /start_profile window profiles an image.
+	q.Profile, q.NumProfiledTimesteps, q.ProfileAllStages = false, nil, false
 	s.log.log("Processing prompt 1/1: %s", truncate(*q.Prompt, 100))
 	inf, trace, err := s.generateDiffusion(q, rid)
 	if err != nil {

@@ -52,10 +52,6 @@ type Spec struct {
 	Steps         int
 	Seed          int64
 	N             int // images per request; 0 = 1
-	// Diffusion per-request profiling (sent on the measured requests only when Profile).
-	Profile              bool
-	NumProfiledTimesteps int // 0 = server default
-	ProfileAllStages     bool
 	// LLM.
 	InputLen, OutputLen int
 	// PerfDumpDir, when set, asks the diffusion server for a perf dump per measured request
@@ -117,15 +113,8 @@ func Build(spec Spec, measured bool) (Request, error) {
 		if spec.API == APIImages {
 			body["response_format"] = "b64_json"
 		}
-		if measured && spec.Profile {
-			body["profile"] = true
-			if spec.NumProfiledTimesteps != 0 {
-				body["num_profiled_timesteps"] = spec.NumProfiledTimesteps
-			}
-			if spec.ProfileAllStages {
-				body["profile_all_stages"] = true
-			}
-		}
+		// No per-request profiling fields: upstream's image handler forwards none, so the
+		// runner profiles diffusion servers with a /start_profile window instead.
 		b, _ := json.Marshal(body)
 		if spec.API == APIVideos {
 			return Request{Method: "POST", Path: "/v1/videos", Body: b, Images: max(spec.N, 1), Poll: true}, nil
