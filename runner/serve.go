@@ -12,13 +12,10 @@ package runner
 // diffusion server's torch-profiler directory). Each cell keeps requests.jsonl, load.json and
 // its traces/, and its result.json names its server.
 //
-// Trace attribution for diffusion servers: the profiler directory is a server-level setting
-// (an environment variable read at startup), so a shared server writes every cell's traces
-// into servers/<n>/traces. Cells run one after another and warmup requests are never
-// profiled, so every trace that appears there during a cell's client phase belongs to that
-// cell; the runner moves them into the cell's traces/ and checks that each file name starts
-// with the id of one of the cell's responses (sglang names traces by request id). LLM servers
-// take output_dir in /start_profile, which points straight at the cell.
+// Trace attribution: every torch cell opens a /start_profile window around its measured
+// requests with output_dir pointing straight at the cell's traces/ (LLM and diffusion servers
+// alike; the diffusion images API takes no per-request profiling fields upstream, see
+// docs/upstream.md), so traces never need to be moved or matched to requests.
 
 import (
 	"bytes"
@@ -33,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -317,6 +313,11 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 		lc := c
 		lc.Backend.Command = opts.sglangCommand(c)
 		launch, err = sglang.ServerCommand(lc, port, dir, filepath.Join(dir, "traces"), marker)
+		if err == nil {
+			var ports []string
+			ports, err = strictPortArgs(c, port)
+			launch.Argv = append(launch.Argv, ports...)
+		}
 	}
 	if err != nil {
 		return failed("server-command", err.Error())
@@ -556,6 +557,42 @@ func freePort() (int, error) {
 	return p, nil
 }
 
+// strictPortArgs chooses the ports besides --port that `sglang serve --strict-ports` checks at
+// start (sglang.StrictPorts: the scheduler's, default 5555, and the torch.distributed master
+// port) and returns them as flags, so that a port another process holds never kills the
+// server before it loads.
+func strictPortArgs(c plans.Cell, httpPort int) ([]string, error) {
+	flags := sglang.StrictPorts(c)
+	ports, err := freePorts(len(flags), httpPort)
+	if err != nil {
+		return nil, fmt.Errorf("no free port on 127.0.0.1 for %s: %w", strings.Join(flags, ", "), err)
+	}
+	return sglang.PortArgs(flags, ports)
+}
+
+// freePorts asks the kernel for n distinct free loopback ports, none equal to avoid; each
+// listener stays open until all are chosen, so the kernel cannot hand out one twice.
+func freePorts(n, avoid int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	out := make([]int, 0, n)
+	for len(out) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		if p := ln.Addr().(*net.TCPAddr).Port; p != avoid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // portFree checks that 127.0.0.1:port can be bound now.
 func portFree(port int) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -738,12 +775,9 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	reqTimeout := ls.RequestTimeout.Duration
 	torch := c.Profiler == plans.ProfilerTorch
-	diffusionProfile := torch && !srv.llm && !srv.vllm
-	spec.Profile = diffusionProfile
-	if diffusionProfile {
-		spec.NumProfiledTimesteps = c.Profile.NumProfiledTimesteps
-		spec.ProfileAllStages = c.Profile.ProfileAllStages
-	}
+	// A diffusion server is profiled by its /start_profile window, not by per-request fields:
+	// upstream's ImageGenerationsRequest has none and its image handler forwards none.
+	diffusionWindow := torch && !srv.llm && !srv.vllm
 	perfDir := filepath.Join(rec.abs, "perf")
 	if !srv.llm && !srv.vllm {
 		// sglang's diffusion requests take perf_dump_path: one dump per measured request
@@ -760,7 +794,6 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	defer reqf.Close()
 	srvTraces := filepath.Join(srv.dir, "traces")
-	before := listTraceFiles(srvTraces)
 	cellTraces := filepath.Join(rec.abs, sglang.TracesDir)
 	fail := func(code, msg string, lines ...backends.Evidence) {
 		if res.Verdict == "" || res.Verdict == plans.VerdictOK {
@@ -803,6 +836,15 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 			return
 		}
 	}
+	if diffusionWindow {
+		window = &rundir.ProfileWindow{Kind: "start-stop", Request: map[string]any{"output_dir": cellTraces, "activities": []string{"CPU", "GPU"}}}
+		sr.Profile = window
+		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
+		if code != 200 {
+			fail("start-profile", fmt.Sprintf("POST /start_profile answered %d: %s", code, strings.TrimSpace(body)))
+			return
+		}
+	}
 	_, doneBefore, _ := srv.snapshot()
 	cfg.Warmup = 0
 	cfg.Build = func(i int, measured bool) (load.Request, error) { return load.BuildIndexed(spec, i, measured) }
@@ -824,39 +866,23 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		fail("error-rate", fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, rundir.RequestsFile, firstError(rec.abs)))
 	}
 	if window != nil && ctx.Err() == nil && !srv.exited() {
-		if srv.vllm {
+		switch {
+		case srv.vllm:
 			ss.flushVLLM(ctx, c, srv, window, sessionsBefore, cellTraces, res, fail)
-		} else {
+		case srv.llm:
 			ss.flush(ctx, c, srv, window, doneBefore, fail)
+		default:
+			ss.flushDiffusion(ctx, c, srv, window, fail)
 		}
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	if diffusionProfile {
-		ids := responseIDs(filepath.Join(rec.abs, rundir.RequestsFile))
-		for _, f := range listTraceFiles(srvTraces) {
-			if slices.Contains(before, f) {
-				continue
-			}
-			if err := os.Rename(filepath.Join(srvTraces, f), filepath.Join(cellTraces, f)); err != nil {
-				fail("trace-move", err.Error())
-			}
-			if !slices.ContainsFunc(ids, func(id string) bool { return id != "" && strings.HasPrefix(f, id) }) {
-				res.Warnings = append(res.Warnings, backends.Reason{Code: "trace-attribution", Message: fmt.Sprintf("trace %s names no request of this cell; it was attributed by time (it appeared during the cell)", f)})
-			}
-		}
-	}
 	if torch && srv.vllm {
 		return // flushVLLM checked and attributed the traces
 	}
-	if torch {
-		window := sr.Profile
-		if window == nil {
-			window = &rundir.ProfileWindow{Kind: "per-request"}
-			sr.Profile = window
-		}
-		traces, problems := checkServeTraces(cellTraces, expectedRanks(c, srv.llm))
+	if torch && window != nil {
+		traces, problems := checkServeTraces(cellTraces, sglang.TraceRanks(c, sglang.WindowStartStop))
 		for _, t := range traces {
 			res.Found.Traces = append(res.Found.Traces, filepath.Join(cellTraces, t))
 			window.Traces = append(window.Traces, filepath.Join(sglang.TracesDir, t))
@@ -934,6 +960,22 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 		}
 	}
 	window.FlushNS = time.Since(t0).Nanoseconds()
+}
+
+// flushDiffusion closes a diffusion server's window: POST /stop_profile, which answers once
+// every rank has exported its trace into the window's output_dir (the cell's traces).
+func (ss *serveSession) flushDiffusion(ctx context.Context, c plans.Cell, srv *server, window *rundir.ProfileWindow, fail func(string, string, ...backends.Evidence)) {
+	ft := c.Profile.FlushTimeout.Duration
+	if ft <= 0 {
+		ft = 10 * time.Minute
+	}
+	ss.status(c, "waiting for the profiler flush (POST /stop_profile)", "flush_timeout", ft)
+	t0 := time.Now()
+	code, body := post(ctx, srv.baseURL()+"/stop_profile", map[string]any{}, ft)
+	window.FlushNS = time.Since(t0).Nanoseconds()
+	if code != 200 && ctx.Err() == nil {
+		fail("profile-flush", fmt.Sprintf("POST /stop_profile answered %d (%s) within [profile] flush_timeout = %s; raise flush_timeout (big traces take minutes) or send fewer requests", code, strings.TrimSpace(body), ft))
+	}
 }
 
 // flushVLLM closes a vLLM-Omni window: POST /stop_profile (which returns once the traces are
@@ -1079,18 +1121,6 @@ func firstError(cellDir string) string {
 	return ""
 }
 
-func responseIDs(path string) []string {
-	b, _ := os.ReadFile(path)
-	var ids []string
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		var r load.Record
-		if json.Unmarshal(line, &r) == nil && r.ID != "" {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
-}
-
 func listTraceFiles(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
@@ -1106,32 +1136,7 @@ func listTraceFiles(dir string) []string {
 var (
 	rankLLM       = regexp.MustCompile(`-TP-(\d+)`)
 	rankDiffusion = regexp.MustCompile(`global-rank(\d+)`)
-	tpFlag        = regexp.MustCompile(`^--(?:tp-size|tp|num-gpus)(?:=(\d+))?$`)
 )
-
-// expectedRanks is the number of ranks whose traces a cell must have: the server's
-// --tp-size/--tp (LLM) or --num-gpus (diffusion) from extra_args, default 1.
-func expectedRanks(c plans.Cell, llm bool) int {
-	n := 1
-	args := c.Backend.ExtraArgs
-	for i, a := range args {
-		m := tpFlag.FindStringSubmatch(a)
-		if m == nil {
-			continue
-		}
-		if (llm && strings.HasPrefix(a, "--num-gpus")) || (!llm && !strings.HasPrefix(a, "--num-gpus")) {
-			continue
-		}
-		v := m[1]
-		if v == "" && i+1 < len(args) {
-			v = args[i+1]
-		}
-		if k, err := strconv.Atoi(v); err == nil && k > 0 {
-			n = k
-		}
-	}
-	return n
-}
 
 // checkServeTraces checks the traces of a cell before triage: at least one, each a complete
 // gzip stream with at least one kernel event, and traces from the expected number of ranks.

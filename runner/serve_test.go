@@ -189,20 +189,6 @@ func TestMemoryLeak(t *testing.T) {
 	}
 }
 
-func TestExpectedRanks(t *testing.T) {
-	c := plans.Cell{}
-	c.Backend.ExtraArgs = []string{"--tp-size", "4", "--num-gpus=2"}
-	if n := expectedRanks(c, true); n != 4 {
-		t.Fatalf("llm ranks %d", n)
-	}
-	if n := expectedRanks(c, false); n != 2 {
-		t.Fatalf("diffusion ranks %d", n)
-	}
-	if n := expectedRanks(plans.Cell{}, true); n != 1 {
-		t.Fatalf("default ranks %d", n)
-	}
-}
-
 func writeGz(t *testing.T, path, body string, truncate bool) {
 	t.Helper()
 	var b bytes.Buffer

@@ -280,33 +280,6 @@ func TestScheduleSeededAndShaped(t *testing.T) {
 	}
 }
 
-// TestPercentileMatchesNumpy pins values numpy.percentile (method "linear") gives.
-func TestPercentileMatchesNumpy(t *testing.T) {
-	cases := []struct {
-		xs   []float64
-		p    float64
-		want float64
-	}{
-		{[]float64{1}, 99, 1},
-		{[]float64{1, 2}, 50, 1.5},
-		{[]float64{1, 2}, 99, 1.99},
-		{[]float64{1, 2, 3, 4}, 99, 3.97},
-		{[]float64{1, 2, 3, 4}, 90, 3.7},
-		{[]float64{5, 5, 5, 9}, 50, 5},
-		{[]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 95, 9.55},
-		{[]float64{10, 20, 30}, 0, 10},
-		{[]float64{10, 20, 30}, 100, 30},
-	}
-	for _, c := range cases {
-		if got := Percentile(c.xs, c.p); math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("Percentile(%v, %g) = %v, want %v", c.xs, c.p, got, c.want)
-		}
-	}
-	if !math.IsNaN(Percentile(nil, 50)) {
-		t.Error("no samples must be NaN")
-	}
-}
-
 func TestSummarizeGoodputAndDefinitions(t *testing.T) {
 	rs := []Result{
 		{TTFT: 100 * time.Millisecond, E2E: 1100 * time.Millisecond, OutputTokens: 11, InputTokens: 5,

@@ -1,7 +1,7 @@
 // Package load is the client phase of a serve cell: it sends unmeasured warmup requests, then
 // the measured requests at a fixed concurrency, records every request (status, latency, bytes,
 // the server-reported inference time and peak memory, the error body) and summarises them
-// (mean, p50, p90, p99, throughput in requests, images and tokens per second).
+// (mean, p50, p90, p99 by numpy's linear interpolation as bench_serving reports them, throughput in requests, images and tokens per second).
 //
 // Request bodies follow the server APIs of ref-sglang-interfaces.md §A.8 (diffusion images
 // and videos) and §B (SGLang /generate, OpenAI /v1/completions). The client must never be the
@@ -28,6 +28,7 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"github.com/sglprof/runner/reports/stats"
 	"github.com/sglprof/runner/rundir"
 )
 
@@ -52,10 +53,6 @@ type Spec struct {
 	Steps         int
 	Seed          int64
 	N             int // images per request; 0 = 1
-	// Diffusion per-request profiling (sent on the measured requests only when Profile).
-	Profile              bool
-	NumProfiledTimesteps int // 0 = server default
-	ProfileAllStages     bool
 	// LLM.
 	InputLen, OutputLen int
 	// PerfDumpDir, when set, asks the diffusion server for a perf dump per measured request
@@ -117,15 +114,8 @@ func Build(spec Spec, measured bool) (Request, error) {
 		if spec.API == APIImages {
 			body["response_format"] = "b64_json"
 		}
-		if measured && spec.Profile {
-			body["profile"] = true
-			if spec.NumProfiledTimesteps != 0 {
-				body["num_profiled_timesteps"] = spec.NumProfiledTimesteps
-			}
-			if spec.ProfileAllStages {
-				body["profile_all_stages"] = true
-			}
-		}
+		// No per-request profiling fields: upstream's image handler forwards none, so the
+		// runner profiles diffusion servers with a /start_profile window instead.
 		b, _ := json.Marshal(body)
 		if spec.API == APIVideos {
 			return Request{Method: "POST", Path: "/v1/videos", Body: b, Images: max(spec.N, 1), Poll: true}, nil
@@ -540,7 +530,7 @@ func Summarize(recs []Record, wall time.Duration) Summary {
 	if len(lat) > 0 {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		s.MeanNS = sum / int64(len(lat))
-		s.P50NS, s.P90NS, s.P99NS = Percentile(lat, 50), Percentile(lat, 90), Percentile(lat, 99)
+		s.P50NS, s.P90NS, s.P99NS = percentileNS(lat, 50), percentileNS(lat, 90), percentileNS(lat, 99)
 		s.MaxNS = lat[len(lat)-1]
 		s.MeanInferenceTimeS = inf / float64(len(lat))
 	}
@@ -552,12 +542,11 @@ func Summarize(recs []Record, wall time.Duration) Summary {
 	return s
 }
 
-// Percentile returns the p-th percentile of sorted (nearest rank, as bench_serving's numpy
-// default differs only by interpolation).
-func Percentile(sorted []int64, p float64) int64 {
+// percentileNS is a latency percentile of sorted nanoseconds as bench_serving computes it
+// (numpy's linear interpolation, reports/stats), rounded to the nanosecond; 0 for no samples.
+func percentileNS(sorted []int64, p float64) int64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	rank := int(p/100*float64(len(sorted))+0.999999999) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
+	return int64(math.Round(stats.Percentile(sorted, p)))
 }
