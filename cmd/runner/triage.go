@@ -34,9 +34,9 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, json or csv"},
 			&cli.Float64Flag{Name: "cutoff", Value: triage.DefaultCutoff, Usage: "hide rows below this share in `PERCENT` (0 shows all)"},
-			&cli.IntFlag{Name: "rank", Value: -1, Usage: "analyse rank `N` (default: the lowest rank present)"},
+			&cli.IntFlag{Name: "rank", Value: -1, Usage: "analyse rank `N`", DefaultText: "the lowest rank present"},
 			&cli.BoolFlag{Name: "all-ranks", Usage: "analyse every rank"},
-			&cli.IntFlag{Name: "device", Value: -1, Usage: "analyse GPU `N` (default: the one with the most kernel time)"},
+			&cli.IntFlag{Name: "device", Value: -1, Usage: "analyse GPU `N`", DefaultText: "the one with the most kernel time"},
 			&cli.StringFlag{Name: "mapping", Usage: "graph-off trace `DIR` for Python attribution (two-trace mode)"},
 			&cli.StringFlag{Name: "formal", Usage: "graph-on trace `DIR` for times (two-trace mode)"},
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
