@@ -105,7 +105,14 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				if st, err := os.Stat(args[0]); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
 					return usageErr("%s is not a regular file (%s); pass a trace file or the directory the profiler wrote", args[0], st.Mode().Type())
 				}
-				cell, res, r, err := runner.ResolveCell(args[0])
+				in, note, err := runner.ResolveRunDir(args[0])
+				if err != nil {
+					return err
+				}
+				if note != "" {
+					fmt.Fprintf(io.err, "runner: %s\n", note)
+				}
+				cell, res, r, err := runner.ResolveCell(in)
 				if err != nil {
 					return err
 				}
