@@ -377,8 +377,8 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if rec.NSys != nil {
 		launch.Argv = nsys.Wrap(opts.nsysCommand(), c.NSys, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
 	}
-	if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
-		launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
+	if opts.Simulate {
+		launch.Env["RUNNER_SIM_JITTER_SEED"] = simJitterSeed(opts.Env, c.Repeat)
 	}
 	if err := writeRedactedJSON(filepath.Join(dir, CommandFile), redactLaunch(launch)); err != nil {
 		opts.Logger.Warn("server command.json", "err", err)

@@ -10,24 +10,54 @@ import (
 	"text/tabwriter"
 )
 
-// WriteSummaryTable prints the end-of-run table: cell, verdict, wall, e2e ms and mean denoise
-// step ms, then the reasons of every cell that is not ok and the run directory.
+// WriteSummaryTable prints the end-of-run table: cell, verdict (with a warning count), wall,
+// e2e ms and mean denoise step ms, then one line per cell that is not ok (its root cause; the
+// other reasons are in result.json), a pointer to the warnings, and the run directory.
 func WriteSummaryTable(w io.Writer, s *Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "CELL\tVERDICT\tWALL\tE2E MS\tSTEP MS\t\n")
 	for _, r := range s.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.ID, verdictLabel(r), fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range s.Cells {
-		for _, reason := range r.Reasons {
-			fmt.Fprintf(w, "%s: %s\n", r.ID, reason)
+		if r.Cause != "" {
+			fmt.Fprintf(w, "%s: %s\n", r.ID, r.Cause)
 		}
+	}
+	if n := warnedCells(s); n > 0 {
+		fmt.Fprintf(w, "%d %s with warnings (!N in the verdict column): listed in %s\n", n, plural(n, "cell", "cells"), filepath.Join(s.RunDir, SummaryMD))
 	}
 	fmt.Fprintf(w, "%s\nrun directory: %s\n", countsLine(s), s.RunDir)
 	return nil
+}
+
+// verdictLabel is the verdict with a warning marker and count ("ok !2") when the cell has
+// warnings, so an ok cell that needs a look does not read like a clean one.
+func verdictLabel(r SummaryRow) string {
+	if len(r.Warnings) == 0 {
+		return r.Verdict
+	}
+	return fmt.Sprintf("%s !%d", r.Verdict, len(r.Warnings))
+}
+
+func warnedCells(s *Summary) int {
+	n := 0
+	for _, r := range s.Cells {
+		if len(r.Warnings) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func countsLine(s *Summary) string {
@@ -75,7 +105,7 @@ func renderSummaryMD(s *Summary) []byte {
 		if top == "" {
 			top = "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.ID, verdictLabel(r), fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top)
 	}
 	var bad []string
 	for _, r := range s.Cells {
@@ -85,6 +115,15 @@ func renderSummaryMD(s *Summary) []byte {
 	}
 	if len(bad) > 0 {
 		b.WriteString("\n## Problems\n\n" + strings.Join(bad, "\n") + "\n")
+	}
+	var warn []string
+	for _, r := range s.Cells {
+		for _, wn := range r.Warnings {
+			warn = append(warn, fmt.Sprintf("- `%s`: %s", r.ID, mdEscape(wn)))
+		}
+	}
+	if len(warn) > 0 {
+		b.WriteString("\n## Warnings\n\n" + strings.Join(warn, "\n") + "\n")
 	}
 	return b.Bytes()
 }
