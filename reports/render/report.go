@@ -99,7 +99,11 @@ func (r *Report) SkippedSummary() string {
 			parts = append(parts, fmt.Sprintf("%d %s", g.n, g.what))
 		}
 	}
-	return fmt.Sprintf("%d cells not compared: %s", len(r.Skipped), strings.Join(parts, "; "))
+	cells := "cells"
+	if len(r.Skipped) == 1 {
+		cells = "cell"
+	}
+	return fmt.Sprintf("%d %s not compared: %s", len(r.Skipped), cells, strings.Join(parts, "; "))
 }
 
 // ConfigReport is one configuration's charts.
