@@ -33,6 +33,9 @@ func Load(path string) (*Plan, error) {
 // stops decoding, so it is reported alone.
 func Parse(name string, data []byte) (*Plan, error) {
 	d := &decoder{src: string(data), bad: map[string]bool{}, reported: map[string]bool{}}
+	if pr, deep := nestingProblem(d.src); deep {
+		return nil, &Error{File: name, Problems: []Problem{pr}}
+	}
 	p := d.decode()
 	if !d.syntax {
 		// Validate even after type errors, so the user sees every problem at once; values that
@@ -42,6 +45,11 @@ func Parse(name string, data []byte) (*Plan, error) {
 	}
 	if len(d.problems) > 0 {
 		sortProblems(d.problems)
+		if d.dropped > 0 {
+			d.problems = append(d.problems, Problem{Msg: fmt.Sprintf(
+				"and %d more problems not listed (only the first %d are); fix these and check the plan again with `runner plan`",
+				d.dropped, MaxProblems)})
+		}
 		return nil, &Error{File: name, Problems: d.problems}
 	}
 	p.Source = append([]byte(nil), data...)
@@ -165,6 +173,8 @@ type decoder struct {
 	// reported holds dotted unknown keys already reported.
 	reported map[string]bool
 	pos      *positions
+	// dropped counts the problems found beyond MaxProblems.
+	dropped int
 }
 
 func (d *decoder) decode() *Plan {
@@ -425,6 +435,9 @@ var lineRE = regexp.MustCompile(`^toml: line (\d+)`)
 // ParseError for errors our UnmarshalTOML returned, from the message text otherwise).
 func (d *decoder) typeError(k []string, prim toml.Primitive, err error, expect string) {
 	d.bad[toml.Key(k).String()] = true
+	if !d.room() {
+		return
+	}
 	line := 0
 	var msg string
 	var pe toml.ParseError
@@ -680,6 +693,9 @@ func (d *decoder) checkUndecoded() {
 			continue
 		}
 		d.reported[toml.Key(u).String()] = true
+		if !d.room() {
+			continue // the message (a did-you-mean search) is not worth building
+		}
 		d.addKey(u, unknownMsg(u))
 	}
 }

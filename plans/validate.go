@@ -192,7 +192,7 @@ func (d *decoder) check(k ...string) bool {
 
 // missing reports an absent required key, pointing at its table's header when there is one.
 func (d *decoder) missing(k []string, msg string) {
-	if d.underBad(k) {
+	if d.underBad(k) || !d.room() {
 		return
 	}
 	line := 0
@@ -281,7 +281,7 @@ func (d *decoder) validate(p *Plan) {
 		if len(m.Resolution) == 0 {
 			d.addKey(k, `empty axis; list at least one resolution such as ["1024x1024"], or drop the key to use the model's default`)
 		}
-		seen := map[string]int{}
+		seen, lits := map[string]int{}, map[string]int{}
 		for i, s := range m.Resolution {
 			r, err := ParseResolution(s)
 			if err != nil {
@@ -289,9 +289,10 @@ func (d *decoder) validate(p *Plan) {
 				continue
 			}
 			if j, dup := seen[r.size()]; dup {
-				d.addElemN(k, i, s, occ(m.Resolution, i), fmt.Sprintf("%q is the same size as element %d; list each resolution once (use matrix.repeats to run a configuration more than once)", s, j))
+				d.addElemN(k, i, s, lits[s], fmt.Sprintf("%q is the same size as element %d; list each resolution once (use matrix.repeats to run a configuration more than once)", s, j))
 			}
 			seen[r.size()] = i
+			lits[s]++
 		}
 	}
 	if k := path("matrix", "num_inference_steps"); d.check(k...) && m.NumInferenceSteps != nil {
@@ -336,16 +337,17 @@ func (d *decoder) validate(p *Plan) {
 		if len(pr.Profilers) == 0 {
 			d.addKey(k, `empty; list at least one of "none", "torch", "nsys", or drop the key for the default ["none"]`)
 		}
-		seen := map[string]int{}
+		seen, lits := map[string]int{}, map[string]int{}
 		for i, s := range pr.Profilers {
 			if !oneOf(s, Profilers) {
 				d.addElem(k, i, s, fmt.Sprintf("unknown profiler %q; use %s", s, quoteList(Profilers)))
 				continue
 			}
 			if j, dup := seen[s]; dup {
-				d.addElemN(k, i, s, occ(pr.Profilers, i), fmt.Sprintf("profiler %q is listed twice (elements %d and %d); list it once and use matrix.repeats for more runs", s, j, i))
+				d.addElemN(k, i, s, lits[s], fmt.Sprintf("profiler %q is listed twice (elements %d and %d); list it once and use matrix.repeats for more runs", s, j, i))
 			}
 			seen[s] = i
+			lits[s]++
 		}
 	}
 	if k := path("profile", "num_profiled_timesteps"); d.check(k...) {
@@ -377,16 +379,17 @@ func (d *decoder) validate(p *Plan) {
 		if len(ns.Trace) == 0 {
 			d.addKey(k, `empty; list what nsys should trace, e.g. ["cuda", "nvtx", "osrt"], or drop the key for that default`)
 		}
-		seen := map[string]int{}
+		seen, lits := map[string]int{}, map[string]int{}
 		for i, s := range ns.Trace {
 			if !oneOf(s, NSysTraces) {
 				d.addElem(k, i, s, fmt.Sprintf("unknown nsys trace %q; use any of %s", s, strings.Join(NSysTraces, ", ")))
 				continue
 			}
 			if j, dup := seen[s]; dup {
-				d.addElemN(k, i, s, occ(ns.Trace, i), fmt.Sprintf("%q is listed twice (elements %d and %d); list it once", s, j, i))
+				d.addElemN(k, i, s, lits[s], fmt.Sprintf("%q is listed twice (elements %d and %d); list it once", s, j, i))
 			}
 			seen[s] = i
+			lits[s]++
 		}
 		if _, none := seen["none"]; none && len(seen) > 1 {
 			d.addKey(k, `"none" cannot be combined with other trace APIs; use ["none"] alone or drop it`)
@@ -457,7 +460,7 @@ func (d *decoder) stringAxis(k []string, vals []string, required bool, add strin
 		d.addKey(k, "empty axis; "+add)
 		return
 	}
-	seen := map[string]int{}
+	seen, lits := map[string]int{}, map[string]int{}
 	for i, s := range vals {
 		switch {
 		case strings.TrimSpace(s) == "":
@@ -466,9 +469,10 @@ func (d *decoder) stringAxis(k []string, vals []string, required bool, add strin
 			d.addElem(k, i, "", "contains a NUL byte, which cannot be passed as a command-line argument; remove it")
 		default:
 			if j, dup := seen[s]; dup {
-				d.addElemN(k, i, s, occ(vals, i), fmt.Sprintf("listed twice (elements %d and %d); list each value once and use matrix.repeats to run a configuration more than once", j, i))
+				d.addElemN(k, i, s, lits[s], fmt.Sprintf("listed twice (elements %d and %d); list each value once and use matrix.repeats to run a configuration more than once", j, i))
 			}
 			seen[s] = i
+			lits[s]++
 		}
 	}
 }
@@ -514,15 +518,4 @@ func cellCount(p *Plan) (int, bool) {
 		}
 	}
 	return n, true
-}
-
-// occ counts the elements before i equal to vals[i]: which literal occurrence in the file is i.
-func occ(vals []string, i int) int {
-	n := 0
-	for _, v := range vals[:i] {
-		if v == vals[i] {
-			n++
-		}
-	}
-	return n
 }
