@@ -12,16 +12,30 @@ import (
 // describe every level).
 const MaxNesting = 16
 
+// MaxKeyDots is how many dots a dotted key (or a table header) may hold. Plan keys have at most
+// three parts (`backend.env.NAME`); BurntSushi's time grows with the square of a key's length
+// (a key of 4,000 parts takes seconds, 20,000 minutes).
+const MaxKeyDots = 16
+
 // nestingProblem scans src once, before it is decoded, and reports the first place where
-// brackets ([ or {) outside strings and comments nest deeper than MaxNesting. It follows TOML's
-// lexical rules only as far as needed to skip strings and comments; anything it misreads in a
-// malformed file is left to the decoder's syntax error.
+// brackets ([ or {) outside strings and comments nest deeper than MaxNesting, or a run of dots
+// between delimiters (a dotted key; a value holds at most one dot) exceeds MaxKeyDots. It
+// follows TOML's lexical rules only as far as needed to skip strings and comments; anything it
+// misreads in a malformed file is left to the decoder's syntax error.
 func nestingProblem(src string) (Problem, bool) {
-	depth, line, lineStart := 0, 1, 0
+	depth, dots, line, lineStart := 0, 0, 1, 0
 	for i := 0; i < len(src); i++ {
 		switch c := src[i]; c {
+		case '.':
+			if dots++; dots > MaxKeyDots {
+				return Problem{Line: line, Col: i - lineStart + 1, Msg: fmt.Sprintf(
+					"a dotted key with more than %d dots; plan keys have at most 3 parts (such as backend.env.NAME)",
+					MaxKeyDots)}, true
+			}
+		case '=', ',':
+			dots = 0
 		case '\n':
-			line, lineStart = line+1, i+1
+			line, lineStart, dots = line+1, i+1, 0
 		case '#':
 			for i+1 < len(src) && src[i+1] != '\n' {
 				i++
@@ -35,12 +49,14 @@ func nestingProblem(src string) (Problem, bool) {
 			i = end - 1
 		case '[', '{':
 			depth++
+			dots = 0
 			if depth > MaxNesting {
 				return Problem{Line: line, Col: i - lineStart + 1, Msg: fmt.Sprintf(
 					"arrays or inline tables nested more than %d deep; no plan key takes more than 2 levels, so check the brackets here",
 					MaxNesting)}, true
 			}
 		case ']', '}':
+			dots = 0
 			if depth > 0 {
 				depth--
 			}

@@ -72,6 +72,28 @@ func TestDeepNestingRefused(t *testing.T) {
 	}
 }
 
+// A dotted key or table header of 20,000 parts is refused before decoding, at the dot that
+// crosses MaxKeyDots (BurntSushi's time grows with the square of a key's length).
+func TestLongDottedKeyRefused(t *testing.T) {
+	long := strings.Repeat("a.", 20000) + "a"
+	for _, src := range []string{minimal + long + " = 1\n", minimal + "[" + long + "]\n", minimal + "x = { " + long + " = 1 }\n"} {
+		_, err := Parse("plan.toml", []byte(src))
+		var pe *Error
+		if !errors.As(err, &pe) || len(pe.Problems) != 1 || !strings.Contains(pe.Problems[0].Msg, "more than 16 dots") {
+			t.Fatalf("err = %v, want one problem about dots", err)
+		}
+		if p := pe.Problems[0]; p.Line != strings.Count(minimal, "\n")+1 {
+			t.Fatalf("problem at line %d", p.Line)
+		}
+	}
+	// Floats, dates and dots in strings are not keys.
+	ok := minimal + "seed = [1, 2]\n[compare.tolerances]\ne2e = \"1.5% or 1.5ms\"\n[load]\nmax_error_rate = 0.5\n"
+	ok = strings.Replace(ok, `prompt = ["a fox"]`, `prompt = ["a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s"]`, 1)
+	if _, err := Parse("plan.toml", []byte(ok)); err != nil && strings.Contains(err.Error(), "dots") {
+		t.Fatal(err)
+	}
+}
+
 // Brackets inside strings and comments are text, not nesting; within the limit, a nested value
 // still gets its type error.
 func TestNestingIgnoresStringsAndComments(t *testing.T) {
@@ -103,17 +125,26 @@ func FuzzNesting(f *testing.F) {
 	f.Add([]byte(`a = [[1], [[2]], { b = ["]", '['] }] # [[[`))
 	f.Add([]byte("a = \"\"\"\n[[[\\\"\"\"\"\nb = '''[[[''''"))
 	f.Add([]byte(strings.Repeat("[", MaxNesting+1)))
+	f.Add([]byte("[a.b.c]\nd.e.f = 1.5\ng = { h.i = 1979-05-27T07:32:00.999 }\n\"j.k\".l = [0.5, 1.5]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, refused := nestingProblem(string(data))
 		if refused && (p.Line < 1 || p.Col < 1) {
 			t.Fatalf("refusal without a position: %+v", p)
 		}
 		var v map[string]any
-		if _, err := toml.Decode(string(data), &v); err != nil {
+		md, err := toml.Decode(string(data), &v)
+		if err != nil {
 			return
 		}
-		if d := valueDepth(v) - 1; refused && d <= MaxNesting { // the root is no bracket
+		if d := valueDepth(v) - 1; refused && d <= MaxNesting && strings.Contains(p.Msg, "nested") { // the root is no bracket
 			t.Fatalf("refused a file nested %d deep: %+v", d, p)
+		}
+		parts := 0
+		for _, k := range md.Keys() {
+			parts = max(parts, len(k))
+		}
+		if refused && parts <= MaxKeyDots+1 && strings.Contains(p.Msg, "dots") {
+			t.Fatalf("refused a file whose longest key has %d parts: %+v", parts, p)
 		}
 	})
 }
