@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
@@ -23,6 +27,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	}
 	opts.Progress.Start(len(todo))
 	interrupted := false
+	results := map[string]*CellResult{} // this execution's verdicts, kept even when unwritten
 	// Serve mode (runner/serve.go): servers outlive single cells, so a session owns them and
 	// stops the last one after the loop.
 	var ss *serveSession
@@ -43,9 +48,12 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 			res = runCell(ctx, rec, opts)
 		}
 		if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), res); err != nil {
-			// Without result.json the cell counts as not run; say so and go on.
+			// A full disk: the cell's record is lost, so it cannot count as measured. The
+			// summary still shows it (from memory), and --resume runs it again.
 			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
+			res = unwritten(res, err)
 		}
+		results[rec.Cell.ID] = res
 		opts.Progress.CellEnd(n, len(todo), rec.Cell, res)
 		if res.Verdict == plans.VerdictInterrupted {
 			interrupted = true
@@ -59,23 +67,35 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	if ctx.Err() != nil {
 		interrupted = true
 	}
-	sum := buildSummary(p, dir, recs, interrupted)
+	sum := buildSummary(p, dir, recs, results, interrupted)
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
-	if err := writeRedactedJSON(filepath.Join(dir, ManifestFile), man); err != nil {
-		return sum, err
-	}
-	if err := writeSummaryFiles(dir, sum); err != nil {
-		return sum, err
-	}
+	// Write what can be written and always print the summary: on a full disk the table on the
+	// terminal may be the only record of the run.
+	werr := errors.Join(writeRedactedJSON(filepath.Join(dir, ManifestFile), man), writeSummaryFiles(dir, sum))
 	if err := WriteSummaryTable(opts.Out, sum); err != nil {
-		return sum, err
+		return sum, errors.Join(werr, err)
+	}
+	if werr != nil {
+		return sum, fmt.Errorf("%w; the run directory %s is incomplete: free disk space, then `runner run --resume %s` runs the cells without a result again", werr, dir, dir)
 	}
 	// History and baseline comparison (issue 6); may turn the exit code into 4.
 	if err := nightly(ctx, p, dir, sum, opts); err != nil {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// unwritten turns the result of a cell whose result.json could not be written into a failure:
+// nothing on disk says what the cell measured.
+func unwritten(res *CellResult, err error) *CellResult {
+	r := *res
+	if r.Verdict != plans.VerdictInterrupted {
+		r.Verdict = plans.VerdictFailed
+	}
+	r.Reasons = append(append([]backends.Reason(nil), r.Reasons...), backends.Reason{Code: "result-write",
+		Message: fmt.Sprintf("%v; the cell's record is lost: free disk space and resume the run to measure it again", err)})
+	return &r
 }
 
 // Summary is summary.json: one row per cell and the run's exit code.
@@ -104,12 +124,18 @@ type SummaryRow struct {
 // VerdictNotRun marks a cell without result.json in a summary.
 const VerdictNotRun = "not-run"
 
-func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool) *Summary {
+// buildSummary makes the summary from this execution's results and, for the other cells, their
+// result.json. A result that cannot be read counts as not run, with the reason.
+func buildSummary(p *plans.Plan, dir string, recs []cellRecord, results map[string]*CellResult, interrupted bool) *Summary {
 	s := &Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
 	for _, rec := range recs {
 		row := SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: VerdictNotRun}
-		var r CellResult
-		if err := readJSON(filepath.Join(rec.abs, ResultFile), &r); err == nil {
+		r, err := results[rec.Cell.ID], error(nil)
+		if r == nil {
+			r, err = readResult(filepath.Join(rec.abs, ResultFile))
+		}
+		switch {
+		case r != nil:
 			row.Verdict = r.Verdict
 			row.WallNS = r.Timings.WallNS
 			row.E2ENS = r.Timings.E2ENS
@@ -118,12 +144,27 @@ func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool
 			for _, rs := range r.Reasons {
 				row.Reasons = append(row.Reasons, reasonLine(rs))
 			}
+		case !errors.Is(err, fs.ErrNotExist):
+			row.Reasons = []string{"result-unreadable: " + err.Error() + "; `runner run --resume` runs the cell again"}
 		}
 		s.Counts[row.Verdict]++
 		s.Cells = append(s.Cells, row)
 	}
 	s.ExitCode = exitCodeFor(s)
 	return s
+}
+
+// readResult reads a cell's result.json. A file that is empty, not JSON or holds a verdict this
+// runner does not know is an error: such a result must not be mistaken for a measurement.
+func readResult(path string) (*CellResult, error) {
+	var r CellResult
+	if err := readJSON(path, &r); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(plans.Verdicts, r.Verdict) {
+		return nil, fmt.Errorf("%s holds verdict %q, which is none of %s", path, r.Verdict, strings.Join(plans.Verdicts, ", "))
+	}
+	return &r, nil
 }
 
 func reasonLine(r backends.Reason) string {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -89,11 +90,10 @@ func renderSummaryMD(s *Summary) []byte {
 	return b.Bytes()
 }
 
+// writeSummaryFiles writes summary.md and summary.json, each even when the other fails.
 func writeSummaryFiles(dir string, s *Summary) error {
-	if err := writeFileAtomic(filepath.Join(dir, SummaryMD), renderSummaryMD(s)); err != nil {
-		return err
-	}
-	return writeJSONAtomic(filepath.Join(dir, SummaryJSON), s)
+	return errors.Join(writeFileAtomic(filepath.Join(dir, SummaryMD), renderSummaryMD(s)),
+		writeJSONAtomic(filepath.Join(dir, SummaryJSON), s))
 }
 
 func mdEscape(s string) string {
