@@ -4,36 +4,25 @@
 // --simulate.
 package backends
 
-import "github.com/sglprof/runner/plans"
+import (
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
+)
 
-// Launch is the process for one cell: argv (never passed through a shell), the variables to
-// add to the inherited environment, and the working directory.
-type Launch struct {
-	Argv []string          `json:"argv"`
-	Env  map[string]string `json:"env"`
-	Dir  string            `json:"dir"`
-}
-
-// Evidence is one log line that supports a finding, with its 1-based line number in log.txt.
-type Evidence struct {
-	Line   int    `json:"line"`
-	Text   string `json:"text"`
-	Stream string `json:"stream,omitempty"`
-}
-
-// Reason is one cause of a verdict (or a warning), with the log lines that show it.
-type Reason struct {
-	Code    string     `json:"code"`    // e.g. "diffusers-fallback", "cuda-oom", "trace-missing", "exit-status"
-	Message string     `json:"message"` // says what happened and what to do
-	Lines   []Evidence `json:"lines,omitempty"`
-}
-
-// Exit is how the cell's process ended, as the runner's process layer saw it.
-type Exit struct {
-	Code     int    `json:"code"`             // exit status; -1 when killed by a signal or never started
-	Signal   string `json:"signal,omitempty"` // e.g. "killed", "interrupt"
-	StartErr string `json:"start_error,omitempty"`
-}
+// The records a backend produces are part of the run directory's files (command.json,
+// cells.json, result.json), whose types the rundir package owns; these are their names here.
+type (
+	// Launch is the process for one cell: argv (never passed through a shell), the variables
+	// to add to the inherited environment, and the working directory.
+	Launch = rundir.Launch
+	// Evidence is one log line that supports a finding, with its 1-based line number in
+	// log.txt.
+	Evidence = rundir.Evidence
+	// Reason is one cause of a verdict (or a warning), with the log lines that show it.
+	Reason = rundir.Reason
+	// Exit is how the cell's process ended, as the runner's process layer saw it.
+	Exit = rundir.Exit
+)
 
 // Artifacts are the files a cell produced, as absolute paths.
 type Artifacts struct {

@@ -654,8 +654,8 @@ func (r *reader) kernelRow(table string, style NameStyle, ops0 int) func(v []sql
 }
 
 // grow is slices.Grow that, for an empty slice, allocates with make: a large allocation of
-// fresh memory is already zero, while slices.Grow clears it once more (about 30 ms for the
-// ops and calls of a 1M-kernel export).
+// fresh memory is already zero, while slices.Grow clears it once more (tens of milliseconds for
+// the ops and calls of a large export; docs/performance.md).
 func grow[S ~[]E, E any](s S, n int) S {
 	if len(s) == 0 {
 		return make(S, 0, n)

@@ -16,10 +16,10 @@ import (
 // This file reads rowid tables straight from SQLite's documented file format
 // (https://www.sqlite.org/fileformat2.html: the database header, table b-tree pages, the record
 // format and overflow pages), for the full scans of the big tables of an export (kernels,
-// runtime calls, NVTX events). It is a measured departure from reading everything through modernc.org/sqlite:
-// the pure-Go driver costs about a microsecond per row and column in locking and value
-// conversion, which put a 1M-kernel export at 7-8 s against 0.33 s for the sqlite3 shell's GROUP
-// BY; this reader decodes a row in well under 100 ns. It is deliberately narrow: anything it
+// runtime calls, NVTX events). It is a measured departure from reading everything through
+// modernc.org/sqlite, whose pure-Go driver pays for locking and value conversion per row and
+// column, an order of magnitude more than decoding the row here (figures in
+// docs/performance.md). It is deliberately narrow: anything it
 // does not expect (a WAL database, a hot journal, reserved page space it cannot account for, a
 // WITHOUT ROWID table, a malformed page) is reported as errFileLayout, and the caller reads the
 // table through SQLite instead. Only the scan is ours; schema, names and small tables still go

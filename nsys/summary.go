@@ -20,7 +20,7 @@ type KernelStat struct {
 }
 
 // KernelSummary aggregates the kernel table per kernel name without loading kernels into
-// memory: SQLite groups by the integer name id (about a third faster than grouping on text)
+// memory: SQLite groups by the integer name id (faster than grouping on text)
 // and only the per-name rows come back, whose names are then joined from StringIds. Memory is
 // bounded by the number of distinct names, whatever the number of kernels; it is the path for
 // exports too large for the full trace model. Rows are sorted by total time.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/trace"
 )
 
@@ -273,14 +274,14 @@ func Summaries(c *Capture, apiTop int) Tables {
 }
 
 // Render writes the three tables in one format, separated by blank lines.
-func (t Tables) Render(w io.Writer, f TableFormat) error {
-	for i, tb := range []Table{NVTXTable(t.NVTX), MemoryTable(t.MemoryOps), APITable(t.API)} {
+func (t Tables) Render(w io.Writer, f table.Format) error {
+	for i, tb := range []*table.Table{NVTXTable(t.NVTX), MemoryTable(t.MemoryOps), APITable(t.API)} {
 		if i > 0 {
 			if _, err := io.WriteString(w, "\n"); err != nil {
 				return err
 			}
 		}
-		if err := tb.Write(w, f); err != nil {
+		if err := table.Write(w, f, tb); err != nil {
 			return err
 		}
 	}

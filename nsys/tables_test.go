@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/trace"
 )
 
@@ -161,7 +162,7 @@ func TestStatsReports(t *testing.T) {
 func TestGoldenTables(t *testing.T) {
 	c := readSample(t)
 	var buf bytes.Buffer
-	for _, f := range []TableFormat{TableText, TableMarkdown, TableCSV} {
+	for _, f := range []table.Format{table.Text, table.Markdown, table.CSV} {
 		if err := Summaries(c, 0).Render(&buf, f); err != nil {
 			t.Fatal(err)
 		}
@@ -171,11 +172,11 @@ func TestGoldenTables(t *testing.T) {
 
 	buf.Reset()
 	for _, s := range Stats(c) {
-		if err := s.Table().Write(&buf, TableCSV); err != nil {
+		if err := table.Write(&buf, table.CSV, s.Table()); err != nil {
 			t.Fatal(err)
 		}
 		buf.WriteString("\n")
-		if err := s.Table().Write(&buf, TableText); err != nil {
+		if err := table.Write(&buf, table.Text, s.Table()); err != nil {
 			t.Fatal(err)
 		}
 		buf.WriteString("\n")
@@ -196,13 +197,13 @@ func TestGoldenPipitStats(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	for _, s := range Stats(c) {
-		if err := s.Table().Write(&buf, TableCSV); err != nil {
+		if err := table.Write(&buf, table.CSV, s.Table()); err != nil {
 			t.Fatal(err)
 		}
 		buf.WriteString("\n")
 	}
-	for _, tb := range []Table{NVTXTable(NVTXSummary(c)), MemoryTable(MemorySummary(c.Trace)), APITable(APISummary(c.Trace, 10))} {
-		if err := tb.Write(&buf, TableText); err != nil {
+	for _, tb := range []*table.Table{NVTXTable(NVTXSummary(c)), MemoryTable(MemorySummary(c.Trace)), APITable(APISummary(c.Trace, 10))} {
+		if err := table.WriteText(&buf, tb); err != nil {
 			t.Fatal(err)
 		}
 		buf.WriteString("\n")
@@ -233,12 +234,6 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("%s differs (-want +got); run `go test ./nsys -update` if the change is intended:\n%s", name, diff)
-	}
-}
-
-func TestTableFormatUnknown(t *testing.T) {
-	if err := (Table{}).Write(&bytes.Buffer{}, "html"); err == nil {
-		t.Error("unknown format accepted")
 	}
 }
 

@@ -59,17 +59,20 @@ func Parse(name string, data []byte) (*Plan, error) {
 // schema lists the keys each table accepts, in documentation order. backend.env is free-form.
 // compare.tolerances is keyed by metric name, checked against CompareMetrics.
 var schema = map[string][]string{
-	"": {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate", "load", "compare", "bundle"},
+	"": {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate", "load", "compare", "bundle", "executor"},
 	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
 		"restart", "host", "port", "ready_timeout", "model_type"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout"},
-	"nsys":    {"delay", "duration", "trace", "cuda_graph_trace"},
-	"gate":    {"diffusers_fallback"},
-	"load":    {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout"},
-	"compare": {"alpha", "baseline_runs", "consecutive", "tolerances"},
-	"bundle":  {"redact"},
+	"nsys":     {"delay", "duration", "trace", "cuda_graph_trace"},
+	"gate":     {"diffusers_fallback"},
+	"load":     {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout"},
+	"compare":  {"alpha", "baseline_runs", "consecutive", "tolerances"},
+	"bundle":   {"redact"},
+	"executor": executorKeys,
+	// Sub-tables are listed by their dotted name.
+	"executor.slurm": slurmKeys,
 }
 
 // The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
@@ -86,6 +89,7 @@ type rawPlan struct {
 	Load      toml.Primitive `toml:"load"`
 	Compare   toml.Primitive `toml:"compare"`
 	Bundle    toml.Primitive `toml:"bundle"`
+	Executor  toml.Primitive `toml:"executor"`
 }
 
 type rawBackend struct {
@@ -213,6 +217,7 @@ func (d *decoder) decode() *Plan {
 	if d.present([]string{"bundle"}) {
 		d.decodeBundle(raw.Bundle, p)
 	}
+	d.decodeExecutor(raw.Executor, &p.Executor)
 	decodeField(d, path("name"), raw.Name, &p.Name, `a string such as "qwen-image"`)
 	decodeField(d, path("output_dir"), raw.OutputDir, &p.OutputDir, `a string such as "runs"`)
 
@@ -656,6 +661,9 @@ func knownKey(k []string) bool {
 	if len(k) >= 3 && k[0] == "compare" && k[1] == "tolerances" {
 		return true // metric names are checked by decodeTolerances, with a did-you-mean
 	}
+	if len(k) == 3 && schema[k[0]+"."+k[1]] != nil {
+		return inList(schema[k[0]+"."+k[1]], k[2])
+	}
 	if len(k) > 2 {
 		return false
 	}
@@ -748,7 +756,11 @@ func unknownMsg(u []string) string {
 		parent = u[0]
 		where = "in [" + parent + "]"
 	}
-	if len(u) > 2 {
+	if len(u) == 3 && schema[u[0]+"."+u[1]] != nil {
+		// A sub-table of the schema, such as [executor.slurm].
+		parent = u[0] + "." + u[1]
+		where = "in [" + parent + "]"
+	} else if len(u) > 2 {
 		return fmt.Sprintf("unknown key %q; [%s] has no sub-table %q", last, toml.Key(u[:len(u)-2]), u[len(u)-2])
 	}
 	valid := schema[parent]

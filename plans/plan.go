@@ -33,9 +33,10 @@ type Plan struct {
 	Profile   Profile  `toml:"profile" json:"profile"`
 	NSys      NSys     `toml:"nsys" json:"nsys"`
 	Gate      Gate     `toml:"gate" json:"gate"`
-	Load      LoadSpec `toml:"load" json:"load"`       // serve mode: the requests of each cell
-	Compare   Compare  `toml:"compare" json:"compare"` // regression rules of runner compare
-	Bundle    Bundle   `toml:"bundle" json:"bundle"`   // runner bundle options
+	Load      LoadSpec `toml:"load" json:"load"`         // serve mode: the requests of each cell
+	Compare   Compare  `toml:"compare" json:"compare"`   // regression rules of runner compare
+	Bundle    Bundle   `toml:"bundle" json:"bundle"`     // runner bundle options
+	Executor  Executor `toml:"executor" json:"executor"` // where cells run (local GPU slots, Slurm)
 
 	// Path is the file the plan was read from (as given); Source is its exact bytes, which the
 	// run directory keeps as plan.toml.

@@ -247,6 +247,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateServe(p)
 	d.validateCompare(p)
 	d.validateBundle(p)
+	d.validateExecutor(p)
 	d.validateSize(p)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/rundir"
 )
 
 // writeRun writes a finished run directory whose cells of configuration key took e2e × 10 ms
@@ -24,25 +25,25 @@ func writeRun(t *testing.T, dir, key string, start time.Time, e2e ...int64) *per
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, ManifestFile), &Manifest{Plan: "p", Start: start, GPUs: []GPUInfo{{Name: "H100"}}}); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(dir, rundir.ManifestFile), &rundir.Manifest{Plan: "p", Start: start, GPUs: []rundir.GPUInfo{{Name: "H100"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var cells cellsFile
+	var cells rundir.Cells
 	for i, ns := range e2e {
 		id := fmt.Sprintf("%03d-%s-none-r%d", i, key, i+1)
-		cells.Cells = append(cells.Cells, cellRecord{Cell: plans.Cell{ID: id}, Dir: filepath.Join(CellsDir, id)})
-		if err := os.MkdirAll(filepath.Join(dir, CellsDir, id), 0o755); err != nil {
+		cells.Cells = append(cells.Cells, rundir.CellRecord{Cell: plans.Cell{ID: id}, Dir: filepath.Join(rundir.CellsDir, id)})
+		if err := os.MkdirAll(filepath.Join(dir, rundir.CellsDir, id), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		r := &CellResult{ID: id, Key: key, Profiler: plans.ProfilerNone, Verdict: plans.VerdictOK, Timings: Timings{WallNS: ns * 1e7, E2ENS: ns * 1e7}}
-		if err := writeJSONAtomic(filepath.Join(filepath.Join(dir, CellsDir, id), ResultFile), r); err != nil {
+		r := &rundir.CellResult{ID: id, Key: key, Profiler: plans.ProfilerNone, Verdict: plans.VerdictOK, Timings: rundir.Timings{WallNS: ns * 1e7, E2ENS: ns * 1e7}}
+		if err := rundir.WriteJSON(filepath.Join(filepath.Join(dir, rundir.CellsDir, id), rundir.ResultFile), r, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, CellsFile), &cells); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(dir, rundir.CellsFile), &cells, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, SummaryJSON), &Summary{Plan: "p", RunDir: dir}); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(dir, rundir.SummaryJSON), &rundir.Summary{Plan: "p", RunDir: dir}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s, err := perf.Load(dir, perf.LoadOptions{})

@@ -19,26 +19,16 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/proc"
 )
 
-// cellRecord is one entry of cells.json: the cell and the exact process it runs.
+// cellRecord is one entry of cells.json (rundir.CellRecord) with what the runner keeps of it
+// in memory.
 type cellRecord struct {
-	Cell   plans.Cell       `json:"cell"`
-	Dir    string           `json:"dir"` // relative to the run directory
-	Launch backends.Launch  `json:"launch"`
-	NSys   *nsysFiles       `json:"nsys,omitempty"`
-	abs    string           // absolute cell directory
-	be     backends.Backend // the cell's backend
-}
-
-// nsysFiles are the report paths of an nsys cell, relative to the cell directory.
-type nsysFiles struct {
-	Report string `json:"report"` // without the .nsys-rep suffix, as passed to -o
-}
-
-type cellsFile struct {
-	Cells []cellRecord `json:"cells"`
+	rundir.CellRecord
+	abs string           // absolute cell directory
+	be  backends.Backend // the cell's backend
 }
 
 // prepareCells creates every cell directory and computes each cell's launch, wrapping it in
@@ -50,15 +40,13 @@ func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecor
 		if err != nil {
 			return nil, err
 		}
-		rel := filepath.Join(CellsDir, c.ID)
+		rel := filepath.Join(rundir.CellsDir, c.ID)
 		abs, err := filepath.Abs(filepath.Join(runDir, rel))
 		if err != nil {
 			return nil, err
 		}
-		for _, sub := range []string{"", "traces", "outputs"} {
-			if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
-				return nil, fmt.Errorf("create cell directory: %w", err)
-			}
+		if err := makeCellDir(abs, c); err != nil {
+			return nil, err
 		}
 		lc := c
 		lc.Backend.Command = opts.sglangCommand(c)
@@ -73,85 +61,44 @@ func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecor
 			}
 			launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
 		}
-		rec := cellRecord{Cell: c, Dir: rel, Launch: launch, abs: abs, be: be}
+		rec := cellRecord{CellRecord: rundir.CellRecord{Cell: c, Dir: rel, Launch: launch}, abs: abs, be: be}
 		if c.Profiler == plans.ProfilerNsys {
-			if err := os.MkdirAll(filepath.Join(abs, "nsys"), 0o755); err != nil {
-				return nil, fmt.Errorf("create cell directory: %w", err)
-			}
 			report := filepath.Join(abs, "nsys", "report")
 			rec.Launch.Argv = nsys.Wrap(opts.nsysCommand(), c.NSys, report, launch.Argv)
-			rec.NSys = &nsysFiles{Report: filepath.Join("nsys", "report")}
+			rec.NSys = &rundir.NSysFiles{Report: filepath.Join("nsys", "report")}
 		}
 		recs = append(recs, rec)
 	}
 	return recs, nil
 }
 
-// Artifact is one file a cell produced, with its size and digest so a result can be checked
-// against the files later (and a bundle verified on another machine).
-type Artifact struct {
-	Path   string `json:"path"` // relative to the cell directory
-	Kind   string `json:"kind"` // trace, perf-dump, nsys-report, nsys-export, output, triage, log
-	Bytes  int64  `json:"bytes"`
-	SHA256 string `json:"sha256"`
+// makeCellDir creates a cell's directory and the subdirectories its process writes into.
+func makeCellDir(abs string, c plans.Cell) error {
+	subs := []string{"", "traces", "outputs"}
+	if c.Profiler == plans.ProfilerNsys {
+		subs = append(subs, "nsys")
+	}
+	for _, sub := range subs {
+		if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
+			return fmt.Errorf("create cell directory: %w", err)
+		}
+	}
+	return nil
 }
 
-// Timings are the cell's measured times: the wall time the runner saw and the times sglang
-// reported in its perf dump.
-type Timings struct {
-	WallNS            int64       `json:"wall_ns"`
-	E2ENS             int64       `json:"e2e_ns,omitempty"`
-	MeanDenoiseStepNS int64       `json:"mean_denoise_step_ns,omitempty"`
-	DenoiseStepsNS    []int64     `json:"denoise_steps_ns,omitempty"`
-	Stages            []StageTime `json:"stages,omitempty"`
-	PeakMemoryMB      float64     `json:"peak_memory_mb,omitempty"`
-	PerfDumpSchema    string      `json:"perf_dump_schema,omitempty"`
+// cellResult is a cell's result.json (rundir.CellResult) with the artifacts its backend found,
+// which the runner's later steps (triage, timings) use and the file does not record.
+type cellResult struct {
+	rundir.CellResult
+	Found backends.Artifacts
 }
-
-// StageTime is one pipeline stage's time from the perf dump.
-type StageTime struct {
-	Name string `json:"name"`
-	NS   int64  `json:"ns"`
-}
-
-// KernelShare is one of a cell's top kernels from its triage.
-type KernelShare struct {
-	Name     string  `json:"name"`
-	Category string  `json:"category"`
-	TotalUS  float64 `json:"total_us"`
-	SharePct float64 `json:"share_pct"`
-}
-
-// CellResult is a cell's result.json, its single source of truth.
-type CellResult struct {
-	ID         string            `json:"id"`
-	Index      int               `json:"index"`
-	Key        string            `json:"key"`
-	Profiler   string            `json:"profiler"`
-	Verdict    string            `json:"verdict"`
-	Reasons    []backends.Reason `json:"reasons,omitempty"`
-	Warnings   []backends.Reason `json:"warnings,omitempty"`
-	Exit       backends.Exit     `json:"exit"`
-	StoppedBy  string            `json:"stopped_by,omitempty"` // the last signal the stop ladder needed
-	Start      time.Time         `json:"start"`
-	End        time.Time         `json:"end"`
-	Timings    Timings           `json:"timings"`
-	Artifacts  []Artifact        `json:"artifacts"`
-	TopKernels []KernelShare     `json:"top_kernels,omitempty"`
-	// Serve is set for serve-mode cells (runner/serve.go): the server used and the load summary.
-	Serve *ServeResult       `json:"serve,omitempty"`
-	Found backends.Artifacts `json:"-"`
-}
-
-// OK reports whether the cell measured what it claims.
-func (r *CellResult) OK() bool { return r.Verdict == plans.VerdictOK }
 
 // runCell runs one cell to its verdict. It never returns early without a result: whatever
 // happens, the caller writes result.json.
-func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
+func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 	c := rec.Cell
-	res := &CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}
-	logPath := filepath.Join(rec.abs, LogFile)
+	res := &cellResult{CellResult: rundir.CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}}
+	logPath := filepath.Join(rec.abs, rundir.LogFile)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		res.End = opts.Now().UTC()
@@ -159,7 +106,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 		res.Reasons = append(res.Reasons, backends.Reason{Code: "log-create", Message: fmt.Sprintf("cannot create %s: %v; check free space and permissions of the output directory", logPath, err)})
 		return res
 	}
-	if err := writeRedactedJSON(filepath.Join(rec.abs, CommandFile), redactLaunch(rec.Launch)); err != nil {
+	if err := writeRedactedJSON(filepath.Join(rec.abs, rundir.CommandFile), redactLaunch(rec.Launch)); err != nil {
 		opts.Logger.Warn("command.json", "cell", c.ID, "err", err)
 	}
 	w := rec.be.NewWatcher(c)
@@ -247,7 +194,7 @@ func orNone(s string) string {
 }
 
 // nsysStep checks that nsys wrote its report and exports it to SQLite.
-func nsysStep(ctx context.Context, rec cellRecord, res *CellResult, opts *Options) {
+func nsysStep(ctx context.Context, rec cellRecord, res *cellResult, opts *Options) {
 	base := filepath.Join(rec.abs, rec.NSys.Report)
 	rep := base + ".nsys-rep"
 	if _, err := os.Stat(rep); err != nil {
@@ -265,7 +212,7 @@ func nsysStep(ctx context.Context, rec cellRecord, res *CellResult, opts *Option
 	}
 }
 
-func fillTimings(t *Timings, d *perf.Dump) {
+func fillTimings(t *rundir.Timings, d *perf.Dump) {
 	t.E2ENS = d.Total.Nanoseconds()
 	t.MeanDenoiseStepNS = d.MeanDenoiseStep().Nanoseconds()
 	t.DenoiseStepsNS = t.DenoiseStepsNS[:0]
@@ -273,7 +220,7 @@ func fillTimings(t *Timings, d *perf.Dump) {
 		t.DenoiseStepsNS = append(t.DenoiseStepsNS, s.Nanoseconds())
 	}
 	for _, s := range d.Stages {
-		t.Stages = append(t.Stages, StageTime{Name: s.Name, NS: s.Dur.Nanoseconds()})
+		t.Stages = append(t.Stages, rundir.StageTime{Name: s.Name, NS: s.Dur.Nanoseconds()})
 	}
 	t.PeakMemoryMB = d.PeakMemoryMB()
 	t.PerfDumpSchema = d.Schema
@@ -281,8 +228,8 @@ func fillTimings(t *Timings, d *perf.Dump) {
 
 // collectArtifacts lists every file of the cell directory except result.json, with size and
 // sha256, sorted by path.
-func collectArtifacts(cellDir string) []Artifact {
-	var out []Artifact
+func collectArtifacts(cellDir string) []rundir.Artifact {
+	var out []rundir.Artifact
 	_ = filepath.WalkDir(cellDir, func(p string, d fs.DirEntry, err error) error {
 		// Only regular files: a link or device could point anywhere (reading /dev/full or a
 		// FIFO would never end).
@@ -290,10 +237,10 @@ func collectArtifacts(cellDir string) []Artifact {
 			return nil
 		}
 		rel, _ := filepath.Rel(cellDir, p)
-		if rel == ResultFile || strings.HasPrefix(filepath.Base(rel), ".") {
+		if rel == rundir.ResultFile || strings.HasPrefix(filepath.Base(rel), ".") {
 			return nil
 		}
-		a := Artifact{Path: filepath.ToSlash(rel), Kind: artifactKind(rel)}
+		a := rundir.Artifact{Path: filepath.ToSlash(rel), Kind: artifactKind(rel)}
 		if f, err := os.Open(p); err == nil {
 			h := sha256.New()
 			n, _ := io.Copy(h, f)
@@ -319,11 +266,11 @@ func artifactKind(rel string) string {
 		return "nsys-report"
 	case strings.HasSuffix(rel, ".sqlite"):
 		return "nsys-export"
-	case rel == PerfFile:
+	case rel == rundir.PerfFile:
 		return "perf-dump"
-	case rel == LogFile:
+	case rel == rundir.LogFile:
 		return "log"
-	case rel == CommandFile:
+	case rel == rundir.CommandFile:
 		return "command"
 	case strings.HasPrefix(filepath.Base(rel), "triage"):
 		return "triage"

@@ -7,6 +7,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 // CellLaunch is what `runner plan` shows for one cell: the cell and the exact process it would
@@ -38,7 +39,7 @@ func Describe(p *plans.Plan, opts Options) ([]CellLaunch, error) {
 		if err != nil {
 			return nil, err
 		}
-		cellDir := filepath.Join(abs, CellsDir, c.ID)
+		cellDir := filepath.Join(abs, rundir.CellsDir, c.ID)
 		lc := c
 		lc.Backend.Command = opts.sglangCommand(c)
 		// A backend that can compute its launch without touching the disk says so; Launch

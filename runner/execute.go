@@ -5,74 +5,82 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
+
+// runInOrder runs the cells recs[todo] one at a time (through the serve session ss when not
+// nil) and reports whether the run was interrupted.
+func runInOrder(ctx context.Context, recs []cellRecord, todo []int, ss *serveSession, opts *Options) bool {
+	for n, i := range todo {
+		rec := recs[i]
+		if ctx.Err() != nil {
+			return true
+		}
+		var res *cellResult
+		if ss != nil {
+			opts.Progress.CellStart(n, len(todo), rec.Cell)
+			res = ss.runCell(ctx, rec)
+		} else {
+			res = runCellOn(ctx, n, len(todo), rec, opts)
+		}
+		finishCell(n, len(todo), rec, res, opts)
+		if res.Verdict == plans.VerdictInterrupted {
+			return true
+		}
+	}
+	return false
+}
 
 // execute runs the cells of recs that have no result yet, then writes the summary and the
 // final manifest. Ctrl-C (ctx cancelled) stops the current cell through the stop ladder,
 // records it as interrupted, leaves the remaining cells without a result (so --resume runs
 // them) and still writes the summary.
-func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *Manifest, opts *Options) (*Summary, error) {
-	var todo []int
-	for i, r := range recs {
-		if _, err := os.Stat(filepath.Join(r.abs, ResultFile)); err != nil {
-			todo = append(todo, i)
-		}
-	}
+func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *rundir.Manifest, opts *Options) (*rundir.Summary, error) {
+	todo := withoutResult(recs)
+	opts.lost = &lostResults{}
 	opts.Progress.Start(len(todo))
-	interrupted := false
-	results := map[string]*CellResult{} // this execution's verdicts, kept even when unwritten
-	// Serve mode (runner/serve.go): servers outlive single cells, so a session owns them and
-	// stops the last one after the loop.
-	var ss *serveSession
-	if isServeCells(recs) {
-		ss = newServeSession(dir, opts)
-	}
-	for n, i := range todo {
-		rec := recs[i]
-		if ctx.Err() != nil {
-			interrupted = true
-			break
+	var interrupted bool
+	switch {
+	case opts.onSlurm:
+		var detached bool
+		var err error
+		interrupted, detached, err = runOnSlurm(ctx, p, dir, recs, todo, man, opts)
+		if err != nil {
+			opts.Progress.Finish()
+			return nil, err
 		}
-		opts.Progress.CellStart(n, len(todo), rec.Cell)
-		var res *CellResult
-		if ss != nil {
-			res = ss.runCell(ctx, rec)
-		} else {
-			res = runCell(ctx, rec, opts)
+		if detached {
+			opts.Progress.Finish()
+			return &rundir.Summary{Plan: p.Name, RunDir: dir, Detached: true}, nil
 		}
-		if err := writeJSONAtomic(filepath.Join(rec.abs, ResultFile), res); err != nil {
-			// A full disk: the cell's record is lost, so it cannot count as measured. The
-			// summary still shows it (from memory), and --resume runs it again.
-			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
-			res = unwritten(res, err)
-		}
-		results[rec.Cell.ID] = res
-		opts.Progress.CellEnd(n, len(todo), rec.Cell, res)
-		if res.Verdict == plans.VerdictInterrupted {
-			interrupted = true
-			break
-		}
-	}
-	if ss != nil {
+	case isServeCells(recs):
+		// Serve mode (runner/serve.go): servers outlive single cells, so a session owns them
+		// and stops the last one after the cells.
+		ss := newServeSession(dir, opts)
+		interrupted = runInOrder(ctx, recs, todo, ss, opts)
 		ss.close()
+	case len(opts.gpus) > 0:
+		interrupted = runOnSlots(ctx, recs, todo, newGPUPool(opts.gpus), p.Executor.GPUsPerCell, opts)
+	default:
+		interrupted = runInOrder(ctx, recs, todo, nil, opts)
 	}
 	opts.Progress.Finish()
 	if ctx.Err() != nil {
 		interrupted = true
 	}
-	sum := buildSummary(p, dir, recs, results, interrupted)
+	sum := buildSummary(p, dir, recs, opts.lost, interrupted)
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
 	// Write what can be written and always print the summary: on a full disk the table on the
 	// terminal may be the only record of the run.
-	werr := errors.Join(writeRedactedJSON(filepath.Join(dir, ManifestFile), man), writeSummaryFiles(dir, sum))
+	werr := errors.Join(writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))
 	if err := WriteSummaryTable(opts.Out, sum); err != nil {
 		return sum, errors.Join(werr, err)
 	}
@@ -86,53 +94,54 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	return sum, nil
 }
 
+// lostResults keeps, by cell id, the results whose result.json could not be written (a full
+// disk), so that the summary still shows them. Executors finish cells concurrently.
+type lostResults struct {
+	mu sync.Mutex
+	m  map[string]*rundir.CellResult
+}
+
+func (l *lostResults) add(id string, r *rundir.CellResult) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]*rundir.CellResult{}
+	}
+	l.m[id] = r
+}
+
+func (l *lostResults) get(id string) *rundir.CellResult {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[id]
+}
+
 // unwritten turns the result of a cell whose result.json could not be written into a failure:
 // nothing on disk says what the cell measured.
-func unwritten(res *CellResult, err error) *CellResult {
-	r := *res
-	if r.Verdict != plans.VerdictInterrupted {
-		r.Verdict = plans.VerdictFailed
+func unwritten(res rundir.CellResult, err error) rundir.CellResult {
+	if res.Verdict != plans.VerdictInterrupted {
+		res.Verdict = plans.VerdictFailed
 	}
-	r.Reasons = append(append([]backends.Reason(nil), r.Reasons...), backends.Reason{Code: "result-write",
+	res.Reasons = append(append([]backends.Reason(nil), res.Reasons...), backends.Reason{Code: "result-write",
 		Message: fmt.Sprintf("%v; the cell's record is lost: free disk space and resume the run to measure it again", err)})
-	return &r
+	return res
 }
 
-// Summary is summary.json: one row per cell and the run's exit code.
-type Summary struct {
-	Plan        string         `json:"plan"`
-	RunDir      string         `json:"run_dir"`
-	Cells       []SummaryRow   `json:"cells"`
-	Counts      map[string]int `json:"counts"`
-	Interrupted bool           `json:"interrupted"`
-	ExitCode    int            `json:"exit_code"`
-}
-
-// SummaryRow is one cell of the summary.
-type SummaryRow struct {
-	ID                string        `json:"id"`
-	Key               string        `json:"key"`
-	Profiler          string        `json:"profiler"`
-	Verdict           string        `json:"verdict"` // "not-run" when the cell has no result
-	Reasons           []string      `json:"reasons,omitempty"`
-	WallNS            int64         `json:"wall_ns"`
-	E2ENS             int64         `json:"e2e_ns,omitempty"`
-	MeanDenoiseStepNS int64         `json:"mean_denoise_step_ns,omitempty"`
-	TopKernels        []KernelShare `json:"top_kernels,omitempty"`
-}
-
-// VerdictNotRun marks a cell without result.json in a summary.
-const VerdictNotRun = "not-run"
-
-// buildSummary makes the summary from this execution's results and, for the other cells, their
-// result.json. A result that cannot be read counts as not run, with the reason.
-func buildSummary(p *plans.Plan, dir string, recs []cellRecord, results map[string]*CellResult, interrupted bool) *Summary {
-	s := &Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
+// buildSummary makes the summary from the results on disk and those that could not be written
+// (lost). A result that cannot be read counts as not run, with the reason.
+func buildSummary(p *plans.Plan, dir string, recs []cellRecord, lost *lostResults, interrupted bool) *rundir.Summary {
+	s := &rundir.Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
 	for _, rec := range recs {
-		row := SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: VerdictNotRun}
-		r, err := results[rec.Cell.ID], error(nil)
+		row := rundir.SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: rundir.VerdictNotRun}
+		r, err := lost.get(rec.Cell.ID), error(nil)
 		if r == nil {
-			r, err = readResult(filepath.Join(rec.abs, ResultFile))
+			r, err = readResult(rec.abs)
 		}
 		switch {
 		case r != nil:
@@ -154,17 +163,17 @@ func buildSummary(p *plans.Plan, dir string, recs []cellRecord, results map[stri
 	return s
 }
 
-// readResult reads a cell's result.json. A file that is empty, not JSON or holds a verdict this
+// readResult reads cellDir/result.json. A file that is empty, not JSON or holds a verdict this
 // runner does not know is an error: such a result must not be mistaken for a measurement.
-func readResult(path string) (*CellResult, error) {
-	var r CellResult
-	if err := readJSON(path, &r); err != nil {
+func readResult(cellDir string) (*rundir.CellResult, error) {
+	r, err := rundir.ReadResult(cellDir)
+	if err != nil {
 		return nil, err
 	}
 	if !slices.Contains(plans.Verdicts, r.Verdict) {
-		return nil, fmt.Errorf("%s holds verdict %q, which is none of %s", path, r.Verdict, strings.Join(plans.Verdicts, ", "))
+		return nil, fmt.Errorf("%s holds verdict %q, which is none of %s", filepath.Join(cellDir, rundir.ResultFile), r.Verdict, strings.Join(plans.Verdicts, ", "))
 	}
-	return &r, nil
+	return r, nil
 }
 
 func reasonLine(r backends.Reason) string {
@@ -174,7 +183,7 @@ func reasonLine(r backends.Reason) string {
 	return r.Code + ": " + r.Message
 }
 
-func exitCodeFor(s *Summary) int {
+func exitCodeFor(s *rundir.Summary) int {
 	if s.Interrupted {
 		return ExitInterrupted
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
 
@@ -44,76 +45,23 @@ func RunnerVersion() string {
 	return "(devel)"
 }
 
-// Manifest is manifest.json: the environment captured once per run, so a result can be
-// explained and reproduced later. Every probe is best-effort and records why it is missing.
-type Manifest struct {
-	Runner    RunnerInfo        `json:"runner"`
-	Plan      string            `json:"plan"`
-	RunDir    string            `json:"run_dir"`
-	Args      []string          `json:"args,omitempty"`
-	Simulated bool              `json:"simulated"`
-	Cells     int               `json:"cells"`
-	Start     time.Time         `json:"start"`
-	End       time.Time         `json:"end,omitzero"`
-	Resumed   []time.Time       `json:"resumed,omitempty"`
-	Host      HostInfo          `json:"host"`
-	GPUs      []GPUInfo         `json:"gpus,omitempty"`
-	Probes    map[string]Probe  `json:"probes"`
-	Env       map[string]string `json:"env"`
-	Verdicts  map[string]int    `json:"verdicts,omitempty"`
-}
-
-// RunnerInfo identifies the runner build.
-type RunnerInfo struct {
-	Version string `json:"version"`
-	Go      string `json:"go"`
-}
-
-// HostInfo describes the machine.
-type HostInfo struct {
-	Hostname    string `json:"hostname"`
-	OS          string `json:"os"`
-	Arch        string `json:"arch"`
-	CPUs        int    `json:"cpus"`
-	CPUModel    string `json:"cpu_model,omitempty"`
-	MemoryBytes int64  `json:"memory_bytes,omitempty"`
-}
-
-// GPUInfo is one row of `nvidia-smi --query-gpu=...`.
-type GPUInfo struct {
-	Name       string `json:"name"`
-	Driver     string `json:"driver_version"`
-	MemoryMiB  string `json:"memory_total"`
-	SMClock    string `json:"clocks_sm"`
-	MaxSMClock string `json:"clocks_max_sm"`
-	PowerLimit string `json:"power_limit"`
-}
-
-// Probe is the outcome of one external command run to learn about the environment.
-type Probe struct {
-	Command   []string `json:"command"`
-	Available bool     `json:"available"`
-	Output    string   `json:"output,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	WallNS    int64    `json:"wall_ns"`
-}
-
 const gpuQuery = "name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit"
 
-func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []plans.Cell, opts *Options, start time.Time) *Manifest {
-	m := &Manifest{
-		Runner:    RunnerInfo{Version: RunnerVersion(), Go: runtime.Version()},
+func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []plans.Cell, opts *Options, start time.Time) *rundir.Manifest {
+	m := &rundir.Manifest{
+		Runner:    rundir.RunnerInfo{Version: RunnerVersion(), Go: runtime.Version()},
 		Plan:      p.Name,
 		RunDir:    dir,
 		Args:      redactArgs(opts.Args),
 		Simulated: opts.Simulate,
+		Executor:  opts.executorKind(),
 		Cells:     len(cells),
 		Start:     start.UTC(),
 		Host:      hostInfo(),
-		Probes:    map[string]Probe{},
+		Probes:    map[string]rundir.Probe{},
 		Env:       CaptureEnv(opts.Env),
 	}
-	probe := func(name string, argv ...string) Probe {
+	probe := func(name string, argv ...string) rundir.Probe {
 		pr := runProbe(ctx, argv, opts.Env, opts.ProbeTimeout)
 		m.Probes[name] = pr
 		return pr
@@ -140,8 +88,8 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 
 // runProbe runs argv with a timeout and the cells' environment; any failure is recorded, never
 // returned, because a missing nvcc must not stop a run.
-func runProbe(ctx context.Context, argv []string, env []string, timeout time.Duration) Probe {
-	pr := Probe{Command: argv}
+func runProbe(ctx context.Context, argv []string, env []string, timeout time.Duration) rundir.Probe {
+	pr := rundir.Probe{Command: argv}
 	path, err := lookPath(argv[0], env)
 	if err != nil {
 		pr.Error = "unavailable: " + err.Error()
@@ -171,8 +119,8 @@ func runProbe(ctx context.Context, argv []string, env []string, timeout time.Dur
 }
 
 // parseNvidiaSMI reads the CSV of `nvidia-smi --query-gpu=... --format=csv` (header line first).
-func parseNvidiaSMI(out string) []GPUInfo {
-	var gpus []GPUInfo
+func parseNvidiaSMI(out string) []rundir.GPUInfo {
+	var gpus []rundir.GPUInfo
 	sc := bufio.NewScanner(strings.NewReader(out))
 	first := true
 	for sc.Scan() {
@@ -193,13 +141,13 @@ func parseNvidiaSMI(out string) []GPUInfo {
 		for len(f) < 6 {
 			f = append(f, "")
 		}
-		gpus = append(gpus, GPUInfo{Name: f[0], Driver: f[1], MemoryMiB: f[2], SMClock: f[3], MaxSMClock: f[4], PowerLimit: f[5]})
+		gpus = append(gpus, rundir.GPUInfo{Name: f[0], Driver: f[1], MemoryMiB: f[2], SMClock: f[3], MaxSMClock: f[4], PowerLimit: f[5]})
 	}
 	return gpus
 }
 
-func hostInfo() HostInfo {
-	h := HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+func hostInfo() rundir.HostInfo {
+	h := rundir.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
 	h.Hostname, _ = os.Hostname()
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.SplitSeq(string(b), "\n") {
@@ -294,12 +242,12 @@ func redactEnvMap(env map[string]string) map[string]string {
 	return out
 }
 
-func redactRecords(recs []cellRecord) []cellRecord {
-	out := make([]cellRecord, len(recs))
+func redactRecords(recs []cellRecord) []rundir.CellRecord {
+	out := make([]rundir.CellRecord, len(recs))
 	for i, r := range recs {
 		r.Launch = redactLaunch(r.Launch)
 		r.Cell.Backend.Env = redactEnvMap(r.Cell.Backend.Env)
-		out[i] = r
+		out[i] = r.CellRecord
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/rundir"
 )
 
 // NightlyOptions make a run end like a nightly job: its results are appended to the history
@@ -30,12 +31,6 @@ type NightlyOptions struct {
 	// Profilers whose cells are compared; nil means perf.DefaultProfilers ("none").
 	Profilers []string
 }
-
-// CompareFile and CompareMD are the comparison a run with a baseline leaves in its directory.
-const (
-	CompareFile = "compare.json"
-	CompareMD   = "compare.md"
-)
 
 // HistoryPath is the database a run directory's run appends to when no path is given:
 // history.db in the output directory, two levels above the run directory
@@ -69,7 +64,7 @@ func (n NightlyOptions) CompareOptions(p *plans.Plan) (compare.Options, history.
 // nightly is the hook at the end of execute: append to the history, compare with the
 // baseline, print the comparison, and turn a regression into exit code 4 (a run whose cells
 // failed keeps exit code 3: its comparison is still printed, but the failure comes first).
-func nightly(ctx context.Context, p *plans.Plan, dir string, sum *Summary, opts *Options) error {
+func nightly(ctx context.Context, p *plans.Plan, dir string, sum *rundir.Summary, opts *Options) error {
 	n := opts.Nightly
 	if sum.Interrupted || (n.History == "off" && n.Baseline == "") {
 		return nil
@@ -117,15 +112,15 @@ func nightly(ctx context.Context, p *plans.Plan, dir string, sum *Summary, opts 
 	if err := compare.WriteText(opts.Out, res); err != nil {
 		return err
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, CompareFile), res); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(dir, rundir.CompareFile), res, nil); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, CompareMD))
+	f, err := os.Create(filepath.Join(dir, rundir.CompareMD))
 	if err == nil {
 		err = errors.Join(compare.WriteMarkdown(f, res), f.Close())
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", CompareMD, err)
+		return fmt.Errorf("write %s: %w", rundir.CompareMD, err)
 	}
 	if res.Regressed() && sum.ExitCode == ExitOK {
 		sum.ExitCode = ExitRegression

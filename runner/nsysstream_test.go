@@ -82,7 +82,7 @@ func triageJSON(t *testing.T, path string, stream bool) (string, string) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := RenderTriage(&b, rep, triage.FormatJSON, 0); err != nil {
+	if err := triage.Render(&b, rep, triage.FormatJSON, 0); err != nil {
 		t.Fatal(err)
 	}
 	return b.String(), log.String()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -21,8 +22,8 @@ func TestResumeKillsRecordedProcesses(t *testing.T) {
 	if err != nil || sum.ExitCode != ExitOK {
 		t.Fatalf("run: %v, %+v", err, sum)
 	}
-	cell := filepath.Join(sum.RunDir, CellsDir, sum.Cells[1].ID)
-	if err := os.Remove(filepath.Join(cell, ResultFile)); err != nil {
+	cell := filepath.Join(sum.RunDir, rundir.CellsDir, sum.Cells[1].ID)
+	if err := os.Remove(filepath.Join(cell, rundir.ResultFile)); err != nil {
 		t.Fatal(err)
 	}
 	// A stray left by the killed run: a process of ours, recorded with its start time.

@@ -3,21 +3,18 @@ package runner
 import (
 	"fmt"
 
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
 
-// writeRedactedJSON is writeJSONAtomic for the files of a run directory that record commands
+// writeRedactedJSON is rundir.WriteJSON for the files of a run directory that record commands
 // and environments (cells.json, command.json, manifest.json): after the name-based redaction
 // of the values themselves, the encoded file goes through the secrets catalogue, so a token
 // passed as a plain argument or under an innocent variable name is not written down either.
 func writeRedactedJSON(path string, v any) error {
-	b, err := encodeJSON(path, v)
-	if err != nil {
-		return err
-	}
 	red, err := secrets.Default()
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return writeFileAtomic(path, red.JSON(b))
+	return rundir.WriteJSON(path, v, red.JSON)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 // RunCells is Run restricted to the cells whose IDs are in only (all cells when only is
@@ -16,7 +17,7 @@ import (
 // the IDs, argv and environment the plan gives them, so the new run directory lines up cell by
 // cell with the bundled one. An ID that the plan does not expand to is a usage error, listing
 // the IDs it does have.
-func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (*Summary, error) {
+func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (*rundir.Summary, error) {
 	opts.defaults()
 	cells, err := selectCells(p.Expand(), only)
 	if err != nil {
@@ -25,27 +26,30 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
+	if err := resolveExecutor(ctx, p, &opts); err != nil {
+		return nil, err
+	}
 	output := p.OutputDir
 	if opts.OutputDir != "" {
 		output = opts.OutputDir
 	}
 	start := opts.Now()
-	dir, err := newRunDir(output, p.Name, start)
+	dir, err := rundir.Create(output, p.Name, start)
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, PlanFile), p.Source); err != nil {
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, rundir.PlanFile), p.Source); err != nil {
 		return nil, err
 	}
 	recs, err := prepareCells(dir, cells, &opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := writeRedactedJSON(filepath.Join(dir, CellsFile), cellsFile{Cells: redactRecords(recs)}); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)}); err != nil {
 		return nil, err
 	}
 	man := captureManifest(ctx, p, dir, cells, &opts, start)
-	if err := writeRedactedJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		return nil, err
 	}
 	opts.Logger.Info("run directory", "dir", dir, "cells", len(cells))
@@ -86,7 +90,7 @@ func selectCells(all []plans.Cell, only []string) ([]plans.Cell, error) {
 // ProbeEnvironment captures this machine's environment the way a run's manifest.json does
 // (GPUs, driver, nvcc, sglang and nsys versions, the variables that matter), without creating
 // anything, so `runner replay` can show how this machine differs from a bundle's before it runs.
-func ProbeEnvironment(ctx context.Context, p *plans.Plan, opts Options) *Manifest {
+func ProbeEnvironment(ctx context.Context, p *plans.Plan, opts Options) *rundir.Manifest {
 	opts.defaults()
 	cells := p.Expand()
 	return captureManifest(ctx, p, "", cells, &opts, opts.Now())

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sglprof/runner/rundir"
 )
 
 func TestRunCellsRunsOnlyTheNamedCells(t *testing.T) {
@@ -19,12 +21,12 @@ func TestRunCellsRunsOnlyTheNamedCells(t *testing.T) {
 	if len(sum.Cells) != 1 || sum.Cells[0].ID != "001-qwen-image-default-s0-none-r2" || sum.Cells[0].Verdict != "ok" {
 		t.Fatalf("cells = %+v", sum.Cells)
 	}
-	ents, _ := os.ReadDir(filepath.Join(sum.RunDir, CellsDir))
+	ents, _ := os.ReadDir(filepath.Join(sum.RunDir, rundir.CellsDir))
 	if len(ents) != 1 {
 		t.Errorf("%d cell directories, want 1", len(ents))
 	}
 	// The cell keeps the ID, hence the argv, it has in the whole plan.
-	if _, err := os.Stat(filepath.Join(sum.RunDir, CellsDir, "001-qwen-image-default-s0-none-r2", ResultFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(sum.RunDir, rundir.CellsDir, "001-qwen-image-default-s0-none-r2", rundir.ResultFile)); err != nil {
 		t.Error(err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -62,6 +63,19 @@ type Options struct {
 	Args []string
 	// Nightly appends the run to the history and compares it with a baseline (runner/nightly.go).
 	Nightly NightlyOptions
+	// Executor overrides the plan's [executor] kind when not empty (runner run --executor).
+	Executor string
+	// Detach returns once a Slurm job array is submitted; runner run --resume waits for it.
+	Detach bool
+	// SlurmPoll is how often a Slurm job array is polled; 0 means 2 s.
+	SlurmPoll time.Duration
+
+	// gpus are the GPU slots of the local executor (resolveExecutor); nil runs one cell at a time.
+	gpus []int
+	// onSlurm is set when the cells run as a Slurm job array (resolveExecutor).
+	onSlurm bool
+	// lost keeps the results execute could not write (a full disk) for its summary.
+	lost *lostResults
 }
 
 func (o *Options) defaults() {
@@ -136,21 +150,21 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 // environment problem found before the first cell starts is returned as an error (a
 // *UsageError for problems the user must fix in the plan); cell failures are not errors, they
 // are in the summary and its ExitCode.
-func Run(ctx context.Context, p *plans.Plan, opts Options) (*Summary, error) {
+func Run(ctx context.Context, p *plans.Plan, opts Options) (*rundir.Summary, error) {
 	return RunCells(ctx, p, nil, opts)
 }
 
 // Resume finishes the cells of an existing run directory that have no result.json, and re-runs
 // cells recorded as interrupted (their old directory is kept under interrupted/). The plan is
 // re-read from the run directory's plan.toml, so the cells are the ones of the original run.
-func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
+func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, error) {
 	opts.defaults()
-	p, err := plans.Load(filepath.Join(dir, PlanFile))
+	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w", dir, err)}
 	}
-	var saved cellsFile
-	if err := readJSON(filepath.Join(dir, CellsFile), &saved); err != nil {
+	saved, err := rundir.ReadCells(dir)
+	if err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w; is this a run directory?", dir, err)}
 	}
 	// The run may hold a subset of the plan's cells (runner replay --cells): resume exactly the
@@ -174,6 +188,13 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
+	man, manErr := rundir.ReadManifest(dir)
+	if opts.Executor == "" && manErr == nil {
+		opts.Executor = man.Executor // a run resumes where it ran, unless --executor says otherwise
+	}
+	if err = resolveExecutor(ctx, p, &opts); err != nil {
+		return nil, err
+	}
 	for _, c := range cells {
 		if err := setAside(dir, c, &opts); err != nil {
 			return nil, err
@@ -183,12 +204,12 @@ func Resume(ctx context.Context, dir string, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	var man Manifest
-	if err := readJSON(filepath.Join(dir, ManifestFile), &man); err != nil {
-		man = *captureManifest(ctx, p, dir, cells, &opts, opts.Now())
+	if manErr != nil {
+		man = captureManifest(ctx, p, dir, cells, &opts, opts.Now())
 	}
+	man.Executor = opts.executorKind()
 	man.Resumed = append(man.Resumed, opts.Now().UTC())
-	return execute(ctx, p, dir, recs, &man, &opts)
+	return execute(ctx, p, dir, recs, man, &opts)
 }
 
 // reapLeftovers kills what a killed run left running (proc.ReapRecorded: the processes its
@@ -209,8 +230,8 @@ func reapLeftovers(dir string, opts *Options) {
 // interrupted/<id>-<n>/, one whose result.json cannot be read (empty, not JSON, an unknown
 // verdict: a crash or a full disk while it was written) to unreadable/<id>-<n>/, with a warning.
 func setAside(dir string, c plans.Cell, opts *Options) error {
-	cellDir := filepath.Join(dir, CellsDir, c.ID)
-	r, err := readResult(filepath.Join(cellDir, ResultFile))
+	cellDir := filepath.Join(dir, rundir.CellsDir, c.ID)
+	r, err := readResult(cellDir)
 	into := "interrupted"
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -15,6 +15,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -28,6 +29,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "sim" {
 		code, _ := sim.Main(context.Background(), os.Args[2:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr)
 		os.Exit(code)
+	}
+	// Slurm array tasks run `EXE exec-cell [--simulate] [--no-triage] RUN_DIR CELL` (slurm_test.go).
+	if len(os.Args) > 3 && os.Args[1] == "exec-cell" {
+		os.Exit(testExecCell(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
@@ -70,7 +75,7 @@ func TestDiskFullFailsCellAndRunContinues(t *testing.T) {
 	p := testPlan(t, twoCells)
 	opts := simOptions(t)
 	opts.defaults()
-	dir, err := newRunDir(opts.OutputDir, p.Name, time.Now())
+	dir, err := rundir.Create(opts.OutputDir, p.Name, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +83,10 @@ func TestDiskFullFailsCellAndRunContinues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("/dev/full", filepath.Join(recs[0].abs, LogFile)); err != nil {
+	if err := os.Symlink("/dev/full", filepath.Join(recs[0].abs, rundir.LogFile)); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := execute(context.Background(), p, dir, recs, &Manifest{}, &opts)
+	sum, err := execute(context.Background(), p, dir, recs, &rundir.Manifest{}, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +113,8 @@ func TestResumeRunsOnlyMissingCells(t *testing.T) {
 	if sum.ExitCode != ExitOK {
 		t.Fatalf("exit %d: %+v", sum.ExitCode, sum.Cells)
 	}
-	second := filepath.Join(sum.RunDir, CellsDir, sum.Cells[1].ID, ResultFile)
-	first := filepath.Join(sum.RunDir, CellsDir, sum.Cells[0].ID, ResultFile)
+	second := filepath.Join(sum.RunDir, rundir.CellsDir, sum.Cells[1].ID, rundir.ResultFile)
+	first := filepath.Join(sum.RunDir, rundir.CellsDir, sum.Cells[0].ID, rundir.ResultFile)
 	before, _ := os.ReadFile(first)
 	if err := os.Remove(second); err != nil {
 		t.Fatal(err)
@@ -130,51 +135,11 @@ func TestResumeRunsOnlyMissingCells(t *testing.T) {
 	}
 
 	// An edited run directory is refused.
-	if err := os.WriteFile(filepath.Join(sum.RunDir, PlanFile), []byte(strings.Replace(twoCells, "repeats = 2", "repeats = 1", 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(sum.RunDir, rundir.PlanFile), []byte(strings.Replace(twoCells, "repeats = 2", "repeats = 1", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Resume(context.Background(), sum.RunDir, opts); err == nil || !strings.Contains(err.Error(), "edited") {
 		t.Errorf("resume of an edited run directory: err = %v, want an 'edited' error", err)
-	}
-}
-
-func TestNewRunDirNeverReuses(t *testing.T) {
-	out := t.TempDir()
-	now := time.Date(2026, 11, 21, 18, 0, 0, 0, time.UTC)
-	seen := map[string]bool{}
-	for range 20 {
-		d, err := newRunDir(out, "p", now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seen[d] {
-			t.Fatalf("run directory %s handed out twice", d)
-		}
-		seen[d] = true
-		if !strings.HasPrefix(filepath.Base(d), "20261121T180000Z-") {
-			t.Errorf("run directory name %s lacks the UTC time", d)
-		}
-	}
-}
-
-func TestWriteFileAtomicLeavesNoTemp(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "result.json")
-	if err := writeFileAtomic(p, []byte("one")); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFileAtomic(p, []byte("two")); err != nil {
-		t.Fatal(err)
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Errorf("directory holds %d entries, want only result.json", len(ents))
-	}
-	if b, _ := os.ReadFile(p); string(b) != "two" {
-		t.Errorf("content %q, want two", b)
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "missing", "x"), nil); err == nil {
-		t.Error("writing into a missing directory succeeded")
 	}
 }
 
@@ -250,16 +215,16 @@ func TestProbeRecordsMissingAndTimeout(t *testing.T) {
 
 // The summary files are rendered reports: golden files pin their layout.
 func TestSummaryGolden(t *testing.T) {
-	s := &Summary{
+	s := &rundir.Summary{
 		Plan: "qwen-image", RunDir: "runs/qwen-image/20261121T180000Z-abcdef",
-		Cells: []SummaryRow{
+		Cells: []rundir.SummaryRow{
 			{ID: "000-qwen-image-1024x1024-s0-none-r1", Verdict: "ok", WallNS: 21_500_000_000, E2ENS: 20_327_600_000, MeanDenoiseStepNS: 400_400_000},
 			{ID: "001-qwen-image-1024x1024-s0-torch-r1", Verdict: "ok", WallNS: 24_100_000_000, E2ENS: 20_890_900_000, MeanDenoiseStepNS: 411_600_000,
-				TopKernels: []KernelShare{{Name: "void flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1> > > >", Category: "attention", SharePct: 34.7}, {Name: "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", Category: "gemm", SharePct: 31.9}}},
+				TopKernels: []rundir.KernelShare{{Name: "void flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1> > > >", Category: "attention", SharePct: 34.7}, {Name: "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", Category: "gemm", SharePct: 31.9}}},
 			{ID: "002-acme-model-default-s0-none-r1", Verdict: "invalid", WallNS: 3_000_000_000, Reasons: []string{"diffusers-fallback: sglang ran the diffusers backend | quoted"}},
-			{ID: "003-acme-model-default-s0-none-r2", Verdict: VerdictNotRun},
+			{ID: "003-acme-model-default-s0-none-r2", Verdict: rundir.VerdictNotRun},
 		},
-		Counts: map[string]int{"ok": 2, "invalid": 1, VerdictNotRun: 1}, Interrupted: true,
+		Counts: map[string]int{"ok": 2, "invalid": 1, rundir.VerdictNotRun: 1}, Interrupted: true,
 	}
 	s.ExitCode = exitCodeFor(s)
 	if s.ExitCode != ExitInterrupted {
@@ -273,6 +238,24 @@ func TestSummaryGolden(t *testing.T) {
 	golden(t, "summary.md.golden", renderSummaryMD(s))
 }
 
+// TestSummaryMarkdownNastyKernel: a kernel name with "|" and a newline stays inside the Top
+// kernels cell of summary.md (the row stays one line with six cells).
+func TestSummaryMarkdownNastyKernel(t *testing.T) {
+	s := &rundir.Summary{Plan: "p", RunDir: "runs/p/x", Counts: map[string]int{"ok": 1}, Cells: []rundir.SummaryRow{
+		{ID: "000-c", Verdict: "ok", WallNS: 1e9, TopKernels: []rundir.KernelShare{{Name: "k<a|b>\nnext", Category: "gemm", SharePct: 50}, {Name: "plain", Category: "other", SharePct: 10}}},
+	}}
+	var row string
+	for _, l := range strings.Split(string(renderSummaryMD(s)), "\n") {
+		if strings.HasPrefix(l, "| 000-c ") {
+			row = l
+		}
+	}
+	want := `| 000-c | ok | 1.0s | - | - | k<a\|b><br>next (gemm, 50.0%)<br>plain (other, 10.0%) |`
+	if row != want {
+		t.Errorf("row:\n%s\nwant:\n%s", row, want)
+	}
+}
+
 func TestExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		verdicts    []string
@@ -282,11 +265,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"ok", "ok"}, false, ExitOK},
 		{[]string{"ok", "invalid"}, false, ExitCellsFailed},
 		{[]string{"timeout"}, false, ExitCellsFailed},
-		{[]string{"ok", VerdictNotRun}, true, ExitInterrupted},
+		{[]string{"ok", rundir.VerdictNotRun}, true, ExitInterrupted},
 	} {
-		s := &Summary{Interrupted: tc.interrupted}
+		s := &rundir.Summary{Interrupted: tc.interrupted}
 		for _, v := range tc.verdicts {
-			s.Cells = append(s.Cells, SummaryRow{Verdict: v})
+			s.Cells = append(s.Cells, rundir.SummaryRow{Verdict: v})
 		}
 		if got := exitCodeFor(s); got != tc.want {
 			t.Errorf("%v interrupted=%v: exit %d, want %d", tc.verdicts, tc.interrupted, got, tc.want)

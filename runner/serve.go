@@ -12,13 +12,10 @@ package runner
 // diffusion server's torch-profiler directory). Each cell keeps requests.jsonl, load.json and
 // its traces/, and its result.json names its server.
 //
-// Trace attribution for diffusion servers: the profiler directory is a server-level setting
-// (an environment variable read at startup), so a shared server writes every cell's traces
-// into servers/<n>/traces. Cells run one after another and warmup requests are never
-// profiled, so every trace that appears there during a cell's client phase belongs to that
-// cell; the runner moves them into the cell's traces/ and checks that each file name starts
-// with the id of one of the cell's responses (sglang names traces by request id). LLM servers
-// take output_dir in /start_profile, which points straight at the cell.
+// Trace attribution: every torch cell opens a /start_profile window around its measured
+// requests with output_dir pointing straight at the cell's traces/ (LLM and diffusion servers
+// alike; the diffusion images API takes no per-request profiling fields upstream, see
+// docs/upstream.md), so traces never need to be moved or matched to requests.
 
 import (
 	"bytes"
@@ -33,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,63 +43,10 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/load"
 	"github.com/sglprof/runner/runner/proc"
 )
-
-// Files of serve mode.
-const (
-	ServersDir   = "servers"
-	RequestsFile = "requests.jsonl"
-	LoadFile     = "load.json"
-	ServerFile   = "server.json"
-)
-
-// ServeResult is the serve part of a cell's result.json.
-type ServeResult struct {
-	Server      string        `json:"server"` // servers/<n>, relative to the run directory
-	Port        int           `json:"port"`
-	ServedModel string        `json:"served_model,omitempty"`
-	API         string        `json:"api"`
-	Load        *load.Summary `json:"load,omitempty"`
-	// Profile describes the profiling window of a torch cell.
-	Profile *ProfileWindow `json:"profile,omitempty"`
-}
-
-// ProfileWindow is what the runner asked the server to profile and how long the flush took.
-type ProfileWindow struct {
-	Kind    string         `json:"kind"` // start-stop (LLM /start_profile) or per-request (diffusion)
-	Request map[string]any `json:"request,omitempty"`
-	FlushNS int64          `json:"flush_ns,omitempty"`
-	Traces  []string       `json:"traces,omitempty"` // relative to the cell
-}
-
-// ServerRecord is servers/<n>/server.json.
-type ServerRecord struct {
-	N             int               `json:"n"`
-	Kind          string            `json:"kind"` // sglang | vllm-omni
-	Argv          []string          `json:"argv"`
-	Env           map[string]string `json:"env"`
-	Dir           string            `json:"dir"`
-	Port          int               `json:"port"`
-	PID           int               `json:"pid"`
-	ModelType     string            `json:"model_type"`
-	ServedModel   string            `json:"served_model,omitempty"`
-	Cells         []string          `json:"cells"`
-	Start         time.Time         `json:"start"`
-	ReadyNS       int64             `json:"ready_ns,omitempty"`
-	End           time.Time         `json:"end"`
-	Failure       string            `json:"failure,omitempty"`
-	StoppedWith   string            `json:"stopped_with,omitempty"`
-	ExitCode      int               `json:"exit_code"`
-	Signal        string            `json:"signal,omitempty"`
-	Leftovers     int               `json:"leftovers"`
-	Strays        []int             `json:"strays,omitempty"` // processes with our marker outside the group, killed
-	PortFree      bool              `json:"port_free"`
-	GPUMemBefore  string            `json:"gpu_mem_before"` // MiB per GPU, or "unavailable: why"
-	GPUMemAfter   string            `json:"gpu_mem_after"`
-	ReadinessNote string            `json:"readiness_note,omitempty"`
-}
 
 // serveSession runs the serve cells of one execute call.
 type serveSession struct {
@@ -121,7 +64,7 @@ func newServeSession(runDir string, opts *Options) *serveSession {
 	}
 	ss := &serveSession{runDir: runDir, opts: opts, failed: map[string][]backends.Reason{}}
 	// A resumed run keeps its earlier servers' directories: number on from the highest.
-	ents, _ := os.ReadDir(filepath.Join(runDir, ServersDir))
+	ents, _ := os.ReadDir(filepath.Join(runDir, rundir.ServersDir))
 	for _, e := range ents {
 		if n, err := strconv.Atoi(e.Name()); err == nil && n > ss.n {
 			ss.n = n
@@ -163,7 +106,7 @@ type server struct {
 	done   chan struct{}
 	pres   proc.Result
 	watch  *sglang.Watcher
-	rec    ServerRecord
+	rec    rundir.ServerRecord
 	logf   *os.File
 
 	mu        sync.Mutex
@@ -214,17 +157,17 @@ func (ss *serveSession) close() {
 }
 
 // runCell runs one serve cell to its verdict.
-func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult {
+func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *cellResult {
 	c := rec.Cell
 	opts := ss.opts
-	res := &CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}
+	res := &cellResult{CellResult: rundir.CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}}
 	t0 := time.Now()
 	defer func() {
 		res.End = opts.Now().UTC()
 		res.Timings.WallNS = time.Since(t0).Nanoseconds()
 		res.Artifacts = collectArtifacts(rec.abs)
 	}()
-	fail := func(verdict string, rs ...backends.Reason) *CellResult {
+	fail := func(verdict string, rs ...backends.Reason) *cellResult {
 		if res.Verdict == "" || res.Verdict == plans.VerdictOK || verdict == plans.VerdictInterrupted {
 			res.Verdict = verdict
 		}
@@ -264,7 +207,7 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	// OOM and scheduler deaths logged during an earlier cell of a shared server are that
 	// cell's; this cell fails for them only if they happen again while it runs.
 	oomBefore, deadBefore := srv.watch.Count(sglang.FindingOOM), srv.watch.Count(sglang.FindingWorkerDead)
-	sr := &ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
+	sr := &rundir.ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
 	res.Serve = sr
 
 	// backend.timeout bounds the cell's client phase (the server's startup has ready_timeout).
@@ -336,7 +279,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	c := rec.Cell
 	opts := ss.opts
 	ss.n++
-	rel := filepath.Join(ServersDir, strconv.Itoa(ss.n))
+	rel := filepath.Join(rundir.ServersDir, strconv.Itoa(ss.n))
 	dir, _ := filepath.Abs(filepath.Join(ss.runDir, rel))
 	failed := func(code, msg string) (*server, string, []backends.Reason) {
 		return nil, plans.VerdictFailed, []backends.Reason{{Code: code, Message: msg}}
@@ -370,6 +313,11 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 		lc := c
 		lc.Backend.Command = opts.sglangCommand(c)
 		launch, err = sglang.ServerCommand(lc, port, dir, filepath.Join(dir, "traces"), marker)
+		if err == nil {
+			var ports []string
+			ports, err = strictPortArgs(c, port)
+			launch.Argv = append(launch.Argv, ports...)
+		}
 	}
 	if err != nil {
 		return failed("server-command", err.Error())
@@ -380,16 +328,16 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
 		launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
 	}
-	if err := writeRedactedJSON(filepath.Join(dir, CommandFile), redactLaunch(launch)); err != nil {
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.CommandFile), redactLaunch(launch)); err != nil {
 		opts.Logger.Warn("server command.json", "err", err)
 	}
-	logf, err := os.Create(filepath.Join(dir, LogFile))
+	logf, err := os.Create(filepath.Join(dir, rundir.LogFile))
 	if err != nil {
 		return failed("log-create", fmt.Sprintf("cannot create the server log: %v; check free space", err))
 	}
 	srv := &server{key: serverKey(c), n: ss.n, dir: dir, rel: rel, port: port, llm: !isVLLM && sglang.ModelType(c) == sglang.ModelTypeLLM, vllm: isVLLM, host: c.Backend.Host,
 		launch: launch, done: make(chan struct{}), watch: sglang.NewWatcher(), logf: logf, changed: make(chan struct{})}
-	srv.rec = ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: port, ModelType: sglang.ModelType(c), Start: opts.Now().UTC()}
+	srv.rec = rundir.ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: port, ModelType: sglang.ModelType(c), Start: opts.Now().UTC()}
 	srv.rec.GPUMemBefore = gpuMemory(ctx, opts)
 	readyLine := sglang.ReadyLineDiffusion
 	switch {
@@ -589,7 +537,7 @@ func (ss *serveSession) stop(srv *server) {
 	if leak := memoryLeak(r.GPUMemBefore, r.GPUMemAfter); leak != "" {
 		problems = append(problems, leak)
 	}
-	if err := writeJSONAtomic(filepath.Join(srv.dir, ServerFile), r); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(srv.dir, rundir.ServerFile), r, nil); err != nil {
 		ss.opts.Logger.Warn("server.json", "err", err)
 	}
 	if len(problems) > 0 && r.Failure == "" {
@@ -607,6 +555,42 @@ func freePort() (int, error) {
 	p := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	return p, nil
+}
+
+// strictPortArgs chooses the ports besides --port that `sglang serve --strict-ports` checks at
+// start (sglang.StrictPorts: the scheduler's, default 5555, and the torch.distributed master
+// port) and returns them as flags, so that a port another process holds never kills the
+// server before it loads.
+func strictPortArgs(c plans.Cell, httpPort int) ([]string, error) {
+	flags := sglang.StrictPorts(c)
+	ports, err := freePorts(len(flags), httpPort)
+	if err != nil {
+		return nil, fmt.Errorf("no free port on 127.0.0.1 for %s: %w", strings.Join(flags, ", "), err)
+	}
+	return sglang.PortArgs(flags, ports)
+}
+
+// freePorts asks the kernel for n distinct free loopback ports, none equal to avoid; each
+// listener stays open until all are chosen, so the kernel cannot hand out one twice.
+func freePorts(n, avoid int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	out := make([]int, 0, n)
+	for len(out) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		if p := ln.Addr().(*net.TCPAddr).Port; p != avoid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // portFree checks that 127.0.0.1:port can be bound now.
@@ -784,7 +768,7 @@ func memoryLeak(before, after string) string {
 
 // client runs the cell's client phase: warmup, profiling window, measured requests, flush,
 // trace checks. It fills res and sr.
-func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server, res *CellResult, sr *ServeResult) {
+func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server, res *cellResult, sr *rundir.ServeResult) {
 	c := rec.Cell
 	opts := ss.opts
 	spec := loadSpec(c, srv.llm)
@@ -797,12 +781,9 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	reqTimeout := ls.RequestTimeout.Duration
 	torch := c.Profiler == plans.ProfilerTorch
-	diffusionProfile := torch && !srv.llm && !srv.vllm
-	spec.Profile = diffusionProfile
-	if diffusionProfile {
-		spec.NumProfiledTimesteps = c.Profile.NumProfiledTimesteps
-		spec.ProfileAllStages = c.Profile.ProfileAllStages
-	}
+	// A diffusion server is profiled by its /start_profile window, not by per-request fields:
+	// upstream's ImageGenerationsRequest has none and its image handler forwards none.
+	diffusionWindow := torch && !srv.llm && !srv.vllm
 	perfDir := filepath.Join(rec.abs, "perf")
 	if !srv.llm && !srv.vllm {
 		// sglang's diffusion requests take perf_dump_path: one dump per measured request
@@ -811,7 +792,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 			spec.PerfDumpDir = perfDir
 		}
 	}
-	reqf, err := os.Create(filepath.Join(rec.abs, RequestsFile))
+	reqf, err := os.Create(filepath.Join(rec.abs, rundir.RequestsFile))
 	if err != nil {
 		res.Verdict = plans.VerdictFailed
 		res.Reasons = append(res.Reasons, backends.Reason{Code: "requests-file", Message: err.Error()})
@@ -819,7 +800,6 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	}
 	defer reqf.Close()
 	srvTraces := filepath.Join(srv.dir, "traces")
-	before := listTraceFiles(srvTraces)
 	cellTraces := filepath.Join(rec.abs, sglang.TracesDir)
 	fail := func(code, msg string, lines ...backends.Evidence) {
 		if res.Verdict == "" || res.Verdict == plans.VerdictOK {
@@ -842,10 +822,10 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	if ctx.Err() != nil {
 		return
 	}
-	var window *ProfileWindow
+	var window *rundir.ProfileWindow
 	sessionsBefore := vllmomni.SessionNames(srvTraces)
 	if torch && srv.vllm {
-		window = &ProfileWindow{Kind: "start-stop", Request: map[string]any{"profile_prefix": c.ID}}
+		window = &rundir.ProfileWindow{Kind: "start-stop", Request: map[string]any{"profile_prefix": c.ID}}
 		sr.Profile = window
 		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
 		if code != 200 {
@@ -854,11 +834,20 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		}
 	}
 	if torch && srv.llm {
-		window = &ProfileWindow{Kind: "start-stop", Request: startProfileBody(c, cellTraces)}
+		window = &rundir.ProfileWindow{Kind: "start-stop", Request: startProfileBody(c, cellTraces)}
 		sr.Profile = window
 		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
 		if code != 200 {
 			fail("start-profile", fmt.Sprintf("POST /start_profile answered %d: %s", code, body))
+			return
+		}
+	}
+	if diffusionWindow {
+		window = &rundir.ProfileWindow{Kind: "start-stop", Request: map[string]any{"output_dir": cellTraces, "activities": []string{"CPU", "GPU"}}}
+		sr.Profile = window
+		code, body := post(ctx, base+"/start_profile", window.Request, time.Minute)
+		if code != 200 {
+			fail("start-profile", fmt.Sprintf("POST /start_profile answered %d: %s", code, strings.TrimSpace(body)))
 			return
 		}
 	}
@@ -876,46 +865,30 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	// The serve cell's end-to-end time is what clients see: the mean request latency.
 	res.Timings.E2ENS = sum.MeanNS
 	res.Timings.PeakMemoryMB = max(res.Timings.PeakMemoryMB, sum.MaxPeakMemoryMB)
-	if err := writeJSONAtomic(filepath.Join(rec.abs, LoadFile), sum); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.LoadFile), sum, nil); err != nil {
 		opts.Logger.Warn("load.json", "err", err)
 	}
 	if ctx.Err() == nil && sum.Count > 0 && sum.ErrorRate > ls.MaxErrorRate {
-		fail("error-rate", fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, RequestsFile, firstError(rec.abs)))
+		fail("error-rate", fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, rundir.RequestsFile, firstError(rec.abs)))
 	}
 	if window != nil && ctx.Err() == nil && !srv.exited() {
-		if srv.vllm {
+		switch {
+		case srv.vllm:
 			ss.flushVLLM(ctx, c, srv, window, sessionsBefore, cellTraces, res, fail)
-		} else {
+		case srv.llm:
 			ss.flush(ctx, c, srv, window, doneBefore, fail)
+		default:
+			ss.flushDiffusion(ctx, c, srv, window, fail)
 		}
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	if diffusionProfile {
-		ids := responseIDs(filepath.Join(rec.abs, RequestsFile))
-		for _, f := range listTraceFiles(srvTraces) {
-			if slices.Contains(before, f) {
-				continue
-			}
-			if err := os.Rename(filepath.Join(srvTraces, f), filepath.Join(cellTraces, f)); err != nil {
-				fail("trace-move", err.Error())
-			}
-			if !slices.ContainsFunc(ids, func(id string) bool { return id != "" && strings.HasPrefix(f, id) }) {
-				res.Warnings = append(res.Warnings, backends.Reason{Code: "trace-attribution", Message: fmt.Sprintf("trace %s names no request of this cell; it was attributed by time (it appeared during the cell)", f)})
-			}
-		}
-	}
 	if torch && srv.vllm {
 		return // flushVLLM checked and attributed the traces
 	}
-	if torch {
-		window := sr.Profile
-		if window == nil {
-			window = &ProfileWindow{Kind: "per-request"}
-			sr.Profile = window
-		}
-		traces, problems := checkServeTraces(cellTraces, expectedRanks(c, srv.llm))
+	if torch && window != nil {
+		traces, problems := checkServeTraces(cellTraces, sglang.TraceRanks(c, sglang.WindowStartStop))
 		for _, t := range traces {
 			res.Found.Traces = append(res.Found.Traces, filepath.Join(cellTraces, t))
 			window.Traces = append(window.Traces, filepath.Join(sglang.TracesDir, t))
@@ -948,7 +921,7 @@ func (ss *serveSession) status(c plans.Cell, msg string, args ...any) {
 // flush closes the LLM profiling window: POST /stop_profile with flush_timeout as the client
 // timeout, reporting the wait; a window that auto-stopped after num_steps answers 500 ("not in
 // progress") and is waited for through the scheduler's "Profiling done." line instead.
-func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, window *ProfileWindow, doneBefore int, fail func(string, string, ...backends.Evidence)) {
+func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, window *rundir.ProfileWindow, doneBefore int, fail func(string, string, ...backends.Evidence)) {
 	ft := c.Profile.FlushTimeout.Duration
 	if ft <= 0 {
 		ft = 10 * time.Minute
@@ -995,10 +968,26 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 	window.FlushNS = time.Since(t0).Nanoseconds()
 }
 
+// flushDiffusion closes a diffusion server's window: POST /stop_profile, which answers once
+// every rank has exported its trace into the window's output_dir (the cell's traces).
+func (ss *serveSession) flushDiffusion(ctx context.Context, c plans.Cell, srv *server, window *rundir.ProfileWindow, fail func(string, string, ...backends.Evidence)) {
+	ft := c.Profile.FlushTimeout.Duration
+	if ft <= 0 {
+		ft = 10 * time.Minute
+	}
+	ss.status(c, "waiting for the profiler flush (POST /stop_profile)", "flush_timeout", ft)
+	t0 := time.Now()
+	code, body := post(ctx, srv.baseURL()+"/stop_profile", map[string]any{}, ft)
+	window.FlushNS = time.Since(t0).Nanoseconds()
+	if code != 200 && ctx.Err() == nil {
+		fail("profile-flush", fmt.Sprintf("POST /stop_profile answered %d (%s) within [profile] flush_timeout = %s; raise flush_timeout (big traces take minutes) or send fewer requests", code, strings.TrimSpace(body), ft))
+	}
+}
+
 // flushVLLM closes a vLLM-Omni window: POST /stop_profile (which returns once the traces are
 // exported), then waits, within flush_timeout, until the background gzip of every new
 // session's trace_rank<r>.json has finished, and moves the sessions into the cell's traces/.
-func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server, window *ProfileWindow, before map[string]bool, cellTraces string, res *CellResult, fail func(string, string, ...backends.Evidence)) {
+func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server, window *rundir.ProfileWindow, before map[string]bool, cellTraces string, res *cellResult, fail func(string, string, ...backends.Evidence)) {
 	ft := c.Profile.FlushTimeout.Duration
 	if ft <= 0 {
 		ft = 10 * time.Minute
@@ -1046,7 +1035,7 @@ func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server
 
 // perfTimings fills a cell's timings from its per-request perf dumps: stages and denoise
 // steps of the first, the mean denoise step over all of them.
-func perfTimings(dir string, res *CellResult) {
+func perfTimings(dir string, res *cellResult) {
 	paths, _ := filepath.Glob(filepath.Join(dir, "request-*.json"))
 	var sum, n int64
 	for i, p := range paths {
@@ -1121,7 +1110,7 @@ func loadSpec(c plans.Cell, llm bool) load.Spec {
 }
 
 func firstError(cellDir string) string {
-	b, err := os.ReadFile(filepath.Join(cellDir, RequestsFile))
+	b, err := os.ReadFile(filepath.Join(cellDir, rundir.RequestsFile))
 	if err != nil {
 		return ""
 	}
@@ -1136,18 +1125,6 @@ func firstError(cellDir string) string {
 		}
 	}
 	return ""
-}
-
-func responseIDs(path string) []string {
-	b, _ := os.ReadFile(path)
-	var ids []string
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		var r load.Record
-		if json.Unmarshal(line, &r) == nil && r.ID != "" {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
 }
 
 func listTraceFiles(dir string) []string {
@@ -1165,32 +1142,7 @@ func listTraceFiles(dir string) []string {
 var (
 	rankLLM       = regexp.MustCompile(`-TP-(\d+)`)
 	rankDiffusion = regexp.MustCompile(`global-rank(\d+)`)
-	tpFlag        = regexp.MustCompile(`^--(?:tp-size|tp|num-gpus)(?:=(\d+))?$`)
 )
-
-// expectedRanks is the number of ranks whose traces a cell must have: the server's
-// --tp-size/--tp (LLM) or --num-gpus (diffusion) from extra_args, default 1.
-func expectedRanks(c plans.Cell, llm bool) int {
-	n := 1
-	args := c.Backend.ExtraArgs
-	for i, a := range args {
-		m := tpFlag.FindStringSubmatch(a)
-		if m == nil {
-			continue
-		}
-		if (llm && strings.HasPrefix(a, "--num-gpus")) || (!llm && !strings.HasPrefix(a, "--num-gpus")) {
-			continue
-		}
-		v := m[1]
-		if v == "" && i+1 < len(args) {
-			v = args[i+1]
-		}
-		if k, err := strconv.Atoi(v); err == nil && k > 0 {
-			n = k
-		}
-	}
-	return n
-}
 
 // checkServeTraces checks the traces of a cell before triage: at least one, each a complete
 // gzip stream with at least one kernel event, and traces from the expected number of ranks.

@@ -12,15 +12,16 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
-func serveResult(t *testing.T, sum *Summary, id string) *CellResult {
+func serveResult(t *testing.T, sum *rundir.Summary, id string) *rundir.CellResult {
 	t.Helper()
-	var r CellResult
-	if err := readJSON(filepath.Join(sum.RunDir, CellsDir, id, ResultFile), &r); err != nil {
+	r, err := rundir.ReadResult(rundir.CellDir(sum.RunDir, id))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &r
+	return r
 }
 
 func TestServeGroupsCellsByServerArguments(t *testing.T) {
@@ -55,8 +56,8 @@ requests = 2
 	if len(servers) != 2 || len(servers["servers/1"]) != 2 || len(servers["servers/2"]) != 2 || servers["servers/1"][0] == servers["servers/2"][0] {
 		t.Fatalf("servers %v", servers)
 	}
-	var rec ServerRecord
-	if err := readJSON(filepath.Join(sum.RunDir, ServersDir, "1", ServerFile), &rec); err != nil {
+	rec, err := rundir.ReadServer(filepath.Join(sum.RunDir, rundir.ServersDir, "1"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !rec.PortFree || rec.StoppedWith != "SIGINT" || len(rec.Cells) != 2 || !strings.HasPrefix(rec.GPUMemAfter, "unavailable") {
@@ -185,20 +186,6 @@ func TestMemoryLeak(t *testing.T) {
 		if got := memoryLeak(tc.before, tc.after); (got != "") != tc.leak {
 			t.Errorf("memoryLeak(%q, %q) = %q", tc.before, tc.after, got)
 		}
-	}
-}
-
-func TestExpectedRanks(t *testing.T) {
-	c := plans.Cell{}
-	c.Backend.ExtraArgs = []string{"--tp-size", "4", "--num-gpus=2"}
-	if n := expectedRanks(c, true); n != 4 {
-		t.Fatalf("llm ranks %d", n)
-	}
-	if n := expectedRanks(c, false); n != 2 {
-		t.Fatalf("diffusion ranks %d", n)
-	}
-	if n := expectedRanks(plans.Cell{}, true); n != 1 {
-		t.Fatalf("default ranks %d", n)
 	}
 }
 

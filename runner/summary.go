@@ -8,18 +8,19 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/rundir"
 )
 
 // WriteSummaryTable prints the end-of-run table: cell, verdict, wall, e2e ms and mean denoise
 // step ms, then the reasons of every cell that is not ok and the run directory.
-func WriteSummaryTable(w io.Writer, s *Summary) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "CELL\tVERDICT\tWALL\tE2E MS\tSTEP MS\t\n")
+func WriteSummaryTable(w io.Writer, s *rundir.Summary) error {
+	t := &table.Table{Header: []string{"CELL", "VERDICT", "WALL", "E2E MS", "STEP MS"}, NoRule: true}
 	for _, r := range s.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS))
+		t.Rows = append(t.Rows, []string{r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS)})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := table.WriteText(w, t); err != nil {
 		return err
 	}
 	for _, r := range s.Cells {
@@ -31,7 +32,7 @@ func WriteSummaryTable(w io.Writer, s *Summary) error {
 	return nil
 }
 
-func countsLine(s *Summary) string {
+func countsLine(s *rundir.Summary) string {
 	keys := make([]string, 0, len(s.Counts))
 	for k := range s.Counts {
 		keys = append(keys, k)
@@ -49,7 +50,7 @@ func countsLine(s *Summary) string {
 }
 
 func fmtWall(ns int64, verdict string) string {
-	if verdict == VerdictNotRun {
+	if verdict == rundir.VerdictNotRun {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fs", float64(ns)/1e9)
@@ -63,25 +64,27 @@ func fmtMS(ns int64) string {
 }
 
 // renderSummaryMD renders summary.md: the table plus each cell's top three kernels.
-func renderSummaryMD(s *Summary) []byte {
+func renderSummaryMD(s *rundir.Summary) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Run summary: %s\n\n%s\n\n", s.Plan, countsLine(s))
-	b.WriteString("| Cell | Verdict | Wall | E2E ms | Mean step ms | Top kernels |\n|---|---|---:|---:|---:|---|\n")
+	t := &table.Table{Header: []string{"Cell", "Verdict", "Wall", "E2E ms", "Mean step ms", "Top kernels"},
+		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left}}
 	for _, r := range s.Cells {
 		var tops []string
 		for _, k := range r.TopKernels {
-			tops = append(tops, fmt.Sprintf("%s (%s, %.1f%%)", mdEscape(shorten(k.Name, 60)), k.Category, k.SharePct))
+			tops = append(tops, fmt.Sprintf("%s (%s, %.1f%%)", shorten(k.Name, 60), k.Category, k.SharePct))
 		}
-		top := strings.Join(tops, "<br>")
+		top := strings.Join(tops, "\n") // one line each: <br> in the cell
 		if top == "" {
 			top = "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top)
+		t.Rows = append(t.Rows, []string{r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top})
 	}
+	_ = table.WriteMarkdown(&b, t) // a bytes.Buffer does not fail
 	var bad []string
 	for _, r := range s.Cells {
 		for _, reason := range r.Reasons {
-			bad = append(bad, fmt.Sprintf("- `%s`: %s", r.ID, mdEscape(reason)))
+			bad = append(bad, fmt.Sprintf("- `%s`: %s", r.ID, table.EscapeMarkdown(reason)))
 		}
 	}
 	if len(bad) > 0 {
@@ -91,13 +94,9 @@ func renderSummaryMD(s *Summary) []byte {
 }
 
 // writeSummaryFiles writes summary.md and summary.json, each even when the other fails.
-func writeSummaryFiles(dir string, s *Summary) error {
-	return errors.Join(writeFileAtomic(filepath.Join(dir, SummaryMD), renderSummaryMD(s)),
-		writeJSONAtomic(filepath.Join(dir, SummaryJSON), s))
-}
-
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(s)
+func writeSummaryFiles(dir string, s *rundir.Summary) error {
+	return errors.Join(rundir.WriteFileAtomic(filepath.Join(dir, rundir.SummaryMD), renderSummaryMD(s)),
+		rundir.WriteJSON(filepath.Join(dir, rundir.SummaryJSON), s, nil))
 }
 
 // shorten keeps long C++ kernel names readable in a table cell.

@@ -3,9 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,8 +20,10 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
+	"github.com/sglprof/runner/rundir"
 )
 
 // OpenTrace reads one trace file into the linked trace model: an nsys SQLite export through
@@ -84,7 +84,7 @@ const topKernelCount = 3
 // itself is still valid. For nsys cells of diffusion runs the triage also says which denoise
 // steps the --delay/--duration window covered, and the cell gets an "nsys-window" warning
 // when the window missed the denoising stage entirely.
-func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Options) {
+func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Options) {
 	var root string
 	var nopts NsysOptions
 	switch {
@@ -107,13 +107,13 @@ func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Opti
 	if sess != nil && sess.coverage != nil && sess.coverage.Missed() {
 		res.Warnings = append(res.Warnings, backends.Reason{Code: "nsys-window", Message: strings.Join(sess.coverage.Warnings, "; ")})
 	}
-	for _, f := range []struct{ name, format string }{{TriageMD, "md"}, {TriageJSON, "json"}} {
+	for _, f := range []struct{ name, format string }{{rundir.TriageMD, "md"}, {rundir.TriageJSON, "json"}} {
 		var b bytes.Buffer
-		if err := RenderTriage(&b, rep, f.format, triage.DefaultCutoff); err != nil {
+		if err := triage.Render(&b, rep, f.format, triage.DefaultCutoff); err != nil {
 			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
-		if err := writeFileAtomic(filepath.Join(rec.abs, f.name), b.Bytes()); err != nil {
+		if err := rundir.WriteFileAtomic(filepath.Join(rec.abs, f.name), b.Bytes()); err != nil {
 			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
@@ -131,7 +131,7 @@ func triageCell(ctx context.Context, rec cellRecord, res *CellResult, opts *Opti
 
 // cellWindowOptions asks for the window mapping of an nsys cell of a diffusion run: a run whose
 // perf dump has denoise steps or a DenoisingStage. A cell of an LLM run gets none.
-func cellWindowOptions(rec cellRecord, res *CellResult) NsysOptions {
+func cellWindowOptions(rec cellRecord, res *cellResult) NsysOptions {
 	o := NsysOptions{AllowNoKernels: true, NVTXTraced: true, TotalSteps: len(res.Timings.DenoiseStepsNS)}
 	if tr := rec.Cell.NSys.Trace; len(tr) > 0 {
 		o.NVTXTraced = slices.Contains(tr, "nvtx")
@@ -222,7 +222,7 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 
 // topKernels takes the first n kernel rows of the stage with the most kernel time, which for a
 // diffusion cell is the denoising loop.
-func topKernels(rep *triage.Report, n int) []KernelShare {
+func topKernels(rep *triage.Report, n int) []rundir.KernelShare {
 	best := -1
 	for i, st := range rep.Stages {
 		if best < 0 || st.KernelTimeUS > rep.Stages[best].KernelTimeUS {
@@ -232,12 +232,12 @@ func topKernels(rep *triage.Report, n int) []KernelShare {
 	if best < 0 {
 		return nil
 	}
-	var out []KernelShare
+	var out []rundir.KernelShare
 	for _, k := range rep.Stages[best].Kernels {
 		if len(out) == n {
 			break
 		}
-		out = append(out, KernelShare{Name: k.Name, Category: k.Category, TotalUS: k.TotalUS, SharePct: k.SharePct})
+		out = append(out, rundir.KernelShare{Name: k.Name, Category: k.Category, TotalUS: k.TotalUS, SharePct: k.SharePct})
 	}
 	return out
 }
@@ -245,15 +245,14 @@ func topKernels(rep *triage.Report, n int) []KernelShare {
 // ResolveCell handles `runner triage CELL_DIR`: when path is a run cell (or a file or folder
 // inside one), it returns the cell's result and the trace to triage in it. It returns a nil
 // result for a path that is not part of a cell.
-func ResolveCell(path string) (cellDir string, res *CellResult, root string, err error) {
+func ResolveCell(path string) (cellDir string, res *rundir.CellResult, root string, err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", nil, "", err
 	}
 	for d, i := abs, 0; i < 3; d, i = filepath.Dir(d), i+1 {
-		var r CellResult
-		if rerr := readJSON(filepath.Join(d, ResultFile), &r); rerr == nil {
-			cellDir, res = d, &r
+		if r, rerr := rundir.ReadResult(d); rerr == nil {
+			cellDir, res = d, r
 			break
 		}
 	}
@@ -274,7 +273,7 @@ func ResolveCell(path string) (cellDir string, res *CellResult, root string, err
 // show what they claim (a diffusers fallback); --force overrides it.
 type GateError struct {
 	Cell   string
-	Result *CellResult
+	Result *rundir.CellResult
 }
 
 func (e *GateError) Error() string {
@@ -430,7 +429,7 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 		// The read's garbage (the correlation index, 4 bytes per id; the scan's buffers) is
 		// collected before the triage allocates its per-op arrays, which then reuse it: the
 		// one collection so far ran when the ops were allocated, and the next would not come
-		// before the triage is done (1M kernels: ~10 MB less peak RSS, a few ms).
+		// before the triage is done (less peak RSS for a few ms; docs/performance.md).
 		runtime.GC()
 	}
 	return t, nil
@@ -439,8 +438,8 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 // compactLaunches replaces t.Launches by one call per (name, graph flag, frame) and points every
 // GPU op at its representative, then hands the freed memory (about 56 bytes a kernel, more
 // with the parallel scan's buffers) back to the OS before the triage allocates its own arrays:
-// with only a collection the peak resident size stayed about 30 MB higher at 1M kernels. It is for a trace whose NVTX scopes and tables are
-// computed already (open does that first) and whose op stages need no launch time any more:
+// with only a collection the peak resident size stayed higher (docs/performance.md). It is for
+// a trace whose NVTX scopes and tables are computed already (open does that first) and whose op stages need no launch time any more:
 // they are precomputed labels (--nvtx-stage, or the stages of the NVTX ranges from
 // triage.AnnotationStages), or there is no annotation at all. Analyze then reads only a
 // launch's name, graph flag and frame, which the representative has.
@@ -501,9 +500,9 @@ func (s *nsysSession) scopes(t *trace.Trace) []trace.NameID {
 func (s *nsysSession) fill(rep *triage.Report) {
 	clear(s.pending)
 	if s.tables != nil {
-		rep.NVTX = nonNilSlice(s.tables.NVTX)
-		rep.MemoryOps = nonNilSlice(s.tables.MemoryOps)
-		rep.API = nonNilSlice(s.tables.API)
+		rep.NVTX = nvtxSection(nonNilSlice(s.tables.NVTX))
+		rep.MemoryOps = memorySection(nonNilSlice(s.tables.MemoryOps))
+		rep.API = apiSection(nonNilSlice(s.tables.API))
 		if s.inputs > 1 {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d nsys exports triaged; the NVTX, memory and API tables are of the first one (%s)", s.inputs, firstPath(rep)))
 		}
@@ -613,80 +612,64 @@ func stageLabels(t *trace.Trace, re *regexp.Regexp) []string {
 	return out
 }
 
-// RenderTriage is triage.Render plus, for an nsys export, the nsys-only tables (NVTX ranges,
-// memory operations, CUDA API) after the three triage tables: as tables in text and md, as
-// more rows of the one long-form table in csv (see nsysCSVRows). JSON carries them under
-// "nvtx", "memory_ops" and "api" through the report itself.
-func RenderTriage(w io.Writer, rep *triage.Report, format string, cutoff float64) error {
-	if err := triage.Render(w, rep, format, cutoff); err != nil {
-		return err
-	}
-	if format == triage.FormatJSON {
-		return nil
-	}
-	nv, ok1 := rep.NVTX.([]nsys.NVTXRange)
-	mem, ok2 := rep.MemoryOps.([]nsys.MemoryOp)
-	api, ok3 := rep.API.([]nsys.APICall)
-	if !ok1 && !ok2 && !ok3 {
-		return nil
-	}
-	if format == triage.FormatCSV {
-		return nsysCSVRows(w, nv, mem, api)
-	}
-	tf := nsys.TableText
-	if format == triage.FormatMarkdown || format == "markdown" {
-		tf = nsys.TableMarkdown
-	}
-	if _, err := io.WriteString(w, "\n"); err != nil {
-		return err
-	}
-	return nsys.Tables{NVTX: nv, MemoryOps: mem, API: api}.Render(w, tf)
-}
-
-// triageCSVColumns is the width of the triage's long-form CSV (table, stage, name, category,
-// total_us, count, share_pct, location, cpu_op, ..., evidence (index 17), ..., rationale).
-const (
-	triageCSVColumns = 20
-	csvEvidence      = 17
+// nvtxSection, memorySection and apiSection are the nsys-only tables of a triage as typed
+// triage sections: nsys renders their tables, and here their rows join the triage's long-form
+// CSV (times in microseconds as in the rest of the CSV). Their JSON is the nsys rows under
+// "nvtx", "memory_ops" and "api".
+type (
+	nvtxSection   []nsys.NVTXRange
+	memorySection []nsys.MemoryOp
+	apiSection    []nsys.APICall
 )
 
-// nsysCSVRows continues the triage's long-form CSV with the nsys-only tables, so the file stays
-// one table with one header: "table" is nvtx, memory_op or api, "name" the range, operation or
-// call, "category" the NVTX domain or "sync" for a synchronising call, "share_pct" an API call's
-// share of all API time, and the figures without a column of their own are key=value pairs in
-// "evidence". Times are microseconds as in the rest of the CSV.
-func nsysCSVRows(w io.Writer, nv []nsys.NVTXRange, mem []nsys.MemoryOp, api []nsys.APICall) error {
-	cw := csv.NewWriter(w)
-	usv := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e3, 'g', -1, 64) }
-	row := func(table, name, category string, totalNS int64, count int, share, evidence string) error {
-		r := make([]string, triageCSVColumns)
-		r[0], r[2], r[3], r[4], r[5], r[6], r[csvEvidence] = table, name, category, usv(totalNS), strconv.Itoa(count), share, evidence
-		return cw.Write(r)
+func usOf(ns int64) float64 { return float64(ns) / 1e3 }
+
+// usv renders microseconds for an evidence pair, unrounded like the CSV's numeric columns.
+func usv(ns int64) string { return strconv.FormatFloat(usOf(ns), 'g', -1, 64) }
+
+// Table is the NVTX range summary.
+func (s nvtxSection) Table() *table.Table { return nsys.NVTXTable(s) }
+
+// CSVRows: "name" is the range and "category" its NVTX domain.
+func (s nvtxSection) CSVRows() []triage.CSVRow {
+	out := make([]triage.CSVRow, 0, len(s))
+	for _, r := range s {
+		out = append(out, triage.CSVRow{Table: "nvtx", Name: r.Range, Category: r.Domain, TotalUS: usOf(r.TotalNS), Count: r.Count,
+			Evidence: fmt.Sprintf("mean_us=%s; min_us=%s; max_us=%s; gpu_time_inside_us=%s", usv(r.MeanNS), usv(r.MinNS), usv(r.MaxNS), usv(r.GPUTimeNS))})
 	}
-	for _, r := range nv {
-		ev := fmt.Sprintf("mean_us=%s; min_us=%s; max_us=%s; gpu_time_inside_us=%s", usv(r.MeanNS), usv(r.MinNS), usv(r.MaxNS), usv(r.GPUTimeNS))
-		if err := row("nvtx", r.Range, r.Domain, r.TotalNS, r.Count, "", ev); err != nil {
-			return err
-		}
+	return out
+}
+
+// Table is the memory-operation summary.
+func (s memorySection) Table() *table.Table { return nsys.MemoryTable(s) }
+
+// CSVRows: "name" is the operation.
+func (s memorySection) CSVRows() []triage.CSVRow {
+	out := make([]triage.CSVRow, 0, len(s))
+	for _, r := range s {
+		out = append(out, triage.CSVRow{Table: "memory_op", Name: r.Operation, TotalUS: usOf(r.TotalNS), Count: r.Count,
+			Evidence: fmt.Sprintf("bytes=%d; mean_us=%s; gb_per_s=%s", r.Bytes, usv(r.MeanNS), strconv.FormatFloat(r.GBps, 'g', -1, 64))})
 	}
-	for _, r := range mem {
-		ev := fmt.Sprintf("bytes=%d; mean_us=%s; gb_per_s=%s", r.Bytes, usv(r.MeanNS), strconv.FormatFloat(r.GBps, 'g', -1, 64))
-		if err := row("memory_op", r.Operation, "", r.TotalNS, r.Count, "", ev); err != nil {
-			return err
-		}
-	}
-	for _, r := range api {
+	return out
+}
+
+// Table is the CUDA API summary.
+func (s apiSection) Table() *table.Table { return nsys.APITable(s) }
+
+// CSVRows: "name" is the call, "category" "sync" for a synchronising call and "share_pct" its
+// share of all API time.
+func (s apiSection) CSVRows() []triage.CSVRow {
+	out := make([]triage.CSVRow, 0, len(s))
+	for _, r := range s {
 		cat := ""
 		if r.Sync {
 			cat = "sync"
 		}
-		ev := fmt.Sprintf("mean_us=%s; min_us=%s; max_us=%s", usv(r.MeanNS), usv(r.MinNS), usv(r.MaxNS))
-		if err := row("api", r.Name, cat, r.TotalNS, r.Calls, strconv.FormatFloat(r.Percent, 'g', -1, 64), ev); err != nil {
-			return err
-		}
+		share := r.Percent
+		out = append(out, triage.CSVRow{Table: "api", Name: r.Name, Category: cat, TotalUS: usOf(r.TotalNS), Count: r.Calls, SharePct: &share,
+			Evidence: fmt.Sprintf("mean_us=%s; min_us=%s; max_us=%s", usv(r.MeanNS), usv(r.MinNS), usv(r.MaxNS))})
 	}
-	cw.Flush()
-	return cw.Error()
+	return out
 }
 
 // IsNsysReport says whether path names an Nsight Systems report (.nsys-rep) rather than its

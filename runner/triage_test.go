@@ -89,19 +89,19 @@ func TestTriageNsysTablesAndScopes(t *testing.T) {
 	if got := locationsOf(rep, "nvjet"); !slices.Equal(got, []string{"nvtx: sglang:mlp"}) {
 		t.Errorf("gemm locations = %v, want [nvtx: sglang:mlp]", got)
 	}
-	nv, ok := rep.NVTX.([]nsys.NVTXRange)
+	nv, ok := rep.NVTX.(nvtxSection)
 	if !ok || len(nv) != 4 { // attention, mlp, denoising_step_0, denoising_step_1
 		t.Fatalf("NVTX = %#v, want 4 ranges", rep.NVTX)
 	}
-	api, ok := rep.API.([]nsys.APICall)
+	api, ok := rep.API.(apiSection)
 	if !ok || len(api) != 2 || api[0].Name != "cudaStreamSynchronize" || !api[0].Sync {
 		t.Errorf("API = %+v, want cudaStreamSynchronize (sync) first", rep.API)
 	}
-	if mem, ok := rep.MemoryOps.([]nsys.MemoryOp); !ok || len(mem) != 0 || mem == nil {
+	if mem, ok := rep.MemoryOps.(memorySection); !ok || len(mem) != 0 || mem == nil {
 		t.Errorf("MemoryOps = %#v, want an empty, non-nil table", rep.MemoryOps)
 	}
 	var b bytes.Buffer
-	if err := RenderTriage(&b, rep, "text", 0); err != nil {
+	if err := triage.Render(&b, rep, "text", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"== Kernel Table ==", "NVTX ranges", "Memory operations", "CUDA API calls", "nvtx: sglang:attention"} {
@@ -111,7 +111,7 @@ func TestTriageNsysTablesAndScopes(t *testing.T) {
 	}
 	// CSV stays one long-form table with the triage's header width.
 	b.Reset()
-	if err := RenderTriage(&b, rep, "csv", 0); err != nil {
+	if err := triage.Render(&b, rep, "csv", 0); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := csv.NewReader(&b).ReadAll()
@@ -126,7 +126,7 @@ func TestTriageNsysTablesAndScopes(t *testing.T) {
 		t.Errorf("csv rows per table = %v", tables)
 	}
 	b.Reset()
-	if err := RenderTriage(&b, rep, "json", 0); err != nil {
+	if err := triage.Render(&b, rep, "json", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{`"nvtx": [`, `"memory_ops": []`, `"api": [`} {
@@ -310,7 +310,7 @@ func TestCompactLaunchesKeepsTheReport(t *testing.T) {
 					t.Fatal(err)
 				}
 				var b bytes.Buffer
-				if err := RenderTriage(&b, rep, triage.FormatJSON, 0); err != nil {
+				if err := triage.Render(&b, rep, triage.FormatJSON, 0); err != nil {
 					t.Fatal(err)
 				}
 				return b.String()

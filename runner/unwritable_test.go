@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 )
 
 // blockWrite makes the atomic write of path fail, as a full disk would, for root too: the
@@ -46,7 +47,7 @@ func TestUnwritableFilesStillSummarize(t *testing.T) {
 	var out bytes.Buffer
 	opts.Out = &out
 	opts.defaults()
-	dir, err := newRunDir(opts.OutputDir, p.Name, time.Now())
+	dir, err := rundir.Create(opts.OutputDir, p.Name, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +57,11 @@ func TestUnwritableFilesStillSummarize(t *testing.T) {
 	}
 	// The cell's result is blocked once it has started (a blocked result.json before the run
 	// would count as a result already there).
-	opts.Progress = blockOnStart{t: t, id: recs[0].Cell.ID, path: filepath.Join(recs[0].abs, ResultFile)}
-	blockWrite(t, filepath.Join(dir, ManifestFile))
-	blockWrite(t, filepath.Join(dir, SummaryMD))
-	sum, err := execute(context.Background(), p, dir, recs, &Manifest{}, &opts)
-	if err == nil || !strings.Contains(err.Error(), ManifestFile) || !strings.Contains(err.Error(), SummaryMD) || !strings.Contains(err.Error(), "--resume") {
+	opts.Progress = blockOnStart{t: t, id: recs[0].Cell.ID, path: filepath.Join(recs[0].abs, rundir.ResultFile)}
+	blockWrite(t, filepath.Join(dir, rundir.ManifestFile))
+	blockWrite(t, filepath.Join(dir, rundir.SummaryMD))
+	sum, err := execute(context.Background(), p, dir, recs, &rundir.Manifest{}, &opts)
+	if err == nil || !strings.Contains(err.Error(), rundir.ManifestFile) || !strings.Contains(err.Error(), rundir.SummaryMD) || !strings.Contains(err.Error(), "--resume") {
 		t.Fatalf("err = %v, want the manifest and summary.md failures and a --resume hint", err)
 	}
 	if sum == nil {
@@ -81,7 +82,7 @@ func TestUnwritableFilesStillSummarize(t *testing.T) {
 		}
 	}
 	// What could be written was: the other cell's result and summary.json.
-	for _, f := range []string{filepath.Join(recs[1].abs, ResultFile), filepath.Join(dir, SummaryJSON)} {
+	for _, f := range []string{filepath.Join(recs[1].abs, rundir.ResultFile), filepath.Join(dir, rundir.SummaryJSON)} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}
@@ -101,17 +102,17 @@ func TestResumeRerunsUnreadableResults(t *testing.T) {
 	}
 	bad := map[string]string{sum.Cells[0].ID: "", sum.Cells[1].ID: "{\"verdict\": ", sum.Cells[2].ID: `{"verdict": "great"}`}
 	for id, content := range bad {
-		if err := os.WriteFile(filepath.Join(sum.RunDir, CellsDir, id, ResultFile), []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(sum.RunDir, rundir.CellsDir, id, rundir.ResultFile), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	recs := make([]cellRecord, len(sum.Cells))
 	for i, c := range p.Expand() {
-		recs[i] = cellRecord{Cell: c, abs: filepath.Join(sum.RunDir, CellsDir, c.ID)}
+		recs[i] = cellRecord{CellRecord: rundir.CellRecord{Cell: c}, abs: filepath.Join(sum.RunDir, rundir.CellsDir, c.ID)}
 	}
 	before := buildSummary(p, sum.RunDir, recs, nil, false)
 	for i, row := range before.Cells {
-		if row.Verdict != VerdictNotRun || !strings.Contains(strings.Join(row.Reasons, " "), "result-unreadable") {
+		if row.Verdict != rundir.VerdictNotRun || !strings.Contains(strings.Join(row.Reasons, " "), "result-unreadable") {
 			t.Errorf("cell %d before resume: verdict %q reasons %q, want not-run and result-unreadable", i, row.Verdict, row.Reasons)
 		}
 	}
@@ -129,7 +130,7 @@ func TestResumeRerunsUnreadableResults(t *testing.T) {
 		t.Fatalf("after resume: %v, want 3 ok", sum2.Counts)
 	}
 	for id, content := range bad {
-		old, err := os.ReadFile(filepath.Join(sum.RunDir, "unreadable", id+"-1", ResultFile))
+		old, err := os.ReadFile(filepath.Join(sum.RunDir, "unreadable", id+"-1", rundir.ResultFile))
 		if err != nil || string(old) != content {
 			t.Errorf("%s: old result not kept under unreadable/: %v %q", id, err, old)
 		}

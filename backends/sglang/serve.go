@@ -83,7 +83,8 @@ func ServerKey(c plans.Cell) string {
 // directory dir. port is the port the runner chose.
 //
 // argv = command [serve --model-type T] --model-path M --host 127.0.0.1 --port P
-// [--strict-ports (diffusion)] extra_args...
+// [--strict-ports (diffusion)] extra_args...; the runner appends the other ports strict mode
+// checks (StrictPorts, PortArgs).
 func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (backends.Launch, error) {
 	if len(c.Backend.Command) == 0 || c.Backend.Command[0] == "" {
 		return backends.Launch{}, fmt.Errorf("sglang serve: cell %s has an empty backend.command; set it to [\"sglang\"] or [\"python\", \"-m\", \"sglang.launch_server\"]", c.ID)
@@ -182,6 +183,10 @@ func (ServeBackend) Command(c plans.Cell, cellDir string) (backends.Launch, erro
 				l.Argv[i] = PortPlaceholder
 			}
 		}
+	}
+	// The other ports strict mode checks are chosen at run time too (StrictPorts).
+	for _, f := range StrictPorts(c) {
+		l.Argv = append(l.Argv, f, PortPlaceholder)
 	}
 	l.Dir = "<run>/servers/<n>"
 	delete(l.Env, EnvServerMarker)

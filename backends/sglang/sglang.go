@@ -76,11 +76,14 @@ func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
 // Command builds the argv, environment and working directory for cell c without touching the
 // file system, so that `runner plan` can print exactly what a run would start.
 //
-// argv = command + generate --model-path M --prompt P [--width W --height H]
+// argv = command + generate --model-path M --prompt=P [--width W --height H]
 // [--num-inference-steps N] --seed S --perf-dump-path <cell>/perf.json --output-path
 // <cell>/outputs [--profile [--num-profiled-timesteps K] [--profile-all-stages]] extra_args...
 //
 // The prompt is one argv element exactly as written in the plan; nothing goes through a shell.
+// It is attached with "=": argparse reads a separate token that starts with '-' (and has no
+// space, or starts like a registered short option, "-h...") as an option, so `--prompt -x`
+// fails and `--prompt "-hello"` asks for help, while "--prompt=TEXT" hands any text over.
 func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 	if c.Backend.Kind != "" && c.Backend.Kind != Kind {
 		return backends.Launch{}, fmt.Errorf("sglang: cell %s has backend kind %q; this backend only runs %q", c.ID, c.Backend.Kind, Kind)
@@ -103,7 +106,7 @@ func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 	}
 
 	argv := append([]string(nil), c.Backend.Command...)
-	argv = append(argv, "generate", "--model-path", c.Model, "--prompt", c.Prompt)
+	argv = append(argv, "generate", "--model-path", c.Model, "--prompt="+c.Prompt)
 
 	// Resolution: a preset is passed as --width/--height, not as its --1080p style flag. The
 	// preset flags are store_true switches that only some builds accept, whereas

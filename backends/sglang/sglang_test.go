@@ -3,6 +3,7 @@ package sglang
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,7 +40,7 @@ func TestCommandArgv(t *testing.T) {
 	common := func(extra ...string) []string {
 		return append([]string{"--seed", "0", "--perf-dump-path", dir + "/perf.json", "--output-path", dir + "/outputs"}, extra...)
 	}
-	head := []string{"sglang", "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "A Logo With Bold Large Text: SGL Diffusion"}
+	head := []string{"sglang", "generate", "--model-path", "Qwen/Qwen-Image", "--prompt=A Logo With Bold Large Text: SGL Diffusion"}
 	cat := func(parts ...[]string) []string {
 		var out []string
 		for _, p := range parts {
@@ -82,7 +83,7 @@ func TestCommandArgv(t *testing.T) {
 		{"venv command prefix and extra args last", func(c *plans.Cell) {
 			c.Backend.Command = []string{"/venv/bin/python", "-m", "sglang.cli.main"}
 			c.Backend.ExtraArgs = []string{"--dit-cpu-offload", "true", "--seed", "7"}
-		}, cat([]string{"/venv/bin/python", "-m", "sglang.cli.main", "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "A Logo With Bold Large Text: SGL Diffusion"},
+		}, cat([]string{"/venv/bin/python", "-m", "sglang.cli.main", "generate", "--model-path", "Qwen/Qwen-Image", "--prompt=A Logo With Bold Large Text: SGL Diffusion"},
 			size, steps, common(), []string{"--dit-cpu-offload", "true", "--seed", "7"})},
 		{"no extra args", func(c *plans.Cell) { c.Backend.ExtraArgs = nil },
 			cat(head, size, steps, common())},
@@ -112,6 +113,8 @@ func TestCommandPromptIsOneExactElement(t *testing.T) {
 		"line one\nline two\r\nline three",
 		"日本語のプロンプト, café, emoji 🎨, RTL עברית",
 		"--width 1 (looks like a flag)",
+		"-x",
+		"-hello world",
 		"",
 		"  leading and trailing spaces  ",
 	}
@@ -124,17 +127,17 @@ func TestCommandPromptIsOneExactElement(t *testing.T) {
 		}
 		n := 0
 		for i, a := range l.Argv {
-			if a == "--prompt" {
+			if strings.HasPrefix(a, "--prompt") {
 				n++
-				if i+1 >= len(l.Argv) || l.Argv[i+1] != p {
-					t.Errorf("prompt %q: element after --prompt is %q", p, l.Argv[i+1])
+				if a != "--prompt="+p {
+					t.Errorf("prompt %q: argv element %d is %q, want --prompt=<prompt>", p, i, a)
 				}
 			}
 		}
 		if n != 1 {
 			t.Errorf("prompt %q: %d --prompt flags", p, n)
 		}
-		if len(l.Argv) != 20 {
+		if len(l.Argv) != 19 {
 			t.Errorf("prompt %q split or merged: argv has %d elements: %q", p, len(l.Argv), l.Argv)
 		}
 	}

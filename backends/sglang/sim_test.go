@@ -88,3 +88,32 @@ func TestAgainstSimulator(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptReachesSimulatorIntact runs generate argv with prompts that argparse would read as
+// options when passed as a separate token ("-x", "-hello world" as -h) through the simulator's
+// argparse and checks that the pipeline got each prompt exactly.
+func TestPromptReachesSimulatorIntact(t *testing.T) {
+	for _, prompt := range []string{"-x leading dash", "-x", "-hello world", "--width 1", "a=b --seed 3"} {
+		c := plans.Cell{
+			ID: "000-test", Model: "Qwen/Qwen-Image", Prompt: prompt,
+			Resolution: plans.Resolution{Width: 256, Height: 256}, Steps: 2, Profiler: plans.ProfilerNone,
+			Backend: plans.Backend{Kind: "sglang", Mode: "generate", Command: []string{"sglang"}},
+		}
+		l, err := sglang.New().Launch(c, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{sim.EnvTimeScale: "0"}
+		for k, v := range l.Env {
+			env[k] = v
+		}
+		var out bytes.Buffer
+		if code := sim.SGLang(context.Background(), l.Argv[1:], env, &out, &out); code != 0 {
+			t.Errorf("prompt %q: exit %d\n%s", prompt, code, out.String())
+			continue
+		}
+		if !strings.Contains(out.String(), "Processing prompt 1/1: "+prompt+"\n") {
+			t.Errorf("prompt %q did not arrive intact:\n%s", prompt, out.String())
+		}
+	}
+}

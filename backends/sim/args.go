@@ -168,10 +168,55 @@ func (e *argError) Error() string { return e.msg }
 
 var negNumber = regexp.MustCompile(`^-\d+$|^-\d*\.\d+$`)
 
-// looksLikeOption mirrors argparse: a token starting with '-' is an option unless it is a
-// negative number (the parser defines no option that looks like one) or just "-".
-func looksLikeOption(s string) bool {
-	return len(s) > 1 && s[0] == '-' && !negNumber.MatchString(s)
+// looksLikeOption is argparse's _parse_optional (CPython 3.10-3.13): whether argparse reads
+// tok as an option ('O') or as a value ('A'). Values: "", "-", anything not starting with
+// '-'. Options: a registered option string (or -h/--help), "--opt=value" of a registered one,
+// a unique or ambiguous prefix of one (allow_abbrev; a single-dash token whose first two
+// characters are a registered short option, such as "-hello" for -h). Of the rest, negative
+// numbers and anything containing a space are values, everything else an (unknown) option.
+// So `--prompt "-x leading dash"` passes the prompt while `--prompt -x` or
+// `--prompt "-hello world"` do not; `--prompt=TEXT` always does.
+func looksLikeOption(specs []argSpec, s string) bool {
+	if len(s) < 2 || s[0] != '-' {
+		return false
+	}
+	if s == "-h" || s == "--help" || hasFlag(specs, s) {
+		return true
+	}
+	if opt, _, ok := strings.Cut(s, "="); ok && hasFlag(specs, opt) {
+		return true
+	}
+	if s[1] == '-' {
+		prefix, _, _ := strings.Cut(s, "=")
+		if strings.HasPrefix("--help", prefix) {
+			return true
+		}
+		for _, sp := range specs {
+			for _, f := range sp.flags {
+				if strings.HasPrefix(f, prefix) {
+					return true
+				}
+			}
+		}
+	} else if s[:2] == "-h" {
+		return true
+	}
+	if negNumber.MatchString(s) || strings.Contains(s, " ") {
+		return false
+	}
+	return true
+}
+
+// hasFlag reports whether opt is one of the registered option strings.
+func hasFlag(specs []argSpec, opt string) bool {
+	for _, sp := range specs {
+		for _, f := range sp.flags {
+			if f == opt {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lookup resolves an option string, allowing unique prefixes as argparse's allow_abbrev does.
@@ -262,9 +307,13 @@ func parseArgs(specs []argSpec, argv []string) (parsedArgs, error) {
 			extras = append(extras, argv[i+1:]...)
 			break
 		}
-		if !looksLikeOption(tok) {
+		if !looksLikeOption(specs, tok) {
 			extras = append(extras, tok)
 			continue
+		}
+		if len(tok) > 2 && tok[:2] == "-h" {
+			// argparse reads "-hX..." as -h followed by the short flag -X; there is none.
+			return nil, &argError{fmt.Sprintf("argument -h/--help: ignored explicit argument '%s'", tok[2:])}
 		}
 		opt, val, hasVal := tok, "", false
 		if strings.HasPrefix(tok, "--") {
@@ -292,7 +341,7 @@ func parseArgs(specs []argSpec, argv []string) (parsedArgs, error) {
 				if b, err = strToBool(name, val); err != nil {
 					return nil, err
 				}
-			} else if i+1 < len(argv) && !looksLikeOption(argv[i+1]) {
+			} else if i+1 < len(argv) && !looksLikeOption(specs, argv[i+1]) {
 				i++
 				if b, err = strToBool(name, argv[i]); err != nil {
 					return nil, err
@@ -304,7 +353,7 @@ func parseArgs(specs []argSpec, argv []string) (parsedArgs, error) {
 			if hasVal {
 				vals = append(vals, val)
 			} else {
-				for i+1 < len(argv) && !looksLikeOption(argv[i+1]) && argv[i+1] != "--" {
+				for i+1 < len(argv) && !looksLikeOption(specs, argv[i+1]) && argv[i+1] != "--" {
 					i++
 					vals = append(vals, argv[i])
 				}
@@ -327,7 +376,7 @@ func parseArgs(specs []argSpec, argv []string) (parsedArgs, error) {
 			out[s.dest] = ns
 		default:
 			if !hasVal {
-				if i+1 >= len(argv) || looksLikeOption(argv[i+1]) {
+				if i+1 >= len(argv) || looksLikeOption(specs, argv[i+1]) {
 					return nil, &argError{fmt.Sprintf("argument %s: expected one argument", name)}
 				}
 				i++

@@ -196,7 +196,8 @@ type server struct {
 	// emitters, so a diffusion server's requests show up as kernels in the nsys report.
 	act *gen
 
-	prof2 *llmProfile // the LLM profiling session in progress
+	prof2 *llmProfile      // the LLM profiling session in progress
+	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
 	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
 	flushing chan struct{}
 	steps    int64 // LLM forward steps so far
@@ -228,6 +229,15 @@ func (s *server) run() (int, error) {
 	if s.llm {
 		s.log.log("server_args=ServerArgs(model_path='%s', host='127.0.0.1', port=%d, tp_size=%d)", s.model, port, s.p.intv("tp_size", 1))
 	} else {
+		held, ok := s.diffusionPorts(port)
+		if !ok {
+			return 1, nil
+		}
+		defer func() {
+			for _, ln := range held {
+				ln.Close()
+			}
+		}()
 		s.log.log("Starting server...")
 		prof, known := resolveModel(s.model, s.p.str("model_id"))
 		if !known {
@@ -328,6 +338,58 @@ func (s *server) run() (int, error) {
 	}
 }
 
+// defaultSchedulerPort is ServerArgs.scheduler_port's default (the scheduler's ZMQ socket).
+const defaultSchedulerPort = 5555
+
+// diffusionPorts is ServerArgs._adjust_network_ports of the diffusion server
+// (multimodal_gen/runtime/server_args.py). With --strict-ports it fails, before anything
+// loads, when the HTTP port, the scheduler port (default 5555) or a given --master-port cannot
+// be bound, with upstream's RuntimeError. Without it, a busy scheduler or master port moves
+// to a free one (the HTTP port is left to uvicorn's bind, which fails with Errno 98). Ports
+// given explicitly stay bound while the server runs (the scheduler's socket, rank 0's
+// TCPStore), so a second server given the same ones meets them busy; the returned listeners
+// are to be closed on exit.
+func (s *server) diffusionPorts(port int) ([]net.Listener, bool) {
+	sched := s.p.intv("scheduler_port", defaultSchedulerPort)
+	master := s.p.intv("master_port", 0) // 0: None
+	if s.p.boolv("strict_ports") {
+		const hint = "is unavailable and --strict-ports is enabled. Either use a different port or remove --strict-ports to allow auto-selection."
+		for _, c := range []struct {
+			name string
+			port int
+		}{{"Port", port}, {"Scheduler port", sched}, {"Master port", master}} {
+			if c.port != 0 && !portAvailable(c.port) {
+				s.log.raw("Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/multimodal_gen/runtime/server_args.py\", in _adjust_network_ports\n")
+				s.log.raw(fmt.Sprintf("RuntimeError: %s %d %s\n", c.name, c.port, hint))
+				return nil, false
+			}
+		}
+	}
+	var held []net.Listener
+	for _, c := range []struct {
+		dest string
+		port int
+	}{{"scheduler_port", sched}, {"master_port", master}} {
+		if !s.p.has(c.dest) || c.port == 0 {
+			continue
+		}
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))); err == nil {
+			held = append(held, ln)
+		}
+	}
+	return held, true
+}
+
+// portAvailable is sglang's is_port_available: whether 127.0.0.1:port can be bound now.
+func portAvailable(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
 // visibleGPUs is the simulated machine's GPU count: the entries of CUDA_VISIBLE_DEVICES when
 // set, else 8 (one H100 node).
 func visibleGPUs(env map[string]string) int {
@@ -375,6 +437,8 @@ func (s *server) serveHTTP(ln net.Listener) {
 		mux.HandleFunc("GET /v1/model_info", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 200, map[string]any{"model_path": s.model, "num_gpus": s.p.intv("num_gpus", 1), "task_type": s.task(), "pipeline_name": s.prof.pipeline})
 		})
+		mux.HandleFunc("/start_profile", s.diffusionStartProfile)
+		mux.HandleFunc("/stop_profile", s.diffusionStopProfile)
 		mux.HandleFunc("POST /v1/images/generations", s.images)
 		mux.HandleFunc("POST /v1/videos", s.videoCreate)
 		mux.HandleFunc("GET /v1/videos/{id}", s.videoGet)
@@ -520,6 +584,7 @@ func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string
 		g.nvtx("DecodingStage", at, at+int64(vaeMS*1e6))
 		g.act.flush()
 	}
+	s.recordWindow(start, q.NumInferenceSteps*q.N, int64(stepMS*1e6), int64(s.prof.textMS*1e6), int64(s.prof.vaeMS*pf*1e6))
 	if q.PerfDumpPath != "" {
 		// The request's perf dump (§A.4), as generate's --perf-dump-path writes it.
 		r := &request{id: rid, prompt: *q.Prompt, totalMS: total,
@@ -614,6 +679,10 @@ func (s *server) images(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rid := uuid4()
+	// ImageGenerationsRequest declares no profile, num_profiled_timesteps or
+	// profile_all_stages (extra="allow" accepts and drops them) and the image handler's
+	// build_sampling_params list has none: only a /start_profile window profiles an image.
+	q.Profile, q.NumProfiledTimesteps, q.ProfileAllStages = false, nil, false
 	s.log.log("Processing prompt 1/1: %s", truncate(*q.Prompt, 100))
 	inf, trace, err := s.generateDiffusion(q, rid)
 	if err != nil {

@@ -467,6 +467,17 @@ func (g *gen) run() (int, error) {
 	}
 	g.tp = max(p.intv("tp_size", 1), p.intv("num_gpus", 1), 1)
 	g.log.log("server_args: %s", g.serverArgsJSON(backend))
+	// Like torch, the workers see only CUDA_VISIBLE_DEVICES; a rank whose device index does
+	// not exist fails at start. The runner's GPU slots are checked against this line.
+	if v, ok := g.env["CUDA_VISIBLE_DEVICES"]; ok {
+		g.log.log("CUDA_VISIBLE_DEVICES=%s", v)
+	}
+	if vis := visibleGPUs(g.env); g.tp > vis {
+		g.log.log("Launching %d worker processes (%d visible GPUs)", g.tp, vis)
+		g.log.raw(fmt.Sprintf("[rank%d] RuntimeError: CUDA error: invalid device ordinal\n", vis))
+		g.log.log("Initialization failed. Please see the error messages above.")
+		return 1, nil
+	}
 
 	prof, known := resolveModel(g.model, p.str("model_id"))
 	switch {

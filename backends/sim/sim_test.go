@@ -140,6 +140,55 @@ func TestArgparseAcceptsRealForms(t *testing.T) {
 	}
 }
 
+// TestArgparseLeadingDashPrompts pins how argparse (_parse_optional) reads prompts that start
+// with '-': a value after "--prompt" only when it has a space and no registered short option
+// prefix; as "--prompt=TEXT" always.
+func TestArgparseLeadingDashPrompts(t *testing.T) {
+	for _, prompt := range []string{"-x leading dash", "-x", "--not-a-flag", "-hello world", "--prompt", "-1", "a=b", "-"} {
+		p, err := parseArgs(generateSpecs, []string{"--model-path", "m", "--prompt=" + prompt})
+		if err != nil {
+			t.Errorf("--prompt=%q: %v", prompt, err)
+			continue
+		}
+		if got := p.strs("prompt"); len(got) != 1 || got[0] != prompt {
+			t.Errorf("--prompt=%q parsed as %q", prompt, got)
+		}
+	}
+	cases := []struct {
+		prompt string
+		err    string // "" when argparse takes the separate token as the prompt
+	}{
+		{"-x leading dash", ""},
+		{"--x y", ""},
+		{"-1", ""},
+		{"-", ""},
+		{"-x", "argument --prompt: expected at least one argument"},
+		{"--not-a-flag", "argument --prompt: expected at least one argument"},
+		{"-hello world", "argument --prompt: expected at least one argument"},
+		{"--seed", "argument --prompt: expected at least one argument"},
+	}
+	for _, c := range cases {
+		p, err := parseArgs(generateSpecs, []string{"--model-path", "m", "--prompt", c.prompt})
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("--prompt %q: %v", c.prompt, err)
+		case c.err == "" && (len(p.strs("prompt")) != 1 || p.strs("prompt")[0] != c.prompt):
+			t.Errorf("--prompt %q parsed as %q", c.prompt, p.strs("prompt"))
+		case c.err != "" && (err == nil || err.Error() != c.err):
+			t.Errorf("--prompt %q: error %v, want %q", c.prompt, err, c.err)
+		}
+	}
+	if _, err := parseArgs(generateSpecs, []string{"--model-path", "m", "-hello world"}); err == nil || err.Error() != "argument -h/--help: ignored explicit argument 'ello world'" {
+		t.Errorf("-hello world: %v", err)
+	}
+	// End to end: the prompt reaches the pipeline (and the log) intact.
+	r := sglang(t, baseEnv(t), "generate", "--model-path", "Qwen/Qwen-Image", "--prompt=-x leading dash", "--num-inference-steps", "2", "--width", "64", "--height", "64")
+	if r.rc != 0 || !strings.Contains(r.stdout+r.stderr, "Processing prompt 1/1: -x leading dash") {
+		out := r.stdout + r.stderr
+		t.Errorf("rc=%d, log tail %q", r.rc, out[max(0, len(out)-300):])
+	}
+}
+
 func TestConfigAndPromptFile(t *testing.T) {
 	env := baseEnv(t)
 	dir := t.TempDir()
@@ -968,4 +1017,17 @@ func FuzzReadActivity(f *testing.F) {
 			}
 		}
 	})
+}
+
+// generate sees only CUDA_VISIBLE_DEVICES, as torch does: more ranks than visible GPUs fail at
+// start, and the devices it was given are logged (the runner's GPU-slot tests read that line).
+func TestGenerateHonoursVisibleDevices(t *testing.T) {
+	r, _ := runGen(t, baseEnv(t, "CUDA_VISIBLE_DEVICES", "3"), "--num-gpus", "2")
+	if r.rc != 1 || !strings.Contains(r.stderr, "invalid device ordinal") {
+		t.Errorf("--num-gpus 2 with one visible GPU: rc=%d\n%s", r.rc, r.stderr)
+	}
+	r, _ = runGen(t, baseEnv(t, "CUDA_VISIBLE_DEVICES", "2,3"), "--num-gpus", "2")
+	if r.rc != 0 || !strings.Contains(r.stderr, "CUDA_VISIBLE_DEVICES=2,3") {
+		t.Errorf("--num-gpus 2 with GPUs 2,3: rc=%d\n%s", r.rc, r.stderr)
+	}
 }

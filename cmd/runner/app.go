@@ -145,6 +145,7 @@ func newApp(io stdio) *cli.App {
 			bundleCommand(io),
 			replayCommand(io),
 			simCommand(io),
+			execCellCommand(io),
 			compareCommand(io),
 			historyCommand(io),
 			reportCommand(io),

@@ -18,6 +18,9 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/render/table"
+
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -85,7 +88,7 @@ func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
 // planOf reads the plan.toml of a run directory for its [compare] table; a side that is not
 // a run directory, or a plan this runner cannot read, gives the defaults.
 func planOf(path string) *plans.Plan {
-	if p, err := plans.Load(filepath.Join(path, runner.PlanFile)); err == nil {
+	if p, err := plans.Load(filepath.Join(path, rundir.PlanFile)); err == nil {
 		return p
 	}
 	return &plans.Plan{}
@@ -194,7 +197,7 @@ func historyCommand(std stdio) *cli.Command {
 			&cli.StringFlag{Name: "metric", Usage: "only the metric `NAME` (e2e, stage/DenoisingStage, denoise_step, ...)"},
 			&cli.StringFlag{Name: "gpu", Usage: "only runs on the GPU `MODEL`"},
 			&cli.StringFlag{Name: "since", Usage: "only runs newer than `AGE`: 30d, 12h, 90m"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, csv, json or html"},
 		},
 		Action: func(c *cli.Context) error {
 			if _, err := positional(c, 0, 0, ""); err != nil {
@@ -236,13 +239,15 @@ func historyCommand(std stdio) *cli.Command {
 				}
 				entries = kept
 			}
-			switch c.String("format") {
-			case "json":
-				return writeJSON(std.out, entries)
-			case "text":
+			switch f := table.Format(c.String("format")); f {
+			case table.JSON:
+				return writeJSON(std.out, entries) // the entries' own fields, not strings
+			case table.Text:
 				return history.WriteText(std.out, entries)
+			case table.Markdown, table.CSV, table.HTML:
+				return table.Write(std.out, f, history.Table(entries))
 			}
-			return usageErr("--format must be text or json")
+			return usageErr("--format must be text, md, csv, json or html")
 		},
 	}
 }

@@ -1,30 +1,28 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sglprof/runner/rundir"
 )
 
 // writeSyntheticRun writes a finished run directory of cells cells (configs × repeats) with
 // steps denoising steps each, as `runner run` would leave it.
 func writeSyntheticRun(tb testing.TB, dir string, configs, repeats, steps int, factor float64) {
 	tb.Helper()
-	type rec struct {
-		Dir string `json:"dir"`
-	}
-	var cells []rec
+	var cells rundir.Cells
 	for c := range configs {
 		for r := range repeats {
 			id := fmt.Sprintf("%04d-cfg%03d-none-r%d", c*repeats+r, c, r+1)
-			cd := filepath.Join(dir, "cells", id)
+			cd := rundir.CellDir(dir, id)
 			if err := os.MkdirAll(cd, 0o755); err != nil {
 				tb.Fatal(err)
 			}
-			cells = append(cells, rec{Dir: filepath.Join("cells", id)})
+			cells.Cells = append(cells.Cells, rundir.CellRecord{Dir: filepath.Join(rundir.CellsDir, id)})
 			jit := 1 + float64((c*7+r*13)%10)/1000
 			st := make([]int64, steps)
 			var sum int64
@@ -32,24 +30,20 @@ func writeSyntheticRun(tb testing.TB, dir string, configs, repeats, steps int, f
 				st[s] = int64(float64(80_000_000+s*100_000) * factor * jit)
 				sum += st[s]
 			}
-			res := map[string]any{"id": id, "key": fmt.Sprintf("model/1024x1024/%dst/s%d", steps, c), "profiler": "none", "verdict": "ok",
-				"timings": map[string]any{"e2e_ns": sum + 300_000_000, "mean_denoise_step_ns": sum / int64(steps), "denoise_steps_ns": st,
-					"stages":         []map[string]any{{"name": "TextEncodingStage", "ns": int64(180e6 * jit)}, {"name": "DenoisingStage", "ns": sum}, {"name": "DecodingStage", "ns": int64(60e6 * jit)}},
-					"peak_memory_mb": 50000.0}}
-			writeJSONFile(tb, filepath.Join(cd, "result.json"), res)
+			res := &rundir.CellResult{ID: id, Key: fmt.Sprintf("model/1024x1024/%dst/s%d", steps, c), Profiler: "none", Verdict: "ok",
+				Timings: rundir.Timings{E2ENS: sum + 300_000_000, MeanDenoiseStepNS: sum / int64(steps), DenoiseStepsNS: st,
+					Stages:       []rundir.StageTime{{Name: "TextEncodingStage", NS: int64(180e6 * jit)}, {Name: "DenoisingStage", NS: sum}, {Name: "DecodingStage", NS: int64(60e6 * jit)}},
+					PeakMemoryMB: 50000.0}}
+			writeJSONFile(tb, filepath.Join(cd, rundir.ResultFile), res)
 		}
 	}
-	writeJSONFile(tb, filepath.Join(dir, "cells.json"), map[string]any{"cells": cells})
-	writeJSONFile(tb, filepath.Join(dir, "summary.json"), map[string]any{"plan": "bench", "exit_code": 0})
-	writeJSONFile(tb, filepath.Join(dir, "manifest.json"), map[string]any{"plan": "bench", "simulated": true})
+	writeJSONFile(tb, filepath.Join(dir, rundir.CellsFile), &cells)
+	writeJSONFile(tb, filepath.Join(dir, rundir.SummaryJSON), &rundir.Summary{Plan: "bench"})
+	writeJSONFile(tb, filepath.Join(dir, rundir.ManifestFile), &rundir.Manifest{Plan: "bench", Simulated: true})
 }
 
 func writeJSONFile(tb testing.TB, path string, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := rundir.WriteJSON(path, v, nil); err != nil {
 		tb.Fatal(err)
 	}
 }

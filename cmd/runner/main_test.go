@@ -20,6 +20,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/rundir"
 )
 
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output")
@@ -62,12 +63,16 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		// [fixtures] holds when the real GPU traces of ../shared/fixtures are beside the checkout.
+		// [slurm] holds when a test Slurm cluster can be started here (slurm-wlm, munge, root).
 		Condition: func(cond string) (bool, error) {
-			if cond != "fixtures" {
-				return false, fmt.Errorf("unknown condition %q", cond)
+			switch cond {
+			case "fixtures":
+				_, err := os.Stat(fixturesDir())
+				return err == nil, nil
+			case "slurm":
+				return slurmAvailable(), nil
 			}
-			_, err := os.Stat(fixturesDir())
-			return err == nil, nil
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitCode,
@@ -76,8 +81,12 @@ func TestScripts(t *testing.T) {
 			"globn":    cmdGlobN,
 			"waitfor":  cmdWaitFor,
 			"noprocs":  cmdNoProcs,
-			"jsonhas":  cmdJSONHas,
-			"portfree": cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)
+			// Slurm executor scripts (slurm_test.go).
+			"slurmcluster": cmdSlurmCluster,
+			"slurmcancel":  cmdSlurmCancel,
+			"samecells":    cmdSameCells,
+			"jsonhas":      cmdJSONHas,
+			"portfree":     cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)
 		},
 	})
 }
@@ -124,18 +133,14 @@ func cmdVerdict(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 3 {
 		ts.Fatalf("usage: verdict RUNDIR CELLGLOB VERDICT")
 	}
-	cells, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[0]), "cells", args[1]))
+	cells, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[0]), rundir.CellsDir, args[1]))
 	if len(cells) == 0 {
 		ts.Fatalf("verdict: no cell matches %s", args[1])
 	}
 	for _, c := range cells {
-		var r struct{ Verdict string }
-		data, err := os.ReadFile(filepath.Join(c, "result.json"))
+		r, err := rundir.ReadResult(c)
 		if err != nil {
 			ts.Fatalf("verdict: %v", err)
-		}
-		if err := json.Unmarshal(data, &r); err != nil {
-			ts.Fatalf("verdict: %s: %v", c, err)
 		}
 		if (r.Verdict == args[2]) == neg {
 			ts.Fatalf("verdict: %s is %q (want %s%q)", filepath.Base(c), r.Verdict, map[bool]string{true: "not ", false: ""}[neg], args[2])

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -34,6 +34,8 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			// Issue 6: history and baseline comparison at the end of the run.
 			&cli.StringFlag{Name: "baseline", Usage: "end with a comparison against `history` (rolling median of the history database) or a run directory; a regression exits 4"},
 			&cli.BoolFlag{Name: "no-history", Usage: "do not append this run to the history database"},
+			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
+			&cli.BoolFlag{Name: "detach", Usage: "with the Slurm executor: return once the job array is submitted; runner run --resume DIR waits for it and writes the summary"},
 		}, comparisonFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := logger(c, io.err)
@@ -53,6 +55,19 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 				Logger:    log,
 				NoTriage:  c.Bool("no-triage"),
 				Args:      os.Args,
+				Detach:    c.Bool("detach"),
+			}
+			if v := os.Getenv("RUNNER_SLURM_POLL"); v != "" {
+				// Tests poll their one-node cluster faster than the default.
+				if opts.SlurmPoll, err = time.ParseDuration(v); err != nil {
+					return usageErr("RUNNER_SLURM_POLL=%q: want a duration such as 2s", v)
+				}
+			}
+			switch k := c.String("executor"); k {
+			case "", "local", "slurm":
+				opts.Executor = k
+			default:
+				return usageErr("--executor %q: want local or slurm", k)
 			}
 			if opts.Nightly, err = nightlyOptions(c); err != nil {
 				return err
@@ -78,7 +93,7 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			if opts.Simulate {
 				fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
 			}
-			var sum *runner.Summary
+			var sum *rundir.Summary
 			if dir := c.String("resume"); dir != "" {
 				if _, err := positional(c, 0, 0, ""); err != nil {
 					return usageErr("--resume DIR takes no plan: the plan is read from DIR/plan.toml")
@@ -98,6 +113,9 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			if err != nil {
 				return err
 			}
+			if sum.Detached {
+				return nil
+			}
 			if sum.ExitCode != 0 {
 				return &exitError{code: sum.ExitCode}
 			}
@@ -108,12 +126,6 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 
 // simulatedRun reports whether the run directory's manifest.json records a simulated run.
 func simulatedRun(dir string) bool {
-	data, err := os.ReadFile(filepath.Join(dir, runner.ManifestFile))
-	if err != nil {
-		return false
-	}
-	var m struct {
-		Simulated bool `json:"simulated"`
-	}
-	return json.Unmarshal(data, &m) == nil && m.Simulated
+	m, err := rundir.ReadManifest(dir)
+	return err == nil && m.Simulated
 }

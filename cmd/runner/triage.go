@@ -12,6 +12,7 @@ import (
 
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/triage"
 	"github.com/sglprof/runner/runner"
 )
@@ -130,13 +131,13 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				if err != nil {
 					return err
 				}
-				return runner.RenderTriage(io.out, rep, format, c.Float64("cutoff"))
+				return triage.Render(io.out, rep, format, c.Float64("cutoff"))
 			}
 			rep, err := runner.TriageNsys(c.Context, root, dopts, topts, nopts)
 			if err != nil {
 				return err
 			}
-			return runner.RenderTriage(io.out, rep, format, c.Float64("cutoff"))
+			return triage.Render(io.out, rep, format, c.Float64("cutoff"))
 		}),
 	}
 }
@@ -153,7 +154,7 @@ func printStats(c *cli.Context, io stdio, root string, dopts triage.DiscoverOpti
 			return usageErr("--stats needs an nsys export (.sqlite or .nsys-rep); %s is a torch-profiler trace: drop --stats to triage it", f.Path)
 		}
 	}
-	tf := nsys.TableFormat(format)
+	tf := table.Format(format)
 	for i, f := range in.Files {
 		capt, err := nsys.ReadCapture(c.Context, f.Path, nsys.ReadOptions{Logger: log})
 		if err != nil {
@@ -178,7 +179,7 @@ func printStats(c *cli.Context, io stdio, root string, dopts triage.DiscoverOpti
 			if j > 0 {
 				fmt.Fprintln(io.out)
 			}
-			if err := r.Table().Write(io.out, tf); err != nil {
+			if err := table.Write(io.out, tf, r.Table()); err != nil {
 				return err
 			}
 		}
@@ -195,6 +196,6 @@ func limitMemory() {
 	}
 }
 
-// triageMemoryLimit keeps triage's peak RSS under the 300 MB target for traces up to about
-// 1.5 GB of JSON (measured in scripts/bench_kineto.sh).
+// triageMemoryLimit keeps triage's peak RSS under the 300 MB target for large traces (the sizes
+// it holds for are in docs/performance.md, measured with scripts/bench_kineto.sh).
 const triageMemoryLimit = 256 << 20

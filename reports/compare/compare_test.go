@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -253,4 +254,35 @@ func syntheticSets(cells, steps int) (*perf.Set, *perf.Set) {
 		return s
 	}
 	return mk(1), mk(2)
+}
+
+// TestMarkdownNastyNames: a "|" or a newline in a configuration or metric name (a stage named
+// after a kernel) stays inside its cell: every row of the table is one line with eight cells.
+func TestMarkdownNastyNames(t *testing.T) {
+	res := &Result{Base: "a", New: "b", Rows: []Row{
+		{Config: "cfg|x", Metric: "stage/a|b\nc", Unit: perf.UnitNS, Delta: "~", Tolerance: "10%", Status: StatusOK,
+			Base: Stat{N: 6, Median: 1e6, CI: true, Lo: 1e6, Hi: 1e6}, New: Stat{N: 6, Median: 1e6, CI: true, Lo: 1e6, Hi: 1e6}},
+	}}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "|") {
+			rows = append(rows, l)
+		}
+	}
+	sep := regexp.MustCompile(`(^|[^\\])\|`)
+	if len(rows) != 3 {
+		t.Fatalf("table has %d lines, want 3:\n%s", len(rows), b.String())
+	}
+	for _, l := range rows {
+		if n := len(sep.FindAllString(l, -1)); n != 9 {
+			t.Errorf("%q has %d cell separators, want 9", l, n)
+		}
+	}
+	if !strings.Contains(rows[2], "stage/a\\|b<br>c") {
+		t.Errorf("metric cell: %q", rows[2])
+	}
 }

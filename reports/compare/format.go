@@ -9,9 +9,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/render/table"
 )
 
 // Formats accepted by Write.
@@ -127,8 +127,7 @@ func WriteText(w io.Writer, res *Result) error {
 	} else {
 		fmt.Fprintf(w, "alpha %.2g; a delta is shown only when Mann-Whitney p < alpha, otherwise ~\n", res.Alpha)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONFIG\tMETRIC\tBASE\tNEW\tDELTA\t\tTOLERANCE\tVERDICT\t")
+	t := &table.Table{Header: []string{"CONFIG", "METRIC", "BASE", "NEW", "DELTA", "", "TOLERANCE", "VERDICT"}, NoRule: true}
 	last := ""
 	for _, r := range res.Rows {
 		cfg := r.Config
@@ -136,9 +135,9 @@ func WriteText(w io.Writer, res *Result) error {
 			cfg = ""
 		}
 		last = r.Config
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", cfg, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, statusMark(r))
+		t.Rows = append(t.Rows, []string{cfg, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, statusMark(r)})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := table.WriteText(w, t); err != nil {
 		return err
 	}
 	writeFootnotes(w, res, "")
@@ -181,24 +180,23 @@ func countStatus(res *Result, status string) int {
 
 // WriteMarkdown renders a GitHub-flavoured table that fits a job summary.
 func WriteMarkdown(w io.Writer, res *Result) error {
-	fmt.Fprintf(w, "**%s**\n\n", mdEscape(Headline(res)))
+	fmt.Fprintf(w, "**%s**\n\n", table.EscapeMarkdown(Headline(res)))
 	fmt.Fprintf(w, "base `%s` → new `%s`\n\n", res.Base, res.New)
-	fmt.Fprintln(w, "| Config | Metric | Base | New | Delta | | Tolerance | Verdict |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|---:|---|")
+	t := &table.Table{Header: []string{"Config", "Metric", "Base", "New", "Delta", "", "Tolerance", "Verdict"},
+		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Right, table.Left}}
 	for _, r := range res.Rows {
 		v := statusMark(r)
 		if r.Status == StatusRegression {
 			v = "**" + v + "**"
 		}
-		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.Config, mdEscape(r.Metric), FormatBase(r), FormatStat(r.New, r.Unit), mdEscape(r.Delta), FormatP(r), r.Tolerance, v)
+		t.Rows = append(t.Rows, []string{"`" + r.Config + "`", r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, v})
+	}
+	if err := table.WriteMarkdown(w, t); err != nil {
+		return err
 	}
 	fmt.Fprintln(w)
 	writeFootnotes(w, res, "- ")
 	return nil
-}
-
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "~", `\~`).Replace(s)
 }
 
 // WriteJSON writes res as one indented JSON object (the shape of Result).

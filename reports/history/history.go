@@ -20,14 +20,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/render/table"
 )
 
 // FileName is the default database name inside a plan's output directory.
@@ -546,10 +547,10 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// WriteText prints entries as an aligned table, times in ms.
-func WriteText(w io.Writer, entries []Entry) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tRUN\tPLAN\tGPU\tCOMMIT\tCONFIG\tMETRIC\tN\tMEDIAN\t")
+// Table is the history listing as a table: one row per entry, commits cut to 12 characters,
+// medians in the metric's display unit (ms for times).
+func Table(entries []Entry) *table.Table {
+	t := &table.Table{Header: []string{"TIME", "RUN", "PLAN", "GPU", "COMMIT", "CONFIG", "METRIC", "N", "MEDIAN"}, NoRule: true}
 	for _, e := range entries {
 		commit := e.Commit
 		if len(commit) > 12 {
@@ -558,9 +559,14 @@ func WriteText(w io.Writer, entries []Entry) error {
 		if commit == "" {
 			commit = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", e.Time.Format("2006-01-02 15:04"), e.RunID, e.Plan, e.GPU, commit, e.Config, e.Metric, e.N, compare.FormatValue(e.Median, e.Unit))
+		t.Rows = append(t.Rows, []string{e.Time.Format("2006-01-02 15:04"), e.RunID, e.Plan, e.GPU, commit, e.Config, e.Metric, strconv.Itoa(e.N), compare.FormatValue(e.Median, e.Unit)})
 	}
-	if err := tw.Flush(); err != nil {
+	return t
+}
+
+// WriteText prints entries as an aligned table, times in ms, and the number of rows.
+func WriteText(w io.Writer, entries []Entry) error {
+	if err := table.WriteText(w, Table(entries)); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "%d rows\n", len(entries))

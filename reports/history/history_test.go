@@ -265,3 +265,25 @@ func BenchmarkCompareHistory(b *testing.B) {
 		}
 	}
 }
+
+// TestWriteText: the listing is one aligned table (no rule, as before), commits cut to 12
+// characters or "-", medians in the metric's unit, and a row count.
+func TestWriteText(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	entries := []Entry{
+		{RunID: "r1", Time: at, Plan: "p", GPU: "H100", Commit: "0123456789abcdef", Config: "cfg", Metric: perf.MetricE2E, Unit: perf.UnitNS, N: 6, Median: 2e9},
+		{RunID: "r2", Time: at.Add(time.Hour), Plan: "p", GPU: "H100", Config: "cfg/long", Metric: "peak_memory", Unit: perf.UnitMB, N: 12, Median: 512},
+	}
+	var b strings.Builder
+	if err := WriteText(&b, entries); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"TIME              RUN  PLAN  GPU   COMMIT        CONFIG    METRIC       N   MEDIAN\n" +
+		"2026-01-02 03:04  r1   p     H100  0123456789ab  cfg       e2e          6   2000.0ms\n" +
+		"2026-01-02 04:04  r2   p     H100  -             cfg/long  peak_memory  12  512.0MB\n" +
+		"2 rows\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

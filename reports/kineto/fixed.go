@@ -13,89 +13,115 @@ func parseMicrosNS(b []byte) (ns int64, ok bool) {
 // parseDecimalScaled returns the decimal number in b multiplied by 10^scale, rounded to an
 // integer, using integer arithmetic only.
 func parseDecimalScaled(b []byte, scale int) (int64, bool) {
+	d, neg, ok := scanDecimal(b)
+	if !ok {
+		return 0, false
+	}
+	mant, ok := d.scaled(scale)
+	if !ok || mant > 1<<63-1 {
+		return 0, false
+	}
+	v := int64(mant)
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// decimal is a JSON number as read by scanDecimal, without its sign: its value is
+// mant * 10^exp plus the digits that did not fit into mant, summarised by the first of them
+// (roundDigit, -1 when none) and whether any later one was not zero (sticky). Four fields, so
+// that the compiler can keep it in registers.
+type decimal struct {
+	mant       uint64 // significant digits, at most 19 kept (19 nines fit in uint64)
+	exp        int
+	roundDigit int
+	sticky     bool
+}
+
+// scanDecimal reads [sign] digits [. digits] [e [sign] digits]; ok is false for anything else
+// (no digit at all, an "e" without digits, trailing bytes). Once 19 significant digits are
+// kept, later digits only feed the rounding; a dropped integer digit still counts as a power of
+// ten, and a fraction digit after a dropped integer digit is dropped as well. The state lives
+// in locals, not in a struct, so that it stays in registers: this runs twice per trace event.
+func scanDecimal(b []byte) (d decimal, neg, ok bool) {
+	var mant uint64
+	digits, dropExp, fracDigits, roundDigit, sticky := 0, 0, 0, -1, false
 	i := 0
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		neg = b[i] == '-'
+		i++
+	}
+	start := i
+	for ; i < len(b) && isDigit(b[i]); i++ {
+		x := uint64(b[i] - '0')
+		if digits < 19 {
+			if mant != 0 || x != 0 {
+				digits++
+			}
+			mant = mant*10 + x
+		} else {
+			roundDigit, sticky = dropped(roundDigit, sticky, x)
+			dropExp++
+		}
+	}
+	seen := i > start
+	if i < len(b) && b[i] == '.' {
+		i++
+		start = i
+		for ; i < len(b) && isDigit(b[i]); i++ {
+			x := uint64(b[i] - '0')
+			if digits < 19 && dropExp == 0 {
+				if mant != 0 || x != 0 {
+					digits++
+				}
+				mant = mant*10 + x
+				fracDigits++
+			} else {
+				roundDigit, sticky = dropped(roundDigit, sticky, x)
+			}
+		}
+		seen = seen || i > start
+	}
+	if !seen {
+		return d, neg, false
+	}
+	exp := 0
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		if exp, i, ok = scanExponent(b, i+1); !ok {
+			return d, neg, false
+		}
+	}
+	return decimal{mant: mant, exp: dropExp - fracDigits + exp, roundDigit: roundDigit, sticky: sticky}, neg, i == len(b)
+}
+
+// scanExponent reads the [sign] digits after an "e" starting at b[i]; it returns the exponent
+// (capped at ±10000, far beyond any int64 result) and the index after it.
+func scanExponent(b []byte, i int) (exp, next int, ok bool) {
 	neg := false
 	if i < len(b) && (b[i] == '-' || b[i] == '+') {
 		neg = b[i] == '-'
 		i++
 	}
-	var mant uint64 // significant digits, at most 19 kept (19 nines fit in uint64)
-	digits := 0     // digits kept in mant
-	dropExp := 0    // integer digits dropped because mant was full (each multiplies by 10)
-	fracDigits := 0 // fraction digits kept in mant
-	roundDigit := -1
-	sticky := false
-	seen := false
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		seen = true
-		d := uint64(b[i] - '0')
-		if digits < 19 {
-			if mant != 0 || d != 0 {
-				digits++
-			}
-			mant = mant*10 + d
-		} else {
-			if roundDigit < 0 {
-				roundDigit = int(d)
-			} else if d != 0 {
-				sticky = true
-			}
-			dropExp++
+	if i >= len(b) || !isDigit(b[i]) {
+		return 0, i, false
+	}
+	for ; i < len(b) && isDigit(b[i]); i++ {
+		if exp < 10000 {
+			exp = exp*10 + int(b[i]-'0')
 		}
 	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		fracSeen := false
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-			fracSeen = true
-			d := uint64(b[i] - '0')
-			if digits < 19 && dropExp == 0 {
-				if mant != 0 || d != 0 {
-					digits++
-				}
-				mant = mant*10 + d
-				fracDigits++
-			} else {
-				if roundDigit < 0 {
-					roundDigit = int(d)
-				} else if d != 0 {
-					sticky = true
-				}
-			}
-		}
-		if !fracSeen && !seen {
-			return 0, false
-		}
-		seen = seen || fracSeen
+	if neg {
+		exp = -exp
 	}
-	if !seen {
-		return 0, false
-	}
-	exp := 0
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		eneg := false
-		if i < len(b) && (b[i] == '-' || b[i] == '+') {
-			eneg = b[i] == '-'
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return 0, false
-		}
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-			if exp < 10000 {
-				exp = exp*10 + int(b[i]-'0')
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-	}
-	if i != len(b) {
-		return 0, false
-	}
-	// value = mant * 10^(dropExp - fracDigits + exp + scale), plus the dropped digits.
-	p := dropExp - fracDigits + exp + scale
+	return exp, i, true
+}
+
+// scaled returns |d| * 10^scale rounded half away from zero; ok is false when the product does
+// not fit in int64 (rounding up can still pass the limit by one, which the caller checks).
+func (d decimal) scaled(scale int) (uint64, bool) {
+	p := d.exp + scale
+	mant, roundDigit, sticky := d.mant, d.roundDigit, d.sticky
 	if mant == 0 {
 		return 0, true
 	}
@@ -110,34 +136,23 @@ func parseDecimalScaled(b []byte, scale int) (int64, bool) {
 			}
 			mant *= 10
 		}
-		if roundDigit >= 5 {
-			mant++
-		}
 	} else {
 		for ; p < 0; p++ {
 			if mant == 0 {
 				roundDigit, sticky = 0, false
 				break
 			}
-			d := int(mant % 10)
 			if roundDigit > 0 || sticky {
 				sticky = true
 			}
-			roundDigit = d
+			roundDigit = int(mant % 10)
 			mant /= 10
 		}
-		if roundDigit >= 5 {
-			mant++
-		}
 	}
-	if mant > 1<<63-1 {
-		return 0, false
+	if roundDigit >= 5 {
+		mant++
 	}
-	v := int64(mant)
-	if neg {
-		v = -v
-	}
-	return v, true
+	return mant, true
 }
 
 // parseInt parses a JSON integer (no fraction, no exponent) as int64.
@@ -177,4 +192,13 @@ func parseInt(b []byte) (int64, bool) {
 		return -int64(v), true
 	}
 	return int64(v), true
+}
+
+// dropped folds a digit that did not fit into the rounding state: the first dropped digit, and
+// whether any later one was not zero.
+func dropped(roundDigit int, sticky bool, x uint64) (int, bool) {
+	if roundDigit < 0 {
+		return int(x), sticky
+	}
+	return roundDigit, sticky || x != 0
 }

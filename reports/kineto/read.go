@@ -46,9 +46,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Sequential reads on the calling goroutine only. By default (when GOMAXPROCS > 1) the
 	// input is inflated if needed and split into events on a second goroutine while this one
-	// parses them: on an idle 2-vCPU machine that took a 500 MB plain-JSON trace from 2.35 s
-	// to 1.79 s, and it hides the inflate cost of .json.gz. The results are identical either
-	// way.
+	// parses them, which takes about a quarter less time for a large plain-JSON trace on two
+	// CPUs (docs/performance.md) and hides the inflate cost of .json.gz. The results are
+	// identical either way.
 	Sequential bool
 	// Pipeline forces the two-goroutine pipeline even with GOMAXPROCS 1 (for measurements).
 	Pipeline bool

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sglprof/runner/rundir"
 )
 
 // Metric names. A stage metric is StagePrefix + the stage's class name
@@ -90,11 +92,24 @@ type Config struct {
 	stageSeq []string // stage metrics in first-seen (pipeline) order
 }
 
-// KernelShare is one top kernel from a cell's triage (result.json top_kernels).
+// KernelShare is what a comparison shows of one of a cell's top kernels: rundir.KernelShare
+// (result.json's top_kernels) without the total time, which does not pool across cells.
 type KernelShare struct {
 	Name     string  `json:"name"`
 	Category string  `json:"category"`
 	SharePct float64 `json:"share_pct"`
+}
+
+// kernelShares keeps of result.json's top kernels what a comparison shows.
+func kernelShares(ks []rundir.KernelShare) []KernelShare {
+	if ks == nil {
+		return nil
+	}
+	out := make([]KernelShare, len(ks))
+	for i, k := range ks {
+		out[i] = KernelShare{Name: k.Name, Category: k.Category, SharePct: k.SharePct}
+	}
+	return out
 }
 
 // MetricNames returns the metric names of c in report order: e2e, stages in first-seen order
@@ -222,7 +237,7 @@ func Load(path string, opts LoadOptions) (*Set, error) {
 		return nil, fmt.Errorf("%w; expected a run directory, a cell directory or a perf-dump JSON file", err)
 	}
 	if !st.IsDir() {
-		if filepath.Base(path) == "result.json" {
+		if filepath.Base(path) == rundir.ResultFile {
 			return loadCellDir(filepath.Dir(path), opts)
 		}
 		d, err := ReadDumpFile(path)
@@ -240,14 +255,14 @@ func Load(path string, opts LoadOptions) (*Set, error) {
 		s.Configs[key] = c
 		return s, nil
 	}
-	if exists(filepath.Join(path, "cells.json")) || exists(filepath.Join(path, "summary.json")) {
+	if exists(filepath.Join(path, rundir.CellsFile)) || exists(filepath.Join(path, rundir.SummaryJSON)) {
 		return loadRunDir(path, opts)
 	}
-	if exists(filepath.Join(path, "result.json")) {
+	if exists(filepath.Join(path, rundir.ResultFile)) {
 		return loadCellDir(path, opts)
 	}
-	if exists(filepath.Join(path, "perf.json")) {
-		return Load(filepath.Join(path, "perf.json"), opts)
+	if exists(filepath.Join(path, rundir.PerfFile)) {
+		return Load(filepath.Join(path, rundir.PerfFile), opts)
 	}
 	return nil, fmt.Errorf("%s has no summary.json, cells.json, result.json or perf.json; expected a run directory, a cell directory or a perf-dump JSON file", path)
 }
@@ -257,55 +272,12 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// resultFile is the part of a cell's result.json that metrics need (the runner package owns
-// the full type; importing it here would be a cycle).
-type resultFile struct {
-	ID       string `json:"id"`
-	Key      string `json:"key"`
-	Profiler string `json:"profiler"`
-	Verdict  string `json:"verdict"`
-	Timings  struct {
-		E2ENS             int64   `json:"e2e_ns"`
-		MeanDenoiseStepNS int64   `json:"mean_denoise_step_ns"`
-		DenoiseStepsNS    []int64 `json:"denoise_steps_ns"`
-		Stages            []struct {
-			Name string `json:"name"`
-			NS   int64  `json:"ns"`
-		} `json:"stages"`
-		PeakMemoryMB   float64 `json:"peak_memory_mb"`
-		PerfDumpSchema string  `json:"perf_dump_schema"`
-	} `json:"timings"`
-	TopKernels []KernelShare `json:"top_kernels"`
-}
-
-type manifestFile struct {
-	Plan      string    `json:"plan"`
-	Start     time.Time `json:"start"`
-	Simulated bool      `json:"simulated"`
-	GPUs      []struct {
-		Name   string `json:"name"`
-		Driver string `json:"driver_version"`
-	} `json:"gpus"`
-}
-
-func readJSONFile(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s is not valid JSON: %w", path, err)
-	}
-	return nil
-}
-
 func loadRunDir(dir string, opts LoadOptions) (*Set, error) {
-	if !exists(filepath.Join(dir, "summary.json")) {
+	if !exists(filepath.Join(dir, rundir.SummaryJSON)) {
 		return nil, fmt.Errorf("%s: %w: it has no summary.json yet; wait for `runner run` to finish, or finish it with `runner run --resume %s`", dir, ErrInProgress, dir)
 	}
 	s := &Set{Source: dir, Kind: "run", RunID: filepath.Base(filepath.Clean(dir)), Configs: map[string]*Config{}}
-	var man manifestFile
-	if err := readJSONFile(filepath.Join(dir, "manifest.json"), &man); err == nil {
+	if man, err := rundir.ReadManifest(dir); err == nil {
 		s.Plan, s.Start = man.Plan, man.Start
 		if len(man.GPUs) > 0 {
 			s.GPU, s.Driver = man.GPUs[0].Name, man.GPUs[0].Driver
@@ -314,23 +286,18 @@ func loadRunDir(dir string, opts LoadOptions) (*Set, error) {
 		}
 	}
 	var cells []string
-	var cf struct {
-		Cells []struct {
-			Dir string `json:"dir"`
-		} `json:"cells"`
-	}
-	if err := readJSONFile(filepath.Join(dir, "cells.json"), &cf); err == nil {
+	if cf, err := rundir.ReadCells(dir); err == nil {
 		for _, c := range cf.Cells {
 			cells = append(cells, filepath.Join(dir, c.Dir))
 		}
 	} else {
-		ents, err := os.ReadDir(filepath.Join(dir, "cells"))
+		ents, err := os.ReadDir(filepath.Join(dir, rundir.CellsDir))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w; is this a run directory?", dir, err)
 		}
 		for _, e := range ents {
 			if e.IsDir() {
-				cells = append(cells, filepath.Join(dir, "cells", e.Name()))
+				cells = append(cells, rundir.CellDir(dir, e.Name()))
 			}
 		}
 	}
@@ -361,9 +328,9 @@ func loadCellDir(dir string, opts LoadOptions) (*Set, error) {
 
 // addCell pools one cell directory's samples into s, or records why it is skipped.
 func (s *Set) addCell(cd string, opts LoadOptions) error {
-	var r resultFile
 	id := filepath.Base(cd)
-	if err := readJSONFile(filepath.Join(cd, "result.json"), &r); err != nil {
+	r, err := rundir.ReadResult(cd)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			s.Skipped = append(s.Skipped, Skip{Cell: id, Reason: "no result.json (the cell has not run; the run was interrupted or is still in progress)"})
 			return nil
@@ -379,13 +346,13 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 		return nil
 	case !opts.admits(r.Profiler):
 		if c := s.Configs[r.Key]; c != nil && len(c.TopKernels) == 0 {
-			c.TopKernels = r.TopKernels
+			c.TopKernels = kernelShares(r.TopKernels)
 		} else if c == nil && len(r.TopKernels) > 0 {
-			s.pendingKernels(r.Key, r.TopKernels)
+			s.pendingKernels(r.Key, kernelShares(r.TopKernels))
 		}
 		s.Skipped = append(s.Skipped, Skip{Cell: id, Key: r.Key, Reason: fmt.Sprintf("profiler %q distorts timings; only %s cells are compared (--profilers all admits them)", r.Profiler, strings.Join(profilersOf(opts), ","))})
 		return nil
-	case r.Timings.E2ENS == 0 && len(r.Timings.Stages) == 0 && !exists(filepath.Join(cd, "requests.jsonl")):
+	case r.Timings.E2ENS == 0 && len(r.Timings.Stages) == 0 && !exists(filepath.Join(cd, rundir.RequestsFile)):
 		s.Skipped = append(s.Skipped, Skip{Cell: id, Key: r.Key, Reason: "no timings in result.json (sglang wrote no perf dump)"})
 		return nil
 	}
@@ -400,7 +367,7 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 	}
 	c.Cells = append(c.Cells, id)
 	if len(c.TopKernels) == 0 {
-		c.TopKernels = r.TopKernels
+		c.TopKernels = kernelShares(r.TopKernels)
 	}
 	t := r.Timings
 	if t.E2ENS > 0 {
@@ -423,7 +390,7 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 	if t.PeakMemoryMB > 0 {
 		c.add(MetricPeakMemory, t.PeakMemoryMB)
 	}
-	if lat, err := readRequests(filepath.Join(cd, "requests.jsonl")); err != nil {
+	if lat, err := readRequests(filepath.Join(cd, rundir.RequestsFile)); err != nil {
 		return fmt.Errorf("cell %s: %w", id, err)
 	} else {
 		for _, v := range lat {
@@ -431,7 +398,7 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 		}
 	}
 	if s.Commit == "" {
-		if d, err := ReadDumpFile(filepath.Join(cd, "perf.json")); err == nil {
+		if d, err := ReadDumpFile(filepath.Join(cd, rundir.PerfFile)); err == nil {
 			s.Commit = commitOf(d)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/render/table"
 )
 
 // Report is what `runner report` shows for one run: the comparison rows (when there is a
@@ -154,7 +155,7 @@ func maxOf(v []float64) float64 {
 // summary limit for sweeps of hundreds of cells because it has no per-step rows.
 func WriteReportMarkdown(w io.Writer, r *Report) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# %s\n\n", mdCell(r.Title))
+	fmt.Fprintf(&b, "# %s\n\n", table.EscapeMarkdown(r.Title))
 	fmt.Fprintf(&b, "Run `%s`", r.RunDir)
 	if r.Baseline != "" {
 		fmt.Fprintf(&b, " against `%s`", r.Baseline)
@@ -176,7 +177,7 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 				if s.HasBase {
 					base = compare.FormatValue(s.Base, perf.UnitNS)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(s.Name), compare.FormatValue(s.New, perf.UnitNS), base, orDash(s.Status))
+				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", table.EscapeMarkdown(s.Name), compare.FormatValue(s.New, perf.UnitNS), base, orDash(s.Status))
 			}
 		}
 		if len(c.Steps) > 0 {
@@ -186,7 +187,7 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 		if len(c.Kernels) > 0 {
 			b.WriteString("\n| Top kernel | Category | Share |\n|---|---|---:|\n")
 			for _, k := range c.Kernels {
-				fmt.Fprintf(&b, "| `%s` | %s | %.1f%% |\n", mdCell(shortName(k.Name, 80)), mdCell(k.Category), k.SharePct)
+				fmt.Fprintf(&b, "| `%s` | %s | %.1f%% |\n", table.EscapeMarkdown(shortName(k.Name, 80)), table.EscapeMarkdown(k.Category), k.SharePct)
 			}
 		}
 		if len(c.Trend) > 0 {
@@ -200,15 +201,13 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 	if len(r.Skipped) > 0 {
 		fmt.Fprintf(&b, "\n<details><summary>%d cells not compared</summary>\n\n", len(r.Skipped))
 		for _, s := range r.Skipped {
-			fmt.Fprintf(&b, "- `%s`: %s\n", s.Cell, mdCell(s.Reason))
+			fmt.Fprintf(&b, "- `%s`: %s\n", s.Cell, table.EscapeMarkdown(s.Reason))
 		}
 		b.WriteString("\n</details>\n")
 	}
 	_, err := w.Write(b.Bytes())
 	return err
 }
-
-func mdCell(s string) string { return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s) }
 
 func orDash(s string) string {
 	if s == "" {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/reports/trace"
+	"github.com/sglprof/runner/rundir"
 )
 
 // Stage labels derived from file names and annotations.
@@ -140,9 +141,9 @@ var (
 
 // notTraces are JSON files that sit next to traces in run directories and are never traces.
 var notTraces = map[string]bool{
-	"server_args.json": true, "metadata.json": true, "config.json": true, "perf.json": true,
-	"result.json": true, "cells.json": true, "manifest.json": true, "summary.json": true,
-	"triage.json": true, "command.json": true,
+	"server_args.json": true, "metadata.json": true, "config.json": true, rundir.PerfFile: true,
+	rundir.ResultFile: true, rundir.CellsFile: true, rundir.ManifestFile: true, rundir.SummaryJSON: true,
+	rundir.TriageJSON: true, rundir.CommandFile: true,
 }
 
 func atoiOr(s string, def int) int {

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sglprof/runner/reports/render"
+	"github.com/sglprof/runner/reports/render/table"
 )
 
 // Verdicts and recommendations of the overlap table (anchor v2 labels, plus "overlapped" for
@@ -26,7 +26,7 @@ const (
 	DepLow     = "low"
 )
 
-func shortenName(s string, n int) string { return render.Shorten(s, n) }
+func shortenName(s string, n int) string { return table.Shorten(s, n) }
 
 type ovCand struct {
 	g     *kagg

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sglprof/runner/reports/render"
+	"github.com/sglprof/runner/reports/render/table"
 )
 
 // Output formats accepted by Render.
@@ -39,9 +39,15 @@ func Render(w io.Writer, r *Report, format string, cutoff float64) error {
 		}
 		return nil
 	case FormatMarkdown, "markdown":
-		return renderDoc(w, v, cutoff, true)
+		if err := renderDoc(w, v, cutoff, true); err != nil {
+			return err
+		}
+		return renderSections(w, v, table.Markdown)
 	case FormatText, "":
-		return renderDoc(w, v, cutoff, false)
+		if err := renderDoc(w, v, cutoff, false); err != nil {
+			return err
+		}
+		return renderSections(w, v, table.Text)
 	case FormatCSV:
 		return renderCSV(w, v)
 	}
@@ -106,12 +112,12 @@ func modeLabel(m string) string {
 func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 	var b strings.Builder
 	nameW := textNameWidth
-	write := render.WriteText
+	write := table.WriteText
 	heading := func(s string) { b.WriteString("== " + s + " ==\n") }
 	sub := func(s string) { b.WriteString("-- " + s + " --\n") }
 	if md {
 		nameW = mdNameWidth
-		write = render.WriteMarkdown
+		write = table.WriteMarkdown
 		heading = func(s string) { b.WriteString(s + "\n") }
 		sub = func(s string) { b.WriteString("##### " + s + "\n") }
 	}
@@ -142,7 +148,7 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 	}
 	b.WriteString("\n")
 	showStage := len(r.Stages) > 1 || (len(r.Stages) == 1 && r.Stages[0].Stage != StageAll)
-	flush := func(t *render.Table) error {
+	flush := func(t *table.Table) error {
 		if err := write(&b, t); err != nil {
 			return err
 		}
@@ -157,20 +163,20 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		}
 		fmt.Fprintf(&b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
 			ms(s.KernelTimeUS), s.KernelCount, ms(s.BusyUS), ms(s.WindowUS))
-		t := &render.Table{
+		t := &table.Table{
 			Header: []string{"Kernel", "Category", "GPU time", "Share", "Launches", "Python location (site share)", "CPU op"},
-			Align:  []render.Align{render.Left, render.Left, render.Right, render.Right, render.Right, render.Left, render.Left},
+			Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Left},
 			Empty:  fmt.Sprintf("No kernel rows at or above %s share.", pc(cutoff)),
 		}
 		if !md {
 			t.Header = []string{"Kernel", "Category", "GPU time", "Share", "sum%", "Launches", "Python location (site share)", "CPU op"}
-			t.Align = []render.Align{render.Left, render.Left, render.Right, render.Right, render.Right, render.Right, render.Left, render.Left}
+			t.Align = []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Right, table.Left, table.Left}
 		}
 		var cum float64
 		for _, k := range s.Kernels {
 			cum += k.SharePct
 			loc, cpu := siteCells(k.Locations)
-			row := []string{render.Shorten(k.Name, nameW), k.Category, ms(k.TotalUS), pc(k.SharePct)}
+			row := []string{table.Shorten(k.Name, nameW), k.Category, ms(k.TotalUS), pc(k.SharePct)}
 			if !md {
 				row = append(row, pc(cum))
 			}
@@ -190,13 +196,13 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		multi := pct(s.Summary.MultiStreamNS, int64(s.BusyUS*1000))
 		fmt.Fprintf(&b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
 			ms(s.BusyUS), ms(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
-		t := &render.Table{
+		t := &table.Table{
 			Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "Formal signal", "Dep risk", "Recommendation"},
 			Empty:  "No overlap rows cleared the reporting bar.",
 		}
 		for _, o := range s.Overlap {
 			sig := fmt.Sprintf("%.1f us, share %s, excl %s / hid %s", o.TotalUS, pc(o.SharePct), pc(o.ExclusivePct), pc(o.HiddenPct))
-			t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, render.Shorten(o.Kernel, nameW), o.Scope, sig, o.DepRisk, o.Recommendation})
+			t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, table.Shorten(o.Kernel, nameW), o.Scope, sig, o.DepRisk, o.Recommendation})
 		}
 		if err := flush(t); err != nil {
 			return err
@@ -208,9 +214,9 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		if showStage {
 			sub(stageTitle(s.Stage))
 		}
-		t := &render.Table{
+		t := &table.Table{
 			Header: []string{"Pattern", "Status", "Confidence", "Related GPU time", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
-			Align:  []render.Align{render.Left, render.Left, render.Left, render.Right, render.Right},
+			Align:  []table.Align{table.Left, table.Left, table.Left, table.Right, table.Right},
 			Empty:  "No catalog fusion pattern matched this stage.",
 		}
 		for _, f := range s.Fusions {
@@ -270,7 +276,7 @@ func f64(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 // renderCSV writes one long-form CSV: a "table" column says which table a row belongs to and
 // the columns that table does not use are empty. Numbers are unrounded.
 func renderCSV(w io.Writer, r *Report) error {
-	t := &render.Table{Header: []string{"table", "stage", "name", "category", "total_us", "count", "share_pct",
+	t := &table.Table{Header: []string{"table", "stage", "name", "category", "total_us", "count", "share_pct",
 		"location", "cpu_op", "priority", "verdict", "exclusive_pct", "hidden_pct", "dep_risk", "recommendation",
 		"status", "confidence", "evidence", "candidate_paths", "rationale"}}
 	for _, s := range r.Stages {
@@ -293,5 +299,6 @@ func renderCSV(w io.Writer, r *Report) error {
 				strings.Join(f.Evidence, "; "), strings.Join(f.CandidatePaths, "; "), f.Rationale})
 		}
 	}
-	return render.WriteCSV(w, t)
+	t.Rows = append(t.Rows, sectionCSVRows(t, r)...)
+	return table.WriteCSV(w, t)
 }

@@ -30,10 +30,10 @@ type Report struct {
 	Warnings []string    `json:"warnings"`
 
 	// Optional sections added by the nsys path (another package fills them); absent in
-	// torch-profiler reports.
-	NVTX      any `json:"nvtx,omitempty"`
-	MemoryOps any `json:"memory_ops,omitempty"`
-	API       any `json:"api,omitempty"`
+	// torch-profiler reports. Render writes them after the triage tables.
+	NVTX      Section `json:"nvtx,omitempty"`
+	MemoryOps Section `json:"memory_ops,omitempty"`
+	API       Section `json:"api,omitempty"`
 
 	// Model and TPSize come from server_args.json; shown in the text/Markdown header only.
 	Model  string `json:"-"`

@@ -21,6 +21,9 @@ import (
 
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/reports/kineto"
+	"github.com/sglprof/runner/reports/render/table"
+
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -339,8 +342,8 @@ func (b *builder) stageStream(path string, gunzip, gz bool) (string, int64, erro
 // collect gathers every file of the bundle, redacted, before anything is written.
 func (b *builder) collect(ctx context.Context) error {
 	s := b.s
-	b.text(runner.PlanFile, s.planRaw, "text", "")
-	for _, f := range []string{runner.CellsFile, runner.ManifestFile, runner.SummaryMD, runner.SummaryJSON} {
+	b.text(rundir.PlanFile, s.planRaw, "text", "")
+	for _, f := range []string{rundir.CellsFile, rundir.ManifestFile, rundir.SummaryMD, rundir.SummaryJSON} {
 		if err := b.textFile(f, filepath.Join(s.dir, f), "text", ""); err != nil {
 			return err
 		}
@@ -365,14 +368,14 @@ func (b *builder) collect(ctx context.Context) error {
 			return err
 		}
 		dir := s.cellDir(c)
-		rel := path.Join(runner.CellsDir, c.Cell.ID)
+		rel := path.Join(rundir.CellsDir, c.Cell.ID)
 		// load.json and requests.jsonl are a serve cell's client side.
-		for _, f := range []string{runner.CommandFile, runner.ResultFile, runner.PerfFile, runner.TriageMD, runner.TriageJSON, "triage.csv", "load.json", "requests.jsonl"} {
+		for _, f := range []string{rundir.CommandFile, rundir.ResultFile, rundir.PerfFile, rundir.TriageMD, rundir.TriageJSON, "triage.csv", rundir.LoadFile, rundir.RequestsFile} {
 			if err := b.textFile(path.Join(rel, f), filepath.Join(dir, f), "text", c.Cell.ID); err != nil {
 				return err
 			}
 		}
-		if err := b.textFile(path.Join(rel, runner.LogFile), filepath.Join(dir, runner.LogFile), "log", c.Cell.ID); err != nil {
+		if err := b.textFile(path.Join(rel, rundir.LogFile), filepath.Join(dir, rundir.LogFile), "log", c.Cell.ID); err != nil {
 			return err
 		}
 		if err := b.nsysSummaries(ctx, c, dir, rel); err != nil {
@@ -390,23 +393,18 @@ func (b *builder) collect(ctx context.Context) error {
 func (b *builder) servers() error {
 	want := map[string]bool{}
 	for _, c := range b.s.selected {
-		var r struct {
-			Serve struct {
-				Server string `json:"server"`
-			} `json:"serve"`
-		}
-		if readJSON(filepath.Join(b.s.cellDir(c), runner.ResultFile), &r) == nil && r.Serve.Server != "" && filepath.IsLocal(r.Serve.Server) {
+		if r, err := rundir.ReadResult(b.s.cellDir(c)); err == nil && r.Serve != nil && r.Serve.Server != "" && filepath.IsLocal(r.Serve.Server) {
 			want[filepath.ToSlash(filepath.Clean(r.Serve.Server))] = true
 		}
 	}
 	for _, srv := range sortedKeys(want) {
 		dir := filepath.Join(b.s.dir, filepath.FromSlash(srv))
-		for _, f := range []string{runner.CommandFile, "server.json"} {
+		for _, f := range []string{rundir.CommandFile, rundir.ServerFile} {
 			if err := b.textFile(path.Join(srv, f), filepath.Join(dir, f), "text", ""); err != nil {
 				return err
 			}
 		}
-		if err := b.textFile(path.Join(srv, runner.LogFile), filepath.Join(dir, runner.LogFile), "log", ""); err != nil {
+		if err := b.textFile(path.Join(srv, rundir.LogFile), filepath.Join(dir, rundir.LogFile), "log", ""); err != nil {
 			return err
 		}
 	}
@@ -415,7 +413,7 @@ func (b *builder) servers() error {
 
 // nsysSummaries adds the `nsys stats`-style CSV summaries of a cell's SQLite export (kernels,
 // CUDA API, NVTX ranges) instead of the export itself, which can be gigabytes.
-func (b *builder) nsysSummaries(ctx context.Context, c cellRecord, dir, rel string) error {
+func (b *builder) nsysSummaries(ctx context.Context, c rundir.CellRecord, dir, rel string) error {
 	exports, _ := filepath.Glob(filepath.Join(dir, "nsys", "*"+nsys.SQLiteExt))
 	for _, exp := range exports {
 		if !isRegular(exp) {
@@ -429,7 +427,7 @@ func (b *builder) nsysSummaries(ctx context.Context, c cellRecord, dir, rel stri
 		}
 		for _, rep := range nsys.Stats(capt) {
 			var buf bytes.Buffer
-			if err := rep.Table().WriteCSV(&buf); err != nil {
+			if err := table.WriteCSV(&buf, rep.Table()); err != nil {
 				return fmt.Errorf("bundle: %s: %w", exp, err)
 			}
 			b.text(path.Join(rel, "nsys", base+"_"+rep.Report+".csv"), buf.Bytes(), "text", c.Cell.ID)
@@ -442,7 +440,7 @@ func (b *builder) nsysSummaries(ctx context.Context, c cellRecord, dir, rel stri
 // cellTraces adds a cell's torch traces, slimmed to a few steps unless --with-traces, and with
 // --with-traces its nsys reports (binary, so they are only included when no secret is found in
 // them).
-func (b *builder) cellTraces(ctx context.Context, c cellRecord, dir, rel string) error {
+func (b *builder) cellTraces(ctx context.Context, c rundir.CellRecord, dir, rel string) error {
 	traces, _ := filepath.Glob(filepath.Join(dir, "traces", "*.json*"))
 	sort.Strings(traces)
 	for _, tp := range traces {

@@ -18,6 +18,7 @@ import (
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -148,9 +149,9 @@ func readArchive(t *testing.T, path string) map[string][]byte {
 
 func TestBundleRedactsPlantedSecrets(t *testing.T) {
 	run := simRun(t, secretPlan, secretEnv())
-	cellDir := filepath.Join(run, runner.CellsDir, "000-unknown-model-default-s0-torch-r1")
+	cellDir := filepath.Join(run, rundir.CellsDir, "000-unknown-model-default-s0-torch-r1")
 	// The log gets lines a real sglang or a user's wrapper could print.
-	lf, err := os.OpenFile(filepath.Join(cellDir, runner.LogFile), os.O_APPEND|os.O_WRONLY, 0)
+	lf, err := os.OpenFile(filepath.Join(cellDir, rundir.LogFile), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +170,11 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 	lf.Close()
 
 	// Raw run directory files do hold them: the test must be able to fail.
-	raw, _ := os.ReadFile(filepath.Join(run, runner.PlanFile))
+	raw, _ := os.ReadFile(filepath.Join(run, rundir.PlanFile))
 	if !bytes.Contains(raw, []byte(planToken)) {
 		t.Fatal("the planted plan token is not in the run's plan.toml; the test plants nothing")
 	}
-	rawCmd, _ := os.ReadFile(filepath.Join(cellDir, runner.CommandFile))
+	rawCmd, _ := os.ReadFile(filepath.Join(cellDir, rundir.CommandFile))
 	if !bytes.Contains(raw, []byte(argvToken)) {
 		t.Fatal("the planted argv token is not in the run's plan.toml; the test plants nothing")
 	}
@@ -242,7 +243,7 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 
 func TestIssueBody(t *testing.T) {
 	run := simRun(t, secretPlan, secretEnv())
-	body, err := Issue(filepath.Join(run, runner.CellsDir, "000-unknown-model-default-s0-torch-r1"), IssueOptions{Env: secretEnv()})
+	body, err := Issue(filepath.Join(run, rundir.CellsDir, "000-unknown-model-default-s0-torch-r1"), IssueOptions{Env: secretEnv()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ profilers = ["torch"]
 		}
 		big.WriteByte('\n')
 	}
-	if err := os.WriteFile(filepath.Join(cell, runner.LogFile), big.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cell, rundir.LogFile), big.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -433,8 +434,8 @@ num_inference_steps = [3]
 	cell := filepath.Join(run, "cells", "000-qwen-image-default-s0-none-r1")
 	secret := filepath.Join(t.TempDir(), "secret.txt")
 	os.WriteFile(secret, []byte("TOPSECRET-FILE-CONTENT"), 0o600)
-	os.Remove(filepath.Join(cell, runner.TriageMD))
-	if err := os.Symlink(secret, filepath.Join(cell, runner.TriageMD)); err != nil {
+	os.Remove(filepath.Join(cell, rundir.TriageMD))
+	if err := os.Symlink(secret, filepath.Join(cell, rundir.TriageMD)); err != nil {
 		t.Skip(err)
 	}
 	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "l.tar.gz")})
@@ -468,8 +469,8 @@ func TestReadmeWorstRegressions(t *testing.T) {
 		{Config: "qwen", Metric: "peak_memory", Unit: "MB", DeltaPct: 90, Status: compare.StatusOK},
 	}}
 	data, _ := json.Marshal(res)
-	os.WriteFile(filepath.Join(run, runner.CompareFile), data, 0o644)
-	os.WriteFile(filepath.Join(run, runner.CompareMD), []byte("| config | metric |\n"), 0o644)
+	os.WriteFile(filepath.Join(run, rundir.CompareFile), data, 0o644)
+	os.WriteFile(filepath.Join(run, rundir.CompareMD), []byte("| config | metric |\n"), 0o644)
 	out := filepath.Join(t.TempDir(), "c.tar.gz")
 	if _, err := Create(context.Background(), run, Options{Output: out}); err != nil {
 		t.Fatal(err)
@@ -483,10 +484,10 @@ func TestReadmeWorstRegressions(t *testing.T) {
 	if strings.Contains(readme, "| peak_memory |") {
 		t.Error("a row that did not regress is listed as a regression")
 	}
-	if _, ok := files[runner.CompareFile]; !ok {
+	if _, ok := files[rundir.CompareFile]; !ok {
 		t.Error("compare.json not bundled")
 	}
-	if _, ok := files[runner.CompareMD]; !ok {
+	if _, ok := files[rundir.CompareMD]; !ok {
 		t.Error("compare.md not bundled")
 	}
 }
@@ -511,7 +512,7 @@ num_inference_steps = [3]
 		big.WriteByte('\n')
 	}
 	big.WriteString("last line Authorization: Bearer " + bearer + "\n")
-	if err := os.WriteFile(filepath.Join(cell, runner.LogFile), big.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cell, rundir.LogFile), big.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 1 << 20})
@@ -536,7 +537,7 @@ num_inference_steps = [3]
 func TestBundlePlanThatNoLongerLoads(t *testing.T) {
 	run := simRun(t, fallbackPlan, nil)
 	// A plan key this runner does not know (as from a newer runner), with a secret beside it.
-	os.WriteFile(filepath.Join(run, runner.PlanFile), []byte(fallbackPlan+"future_key = 1\n[backend]\nenv = { API_TOKEN = \"tok-secret-value\" }\n"), 0o644)
+	os.WriteFile(filepath.Join(run, rundir.PlanFile), []byte(fallbackPlan+"future_key = 1\n[backend]\nenv = { API_TOKEN = \"tok-secret-value\" }\n"), 0o644)
 	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz")})
 	if err != nil {
 		t.Fatal(err)

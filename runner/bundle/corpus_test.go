@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/rundir"
 )
 
 // family is one credential format of the corpus: text builds the line that carries secret
@@ -121,7 +121,7 @@ num_inference_steps = [3]
 profilers = ["torch"]
 `
 	run := simRun(t, plan, procEnv)
-	cells, _ := filepath.Glob(filepath.Join(run, runner.CellsDir, "*"))
+	cells, _ := filepath.Glob(filepath.Join(run, rundir.CellsDir, "*"))
 	if len(cells) != 1 {
 		t.Fatalf("want one cell, got %v", cells)
 	}
@@ -129,16 +129,16 @@ profilers = ["torch"]
 	plant(t, cell, places)
 
 	// The raw plan holds the argv samples: the test can fail.
-	raw, _ := os.ReadFile(filepath.Join(run, runner.PlanFile))
+	raw, _ := os.ReadFile(filepath.Join(run, rundir.PlanFile))
 	if !bytes.Contains(raw, []byte(places["argv"][0].secret)) {
 		t.Fatal("plan.toml does not hold the planted samples; the test plants nothing")
 	}
 
 	outputs := map[string][]byte{}
-	for _, f := range []string{runner.CellsFile, runner.ManifestFile} {
+	for _, f := range []string{rundir.CellsFile, rundir.ManifestFile} {
 		outputs["run/"+f], _ = os.ReadFile(filepath.Join(run, f))
 	}
-	outputs["run/cell/command.json"], _ = os.ReadFile(filepath.Join(cell, runner.CommandFile))
+	outputs["run/cell/command.json"], _ = os.ReadFile(filepath.Join(cell, rundir.CommandFile))
 	for _, withTraces := range []bool{false, true} {
 		out := filepath.Join(t.TempDir(), "b.tar.gz")
 		if _, err := Create(context.Background(), run, Options{Output: out, Env: procEnv, WithTraces: withTraces}); err != nil {
@@ -182,7 +182,7 @@ profilers = ["torch"]
 // plant writes the log, trace and perf samples into a finished cell.
 func plant(t *testing.T, cell string, places map[string][]family) {
 	t.Helper()
-	lf, err := os.OpenFile(filepath.Join(cell, runner.LogFile), os.O_APPEND|os.O_WRONLY, 0)
+	lf, err := os.OpenFile(filepath.Join(cell, rundir.LogFile), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func plant(t *testing.T, cell string, places map[string][]family) {
 	})
 
 	// The perf dump: a field the perf writer does not know, holding every sample.
-	pp := filepath.Join(cell, runner.PerfFile)
+	pp := filepath.Join(cell, rundir.PerfFile)
 	perf, err := os.ReadFile(pp)
 	if err != nil {
 		t.Fatal(err)

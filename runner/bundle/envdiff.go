@@ -9,6 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -26,7 +27,7 @@ var (
 )
 
 // Facts lists the environment of a manifest in a fixed order; a probe that failed says why.
-func Facts(m *runner.Manifest) []Fact {
+func Facts(m *rundir.Manifest) []Fact {
 	unknown := func(probe string) string {
 		if p, ok := m.Probes[probe]; ok && p.Error != "" {
 			return "unknown (" + p.Error + ")"
@@ -135,7 +136,7 @@ type Diff struct {
 // DiffManifests compares the environment facts and the variables that matter (the manifests'
 // env) of the bundle and of this machine. Host names and CPU counts differ between any two
 // machines and are reported like the rest; a redacted value only differs when it is missing.
-func DiffManifests(bundle, here *runner.Manifest) []Diff {
+func DiffManifests(bundle, here *rundir.Manifest) []Diff {
 	var out []Diff
 	bf, hf := Facts(bundle), Facts(here)
 	hm := map[string]string{}

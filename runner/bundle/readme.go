@@ -2,7 +2,6 @@ package bundle
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/reports/compare"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/reports/render/table"
+
+	"github.com/sglprof/runner/rundir"
 )
 
 // view is what the README and the issue body are made of, read back from the redacted
@@ -22,7 +23,7 @@ import (
 type view struct {
 	plan     string
 	planRaw  string
-	manifest runner.Manifest
+	manifest rundir.Manifest
 	cells    []cellView
 	compare  string // a comparison's Markdown, when the run directory has one
 	worst    []compare.Row
@@ -36,7 +37,7 @@ type serverView struct {
 
 type cellView struct {
 	id       string
-	result   *runner.CellResult
+	result   *rundir.CellResult
 	command  *backends.Launch
 	triageMD string
 }
@@ -58,48 +59,48 @@ func buildView(s *source, entries []entry) view {
 	if v.plan == "" && s.plan != nil {
 		v.plan = s.plan.Name
 	}
-	if e, ok := byName[runner.PlanFile]; ok {
+	if e, ok := byName[rundir.PlanFile]; ok {
 		v.planRaw = string(entryBytes(e))
 	}
-	if e, ok := byName[runner.ManifestFile]; ok {
-		_ = json.Unmarshal(entryBytes(e), &v.manifest)
+	if e, ok := byName[rundir.ManifestFile]; ok {
+		_ = rundir.DecodeJSON(e.name, entryBytes(e), &v.manifest)
 	}
-	for _, name := range []string{runner.CompareMD, "compare.txt"} {
+	for _, name := range []string{rundir.CompareMD, "compare.txt"} {
 		if e, ok := byName[name]; ok {
 			v.compare = string(entryBytes(e))
 			break
 		}
 	}
-	if e, ok := byName[runner.CompareFile]; ok {
+	if e, ok := byName[rundir.CompareFile]; ok {
 		var res compare.Result
-		if json.Unmarshal(entryBytes(e), &res) == nil {
+		if rundir.DecodeJSON(e.name, entryBytes(e), &res) == nil {
 			v.worst = worstRegressions(res.Rows, 5)
 		}
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.name, "servers/") && path.Base(e.name) == runner.CommandFile {
+		if strings.HasPrefix(e.name, "servers/") && path.Base(e.name) == rundir.CommandFile {
 			var l backends.Launch
-			if json.Unmarshal(entryBytes(e), &l) == nil {
+			if rundir.DecodeJSON(e.name, entryBytes(e), &l) == nil {
 				v.servers = append(v.servers, serverView{dir: path.Dir(e.name), command: &l})
 			}
 		}
 	}
 	for _, c := range s.selected {
 		cv := cellView{id: c.Cell.ID}
-		rel := path.Join(runner.CellsDir, c.Cell.ID)
-		if e, ok := byName[path.Join(rel, runner.ResultFile)]; ok {
-			var r runner.CellResult
-			if json.Unmarshal(entryBytes(e), &r) == nil {
+		rel := path.Join(rundir.CellsDir, c.Cell.ID)
+		if e, ok := byName[path.Join(rel, rundir.ResultFile)]; ok {
+			var r rundir.CellResult
+			if rundir.DecodeJSON(e.name, entryBytes(e), &r) == nil {
 				cv.result = &r
 			}
 		}
-		if e, ok := byName[path.Join(rel, runner.CommandFile)]; ok {
+		if e, ok := byName[path.Join(rel, rundir.CommandFile)]; ok {
 			var l backends.Launch
-			if json.Unmarshal(entryBytes(e), &l) == nil {
+			if rundir.DecodeJSON(e.name, entryBytes(e), &l) == nil {
 				cv.command = &l
 			}
 		}
-		if e, ok := byName[path.Join(rel, runner.TriageMD)]; ok {
+		if e, ok := byName[path.Join(rel, rundir.TriageMD)]; ok {
 			cv.triageMD = string(entryBytes(e))
 		}
 		v.cells = append(v.cells, cv)
@@ -192,7 +193,7 @@ func writeSymptom(b *strings.Builder, v view) {
 	counts := map[string]int{}
 	for _, c := range v.cells {
 		if c.result == nil {
-			counts[runner.VerdictNotRun]++
+			counts[rundir.VerdictNotRun]++
 			continue
 		}
 		counts[c.result.Verdict]++
@@ -248,7 +249,7 @@ func stripANSI(s string) string {
 	return out.String()
 }
 
-func writeEnvTable(b *strings.Builder, m *runner.Manifest) {
+func writeEnvTable(b *strings.Builder, m *rundir.Manifest) {
 	b.WriteString("| | |\n|---|---|\n")
 	for _, f := range Facts(m) {
 		fmt.Fprintf(b, "| %s | %s |\n", f.Name, strings.ReplaceAll(f.Value, "|", "\\|"))
@@ -303,12 +304,13 @@ func writeTopKernels(b *strings.Builder, v view, n int) {
 	}
 }
 
+// truncName cuts a kernel name to n runes (not bytes, so a multi-byte character is never split)
+// and escapes it for a Markdown cell, after the cut so that an escape is never cut in half.
 func truncName(s string, n int) string {
-	s = strings.ReplaceAll(s, "|", "\\|")
-	if len(s) > n {
-		return s[:n] + "…"
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n]) + "…"
 	}
-	return s
+	return table.EscapeMarkdown(s)
 }
 
 // excerpt keeps the first n lines of s.
@@ -385,18 +387,18 @@ func Issue(src string, opts IssueOptions) (string, error) {
 	}
 	b := &builder{s: s, red: red, opts: &Options{}}
 	b.opts.defaults()
-	b.text(runner.PlanFile, s.planRaw, "text", "")
-	if err := b.textFile(runner.ManifestFile, filepath.Join(s.dir, runner.ManifestFile), "text", ""); err != nil {
+	b.text(rundir.PlanFile, s.planRaw, "text", "")
+	if err := b.textFile(rundir.ManifestFile, filepath.Join(s.dir, rundir.ManifestFile), "text", ""); err != nil {
 		return "", err
 	}
-	for _, f := range []string{runner.CompareMD, runner.CompareFile, "compare.txt"} {
+	for _, f := range []string{rundir.CompareMD, rundir.CompareFile, "compare.txt"} {
 		if err := b.textFile(f, filepath.Join(s.dir, f), "text", ""); err != nil {
 			return "", err
 		}
 	}
 	for _, c := range s.selected {
-		rel := path.Join(runner.CellsDir, c.Cell.ID)
-		for _, f := range []string{runner.CommandFile, runner.ResultFile} {
+		rel := path.Join(rundir.CellsDir, c.Cell.ID)
+		for _, f := range []string{rundir.CommandFile, rundir.ResultFile} {
 			if err := b.textFile(path.Join(rel, f), filepath.Join(s.cellDir(c), f), "text", c.Cell.ID); err != nil {
 				return "", err
 			}

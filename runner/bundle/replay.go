@@ -19,6 +19,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -204,7 +205,7 @@ type replaySetup struct {
 	meta      Metadata
 	cells     []string
 	plan      *plans.Plan
-	bman      runner.Manifest
+	bman      rundir.Manifest
 }
 
 // openBundle extracts the bundle into dir/bundle and reads its metadata, plan and manifest.
@@ -218,7 +219,7 @@ func openBundle(f io.Reader, bundlePath, dir string, opts ReplayOptions) (*repla
 		return nil, err
 	}
 	fmt.Fprintf(opts.Out, "bundle extracted to %s\n", st.bdir)
-	if err := readJSON(filepath.Join(st.bdir, MetadataFile), &st.meta); err != nil {
+	if err := rundir.ReadJSON(filepath.Join(st.bdir, MetadataFile), &st.meta); err != nil {
 		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w; is this a bundle written by `runner bundle`?", err)}
 	}
 	st.cells = st.meta.Cells
@@ -230,16 +231,18 @@ func openBundle(f io.Reader, bundlePath, dir string, opts ReplayOptions) (*repla
 		}
 		st.cells = opts.Cells
 	}
-	p, err := plans.Load(filepath.Join(st.bdir, runner.PlanFile))
+	p, err := plans.Load(filepath.Join(st.bdir, rundir.PlanFile))
 	if err != nil {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(st.bdir, runner.PlanFile))}
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(st.bdir, rundir.PlanFile))}
 	}
-	if err := readJSON(filepath.Join(st.bdir, runner.ManifestFile), &st.bman); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if m, err := rundir.ReadManifest(st.bdir); err == nil {
+		st.bman = *m
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	// The run directory goes under the replay directory, whatever output_dir the plan had.
 	p.OutputDir = filepath.Join(dir, "runs")
-	p.Path = filepath.Join(st.bdir, runner.PlanFile)
+	p.Path = filepath.Join(st.bdir, rundir.PlanFile)
 	st.plan = p
 	return st, nil
 }
@@ -247,7 +250,7 @@ func openBundle(f io.Reader, bundlePath, dir string, opts ReplayOptions) (*repla
 // warnRedactedArgv says which cells run with a redaction marker in their argv.
 func warnRedactedArgv(out io.Writer, st *replaySetup) {
 	for _, id := range st.cells {
-		if cmd, err := readLaunch(filepath.Join(st.bdir, runner.CellsDir, id, runner.CommandFile)); err == nil {
+		if cmd, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, id)); err == nil {
 			for _, a := range cmd.Argv {
 				if strings.Contains(a, Redacted) {
 					fmt.Fprintf(out, "warning: %s: its argv holds a redacted value (%q); it runs with the marker in its place\n", id, a)
@@ -272,7 +275,7 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 			continue
 		}
 		fmt.Fprintf(out, "  %s: %s\n", l.Cell.ID, strings.Join(l.Argv, " "))
-		rec, err := readLaunch(filepath.Join(st.bdir, runner.CellsDir, l.Cell.ID, runner.CommandFile))
+		rec, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, l.Cell.ID))
 		if err != nil {
 			differ = append(differ, l.Cell.ID+": the bundle records no command")
 			continue
@@ -302,7 +305,7 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 
 // bundleEnv sets the variables the bundle's manifest recorded (CUDA_*, SGLANG_*, ...) that
 // differ here, and says which.
-func bundleEnv(out io.Writer, bman *runner.Manifest, env []string) []string {
+func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
 	var set []string
 	for _, k := range sortedKeys(bman.Env) {
 		v := bman.Env[k]
@@ -321,13 +324,13 @@ func bundleEnv(out io.Writer, bman *runner.Manifest, env []string) []string {
 }
 
 // outcome compares the replayed cells with the bundle's, prints and writes the outcome.
-func (st *replaySetup) outcome(out io.Writer, sum *runner.Summary, simulate bool) (*ReplayResult, error) {
+func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool) (*ReplayResult, error) {
 	res := &ReplayResult{Dir: st.dir, RunDir: sum.RunDir}
 	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(st.cells), sum.RunDir)
 	co := compare.FromPlan(st.plan.Compare)
 	sameMode := st.bman.Simulated == simulate
 	for _, id := range st.cells {
-		o := compareCell(filepath.Join(st.bdir, runner.CellsDir, id), filepath.Join(sum.RunDir, runner.CellsDir, id), &co, sameMode)
+		o := compareCell(filepath.Join(st.bdir, rundir.CellsDir, id), filepath.Join(sum.RunDir, rundir.CellsDir, id), &co, sameMode)
 		o.ID = id
 		res.Cells = append(res.Cells, o)
 		writeOutcome(out, o)
@@ -369,7 +372,7 @@ func lookupEnv(env []string, key string) (string, bool) {
 // writeSecrets finds the variables whose values the bundle redacted, takes them from this
 // environment when set (the plan's backend.env gets the real value back), and says which are
 // missing; a missing one is dropped from backend.env rather than passed as "<redacted>".
-func writeSecrets(out io.Writer, p *plans.Plan, bman *runner.Manifest, meta Metadata, env []string) {
+func writeSecrets(out io.Writer, p *plans.Plan, bman *rundir.Manifest, meta Metadata, env []string) {
 	names := map[string]bool{}
 	for k, v := range p.Backend.Env {
 		if strings.Contains(v, Redacted) {
@@ -408,21 +411,12 @@ func writeSecrets(out io.Writer, p *plans.Plan, bman *runner.Manifest, meta Meta
 	}
 }
 
-func readLaunch(p string) (*backends.Launch, error) {
-	var l backends.Launch
-	if err := readJSON(p, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
-}
-
 // compareCell compares a bundled cell's result with the replayed one.
 func compareCell(bundleCell, replayCell string, co *compare.Options, sameMode bool) CellOutcome {
 	var o CellOutcome
-	var br, rr runner.CellResult
-	bErr := readJSON(filepath.Join(bundleCell, runner.ResultFile), &br)
-	rErr := readJSON(filepath.Join(replayCell, runner.ResultFile), &rr)
-	o.BundleVerdict, o.ReplayVerdict = runner.VerdictNotRun, runner.VerdictNotRun
+	br, bErr := rundir.ReadResult(bundleCell)
+	rr, rErr := rundir.ReadResult(replayCell)
+	o.BundleVerdict, o.ReplayVerdict = rundir.VerdictNotRun, rundir.VerdictNotRun
 	if bErr == nil {
 		o.BundleVerdict, o.BundleReasons = br.Verdict, reasonCodes(br.Reasons)
 	}
@@ -482,8 +476,8 @@ func reasonCodes(rs []backends.Reason) []string {
 // cell directory and runner binary (simulators) replaced by placeholders; it returns the
 // differing arguments, or nil when the commands are the same.
 func argvDiff(bundleCell, replayCell string) []string {
-	bl, err1 := readLaunch(filepath.Join(bundleCell, runner.CommandFile))
-	rl, err2 := readLaunch(filepath.Join(replayCell, runner.CommandFile))
+	bl, err1 := rundir.ReadCommand(bundleCell)
+	rl, err2 := rundir.ReadCommand(replayCell)
 	if err1 != nil || err2 != nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -36,13 +37,13 @@ func rebundle(t *testing.T, path string, edit func(name string, data []byte) []b
 func realBundle(t *testing.T, plan func([]byte) []byte) string {
 	return rebundle(t, bundleOf(t, fallbackPlan, nil), func(name string, data []byte) []byte {
 		switch name {
-		case runner.ManifestFile:
+		case rundir.ManifestFile:
 			return bytes.Replace(data, []byte(`"simulated": true`), []byte(`"simulated": false`), 1)
-		case runner.PlanFile:
+		case rundir.PlanFile:
 			return plan(data)
 		}
 		// The commands a real run would have recorded: the plan's sglang, not the simulator.
-		if strings.HasSuffix(name, "/"+runner.CommandFile) {
+		if strings.HasSuffix(name, "/"+rundir.CommandFile) {
 			var l backends.Launch
 			if err := json.Unmarshal(data, &l); err != nil {
 				t.Fatal(err)

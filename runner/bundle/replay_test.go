@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -162,7 +163,7 @@ prompt = ["p"]
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	writeSecrets(&out, p, &runner.Manifest{}, Metadata{}, []string{"HF_TOKEN=real"})
+	writeSecrets(&out, p, &rundir.Manifest{}, Metadata{}, []string{"HF_TOKEN=real"})
 	if p.Backend.Env["HF_TOKEN"] != "real" {
 		t.Errorf("HF_TOKEN = %q, want the value of this environment", p.Backend.Env["HF_TOKEN"])
 	}
@@ -178,19 +179,19 @@ prompt = ["p"]
 }
 
 func TestDiffManifests(t *testing.T) {
-	a := &runner.Manifest{
-		Runner: runner.RunnerInfo{Version: "v1.0.0"},
-		GPUs:   []runner.GPUInfo{{Name: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", MemoryMiB: "81559 MiB"}},
-		Probes: map[string]runner.Probe{
+	a := &rundir.Manifest{
+		Runner: rundir.RunnerInfo{Version: "v1.0.0"},
+		GPUs:   []rundir.GPUInfo{{Name: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", MemoryMiB: "81559 MiB"}},
+		Probes: map[string]rundir.Probe{
 			"nvcc":   {Available: true, Output: "Cuda compilation tools, release 12.4, V12.4.131"},
 			"sglang": {Available: true, Output: "sglang version: 0.5.9\ngit revision: abc"},
 		},
 		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": Redacted, "NCCL_DEBUG": "INFO"},
 	}
-	b := &runner.Manifest{
-		Runner: runner.RunnerInfo{Version: "v1.0.0"},
-		GPUs:   []runner.GPUInfo{{Name: "NVIDIA H200", Driver: "550.54.15", MemoryMiB: "143771 MiB"}},
-		Probes: map[string]runner.Probe{
+	b := &rundir.Manifest{
+		Runner: rundir.RunnerInfo{Version: "v1.0.0"},
+		GPUs:   []rundir.GPUInfo{{Name: "NVIDIA H200", Driver: "550.54.15", MemoryMiB: "143771 MiB"}},
+		Probes: map[string]rundir.Probe{
 			"nvcc":   {Available: true, Output: "Cuda compilation tools, release 12.8, V12.8.61"},
 			"sglang": {Available: true, Output: "sglang version: 0.5.9\ngit revision: abc"},
 		},

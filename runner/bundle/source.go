@@ -8,7 +8,6 @@
 package bundle
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,22 +16,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/rundir"
 )
-
-// cellRecord mirrors one entry of a run directory's cells.json (runner's own type is
-// unexported; the JSON is the contract).
-type cellRecord struct {
-	Cell   plans.Cell      `json:"cell"`
-	Dir    string          `json:"dir"`
-	Launch backends.Launch `json:"launch"`
-}
-
-type cellsJSON struct {
-	Cells []cellRecord `json:"cells"`
-}
 
 // source is a run directory read for bundling.
 type source struct {
@@ -40,9 +26,9 @@ type source struct {
 	planRaw  []byte
 	plan     *plans.Plan // nil when plan.toml no longer decodes
 	planErr  error
-	cells    []cellRecord
-	manifest runner.Manifest
-	selected []cellRecord // the cells going into the bundle, in run order
+	cells    []rundir.CellRecord
+	manifest rundir.Manifest
+	selected []rundir.CellRecord // the cells going into the bundle, in run order
 }
 
 // resolve finds the run directory of path (a run directory or one of its cell directories)
@@ -60,10 +46,10 @@ func resolve(path string, only []string) (*source, error) {
 		return nil, fmt.Errorf("bundle: %s is not a directory; give a run directory or one of its cells/<id> directories", path)
 	}
 	dir := abs
-	if _, err := os.Stat(filepath.Join(abs, runner.CellsFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(abs, rundir.CellsFile)); err != nil {
 		parent := filepath.Dir(abs)
-		if filepath.Base(parent) == runner.CellsDir {
-			if _, err := os.Stat(filepath.Join(filepath.Dir(parent), runner.CellsFile)); err == nil {
+		if filepath.Base(parent) == rundir.CellsDir {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(parent), rundir.CellsFile)); err == nil {
 				dir = filepath.Dir(parent)
 				if len(only) == 0 {
 					only = []string{filepath.Base(abs)}
@@ -71,20 +57,22 @@ func resolve(path string, only []string) (*source, error) {
 			}
 		}
 		if dir == abs {
-			return nil, fmt.Errorf("bundle: %s has no %s; give a run directory (runs/<plan>/<time>-<id>) or one of its cells/<id> directories", path, runner.CellsFile)
+			return nil, fmt.Errorf("bundle: %s has no %s; give a run directory (runs/<plan>/<time>-<id>) or one of its cells/<id> directories", path, rundir.CellsFile)
 		}
 	}
 	s := &source{dir: dir}
-	if s.planRaw, err = os.ReadFile(filepath.Join(dir, runner.PlanFile)); err != nil {
+	if s.planRaw, err = os.ReadFile(filepath.Join(dir, rundir.PlanFile)); err != nil {
 		return nil, fmt.Errorf("bundle: %w; the run directory is incomplete", err)
 	}
-	s.plan, s.planErr = plans.Load(filepath.Join(dir, runner.PlanFile))
-	var cj cellsJSON
-	if err := readJSON(filepath.Join(dir, runner.CellsFile), &cj); err != nil {
+	s.plan, s.planErr = plans.Load(filepath.Join(dir, rundir.PlanFile))
+	cj, err := rundir.ReadCells(dir)
+	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	s.cells = cj.Cells
-	if err := readJSON(filepath.Join(dir, runner.ManifestFile), &s.manifest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if m, err := rundir.ReadManifest(dir); err == nil {
+		s.manifest = *m
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	if len(only) == 0 {
@@ -98,7 +86,7 @@ func resolve(path string, only []string) (*source, error) {
 		}
 	}
 	for _, id := range only {
-		if !slices.ContainsFunc(s.cells, func(c cellRecord) bool { return c.Cell.ID == id }) {
+		if !slices.ContainsFunc(s.cells, func(c rundir.CellRecord) bool { return c.Cell.ID == id }) {
 			missing = append(missing, id)
 		}
 	}
@@ -113,11 +101,11 @@ func resolve(path string, only []string) (*source, error) {
 }
 
 // cellDir is the absolute directory of a cell of the run.
-func (s *source) cellDir(c cellRecord) string {
+func (s *source) cellDir(c rundir.CellRecord) string {
 	if c.Dir != "" && filepath.IsLocal(c.Dir) {
 		return filepath.Join(s.dir, c.Dir)
 	}
-	return filepath.Join(s.dir, runner.CellsDir, c.Cell.ID)
+	return filepath.Join(s.dir, rundir.CellsDir, c.Cell.ID)
 }
 
 // secretEnv is every KEY=VALUE whose value the redactor must search for literally: the
@@ -131,15 +119,4 @@ func (s *source) secretEnv(env []string) []string {
 		}
 	}
 	return append(out, env...)
-}
-
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s is not valid JSON: %w", path, err)
-	}
-	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sglprof/runner/reports/stats"
 )
 
 // pacedStub streams out tokens, /generate's layout (cumulative text), one every gap, with the
@@ -120,6 +122,6 @@ func benchStreaming(b *testing.B, stagger time.Duration) {
 	}
 	slices.Sort(added)
 	b.ReportMetric(float64(tokens)/wallSec, "tokens/s")
-	b.ReportMetric(Percentile(added, 50), "added-ttft-p50-ms")
-	b.ReportMetric(Percentile(added, 99), "added-ttft-p99-ms")
+	b.ReportMetric(stats.Percentile(added, 50), "added-ttft-p50-ms")
+	b.ReportMetric(stats.Percentile(added, 99), "added-ttft-p99-ms")
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/sglprof/runner/reports/stats"
 )
 
 // Stats summarises one latency in milliseconds, with bench_serving's definitions: the mean, the
@@ -108,14 +110,14 @@ func Summarize(rs []Result, wall time.Duration, slo SLO, approxInput bool) Summa
 	if slo.Set() {
 		s.SLO = &slo
 	}
-	s.TTFT, s.TPOT, s.ITL, s.E2E = stats(ttft), stats(tpot), stats(itl), stats(e2e)
+	s.TTFT, s.TPOT, s.ITL, s.E2E = summarize(ttft), summarize(tpot), summarize(itl), summarize(e2e)
 	return s
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// stats summarises xs (sorted in place).
-func stats(xs []float64) Stats {
+// summarize summarises xs (sorted in place).
+func summarize(xs []float64) Stats {
 	st := Stats{N: len(xs)}
 	if len(xs) == 0 {
 		return st
@@ -131,27 +133,8 @@ func stats(xs []float64) Stats {
 		v += (x - st.Mean) * (x - st.Mean)
 	}
 	st.Std = math.Sqrt(v / float64(len(xs)))
-	st.Median = Percentile(xs, 50)
-	st.P90, st.P95, st.P99 = Percentile(xs, 90), Percentile(xs, 95), Percentile(xs, 99)
+	st.Median = stats.Percentile(xs, 50)
+	st.P90, st.P95, st.P99 = stats.Percentile(xs, 90), stats.Percentile(xs, 95), stats.Percentile(xs, 99)
 	st.Max = xs[len(xs)-1]
 	return st
-}
-
-// Percentile is numpy.percentile's default ("linear") on sorted xs: the value at rank
-// p/100·(n−1), interpolated between its neighbours. NaN for no samples.
-func Percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	r := p / 100 * float64(n-1)
-	lo := int(math.Floor(r))
-	if lo >= n-1 {
-		return sorted[n-1]
-	}
-	if lo < 0 {
-		return sorted[0]
-	}
-	f := r - float64(lo)
-	return sorted[lo] + (sorted[lo+1]-sorted[lo])*f
 }

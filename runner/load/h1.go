@@ -21,9 +21,9 @@ import (
 // Why not net/http's Transport: against a local handler, a Transport round trip hands the
 // request to the connection's writeLoop goroutine and the response back from its readLoop
 // goroutine. With 64 requests finishing within the same millisecond on 2 CPUs, those
-// hand-offs (and the Transport's ~60 allocations per request) queue behind each other: the
-// measured p99 overhead was 2.2-3.4 ms with net/http tuned and preconnected, against 1.1-1.8
-// ms for this client (BenchmarkClientOverheadRawServer*, docs/performance.md). Responses are
+// hand-offs (and the Transport's allocations per request) queue behind each other, and the
+// client's p99 overhead was about twice this client's (BenchmarkClientOverheadRawServer*; the
+// figures are in docs/performance.md). Responses are
 // still parsed by net/http (http.ReadResponse), so status lines, Content-Length, chunked
 // bodies and Connection: close behave as they do there.
 type h1 struct {
@@ -83,8 +83,8 @@ func closeWorkers(ws []*worker) {
 }
 
 // preconnect dials the workers' connections in parallel before the measured clock starts, so
-// that no measured request pays for a TCP handshake (64 handshakes at once put 2-7 ms into the
-// first wave of requests). A failed dial is left to the first request, which records it.
+// that no measured request pays for a TCP handshake (64 handshakes at once put milliseconds into
+// the first wave of requests; docs/performance.md). A failed dial is left to the first request, which records it.
 func (h *h1) preconnect(ctx context.Context, ws []*worker) {
 	var wg sync.WaitGroup
 	for _, w := range ws {

@@ -1,7 +1,7 @@
 // Package load is the client phase of a serve cell: it sends unmeasured warmup requests, then
 // the measured requests at a fixed concurrency, records every request (status, latency, bytes,
 // the server-reported inference time and peak memory, the error body) and summarises them
-// (mean, p50, p90, p99, throughput in requests, images and tokens per second).
+// (mean, p50, p90, p99 by numpy's linear interpolation as bench_serving reports them, throughput in requests, images and tokens per second).
 //
 // Request bodies follow the server APIs of ref-sglang-interfaces.md §A.8 (diffusion images
 // and videos) and §B (SGLang /generate, OpenAI /v1/completions). The client must never be the
@@ -27,6 +27,9 @@ import (
 	"time"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/sglprof/runner/reports/stats"
+	"github.com/sglprof/runner/rundir"
 )
 
 // APIs a cell can drive.
@@ -50,10 +53,6 @@ type Spec struct {
 	Steps         int
 	Seed          int64
 	N             int // images per request; 0 = 1
-	// Diffusion per-request profiling (sent on the measured requests only when Profile).
-	Profile              bool
-	NumProfiledTimesteps int // 0 = server default
-	ProfileAllStages     bool
 	// LLM.
 	InputLen, OutputLen int
 	// PerfDumpDir, when set, asks the diffusion server for a perf dump per measured request
@@ -115,15 +114,8 @@ func Build(spec Spec, measured bool) (Request, error) {
 		if spec.API == APIImages {
 			body["response_format"] = "b64_json"
 		}
-		if measured && spec.Profile {
-			body["profile"] = true
-			if spec.NumProfiledTimesteps != 0 {
-				body["num_profiled_timesteps"] = spec.NumProfiledTimesteps
-			}
-			if spec.ProfileAllStages {
-				body["profile_all_stages"] = true
-			}
-		}
+		// No per-request profiling fields: upstream's image handler forwards none, so the
+		// runner profiles diffusion servers with a /start_profile window instead.
 		b, _ := json.Marshal(body)
 		if spec.API == APIVideos {
 			return Request{Method: "POST", Path: "/v1/videos", Body: b, Images: max(spec.N, 1), Poll: true}, nil
@@ -209,25 +201,9 @@ type Record struct {
 // OK reports whether the request succeeded.
 func (r *Record) OK() bool { return r.Error == "" && r.Status >= 200 && r.Status < 300 }
 
-// Summary summarises the measured requests.
-type Summary struct {
-	Count        int     `json:"count"`
-	Errors       int     `json:"errors"`
-	ErrorRate    float64 `json:"error_rate"`
-	WallNS       int64   `json:"wall_ns"`
-	MeanNS       int64   `json:"mean_ns"`
-	P50NS        int64   `json:"p50_ns"`
-	P90NS        int64   `json:"p90_ns"`
-	P99NS        int64   `json:"p99_ns"`
-	MaxNS        int64   `json:"max_ns"`
-	RequestsPerS float64 `json:"requests_per_s"`
-	ImagesPerS   float64 `json:"images_per_s,omitempty"`
-	TokensPerS   float64 `json:"tokens_per_s,omitempty"`
-	// Server-reported figures over the successful requests.
-	MeanInferenceTimeS float64        `json:"mean_inference_time_s,omitempty"`
-	MaxPeakMemoryMB    float64        `json:"max_peak_memory_mb,omitempty"`
-	Statuses           map[string]int `json:"statuses,omitempty"`
-}
+// Summary summarises the measured requests. It is recorded in the run directory (load.json,
+// result.json), whose types the rundir package owns.
+type Summary = rundir.LoadSummary
 
 // NewTransport returns a transport tuned for load: one idle keep-alive connection per worker
 // kept between requests, no proxy, no compression. Run uses it for https servers; plain-http
@@ -554,7 +530,7 @@ func Summarize(recs []Record, wall time.Duration) Summary {
 	if len(lat) > 0 {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		s.MeanNS = sum / int64(len(lat))
-		s.P50NS, s.P90NS, s.P99NS = Percentile(lat, 50), Percentile(lat, 90), Percentile(lat, 99)
+		s.P50NS, s.P90NS, s.P99NS = percentileNS(lat, 50), percentileNS(lat, 90), percentileNS(lat, 99)
 		s.MaxNS = lat[len(lat)-1]
 		s.MeanInferenceTimeS = inf / float64(len(lat))
 	}
@@ -566,12 +542,11 @@ func Summarize(recs []Record, wall time.Duration) Summary {
 	return s
 }
 
-// Percentile returns the p-th percentile of sorted (nearest rank, as bench_serving's numpy
-// default differs only by interpolation).
-func Percentile(sorted []int64, p float64) int64 {
+// percentileNS is a latency percentile of sorted nanoseconds as bench_serving computes it
+// (numpy's linear interpolation, reports/stats), rounded to the nanosecond; 0 for no samples.
+func percentileNS(sorted []int64, p float64) int64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	rank := int(p/100*float64(len(sorted))+0.999999999) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
+	return int64(math.Round(stats.Percentile(sorted, p)))
 }

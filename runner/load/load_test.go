@@ -23,18 +23,20 @@ import (
 )
 
 func TestBuildImages(t *testing.T) {
-	r, err := Build(Spec{API: APIImages, Prompt: "a cat", Width: 512, Height: 768, Steps: 8, Seed: 3, N: 2, Profile: true, NumProfiledTimesteps: 3}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	json.Unmarshal(r.Body, &m)
-	if r.Path != "/v1/images/generations" || m["size"] != "512x768" || m["num_inference_steps"] != 8.0 || m["seed"] != 3.0 || m["n"] != 2.0 || m["profile"] != true || m["num_profiled_timesteps"] != 3.0 || r.Images != 2 {
-		t.Fatalf("request = %s %s", r.Path, r.Body)
-	}
-	w, _ := Build(Spec{API: APIImages, Prompt: "a cat", Profile: true}, false)
-	if bytes.Contains(w.Body, []byte("profile")) {
-		t.Fatalf("warmup request carries profiling fields: %s", w.Body)
+	for _, measured := range []bool{true, false} {
+		r, err := Build(Spec{API: APIImages, Prompt: "a cat", Width: 512, Height: 768, Steps: 8, Seed: 3, N: 2}, measured)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.Unmarshal(r.Body, &m)
+		if r.Path != "/v1/images/generations" || m["size"] != "512x768" || m["num_inference_steps"] != 8.0 || m["seed"] != 3.0 || m["n"] != 2.0 || r.Images != 2 {
+			t.Fatalf("request = %s %s", r.Path, r.Body)
+		}
+		// ImageGenerationsRequest has no profiling fields upstream: none are sent.
+		if bytes.Contains(r.Body, []byte("profile")) {
+			t.Fatalf("request carries profiling fields: %s", r.Body)
+		}
 	}
 }
 
@@ -188,14 +190,24 @@ func TestRunConnectionErrorAndCancel(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	v := make([]int64, 100)
-	for i := range v {
-		v[i] = int64(i + 1)
+// TestSummaryPercentilesMatchBenchServing: the serve-cell latency percentiles are numpy's
+// linear ones (bench_serving's), not nearest rank: numpy.percentile(1..100 ms, [50, 90, 99])
+// is [50.5, 90.1, 99.01] ms where nearest rank said 50, 90 and 99.
+func TestSummaryPercentilesMatchBenchServing(t *testing.T) {
+	recs := make([]Record, 100)
+	for i := range recs {
+		recs[len(recs)-1-i] = Record{Status: 200, LatencyNS: int64(i+1) * 1e6}
 	}
-	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
-	if Percentile(v, 50) != 50 || Percentile(v, 99) != 99 || Percentile(v, 100) != 100 || Percentile([]int64{7}, 99) != 7 || Percentile(nil, 50) != 0 {
-		t.Fatal("percentiles wrong")
+	s := Summarize(recs, time.Second)
+	if s.P50NS != 50_500_000 || s.P90NS != 90_100_000 || s.P99NS != 99_010_000 || s.MaxNS != 100e6 {
+		t.Fatalf("p50 %d p90 %d p99 %d max %d; want 50.5, 90.1, 99.01 and 100 ms", s.P50NS, s.P90NS, s.P99NS, s.MaxNS)
+	}
+	two := Summarize([]Record{{Status: 200, LatencyNS: 100}, {Status: 200, LatencyNS: 200}}, time.Second)
+	if two.P99NS != 199 || two.P50NS != 150 {
+		t.Fatalf("two samples: p50 %d p99 %d, want 150 and 199 (numpy)", two.P50NS, two.P99NS)
+	}
+	if empty := Summarize(nil, time.Second); empty.P99NS != 0 {
+		t.Fatalf("no samples: p99 %d, want 0", empty.P99NS)
 	}
 }
 
@@ -317,8 +329,8 @@ func benchOverhead(b *testing.B, base string, client *http.Client) {
 	}
 	sort.Slice(over, func(i, j int) bool { return over[i] < over[j] })
 	b.ReportMetric(sum.RequestsPerS, "req/s")
-	b.ReportMetric(float64(Percentile(over, 99))/1e6, "overhead-p99-ms")
-	b.ReportMetric(float64(Percentile(over, 50))/1e6, "overhead-p50-ms")
+	b.ReportMetric(float64(percentileNS(over, 99))/1e6, "overhead-p99-ms")
+	b.ReportMetric(float64(percentileNS(over, 50))/1e6, "overhead-p50-ms")
 	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(n+64), "client-allocs/req")
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n+64), "client-B/req")
 	if cpu0 >= 0 && cpu1 >= 0 {

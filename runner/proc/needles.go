@@ -15,10 +15,9 @@ import "bytes"
 //
 // Each step waits for the previous one (the next position depends on the
 // byte just read), so the text is cut in two halves scanned in the same loop:
-// two independent chains keep the core busy and nearly double the speed
-// (measured on a 256 KiB log chunk: 2.5 GB/s with one chain, 4-6 GB/s with
-// two; one bytes.Index per needle: 0.5 GB/s). Needles shorter than blockLen
-// are searched with bytes.Index.
+// two independent chains keep the core busy and nearly double the speed, and
+// both beat one bytes.Index per needle (figures in docs/performance.md).
+// Needles shorter than blockLen are searched with bytes.Index.
 type needles struct {
 	list  [][]byte
 	m     int                 // window: length of the shortest long needle
@@ -29,8 +28,8 @@ type needles struct {
 
 // A block is two bytes, so the shift table is indexed by them directly
 // (64 KiB, no hashing): measured against three-byte blocks hashed into an
-// L1-sized table, the shorter dependency chain per step wins by 1.6x, at the
-// same average shift on log text (13 bytes).
+// L1-sized table, the shorter dependency chain per step wins at the same
+// average shift on log text (figures in docs/performance.md).
 const (
 	blockLen = 2
 	maxShift = 255

@@ -50,9 +50,16 @@ type Array struct {
 	Name string
 }
 
-// MarkerDir is where each task writes a marker when it starts (RunDir/slurm/started-<i>), so
+// MarkerDir is where each task writes a marker when it starts (RunDir/slurm/started-<job>_<i>,
+// see Marker), so
 // the runner can tell a task that never reached the run directory from a slow one.
 const MarkerDir = "slurm"
+
+// Marker is the start marker of task index of job, relative to the run directory: a run that
+// resubmits cells gets new markers, so an old array's cannot pass for a new one's.
+func Marker(jobID string, index int) string {
+	return MarkerDir + "/started-" + jobID + "_" + strconv.Itoa(index)
+}
 
 // Script returns the batch script of a run's job array. Cell ids and paths are quoted for the
 // shell; the array index picks the cell.
@@ -98,7 +105,7 @@ func Script(cfg Config, a Array) string {
 	b.WriteString(")\n")
 	b.WriteString("cell=${cells[$SLURM_ARRAY_TASK_ID]}\n")
 	fmt.Fprintf(&b, "rundir=%s\n", Quote(a.RunDir))
-	fmt.Fprintf(&b, "hostname > \"$rundir/%s/started-$SLURM_ARRAY_TASK_ID\" || exit 97\n", MarkerDir)
+	fmt.Fprintf(&b, "hostname > \"$rundir/%s/started-${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID\" || exit 97\n", MarkerDir)
 	for _, line := range cfg.Setup {
 		b.WriteString(line)
 		b.WriteByte('\n')

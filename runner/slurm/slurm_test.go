@@ -121,7 +121,7 @@ func TestArrayOnRealCluster(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), "exec-cell --simulate "+dir+" "+cells[i]) {
 			t.Errorf("task %d ran %q (%v)", i, b, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, slurm.MarkerDir, "started-"+string(rune('0'+i)))); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, slurm.Marker(id, i))); err != nil {
 			t.Errorf("task %d left no start marker: %v", i, err)
 		}
 	}

@@ -1,0 +1,150 @@
+package sim
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sglprof/runner/reports/kineto/kinetogen"
+)
+
+// The diffusion server's profiling window (multimodal_gen/runtime/entrypoints/http_server.py):
+// POST (or GET) /start_profile starts a full-stage torch profiler in the HTTP process and, via
+// StartProfileReq, in every GPU worker; /stop_profile stops them with dump_rank=None, so every
+// rank exports `<profile_id>-full_stages-global-rank<r>.trace.json.gz` into output_dir. It is
+// the one way to profile a request on /v1/images/generations: ImageGenerationsRequest has no
+// profiling fields and the image handler forwards none (extra fields are allowed and ignored).
+
+// diffusionWindow is an open diffusion profiling window.
+type diffusionWindow struct {
+	id      string
+	dir     string
+	firstNS int64 // simulated start of the first request in the window (0: none yet)
+	steps   int   // denoising steps run in the window
+	stepNS  int64 // GPU time of one step of the last request
+	textNS  int64
+	vaeNS   int64
+}
+
+// diffusionProfileReq is the diffusion ProfileReqInput.
+type diffusionProfileReq struct {
+	OutputDir    *string  `json:"output_dir"`
+	Activities   []string `json:"activities"`
+	WithStack    *bool    `json:"with_stack"`
+	RecordShapes *bool    `json:"record_shapes"`
+}
+
+func plainText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	io.WriteString(w, msg)
+}
+
+// diffusionStartProfile is /start_profile of the diffusion server.
+func (s *server) diffusionStartProfile(w http.ResponseWriter, r *http.Request) {
+	var q diffusionProfileReq
+	if r.Method == http.MethodPost {
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&q); err != nil && !errors.Is(err, io.EOF) {
+			writeJSON(w, 422, map[string]any{"detail": []map[string]any{{"type": "json_invalid", "loc": []string{"body"}, "msg": err.Error()}}})
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dwin != nil {
+		plainText(w, 400, "Profiling is already in progress. Call /stop_profile first.\n")
+		return
+	}
+	dir := s.env["SGLANG_TORCH_PROFILER_DIR"] // envs.SGLANG_TORCH_PROFILER_DIR, default /tmp
+	if dir == "" {
+		dir = "/tmp"
+	}
+	if q.OutputDir != nil && *q.OutputDir != "" {
+		dir = *q.OutputDir
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(s.cwd, dir)
+	}
+	id := strconv.FormatInt(time.Now().Unix(), 10)
+	s.dwin = &diffusionWindow{id: id, dir: dir}
+	s.log.log("Profiling request: %s for full stages...", id)
+	s.log.log("Profilers started with profile_id=%s. Output: %s", id, dir)
+	plainText(w, 200, fmt.Sprintf("Profiling started (profile_id=%s). Traces will be saved to: %s\n", id, dir))
+}
+
+// diffusionStopProfile is /stop_profile of the diffusion server: it waits for the request on
+// the GPU (the scheduler handles StopProfileReq after it), then every rank exports its trace.
+func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	win := s.dwin
+	s.mu.Unlock()
+	if win == nil {
+		plainText(w, 400, "Profiling is not in progress. Call /start_profile first.\n")
+		return
+	}
+	s.gpu.Lock()
+	s.mu.Lock()
+	s.dwin = nil
+	s.mu.Unlock()
+	defer s.gpu.Unlock()
+	ranks := max(s.p.intv("num_gpus", 1), 1)
+	var errs []string
+	for rank := range ranks {
+		path := filepath.Join(win.dir, win.id+"-full_stages-global-rank"+strconv.Itoa(rank)+".trace.json.gz")
+		var err error
+		if win.steps == 0 {
+			err = writeEmptyTrace(path) // nothing ran: a trace without GPU work
+		} else {
+			err = writeGzTrace(path, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: true,
+				Model: s.model, StepScale: s.k.slow, StepNS: win.stepNS, BaseTimeNS: win.firstNS, AllStages: true, Steps: win.steps,
+				StageNS: map[string]int64{kinetogen.StageTextEncoding: win.textNS, kinetogen.StageDecoding: win.vaeNS},
+				Rank:    rank, WorldSize: ranks, CommStream: ranks > 1})
+		}
+		if err != nil {
+			s.log.log("Failed to export trace: %v", err)
+			errs = append(errs, err.Error())
+			continue
+		}
+		s.log.log("Saved profiler traces to: %s%s%s", ansiCyan, path, ansiReset)
+	}
+	s.log.log("Profilers stopped (profile_id=%s). Traces saved.", win.id)
+	if len(errs) > 0 {
+		plainText(w, 200, fmt.Sprintf("Profiling stopped (profile_id=%s) with warnings: GPU Worker: %s\n", win.id, errs[0]))
+		return
+	}
+	plainText(w, 200, fmt.Sprintf("Profiling stopped (profile_id=%s). Traces saved to SGLANG_TORCH_PROFILER_DIR.\n", win.id))
+}
+
+// recordWindow adds a request's GPU work to the open window, if any.
+func (s *server) recordWindow(startNS int64, steps int, stepNS, textNS, vaeNS int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dwin == nil {
+		return
+	}
+	if s.dwin.firstNS == 0 {
+		s.dwin.firstNS = startNS
+	}
+	s.dwin.steps += steps
+	s.dwin.stepNS, s.dwin.textNS, s.dwin.vaeNS = stepNS, textNS, vaeNS
+}
+
+// writeEmptyTrace writes a gzip trace with no events.
+func writeEmptyTrace(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(`{"schemaVersion": 1, "traceEvents": []}`))
+	zw.Close()
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}

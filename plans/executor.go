@@ -1,0 +1,217 @@
+package plans
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Executor kinds: where a cell's process runs.
+const (
+	ExecutorLocal = "local" // on this machine, one at a time or side by side on GPU slots
+	ExecutorSlurm = "slurm" // as tasks of a Slurm job array
+)
+
+// Executors lists the valid [executor] kind values.
+var Executors = []string{ExecutorLocal, ExecutorSlurm}
+
+// GPUsAll is the [executor] gpus value that means every GPU nvidia-smi reports.
+const GPUsAll = "all"
+
+// Executor is the [executor] table: where cells run and how many run at once. The per-cell
+// lifecycle is the same whichever executor runs it; an executor only decides where and when.
+type Executor struct {
+	// Kind is "local" (default) or "slurm".
+	Kind string `toml:"kind" json:"kind,omitempty"`
+	// GPUs are the GPUs local cells share out, as written: "all", a list such as "0,1,2,3",
+	// or a count such as "4" (GPUs 0..3). Empty keeps the one-cell-at-a-time behaviour.
+	GPUs string `toml:"gpus" json:"gpus,omitempty"`
+	// GPUsPerCell is how many GPUs one cell holds; 0 means 1, or the cell's own --num-gpus /
+	// --tp-size when its arguments give one.
+	GPUsPerCell int `toml:"gpus_per_cell" json:"gpus_per_cell,omitempty"`
+	// Slurm is [executor.slurm], used when Kind is "slurm".
+	Slurm SlurmSpec `toml:"slurm" json:"slurm,omitzero"`
+}
+
+// SlurmSpec is [executor.slurm]: the sbatch options of the run's job array.
+type SlurmSpec struct {
+	Partition   string   `toml:"partition" json:"partition,omitempty"`
+	Account     string   `toml:"account" json:"account,omitempty"`
+	QOS         string   `toml:"qos" json:"qos,omitempty"`
+	Time        string   `toml:"time" json:"time,omitempty"` // sbatch --time, e.g. "01:00:00"
+	GPUsPerTask int      `toml:"gpus_per_task" json:"gpus_per_task,omitempty"`
+	CPUsPerTask int      `toml:"cpus_per_task" json:"cpus_per_task,omitempty"`
+	Mem         string   `toml:"mem" json:"mem,omitempty"`
+	Constraint  string   `toml:"constraint" json:"constraint,omitempty"`
+	MaxParallel int      `toml:"max_parallel" json:"max_parallel,omitempty"`
+	ExtraSbatch []string `toml:"extra_sbatch" json:"extra_sbatch,omitempty"`
+	Setup       []string `toml:"setup" json:"setup,omitempty"` // shell lines run on the node first
+}
+
+type rawExecutor struct {
+	Kind        toml.Primitive `toml:"kind"`
+	GPUs        toml.Primitive `toml:"gpus"`
+	GPUsPerCell toml.Primitive `toml:"gpus_per_cell"`
+	Slurm       toml.Primitive `toml:"slurm"`
+}
+
+type rawSlurm struct {
+	Partition   toml.Primitive `toml:"partition"`
+	Account     toml.Primitive `toml:"account"`
+	QOS         toml.Primitive `toml:"qos"`
+	Time        toml.Primitive `toml:"time"`
+	GPUsPerTask toml.Primitive `toml:"gpus_per_task"`
+	CPUsPerTask toml.Primitive `toml:"cpus_per_task"`
+	Mem         toml.Primitive `toml:"mem"`
+	Constraint  toml.Primitive `toml:"constraint"`
+	MaxParallel toml.Primitive `toml:"max_parallel"`
+	ExtraSbatch toml.Primitive `toml:"extra_sbatch"`
+	Setup       toml.Primitive `toml:"setup"`
+}
+
+// executorKeys and slurmKeys are the schema of [executor] and [executor.slurm].
+var (
+	executorKeys = []string{"kind", "gpus", "gpus_per_cell", "slurm"}
+	slurmKeys    = []string{"partition", "account", "qos", "time", "gpus_per_task", "cpus_per_task",
+		"mem", "constraint", "max_parallel", "extra_sbatch", "setup"}
+)
+
+// decodeExecutor decodes [executor] and [executor.slurm].
+func (d *decoder) decodeExecutor(prim toml.Primitive, e *Executor) {
+	k := path("executor")
+	if !d.present(k) {
+		return
+	}
+	var re rawExecutor
+	if !d.decodeTable(k, prim, &re) {
+		return
+	}
+	decodeField(d, path("executor", "kind"), re.Kind, &e.Kind, `a string: "local" or "slurm"`)
+	d.decodeGPUs(re.GPUs, e)
+	decodeField(d, path("executor", "gpus_per_cell"), re.GPUsPerCell, &e.GPUsPerCell, `an integer such as 1`)
+	if !d.present(path("executor", "slurm")) {
+		return
+	}
+	var rs rawSlurm
+	if !d.decodeTable(path("executor", "slurm"), re.Slurm, &rs) {
+		return
+	}
+	s := &e.Slurm
+	str := `a string such as "gpu"`
+	decodeField(d, path("executor", "slurm", "partition"), rs.Partition, &s.Partition, str)
+	decodeField(d, path("executor", "slurm", "account"), rs.Account, &s.Account, str)
+	decodeField(d, path("executor", "slurm", "qos"), rs.QOS, &s.QOS, str)
+	decodeField(d, path("executor", "slurm", "time"), rs.Time, &s.Time, `a string such as "01:00:00" (sbatch --time)`)
+	decodeField(d, path("executor", "slurm", "gpus_per_task"), rs.GPUsPerTask, &s.GPUsPerTask, `an integer such as 1`)
+	decodeField(d, path("executor", "slurm", "cpus_per_task"), rs.CPUsPerTask, &s.CPUsPerTask, `an integer such as 8`)
+	decodeField(d, path("executor", "slurm", "mem"), rs.Mem, &s.Mem, `a string such as "64G" (sbatch --mem)`)
+	decodeField(d, path("executor", "slurm", "constraint"), rs.Constraint, &s.Constraint, `a string such as "h100"`)
+	decodeField(d, path("executor", "slurm", "max_parallel"), rs.MaxParallel, &s.MaxParallel, `an integer such as 2`)
+	decodeField(d, path("executor", "slurm", "extra_sbatch"), rs.ExtraSbatch, &s.ExtraSbatch, `an array of strings such as ["--exclusive"]`)
+	decodeField(d, path("executor", "slurm", "setup"), rs.Setup, &s.Setup, `an array of strings (shell lines) such as ["module load cuda"]`)
+}
+
+// decodeGPUs accepts gpus as a string ("all", "0,1,2,3", "4") or an integer (4).
+func (d *decoder) decodeGPUs(prim toml.Primitive, e *Executor) {
+	k := path("executor", "gpus")
+	if !d.present(k) {
+		return
+	}
+	var n int
+	if err := d.md.PrimitiveDecode(prim, &n); err == nil {
+		e.GPUs = strconv.Itoa(n)
+		return
+	}
+	decodeField(d, k, prim, &e.GPUs, `"all", a list such as "0,1,2,3", or a count such as 4`)
+}
+
+var gpuListRE = regexp.MustCompile(`^\s*\d+\s*(,\s*\d+\s*)*$`)
+
+// ParseGPUs resolves a gpus value into GPU indices. visible is how many GPUs the machine
+// reports (nvidia-smi), or -1 when that is unknown; "all" needs it. A list that names a GPU
+// twice, or a GPU beyond what the machine reports, is an error.
+func ParseGPUs(s string, visible int) ([]int, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return nil, nil
+	case s == GPUsAll:
+		if visible < 0 {
+			return nil, fmt.Errorf(`gpus = "all" needs nvidia-smi to count the GPUs, and it could not be read; list them instead, e.g. gpus = "0,1,2,3"`)
+		}
+		if visible == 0 {
+			return nil, fmt.Errorf(`gpus = "all", but nvidia-smi reports no GPU`)
+		}
+		return seq(visible), nil
+	case !strings.Contains(s, ","):
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf(`gpus = %q: want "all", a list such as "0,1,2,3", or a count such as 4`, s)
+		}
+		if visible >= 0 && n > visible {
+			return nil, fmt.Errorf("gpus = %d, but nvidia-smi reports %d GPU(s)", n, visible)
+		}
+		return seq(n), nil
+	}
+	if !gpuListRE.MatchString(s) {
+		return nil, fmt.Errorf(`gpus = %q: want "all", a list such as "0,1,2,3", or a count such as 4`, s)
+	}
+	seen := map[int]bool{}
+	var ids []int
+	for _, f := range strings.Split(s, ",") {
+		id, _ := strconv.Atoi(strings.TrimSpace(f))
+		if seen[id] {
+			return nil, fmt.Errorf("gpus = %q names GPU %d twice", s, id)
+		}
+		if visible >= 0 && id >= visible {
+			return nil, fmt.Errorf("gpus = %q names GPU %d, but nvidia-smi reports %d GPU(s) (0..%d)", s, id, visible, visible-1)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func seq(n int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i
+	}
+	return ids
+}
+
+// validateExecutor checks [executor]; the GPU count against the machine is checked at run time.
+func (d *decoder) validateExecutor(p *Plan) {
+	e := &p.Executor
+	if e.Kind == "" {
+		e.Kind = ExecutorLocal
+	} else if !inList(Executors, e.Kind) {
+		d.addKey(path("executor", "kind"), fmt.Sprintf("executor.kind = %q is not a valid executor; use one of %s", e.Kind, quoteList(Executors)))
+	}
+	if e.GPUs != "" {
+		if _, err := ParseGPUs(e.GPUs, -1); err != nil && e.GPUs != GPUsAll {
+			d.addKey(path("executor", "gpus"), err.Error())
+		}
+	}
+	if e.GPUsPerCell < 0 {
+		d.addKey(path("executor", "gpus_per_cell"), fmt.Sprintf("executor.gpus_per_cell = %d must be at least 1 (or left out)", e.GPUsPerCell))
+	}
+	if ids, err := ParseGPUs(e.GPUs, -1); err == nil && len(ids) > 0 && e.GPUsPerCell > len(ids) {
+		d.addKey(path("executor", "gpus_per_cell"), fmt.Sprintf("executor.gpus_per_cell = %d is more than the %d GPU(s) of executor.gpus; no cell could start", e.GPUsPerCell, len(ids)))
+	}
+	s := &e.Slurm
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"gpus_per_task", s.GPUsPerTask}, {"cpus_per_task", s.CPUsPerTask}, {"max_parallel", s.MaxParallel}} {
+		if f.v < 0 {
+			d.addKey(path("executor", "slurm", f.key), fmt.Sprintf("executor.slurm.%s = %d must not be negative", f.key, f.v))
+		}
+	}
+	if e.Kind == ExecutorSlurm && e.GPUs != "" {
+		d.addKey(path("executor", "gpus"), `executor.gpus is for kind = "local"; with Slurm, ask for GPUs with [executor.slurm] gpus_per_task`)
+	}
+}

@@ -1,0 +1,72 @@
+package rundir
+
+import "time"
+
+// Manifest is manifest.json: the environment captured once per run, so a result can be
+// explained and reproduced later. Every probe is best-effort and records why it is missing.
+type Manifest struct {
+	Runner    RunnerInfo `json:"runner"`
+	Plan      string     `json:"plan"`
+	RunDir    string     `json:"run_dir"`
+	Args      []string   `json:"args,omitempty"`
+	Simulated bool       `json:"simulated"`
+	// Executor is where the cells ran ("local" or "slurm"); --resume keeps it.
+	Executor string            `json:"executor,omitempty"`
+	Cells    int               `json:"cells"`
+	Start    time.Time         `json:"start"`
+	End      time.Time         `json:"end,omitzero"`
+	Resumed  []time.Time       `json:"resumed,omitempty"`
+	Host     HostInfo          `json:"host"`
+	GPUs     []GPUInfo         `json:"gpus,omitempty"`
+	Probes   map[string]Probe  `json:"probes"`
+	Env      map[string]string `json:"env"`
+	Verdicts map[string]int    `json:"verdicts,omitempty"`
+	// Slurm lists the job arrays the run submitted (the Slurm executor), oldest first.
+	Slurm []SlurmJob `json:"slurm,omitempty"`
+}
+
+// SlurmJob is one job array a run submitted.
+type SlurmJob struct {
+	JobID     string    `json:"job_id"`
+	Script    string    `json:"script"` // relative to the run directory
+	Cells     []string  `json:"cells"`  // task i runs Cells[i]
+	Submitted time.Time `json:"submitted"`
+	// OverheadNS is the wall time the runner itself spent on the array: writing the script,
+	// sbatch, the squeue/sacct polls and collecting results (not Slurm's queueing, nor cells).
+	OverheadNS int64 `json:"overhead_ns"`
+}
+
+// RunnerInfo identifies the runner build.
+type RunnerInfo struct {
+	Version string `json:"version"`
+	Go      string `json:"go"`
+}
+
+// HostInfo describes the machine.
+type HostInfo struct {
+	Hostname    string `json:"hostname"`
+	OS          string `json:"os"`
+	Arch        string `json:"arch"`
+	CPUs        int    `json:"cpus"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	MemoryBytes int64  `json:"memory_bytes,omitempty"`
+}
+
+// GPUInfo is one row of `nvidia-smi --query-gpu=...`.
+type GPUInfo struct {
+	Name       string `json:"name"`
+	Driver     string `json:"driver_version"`
+	MemoryMiB  string `json:"memory_total"`
+	SMClock    string `json:"clocks_sm"`
+	MaxSMClock string `json:"clocks_max_sm"`
+	PowerLimit string `json:"power_limit"`
+}
+
+// Probe is the outcome of one external command run to learn about the environment.
+type Probe struct {
+	Command   []string `json:"command"`
+	Available bool     `json:"available"`
+	Output    string   `json:"output,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	WallNS    int64    `json:"wall_ns"`
+}

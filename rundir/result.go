@@ -1,0 +1,148 @@
+package rundir
+
+import (
+	"time"
+
+	"github.com/sglprof/runner/plans"
+)
+
+// CellResult is a cell's result.json, its single source of truth.
+type CellResult struct {
+	ID         string        `json:"id"`
+	Index      int           `json:"index"`
+	Key        string        `json:"key"`
+	Profiler   string        `json:"profiler"`
+	Verdict    string        `json:"verdict"`
+	Reasons    []Reason      `json:"reasons,omitempty"`
+	Warnings   []Reason      `json:"warnings,omitempty"`
+	Exit       Exit          `json:"exit"`
+	StoppedBy  string        `json:"stopped_by,omitempty"` // the last signal the stop ladder needed
+	Start      time.Time     `json:"start"`
+	End        time.Time     `json:"end"`
+	Timings    Timings       `json:"timings"`
+	Artifacts  []Artifact    `json:"artifacts"`
+	TopKernels []KernelShare `json:"top_kernels,omitempty"`
+	// Serve is set for serve-mode cells (runner/serve.go): the server used and the load summary.
+	Serve *ServeResult `json:"serve,omitempty"`
+	// GPUs are the GPU indices the local executor gave the cell (its CUDA_VISIBLE_DEVICES);
+	// empty when the cell ran one at a time without [executor] gpus.
+	GPUs []int `json:"gpus,omitempty"`
+	// Slurm is set for cells that ran as a Slurm array task: the job, task and node.
+	Slurm *SlurmTask `json:"slurm,omitempty"`
+}
+
+// SlurmTask is the Slurm side of a cell's result: which job ran it and where.
+type SlurmTask struct {
+	JobID string `json:"job_id"`
+	Task  int    `json:"task"`
+	Node  string `json:"node,omitempty"`
+	State string `json:"state,omitempty"` // the task's Slurm state, when the runner saw it end
+}
+
+// OK reports whether the cell measured what it claims.
+func (r *CellResult) OK() bool { return r.Verdict == plans.VerdictOK }
+
+// Artifact is one file a cell produced, with its size and digest so a result can be checked
+// against the files later (and a bundle verified on another machine).
+type Artifact struct {
+	Path   string `json:"path"` // relative to the cell directory
+	Kind   string `json:"kind"` // trace, perf-dump, nsys-report, nsys-export, output, triage, log
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Timings are the cell's measured times: the wall time the runner saw and the times sglang
+// reported in its perf dump.
+type Timings struct {
+	WallNS            int64       `json:"wall_ns"`
+	E2ENS             int64       `json:"e2e_ns,omitempty"`
+	MeanDenoiseStepNS int64       `json:"mean_denoise_step_ns,omitempty"`
+	DenoiseStepsNS    []int64     `json:"denoise_steps_ns,omitempty"`
+	Stages            []StageTime `json:"stages,omitempty"`
+	PeakMemoryMB      float64     `json:"peak_memory_mb,omitempty"`
+	PerfDumpSchema    string      `json:"perf_dump_schema,omitempty"`
+}
+
+// StageTime is one pipeline stage's time from the perf dump.
+type StageTime struct {
+	Name string `json:"name"`
+	NS   int64  `json:"ns"`
+}
+
+// KernelShare is one of a cell's top kernels from its triage.
+type KernelShare struct {
+	Name     string  `json:"name"`
+	Category string  `json:"category"`
+	TotalUS  float64 `json:"total_us"`
+	SharePct float64 `json:"share_pct"`
+}
+
+// Launch is the process for one cell (or server): argv (never passed through a shell), the
+// variables to add to the inherited environment, and the working directory. It is
+// command.json and the launch of each entry of cells.json; backends.Launch is this type.
+type Launch struct {
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env"`
+	Dir  string            `json:"dir"`
+}
+
+// Evidence is one log line that supports a finding, with its 1-based line number in log.txt.
+type Evidence struct {
+	Line   int    `json:"line"`
+	Text   string `json:"text"`
+	Stream string `json:"stream,omitempty"`
+}
+
+// Reason is one cause of a verdict (or a warning), with the log lines that show it.
+type Reason struct {
+	Code    string     `json:"code"`    // e.g. "diffusers-fallback", "cuda-oom", "trace-missing", "exit-status"
+	Message string     `json:"message"` // says what happened and what to do
+	Lines   []Evidence `json:"lines,omitempty"`
+}
+
+// Exit is how the cell's process ended, as the runner's process layer saw it.
+type Exit struct {
+	Code     int    `json:"code"`             // exit status; -1 when killed by a signal or never started
+	Signal   string `json:"signal,omitempty"` // e.g. "killed", "interrupt"
+	StartErr string `json:"start_error,omitempty"`
+}
+
+// ServeResult is the serve part of a cell's result.json.
+type ServeResult struct {
+	Server      string       `json:"server"` // servers/<n>, relative to the run directory
+	Port        int          `json:"port"`
+	ServedModel string       `json:"served_model,omitempty"`
+	API         string       `json:"api"`
+	Load        *LoadSummary `json:"load,omitempty"`
+	// Profile describes the profiling window of a torch cell.
+	Profile *ProfileWindow `json:"profile,omitempty"`
+}
+
+// ProfileWindow is what the runner asked the server to profile and how long the flush took.
+type ProfileWindow struct {
+	Kind    string         `json:"kind"` // start-stop (LLM /start_profile) or per-request (diffusion)
+	Request map[string]any `json:"request,omitempty"`
+	FlushNS int64          `json:"flush_ns,omitempty"`
+	Traces  []string       `json:"traces,omitempty"` // relative to the cell
+}
+
+// LoadSummary summarises the measured requests of a serve cell's client phase: load.json and
+// the load of result.json's serve part. runner/load computes it (load.Summary is this type).
+type LoadSummary struct {
+	Count        int     `json:"count"`
+	Errors       int     `json:"errors"`
+	ErrorRate    float64 `json:"error_rate"`
+	WallNS       int64   `json:"wall_ns"`
+	MeanNS       int64   `json:"mean_ns"`
+	P50NS        int64   `json:"p50_ns"`
+	P90NS        int64   `json:"p90_ns"`
+	P99NS        int64   `json:"p99_ns"`
+	MaxNS        int64   `json:"max_ns"`
+	RequestsPerS float64 `json:"requests_per_s"`
+	ImagesPerS   float64 `json:"images_per_s,omitempty"`
+	TokensPerS   float64 `json:"tokens_per_s,omitempty"`
+	// Server-reported figures over the successful requests.
+	MeanInferenceTimeS float64        `json:"mean_inference_time_s,omitempty"`
+	MaxPeakMemoryMB    float64        `json:"max_peak_memory_mb,omitempty"`
+	Statuses           map[string]int `json:"statuses,omitempty"`
+}

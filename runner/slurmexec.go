@@ -1,0 +1,318 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/slurm"
+)
+
+// The Slurm executor hands the cells without a result to Slurm as one job array (one task per
+// cell). Each task runs `runner exec-cell RUN_DIR CELL` on its node, which is runCell against
+// the shared run directory; the runner polls the array, writes a result for every task that
+// ended without one (from its Slurm state), then summarises exactly as a local run does.
+
+// slurmPoll is how often the array is polled; tests shorten it through Options.
+const slurmPoll = 2 * time.Second
+
+func (o *Options) slurmClient() slurm.Client { return slurm.Client{Env: o.Env} }
+
+// checkSlurm runs before anything is created: a missing sbatch or an unreachable controller
+// ends the run with the failing command and its output.
+func checkSlurm(ctx context.Context, opts *Options) error {
+	if opts.Exe == "" || !filepath.IsAbs(opts.Exe) {
+		return errors.New("the Slurm executor needs the runner's own absolute path, so that array tasks can run `runner exec-cell` on the nodes")
+	}
+	if err := opts.slurmClient().Check(ctx); err != nil {
+		return fmt.Errorf("executor slurm: Slurm cannot be used from here: %w; install the Slurm client (sbatch, squeue, sacct, scancel), set SLURM_CONF, or run with --executor local", err)
+	}
+	return nil
+}
+
+// runOnSlurm runs the cells recs[todo] as a job array and waits for it (unless opts.Detach),
+// first waiting on an array a detached or killed run left active. It reports whether the run
+// was interrupted and whether the runner returned before the cells ended (detached).
+func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, man *rundir.Manifest, opts *Options) (interrupted, detached bool, err error) {
+	if len(man.Slurm) > 0 {
+		last := &man.Slurm[len(man.Slurm)-1]
+		if active, err := arrayActive(ctx, *last, opts); err != nil {
+			return false, false, err
+		} else if active {
+			if opts.Detach {
+				fmt.Fprintf(opts.Out, "Slurm job %s of this run is still active; runner run --resume %s waits for it\n", last.JobID, dir)
+				return false, true, nil
+			}
+			if interrupted := waitArray(ctx, dir, recs, last, opts); interrupted {
+				return true, false, nil
+			}
+			if todo, err = rerunInterrupted(dir, recs, opts); err != nil {
+				return false, false, err
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return false, false, nil
+	}
+	t0 := time.Now()
+	job, err := submitArray(ctx, p, dir, recs, todo, len(man.Slurm)+1, opts)
+	if err != nil {
+		return false, false, err
+	}
+	job.OverheadNS = time.Since(t0).Nanoseconds()
+	man.Slurm = append(man.Slurm, job)
+	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
+		opts.Logger.Warn("manifest.json", "err", err)
+	}
+	if opts.Detach {
+		fmt.Fprintf(opts.Out, "submitted Slurm job %s (%d cells); runner run --resume %s waits for it and writes the summary\n", job.JobID, len(job.Cells), dir)
+		return false, true, nil
+	}
+	return waitArray(ctx, dir, recs, &man.Slurm[len(man.Slurm)-1], opts), false, nil
+}
+
+// rerunInterrupted sets aside the cells an array left interrupted (scancel, preemption, node
+// failure), as --resume does before it starts, and returns every cell without a result.
+func rerunInterrupted(dir string, recs []cellRecord, opts *Options) ([]int, error) {
+	for _, r := range recs {
+		if err := setAside(dir, r.Cell, opts); err != nil {
+			return nil, err
+		}
+		if err := makeCellDir(r.abs, r.Cell); err != nil {
+			return nil, err
+		}
+	}
+	return withoutResult(recs), nil
+}
+
+// withoutResult lists the indices of recs whose cell has no result.json.
+func withoutResult(recs []cellRecord) []int {
+	var todo []int
+	for i, r := range recs {
+		if _, err := os.Stat(filepath.Join(r.abs, rundir.ResultFile)); err != nil {
+			todo = append(todo, i)
+		}
+	}
+	return todo
+}
+
+// submitArray writes the batch script of the cells recs[todo] as slurm/job-<n>.sbatch (n counts
+// the run's arrays from 1) and submits it.
+func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, n int, opts *Options) (rundir.SlurmJob, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return rundir.SlurmJob{}, err
+	}
+	if err := os.MkdirAll(filepath.Join(abs, slurm.MarkerDir), 0o755); err != nil {
+		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
+	}
+	ids := make([]string, len(todo))
+	for i, j := range todo {
+		ids[i] = recs[j].Cell.ID
+	}
+	var execArgs []string
+	if opts.Simulate {
+		execArgs = append(execArgs, "--simulate")
+	}
+	if opts.NoTriage {
+		execArgs = append(execArgs, "--no-triage")
+	}
+	s := p.Executor.Slurm
+	script := slurm.Script(slurm.Config{Partition: s.Partition, Account: s.Account, QOS: s.QOS, Time: s.Time,
+		GPUsPerTask: s.GPUsPerTask, CPUsPerTask: s.CPUsPerTask, Mem: s.Mem, Constraint: s.Constraint,
+		MaxParallel: s.MaxParallel, ExtraSbatch: s.ExtraSbatch, Setup: s.Setup},
+		slurm.Array{Cells: ids, Runner: []string{opts.Exe}, ExecArgs: execArgs, RunDir: abs, Name: p.Name})
+	rel := filepath.Join(slurm.MarkerDir, "job-"+strconv.Itoa(n)+".sbatch")
+	if err := rundir.WriteFileAtomic(filepath.Join(abs, rel), []byte(script)); err != nil {
+		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
+	}
+	id, err := opts.slurmClient().Submit(ctx, filepath.Join(abs, rel))
+	if err != nil {
+		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: submit %s: %w", rel, err)
+	}
+	opts.Logger.Info("submitted Slurm job array", "job", id, "cells", len(ids))
+	return rundir.SlurmJob{JobID: id, Script: rel, Cells: ids, Submitted: opts.Now().UTC()}, nil
+}
+
+// arrayActive reports whether any task of job is still queued or running.
+func arrayActive(ctx context.Context, job rundir.SlurmJob, opts *Options) (bool, error) {
+	tasks, err := opts.slurmClient().Tasks(ctx, job.JobID, len(job.Cells))
+	if err != nil {
+		return false, fmt.Errorf("executor slurm: state of job %s: %w", job.JobID, err)
+	}
+	return slices.ContainsFunc(tasks, func(t slurm.Task) bool { return !t.Done() }), nil
+}
+
+// waitArray polls job until every task has ended, reporting starts and ends, and gives each
+// task that ended without a result the verdict its Slurm state means. On Ctrl-C it cancels the
+// array, waits for Slurm to take the tasks down and records the unfinished cells as
+// interrupted. It reports whether the run was interrupted.
+func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.SlurmJob, opts *Options) bool {
+	byID := map[string]cellRecord{}
+	for _, r := range recs {
+		byID[r.Cell.ID] = r
+	}
+	poll := opts.SlurmPoll
+	if poll <= 0 {
+		poll = slurmPoll
+	}
+	started := map[int]bool{}
+	ended := map[int]bool{}
+	total := len(job.Cells)
+	for {
+		t0 := time.Now()
+		tasks, err := opts.slurmClient().Tasks(context.WithoutCancel(ctx), job.JobID, total)
+		if err != nil {
+			opts.Logger.Warn("executor slurm: poll", "job", job.JobID, "err", err)
+		}
+		for _, t := range tasks {
+			rec, ok := byID[job.Cells[t.Index]]
+			if !ok || ended[t.Index] {
+				continue
+			}
+			if !started[t.Index] && (t.State == "RUNNING" || t.Done()) {
+				started[t.Index] = true
+				opts.Progress.CellStart(t.Index, total, rec.Cell)
+			}
+			if t.Done() {
+				ended[t.Index] = true
+				res := collectTask(dir, rec, *job, t, opts)
+				opts.Progress.CellEnd(t.Index, total, rec.Cell, res)
+			}
+		}
+		job.OverheadNS += time.Since(t0).Nanoseconds()
+		if len(ended) == total {
+			opts.Logger.Info("Slurm job array done", "job", job.JobID, "runner_overhead_per_cell", time.Duration(job.OverheadNS/int64(total)))
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			cancelArray(dir, recs, *job, ended, opts)
+			return true
+		case <-time.After(poll):
+		}
+	}
+}
+
+// collectTask returns the result of an ended task's cell: the one exec-cell wrote, or one made
+// from the task's Slurm state when the cell wrote none (time limit, node failure, scancel).
+func collectTask(dir string, rec cellRecord, job rundir.SlurmJob, t slurm.Task, opts *Options) *rundir.CellResult {
+	var res rundir.CellResult
+	path := filepath.Join(rec.abs, rundir.ResultFile)
+	o := slurm.OutcomeOf(t)
+	if err := rundir.ReadJSON(path, &res); err == nil && res.Verdict != "" {
+		if res.Verdict != plans.VerdictInterrupted || !o.Interrupted {
+			return &res
+		}
+		// The cell saw a signal (scancel, preemption): say who sent it.
+		res.Reasons = append([]backends.Reason{{Code: o.Code, Message: o.Message}}, res.Reasons...)
+		if res.Slurm != nil {
+			res.Slurm.State = t.State
+		}
+	} else {
+		if _, err := os.Stat(filepath.Join(dir, slurm.Marker(job.JobID, t.Index))); err != nil && t.State != "CANCELLED" {
+			opts.Logger.Warn("executor slurm: the task left no start marker; is the run directory on a file system the nodes share?",
+				"path", dir, "task", t.Index, "state", t.State)
+		}
+		res = rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
+			Verdict: plans.VerdictFailed, Reasons: []backends.Reason{{Code: o.Code, Message: o.Message}},
+			Start: job.Submitted, End: opts.Now().UTC(),
+			Slurm: &rundir.SlurmTask{JobID: job.JobID, Task: t.Index, Node: t.Node, State: t.State}}
+		if o.Interrupted {
+			res.Verdict = plans.VerdictInterrupted
+		}
+	}
+	if err := rundir.WriteJSON(path, &res, nil); err != nil {
+		opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
+	}
+	return &res
+}
+
+// cancelArray cancels the job after Ctrl-C, waits (bounded) until Slurm no longer runs any of
+// its tasks, and records every cell that did not end as interrupted.
+func cancelArray(dir string, recs []cellRecord, job rundir.SlurmJob, ended map[int]bool, opts *Options) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := opts.slurmClient()
+	if err := c.Cancel(ctx, job.JobID); err != nil {
+		opts.Logger.Error("executor slurm: scancel", "job", job.JobID, "err", err)
+	}
+	for ctx.Err() == nil {
+		active, err := arrayActive(ctx, job, opts)
+		if err != nil || !active {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	byID := map[string]cellRecord{}
+	for _, r := range recs {
+		byID[r.Cell.ID] = r
+	}
+	for i, id := range job.Cells {
+		rec, ok := byID[id]
+		if !ok || ended[i] {
+			continue
+		}
+		var res rundir.CellResult
+		if rundir.ReadJSON(filepath.Join(rec.abs, rundir.ResultFile), &res) == nil && res.Verdict != "" {
+			continue // it finished while the array was cancelled
+		}
+		res = rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
+			Verdict: plans.VerdictInterrupted, Start: job.Submitted, End: opts.Now().UTC(),
+			Reasons: []backends.Reason{{Code: "interrupted", Message: "Ctrl-C: the runner cancelled Slurm job " + job.JobID + " (scancel); runner run --resume " + dir + " runs the cell again"}},
+			Slurm:   &rundir.SlurmTask{JobID: job.JobID, Task: i}}
+		if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.ResultFile), &res, nil); err != nil {
+			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
+		}
+	}
+}
+
+// ExecCell runs one cell of an existing run directory and writes its result.json: what a Slurm
+// array task (or any other remote executor) runs on its node. The cell's launch is computed
+// again from plan.toml (cells.json is redacted), so it is the one the run planned.
+func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellResult, error) {
+	opts.defaults()
+	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
+	if err != nil {
+		return nil, &UsageError{fmt.Errorf("exec-cell %s: %w", dir, err)}
+	}
+	i := slices.IndexFunc(p.Expand(), func(c plans.Cell) bool { return c.ID == id })
+	if i < 0 {
+		return nil, &UsageError{fmt.Errorf("exec-cell: the plan of %s has no cell %q", dir, id)}
+	}
+	c := p.Expand()[i]
+	if err := setAside(dir, c, &opts); err != nil {
+		return nil, err
+	}
+	recs, err := prepareCells(dir, []plans.Cell{c}, &opts)
+	if err != nil {
+		return nil, err
+	}
+	rec := recs[0]
+	var res *cellResult
+	if isServeCells(recs) {
+		ss := newServeSession(dir, &opts)
+		res = ss.runCell(ctx, rec)
+		ss.close()
+	} else {
+		res = runCell(ctx, rec, &opts)
+	}
+	if job := envValue(opts.Env, "SLURM_ARRAY_JOB_ID"); job != "" {
+		task, _ := strconv.Atoi(envValue(opts.Env, "SLURM_ARRAY_TASK_ID"))
+		node := envValue(opts.Env, "SLURMD_NODENAME")
+		if node == "" {
+			node, _ = os.Hostname()
+		}
+		res.Slurm = &rundir.SlurmTask{JobID: job, Task: task, Node: node}
+	}
+	finishCell(0, 1, rec, res, &opts)
+	return &res.CellResult, nil
+}

@@ -1,0 +1,66 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/slurm/slurmtest"
+)
+
+// testExecCell is the test binary acting as `runner exec-cell` for array tasks.
+func testExecCell(args []string) int {
+	exe, _ := os.Executable()
+	opts := Options{Exe: exe, Env: os.Environ()}
+	for len(args) > 2 {
+		switch args[0] {
+		case "--simulate":
+			opts.Simulate = true
+		case "--no-triage":
+			opts.NoTriage = true
+		}
+		args = args[1:]
+	}
+	if _, err := ExecCell(context.Background(), args[0], args[1], opts); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// BenchmarkSlurmOverhead runs 16 simulated cells as a job array on the real test cluster and
+// reports the runner's own Slurm work per cell (script, sbatch, polls, collection: the
+// manifest's overhead_ns), the goal being at most 1 s, and the whole run's wall time per cell.
+func BenchmarkSlurmOverhead(b *testing.B) {
+	env := slurmtest.Start(b)
+	body := slotPlan(16, `""`, "kind = \"slurm\"\n[executor.slurm]\nmax_parallel = 4\n")
+	var overhead, wall time.Duration
+	for b.Loop() {
+		exe, _ := os.Executable()
+		opts := Options{Simulate: true, Exe: exe, NoTriage: true, OutputDir: b.TempDir(), SlurmPoll: 500 * time.Millisecond,
+			Env: append(env, "RUNNER_SIM_TIME_SCALE=0"), Nightly: NightlyOptions{History: "off"}}
+		p, err := plans.Parse("plan.toml", []byte(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		sum, err := Run(context.Background(), p, opts)
+		if err != nil || sum.ExitCode != 0 {
+			b.Fatalf("run: %v %+v", err, sum)
+		}
+		wall += time.Since(t0)
+		var m rundir.Manifest
+		if err := rundir.ReadJSON(filepath.Join(sum.RunDir, rundir.ManifestFile), &m); err != nil || len(m.Slurm) != 1 {
+			b.Fatalf("manifest: %v %+v", err, m.Slurm)
+		}
+		overhead += time.Duration(m.Slurm[0].OverheadNS)
+	}
+	cells := float64(16 * b.N)
+	b.ReportMetric(overhead.Seconds()*1e3/cells, "overhead-ms/cell")
+	b.ReportMetric(wall.Seconds()*1e3/cells, "wall-ms/cell")
+}
