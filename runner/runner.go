@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -74,6 +75,8 @@ type Options struct {
 	gpus []int
 	// onSlurm is set when the cells run as a Slurm job array (resolveExecutor).
 	onSlurm bool
+	// lost keeps the results execute could not write (a full disk) for its summary.
+	lost *lostResults
 }
 
 func (o *Options) defaults() {
@@ -194,7 +197,7 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 		return nil, err
 	}
 	for _, c := range cells {
-		if err := setAsideInterrupted(dir, c); err != nil {
+		if err := setAside(dir, c, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -223,23 +226,36 @@ func reapLeftovers(dir string, opts *Options) {
 	}
 }
 
-// setAsideInterrupted moves the directory of a cell whose result says "interrupted" to
-// interrupted/<id>-<n>/ so that the cell can run again without overwriting anything.
-func setAsideInterrupted(dir string, c plans.Cell) error {
+// setAside moves the directory of a cell that must run again out of the way, so that nothing is
+// overwritten: one whose result says "interrupted" (it measured nothing) to
+// interrupted/<id>-<n>/, one whose result.json cannot be read (empty, not JSON, an unknown
+// verdict: a crash or a full disk while it was written) to unreadable/<id>-<n>/, with a warning.
+func setAside(dir string, c plans.Cell, opts *Options) error {
 	cellDir := filepath.Join(dir, rundir.CellsDir, c.ID)
-	if r, err := rundir.ReadResult(cellDir); err != nil || r.Verdict != plans.VerdictInterrupted {
+	r, err := readResult(cellDir)
+	into := "interrupted"
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		into = "unreadable"
+	case r.Verdict != plans.VerdictInterrupted:
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "interrupted"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, into), 0o755); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	for n := 1; ; n++ {
-		dst := filepath.Join(dir, "interrupted", fmt.Sprintf("%s-%d", c.ID, n))
+		dst := filepath.Join(dir, into, fmt.Sprintf("%s-%d", c.ID, n))
 		if _, err := os.Lstat(dst); err == nil {
 			continue
 		}
 		if err := os.Rename(cellDir, dst); err != nil {
-			return fmt.Errorf("resume: set aside interrupted cell %s: %w", c.ID, err)
+			return fmt.Errorf("resume: set aside %s cell %s: %w", into, c.ID, err)
+		}
+		if into == "unreadable" {
+			opts.Logger.Warn("resume: the cell's result cannot be read; it runs again (its old directory is kept)",
+				"cell", c.ID, "err", err, "moved_to", dst)
 		}
 		return nil
 	}

@@ -621,7 +621,13 @@ func describePortOwner(port int, runDir string) string {
 		if run == runDir {
 			msg += "; it is a server of this run"
 		} else {
-			msg += fmt.Sprintf("; it is a server the runner started for an earlier run (%s) that did not stop it (a crashed or killed runner): kill it with `kill -TERM -%d`", run, pid)
+			// The server may be a child of its process group's leader (a wrapper, the supervisor):
+			// the hint names the group, which kill -TERM -<pgid> stops as a whole.
+			hint := fmt.Sprintf("kill -TERM %d", pid)
+			if st, ok := proc.ReadStat(pid); ok && st.PGRP > 0 {
+				hint = fmt.Sprintf("kill -TERM -%d", st.PGRP)
+			}
+			msg += fmt.Sprintf("; it is a server the runner started for an earlier run (%s) that did not stop it (a crashed or killed runner): kill it with `%s`", run, hint)
 		}
 	}
 	return msg

@@ -54,7 +54,7 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 			if interrupted := waitArray(ctx, dir, recs, last, opts); interrupted {
 				return true, false, nil
 			}
-			if todo, err = rerunInterrupted(dir, recs); err != nil {
+			if todo, err = rerunInterrupted(dir, recs, opts); err != nil {
 				return false, false, err
 			}
 		}
@@ -81,9 +81,9 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 
 // rerunInterrupted sets aside the cells an array left interrupted (scancel, preemption, node
 // failure), as --resume does before it starts, and returns every cell without a result.
-func rerunInterrupted(dir string, recs []cellRecord) ([]int, error) {
+func rerunInterrupted(dir string, recs []cellRecord, opts *Options) ([]int, error) {
 	for _, r := range recs {
-		if err := setAsideInterrupted(dir, r.Cell); err != nil {
+		if err := setAside(dir, r.Cell, opts); err != nil {
 			return nil, err
 		}
 		if err := makeCellDir(r.abs, r.Cell); err != nil {
@@ -289,7 +289,7 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 		return nil, &UsageError{fmt.Errorf("exec-cell: the plan of %s has no cell %q", dir, id)}
 	}
 	c := p.Expand()[i]
-	if err := setAsideInterrupted(dir, c); err != nil {
+	if err := setAside(dir, c, &opts); err != nil {
 		return nil, err
 	}
 	recs, err := prepareCells(dir, []plans.Cell{c}, &opts)
