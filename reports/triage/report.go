@@ -144,8 +144,14 @@ type FusionRow struct {
 	Evidence       []string `json:"evidence"`
 	CandidatePaths []string `json:"candidate_paths"`
 	Rationale      string   `json:"rationale"`
+	// SplitRemaining names the split launches of the family that still run beside its fused
+	// kernel ("name ×launches at python/site"); empty unless the status is present.
+	SplitRemaining []string `json:"split_remaining,omitempty"`
 	// Locations are the Python sites of the evidence kernels (Markdown column only).
 	Locations []string `json:"-"`
+	// cited are the canonical names of every kernel the row counts (tests check that no kernel
+	// is cited by two rows of a stage).
+	cited []string
 }
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }

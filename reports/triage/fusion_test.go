@@ -1,0 +1,113 @@
+package triage
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/sglprof/runner/reports/kineto/kinetogen"
+)
+
+// checkFusionInvariants asserts issue 17's rule on every stage of a report: a kernel is
+// evidence for at most one fusion row, each row's share is the share of the kernels it cites,
+// and the rows' shares add up to at most the share of those kernels.
+func checkFusionInvariants(t *testing.T, r *Report) {
+	t.Helper()
+	for _, s := range r.Stages {
+		share := map[string]float64{}
+		for _, k := range s.Kernels {
+			share[k.Name] = k.SharePct
+		}
+		owner := map[string]string{}
+		var rowsSum, citedSum float64
+		for _, f := range s.Fusions {
+			var mine float64
+			for _, k := range f.cited {
+				if o, ok := owner[k]; ok {
+					t.Errorf("stage %s: kernel %q is evidence for both %q and %q", s.Stage, k, o, f.Pattern)
+					continue
+				}
+				owner[k] = f.Pattern
+				mine += share[k]
+			}
+			if math.Abs(mine-f.SharePct) > 0.01 {
+				t.Errorf("stage %s: %q claims %.2f%% but its kernels take %.2f%%", s.Stage, f.Pattern, f.SharePct, mine)
+			}
+			rowsSum += f.SharePct
+			citedSum += mine
+		}
+		if rowsSum > citedSum+0.01 {
+			t.Errorf("stage %s: fusion rows add to %.2f%%, the kernels they cite to %.2f%%", s.Stage, rowsSum, citedSum)
+		}
+	}
+}
+
+func fusionByPattern(s *Stage, pattern string) *FusionRow {
+	for i := range s.Fusions {
+		if s.Fusions[i].Pattern == pattern {
+			return &s.Fusions[i]
+		}
+	}
+	return nil
+}
+
+// The simulated Qwen-Image DiT block (kinetogen, as backends/sim writes it): before issue 17 the
+// norm + scale + shift and modulation rows cited the same kernels (5.8% each), SwiGLU was
+// suggested for the plain GELU MLP, and "fusion available" was claimed for norm + scale + shift
+// while fused_scale_shift_gate_kernel ran.
+func TestFusionQwenImageNoDoubleCounting(t *testing.T) {
+	tr, _, _ := genTrace(t, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Steps: 2, Layers: 4, WithStack: true, Seed: 1})
+	r := analyzeOne(t, tr, "Qwen/Qwen-Image")
+	checkFusionInvariants(t, r)
+	den := findStage(t, r, kinetogen.StageDenoising)
+	if f := fusionByPattern(den, "Fused activation-and-mul (SwiGLU/GeGLU)"); f != nil {
+		t.Errorf("SwiGLU/GeGLU suggested for a GELU MLP with no gate multiply: %+v", *f)
+	}
+	nss := fusionByPattern(den, "Diffusion fused norm + scale + shift")
+	if nss == nil || nss.Status != StatusPresent {
+		t.Fatalf("norm + scale + shift = %+v, want present (fused_scale_shift_gate_kernel runs); rows %+v", nss, den.Fusions)
+	}
+	if len(nss.SplitRemaining) == 0 || !strings.Contains(nss.Rationale, "still run") ||
+		!strings.Contains(strings.Join(nss.SplitRemaining, " "), "denoising.py") {
+		t.Errorf("present row does not say which split launches remain and where: %+v", *nss)
+	}
+	for _, f := range den.Fusions {
+		if f.Status == StatusAvailable && strings.Contains(f.Pattern, "scale + shift") {
+			t.Errorf("%q reported available while its family's fused kernel runs", f.Pattern)
+		}
+	}
+}
+
+func TestFusionInvariantsGeneratedAndGolden(t *testing.T) {
+	checkFusionInvariants(t, analyzeGolden(t))
+	tr, _, _ := genTrace(t, kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: 3, Layers: 3, CommStream: true, WithStack: true, Seed: 2})
+	checkFusionInvariants(t, analyzeOne(t, tr, "Qwen/Qwen3-8B"))
+	tr, _, _ = genTrace(t, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Steps: 2, Layers: 3, AllStages: true, WithStack: true, Seed: 3})
+	checkFusionInvariants(t, analyzeOne(t, tr, "black-forest-labs/FLUX.1-dev"))
+}
+
+func TestFusionInvariantsFixtures(t *testing.T) {
+	for _, name := range []string{
+		"tracelens-mi300x-sglang-qwen3-8b-decode-hipgraph.json.gz",
+		"hta-a100-ddp-nccl-rank0.json.gz",
+		"hta-a100-cudagraph-multistream-rank0.json.gz",
+	} {
+		t.Run(name, func(t *testing.T) { checkFusionInvariants(t, analyzeFixture(t, name)) })
+	}
+}
+
+// A plain GELU MLP (GEMM, GELU, GEMM, residual add) has no gate multiply: no SwiGLU/GeGLU row,
+// even though a Python location under multimodal_gen contains the letters "mul".
+func TestFusionNeedsAllParts(t *testing.T) {
+	const loc = "python/sglang/multimodal_gen/runtime/models/dits/qwen_image.py:400 forward"
+	rows := []KernelRow{
+		row("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", 50, loc),
+		row("triton_poi_fused_gelu_2", 5, loc),
+		row("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int)", 3, loc),
+		row("triton_poi_fused_add_mul_0", 3, loc),
+	}
+	got := DefaultCatalog().Match(rows, 100_000, "Qwen/Qwen-Image", 0)
+	if s, f := statusOf(got, "Fused activation-and-mul (SwiGLU/GeGLU)"); s != "absent" {
+		t.Errorf("GELU MLP: SwiGLU/GeGLU %q %+v, want absent", s, f)
+	}
+}
