@@ -465,7 +465,7 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 	}
 	c.byName[n] = int32(len(c.names))
 	c.names = append(c.names, n)
-	c.cats = append(c.cats, c.cls.Classify(n))
+	c.cats = append(c.cats, c.cls.classifyCanonical(n))
 	c.canon[id] = int32(len(c.names) - 1)
 	return c.canon[id]
 }

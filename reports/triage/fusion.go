@@ -61,15 +61,19 @@ type Group struct {
 }
 
 type matcher struct {
-	sub string
-	re  *regexp.Regexp
+	sub  string
+	re   *regexp.Regexp
+	need []string // literals one of which every match of re contains (see requiredLiterals)
 }
 
-func (m matcher) match(s string) bool {
+func (m matcher) match(s string) bool { return m.matchBG(nil, s) }
+
+// matchBG is match with the byte pairs of s, which rule most keywords out without a scan.
+func (m matcher) matchBG(bg *bigrams, s string) bool {
 	if m.re != nil {
-		return m.re.MatchString(s)
+		return containsAny(bg, s, m.need) && m.re.MatchString(s)
 	}
-	return strings.Contains(s, m.sub)
+	return bg.may(m.sub) && strings.Contains(s, m.sub)
 }
 
 func compile(kws []string) ([]matcher, error) {
@@ -80,7 +84,7 @@ func compile(kws []string) ([]matcher, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, matcher{re: re})
+			out = append(out, matcher{re: re, need: requiredLiterals(rx)})
 		} else {
 			out = append(out, matcher{sub: strings.ToLower(k)})
 		}
@@ -125,9 +129,11 @@ func isAlnum(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
 
-func anyMatch(ms []matcher, s string) bool {
+func anyMatch(ms []matcher, s string) bool { return anyMatchBG(ms, nil, s) }
+
+func anyMatchBG(ms []matcher, bg *bigrams, s string) bool {
 	for _, m := range ms {
-		if m.match(s) {
+		if m.matchBG(bg, s) {
 			return true
 		}
 	}
@@ -298,10 +304,11 @@ func rowTexts(rows []KernelRow) []rowText {
 }
 
 // candidates collects, per pattern that applies to the framework and model, the rows that
-// match its fused keywords and its split groups.
+// match its fused keywords and its split groups. Rows are the outer loop so that each name's
+// byte pairs are recorded once for all patterns (issue 14: unique 1 KB names).
 func (c *Catalog) candidates(rows []KernelRow, texts []rowText, model string) []*candidate {
 	fw := frameworks(rows, model)
-	var out []*candidate
+	var all []*candidate
 	for pi := range c.Patterns {
 		p := &c.Patterns[pi]
 		if p.Framework != "" && p.Framework != "any" && !fw[p.Framework] {
@@ -312,37 +319,55 @@ func (c *Catalog) candidates(rows []KernelRow, texts []rowText, model string) []
 		if (model == "" && len(p.ModelInclude) > 0) || (model != "" && !modelOK(p, model)) {
 			continue
 		}
-		cd := &candidate{p: p, index: pi, groups: make([][]member, len(p.Split))}
-		isFused := make(map[int]bool)
-		for i := range rows {
-			if anyMatch(p.fused, texts[i].name) {
-				cd.fused = append(cd.fused, i)
-				isFused[i] = true
-			}
+		all = append(all, &candidate{p: p, index: pi, groups: make([][]member, len(p.Split))})
+	}
+	bg := new(bigrams)
+	for i, r := range rows {
+		name := texts[i].name
+		if len(name) >= bigramMin {
+			bg.fill(name)
 		}
-		for gi := range p.Split {
-			g := &p.Split[gi]
-			for i, r := range rows {
-				if isFused[i] || anyMatch(g.none, texts[i].name) {
-					continue
-				}
-				catOK := len(g.Categories) == 0 || contains(g.Categories, r.Category)
-				byName := anyMatch(g.m, texts[i].name)
-				switch {
-				case byName && catOK:
-					cd.groups[gi] = append(cd.groups[gi], member{i, true})
-				case !byName && len(g.Categories) > 0 && catOK && anyWord(g.m, texts[i].site):
-					// Location evidence only counts for a kernel whose own category fits, and
-					// only as a whole word ("mul" is not in "multimodal_gen").
-					cd.groups[gi] = append(cd.groups[gi], member{i, false})
-				}
-			}
+		for _, cd := range all {
+			cd.addRow(i, r, texts[i], bg)
 		}
+		bg.reset()
+	}
+	out := all[:0]
+	for _, cd := range all {
 		if len(cd.fused) > 0 || cd.complete() {
 			out = append(out, cd)
 		}
 	}
 	return out
+}
+
+// addRow files row i under the candidate's fused kernels or split groups.
+func (cd *candidate) addRow(i int, r KernelRow, t rowText, bg *bigrams) {
+	var b *bigrams
+	if len(t.name) >= bigramMin {
+		b = bg
+	}
+	p := cd.p
+	if anyMatchBG(p.fused, b, t.name) {
+		cd.fused = append(cd.fused, i)
+		return
+	}
+	for gi := range p.Split {
+		g := &p.Split[gi]
+		if anyMatchBG(g.none, b, t.name) {
+			continue
+		}
+		catOK := len(g.Categories) == 0 || contains(g.Categories, r.Category)
+		byName := anyMatchBG(g.m, b, t.name)
+		switch {
+		case byName && catOK:
+			cd.groups[gi] = append(cd.groups[gi], member{i, true})
+		case !byName && len(g.Categories) > 0 && catOK && anyWord(g.m, t.site):
+			// Location evidence only counts for a kernel whose own category fits, and only as
+			// a whole word ("mul" is not in "multimodal_gen").
+			cd.groups[gi] = append(cd.groups[gi], member{i, false})
+		}
+	}
 }
 
 // complete reports whether every split group has a kernel: a pattern needs all its parts.
