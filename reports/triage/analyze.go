@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -356,13 +357,7 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 			}
 			groups[st[i]] = append(groups[st[i]], oi)
 		}
-		sort.SliceStable(order, func(i, j int) bool {
-			oi, oj := stageOrder(order[i]), stageOrder(order[j])
-			if oi != oj {
-				return oi < oj
-			}
-			return order[i] < order[j]
-		})
+		sortStagesByStart(t, order, groups)
 		info.Stage = strings.Join(order, ",")
 	} else {
 		groups[StageAll] = ops
@@ -468,6 +463,31 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 	c.cats = append(c.cats, c.cls.classifyCanonical(n))
 	c.canon[id] = int32(len(c.names) - 1)
 	return c.canon[id]
+}
+
+// sortStagesByStart puts stages in pipeline order: by their first op's start (issue 17: the
+// diffusion stages came out alphabetically, decoding before denoising before text encoding).
+// SGLang's LLM stages keep their fixed order; ops outside every annotation and the "all" stage go
+// last.
+func sortStagesByStart(t *trace.Trace, order []string, groups map[string][]int32) {
+	first := make(map[string]int64, len(order))
+	for _, st := range order {
+		f := int64(math.MaxInt64)
+		for _, oi := range groups[st] {
+			f = min(f, t.GPUOps[oi].Start)
+		}
+		first[st] = f
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		// SGLang's own stage names keep their fixed order (extend, mixed, decode, then the rest).
+		if oi, oj := stageOrder(order[i]), stageOrder(order[j]); oi != oj {
+			return oi < oj
+		}
+		if first[order[i]] != first[order[j]] {
+			return first[order[i]] < first[order[j]]
+		}
+		return order[i] < order[j]
+	})
 }
 
 // opSite attributes one GPU op to a Python site.

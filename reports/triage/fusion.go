@@ -497,11 +497,15 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 	if p.Toggle != "" {
 		fr.CandidatePaths = append(fr.CandidatePaths, p.Toggle)
 	}
-	fr.Evidence, fr.Locations = evidence(rows, related)
+	disp := func(i int) string { return shortenName(rows[i].Name, 100) }
+	if names := distinctShort(len(rows), func(i int) string { return rows[i].Name }, 100); len(names) == len(rows) {
+		disp = func(i int) string { return names[i] }
+	}
+	fr.Evidence, fr.Locations = evidence(rows, related, disp)
 	for _, i := range related {
 		fr.cited = append(fr.cited, rows[i].Name)
 	}
-	fr.SplitRemaining = remainingSplit(rows, remaining)
+	fr.SplitRemaining = remainingSplit(rows, remaining, disp)
 	fr.Rationale = rationale(p, fr, tp, pctOf(rows, cd.fused, total), pctOf(rows, remaining, total))
 	if apart {
 		fr.Rationale += " The split kernels never run back to back on one stream, so they may not be the pair this fusion joins."
@@ -573,11 +577,11 @@ func pctOf(rows []KernelRow, idx []int, total int64) float64 {
 
 // evidence lists the cited kernels (at most MaxEvidence, then a count) and their first Python
 // sites.
-func evidence(rows []KernelRow, related []int) (ev, locs []string) {
+func evidence(rows []KernelRow, related []int, disp func(i int) string) (ev, locs []string) {
 	locSeen := map[string]bool{}
 	for k, i := range related {
 		if k < MaxEvidence {
-			ev = append(ev, fmt.Sprintf("%s (%.1f%%)", shortenName(rows[i].Name, 100), rows[i].SharePct))
+			ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), rows[i].SharePct))
 		}
 		if len(rows[i].Locations) > 0 && len(locs) < MaxEvidence {
 			l := rows[i].Locations[0].Location
@@ -595,7 +599,7 @@ func evidence(rows []KernelRow, related []int) (ev, locs []string) {
 
 // remainingSplit names the split launches that still run beside a fused kernel of their
 // family, with their launch count and Python site, so the engineer knows where to look.
-func remainingSplit(rows []KernelRow, idx []int) []string {
+func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string) []string {
 	var out []string
 	for k, i := range idx {
 		if k == MaxEvidence {
@@ -603,7 +607,7 @@ func remainingSplit(rows []KernelRow, idx []int) []string {
 			break
 		}
 		r := rows[i]
-		s := fmt.Sprintf("%s ×%d", shortenName(r.Name, 100), r.Count)
+		s := fmt.Sprintf("%s ×%d", disp(i), r.Count)
 		if len(r.Locations) > 0 {
 			s += " at " + r.Locations[0].Location
 		}

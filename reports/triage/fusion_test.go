@@ -111,3 +111,58 @@ func TestFusionNeedsAllParts(t *testing.T) {
 		t.Errorf("GELU MLP: SwiGLU/GeGLU %q %+v, want absent", s, f)
 	}
 }
+
+// Issue 17 item 6: two kernels that differ only inside a template argument must not print the
+// same in one table.
+func TestDistinctShortNames(t *testing.T) {
+	names := []string{
+		"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >",
+		"void at::native::vectorized_elementwise_kernel<4, at::native::threshold_backward_kernel<c10::BFloat16>, std::array<char*, 3ul> >",
+		"nvjet_tst_64x8_64x16_4x1_v_bz_TNT",
+	}
+	for _, w := range []int{40, 60, 100} {
+		got := distinctShort(len(names), func(i int) string { return names[i] }, w)
+		if got[0] == got[1] {
+			t.Errorf("width %d: add and threshold_backward both print %q", w, got[0])
+		}
+		if got[2] != names[2] {
+			t.Errorf("width %d: a short name changed: %q", w, got[2])
+		}
+	}
+}
+
+// Issue 17 item 7: stages in pipeline order, one unit per table in its header, and a legend that
+// explains each verdict word once.
+func TestRenderOrderUnitsLegend(t *testing.T) {
+	tr, _, _ := genTrace(t, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Steps: 2, Layers: 2, AllStages: true, WithStack: true, Seed: 4})
+	r := analyzeOne(t, tr, "Qwen/Qwen-Image")
+	var order []string
+	for _, s := range r.Stages {
+		order = append(order, s.Stage)
+	}
+	want := []string{kinetogen.StageTextEncoding, kinetogen.StageDenoising, kinetogen.StageDecoding}
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Errorf("stage order %v, want pipeline order %v", order, want)
+	}
+	var b strings.Builder
+	if err := Render(&b, r, FormatText, DefaultCutoff); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, h := range []string{"GPU time (ms)", "Legend", "- headroom: ", "- check deps: "} {
+		if !strings.Contains(out, h) {
+			t.Errorf("output lacks %q", h)
+		}
+	}
+	if strings.Count(out, "- headroom: ") != 1 {
+		t.Errorf("headroom explained %d times, want once", strings.Count(out, "- headroom: "))
+	}
+	// No table cell carries its own unit: the header does.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "P1 ") || strings.HasPrefix(line, "P2 ") {
+			if strings.Contains(line, " us,") || strings.Contains(line, " ms ") {
+				t.Errorf("overlap row carries a unit: %q", line)
+			}
+		}
+	}
+}

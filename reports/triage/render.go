@@ -90,7 +90,7 @@ func stageTitle(s string) string {
 // microseconds below 0.1 ms so that small kernels do not all print as 0.00 ms.
 func ms(usv float64) string {
 	if usv < 100 {
-		return strconv.FormatFloat(usv, 'f', 1, 64) + " us"
+		return strconv.FormatFloat(usv, 'f', 1, 64) + " µs"
 	}
 	return strconv.FormatFloat(usv/1000, 'f', 2, 64) + " ms"
 }
@@ -150,6 +150,11 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		return nil
 	}
 
+	var leg legend
+	leg.use("busy")
+	if r.Mode == ModeMappingFormal {
+		leg.use("formal")
+	}
 	heading("Kernel Table")
 	for _, s := range r.Stages {
 		if showStage {
@@ -157,20 +162,23 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		}
 		fmt.Fprintf(&b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
 			ms(s.KernelTimeUS), s.KernelCount, ms(s.BusyUS), ms(s.WindowUS))
+		u := unitFor(len(s.Kernels), func(i int) float64 { return s.Kernels[i].TotalUS })
+		disp := distinctShort(len(s.Kernels), func(i int) string { return s.Kernels[i].Name }, nameW)
+		gt := "GPU time (" + u.label + ")"
 		t := &render.Table{
-			Header: []string{"Kernel", "Category", "GPU time", "Share", "Launches", "Python location (site share)", "CPU op"},
+			Header: []string{"Kernel", "Category", gt, "Share", "Launches", "Python location (site share)", "CPU op"},
 			Align:  []render.Align{render.Left, render.Left, render.Right, render.Right, render.Right, render.Left, render.Left},
 			Empty:  fmt.Sprintf("No kernel rows at or above %s share.", pc(cutoff)),
 		}
 		if !md {
-			t.Header = []string{"Kernel", "Category", "GPU time", "Share", "sum%", "Launches", "Python location (site share)", "CPU op"}
+			t.Header = []string{"Kernel", "Category", gt, "Share", "sum%", "Launches", "Python location (site share)", "CPU op"}
 			t.Align = []render.Align{render.Left, render.Left, render.Right, render.Right, render.Right, render.Right, render.Left, render.Left}
 		}
 		var cum float64
-		for _, k := range s.Kernels {
+		for i, k := range s.Kernels {
 			cum += k.SharePct
 			loc, cpu := siteCells(k.Locations)
-			row := []string{render.Shorten(k.Name, nameW), k.Category, ms(k.TotalUS), pc(k.SharePct)}
+			row := []string{disp[i], k.Category, u.format(k.TotalUS), pc(k.SharePct)}
 			if !md {
 				row = append(row, pc(cum))
 			}
@@ -190,13 +198,17 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		multi := pct(s.Summary.MultiStreamNS, int64(s.BusyUS*1000))
 		fmt.Fprintf(&b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
 			ms(s.BusyUS), ms(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
+		u := unitFor(len(s.Overlap), func(i int) float64 { return s.Overlap[i].TotalUS })
+		disp := distinctShort(len(s.Overlap), func(i int) string { return s.Overlap[i].Kernel }, nameW)
 		t := &render.Table{
-			Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "Formal signal", "Dep risk", "Recommendation"},
+			Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "GPU time (" + u.label + ")", "Share", "Exclusive / hidden", "Dep risk", "Recommendation"},
+			Align:  []render.Align{render.Left, render.Left, render.Left, render.Left, render.Right, render.Right, render.Right},
 			Empty:  "No overlap rows cleared the reporting bar.",
 		}
-		for _, o := range s.Overlap {
-			sig := fmt.Sprintf("%.1f us, share %s, excl %s / hid %s", o.TotalUS, pc(o.SharePct), pc(o.ExclusivePct), pc(o.HiddenPct))
-			t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, render.Shorten(o.Kernel, nameW), o.Scope, sig, o.DepRisk, o.Recommendation})
+		for i, o := range s.Overlap {
+			t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, disp[i], o.Scope, u.format(o.TotalUS), pc(o.SharePct),
+				pc(o.ExclusivePct) + " / " + pc(o.HiddenPct), o.DepRisk, o.Recommendation})
+			leg.use(o.Priority, o.Verdict, o.DepRisk, o.Recommendation)
 		}
 		if err := flush(t); err != nil {
 			return err
@@ -208,14 +220,16 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		if showStage {
 			sub(stageTitle(s.Stage))
 		}
+		u := unitFor(len(s.Fusions), func(i int) float64 { return s.Fusions[i].RelatedUS })
 		t := &render.Table{
-			Header: []string{"Pattern", "Status", "Confidence", "Related GPU time", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
+			Header: []string{"Pattern", "Status", "Confidence", "Related GPU time (" + u.label + ")", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
 			Align:  []render.Align{render.Left, render.Left, render.Left, render.Right, render.Right},
 			Empty:  "No catalog fusion pattern matched this stage.",
 		}
 		for _, f := range s.Fusions {
-			t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, ms(f.RelatedUS), pc(f.SharePct),
+			t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, u.format(f.RelatedUS), pc(f.SharePct),
 				strings.Join(f.Evidence, "\n"), strings.Join(f.Locations, "\n"), strings.Join(f.CandidatePaths, "\n"), f.Rationale})
+			leg.use(f.Status, "confidence "+f.Confidence)
 		}
 		if !md {
 			// The rationale is long prose; in a terminal it goes under the table.
@@ -235,6 +249,11 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 				b.WriteString("\n")
 			}
 		}
+	}
+	if len(leg.used) > 0 {
+		heading("Legend")
+		leg.write(&b, md)
+		b.WriteString("\n")
 	}
 	if len(r.Warnings) > 0 {
 		heading("Warnings")
