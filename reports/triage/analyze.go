@@ -119,6 +119,7 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		}
 	}
 	seen := map[string]int{}
+	var stats []rankStat
 	for _, f := range in.Files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -128,6 +129,9 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 			return nil, err
 		}
 		rep.Inputs = append(rep.Inputs, info)
+		for i, sr := range res {
+			stats = append(stats, newRankStat(f.Rank, i, sr))
+		}
 		for _, sr := range res {
 			label := sr.stage.Stage
 			if multiRank && f.Rank.String() != "" {
@@ -143,6 +147,11 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, a.warn...)
 		a.warn = nil
 	}
+	other, err := a.otherRanks(ctx, in.OtherRanks)
+	if err != nil {
+		return nil, err
+	}
+	rep.Ranks = buildRanks(append(stats, other...))
 	if opts.Stage != "" {
 		var keep []Stage
 		var have []string
@@ -463,6 +472,27 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 	c.cats = append(c.cats, c.cls.classifyCanonical(n))
 	c.canon[id] = int32(len(c.names) - 1)
 	return c.canon[id]
+}
+
+// otherRanks reads the traces of the ranks that have no tables, one at a time, keeping only
+// their per-stage totals for the Ranks section; their warnings (the same device and stage
+// notes as the tabled rank's) are dropped.
+func (a *analyzer) otherRanks(ctx context.Context, files []Input) ([]rankStat, error) {
+	var stats []rankStat
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		_, res, err := a.one(ctx, f, true)
+		if err != nil {
+			return nil, fmt.Errorf("rank %s: %w", rankLabel(f.Rank), err)
+		}
+		for i, sr := range res {
+			stats = append(stats, newRankStat(f.Rank, i, sr))
+		}
+		a.warn = nil
+	}
+	return stats, nil
 }
 
 // sortStagesByStart puts stages in pipeline order: by their first op's start (issue 17: the

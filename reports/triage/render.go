@@ -155,6 +155,15 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 	if r.Mode == ModeMappingFormal {
 		leg.use("formal")
 	}
+	if r.Ranks != nil {
+		heading("Ranks")
+		leg.use("straggler", "collective wait")
+		for _, rs := range r.Ranks.Stages {
+			if err := renderRankStage(&b, rs, sub, flush, nameW); err != nil {
+				return err
+			}
+		}
+	}
 	heading("Kernel Table")
 	for _, s := range r.Stages {
 		if showStage {
@@ -265,6 +274,50 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 	return err
 }
 
+// renderRankStage writes one stage's per-rank table with its straggler line.
+func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush func(*render.Table) error, nameW int) error {
+	sub(stageTitle(rs.Stage))
+	if rs.Straggler == "" {
+		fmt.Fprintf(b, "No straggler: no rank is busier than the median (%s).\n", ms(rs.MedianBusyUS))
+	} else {
+		var parts []string
+		for _, c := range rs.Culprits {
+			parts = append(parts, fmt.Sprintf("%s (+%s)", render.Shorten(c.Kernel, nameW/2), ms(c.DiffUS)))
+		}
+		fmt.Fprintf(b, "Straggler: %s, busy %s over the median %s (%s)", rs.Straggler, ms(rs.StragglerGapUS), ms(rs.MedianBusyUS),
+			pc(100*rs.StragglerGapUS/maxf(rs.MedianBusyUS, 1e-9)))
+		if len(parts) > 0 {
+			b.WriteString("; kernels making the difference: " + strings.Join(parts, ", "))
+		}
+		b.WriteString(".\n")
+	}
+	n := len(rs.Ranks)
+	u := unitFor(n*2, func(i int) float64 {
+		if i < n {
+			return rs.Ranks[i].KernelTimeUS
+		}
+		return rs.Ranks[i-n].BusyUS
+	})
+	t := &render.Table{
+		Header: []string{"Rank", "Kernel time (" + u.label + ")", "Busy (" + u.label + ")", "Busy vs median (" + u.label + ")",
+			"Collective (" + u.label + ")", "Collective wait (" + u.label + ")", ""},
+		Align: []render.Align{render.Left, render.Right, render.Right, render.Right, render.Right, render.Right, render.Left},
+	}
+	for _, r := range rs.Ranks {
+		mark := ""
+		if r.Rank == rs.Straggler {
+			mark = "straggler"
+		}
+		vs := u.format(r.BusyVsMedianUS)
+		if r.BusyVsMedianUS > 0 {
+			vs = "+" + vs
+		}
+		t.Rows = append(t.Rows, []string{r.Rank, u.format(r.KernelTimeUS), u.format(r.BusyUS), vs,
+			u.format(r.CollectiveUS), u.format(r.CollectiveWaitUS), mark})
+	}
+	return flush(t)
+}
+
 func siteCells(ls []Location) (string, string) {
 	if len(ls) == 0 {
 		return "unresolved", "-"
@@ -292,6 +345,20 @@ func renderCSV(w io.Writer, r *Report) error {
 	t := &render.Table{Header: []string{"table", "stage", "name", "category", "total_us", "count", "share_pct",
 		"location", "cpu_op", "priority", "verdict", "exclusive_pct", "hidden_pct", "dep_risk", "recommendation",
 		"status", "confidence", "evidence", "candidate_paths", "rationale"}}
+	if r.Ranks != nil {
+		for _, rs := range r.Ranks.Stages {
+			for _, rr := range rs.Ranks {
+				verdict := ""
+				if rr.Rank == rs.Straggler {
+					verdict = "straggler"
+				}
+				// total_us is the busy time; the rationale column carries the other figures.
+				t.Rows = append(t.Rows, []string{"rank", rs.Stage, rr.Rank, "", f64(rr.BusyUS), "", "", "", "", "", verdict, "", "", "", "", "", "", "", "",
+					fmt.Sprintf("kernel_time_us=%s collective_us=%s collective_wait_us=%s busy_vs_median_us=%s",
+						f64(rr.KernelTimeUS), f64(rr.CollectiveUS), f64(rr.CollectiveWaitUS), f64(rr.BusyVsMedianUS))})
+			}
+		}
+	}
 	for _, s := range r.Stages {
 		for _, k := range s.Kernels {
 			var loc, cpu []string

@@ -35,6 +35,9 @@ type Report struct {
 	MemoryOps any `json:"memory_ops,omitempty"`
 	API       any `json:"api,omitempty"`
 
+	// Ranks compares the ranks of a multi-rank run (absent for one rank).
+	Ranks *RankReport `json:"ranks,omitempty"`
+
 	// Model and TPSize come from server_args.json; shown in the text/Markdown header only.
 	Model  string `json:"-"`
 	TPSize int    `json:"-"`
