@@ -218,6 +218,7 @@ type siteKey struct {
 
 type kagg struct {
 	name     string
+	lower    string // name lower-cased
 	base     string
 	cat      string
 	total    int64
@@ -261,7 +262,7 @@ func (g *kagg) add(d int64, k siteKey) bool {
 
 // newAgg is the empty aggregate of canonical name cid.
 func (c *traceCtx) newAgg(cid int32) *kagg {
-	g := &kagg{name: c.names[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, repDur: -1, curNS: -1}
+	g := &kagg{name: c.names[cid], lower: c.lowers[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, repDur: -1, curNS: -1}
 	g.base = baseName(g.name)
 	return g
 }
@@ -436,6 +437,7 @@ type traceCtx struct {
 	names  []string
 	byName map[string]int32
 	cats   []string
+	lowers []string // lower-cased canonical names, shared by the classifier and the fusion catalog
 	sites  *siteFinder
 	scopes []trace.NameID // per GPU op: Options.Scopes label, or nil
 }
@@ -471,7 +473,9 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 	}
 	c.byName[n] = int32(len(c.names))
 	c.names = append(c.names, n)
-	c.cats = append(c.cats, c.cls.classifyCanonical(n))
+	low := strings.ToLower(n)
+	c.lowers = append(c.lowers, low)
+	c.cats = append(c.cats, c.cls.classifyLower(low))
 	c.canon[id] = int32(len(c.names) - 1)
 	return c.canon[id]
 }
@@ -720,7 +724,7 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 	}
 	pairs := adj()
 	for _, g := range aggs {
-		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
+		row := KernelRow{Name: g.name, lower: g.lower, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
 		row.Locations = a.locations(c, g, label)
 		rows = append(rows, row)
 	}

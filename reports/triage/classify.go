@@ -100,12 +100,13 @@ func DefaultClassifier() *Classifier { return defaultClassifier }
 
 // Classify returns the category of a kernel name. The name is canonicalised first, so the raw
 // trace name may be passed.
-func (c *Classifier) Classify(name string) string { return c.classifyCanonical(Canonical(name)) }
+func (c *Classifier) Classify(name string) string {
+	return c.classifyLower(strings.ToLower(Canonical(name)))
+}
 
-// classifyCanonical is Classify for a name that is already canonical (Canonical is idempotent;
-// the analyzer has just computed it).
-func (c *Classifier) classifyCanonical(name string) string {
-	s := strings.ToLower(name)
+// classifyLower is Classify for a lower-cased canonical name (the analyzer keeps that string
+// for the fusion catalog too).
+func (c *Classifier) classifyLower(s string) string {
 	w := s
 	if len(w) > RegexpWindow {
 		w = w[:RegexpWindow]

@@ -298,7 +298,11 @@ func rowTexts(rows []KernelRow) []rowText {
 			b.WriteString(strings.ToLower(l.CPUOp))
 			b.WriteByte(' ')
 		}
-		texts[i] = rowText{name: strings.ToLower(r.Name), site: b.String()}
+		low := r.lower
+		if low == "" {
+			low = strings.ToLower(r.Name)
+		}
+		texts[i] = rowText{name: low, site: b.String()}
 	}
 	return texts
 }

@@ -90,6 +90,7 @@ type KernelRow struct {
 	Locations []Location `json:"locations"`
 
 	totalNS int64
+	lower   string // Name lower-cased when the analyzer has it (the fusion catalog matches on it)
 	// adj is the stage's set of row pairs that ran back to back on one stream (shared by all
 	// rows of the stage; see adjKey); nil when unknown, e.g. for rows built by hand.
 	adj map[uint64]struct{}
