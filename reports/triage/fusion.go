@@ -66,8 +66,6 @@ type matcher struct {
 	need []string // literals one of which every match of re contains (see requiredLiterals)
 }
 
-func (m matcher) match(s string) bool { return m.matchBG(nil, s) }
-
 // matchBG is match with the byte pairs of s, which rule most keywords out without a scan.
 func (m matcher) matchBG(bg *bigrams, s string) bool {
 	if m.re != nil {
@@ -128,8 +126,6 @@ func containsWord(s, w string) bool {
 func isAlnum(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
-
-func anyMatch(ms []matcher, s string) bool { return anyMatchBG(ms, nil, s) }
 
 func anyMatchBG(ms []matcher, bg *bigrams, s string) bool {
 	for _, m := range ms {
