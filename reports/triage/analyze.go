@@ -98,19 +98,8 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 			rep.TPSize = opts.Mapping.TPSize
 		}
 		rep.Warnings = append(rep.Warnings, prefixAll("mapping: ", opts.Mapping.Warnings)...)
-		a.mapping = map[string]map[string]map[siteKeyS]int64{}
-		for _, f := range opts.Mapping.Files {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			info, res, err := a.one(ctx, f, false)
-			if err != nil {
-				return nil, fmt.Errorf("mapping trace: %w", err)
-			}
-			rep.Mapping = append(rep.Mapping, info)
-			for _, sr := range res {
-				a.addMapping(sr)
-			}
+		if err := a.readMapping(ctx, rep, opts.Mapping.Files); err != nil {
+			return nil, err
 		}
 	}
 	a.model, a.tp = rep.Model, rep.TPSize
@@ -478,6 +467,26 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 	c.cats = append(c.cats, c.cls.classifyLower(low))
 	c.canon[id] = int32(len(c.names) - 1)
 	return c.canon[id]
+}
+
+// readMapping reads the mapping traces of mapping-formal mode: their Python sites per stage and
+// kernel go into a.mapping.
+func (a *analyzer) readMapping(ctx context.Context, rep *Report, files []Input) error {
+	a.mapping = map[string]map[string]map[siteKeyS]int64{}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		info, res, err := a.one(ctx, f, false)
+		if err != nil {
+			return fmt.Errorf("mapping trace: %w", err)
+		}
+		rep.Mapping = append(rep.Mapping, info)
+		for _, sr := range res {
+			a.addMapping(sr)
+		}
+	}
+	return nil
 }
 
 // otherRanks reads the traces of the ranks that have no tables, keeping only their per-stage
