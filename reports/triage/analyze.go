@@ -115,13 +115,22 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		info, res, err := a.one(ctx, f, true)
+		info, res, held, err := a.oneHeld(ctx, f)
 		if err != nil {
 			return nil, err
 		}
 		rep.Inputs = append(rep.Inputs, info)
+		rank := f.Rank
+		if held != nil {
+			rank = deviceRank(info.Device)
+			more, err := a.mergedRanks(ctx, f, held, int32(info.Device))
+			if err != nil {
+				return nil, err
+			}
+			stats = append(stats, more...)
+		}
 		for i, sr := range res {
-			stats = append(stats, newRankStat(f.Rank, i, sr))
+			stats = append(stats, newRankStat(rank, i, sr))
 		}
 		for _, sr := range res {
 			label := sr.stage.Stage
@@ -468,6 +477,60 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 	c.canon[id] = int32(len(c.names) - 1)
 	return c.canon[id]
 }
+
+// oneHeld is one for an analysed input; for a merged multi-rank trace (SGLang's merged-*
+// files) it also returns the held trace, whose other devices mergedRanks compares.
+func (a *analyzer) oneHeld(ctx context.Context, f Input) (InputInfo, []stageResult, *trace.Trace, error) {
+	if !reMerged.MatchString(filepath.Base(f.Path)) {
+		info, res, err := a.one(ctx, f, true)
+		return info, res, nil, err
+	}
+	var held *trace.Trace
+	open, stream := a.opts.Open, a.opts.OpenStream
+	a.opts.Open = func(ctx context.Context, p string) (*trace.Trace, error) {
+		t, err := open(ctx, p)
+		held = t
+		return t, err
+	}
+	a.opts.OpenStream = nil // the devices are compared from the held trace
+	info, res, err := a.one(ctx, f, true)
+	a.opts.Open, a.opts.OpenStream = open, stream
+	return info, res, held, err
+}
+
+// mergedRanks compares the devices of a merged trace other than the tabled one: each is one
+// rank's GPU (SGLang's merged traces give every rank its own GPU process).
+func (a *analyzer) mergedRanks(ctx context.Context, f Input, t *trace.Trace, tabled int32) ([]rankStat, error) {
+	devs := map[int32]bool{}
+	for i := range t.GPUOps {
+		devs[t.GPUOps[i].Device] = true
+	}
+	var stats []rankStat
+	for d := range devs {
+		if d == tabled {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dev := int(d)
+		opts := a.opts
+		opts.Device, opts.OpenStream = &dev, nil
+		opts.Open = func(context.Context, string) (*trace.Trace, error) { return t, nil }
+		b := &analyzer{opts: opts, cls: a.cls, cat: a.cat, log: a.log, model: a.model, tp: a.tp}
+		_, res, err := b.one(ctx, f, true)
+		if err != nil {
+			return nil, fmt.Errorf("device %d of %s: %w", d, f.Path, err)
+		}
+		for i, sr := range res {
+			stats = append(stats, newRankStat(deviceRank(dev), i, sr))
+		}
+	}
+	return stats, nil
+}
+
+// deviceRank names a merged trace's device as a rank (its global rank is its device index).
+func deviceRank(dev int) RankID { return RankID{TP: -1, DP: -1, PP: -1, EP: -1, Global: dev} }
 
 // readMapping reads the mapping traces of mapping-formal mode: their Python sites per stage and
 // kernel go into a.mapping.

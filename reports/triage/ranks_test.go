@@ -3,6 +3,7 @@ package triage
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,5 +124,51 @@ func TestMedian(t *testing.T) {
 		if got := median(c.in); got != c.want {
 			t.Errorf("median(%v) = %d, want %d", c.in, got, c.want)
 		}
+	}
+}
+
+// A merged trace (SGLang's merged-*.trace.json, every rank's GPU its own process) is compared
+// device by device.
+func TestRanksMergedTrace(t *testing.T) {
+	dir := t.TempDir()
+	var events []json.RawMessage
+	for r := 0; r < 3; r++ {
+		scale := map[string]float64{kinetogen.GroupComm: 3.5}
+		if r == 1 {
+			scale = map[string]float64{kinetogen.GroupGEMM: 1.5, kinetogen.GroupAttention: 1.5}
+		}
+		var b bytes.Buffer
+		if _, err := kinetogen.Write(&b, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Steps: 2, Layers: 3, CommStream: true, WorldSize: 3, Rank: r, Seed: int64(r), StepScale: scale}); err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			TraceEvents []json.RawMessage `json:"traceEvents"`
+		}
+		if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, doc.TraceEvents...)
+	}
+	js, err := json.Marshal(map[string]any{"schemaVersion": 1, "traceEvents": events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "merged-run.trace.json")
+	if err := os.WriteFile(p, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Discover(p, DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Analyze(context.Background(), in, Options{Open: openKineto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ranks == nil || len(r.Ranks.Stages) == 0 || len(r.Ranks.Stages[0].Ranks) != 3 {
+		t.Fatalf("merged trace: ranks %+v, want 3 devices compared", r.Ranks)
+	}
+	if s := r.Ranks.Stages[0]; s.Straggler != "rank1" {
+		t.Errorf("merged trace straggler %q, want rank1 (device 1); ranks %+v", s.Straggler, s.Ranks)
 	}
 }
