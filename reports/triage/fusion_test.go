@@ -166,3 +166,54 @@ func TestRenderOrderUnitsLegend(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFusionRowsDisjoint: whatever mix of real kernel families a stage runs, no kernel is cited
+// by two fusion rows and each row's share is that of its own kernels.
+func FuzzFusionRowsDisjoint(f *testing.F) {
+	f.Add([]byte{0, 5, 1, 5, 2, 9, 3, 4, 4, 4})
+	f.Add([]byte{5, 1, 6, 2, 7, 3, 8, 4, 9, 5, 10, 6, 11, 7, 12, 8})
+	names := []string{kSilu, kMul, kNorm, kNCCL, kGEMM, "triton_poi_fused_add_mul_0", "triton_poi_fused_gelu_2",
+		"fused_scale_shift_gate_kernel", "void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>",
+		"void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>",
+		"fused_qknorm_rope_kernel", "void rotary_embedding_kernel<c10::BFloat16, true>", "fused_qknorm_warp",
+		"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >"}
+	locs := []string{"python/sglang/srt/layers/activation.py:60 forward_native", "python/sglang/multimodal_gen/runtime/layers/layernorm.py:10 forward"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		seen := map[string]bool{}
+		var rows []KernelRow
+		var total int64
+		for i := 0; i+1 < len(data); i += 2 {
+			n := names[int(data[i])%len(names)]
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			r := row(n, float64(data[i+1])+1, locs[int(data[i])%len(locs)])
+			rows = append(rows, r)
+			total += r.totalNS
+		}
+		for i := range rows {
+			rows[i].SharePct = pct(rows[i].totalNS, total)
+		}
+		for _, model := range []string{"", "Qwen/Qwen-Image"} {
+			owner := map[string]string{}
+			for _, fr := range DefaultCatalog().Match(rows, total, model, 2) {
+				var ns int64
+				for _, k := range fr.cited {
+					if o, ok := owner[k]; ok {
+						t.Fatalf("%q cited by %q and %q", k, o, fr.Pattern)
+					}
+					owner[k] = fr.Pattern
+					for _, r := range rows {
+						if r.Name == k {
+							ns += r.totalNS
+						}
+					}
+				}
+				if math.Abs(pct(ns, total)-fr.SharePct) > 1e-9 {
+					t.Fatalf("%q share %v, its kernels %v", fr.Pattern, fr.SharePct, pct(ns, total))
+				}
+			}
+		}
+	})
+}
