@@ -6,6 +6,13 @@ package backends
 
 import "github.com/sglprof/runner/plans"
 
+// Directories every cell has inside its directory (DESIGN.md §4): the profiler's traces and
+// the generated images and videos.
+const (
+	TracesDir  = "traces"
+	OutputsDir = "outputs"
+)
+
 // Launch is the process for one cell: argv (never passed through a shell), the variables to
 // add to the inherited environment, and the working directory.
 type Launch struct {
