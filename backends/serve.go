@@ -99,6 +99,11 @@ type Protocol struct {
 	ModelInfoPath string
 	// API is the request API when the plan names none (runner/load's API names).
 	API string
+	// ProfileDoneLine is the line the server logs once a profile's traces are written. When
+	// POST /stop_profile is refused, the profile may have stopped by itself (after
+	// num_steps), and the window is closed once the server logs this line once more. Empty:
+	// a refused stop fails the cell.
+	ProfileDoneLine string
 	// PerfDumps says that requests can ask for a perf dump each (perf_dump_path), which gives
 	// serve cells the stage and denoise-step timings of generate cells.
 	PerfDumps bool
@@ -116,10 +121,6 @@ type Window struct {
 	Start map[string]any
 	// StartHint is added to the failure when /start_profile is refused.
 	StartHint string
-	// DoneLine: when POST /stop_profile is refused, the profile may have stopped by itself
-	// (after num_steps); the window is then closed once the server logs this line once more.
-	// Empty: a refused stop fails the cell.
-	DoneLine string
 	// Flush names what the flush waits for, for the status line.
 	Flush string
 }

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"net"
 	"os"
@@ -123,36 +121,6 @@ func asUsage(err error, ue **UsageError) bool {
 	return ok
 }
 
-func TestListenInodes(t *testing.T) {
-	tcp := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:7A69 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0
-   1: 0100007F:7A69 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1000        0 4343 1 0000000000000000 20 4 30 10 -1
-   2: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 99 1 0000000000000000 100 0 0 10 0
-garbage
-`
-	got := listenInodes([]byte(tcp), 31337)
-	if len(got) != 1 || got[0] != "4242" {
-		t.Fatalf("inodes %v", got)
-	}
-	tcp6 := "  sl  local_address                         remote_address                        st\n   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1\n"
-	if got := listenInodes([]byte(tcp6), 8080); len(got) != 1 || got[0] != "777" {
-		t.Fatalf("tcp6 inodes %v", got)
-	}
-}
-
-func FuzzListenInodes(f *testing.F) {
-	f.Add([]byte("h\n 0: 0100007F:7A69 00000000:0000 0A 0 0 0 0 0 4242 1\n"), 31337)
-	f.Add([]byte(""), 0)
-	f.Add([]byte("h\n0: :::: 0A a b c d e f g\n"), 1)
-	f.Fuzz(func(t *testing.T, b []byte, port int) {
-		for _, ino := range listenInodes(b, port) {
-			if ino == "" || ino == "0" {
-				t.Fatalf("empty inode from %q", b)
-			}
-		}
-	})
-}
-
 func TestDescribePortOwnerFindsOurListener(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -185,73 +153,6 @@ func TestMemoryLeak(t *testing.T) {
 		if got := memoryLeak(tc.before, tc.after); (got != "") != tc.leak {
 			t.Errorf("memoryLeak(%q, %q) = %q", tc.before, tc.after, got)
 		}
-	}
-}
-
-func TestExpectedRanks(t *testing.T) {
-	c := plans.Cell{}
-	c.Backend.ExtraArgs = []string{"--tp-size", "4", "--num-gpus=2"}
-	if n := expectedRanks(c, true); n != 4 {
-		t.Fatalf("llm ranks %d", n)
-	}
-	if n := expectedRanks(c, false); n != 2 {
-		t.Fatalf("diffusion ranks %d", n)
-	}
-	if n := expectedRanks(plans.Cell{}, true); n != 1 {
-		t.Fatalf("default ranks %d", n)
-	}
-}
-
-func writeGz(t *testing.T, path, body string, truncate bool) {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	zw.Write([]byte(body))
-	zw.Close()
-	data := b.Bytes()
-	if truncate {
-		data = data[:len(data)/2]
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestCheckServeTraces(t *testing.T) {
-	dir := t.TempDir()
-	if _, problems := checkServeTraces(dir, 1); len(problems) != 1 || !strings.Contains(problems[0], "no *.trace.json.gz") {
-		t.Fatalf("empty dir problems %v", problems)
-	}
-	kernel := `{"traceEvents":[{"ph":"X","cat":"kernel","name":"k"}]}`
-	writeGz(t, filepath.Join(dir, "p-1.5-TP-0.trace.json.gz"), kernel, false)
-	if names, problems := checkServeTraces(dir, 1); len(names) != 1 || len(problems) != 0 {
-		t.Fatalf("good trace: %v %v", names, problems)
-	}
-	if _, problems := checkServeTraces(dir, 2); len(problems) != 1 || !strings.Contains(problems[0], "1 rank(s) found, 2 expected") {
-		t.Fatalf("missing rank: %v", problems)
-	}
-	writeGz(t, filepath.Join(dir, "p-1.5-TP-1.trace.json.gz"), `{"traceEvents":[{"ph":"X","cat":"cpu_op"}]}`, false)
-	writeGz(t, filepath.Join(dir, "merged-1.5.trace.json.gz"), kernel, true)
-	_, problems := checkServeTraces(dir, 2)
-	joined := strings.Join(problems, "\n")
-	if len(problems) != 2 || !strings.Contains(joined, "TP-1.trace.json.gz has no kernel events") || !strings.Contains(joined, "merged-1.5.trace.json.gz: truncated") {
-		t.Fatalf("problems %v", problems)
-	}
-}
-
-func TestStartProfileBody(t *testing.T) {
-	c := plans.Cell{ID: "007-x"}
-	c.Profile.StartStep, c.Profile.NumSteps, c.Profile.ProfileByStage = -1, 5, true
-	b := startProfileBody(c, "/abs/traces")
-	if _, ok := b["start_step"]; ok {
-		t.Fatal("start_step -1 must not be sent")
-	}
-	if b["num_steps"] != 5 || b["output_dir"] != "/abs/traces" || b["profile_prefix"] != "007-x" || b["profile_by_stage"] != true {
-		t.Fatalf("body %v", b)
-	}
-	c.Profile.StartStep = 3
-	if startProfileBody(c, "/t")["start_step"] != 3 {
-		t.Fatal("start_step 3 not sent")
 	}
 }
 

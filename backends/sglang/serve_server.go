@@ -40,7 +40,7 @@ func (ServeBackend) NewServerWatcher(plans.Cell) backends.ServerWatcher { return
 // Protocol implements backends.Server.
 func (ServeBackend) Protocol(c plans.Cell) backends.Protocol {
 	if ModelType(c) == ModelTypeLLM {
-		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", API: plans.APIGenerate}
+		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine}
 	}
 	// Diffusion requests take perf_dump_path: one dump per measured request.
 	return backends.Protocol{ModelType: ModelTypeDiffusion, ReadyLine: ReadyLineDiffusion, ModelInfoPath: "/v1/model_info", API: plans.APIImages, PerfDumps: true}
@@ -53,7 +53,7 @@ func (ServeBackend) Window(c plans.Cell, cellTraces string) backends.Window {
 	case c.Profiler != plans.ProfilerTorch:
 		return backends.Window{}
 	case ModelType(c) == ModelTypeLLM:
-		return backends.Window{Kind: backends.WindowStartStop, Start: StartProfileBody(c, cellTraces), DoneLine: ProfileDoneLine, Flush: "POST /stop_profile"}
+		return backends.Window{Kind: backends.WindowStartStop, Start: StartProfileBody(c, cellTraces), Flush: "POST /stop_profile"}
 	}
 	return backends.Window{Kind: backends.WindowPerRequest}
 }

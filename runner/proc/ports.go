@@ -93,8 +93,12 @@ func EnvOf(pid int, key string) string {
 	return ""
 }
 
-// PidsWithEnv lists the processes other than ours whose environment has key=value.
+// PidsWithEnv lists the processes other than ours whose environment has key=value; none for
+// an empty value, which would match every process without the variable.
 func PidsWithEnv(key, value string) []int {
+	if value == "" {
+		return nil
+	}
 	var out []int
 	self := os.Getpid()
 	names, _ := readProcDir()
