@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 )
 
@@ -75,5 +76,60 @@ func TestStartProfileBody(t *testing.T) {
 	c.Profile.StartStep = 3
 	if StartProfileBody(c, "/t")["start_step"] != 3 {
 		t.Fatal("start_step 3 not sent")
+	}
+}
+
+func TestServeAssessCellCountsEventsSinceTheMark(t *testing.T) {
+	b := ServeBackend{}
+	c := serveCell()
+	w := b.NewServerWatcher(c)
+	w.Line(1, "stderr", "torch.OutOfMemoryError: CUDA out of memory")
+	mark := w.Mark()
+	if a := b.AssessCell(c, w, mark); a.Verdict != plans.VerdictOK || len(a.Reasons) != 0 {
+		t.Fatalf("an OOM of an earlier cell failed this one: %+v", a)
+	}
+	// A fallback describes the server: every cell it serves is invalid.
+	w.Line(2, "stdout", "Falling back to diffusers backend")
+	a := b.AssessCell(c, w, mark)
+	if a.Verdict != plans.VerdictInvalid || len(a.Reasons) != 1 || a.Reasons[0].Code != string(FindingFallback) {
+		t.Fatalf("fallback: %+v", a)
+	}
+	w.Line(3, "stderr", "scheduler is dead")
+	a = b.AssessCell(c, w, mark)
+	if a.Verdict != plans.VerdictFailed || len(a.Reasons) != 2 || a.Reasons[0].Code != string(FindingWorkerDead) {
+		t.Fatalf("dead scheduler during the cell: %+v", a)
+	}
+	if f, ev, ok := w.Fatal(); !ok || f != string(FindingOOM) || ev.Line != 1 {
+		t.Fatalf("Fatal = %q %+v %v", f, ev, ok)
+	}
+	c.Gate.DiffusersFallback = "warn"
+	if a := b.AssessCell(c, w, w.Mark()); a.Verdict != plans.VerdictOK || len(a.Warnings) != 1 {
+		t.Fatalf("fallback as a warning: %+v", a)
+	}
+}
+
+func TestServeWindowAndCollect(t *testing.T) {
+	b := ServeBackend{}
+	c := serveCell()
+	c.Profiler = plans.ProfilerTorch
+	if w := b.Window(c, "/t"); w.Kind != backends.WindowPerRequest || w.Start != nil {
+		t.Fatalf("diffusion window %+v", w)
+	}
+	srv, cellDir := t.TempDir(), t.TempDir()
+	kernel := `{"traceEvents":[{"ph":"X","cat":"kernel","name":"k"}]}`
+	writeGz(t, filepath.Join(srv, "old-global-rank0.trace.json.gz"), kernel, false)
+	writeGz(t, filepath.Join(srv, "req-1-global-rank0.trace.json.gz"), kernel, false)
+	writeGz(t, filepath.Join(srv, "stray-global-rank0.trace.json.gz"), kernel, false)
+	r := b.CollectTraces(c, backends.TraceDirs{Server: srv, Cell: cellDir, Before: map[string]bool{"old-global-rank0.trace.json.gz": true}, ResponseIDs: []string{"req-1"}})
+	if len(r.Traces) != 2 || len(r.Reasons) != 0 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0].Message, "stray-global-rank0") {
+		t.Fatalf("report %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(srv, "old-global-rank0.trace.json.gz")); err != nil {
+		t.Fatal("a trace from before the window was moved")
+	}
+	c.Model, c.InputLen, c.OutputLen = "m", 8, 4
+	w := b.Window(c, "/cell/traces")
+	if w.Kind != backends.WindowStartStop || w.Start["output_dir"] != "/cell/traces" || b.Protocol(c).ProfileDoneLine != ProfileDoneLine {
+		t.Fatalf("LLM window %+v", w)
 	}
 }
