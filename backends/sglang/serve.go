@@ -14,8 +14,10 @@ import (
 
 // Serve mode (ref-sglang-interfaces.md §A.8, §B): one `sglang serve` (or `python -m
 // sglang.launch_server`) process serves the requests of one or more cells; the runner drives
-// it over HTTP. This file builds the server command; the lifecycle (port, readiness, load,
-// profiling windows, teardown) is the runner's (runner/serve*.go).
+// it over HTTP. This file builds the server command; serve_server.go answers the rest of
+// backends.Server (protocol, profiling window, traces, per-cell judgement); the lifecycle
+// (port, process group, polling, load, the window's calls, teardown) is the runner's
+// (runner/serve*.go).
 
 // ModeServe is the plan's backend.mode for server cells.
 const ModeServe = backends.ModeServe
