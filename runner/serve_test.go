@@ -5,10 +5,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 )
 
@@ -222,5 +224,29 @@ profilers = ["torch"]
 	}
 	if len(prog.lines) == 0 || !strings.Contains(prog.lines[0], "waiting for the profiler flush") || !strings.Contains(prog.lines[0], "flush_timeout=") {
 		t.Fatalf("status lines %q", prog.lines)
+	}
+}
+
+func TestServerKeyAndCommandComeFromTheBackend(t *testing.T) {
+	c := plans.Cell{ID: "001-a", Model: "Qwen/Qwen-Image", Profiler: plans.ProfilerNsys}
+	c.Backend = plans.Backend{Kind: "vllm-omni", Mode: "serve", Command: []string{"sglang"}}
+	be := vllmomni.New()
+	d := c
+	d.ID = "002-b"
+	// nsys profiles a server from start to end: every nsys cell gets its own server.
+	if serverKey(be, c) == serverKey(be, d) || !strings.HasPrefix(serverKey(be, c), be.ServerKey(c)) {
+		t.Fatalf("nsys keys %q %q", serverKey(be, c), serverKey(be, d))
+	}
+	c.Profiler, d.Profiler = plans.ProfilerNone, plans.ProfilerNone
+	if serverKey(be, c) != serverKey(be, d) {
+		t.Fatal("two unprofiled cells of one server do not share it")
+	}
+	o := &Options{Exe: "/bin/runner"}
+	if got := o.serverCommand(be, c); !slices.Equal(got, []string{"vllm"}) {
+		t.Fatalf("command %v", got)
+	}
+	o.Simulate = true
+	if got := o.serverCommand(be, c); !slices.Equal(got, []string{"/bin/runner", "sim", "vllm-omni"}) {
+		t.Fatalf("simulated command %v", got)
 	}
 }
