@@ -20,10 +20,12 @@ package runner
 // server's profiler directory). Each cell keeps requests.jsonl, load.json and its traces/, and
 // its result.json names its server.
 //
-// Trace attribution: a server whose profiler directory is a server-level setting writes every
-// cell's traces into servers/<n>/traces. Cells run one after another and warmup requests are
-// never profiled, so whatever appears there during a cell's client phase belongs to that cell;
-// the backend moves it into the cell's traces/ (backends.Server.CollectTraces).
+// Trace attribution: sglang's servers take output_dir in /start_profile, which points straight
+// at the cell's traces/. A server whose profiler directory is a server-level setting
+// (vLLM-Omni) writes every cell's traces into servers/<n>/traces; cells run one after another
+// and warmup requests are never profiled, so whatever appears there during a cell's client
+// phase belongs to that cell, and the backend moves it into the cell's traces/
+// (backends.Server.CollectTraces).
 
 import (
 	"context"
