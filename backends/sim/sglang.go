@@ -282,10 +282,6 @@ func SGLang(ctx context.Context, args []string, env map[string]string, stdout, s
 	case "serve":
 		// The server simulator lives in serve.go.
 		return serveMain(ctx, args[1:], env, stdout, stderr, false)
-	case "vllm":
-		// The vLLM-Omni simulator (vllm.go), reached as `sim sglang vllm serve ...` so the
-		// runner binary needs no extra entry.
-		return vllmMain(ctx, args[1:], env, stdout, stderr)
 	case "-m":
 		// `python -m sglang.launch_server ...` (the LLM-only entry), reached as
 		// `sim sglang -m sglang.launch_server ...`.
