@@ -120,6 +120,7 @@ func applyDefaults(p *Plan, d *decoder) {
 	if !set("gate", "diffusers_fallback") {
 		p.Gate.DiffusersFallback = DefaultDiffusersFallback
 	}
+	gpuGateDefaults(p, set)
 
 	// Serve mode. The defaults are filled in whatever the mode, so code reading a plan never
 	// sees a zero timeout; a generate plan that writes these keys is rejected by validate.
@@ -404,6 +405,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateServe(p)
 	d.validateCompare(p)
 	d.validateBundle(p)
+	d.validateGPUGate(p)
 
 	// The size of the matrix. An axis that failed to decode counts as empty, so "no cells" is
 	// only worth saying when nothing else is wrong.
