@@ -139,7 +139,9 @@ type CellResult struct {
 	Artifacts  []Artifact        `json:"artifacts"`
 	TopKernels []KernelShare     `json:"top_kernels,omitempty"`
 	// Serve is set for serve-mode cells (runner/serve.go): the server used and the load summary.
-	Serve *ServeResult       `json:"serve,omitempty"`
+	Serve *ServeResult `json:"serve,omitempty"`
+	// GPU is what the GPU noise guard saw before and after the cell (runner/gpucheck.go).
+	GPU   *GPUCheck          `json:"gpu,omitempty"`
 	Found backends.Artifacts `json:"-"`
 }
 
@@ -151,6 +153,11 @@ func (r *CellResult) OK() bool { return r.Verdict == plans.VerdictOK }
 func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 	c := rec.Cell
 	res := &CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}
+	if !gpuBefore(ctx, rec, opts, res) {
+		res.End = opts.Now().UTC()
+		res.Artifacts = collectArtifacts(rec.abs)
+		return res
+	}
 	logPath := filepath.Join(rec.abs, LogFile)
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -194,9 +201,11 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *CellResult {
 		exit.StartErr = pres.StartErr.Error()
 	}
 	res.Exit = exit
+	gpuAfter(ctx, opts, res, false)
 
 	a := rec.be.Assess(c, rec.abs, w, exit)
-	res.Verdict, res.Reasons, res.Warnings, res.Found = a.Verdict, a.Reasons, a.Warnings, a.Artifacts
+	res.Verdict, res.Reasons, res.Found = a.Verdict, a.Reasons, a.Artifacts
+	res.Warnings = append(res.Warnings, a.Warnings...)
 	if pres.StartErr != nil {
 		res.Verdict = plans.VerdictFailed
 		res.Reasons = append([]backends.Reason{{Code: "start", Message: pres.StartErr.Error()}}, res.Reasons...)

@@ -61,6 +61,9 @@ type Manifest struct {
 	Probes    map[string]Probe  `json:"probes"`
 	Env       map[string]string `json:"env"`
 	Verdicts  map[string]int    `json:"verdicts,omitempty"`
+	// GPUEnv is what a maintainer asks for: devices, topology, clock locks, check_env and
+	// library versions (runner/gpuenv.go).
+	GPUEnv *GPUEnv `json:"gpu_env,omitempty"`
 }
 
 // RunnerInfo identifies the runner build.
@@ -118,7 +121,10 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 		m.Probes[name] = pr
 		return pr
 	}
-	if pr := probe("nvidia-smi", "nvidia-smi", "--query-gpu="+gpuQuery, "--format=csv"); pr.Available {
+	m.GPUEnv = captureGPUEnv(ctx, cells, opts)
+	if down := opts.guard().isDown(); down != "" {
+		m.Probes["nvidia-smi"] = Probe{Command: []string{"nvidia-smi"}, Error: down}
+	} else if pr := probe("nvidia-smi", "nvidia-smi", "--query-gpu="+gpuQuery, "--format=csv"); pr.Available {
 		m.GPUs = parseNvidiaSMI(pr.Output)
 	}
 	probe("nvcc", "nvcc", "--version")

@@ -29,6 +29,9 @@ type NightlyOptions struct {
 	BaselineRuns, Consecutive int
 	// Profilers whose cells are compared; nil means perf.DefaultProfilers ("none").
 	Profilers []string
+	// IgnoreEnv calls regressions even between runs whose GPU clock states differ
+	// (runner/envdiff.go).
+	IgnoreEnv bool
 }
 
 // CompareFile and CompareMD are the comparison a run with a baseline leaves in its directory.

@@ -61,6 +61,11 @@ type Options struct {
 	Args []string
 	// Nightly appends the run to the history and compares it with a baseline (runner/nightly.go).
 	Nightly NightlyOptions
+	// CheckEnvTimeout bounds `python -m sglang.check_env` and the library-version probe
+	// (runner/gpuenv.go); 0 means 60s.
+	CheckEnvTimeout time.Duration
+
+	gpu *gpuGuard // the GPU noise guard of the run (runner/gpucheck.go)
 }
 
 func (o *Options) defaults() {

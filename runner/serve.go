@@ -249,6 +249,9 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	if rs, ok := ss.failed[key]; ok && !perCell {
 		return fail(plans.VerdictFailed, rs...)
 	}
+	if ss.cur == nil && !gpuBefore(ctx, rec, opts, res) {
+		return res // a neighbour holds the GPU or the clocks float: no server is started
+	}
 	if ss.cur == nil {
 		srv, verdict, rs := ss.start(ctx, rec)
 		if srv == nil {
@@ -272,7 +275,10 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	if d := c.Backend.Timeout.Duration; d > 0 {
 		cctx, cancel = context.WithTimeout(ctx, d)
 	}
-	ss.client(cctx, rec, srv, res, sr)
+	if gpuClient(ctx, rec, opts, res) {
+		ss.client(cctx, rec, srv, res, sr)
+		gpuAfter(cctx, opts, res, true)
+	}
 	timedOut := ctx.Err() == nil && cctx.Err() != nil
 	cancel()
 

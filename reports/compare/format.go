@@ -158,6 +158,7 @@ func writeFootnotes(w io.Writer, res *Result, bullet string) {
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "%snote: %s\n", bullet, n)
 	}
+	writeEnvDiff(w, res, bullet)
 	if len(res.OnlyBase) > 0 {
 		fmt.Fprintf(w, "%sonly in base (not compared): %s\n", bullet, strings.Join(res.OnlyBase, ", "))
 	}
