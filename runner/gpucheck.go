@@ -13,6 +13,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -63,7 +64,7 @@ type GPUCheck struct {
 // for the rest of the run, so a hung nvidia-smi costs one timeout, not one per cell.
 type gpuGuard struct {
 	prober gpu.Prober
-	opts   *Options
+	log    *slog.Logger
 	self   int
 	poll   time.Duration // busy_gpu = "wait" polling interval
 	settle time.Duration // how long a suspected leak is given to clear before it is reported
@@ -78,9 +79,13 @@ type gpuGuard struct {
 const guardTimeout = 5 * time.Second
 
 func newGPUGuard(opts *Options) *gpuGuard {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &gpuGuard{
 		prober: gpu.Prober{Env: opts.Env, Timeout: min(opts.ProbeTimeout, guardTimeout)},
-		opts:   opts,
+		log:    log,
 		self:   os.Getpid(),
 		poll:   2 * time.Second,
 		settle: time.Second,
@@ -117,7 +122,7 @@ func (g *gpuGuard) failed(why string) {
 	}
 	if !g.warned {
 		g.warned = true
-		g.opts.Logger.Warn("GPU probe unavailable; cells run without the idle and clock checks", "reason", why)
+		g.log.Warn("GPU probe unavailable; cells run without the idle and clock checks", "reason", why)
 	}
 }
 
@@ -255,7 +260,7 @@ func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *GPUCheck, s *gpu
 	t0 := time.Now()
 	first := gpu.BusyMessage(foreign)
 	deadline := t0.Add(c.Gate.BusyWait.Duration)
-	g.opts.Logger.Info("GPU busy; waiting for it to come free", "cell", c.ID, "busy_wait", c.Gate.BusyWait.Duration, "processes", first)
+	g.log.Info("GPU busy; waiting for it to come free", "cell", c.ID, "busy_wait", c.Gate.BusyWait.Duration, "processes", first)
 	for len(foreign) > 0 && time.Now().Before(deadline) {
 		t := time.NewTimer(min(g.poll, time.Until(deadline)))
 		select {

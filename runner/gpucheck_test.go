@@ -1,0 +1,337 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sglprof/runner/plans"
+)
+
+// smiStandIn is a stand-in nvidia-smi whose answers a test chooses. Files in its directory are
+// its output: gpus.csv (the guard's --query-gpu), apps.csv, devices.csv, clock.txt, topo.txt;
+// gpus.N.csv and apps.N.csv, when present, answer the N-th call of their query instead (1-based),
+// so a test can make a process leave or memory grow. hang makes every call sleep.
+type smiStandIn struct {
+	dir string
+}
+
+const (
+	smiIdle = "0, GPU-aaaa, 0 %, 1 MiB, 1980 MHz, 1980 MHz, 0x0000000000000001, Enabled, 70.12 W, 33\n" +
+		"1, GPU-bbbb, 0 %, 1 MiB, 1980 MHz, 1980 MHz, 0x0000000000000001, Enabled, 69.00 W, 34\n"
+	smiForeign   = "4242, python3 other_job.py, 30000 MiB, GPU-aaaa\n"
+	smiDevices   = "0, NVIDIA H100 80GB HBM3, 550.54.15, Disabled, Enabled, 700.00 W, 1980 MHz\n1, NVIDIA H100 80GB HBM3, 550.54.15, Disabled, Enabled, 700.00 W, 1980 MHz\n"
+	smiTopo      = "\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X \n"
+	smiUnlocked  = "GPU 00000000:18:00.0\n    Applications Clocks\n        Graphics : 1755 MHz\n    Default Applications Clocks\n        Graphics : 1755 MHz\n    Clock Policy\n        Auto Boost : On\n"
+	smiLocked    = "GPU 00000000:18:00.0\n    Applications Clocks\n        Graphics : 1980 MHz\n    Default Applications Clocks\n        Graphics : 1755 MHz\n"
+	smiThermal   = "0, GPU-aaaa, 99 %, 1 MiB, 1410 MHz, 1980 MHz, 0x0000000000000020, Enabled, 650.00 W, 91\n"
+	smiBadOutput = "Failed to initialize NVML: Driver/library version mismatch\n"
+)
+
+func newSMI(t *testing.T, opts *Options, files map[string]string, hang bool) *smiStandIn {
+	t.Helper()
+	s := &smiStandIn{dir: t.TempDir()}
+	base := map[string]string{"gpus.csv": smiIdle, "apps.csv": "", "devices.csv": smiDevices, "clock.txt": smiUnlocked, "topo.txt": smiTopo}
+	for k, v := range files {
+		base[k] = v
+	}
+	for k, v := range base {
+		if err := os.WriteFile(filepath.Join(s.dir, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pre := ""
+	if hang {
+		pre = "sleep 30\n"
+	}
+	d := s.dir
+	script := "#!/bin/sh\n" + pre + `
+next() { n=$(cat "` + d + `/$1.n" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "` + d + `/$1.n"
+  if [ -f "` + d + `/$1.$n.csv" ]; then cat "` + d + `/$1.$n.csv"; else cat "` + d + `/$1.csv"; fi; }
+case "$1" in
+--query-gpu=index,uuid,*) next gpus ;;
+--query-gpu=index,name,*) cat "` + d + `/devices.csv" ;;
+--query-gpu=*) echo "name, driver_version"; echo "NVIDIA H100 80GB HBM3, 550.54.15" ;;
+--query-compute-apps=*) next apps ;;
+-q) cat "` + d + `/clock.txt" ;;
+topo) cat "` + d + `/topo.txt" ;;
+*) echo "unknown option $1" >&2; exit 2 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(d, "nvidia-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts.Env = append(opts.Env, "PATH="+d+":"+envValue(opts.Env, "PATH"))
+	return s
+}
+
+const gpuPlan = `name = "gpu"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+num_inference_steps = [4]
+repeats = 2
+`
+
+func runGPUPlan(t *testing.T, gate string, opts Options) (*Summary, []*CellResult, *Manifest) {
+	t.Helper()
+	sum, err := Run(context.Background(), testPlan(t, gpuPlan+gate), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []*CellResult
+	for _, row := range sum.Cells {
+		var r CellResult
+		if err := readJSON(filepath.Join(sum.RunDir, CellsDir, row.ID, ResultFile), &r); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, &r)
+	}
+	var m Manifest
+	if err := readJSON(filepath.Join(sum.RunDir, ManifestFile), &m); err != nil {
+		t.Fatal(err)
+	}
+	return sum, rs, &m
+}
+
+func warning(r *CellResult, code string) string {
+	for _, w := range r.Warnings {
+		if w.Code == code {
+			return w.Message
+		}
+	}
+	return ""
+}
+
+func reason(r *CellResult, code string) string {
+	for _, w := range r.Reasons {
+		if w.Code == code {
+			return w.Message
+		}
+	}
+	return ""
+}
+
+// A foreign process on GPU 0 gives every cell a gpu-busy warning naming it; the cells still
+// run, and result.json carries the clock, throttle and temperature state.
+func TestGPUBusyWarns(t *testing.T) {
+	opts := simOptions(t)
+	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
+	sum, rs, man := runGPUPlan(t, "", opts)
+	if sum.ExitCode != ExitOK {
+		t.Fatalf("exit %d, want 0 (busy_gpu = warn)", sum.ExitCode)
+	}
+	for _, r := range rs {
+		msg := warning(r, CodeGPUBusy)
+		for _, want := range []string{"pid 4242", "python3 other_job.py", "30000 MiB", "GPU 0"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: gpu-busy warning %q lacks %q", r.ID, msg, want)
+			}
+		}
+		g := r.GPU
+		if g == nil || g.Start == nil || g.End == nil || len(g.Start.GPUs) != 2 {
+			t.Fatalf("%s: gpu check %+v, want start and end snapshots of 2 GPUs", r.ID, g)
+		}
+		if s := g.Start.GPUs[0]; s.SMClockMHz != 1980 || s.MaxSMMHz != 1980 || s.TempC != 33 || s.Persistence != "Enabled" || len(s.Reasons) != 1 {
+			t.Errorf("%s: start GPU 0 = %+v", r.ID, s)
+		}
+		if len(g.Foreign) != 1 || g.Foreign[0].PID != 4242 {
+			t.Errorf("%s: foreign = %+v", r.ID, g.Foreign)
+		}
+	}
+	e := man.GPUEnv
+	if e == nil || len(e.Devices) != 2 || e.Devices[0].Driver != "550.54.15" || e.Devices[0].MIG != "Disabled" || e.ClocksLocked == nil || *e.ClocksLocked || !strings.Contains(e.Topology, "NV18") {
+		t.Errorf("manifest gpu_env = %+v", e)
+	}
+}
+
+// busy_gpu = "fail" fails every affected cell without starting it: the run exits 3.
+func TestGPUBusyFails(t *testing.T) {
+	opts := simOptions(t)
+	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
+	sum, rs, _ := runGPUPlan(t, "[gate]\nbusy_gpu = \"fail\"\n", opts)
+	if sum.ExitCode != ExitCellsFailed {
+		t.Fatalf("exit %d, want 3", sum.ExitCode)
+	}
+	for _, r := range rs {
+		if r.Verdict != plans.VerdictFailed || !strings.Contains(reason(r, CodeGPUBusy), "pid 4242 (python3 other_job.py") {
+			t.Errorf("%s: %s %+v", r.ID, r.Verdict, r.Reasons)
+		}
+		if _, err := os.Stat(filepath.Join(sum.RunDir, CellsDir, r.ID, LogFile)); err == nil {
+			t.Errorf("%s: the cell was started (log.txt exists)", r.ID)
+		}
+	}
+}
+
+// A cell on GPU 1 (CUDA_VISIBLE_DEVICES) does not care about a process on GPU 0.
+func TestGPUBusyOnlyTheCellsGPUs(t *testing.T) {
+	opts := simOptions(t)
+	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
+	sum, rs, _ := runGPUPlan(t, "[gate]\nbusy_gpu = \"fail\"\n[backend]\nenv = { CUDA_VISIBLE_DEVICES = \"1\" }\n", opts)
+	if sum.ExitCode != ExitOK {
+		t.Fatalf("exit %d, want 0: %+v", sum.ExitCode, rs[0].Reasons)
+	}
+	if got := rs[0].GPU.Devices; len(got) != 1 || got[0] != 1 || len(rs[0].GPU.Start.GPUs) != 1 {
+		t.Errorf("devices %v, snapshot %+v", got, rs[0].GPU.Start.GPUs)
+	}
+}
+
+// busy_gpu = "wait": the first cell waits until the process leaves, then runs; a process that
+// never leaves fails the cell after busy_wait.
+func TestGPUBusyWait(t *testing.T) {
+	opts := simOptions(t)
+	opts.defaults()
+	newSMI(t, &opts, map[string]string{"apps.csv": "", "apps.1.csv": smiForeign, "apps.2.csv": smiForeign}, false)
+	opts.gpu = newGPUGuard(&opts)
+	opts.gpu.poll = 20 * time.Millisecond
+	sum, rs, _ := runGPUPlan(t, "[gate]\nbusy_gpu = \"wait\"\nbusy_wait = \"30s\"\n", opts)
+	if sum.ExitCode != ExitOK {
+		t.Fatalf("exit %d: %+v", sum.ExitCode, rs[0].Reasons)
+	}
+	if msg := warning(rs[0], CodeGPUBusy); !strings.HasPrefix(msg, "waited ") || !strings.Contains(msg, "pid 4242") || rs[0].GPU.WaitedNS <= 0 {
+		t.Errorf("first cell: warning %q, waited %d ns", msg, rs[0].GPU.WaitedNS)
+	}
+	if msg := warning(rs[1], CodeGPUBusy); msg != "" {
+		t.Errorf("second cell found the GPU free, yet warns %q", msg)
+	}
+
+	opts = simOptions(t)
+	opts.defaults()
+	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
+	opts.gpu = newGPUGuard(&opts)
+	opts.gpu.poll = 20 * time.Millisecond
+	sum, rs, _ = runGPUPlan(t, "[gate]\nbusy_gpu = \"wait\"\nbusy_wait = \"100ms\"\n", opts)
+	if sum.ExitCode != ExitCellsFailed || !strings.Contains(reason(rs[0], CodeGPUBusy), "still there after [gate] busy_wait = 100ms") {
+		t.Errorf("exit %d, reasons %+v", sum.ExitCode, rs[0].Reasons)
+	}
+}
+
+// Thermal capping before the cell is a gpu-throttled warning.
+func TestGPUThrottledWarns(t *testing.T) {
+	opts := simOptions(t)
+	newSMI(t, &opts, map[string]string{"gpus.csv": smiThermal}, false)
+	_, rs, _ := runGPUPlan(t, "", opts)
+	msg := warning(rs[0], CodeGPUThrottled)
+	if !strings.Contains(msg, "GPU 0 sw_thermal_slowdown (SM 1410 of 1980 MHz, 91 °C)") {
+		t.Errorf("gpu-throttled warning %q", msg)
+	}
+	if r := rs[0].GPU.Start.GPUs[0].Reasons; len(r) != 1 || r[0] != "sw_thermal_slowdown" {
+		t.Errorf("throttle reasons in result.json: %v", r)
+	}
+}
+
+// require_locked_clocks: unlocked clocks fail the cells, locked ones pass, and a state that
+// cannot be read fails them saying so.
+func TestRequireLockedClocks(t *testing.T) {
+	gate := "[gate]\nrequire_locked_clocks = true\n"
+	opts := simOptions(t)
+	newSMI(t, &opts, nil, false)
+	sum, rs, _ := runGPUPlan(t, gate, opts)
+	if sum.ExitCode != ExitCellsFailed || !strings.Contains(reason(rs[0], CodeClocksLocked), "nvidia-smi -lgc") {
+		t.Errorf("unlocked: exit %d, reasons %+v", sum.ExitCode, rs[0].Reasons)
+	}
+
+	opts = simOptions(t)
+	newSMI(t, &opts, map[string]string{"clock.txt": smiLocked}, false)
+	sum, rs, _ = runGPUPlan(t, gate, opts)
+	if sum.ExitCode != ExitOK || rs[0].GPU.ClocksLocked == nil || !*rs[0].GPU.ClocksLocked {
+		t.Errorf("locked: exit %d, check %+v", sum.ExitCode, rs[0].GPU)
+	}
+
+	opts = simOptions(t)
+	opts.Env = append(opts.Env, "PATH="+t.TempDir()+":/usr/bin:/bin") // no nvidia-smi
+	sum, rs, _ = runGPUPlan(t, gate, opts)
+	if sum.ExitCode != ExitCellsFailed || !strings.Contains(reason(rs[0], CodeClocksUnknown), "clock state could not be read") {
+		t.Errorf("no nvidia-smi: exit %d, reasons %+v", sum.ExitCode, rs[0].Reasons)
+	}
+}
+
+// nvidia-smi missing, printing garbage or hanging: recorded as unavailable, the run goes on;
+// a hang costs one timeout, not one per cell.
+func TestGPUProbeUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		hang  bool
+		none  bool
+		want  string
+	}{
+		{name: "missing", none: true, want: "unavailable: nvidia-smi not found on PATH"},
+		{name: "garbage", files: map[string]string{"gpus.csv": smiBadOutput, "devices.csv": smiBadOutput}, want: "fields, want 10"},
+		{name: "hang", hang: true, want: "timed out after 300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := simOptions(t)
+			if tc.hang {
+				opts.ProbeTimeout = 300 * time.Millisecond
+			}
+			if tc.none {
+				opts.Env = append(opts.Env, "PATH="+t.TempDir()+":/usr/bin:/bin")
+			} else {
+				newSMI(t, &opts, tc.files, tc.hang)
+			}
+			t0 := time.Now()
+			sum, rs, man := runGPUPlan(t, "", opts)
+			if sum.ExitCode != ExitOK {
+				t.Fatalf("exit %d: %+v", sum.ExitCode, rs[0].Reasons)
+			}
+			for _, r := range rs {
+				if r.GPU == nil || r.GPU.Start == nil || !strings.Contains(r.GPU.Start.Error, tc.want) || len(r.Warnings) != 0 {
+					t.Errorf("%s: gpu %+v, warnings %+v; want the error %q and no warning", r.ID, r.GPU.Start, r.Warnings, tc.want)
+				}
+			}
+			if man.GPUEnv == nil || !strings.Contains(man.GPUEnv.DevicesError, strings.SplitN(tc.want, " ", 2)[0]) {
+				t.Errorf("manifest gpu_env %+v", man.GPUEnv)
+			}
+			if tc.hang && time.Since(t0) > 5*time.Second {
+				t.Errorf("a hanging nvidia-smi cost %s: it should be asked once, then left alone", time.Since(t0))
+			}
+		})
+	}
+}
+
+// Memory that grew during the cell and that no process holds is reported as leaked (after a
+// second look).
+func TestGPULeakReported(t *testing.T) {
+	opts := simOptions(t)
+	opts.defaults()
+	leaked := strings.Replace(smiIdle, " 1 MiB", " 9000 MiB", 1)
+	newSMI(t, &opts, map[string]string{"gpus.csv": leaked, "gpus.1.csv": smiIdle}, false)
+	opts.gpu = newGPUGuard(&opts)
+	opts.gpu.settle = time.Millisecond
+	_, rs, _ := runGPUPlan(t, "", opts)
+	if msg := warning(rs[0], CodeGPULeaked); !strings.Contains(msg, "GPU 0 holds 8999 MiB more after the cell") {
+		t.Errorf("gpu-leaked warning %q", msg)
+	}
+	if msg := warning(rs[1], CodeGPULeaked); msg != "" {
+		t.Errorf("second cell started with the memory already in use, yet %q", msg)
+	}
+}
+
+func TestOwnProcessTree(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	g := newGPUGuard(&Options{})
+	if !g.own(cmd.Process.Pid) || !g.own(os.Getpid()) {
+		t.Error("a child of the runner is not its own")
+	}
+	if g.own(1) || g.own(1 << 30) {
+		t.Error("init or a pid that does not exist counted as the runner's own")
+	}
+}
+
+func TestCudaDevices(t *testing.T) {
+	for v, want := range map[string][]int{"": nil, "0,2": {0, 2}, " 3 ": {3}, "GPU-aaaa": nil, "0,MIG-x": nil, "-1": nil} {
+		got := cudaDevices([]string{"CUDA_VISIBLE_DEVICES=" + v})
+		if len(got) != len(want) || (len(want) > 0 && got[len(got)-1] != want[len(want)-1]) {
+			t.Errorf("%q: %v, want %v", v, got, want)
+		}
+	}
+}
