@@ -5,11 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/gpu"
 )
 
 // smiStandIn is a stand-in nvidia-smi whose answers a test chooses. Files in its directory are
@@ -333,5 +335,66 @@ func TestCudaDevices(t *testing.T) {
 		if len(got) != len(want) || (len(want) > 0 && got[len(got)-1] != want[len(want)-1]) {
 			t.Errorf("%q: %v, want %v", v, got, want)
 		}
+	}
+}
+
+// A serve cell: the idle check before the client phase counts the runner's own server as its
+// own and names only the neighbour. The stand-in lists every child of its caller (the runner:
+// the server's process group) as a compute process, beside a foreign one; not the stand-ins
+// themselves, which are gone by the time the list is read.
+func TestGPUBusyServeClientPhase(t *testing.T) {
+	opts := simOptions(t)
+	s := newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
+	script, err := os.ReadFile(filepath.Join(s.dir, "nvidia-smi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := `--query-compute-apps=*) next apps; for p in $(ps -o pid=,comm= --ppid $PPID | grep -v nvidia-smi | cut -c1-8); do echo "$p, ours, 5000 MiB, GPU-aaaa"; done ;;` + "\n"
+	patched := strings.Replace(string(script), "--query-compute-apps=*) next apps ;;\n", ours, 1)
+	if err := os.WriteFile(filepath.Join(s.dir, "nvidia-smi"), []byte(patched), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := testPlan(t, `
+name = "srv"
+[backend]
+mode = "serve"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+resolution = ["256x256"]
+repeats = 2
+[load]
+warmup = 0
+requests = 1
+`)
+	sum, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ExitCode != ExitOK {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, row := range sum.Cells {
+		r := serveResult(t, sum, row.ID)
+		msg := warning(r, CodeGPUBusy)
+		if !strings.Contains(msg, "pid 4242 (python3 other_job.py") || strings.Count(msg, "pid ") != 1 {
+			t.Errorf("%s: gpu-busy warning %q, want pid 4242 only (the rest are the runner's)", row.ID, msg)
+		}
+		if r.GPU == nil || r.GPU.Client == nil || r.GPU.End == nil {
+			t.Fatalf("%s: gpu check %+v, want client-phase and end snapshots", row.ID, r.GPU)
+		}
+		if !slices.ContainsFunc(r.GPU.Client.Apps, func(a gpu.App) bool { return a.Name == "ours" }) {
+			t.Errorf("%s: the stand-in listed none of the runner's processes: %+v", row.ID, r.GPU.Client.Apps)
+		}
+		if row.ID == sum.Cells[1].ID && r.GPU.Start != nil {
+			t.Errorf("%s reuses the server: no separate start check expected", row.ID)
+		}
+	}
+	var rec ServerRecord
+	if err := readJSON(filepath.Join(sum.RunDir, ServersDir, "1", ServerFile), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.GPUMemBefore != "1,1" {
+		t.Errorf("server record GPU memory before = %q, want the stand-in's 1,1", rec.GPUMemBefore)
 	}
 }
