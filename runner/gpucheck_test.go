@@ -324,7 +324,7 @@ func TestOwnProcessTree(t *testing.T) {
 	if !g.own(cmd.Process.Pid) || !g.own(os.Getpid()) {
 		t.Error("a child of the runner is not its own")
 	}
-	if g.own(1) || g.own(1 << 30) {
+	if g.own(1) || g.own(1<<30) {
 		t.Error("init or a pid that does not exist counted as the runner's own")
 	}
 }
