@@ -34,7 +34,7 @@ const (
 	smiBadOutput = "Failed to initialize NVML: Driver/library version mismatch\n"
 )
 
-func newSMI(t *testing.T, opts *Options, files map[string]string, hang bool) *smiStandIn {
+func newSMI(t testing.TB, opts *Options, files map[string]string, hang bool) *smiStandIn {
 	t.Helper()
 	s := &smiStandIn{dir: t.TempDir()}
 	base := map[string]string{"gpus.csv": smiIdle, "apps.csv": "", "devices.csv": smiDevices, "clock.txt": smiUnlocked, "topo.txt": smiTopo}
@@ -397,4 +397,32 @@ requests = 1
 	if rec.GPUMemBefore != "1,1" {
 		t.Errorf("server record GPU memory before = %q, want the stand-in's 1,1", rec.GPUMemBefore)
 	}
+}
+
+// BenchmarkGPUCheckCell is what the guard adds to one cell with the stand-in nvidia-smi: the
+// idle check before it and the snapshot after it (docs/performance.md; the bar is
+// 300 ms). BENCH_SMI names a real nvidia-smi to measure instead.
+func BenchmarkGPUCheckCell(b *testing.B) {
+	opts := Options{Env: os.Environ()}
+	opts.defaults()
+	if smi := os.Getenv("BENCH_SMI"); smi != "" {
+		opts.Env = append(opts.Env, "PATH="+filepath.Dir(smi)+":"+envValue(opts.Env, "PATH"))
+	} else {
+		newSMI(b, &opts, map[string]string{"apps.csv": "1, ours, 5000 MiB, GPU-aaaa\n"}, false)
+	}
+	p, err := plans.Parse("plan.toml", []byte(gpuPlan))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := cellRecord{Cell: p.Expand()[0]}
+	ctx := context.Background()
+	for b.Loop() {
+		res := &CellResult{}
+		gpuBefore(ctx, rec, &opts, res)
+		gpuAfter(ctx, &opts, res, true)
+		if res.GPU.End == nil || !res.GPU.End.Available() {
+			b.Fatalf("no end snapshot: %+v", res.GPU.End)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cell")
 }
