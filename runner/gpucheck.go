@@ -197,12 +197,7 @@ func gpuBefore(ctx context.Context, rec cellRecord, opts *Options, res *CellResu
 	if rec.Cell.Gate.RequireLockedClocks {
 		fails = append(fails, g.requireLocked(ctx, chk)...)
 	}
-	if len(fails) == 0 {
-		return true
-	}
-	res.Verdict = plans.VerdictFailed
-	res.Reasons = append(res.Reasons, fails...)
-	return false
+	return g.refuse(res, fails)
 }
 
 // gpuClient is the idle check before a serve cell's client phase (the server is the runner's
@@ -215,14 +210,10 @@ func gpuClient(ctx context.Context, rec cellRecord, opts *Options, res *CellResu
 	chk := res.GPU
 	waited := chk.WaitedNS
 	var fails []backends.Reason
-	chk.Client, fails = opts.guard().idle(ctx, rec.Cell, chk, res)
+	g := opts.guard()
+	chk.Client, fails = g.idle(ctx, rec.Cell, chk, res)
 	chk.CheckNS += time.Since(t0).Nanoseconds() - (chk.WaitedNS - waited)
-	if len(fails) == 0 {
-		return true
-	}
-	res.Verdict = plans.VerdictFailed
-	res.Reasons = append(res.Reasons, fails...)
-	return false
+	return g.refuse(res, fails)
 }
 
 // idle takes a snapshot of the cell's GPUs and applies [gate] busy_gpu to the foreign compute
@@ -235,7 +226,7 @@ func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *GPUCheck, res *C
 		s, foreign = g.wait(ctx, c, chk, s, foreign, res)
 	}
 	if msg := gpu.Throttled(s.GPUs); msg != "" {
-		res.Warnings = append(res.Warnings, backends.Reason{Code: CodeGPUThrottled, Message: msg + " before the cell; its timings are lower than the GPU can reach; let it cool down, check its power limit, or keep this run out of comparisons"})
+		g.warn(res, backends.Reason{Code: CodeGPUThrottled, Message: msg + " before the cell; its timings are lower than the GPU can reach; let it cool down, check its power limit, or keep this run out of comparisons"})
 	}
 	if len(foreign) == 0 {
 		return s, nil
@@ -251,7 +242,7 @@ func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *GPUCheck, res *C
 		return s, []backends.Reason{r}
 	}
 	r.Message += `; set [gate] busy_gpu = "fail" or "wait" to refuse such cells`
-	res.Warnings = append(res.Warnings, r)
+	g.warn(res, r)
 	return s, nil
 }
 
@@ -275,7 +266,7 @@ func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *GPUCheck, s *gpu
 	}
 	chk.WaitedNS += time.Since(t0).Nanoseconds()
 	if len(foreign) == 0 {
-		res.Warnings = append(res.Warnings, backends.Reason{Code: CodeGPUBusy, Message: fmt.Sprintf("waited %s for the GPU to come free ([gate] busy_gpu = \"wait\"): %s", time.Duration(chk.WaitedNS).Round(time.Millisecond), first)})
+		g.warn(res, backends.Reason{Code: CodeGPUBusy, Message: fmt.Sprintf("waited %s for the GPU to come free ([gate] busy_gpu = \"wait\"): %s", time.Duration(chk.WaitedNS).Round(time.Millisecond), first)})
 	}
 	return s, foreign
 }
@@ -326,15 +317,35 @@ func gpuAfter(ctx context.Context, opts *Options, res *CellResult, serve bool) {
 		}
 		chk.Leaked = leaked
 		if len(leaked) > 0 {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: CodeGPULeaked, Message: strings.Join(leaked, "; ") + "; the next cells share the GPU with it; find the holder with nvidia-smi and free the GPU"})
+			g.warn(res, backends.Reason{Code: CodeGPULeaked, Message: strings.Join(leaked, "; ") + "; the next cells share the GPU with it; find the holder with nvidia-smi and free the GPU"})
 		}
 	}
 	if throttledBefore(chk) {
 		return
 	}
 	if msg := gpu.Throttled(chk.End.GPUs); msg != "" {
-		res.Warnings = append(res.Warnings, backends.Reason{Code: CodeGPUThrottled, Message: msg + " at the end of the cell; part of its work ran at lower clocks; let the GPU cool down between cells or check its power limit"})
+		g.warn(res, backends.Reason{Code: CodeGPUThrottled, Message: msg + " at the end of the cell; part of its work ran at lower clocks; let the GPU cool down between cells or check its power limit"})
 	}
+}
+
+// refuse fails the cell for fails, if any, and reports whether it may go on.
+func (g *gpuGuard) refuse(res *CellResult, fails []backends.Reason) bool {
+	if len(fails) == 0 {
+		return true
+	}
+	res.Verdict = plans.VerdictFailed
+	res.Reasons = append(res.Reasons, fails...)
+	for _, r := range fails {
+		g.log.Error(r.Message, "cell", res.ID, "code", r.Code)
+	}
+	return false
+}
+
+// warn adds a warning to the cell's result and says it on the log, so a terminal shows a busy
+// or throttled GPU as it happens and not only in result.json.
+func (g *gpuGuard) warn(res *CellResult, r backends.Reason) {
+	res.Warnings = append(res.Warnings, r)
+	g.log.Warn(r.Message, "cell", res.ID, "code", r.Code)
 }
 
 // throttledBefore reports whether a warning for throttling was already given before the cell.
