@@ -122,7 +122,13 @@ func (g *gpuGuard) failed(why string) {
 	}
 	if !g.warned {
 		g.warned = true
-		g.log.Warn("GPU probe unavailable; cells run without the idle and clock checks", "reason", why)
+		// No nvidia-smi at all is a machine without a GPU (a laptop running --simulate): say
+		// it, but not as a warning; one that is there and fails is worth a warning.
+		level := slog.LevelWarn
+		if strings.Contains(why, "not found on PATH") {
+			level = slog.LevelInfo
+		}
+		g.log.Log(context.Background(), level, "GPU probe unavailable; cells run without the idle and clock checks", "reason", why)
 	}
 }
 

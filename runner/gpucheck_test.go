@@ -426,3 +426,20 @@ func BenchmarkGPUCheckCell(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cell")
 }
+
+func FuzzCudaDevices(f *testing.F) {
+	for _, s := range []string{"0", "0,1,2", "GPU-aaaa", "", " 3 ,4", "-1", "0,,1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := cudaDevices([]string{"CUDA_VISIBLE_DEVICES=" + v})
+		for _, i := range got {
+			if i < 0 {
+				t.Fatalf("%q: negative index %d", v, i)
+			}
+		}
+		if strings.TrimSpace(v) == "" && got != nil {
+			t.Fatalf("%q: %v, want nil (all GPUs)", v, got)
+		}
+	})
+}

@@ -269,17 +269,21 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *CellResult
 	sr := &ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
 	res.Serve = sr
 
+	// The GPU idle check (runner/gpucheck.go) runs before the client phase's clock starts.
+	clientOK := gpuClient(ctx, rec, opts, res)
 	// backend.timeout bounds the cell's client phase (the server's startup has ready_timeout).
 	cctx, cancel := context.WithCancel(ctx)
 	if d := c.Backend.Timeout.Duration; d > 0 {
 		cctx, cancel = context.WithTimeout(ctx, d)
 	}
-	if gpuClient(ctx, rec, opts, res) {
+	if clientOK {
 		ss.client(cctx, rec, srv, res, sr)
-		gpuAfter(cctx, opts, res, true)
 	}
 	timedOut := ctx.Err() == nil && cctx.Err() != nil
 	cancel()
+	if clientOK {
+		gpuAfter(ctx, opts, res, true)
+	}
 
 	if ctx.Err() != nil {
 		fail(plans.VerdictInterrupted, backends.Reason{Code: "interrupted", Message: "stopped by the user; the server's process group was stopped; `runner run --resume` runs this cell again"})
