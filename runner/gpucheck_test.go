@@ -276,7 +276,6 @@ func TestGPUProbeUnavailable(t *testing.T) {
 			} else {
 				newSMI(t, &opts, tc.files, tc.hang)
 			}
-			t0 := time.Now()
 			sum, rs, man := runGPUPlan(t, "", opts)
 			if sum.ExitCode != ExitOK {
 				t.Fatalf("exit %d: %+v", sum.ExitCode, rs[0].Reasons)
@@ -289,8 +288,13 @@ func TestGPUProbeUnavailable(t *testing.T) {
 			if man.GPUEnv == nil || !strings.Contains(man.GPUEnv.DevicesError, strings.SplitN(tc.want, " ", 2)[0]) {
 				t.Errorf("manifest gpu_env %+v", man.GPUEnv)
 			}
-			if tc.hang && time.Since(t0) > 5*time.Second {
-				t.Errorf("a hanging nvidia-smi cost %s: it should be asked once, then left alone", time.Since(t0))
+			if tc.hang {
+				// Asked once (by the manifest), then left alone: no cell waits for it again.
+				for _, r := range rs {
+					if !strings.Contains(r.GPU.Start.Error, "not asked again this run") || r.GPU.Start.WallNS != 0 {
+						t.Errorf("%s: a hanging nvidia-smi was asked again: %+v", r.ID, r.GPU.Start)
+					}
+				}
 			}
 		})
 	}
