@@ -61,3 +61,8 @@ func writeEnvDiff(w io.Writer, res *Result, bullet string) {
 		fmt.Fprintf(w, "%s  %s: %s → %s\n", bullet, c.Name, c.Base, c.New)
 	}
 }
+
+// heldHeadline is the verdict line when regressions were held for differing clock states.
+func heldHeadline(res *Result) string {
+	return fmt.Sprintf("no regression called: %d row(s) beyond tolerance, but the runs' GPU clock states differ (see the env diff; --ignore-env calls them)", countStatus(res, StatusEnvDiffers))
+}

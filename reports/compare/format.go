@@ -115,6 +115,8 @@ func Headline(res *Result) string {
 		return fmt.Sprintf("%d regression(s): %s", res.Regressions, strings.Join(res.RegressedMetrics(), ", "))
 	case res.Warnings > 0:
 		return fmt.Sprintf("no regression; %d warning(s) (a first violation; a regression needs consecutive violations)", res.Warnings)
+	case countStatus(res, StatusEnvDiffers) > 0:
+		return heldHeadline(res)
 	}
 	return "no regression"
 }
