@@ -203,7 +203,7 @@ func gpuBefore(ctx context.Context, rec cellRecord, opts *Options, res *CellResu
 	if rec.Cell.Gate.RequireLockedClocks {
 		fails = append(fails, g.requireLocked(ctx, chk)...)
 	}
-	return g.refuse(res, fails)
+	return g.refuse(ctx, res, fails)
 }
 
 // gpuClient is the idle check before a serve cell's client phase (the server is the runner's
@@ -219,7 +219,7 @@ func gpuClient(ctx context.Context, rec cellRecord, opts *Options, res *CellResu
 	g := opts.guard()
 	chk.Client, fails = g.idle(ctx, rec.Cell, chk, res)
 	chk.CheckNS += time.Since(t0).Nanoseconds() - (chk.WaitedNS - waited)
-	return g.refuse(res, fails)
+	return g.refuse(ctx, res, fails)
 }
 
 // idle takes a snapshot of the cell's GPUs and applies [gate] busy_gpu to the foreign compute
@@ -334,8 +334,14 @@ func gpuAfter(ctx context.Context, opts *Options, res *CellResult, serve bool) {
 	}
 }
 
-// refuse fails the cell for fails, if any, and reports whether it may go on.
-func (g *gpuGuard) refuse(res *CellResult, fails []backends.Reason) bool {
+// refuse fails the cell for fails, if any, and reports whether it may go on. A check cut short
+// by Ctrl-C (busy_gpu = "wait") makes the cell interrupted, so --resume runs it again.
+func (g *gpuGuard) refuse(ctx context.Context, res *CellResult, fails []backends.Reason) bool {
+	if ctx.Err() != nil {
+		res.Verdict = plans.VerdictInterrupted
+		res.Reasons = append(res.Reasons, backends.Reason{Code: "interrupted", Message: "stopped by the user during the GPU checks, before the cell started; `runner run --resume` runs this cell again"})
+		return false
+	}
 	if len(fails) == 0 {
 		return true
 	}

@@ -447,3 +447,23 @@ func FuzzCudaDevices(f *testing.F) {
 		}
 	})
 }
+
+// Ctrl-C while busy_gpu = "wait" waits: the cell is interrupted (so --resume runs it), not
+// failed.
+func TestGPUBusyWaitInterrupted(t *testing.T) {
+	opts := simOptions(t)
+	opts.defaults()
+	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
+	p := testPlan(t, gpuPlan+"[gate]\nbusy_gpu = \"wait\"\nbusy_wait = \"1h\"\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	opts.gpu = newGPUGuard(&opts)
+	opts.gpu.poll = 20 * time.Millisecond
+	res := &CellResult{ID: "c"}
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	if gpuBefore(ctx, cellRecord{Cell: p.Expand()[0]}, &opts, res) {
+		t.Fatal("the cell was allowed to start")
+	}
+	if res.Verdict != plans.VerdictInterrupted || res.Reasons[0].Code != "interrupted" {
+		t.Errorf("verdict %s, reasons %+v", res.Verdict, res.Reasons)
+	}
+}
