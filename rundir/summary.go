@@ -15,11 +15,17 @@ type Summary struct {
 
 // SummaryRow is one cell of the summary.
 type SummaryRow struct {
-	ID                string        `json:"id"`
-	Key               string        `json:"key"`
-	Profiler          string        `json:"profiler"`
-	Verdict           string        `json:"verdict"` // "not-run" when the cell has no result
-	Reasons           []string      `json:"reasons,omitempty"`
+	ID       string   `json:"id"`
+	Key      string   `json:"key"`
+	Profiler string   `json:"profiler"`
+	Verdict  string   `json:"verdict"` // "not-run" when the cell has no result
+	Reasons  []string `json:"reasons,omitempty"`
+	// Cause is the one reason the terminal summary shows: the root cause, not its consequences
+	// (a missing perf dump after an OOM). Every reason stays in Reasons and result.json.
+	Cause string `json:"cause,omitempty"`
+	// Warnings are the cell's warnings (an ok cell can have them: an nsys capture that ended
+	// the program, a trace attributed by time); summary.md lists them.
+	Warnings          []string      `json:"warnings,omitempty"`
 	WallNS            int64         `json:"wall_ns"`
 	E2ENS             int64         `json:"e2e_ns,omitempty"`
 	MeanDenoiseStepNS int64         `json:"mean_denoise_step_ns,omitempty"`

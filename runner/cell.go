@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,12 +53,12 @@ func prepareCells(runDir string, cells []plans.Cell, opts *Options) ([]cellRecor
 		if err != nil {
 			return nil, fmt.Errorf("cell %s: %w", c.ID, err)
 		}
-		if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
+		if opts.Simulate {
 			// Real repeats differ a little; so do simulated ones.
 			if launch.Env == nil {
 				launch.Env = map[string]string{}
 			}
-			launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
+			launch.Env["RUNNER_SIM_JITTER_SEED"] = simJitterSeed(opts.Env, c.Repeat)
 		}
 		rec := cellRecord{CellRecord: rundir.CellRecord{Cell: c, Dir: rel, Launch: launch}, abs: abs, be: be}
 		if c.Profiler == plans.ProfilerNsys {

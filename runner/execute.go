@@ -153,8 +153,13 @@ func buildSummary(p *plans.Plan, dir string, recs []cellRecord, lost *lostResult
 			for _, rs := range r.Reasons {
 				row.Reasons = append(row.Reasons, reasonLine(rs))
 			}
+			row.Cause = causeLine(r.Reasons, rec.Dir)
+			for _, rs := range r.Warnings {
+				row.Warnings = append(row.Warnings, reasonLine(rs))
+			}
 		case !errors.Is(err, fs.ErrNotExist):
 			row.Reasons = []string{"result-unreadable: " + err.Error() + "; `runner run --resume` runs the cell again"}
+			row.Cause = row.Reasons[0]
 		}
 		s.Counts[row.Verdict]++
 		s.Cells = append(s.Cells, row)
@@ -181,6 +186,51 @@ func reasonLine(r backends.Reason) string {
 		return fmt.Sprintf("%s: %s (log line %d: %q)", r.Code, r.Message, r.Lines[0].Line, r.Lines[0].Text)
 	}
 	return r.Code + ": " + r.Message
+}
+
+// consequenceCodes are reasons that follow from another one (the program died, so it wrote no
+// trace and no perf dump); causeLine prefers any other reason as the root cause.
+var consequenceCodes = map[string]bool{
+	"exit-status": true, "trace-missing": true, "perf-dump-missing": true,
+	"nsys-report-missing": true, "nsys-export": true,
+}
+
+// maxQuotedLine is the longest log line the terminal summary quotes.
+const maxQuotedLine = 120
+
+// causeLine is the one-line root cause of a cell's reasons for the terminal: the first reason
+// that is not a consequence, with the log line it was found on (not the line's text, which
+// can be hundreds of characters) and where the rest is. Empty when there is no reason.
+func causeLine(rs []backends.Reason, cellDir string) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	root := rs[0]
+	for _, r := range rs {
+		if !consequenceCodes[r.Code] {
+			root = r
+			break
+		}
+	}
+	line := root.Code + ": " + root.Message
+	var more []string
+	if len(root.Lines) > 0 {
+		// A short log line is the evidence itself (a fallback message); a long one (an OOM's
+		// 400 characters) would wrap over many lines and is in result.json.
+		l := root.Lines[0]
+		if t := strings.TrimSpace(l.Text); t != "" && len(t) <= maxQuotedLine {
+			more = append(more, fmt.Sprintf("log.txt line %d: %q", l.Line, t))
+		} else {
+			more = append(more, fmt.Sprintf("log.txt line %d", l.Line))
+		}
+	}
+	if n := len(rs) - 1; n > 0 {
+		more = append(more, fmt.Sprintf("%d more in %s", n, filepath.Join(cellDir, rundir.ResultFile)))
+	}
+	if len(more) > 0 {
+		line += " (" + strings.Join(more, "; ") + ")"
+	}
+	return line
 }
 
 func exitCodeFor(s *rundir.Summary) int {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -304,6 +305,21 @@ func envValue(env []string, key string) string {
 		}
 	}
 	return v
+}
+
+// simJitterSeed is the RUNNER_SIM_JITTER_SEED a simulated cell gets: its repeat number, mixed
+// with the user's own seed when one is set, so a set seed reproduces a run while its repeats
+// still differ as real ones do (one seed for every repeat made compare show ±0%).
+func simJitterSeed(env []string, repeat int) string {
+	base := strings.TrimSpace(envValue(env, "RUNNER_SIM_JITTER_SEED"))
+	if base == "" {
+		return strconv.Itoa(repeat)
+	}
+	n, err := strconv.ParseInt(base, 10, 64)
+	if err != nil {
+		return base // the simulator refuses it with a message that names the variable
+	}
+	return strconv.FormatInt(n*1_000_003+int64(repeat), 10)
 }
 
 // lookPath resolves name like exec.LookPath but against the PATH of env, the environment the

@@ -325,8 +325,8 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord) (*server, str
 	if rec.NSys != nil {
 		launch.Argv = nsys.Wrap(opts.nsysCommand(), c.NSys, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
 	}
-	if opts.Simulate && envValue(opts.Env, "RUNNER_SIM_JITTER_SEED") == "" {
-		launch.Env["RUNNER_SIM_JITTER_SEED"] = strconv.Itoa(c.Repeat)
+	if opts.Simulate {
+		launch.Env["RUNNER_SIM_JITTER_SEED"] = simJitterSeed(opts.Env, c.Repeat)
 	}
 	if err := writeRedactedJSON(filepath.Join(dir, rundir.CommandFile), redactLaunch(launch)); err != nil {
 		opts.Logger.Warn("server command.json", "err", err)
@@ -859,11 +859,18 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		fail("load", lerr.Error())
 	}
 	sr.Load = &sum
+	var simE2E int64
 	if spec.PerfDumpDir != "" {
-		perfTimings(spec.PerfDumpDir, res)
+		simE2E = perfTimings(spec.PerfDumpDir, res)
 	}
-	// The serve cell's end-to-end time is what clients see: the mean request latency.
+	// The serve cell's end-to-end time is what clients see: the mean request latency. Under
+	// --simulate that latency is real time of a simulator sleeping a scaled-down fraction of
+	// the simulated time, while the stage and step times come from the simulated clock; the
+	// mean simulated request time keeps the row's timings on one clock.
 	res.Timings.E2ENS = sum.MeanNS
+	if opts.Simulate && simE2E > 0 {
+		res.Timings.E2ENS = simE2E
+	}
 	res.Timings.PeakMemoryMB = max(res.Timings.PeakMemoryMB, sum.MaxPeakMemoryMB)
 	if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.LoadFile), sum, nil); err != nil {
 		opts.Logger.Warn("load.json", "err", err)
@@ -1034,10 +1041,11 @@ func (ss *serveSession) flushVLLM(ctx context.Context, c plans.Cell, srv *server
 }
 
 // perfTimings fills a cell's timings from its per-request perf dumps: stages and denoise
-// steps of the first, the mean denoise step over all of them.
-func perfTimings(dir string, res *cellResult) {
+// steps of the first, the mean denoise step over all of them. It returns the mean total
+// request time the dumps record (0 without dumps).
+func perfTimings(dir string, res *cellResult) int64 {
 	paths, _ := filepath.Glob(filepath.Join(dir, "request-*.json"))
-	var sum, n int64
+	var sum, n, total, nt int64
 	for i, p := range paths {
 		d, err := perf.ReadDumpFile(p)
 		if err != nil {
@@ -1052,10 +1060,18 @@ func perfTimings(dir string, res *cellResult) {
 			sum += m
 			n++
 		}
+		if t := d.Total.Nanoseconds(); t > 0 {
+			total += t
+			nt++
+		}
 	}
 	if n > 0 {
 		res.Timings.MeanDenoiseStepNS = sum / n
 	}
+	if nt == 0 {
+		return 0
+	}
+	return total / nt
 }
 
 // startProfileBody is the ProfileReqInput of a cell (§B.1).

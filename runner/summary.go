@@ -13,23 +13,53 @@ import (
 	"github.com/sglprof/runner/rundir"
 )
 
-// WriteSummaryTable prints the end-of-run table: cell, verdict, wall, e2e ms and mean denoise
-// step ms, then the reasons of every cell that is not ok and the run directory.
+// WriteSummaryTable prints the end-of-run table: cell, verdict (with a warning count), wall,
+// e2e ms and mean denoise step ms, then one line per cell that is not ok (its root cause; the
+// other reasons are in result.json), a pointer to the warnings, and the run directory.
 func WriteSummaryTable(w io.Writer, s *rundir.Summary) error {
 	t := &table.Table{Header: []string{"CELL", "VERDICT", "WALL", "E2E MS", "STEP MS"}, NoRule: true}
 	for _, r := range s.Cells {
-		t.Rows = append(t.Rows, []string{r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS)})
+		t.Rows = append(t.Rows, []string{r.ID, verdictLabel(r), fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS)})
 	}
 	if err := table.WriteText(w, t); err != nil {
 		return err
 	}
 	for _, r := range s.Cells {
-		for _, reason := range r.Reasons {
-			fmt.Fprintf(w, "%s: %s\n", r.ID, reason)
+		if r.Cause != "" {
+			fmt.Fprintf(w, "%s: %s\n", r.ID, r.Cause)
 		}
+	}
+	if n := warnedCells(s); n > 0 {
+		fmt.Fprintf(w, "%d %s with warnings (!N in the verdict column): listed in %s\n", n, plural(n, "cell", "cells"), filepath.Join(s.RunDir, rundir.SummaryMD))
 	}
 	fmt.Fprintf(w, "%s\nrun directory: %s\n", countsLine(s), s.RunDir)
 	return nil
+}
+
+// verdictLabel is the verdict with a warning marker and count ("ok !2") when the cell has
+// warnings, so an ok cell that needs a look does not read like a clean one.
+func verdictLabel(r rundir.SummaryRow) string {
+	if len(r.Warnings) == 0 {
+		return r.Verdict
+	}
+	return fmt.Sprintf("%s !%d", r.Verdict, len(r.Warnings))
+}
+
+func warnedCells(s *rundir.Summary) int {
+	n := 0
+	for _, r := range s.Cells {
+		if len(r.Warnings) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func countsLine(s *rundir.Summary) string {
@@ -78,7 +108,7 @@ func renderSummaryMD(s *rundir.Summary) []byte {
 		if top == "" {
 			top = "-"
 		}
-		t.Rows = append(t.Rows, []string{r.ID, r.Verdict, fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top})
+		t.Rows = append(t.Rows, []string{r.ID, verdictLabel(r), fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top})
 	}
 	_ = table.WriteMarkdown(&b, t) // a bytes.Buffer does not fail
 	var bad []string
@@ -89,6 +119,15 @@ func renderSummaryMD(s *rundir.Summary) []byte {
 	}
 	if len(bad) > 0 {
 		b.WriteString("\n## Problems\n\n" + strings.Join(bad, "\n") + "\n")
+	}
+	var warn []string
+	for _, r := range s.Cells {
+		for _, wn := range r.Warnings {
+			warn = append(warn, fmt.Sprintf("- `%s`: %s", r.ID, table.EscapeMarkdown(wn)))
+		}
+	}
+	if len(warn) > 0 {
+		b.WriteString("\n## Warnings\n\n" + strings.Join(warn, "\n") + "\n")
 	}
 	return b.Bytes()
 }

@@ -203,6 +203,9 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkFileRank(root, in, dopts); err != nil {
+		return nil, nil, err
+	}
 	s := newNsysSession(nopts, topts.Logger)
 	if topts.Open == nil {
 		topts.Open = s.open
@@ -218,6 +221,22 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 	}
 	s.fill(rep)
 	return rep, s, nil
+}
+
+// checkFileRank refuses --rank N on one named trace file that is not rank N: Discover uses a
+// named file whatever it is called, so without this the request would be silently ignored.
+func checkFileRank(root string, in triage.Inputs, dopts triage.DiscoverOptions) error {
+	if dopts.Rank == nil || len(in.Files) != 1 || in.Files[0].Path != root {
+		return nil
+	}
+	got := in.Files[0].Rank.Primary()
+	if got == *dopts.Rank {
+		return nil
+	}
+	if got < 0 {
+		return &UsageError{Err: fmt.Errorf("--rank %d: %s is one trace whose name carries no rank; drop --rank, or pass the directory that holds every rank's trace", *dopts.Rank, root)}
+	}
+	return &UsageError{Err: fmt.Errorf("--rank %d: %s is the trace of rank %d; pass rank %d's file, or the directory that holds every rank's trace", *dopts.Rank, root, got, *dopts.Rank)}
 }
 
 // topKernels takes the first n kernel rows of the stage with the most kernel time, which for a
@@ -267,6 +286,59 @@ func ResolveCell(path string) (cellDir string, res *rundir.CellResult, root stri
 		}
 	}
 	return cellDir, res, root, nil
+}
+
+// ResolveRunDir handles `runner triage RUN_DIR` (or RUN_DIR/cells): a run holds one trace set
+// per profiled cell, so triaging "the run" is ambiguous. When exactly one cell has traces it
+// returns that cell's directory and a note saying so; when several have, a *UsageError that
+// names them and the per-cell triage.md already written; a path that is not a run directory
+// comes back unchanged with no note.
+func ResolveRunDir(path string) (resolved, note string, err error) {
+	run := filepath.Clean(path)
+	if filepath.Base(run) == rundir.CellsDir && fileExists(filepath.Join(filepath.Dir(run), rundir.CellsFile)) {
+		run = filepath.Dir(run)
+	}
+	if !fileExists(filepath.Join(run, rundir.CellsFile)) {
+		return path, "", nil
+	}
+	entries, err := os.ReadDir(filepath.Join(run, rundir.CellsDir))
+	if err != nil {
+		return "", "", &UsageError{Err: fmt.Errorf("%s is a run directory without readable cells: %w", run, err)}
+	}
+	var traced []string
+	for _, e := range entries {
+		if e.IsDir() && cellHasTraces(filepath.Join(run, rundir.CellsDir, e.Name())) {
+			traced = append(traced, e.Name())
+		}
+	}
+	switch len(traced) {
+	case 0:
+		return "", "", &UsageError{Err: fmt.Errorf("%s is a run directory and none of its cells has traces (only profilers torch and nsys write them)", run)}
+	case 1:
+		cell := filepath.Join(run, rundir.CellsDir, traced[0])
+		return cell, fmt.Sprintf("triaging cell %s, the only cell of the run with traces", traced[0]), nil
+	}
+	list := traced
+	if len(list) > 4 {
+		list = append(append([]string(nil), list[:4]...), fmt.Sprintf("and %d more", len(traced)-4))
+	}
+	return "", "", &UsageError{Err: fmt.Errorf("%s is a run directory with %d cells that have traces (%s); triage reads one: pass a cell, such as %s (each cell's triage is already in its triage.md)",
+		run, len(traced), strings.Join(list, ", "), filepath.Join(run, rundir.CellsDir, traced[0]))}
+}
+
+// fileExists reports whether path names something that can be stat'ed.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// cellHasTraces reports whether a cell directory holds torch traces or an nsys report.
+func cellHasTraces(cell string) bool {
+	if m, _ := filepath.Glob(filepath.Join(cell, "traces", "*")); len(m) > 0 {
+		return true
+	}
+	m, _ := filepath.Glob(filepath.Join(cell, "nsys", "*"))
+	return len(m) > 0
 }
 
 // GateError is returned when a triage is asked of a cell whose verdict says its traces do not

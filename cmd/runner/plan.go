@@ -19,7 +19,7 @@ func planCommand(io stdio) *cli.Command {
 		ArgsUsage: "PLAN.toml",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
-			&cli.BoolFlag{Name: "simulate", Usage: "show the argv that `run --simulate` would use"},
+			&cli.BoolFlag{Name: "simulate", Usage: "show the argv that run --simulate would use"},
 		},
 		Action: interruptible(func(c *cli.Context) error {
 			args, err := positional(c, 1, 1, "PLAN.toml")

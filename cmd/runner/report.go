@@ -12,6 +12,7 @@ import (
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render"
+	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
@@ -86,7 +87,7 @@ comparison found a regression, 2 for unusable input.`,
 			if cur.Plan != "" {
 				title = "Run report: " + cur.Plan
 			}
-			rep := render.BuildReport(title, dir, cur, base, res, trend)
+			rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(reportCells(dir))
 			var md, html bytes.Buffer
 			if err := render.WriteReportMarkdown(&md, rep); err != nil {
 				return err
@@ -116,4 +117,19 @@ comparison found a regression, 2 for unusable input.`,
 			return nil
 		},
 	}
+}
+
+// reportCells reads the run's cells, verdicts and timings from summary.json for the report's
+// cells table; a run without one (still in progress, or a single cell) gets no table.
+func reportCells(dir string) []render.CellLine {
+	s, err := rundir.ReadSummary(dir)
+	if err != nil {
+		return nil
+	}
+	cells := make([]render.CellLine, 0, len(s.Cells))
+	for _, r := range s.Cells {
+		cells = append(cells, render.CellLine{ID: r.ID, Profiler: r.Profiler, Verdict: r.Verdict,
+			E2E: float64(r.E2ENS), Step: float64(r.MeanDenoiseStepNS), Warnings: len(r.Warnings), Cause: r.Cause})
+	}
+	return cells
 }

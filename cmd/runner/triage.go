@@ -35,9 +35,9 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, json or csv"},
 			&cli.Float64Flag{Name: "cutoff", Value: triage.DefaultCutoff, Usage: "hide rows below this share in `PERCENT` (0 shows all)"},
-			&cli.IntFlag{Name: "rank", Value: -1, Usage: "analyse rank `N` (default: the lowest rank present)"},
+			&cli.IntFlag{Name: "rank", Value: -1, Usage: "analyse rank `N`", DefaultText: "the lowest rank present"},
 			&cli.BoolFlag{Name: "all-ranks", Usage: "analyse every rank"},
-			&cli.IntFlag{Name: "device", Value: -1, Usage: "analyse GPU `N` (default: the one with the most kernel time)"},
+			&cli.IntFlag{Name: "device", Value: -1, Usage: "analyse GPU `N`", DefaultText: "the one with the most kernel time"},
 			&cli.StringFlag{Name: "mapping", Usage: "graph-off trace `DIR` for Python attribution (two-trace mode)"},
 			&cli.StringFlag{Name: "formal", Usage: "graph-on trace `DIR` for times (two-trace mode)"},
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
@@ -106,7 +106,14 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 				if st, err := os.Stat(args[0]); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
 					return usageErr("%s is not a regular file (%s); pass a trace file or the directory the profiler wrote", args[0], st.Mode().Type())
 				}
-				cell, res, r, err := runner.ResolveCell(args[0])
+				in, note, err := runner.ResolveRunDir(args[0])
+				if err != nil {
+					return err
+				}
+				if note != "" {
+					fmt.Fprintf(io.err, "runner: %s\n", note)
+				}
+				cell, res, r, err := runner.ResolveCell(in)
 				if err != nil {
 					return err
 				}

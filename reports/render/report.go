@@ -28,6 +28,83 @@ type Report struct {
 	Compare  *compare.Result
 	Configs  []ConfigReport
 	Skipped  []perf.Skip
+	// Cells lists every cell of the run with its verdict and timings (from summary.json), so
+	// a report without a baseline still shows what the run measured; see WithCells.
+	Cells []CellLine
+}
+
+// CellLine is one cell of the run as its summary recorded it.
+type CellLine struct {
+	ID       string
+	Profiler string
+	Verdict  string
+	E2E      float64 // ns; 0 when the cell has none
+	Step     float64 // mean denoise step, ns; 0 when none
+	Warnings int
+	Cause    string // the root cause of a cell that is not ok
+}
+
+// WithCells adds the run's cells; without a comparison the headline then says what was
+// measured instead of only that nothing was compared.
+func (r *Report) WithCells(cells []CellLine) *Report {
+	r.Cells = cells
+	if r.Compare == nil && len(cells) > 0 {
+		ok := 0
+		for _, c := range cells {
+			if c.Verdict == "ok" {
+				ok++
+			}
+		}
+		r.Headline = fmt.Sprintf("no baseline: %d of %d cells ok, timings below; pass --baseline history or a run directory to compare", ok, len(cells))
+	}
+	return r
+}
+
+// SkippedSummary says in one line why cells were left out of the comparison, grouped by
+// cause ("12 profiled (torch, nsys): profilers distort timings; --profilers all admits
+// them"), for the line that introduces the list.
+func (r *Report) SkippedSummary() string {
+	if len(r.Skipped) == 0 {
+		return ""
+	}
+	var profiled, notOK, notRun, noTimings, other int
+	profilers := map[string]bool{}
+	var names []string
+	for _, s := range r.Skipped {
+		switch {
+		case strings.HasPrefix(s.Reason, "profiler "):
+			profiled++
+			if f := strings.Fields(s.Reason); len(f) > 1 && !profilers[f[1]] {
+				profilers[f[1]] = true
+				names = append(names, strings.Trim(f[1], `"`))
+			}
+		case strings.HasPrefix(s.Reason, "verdict "):
+			notOK++
+		case strings.HasPrefix(s.Reason, "no result.json"):
+			notRun++
+		case strings.HasPrefix(s.Reason, "no timings"):
+			noTimings++
+		default:
+			other++
+		}
+	}
+	var parts []string
+	if profiled > 0 {
+		parts = append(parts, fmt.Sprintf("%d profiled (%s): a profiler slows what it measures, so profiled cells are not timing samples (--profilers all admits them)", profiled, strings.Join(names, ", ")))
+	}
+	for _, g := range []struct {
+		n    int
+		what string
+	}{{notOK, "not ok"}, {notRun, "not run"}, {noTimings, "without timings"}, {other, "other"}} {
+		if g.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", g.n, g.what))
+		}
+	}
+	cells := "cells"
+	if len(r.Skipped) == 1 {
+		cells = "cell"
+	}
+	return fmt.Sprintf("%d %s not compared: %s", len(r.Skipped), cells, strings.Join(parts, "; "))
 }
 
 // ConfigReport is one configuration's charts.
@@ -168,6 +245,7 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 	} else {
 		fmt.Fprintf(&b, "**%s**\n", r.Headline)
 	}
+	writeCellsMarkdown(&b, r.Cells)
 	for _, c := range r.Configs {
 		fmt.Fprintf(&b, "\n## `%s`\n\n", c.Key)
 		if len(c.Stages) > 0 {
@@ -199,7 +277,7 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 		}
 	}
 	if len(r.Skipped) > 0 {
-		fmt.Fprintf(&b, "\n<details><summary>%d cells not compared</summary>\n\n", len(r.Skipped))
+		fmt.Fprintf(&b, "\n<details><summary>%s</summary>\n\n", r.SkippedSummary())
 		for _, s := range r.Skipped {
 			fmt.Fprintf(&b, "- `%s`: %s\n", s.Cell, table.EscapeMarkdown(s.Reason))
 		}
@@ -207,6 +285,33 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// writeCellsMarkdown writes the table of the run's cells: verdict (with its warning count),
+// e2e and mean step time, and the root cause of a cell that is not ok.
+func writeCellsMarkdown(b *bytes.Buffer, cells []CellLine) {
+	if len(cells) == 0 {
+		return
+	}
+	b.WriteString("\n## Cells\n\n| Cell | Verdict | E2E | Mean step | Profiler | Note |\n|---|---|---:|---:|---|---|\n")
+	for _, c := range cells {
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s |\n", c.ID, c.VerdictLabel(), nsOrDash(c.E2E), nsOrDash(c.Step), orDash(c.Profiler), orDash(table.EscapeMarkdown(c.Cause)))
+	}
+}
+
+// VerdictLabel is the verdict with the warning marker the terminal summary uses ("ok !2").
+func (c CellLine) VerdictLabel() string {
+	if c.Warnings == 0 {
+		return c.Verdict
+	}
+	return fmt.Sprintf("%s !%d", c.Verdict, c.Warnings)
+}
+
+func nsOrDash(ns float64) string {
+	if ns <= 0 {
+		return "-"
+	}
+	return compare.FormatValue(ns, perf.UnitNS)
 }
 
 func orDash(s string) string {
@@ -431,6 +536,7 @@ var reportTmpl string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"stat":  func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
+	"ns":    nsOrDash,
 	"p":     compare.FormatP,
 	"base":  compare.FormatBase,
 	"lower": strings.ToLower,

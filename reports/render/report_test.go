@@ -61,7 +61,58 @@ func buildTestReport(t *testing.T) *Report {
 	trend := map[string][]TrendPoint{"qwen-image/1024x1024/10st/s0/pabc": {
 		{RunID: "r1", Time: t0, Median: 1.2e9}, {RunID: "r2", Time: t0.Add(24 * time.Hour), Median: 1.21e9}, {RunID: "r3", Time: t0.Add(48 * time.Hour), Median: 1.5e9},
 	}}
-	return BuildReport("Run report: qwen", "runs/qwen/new", cur, base, res, trend)
+	return BuildReport("Run report: qwen", "runs/qwen/new", cur, base, res, trend).WithCells(testCells())
+}
+
+// testCells are a run's cells as summary.json records them: ok, ok with a warning, profiled
+// and failed.
+func testCells() []CellLine {
+	var cells []CellLine
+	for r := range 6 {
+		cells = append(cells, CellLine{ID: fmt.Sprintf("%03d-qwen-image-1024x1024-s0-none-r%d", r, r+1), Profiler: "none", Verdict: "ok", E2E: 1.1e9 + float64(r)*1e6, Step: 85e6})
+	}
+	cells = append(cells,
+		CellLine{ID: "006-qwen-image-1024x1024-s0-torch-r1", Profiler: "torch", Verdict: "ok", E2E: 1.2e9, Step: 90e6},
+		CellLine{ID: "007-qwen-image-1024x1024-s0-nsys-r1", Profiler: "nsys", Verdict: "ok", Warnings: 1},
+		CellLine{ID: "008-qwen-image-1024x1024-s0-none-r7", Profiler: "none", Verdict: "failed", Cause: "cuda-oom: CUDA ran out of memory. (log.txt line 23)"})
+	return cells
+}
+
+// buildNoBaselineReport is a run's report without any baseline: the cells table and the
+// charts of the run alone.
+func buildNoBaselineReport(t *testing.T) *Report {
+	t.Helper()
+	_, cur := reportSets()
+	cur.Skipped = append(cur.Skipped, perf.Skip{Cell: "007-nsys", Reason: "profiler \"nsys\" distorts timings"}, perf.Skip{Cell: "008-none", Reason: "verdict \"failed\": only ok cells are compared"})
+	return BuildReport("Run report: qwen", "runs/qwen/new", cur, nil, nil, nil).WithCells(testCells())
+}
+
+// TestReportNoBaseline: without a baseline the report shows every cell's verdict and
+// timings, and says why cells were not compared (issue 18).
+func TestReportNoBaseline(t *testing.T) {
+	r := buildNoBaselineReport(t)
+	var md, html bytes.Buffer
+	if err := WriteReportMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReportHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"no baseline: 8 of 9 cells ok",
+		"| `008-qwen-image-1024x1024-s0-none-r7` | failed |",
+		"| `007-qwen-image-1024x1024-s0-nsys-r1` | ok !1 |",
+		"3 cells not compared: 2 profiled (torch, nsys): a profiler slows what it measures, so profiled cells are not timing samples (--profilers all admits them); 1 not ok",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md.String())
+		}
+	}
+	if !strings.Contains(html.String(), `<table id="cells">`) || !strings.Contains(html.String(), "profiled cells are not timing samples") {
+		t.Errorf("report.html lacks the cells table or the reason cells were not compared")
+	}
+	reportGolden(t, "report-nobaseline.md.golden", md.Bytes())
+	reportGolden(t, "report-nobaseline.html.golden", html.Bytes())
 }
 
 func TestReportGolden(t *testing.T) {

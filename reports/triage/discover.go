@@ -281,7 +281,10 @@ func Discover(root string, opts DiscoverOptions) (Inputs, error) {
 		return res, fmt.Errorf("triage input %s is not a regular file (%s); pass a trace file or the directory the profiler wrote", root, st.Mode().Type())
 	}
 	if !st.IsDir() {
-		in, _ := classifyName(filepath.Base(root))
+		in, ok := classifyName(filepath.Base(root))
+		if !ok {
+			fillLooseRank(&in, filepath.Base(root)) // the rank in a loose name (…-rank0.json.gz)
+		}
 		in.Path = root
 		in.ModTime = st.ModTime()
 		in.Merged = false // an explicitly named file is used whatever it is called
