@@ -126,7 +126,7 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 	switch {
 	case c.Backend.Kind == "sglang" && c.Backend.Mode == "generate":
 		return sglang.New(), nil
-	case c.Backend.Kind == "sglang" && c.Backend.Mode == sglang.ModeServe:
+	case c.Backend.Kind == "sglang" && c.Backend.Mode == backends.ModeServe:
 		// Serve mode: the runner drives the server itself (runner/serve.go). nsys wraps a
 		// diffusion server for the whole of one cell; the LLM server's cudaProfilerApi window
 		// (CUDA_PROFILER activity) is not wired yet.
@@ -134,13 +134,13 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") is not supported by this runner version yet; use \"torch\" (the /start_profile window) or \"none\"")}
 		}
 		return sglang.NewServe(), nil
-	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == sglang.ModeServe:
+	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == backends.ModeServe:
 		// vLLM-Omni serve mode (runner/serve.go); its cuda profiler under nsys is not wired yet.
 		if c.Profiler == plans.ProfilerNsys {
 			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" with backend.kind = \"vllm-omni\" is not supported by this runner version yet; use \"torch\" or \"none\"")}
 		}
 		return vllmomni.New(), nil
-	case c.Backend.Mode == sglang.ModeServe:
+	case c.Backend.Mode == backends.ModeServe:
 		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\" or \"vllm-omni\"", c.Backend.Kind)}
 	default:
 		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
@@ -270,15 +270,16 @@ func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
 	seen := map[string]bool{}
 	needNsys := false
 	for _, c := range cells {
-		if _, err := backendFor(c); err != nil {
+		be, err := backendFor(c)
+		if err != nil {
 			return err
 		}
 		if c.Profiler == plans.ProfilerNsys {
 			needNsys = true
 		}
 		cmd := opts.sglangCommand(c)
-		if c.Backend.Kind == vllmomni.Kind && !opts.Simulate {
-			cmd = vllmomni.Command(c) // serve mode: the vllm executable (runner/serve.go)
+		if s, ok := be.(backends.Server); ok {
+			cmd = opts.serverCommand(s, c)
 		}
 		if len(cmd) == 0 || seen[cmd[0]] {
 			continue
