@@ -3,7 +3,6 @@ package bundle
 import (
 	"fmt"
 	"io"
-	"sort"
 
 	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
@@ -23,48 +22,21 @@ type Diff struct {
 }
 
 // DiffManifests compares the environment facts and the variables that matter (the manifests'
-// env) of the bundle and of this machine. Host names and CPU counts differ between any two
-// machines and are reported like the rest; a redacted value only differs when it is missing.
+// env) of the bundle and of this machine, through the one env diff of two runs
+// (runner.DiffEnv). The bundle's manifest is redacted, so this machine's secret-named
+// variables are too before comparing: a redacted value only differs when it is missing.
 func DiffManifests(bundle, here *rundir.Manifest) []Diff {
+	h := *here
+	h.Env = make(map[string]string, len(here.Env))
+	for k, v := range here.Env {
+		if runner.IsSecretName(k) {
+			v = Redacted
+		}
+		h.Env[k] = v
+	}
 	var out []Diff
-	bf, hf := Facts(bundle), Facts(here)
-	hm := map[string]string{}
-	for _, f := range hf {
-		hm[f.Name] = f.Value
-	}
-	for _, f := range bf {
-		if h, ok := hm[f.Name]; !ok {
-			out = append(out, Diff{Name: f.Name, Bundle: f.Value, Here: "(not probed)"})
-		} else if h != f.Value {
-			out = append(out, Diff{Name: f.Name, Bundle: f.Value, Here: h})
-		}
-	}
-	names := map[string]bool{}
-	for k := range bundle.Env {
-		names[k] = true
-	}
-	for k := range here.Env {
-		names[k] = true
-	}
-	keys := make([]string, 0, len(names))
-	for k := range names {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b, inB := bundle.Env[k]
-		h, inH := here.Env[k]
-		if inH && runner.IsSecretName(k) {
-			h = Redacted
-		}
-		switch {
-		case inB && !inH:
-			out = append(out, Diff{Name: "$" + k, Bundle: b, Here: "(unset)"})
-		case !inB && inH:
-			out = append(out, Diff{Name: "$" + k, Bundle: "(unset)", Here: h})
-		case b != h:
-			out = append(out, Diff{Name: "$" + k, Bundle: b, Here: h})
-		}
+	for _, c := range runner.DiffEnv(bundle, &h) {
+		out = append(out, Diff{Name: c.Name, Bundle: c.Base, Here: c.New})
 	}
 	return out
 }
