@@ -9,13 +9,10 @@ import (
 	"strings"
 )
 
-// ParseGPUs reads `nvidia-smi --query-gpu=GPUQuery --format=csv,noheader`: one line per GPU,
-// fields separated by ", ", numbers with their units ("35 %", "1980 MHz", "70.12 W"). A field
-// nvidia-smi cannot report ("[N/A]", "[Not Supported]") becomes -1. A line with the wrong number
-// of fields, or an index or clock that is not a number, is an error that quotes the line: an
-// nvidia-smi that prints something else must not be read as an idle GPU.
-func ParseGPUs(out []byte) ([]GPU, error) {
-	var gpus []GPU
+// eachRecord calls fn with the 1-based line number and the fields of every non-empty line of
+// nvidia-smi's --format=csv,noheader output. want > 0 is the exact field count (a line with
+// another count is an error quoting it); want <= 0 leaves the count to fn.
+func eachRecord(out []byte, want int, fn func(n int, f []string) error) error {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -24,13 +21,28 @@ func ParseGPUs(out []byte) ([]GPU, error) {
 			continue
 		}
 		f := splitCSV(line)
-		if len(f) != 10 {
-			return gpus, fmt.Errorf("line %d: %d fields, want 10: %q", n, len(f), clip(line))
+		if want > 0 && len(f) != want {
+			return fmt.Errorf("line %d: %d fields, want %d: %q", n, len(f), want, clip(line))
 		}
+		if err := fn(n, f); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// ParseGPUs reads `nvidia-smi --query-gpu=GPUQuery --format=csv,noheader`: one line per GPU,
+// fields separated by ", ", numbers with their units ("35 %", "1980 MHz", "70.12 W"). A field
+// nvidia-smi cannot report ("[N/A]", "[Not Supported]") becomes -1. A line with the wrong number
+// of fields, or an index or clock that is not a number, is an error that quotes the line: an
+// nvidia-smi that prints something else must not be read as an idle GPU.
+func ParseGPUs(out []byte) ([]GPU, error) {
+	var gpus []GPU
+	err := eachRecord(out, 10, func(n int, f []string) error {
 		g := GPU{UUID: f[1], Persistence: f[7]}
 		var err error
 		if g.Index, err = strconv.Atoi(f[0]); err != nil || g.Index < 0 {
-			return gpus, fmt.Errorf("line %d: GPU index %q is not a number", n, clip(f[0]))
+			return fmt.Errorf("line %d: GPU index %q is not a number", n, clip(f[0]))
 		}
 		num := func(s, unit string) (int, error) {
 			v, err := number(s, unit)
@@ -43,19 +55,20 @@ func ParseGPUs(out []byte) ([]GPU, error) {
 		}{{&g.UtilPct, f[2], "%"}, {&g.MemUsedMiB, f[3], "MiB"}, {&g.SMClockMHz, f[4], "MHz"},
 			{&g.MaxSMMHz, f[5], "MHz"}, {&g.TempC, f[9], ""}} {
 			if *x.dst, err = num(x.s, x.unit); err != nil {
-				return gpus, fmt.Errorf("line %d: %w", n, err)
+				return fmt.Errorf("line %d: %w", n, err)
 			}
 		}
 		if g.PowerW, err = number(f[8], "W"); err != nil {
-			return gpus, fmt.Errorf("line %d: %w", n, err)
+			return fmt.Errorf("line %d: %w", n, err)
 		}
 		if g.Throttle, err = mask(f[6]); err != nil {
-			return gpus, fmt.Errorf("line %d: %w", n, err)
+			return fmt.Errorf("line %d: %w", n, err)
 		}
 		g.Reasons = ReasonNames(g.Throttle)
 		gpus = append(gpus, g)
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return gpus, err
 	}
 	if len(gpus) == 0 {
@@ -69,24 +82,20 @@ func ParseGPUs(out []byte) ([]GPU, error) {
 // the pid is first and the memory and UUID are last. No line at all means no compute process.
 func ParseApps(out []byte) ([]App, error) {
 	var apps []App
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "No running") {
-			continue
+	err := eachRecord(out, -4, func(n int, f []string) error {
+		if strings.HasPrefix(f[0], "No running") {
+			return nil
 		}
-		f := splitCSV(line)
 		if len(f) < 4 {
-			return apps, fmt.Errorf("line %d: %d fields, want 4: %q", n, len(f), clip(line))
+			return fmt.Errorf("line %d: %d fields, want 4: %q", n, len(f), clip(strings.Join(f, ", ")))
 		}
 		pid, err := strconv.Atoi(f[0])
 		if err != nil || pid <= 0 {
-			return apps, fmt.Errorf("line %d: pid %q is not a number", n, clip(f[0]))
+			return fmt.Errorf("line %d: pid %q is not a number", n, clip(f[0]))
 		}
 		mem, err := number(f[len(f)-2], "MiB")
 		if err != nil {
-			return apps, fmt.Errorf("line %d: %w", n, err)
+			return fmt.Errorf("line %d: %w", n, err)
 		}
 		apps = append(apps, App{
 			PID:     pid,
@@ -95,8 +104,9 @@ func ParseApps(out []byte) ([]App, error) {
 			GPUUUID: f[len(f)-1],
 			GPU:     -1,
 		})
-	}
-	return apps, sc.Err()
+		return nil
+	})
+	return apps, err
 }
 
 // ParseClockLock reads `nvidia-smi -q -d CLOCK,PERFORMANCE` and reports whether the clocks of
