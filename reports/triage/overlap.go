@@ -121,12 +121,42 @@ func SweepOverlap(iv []Interval) Sweep {
 func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 	n := iv.len()
 	sw.Order = make([]int32, n)
-	// Bucket by stream (a counting sort: streams are few), then sort each bucket by start only
-	// when it is not already in order — trace ops mostly arrive in stream order, so this is
-	// linear on real input.
+	streams, rank, offset, counts := orderByStream(iv, sw.Order)
+	// Per-stream unions as edges, each stream's in time order; the global edge order is a k-way
+	// merge of k sorted runs (k = streams), O(n log k), not a sort.
+	runs := make([]unionRun, 0, len(streams))
+	for _, j := range rank {
+		r := unionRun{iv: iv, order: sw.Order[offset[j] : offset[j]+counts[j]]}
+		if r.next() {
+			runs = append(runs, r)
+		}
+	}
+	sw.Streams = len(streams)
+	mStart, mEnd := sw.sweepEdges(runs)
+	if len(mStart) == 0 {
+		return // nothing is hidden
+	}
+	// Prefix sums of the multi-stream intervals; hidden(op) = |op ∩ M|.
+	cum := make([]int64, len(mStart)+1)
+	for i := range mStart {
+		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
+	}
+	for i := range int32(n) {
+		x := iv.at(i)
+		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
+			hidden(i, h)
+		}
+	}
+}
+
+// orderByStream fills order with the interval indices sorted by (stream, start, end, index)
+// and returns the streams in first-seen order with, per stream, its rank in stream-id order,
+// its offset in order and its count. It buckets by stream (a counting sort: streams are few),
+// then sorts each bucket by start only when it is not already in order — trace ops mostly
+// arrive in stream order, so this is linear on real input.
+func orderByStream(iv *spans, order []int32) (streams []int32, rank, offset, counts []int) {
+	n := iv.len()
 	slot := map[int32]int{}
-	var streams []int32
-	var counts []int
 	lastSlot, lastStream := -1, int32(0) // consecutive ops mostly share a stream
 	for i := range int32(n) {
 		st := iv.at(i).Stream
@@ -144,13 +174,13 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 		counts[j]++
 		lastSlot, lastStream = j, st
 	}
-	// Buckets in stream-id order, so Order is sorted by (stream, start, end, index).
-	rank := make([]int, len(streams))
+	// Buckets in stream-id order, so order is sorted by (stream, start, end, index).
+	rank = make([]int, len(streams))
 	for i := range rank {
 		rank[i] = i
 	}
 	slices.SortFunc(rank, func(a, b int) int { return cmp.Compare(streams[a], streams[b]) })
-	offset := make([]int, len(streams))
+	offset = make([]int, len(streams))
 	o := 0
 	for _, j := range rank {
 		offset[j] = o
@@ -164,13 +194,13 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 			j = slot[st]
 			lastSlot, lastStream = j, st
 		}
-		sw.Order[fill[j]] = i
+		order[fill[j]] = i
 		fill[j]++
 	}
 	cmpIdx := func(x, y int32) int { return cmpInterval(iv, x, y) }
 	var buf []int32
 	for j := range streams {
-		b := sw.Order[offset[j] : offset[j]+counts[j]]
+		b := order[offset[j] : offset[j]+counts[j]]
 		if slices.IsSortedFunc(b, cmpIdx) {
 			continue
 		}
@@ -179,18 +209,12 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 		}
 		mergeRuns32(b, buf, cmpIdx)
 	}
-	// Per-stream unions as edges, each stream's in time order; the global edge order is a k-way
-	// merge of k sorted runs (k = streams), O(n log k), not a sort.
-	runs := make([]unionRun, 0, len(streams))
-	for _, j := range rank {
-		r := unionRun{iv: iv, order: sw.Order[offset[j] : offset[j]+counts[j]]}
-		if r.next() {
-			runs = append(runs, r)
-		}
-	}
-	sw.Streams = len(streams)
-	// Sweep, collecting the 2+-stream intervals.
-	var mStart, mEnd []int64
+	return streams, rank, offset, counts
+}
+
+// sweepEdges merges the streams' union edges in time order into BusyNS, MultiNS and Peak and
+// returns the 2+-stream intervals (coalesced where they touch).
+func (sw *Sweep) sweepEdges(runs []unionRun) (mStart, mEnd []int64) {
 	c := 0
 	var prev int64
 	mergeRuns(runs, func(e edge) {
@@ -212,20 +236,7 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 		}
 		prev = e.t
 	})
-	if len(mStart) == 0 {
-		return // nothing is hidden
-	}
-	// Prefix sums of the multi-stream intervals; hidden(op) = |op ∩ M|.
-	cum := make([]int64, len(mStart)+1)
-	for i := range mStart {
-		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
-	}
-	for i := range int32(n) {
-		x := iv.at(i)
-		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
-			hidden(i, h)
-		}
-	}
+	return mStart, mEnd
 }
 
 // mergeRuns32 sorts b by cmp with a bottom-up merge of its ascending runs, using buf (at least
