@@ -121,42 +121,12 @@ func SweepOverlap(iv []Interval) Sweep {
 func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 	n := iv.len()
 	sw.Order = make([]int32, n)
-	streams, rank, offset, counts := orderByStream(iv, sw.Order)
-	// Per-stream unions as edges, each stream's in time order; the global edge order is a k-way
-	// merge of k sorted runs (k = streams), O(n log k), not a sort.
-	runs := make([]unionRun, 0, len(streams))
-	for _, j := range rank {
-		r := unionRun{iv: iv, order: sw.Order[offset[j] : offset[j]+counts[j]]}
-		if r.next() {
-			runs = append(runs, r)
-		}
-	}
-	sw.Streams = len(streams)
-	mStart, mEnd := sw.sweepEdges(runs)
-	if len(mStart) == 0 {
-		return // nothing is hidden
-	}
-	// Prefix sums of the multi-stream intervals; hidden(op) = |op ∩ M|.
-	cum := make([]int64, len(mStart)+1)
-	for i := range mStart {
-		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
-	}
-	for i := range int32(n) {
-		x := iv.at(i)
-		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
-			hidden(i, h)
-		}
-	}
-}
-
-// orderByStream fills order with the interval indices sorted by (stream, start, end, index)
-// and returns the streams in first-seen order with, per stream, its rank in stream-id order,
-// its offset in order and its count. It buckets by stream (a counting sort: streams are few),
-// then sorts each bucket by start only when it is not already in order — trace ops mostly
-// arrive in stream order, so this is linear on real input.
-func orderByStream(iv *spans, order []int32) (streams []int32, rank, offset, counts []int) {
-	n := iv.len()
+	// Bucket by stream (a counting sort: streams are few), then sort each bucket by start only
+	// when it is not already in order — trace ops mostly arrive in stream order, so this is
+	// linear on real input. The per-stream slices stay in this frame (small ones on the stack).
 	slot := map[int32]int{}
+	var streams []int32
+	var counts []int
 	lastSlot, lastStream := -1, int32(0) // consecutive ops mostly share a stream
 	for i := range int32(n) {
 		st := iv.at(i).Stream
@@ -174,21 +144,43 @@ func orderByStream(iv *spans, order []int32) (streams []int32, rank, offset, cou
 		counts[j]++
 		lastSlot, lastStream = j, st
 	}
-	// Buckets in stream-id order, so order is sorted by (stream, start, end, index).
-	rank = make([]int, len(streams))
+	// Buckets in stream-id order, so Order is sorted by (stream, start, end, index).
+	rank := make([]int, len(streams))
 	for i := range rank {
 		rank[i] = i
 	}
 	slices.SortFunc(rank, func(a, b int) int { return cmp.Compare(streams[a], streams[b]) })
-	offset = make([]int, len(streams))
+	offset := make([]int, len(streams))
 	o := 0
 	for _, j := range rank {
 		offset[j] = o
 		o += counts[j]
 	}
+	fillBuckets(iv, sw.Order, slot, offset, counts)
+	// Per-stream unions as edges, each stream's in time order; the global edge order is a k-way
+	// merge of k sorted runs (k = streams), O(n log k), not a sort.
+	runs := make([]unionRun, 0, len(streams))
+	for _, j := range rank {
+		r := unionRun{iv: iv, order: sw.Order[offset[j] : offset[j]+counts[j]]}
+		if r.next() {
+			runs = append(runs, r)
+		}
+	}
+	sw.Streams = len(streams)
+	mStart, mEnd := sw.sweepEdges(runs)
+	if len(mStart) == 0 {
+		return // nothing is hidden
+	}
+	hiddenIn(iv, mStart, mEnd, hidden)
+}
+
+// fillBuckets writes each interval's index into its stream's bucket of order (bucket j at
+// offset[j], counts[j] long, stream → bucket by slot) in input order, then sorts the buckets
+// that are not already in (start, end, index) order.
+func fillBuckets(iv *spans, order []int32, slot map[int32]int, offset, counts []int) {
 	fill := append([]int{}, offset...)
-	lastSlot = -1
-	for i := range int32(n) {
+	lastSlot, lastStream := -1, int32(0)
+	for i := range int32(iv.len()) {
 		j := lastSlot
 		if st := iv.at(i).Stream; j < 0 || st != lastStream {
 			j = slot[st]
@@ -199,7 +191,7 @@ func orderByStream(iv *spans, order []int32) (streams []int32, rank, offset, cou
 	}
 	cmpIdx := func(x, y int32) int { return cmpInterval(iv, x, y) }
 	var buf []int32
-	for j := range streams {
+	for j := range offset {
 		b := order[offset[j] : offset[j]+counts[j]]
 		if slices.IsSortedFunc(b, cmpIdx) {
 			continue
@@ -209,7 +201,21 @@ func orderByStream(iv *spans, order []int32) (streams []int32, rank, offset, cou
 		}
 		mergeRuns32(b, buf, cmpIdx)
 	}
-	return streams, rank, offset, counts
+}
+
+// hiddenIn hands each interval's nonzero overlap with the 2+-stream intervals [mStart, mEnd)
+// to hidden, from prefix sums of their lengths: hidden(op) = |op ∩ M|.
+func hiddenIn(iv *spans, mStart, mEnd []int64, hidden func(i int32, ns int64)) {
+	cum := make([]int64, len(mStart)+1)
+	for i := range mStart {
+		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
+	}
+	for i := range int32(iv.len()) {
+		x := iv.at(i)
+		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
+			hidden(i, h)
+		}
+	}
 }
 
 // sweepEdges merges the streams' union edges in time order into BusyNS, MultiNS and Peak and
