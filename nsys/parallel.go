@@ -197,11 +197,21 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, perName bool, re
 		}
 		return r.wrap(table, err)
 	}
+	parts, err := r.scanRuntimeParts(p, want, perName)
+	if err != nil {
+		return err
+	}
+	return r.mergeRuntimeParts(parts, want, perName, resolve)
+}
+
+// scanRuntimeParts is runtimeParallel's scan: each part of the table sums its calls and keeps
+// its wanted launches (raw nameId in ExternalID) or, with perName, claims their ids in want.
+func (r *reader) scanRuntimeParts(p *directPlan, want *corrIndex, perName bool) ([]*rtPart, error) {
 	// About one kept call per GPU op: the first part appends to the presized Launches, so
 	// that the merge copies only the other parts.
 	var parts []*rtPart
 	nparts := scanParts()
-	err = r.file.scanIntsParts(r.ctx, p.root, p.cols, nparts, func(part int) func(int64, []sql.NullInt64) error {
+	err := r.file.scanIntsParts(r.ctx, p.root, p.cols, nparts, func(part int) func(int64, []sql.NullInt64) error {
 		pt := &rtPart{sparse: map[int64]int32{}, pids: map[int32]bool{}}
 		switch {
 		case perName:
@@ -231,9 +241,13 @@ func (r *reader) runtimeParallel(table string, want *corrIndex, perName bool, re
 			return nil
 		}
 	})
-	if err != nil {
-		return err
-	}
+	return parts, err
+}
+
+// mergeRuntimeParts is runtimeParallel's merge, in table order: names resolved at first
+// sighting, per-name sums, pids, the time span, and the parts' launches appended to the first
+// part's (each given its name, and its index in want).
+func (r *reader) mergeRuntimeParts(parts []*rtPart, want *corrIndex, perName bool, resolve func(id int64) (name trace.NameID, graph, driver bool, stat int, err error)) error {
 	type resolved struct {
 		name          trace.NameID
 		graph, driver bool

@@ -791,12 +791,7 @@ func (r *reader) runtime() error {
 		r.t.Warnings = append(r.t.Warnings, noRuntimeWarning)
 		return nil
 	}
-	var (
-		byID   map[int64]apiName
-		dense  []apiName // byID for ids below 2^16 (name 0 marks a hole)
-		statOf map[trace.NameID]int
-		want   *corrIndex
-	)
+	var want *corrIndex
 	if r.opts.SummariseAPI {
 		want = newCorrIndex(r.t.GPUOps)
 		r.rtIndex = want
@@ -811,88 +806,109 @@ func (r *reader) runtime() error {
 		r.t.Launches = grow(r.t.Launches, min(len(r.t.GPUOps), r.rowEstimate(table)))
 		r.c.Driver = grow(r.c.Driver, cap(r.t.Launches))
 	}
-	begin := func() {
-		byID, statOf, dense = map[int64]apiName{}, map[trace.NameID]int{}, dense[:0]
-		r.t.Launches, r.c.Driver, r.c.APIStats, r.c.APICalls = r.t.Launches[:0], r.c.Driver[:0], r.c.APIStats[:0], 0
-		clear(r.rtPIDs)
-		if want != nil {
-			want.reset()
-		}
-	}
-	begin()
-	// resolve maps a raw nameId to the call's name, flags and aggregate; the first time an id
-	// is seen (in table order) it interns the names and registers the aggregate.
-	resolve := func(id int64) (apiName, error) {
-		if id >= 0 && id < int64(len(dense)) && dense[id].name != 0 {
-			return dense[id], nil
-		}
-		if an, ok := byID[id]; ok {
-			return an, nil
-		}
-		raw, err := r.name(id)
-		if err != nil {
-			return apiName{}, err
-		}
-		rawText := r.t.Names.String(raw)
-		an := apiNameOf(r.t.Names, rawText)
-		if r.opts.SummariseAPI {
-			j, ok := statOf[an.name]
-			if !ok {
-				j = len(r.c.APIStats)
-				statOf[an.name] = j
-				r.c.APIStats = append(r.c.APIStats, APIStat{Name: an.name})
-			}
-			an.stat = j
-		}
-		byID[id] = an
-		if id >= 0 && id < 1<<16 && an.name != 0 {
-			if id >= int64(len(dense)) {
-				dense = append(dense, make([]apiName, int(id)+1-len(dense))...)
-			}
-			dense[id] = an
-		}
-		r.c.APIRaw[an.name] = rawText
-		return an, nil
-	}
+	n := &runtimeNames{r: r, want: want}
+	n.begin()
 	if perName {
-		repeated, err := r.runtimeScan(table, want, begin, resolve, true)
+		repeated, err := r.runtimeScan(table, want, n.begin, n.resolve, true)
 		if err != nil {
 			return err
 		}
 		pids := maps.Clone(r.rtPIDs)
 		maps.Copy(pids, r.kPIDs)
 		if !repeated && len(pids) <= 1 {
-			// Each id's call name → the launch of that name and graph flag.
-			reps := map[apiName]int32{}
-			for i, v := range want.dense {
-				if v <= 0 {
-					continue
-				}
-				an, err := resolve(int64(v - 1))
-				if err != nil {
-					return err
-				}
-				an.stat = 0
-				j, ok := reps[an]
-				if !ok {
-					j = int32(len(r.t.Launches))
-					reps[an] = j
-					r.t.Launches = append(r.t.Launches, trace.Launch{Correlation: trace.NoID, ExternalID: trace.NoID,
-						Name: an.name, Graph: an.graph, Frame: trace.NoID})
-					r.c.Driver = append(r.c.Driver, an.driver)
-				}
-				want.dense[i] = j + 1
-			}
-			r.c.OneLaunchPerName = true
-			return nil
+			return r.launchPerName(want, n.resolve)
 		}
 		r.log.Debug("nsys: keeping every launching call", "why", "several processes or a repeated correlation id")
-		begin()
+		n.begin()
 		r.t.Launches = grow(r.t.Launches, min(len(r.t.GPUOps), r.rowEstimate(table)))
 		r.c.Driver = grow(r.c.Driver, cap(r.t.Launches))
 	}
-	_, err := r.runtimeScan(table, want, begin, resolve, false)
+	_, err := r.runtimeScan(table, want, n.begin, n.resolve, false)
 	return err
+}
+
+// runtimeNames is runtime's memo of the runtime table's call names, by raw nameId.
+type runtimeNames struct {
+	r      *reader
+	want   *corrIndex
+	byID   map[int64]apiName
+	dense  []apiName // byID for ids below 2^16 (name 0 marks a hole)
+	statOf map[trace.NameID]int
+}
+
+// begin starts a scan of the runtime table afresh: no names, calls, launches or pids yet.
+func (n *runtimeNames) begin() {
+	r := n.r
+	n.byID, n.statOf, n.dense = map[int64]apiName{}, map[trace.NameID]int{}, n.dense[:0]
+	r.t.Launches, r.c.Driver, r.c.APIStats, r.c.APICalls = r.t.Launches[:0], r.c.Driver[:0], r.c.APIStats[:0], 0
+	clear(r.rtPIDs)
+	if n.want != nil {
+		n.want.reset()
+	}
+}
+
+// resolve maps a raw nameId to the call's name, flags and aggregate; the first time an id
+// is seen (in table order) it interns the names and registers the aggregate.
+func (n *runtimeNames) resolve(id int64) (apiName, error) {
+	if id >= 0 && id < int64(len(n.dense)) && n.dense[id].name != 0 {
+		return n.dense[id], nil
+	}
+	if an, ok := n.byID[id]; ok {
+		return an, nil
+	}
+	r := n.r
+	raw, err := r.name(id)
+	if err != nil {
+		return apiName{}, err
+	}
+	rawText := r.t.Names.String(raw)
+	an := apiNameOf(r.t.Names, rawText)
+	if r.opts.SummariseAPI {
+		j, ok := n.statOf[an.name]
+		if !ok {
+			j = len(r.c.APIStats)
+			n.statOf[an.name] = j
+			r.c.APIStats = append(r.c.APIStats, APIStat{Name: an.name})
+		}
+		an.stat = j
+	}
+	n.byID[id] = an
+	if id >= 0 && id < 1<<16 && an.name != 0 {
+		if id >= int64(len(n.dense)) {
+			n.dense = append(n.dense, make([]apiName, int(id)+1-len(n.dense))...)
+		}
+		n.dense[id] = an
+	}
+	r.c.APIRaw[an.name] = rawText
+	return an, nil
+}
+
+// launchPerName ends a one-launch-per-name scan: one launch for each call name (and graph
+// flag) that a GPU op's correlation id has, and want's entries pointed at them.
+func (r *reader) launchPerName(want *corrIndex, resolve func(int64) (apiName, error)) error {
+	// Each id's call name → the launch of that name and graph flag.
+	reps := map[apiName]int32{}
+	for i, v := range want.dense {
+		if v <= 0 {
+			continue
+		}
+		an, err := resolve(int64(v - 1))
+		if err != nil {
+			return err
+		}
+		an.stat = 0
+		j, ok := reps[an]
+		if !ok {
+			j = int32(len(r.t.Launches))
+			reps[an] = j
+			r.t.Launches = append(r.t.Launches, trace.Launch{Correlation: trace.NoID, ExternalID: trace.NoID,
+				Name: an.name, Graph: an.graph, Frame: trace.NoID})
+			r.c.Driver = append(r.c.Driver, an.driver)
+		}
+		want.dense[i] = j + 1
+	}
+	r.c.OneLaunchPerName = true
+	return nil
 }
 
 // runtimeScan is runtime's scan of the runtime table, on several goroutines when it can.

@@ -63,34 +63,64 @@ func (Backend) Assess(c plans.Cell, cellDir string, bw backends.Watcher, exit ba
 	// perf dump are expected there; the nsys report is that cell's success signal and the
 	// runner checks it.
 	nsysCut := c.Profiler == plans.ProfilerNsys && c.NSys.Duration.Duration > 0
-	var found []finding
-	add := func(s severity, code, msg string, lines []backends.Evidence) {
-		found = append(found, finding{s, backends.Reason{Code: code, Message: msg, Lines: lines}})
+	var found findings
+	found.logFindings(c, w, exit, nsysCut)
+	crashed := false
+	for _, f := range found {
+		if f.sev == sevFailed {
+			crashed = true
+		}
+	}
+	traces := found.traceFindings(c, dir, w, crashed)
+	dump, msg := checkPerfDump(dir, w, crashed)
+	if msg != "" {
+		sev := sevFailed
+		if nsysCut {
+			sev = sevWarn
+			msg += " Expected when nsys stops the application at the end of [nsys] duration."
+		}
+		found.add(sev, CodePerfDumpMissing, msg, nil)
 	}
 
+	a := found.assessment()
+	a.Artifacts = backends.Artifacts{Traces: traces, PerfDump: dump, Outputs: listFiles(filepath.Join(dir, OutputsDir))}
+	return a
+}
+
+// findings are Assess's reasons in the order found.
+type findings []finding
+
+// add appends one finding.
+func (found *findings) add(s severity, code, msg string, lines []backends.Evidence) {
+	*found = append(*found, finding{s, backends.Reason{Code: code, Message: msg, Lines: lines}})
+}
+
+// logFindings adds what the log and the exit status say: a diffusers fallback, an OOM, a dead
+// worker or failed generation (only without an OOM), a bad exit.
+func (found *findings) logFindings(c plans.Cell, w *Watcher, exit backends.Exit, nsysCut bool) {
 	if ev := w.Evidence(FindingFallback); len(ev) > 0 {
 		sev := sevInvalid
 		if c.Gate.DiffusersFallback == "warn" {
 			sev = sevWarn
 		}
-		add(sev, CodeFallback, "sglang fell back to the vanilla diffusers pipeline, so timings and traces do not measure sglang's native engine. "+
+		found.add(sev, CodeFallback, "sglang fell back to the vanilla diffusers pipeline, so timings and traces do not measure sglang's native engine. "+
 			"Add \"--backend\", \"sglang\" to backend.extra_args to force the native engine (it then fails instead of falling back); "+
 			"for a local model directory whose name is not a known hub id also add \"--model-id\", \"<name>\" (e.g. Qwen-Image). "+
 			"To accept the fallback set [gate] diffusers_fallback = \"warn\".", ev)
 	}
 	oom := w.Evidence(FindingOOM)
 	if len(oom) > 0 {
-		add(sevFailed, CodeOOM, "CUDA ran out of memory. Try a smaller resolution or fewer steps, or offload components with backend.extra_args such as "+
+		found.add(sevFailed, CodeOOM, "CUDA ran out of memory. Try a smaller resolution or fewer steps, or offload components with backend.extra_args such as "+
 			"\"--dit-cpu-offload\", \"--text-encoder-cpu-offload\", \"--vae-cpu-offload\"; also check that no other process holds GPU memory.", oom)
 	}
 	// A dead worker or a failed prompt is usually the OOM already reported; only without an
 	// OOM are they the best description of what went wrong.
 	if len(oom) == 0 {
 		if ev := w.Evidence(FindingWorkerDead); len(ev) > 0 {
-			add(sevFailed, CodeWorkerDead, "an sglang worker process died; the lines before it in log.txt name the cause.", ev)
+			found.add(sevFailed, CodeWorkerDead, "an sglang worker process died; the lines before it in log.txt name the cause.", ev)
 		}
 		if ev := w.Evidence(FindingGenerateFailed); len(ev) > 0 {
-			add(sevFailed, CodeGenerateFailed, "sglang reported that generation failed; see the quoted lines and log.txt.", ev)
+			found.add(sevFailed, CodeGenerateFailed, "sglang reported that generation failed; see the quoted lines and log.txt.", ev)
 		}
 	}
 	if msg, lines := exitProblem(c, w, exit); msg != "" {
@@ -99,45 +129,37 @@ func (Backend) Assess(c plans.Cell, cellDir string, bw backends.Watcher, exit ba
 			sev = sevWarn
 			msg += " This is expected when nsys stops the application at the end of [nsys] duration."
 		}
-		add(sev, CodeExitStatus, msg, lines)
+		found.add(sev, CodeExitStatus, msg, lines)
 	}
-	crashed := false
-	for _, f := range found {
-		if f.sev == sevFailed {
-			crashed = true
-		}
-	}
+}
 
+// traceFindings adds what the torch traces say (missing, truncated, a save error, written
+// outside the cell) and returns the traces found.
+func (found *findings) traceFindings(c plans.Cell, dir string, w *Watcher, crashed bool) []string {
 	traces, outside := findTraces(dir, w)
 	if c.Profiler == plans.ProfilerTorch {
 		saveErr := w.Evidence(FindingTraceSave)
 		if len(traces) == 0 {
-			add(sevFailed, CodeTraceMissing, traceMissingMessage(dir, w, saveErr, crashed), saveErr)
+			found.add(sevFailed, CodeTraceMissing, traceMissingMessage(dir, w, saveErr, crashed), saveErr)
 		} else {
 			for _, t := range traces {
 				if err := CheckTrace(t); err != nil {
-					add(sevFailed, CodeTraceTruncated, fmt.Sprintf("trace %s is unusable: %v. The profiler or the run was stopped while the file was written; rerun the cell.", t, err), saveErr)
+					found.add(sevFailed, CodeTraceTruncated, fmt.Sprintf("trace %s is unusable: %v. The profiler or the run was stopped while the file was written; rerun the cell.", t, err), saveErr)
 				}
 			}
 			if len(saveErr) > 0 {
-				add(sevWarn, CodeTraceSaveFailed, "sglang reported a problem saving the profiler trace, but the trace file is a complete gzip stream; check it if triage looks wrong.", saveErr)
+				found.add(sevWarn, CodeTraceSaveFailed, "sglang reported a problem saving the profiler trace, but the trace file is a complete gzip stream; check it if triage looks wrong.", saveErr)
 			}
 		}
 	}
 	for _, t := range outside {
-		add(sevWarn, CodeTraceOutsideCell, fmt.Sprintf("trace %s was written outside the cell directory: this sglang build ignores %s/%s. It is listed, but it may be overwritten by the next run.", t, EnvDiffusionProfilerDir, EnvProfilerDir), nil)
+		found.add(sevWarn, CodeTraceOutsideCell, fmt.Sprintf("trace %s was written outside the cell directory: this sglang build ignores %s/%s. It is listed, but it may be overwritten by the next run.", t, EnvDiffusionProfilerDir, EnvProfilerDir), nil)
 	}
+	return traces
+}
 
-	dump, msg := checkPerfDump(dir, w, crashed)
-	if msg != "" {
-		sev := sevFailed
-		if nsysCut {
-			sev = sevWarn
-			msg += " Expected when nsys stops the application at the end of [nsys] duration."
-		}
-		add(sev, CodePerfDumpMissing, msg, nil)
-	}
-
+// assessment sorts the findings into warnings and reasons; the verdict is the worst reason's.
+func (found findings) assessment() backends.Assessment {
 	a := backends.Assessment{Verdict: plans.VerdictOK}
 	worst := sevWarn
 	for _, f := range found {
@@ -154,7 +176,6 @@ func (Backend) Assess(c plans.Cell, cellDir string, bw backends.Watcher, exit ba
 	case sevInvalid:
 		a.Verdict = plans.VerdictInvalid
 	}
-	a.Artifacts = backends.Artifacts{Traces: traces, PerfDump: dump, Outputs: listFiles(filepath.Join(dir, OutputsDir))}
 	return a
 }
 

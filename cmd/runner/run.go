@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sglprof/runner/runner"
 )
 
+// runCommand is runner run: every cell of a plan, or the rest of an earlier run.
 func runCommand(io stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
@@ -37,91 +39,104 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
 			&cli.BoolFlag{Name: "detach", Usage: "with the Slurm executor: return once the job array is submitted; runner run --resume DIR waits for it and writes the summary"},
 		}, comparisonFlags()...),
-		Action: func(c *cli.Context) error {
-			log, err := logger(c, io.err)
-			if err != nil {
-				return err
-			}
-			exe, err := os.Executable()
-			if err != nil && c.Bool("simulate") {
-				return fmt.Errorf("--simulate: cannot find the runner's own binary: %w", err)
-			}
-			opts := runner.Options{
-				OutputDir: c.String("output"),
-				Simulate:  c.Bool("simulate"),
-				Exe:       exe,
-				Env:       os.Environ(),
-				Out:       io.out,
-				Logger:    log,
-				NoTriage:  c.Bool("no-triage"),
-				Args:      os.Args,
-				Detach:    c.Bool("detach"),
-			}
-			if v := os.Getenv("RUNNER_SLURM_POLL"); v != "" {
-				// Tests poll their one-node cluster faster than the default.
-				if opts.SlurmPoll, err = time.ParseDuration(v); err != nil {
-					return usageErr("RUNNER_SLURM_POLL=%q: want a duration such as 2s", v)
-				}
-			}
-			switch k := c.String("executor"); k {
-			case "", "local", "slurm":
-				opts.Executor = k
-			default:
-				return usageErr("--executor %q: want local or slurm", k)
-			}
-			if opts.Nightly, err = nightlyOptions(c); err != nil {
-				return err
-			}
-			if c.Bool("no-history") {
-				opts.Nightly.History = "off"
-			}
-			switch {
-			case c.Bool("no-progress"):
-			case isTerminal(io.err) && os.Getenv("CI") == "":
-				opts.Progress = runner.NewBarProgress(io.err)
-			default:
-				opts.Progress = runner.NewLineProgress(io.err)
-			}
-			// A simulated run resumes simulated: its manifest says so, the user need not.
-			if dir := c.String("resume"); dir != "" && !opts.Simulate && simulatedRun(dir) {
-				if exe == "" {
-					return fmt.Errorf("%s is a simulated run: cannot find the runner's own binary to simulate with", dir)
-				}
-				opts.Simulate = true
-				fmt.Fprintf(io.err, "runner: %s was a simulated run (its manifest.json says so); resuming it simulated\n", dir)
-			}
-			if opts.Simulate {
-				fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
-			}
-			var sum *rundir.Summary
-			if dir := c.String("resume"); dir != "" {
-				if _, err := positional(c, 0, 0, ""); err != nil {
-					return usageErr("--resume DIR takes no plan: the plan is read from DIR/plan.toml")
-				}
-				sum, err = runner.Resume(c.Context, dir, opts)
-			} else {
-				args, perr := positional(c, 1, 1, "PLAN.toml")
-				if perr != nil {
-					return perr
-				}
-				p, lerr := loadPlan(args[0])
-				if lerr != nil {
-					return lerr
-				}
-				sum, err = runner.Run(c.Context, p, opts)
-			}
-			if err != nil {
-				return err
-			}
-			if sum.Detached {
-				return nil
-			}
-			if sum.ExitCode != 0 {
-				return &exitError{code: sum.ExitCode}
-			}
-			return nil
-		},
+		Action: func(c *cli.Context) error { return runAction(c, io) },
 	}
+}
+
+// runAction runs the plan named on the command line (or resumes --resume DIR) and turns the
+// summary into the exit status.
+func runAction(c *cli.Context, io stdio) error {
+	log, err := logger(c, io.err)
+	if err != nil {
+		return err
+	}
+	opts, err := runOptions(c, io, log)
+	if err != nil {
+		return err
+	}
+	if opts.Simulate {
+		fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+	}
+	var sum *rundir.Summary
+	if dir := c.String("resume"); dir != "" {
+		if _, err := positional(c, 0, 0, ""); err != nil {
+			return usageErr("--resume DIR takes no plan: the plan is read from DIR/plan.toml")
+		}
+		sum, err = runner.Resume(c.Context, dir, opts)
+	} else {
+		args, perr := positional(c, 1, 1, "PLAN.toml")
+		if perr != nil {
+			return perr
+		}
+		p, lerr := loadPlan(args[0])
+		if lerr != nil {
+			return lerr
+		}
+		sum, err = runner.Run(c.Context, p, opts)
+	}
+	if err != nil {
+		return err
+	}
+	if sum.Detached {
+		return nil
+	}
+	if sum.ExitCode != 0 {
+		return &exitError{code: sum.ExitCode}
+	}
+	return nil
+}
+
+// runOptions turns the flags and environment of runner run into runner.Options; a simulated
+// run given to --resume resumes simulated (its manifest says so, the user need not).
+func runOptions(c *cli.Context, io stdio, log *slog.Logger) (runner.Options, error) {
+	exe, err := os.Executable()
+	if err != nil && c.Bool("simulate") {
+		return runner.Options{}, fmt.Errorf("--simulate: cannot find the runner's own binary: %w", err)
+	}
+	opts := runner.Options{
+		OutputDir: c.String("output"),
+		Simulate:  c.Bool("simulate"),
+		Exe:       exe,
+		Env:       os.Environ(),
+		Out:       io.out,
+		Logger:    log,
+		NoTriage:  c.Bool("no-triage"),
+		Args:      os.Args,
+		Detach:    c.Bool("detach"),
+	}
+	if v := os.Getenv("RUNNER_SLURM_POLL"); v != "" {
+		// Tests poll their one-node cluster faster than the default.
+		if opts.SlurmPoll, err = time.ParseDuration(v); err != nil {
+			return opts, usageErr("RUNNER_SLURM_POLL=%q: want a duration such as 2s", v)
+		}
+	}
+	switch k := c.String("executor"); k {
+	case "", "local", "slurm":
+		opts.Executor = k
+	default:
+		return opts, usageErr("--executor %q: want local or slurm", k)
+	}
+	if opts.Nightly, err = nightlyOptions(c); err != nil {
+		return opts, err
+	}
+	if c.Bool("no-history") {
+		opts.Nightly.History = "off"
+	}
+	switch {
+	case c.Bool("no-progress"):
+	case isTerminal(io.err) && os.Getenv("CI") == "":
+		opts.Progress = runner.NewBarProgress(io.err)
+	default:
+		opts.Progress = runner.NewLineProgress(io.err)
+	}
+	if dir := c.String("resume"); dir != "" && !opts.Simulate && simulatedRun(dir) {
+		if exe == "" {
+			return opts, fmt.Errorf("%s is a simulated run: cannot find the runner's own binary to simulate with", dir)
+		}
+		opts.Simulate = true
+		fmt.Fprintf(io.err, "runner: %s was a simulated run (its manifest.json says so); resuming it simulated\n", dir)
+	}
+	return opts, nil
 }
 
 // simulatedRun reports whether the run directory's manifest.json records a simulated run.

@@ -45,108 +45,135 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.BoolFlag{Name: "kernels-only", Usage: "nsys exports: only the kernel and fusion tables, from SQL per-name sums (memory flat in the number of kernels; for exports too large for the full triage)"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
-		Action: interruptible(func(c *cli.Context) error {
-			limitMemory()
-			log, err := logger(c, io.err)
-			if err != nil {
-				return err
-			}
-			format := c.String("format")
-			switch format {
-			case "text", "md", "json", "csv":
-			default:
-				return usageErr("--format must be text, md, json or csv, not %q", format)
-			}
-			if co := c.Float64("cutoff"); !(co >= 0 && co <= 100) { // NaN fails both
-				return usageErr("--cutoff is a percentage from 0 to 100")
-			}
-			dopts := triage.DiscoverOptions{AllRanks: c.Bool("all-ranks")}
-			if r := c.Int("rank"); r >= 0 {
-				if dopts.AllRanks {
-					return usageErr("--rank and --all-ranks exclude each other")
-				}
-				dopts.Rank = &r
-			}
-			topts := triage.Options{Logger: log}
-			nopts := runner.NsysOptions{Env: os.Environ()}
-			if re := c.String("nvtx-stage"); re != "" {
-				if nopts.StageRE, err = regexp.Compile(re); err != nil {
-					return usageErr("--nvtx-stage: %v", err)
-				}
-			}
-			if c.Bool("stats") && (c.String("mapping") != "" || c.String("formal") != "") {
-				return usageErr("--stats reads one nsys export; it does not take --mapping/--formal")
-			}
-			if d := c.Int("device"); d >= 0 {
-				topts.Device = &d
-			}
-			var root string
-			mapping, formal := c.String("mapping"), c.String("formal")
-			switch {
-			case mapping != "" || formal != "":
-				if mapping == "" || formal == "" {
-					return usageErr("two-trace mode needs both --mapping DIR and --formal DIR")
-				}
-				if _, err := positional(c, 0, 0, ""); err != nil {
-					return usageErr("two-trace mode takes no FILE|DIR: give --mapping DIR --formal DIR")
-				}
-				min, err := triage.Discover(mapping, dopts)
-				if err != nil {
-					return fmt.Errorf("--mapping: %w", err)
-				}
-				topts.Mapping = &min
-				topts.OpenMapping = runner.OpenMappingTrace
-				root = formal
-			default:
-				args, err := positional(c, 1, 1, "FILE|DIR")
-				if err != nil {
-					return err
-				}
-				// A FIFO or device would block the read: refused up front, before anything opens it.
-				if st, err := os.Stat(args[0]); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
-					return usageErr("%s is not a regular file (%s); pass a trace file or the directory the profiler wrote", args[0], st.Mode().Type())
-				}
-				in, note, err := runner.ResolveRunDir(args[0])
-				if err != nil {
-					return err
-				}
-				if note != "" {
-					fmt.Fprintf(io.err, "runner: %s\n", note)
-				}
-				cell, res, r, err := runner.ResolveCell(in)
-				if err != nil {
-					return err
-				}
-				if res != nil && res.Verdict == plans.VerdictInvalid && !c.Bool("force") {
-					return &exitError{code: runner.ExitCellsFailed, err: &runner.GateError{Cell: cell, Result: res}}
-				}
-				root = r
-				if runner.IsNsysReport(root) {
-					if root, err = runner.ExportReport(c.Context, root, os.Environ(), log); err != nil {
-						return err
-					}
-				}
-			}
-			if c.Bool("stats") {
-				return printStats(c, io, root, dopts, format, log)
-			}
-			if c.Bool("kernels-only") {
-				if c.Bool("stats") || topts.Mapping != nil {
-					return usageErr("--kernels-only takes one nsys export, without --stats or two-trace mode")
-				}
-				rep, err := runner.TriageKernelsOnly(c.Context, root, topts)
-				if err != nil {
-					return err
-				}
-				return triage.Render(io.out, rep, format, c.Float64("cutoff"))
-			}
-			rep, err := runner.TriageNsys(c.Context, root, dopts, topts, nopts)
-			if err != nil {
-				return err
-			}
-			return triage.Render(io.out, rep, format, c.Float64("cutoff"))
-		}),
+		Action: interruptible(func(c *cli.Context) error { return triageAction(c, io) }),
 	}
+}
+
+// triageAction checks the flags, resolves the input (one FILE|DIR or the two-trace pair) and
+// prints the nsys stats, the kernels-only tables or the full triage.
+func triageAction(c *cli.Context, io stdio) error {
+	limitMemory()
+	log, err := logger(c, io.err)
+	if err != nil {
+		return err
+	}
+	format := c.String("format")
+	dopts, topts, nopts, err := triageOptions(c, format, log)
+	if err != nil {
+		return err
+	}
+	root, err := triageRoot(c, io, dopts, &topts, log)
+	if err != nil {
+		return err
+	}
+	if c.Bool("stats") {
+		return printStats(c, io, root, dopts, format, log)
+	}
+	if c.Bool("kernels-only") {
+		if c.Bool("stats") || topts.Mapping != nil {
+			return usageErr("--kernels-only takes one nsys export, without --stats or two-trace mode")
+		}
+		rep, err := runner.TriageKernelsOnly(c.Context, root, topts)
+		if err != nil {
+			return err
+		}
+		return triage.Render(io.out, rep, format, c.Float64("cutoff"))
+	}
+	rep, err := runner.TriageNsys(c.Context, root, dopts, topts, nopts)
+	if err != nil {
+		return err
+	}
+	return triage.Render(io.out, rep, format, c.Float64("cutoff"))
+}
+
+// triageOptions validates the triage flags that need no input and turns them into the
+// discovery, triage and nsys options.
+func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.DiscoverOptions, triage.Options, runner.NsysOptions, error) {
+	var (
+		dopts triage.DiscoverOptions
+		topts triage.Options
+		nopts runner.NsysOptions
+		err   error
+	)
+	switch format {
+	case "text", "md", "json", "csv":
+	default:
+		return dopts, topts, nopts, usageErr("--format must be text, md, json or csv, not %q", format)
+	}
+	if co := c.Float64("cutoff"); !(co >= 0 && co <= 100) { // NaN fails both
+		return dopts, topts, nopts, usageErr("--cutoff is a percentage from 0 to 100")
+	}
+	dopts = triage.DiscoverOptions{AllRanks: c.Bool("all-ranks")}
+	if r := c.Int("rank"); r >= 0 {
+		if dopts.AllRanks {
+			return dopts, topts, nopts, usageErr("--rank and --all-ranks exclude each other")
+		}
+		dopts.Rank = &r
+	}
+	topts = triage.Options{Logger: log}
+	nopts = runner.NsysOptions{Env: os.Environ()}
+	if re := c.String("nvtx-stage"); re != "" {
+		if nopts.StageRE, err = regexp.Compile(re); err != nil {
+			return dopts, topts, nopts, usageErr("--nvtx-stage: %v", err)
+		}
+	}
+	if c.Bool("stats") && (c.String("mapping") != "" || c.String("formal") != "") {
+		return dopts, topts, nopts, usageErr("--stats reads one nsys export; it does not take --mapping/--formal")
+	}
+	if d := c.Int("device"); d >= 0 {
+		topts.Device = &d
+	}
+	return dopts, topts, nopts, nil
+}
+
+// triageRoot returns the trace file or directory to triage: the --formal directory in
+// two-trace mode (the --mapping input is discovered into topts), else the FILE|DIR argument
+// resolved through run directories and cells, with an nsys report exported to SQLite.
+func triageRoot(c *cli.Context, io stdio, dopts triage.DiscoverOptions, topts *triage.Options, log *slog.Logger) (string, error) {
+	mapping, formal := c.String("mapping"), c.String("formal")
+	if mapping != "" || formal != "" {
+		if mapping == "" || formal == "" {
+			return "", usageErr("two-trace mode needs both --mapping DIR and --formal DIR")
+		}
+		if _, err := positional(c, 0, 0, ""); err != nil {
+			return "", usageErr("two-trace mode takes no FILE|DIR: give --mapping DIR --formal DIR")
+		}
+		min, err := triage.Discover(mapping, dopts)
+		if err != nil {
+			return "", fmt.Errorf("--mapping: %w", err)
+		}
+		topts.Mapping = &min
+		topts.OpenMapping = runner.OpenMappingTrace
+		return formal, nil
+	}
+	args, err := positional(c, 1, 1, "FILE|DIR")
+	if err != nil {
+		return "", err
+	}
+	// A FIFO or device would block the read: refused up front, before anything opens it.
+	if st, err := os.Stat(args[0]); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+		return "", usageErr("%s is not a regular file (%s); pass a trace file or the directory the profiler wrote", args[0], st.Mode().Type())
+	}
+	in, note, err := runner.ResolveRunDir(args[0])
+	if err != nil {
+		return "", err
+	}
+	if note != "" {
+		fmt.Fprintf(io.err, "runner: %s\n", note)
+	}
+	cell, res, root, err := runner.ResolveCell(in)
+	if err != nil {
+		return "", err
+	}
+	if res != nil && res.Verdict == plans.VerdictInvalid && !c.Bool("force") {
+		return "", &exitError{code: runner.ExitCellsFailed, err: &runner.GateError{Cell: cell, Result: res}}
+	}
+	if runner.IsNsysReport(root) {
+		if root, err = runner.ExportReport(c.Context, root, os.Environ(), log); err != nil {
+			return "", err
+		}
+	}
+	return root, nil
 }
 
 // printStats writes the nsys stats summaries of every nsys export under root (text, md, csv

@@ -330,38 +330,14 @@ type handler interface {
 // skeleton), so Fix and Slim can copy it verbatim. The returned error is a *syntaxError for
 // malformed or truncated input, ctx-style errors from the handler otherwise.
 func walk(s *scanner, h handler, emit func([]byte)) error {
-	if !s.skipWS(emit) {
-		return &syntaxError{Offset: s.offset(), Msg: "empty input"}
-	}
-	c, _ := s.peek()
-	// A UTF-8 byte order mark is tolerated.
-	if c == 0xEF {
-		if s.end-s.pos < 3 {
-			s.fill(s.pos)
-		}
-		if s.end-s.pos >= 3 && s.buf[s.pos+1] == 0xBB && s.buf[s.pos+2] == 0xBF {
-			s.pos += 3
-			if !s.skipWS(emit) {
-				return &syntaxError{Offset: s.offset(), Msg: "empty input"}
-			}
-			c, _ = s.peek()
-		}
+	c, err := walkStart(s, emit)
+	if err != nil {
+		return err
 	}
 	switch c {
 	case '[':
-		if emit != nil {
-			emit(s.buf[s.pos : s.pos+1])
-		}
-		s.pos++
-		h.startEvents()
-		if err := walkArray(s, h); err != nil {
+		if err := walkEvents(s, h, emit); err != nil {
 			return err
-		}
-		if err := h.endEvents(); err != nil {
-			return err
-		}
-		if emit != nil {
-			emit([]byte("]"))
 		}
 		s.skipWS(emit)
 		return nil
@@ -389,57 +365,8 @@ func walk(s *scanner, h handler, emit func([]byte)) error {
 		if c != '"' {
 			return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected a key, found %q", c)}
 		}
-		kraw, _, err := s.value()
-		if err != nil {
+		if err := walkMember(s, h, emit); err != nil {
 			return err
-		}
-		isEvents := string(kraw) == `"traceEvents"`
-		var key []byte
-		if !isEvents {
-			key = append([]byte(nil), kraw[1:len(kraw)-1]...)
-		}
-		if emit != nil {
-			emit(kraw)
-		}
-		if !s.skipWS(emit) {
-			return s.truncated()
-		}
-		if c, _ := s.peek(); c != ':' {
-			return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected ':', found %q", c)}
-		}
-		if emit != nil {
-			emit(s.buf[s.pos : s.pos+1])
-		}
-		s.pos++
-		if !s.skipWS(emit) {
-			return s.truncated()
-		}
-		if c, _ := s.peek(); isEvents && c == '[' {
-			if emit != nil {
-				emit(s.buf[s.pos : s.pos+1])
-			}
-			s.pos++
-			h.startEvents()
-			if err := walkArray(s, h); err != nil {
-				return err
-			}
-			if err := h.endEvents(); err != nil {
-				return err
-			}
-			if emit != nil {
-				emit([]byte("]"))
-			}
-		} else {
-			v, off, err := s.value()
-			if err != nil {
-				return err
-			}
-			if !isEvents {
-				h.top(key, v, off)
-			}
-			if emit != nil {
-				emit(v)
-			}
 		}
 		if !s.skipWS(emit) {
 			return s.truncated()
@@ -456,6 +383,92 @@ func walk(s *scanner, h handler, emit func([]byte)) error {
 			return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected ',' or '}' after a top-level value, found %q", c)}
 		}
 	}
+}
+
+// walkStart skips the leading white space and a UTF-8 byte order mark (tolerated) and returns
+// the document's first byte without consuming it.
+func walkStart(s *scanner, emit func([]byte)) (byte, error) {
+	if !s.skipWS(emit) {
+		return 0, &syntaxError{Offset: s.offset(), Msg: "empty input"}
+	}
+	c, _ := s.peek()
+	if c == 0xEF {
+		if s.end-s.pos < 3 {
+			s.fill(s.pos)
+		}
+		if s.end-s.pos >= 3 && s.buf[s.pos+1] == 0xBB && s.buf[s.pos+2] == 0xBF {
+			s.pos += 3
+			if !s.skipWS(emit) {
+				return 0, &syntaxError{Offset: s.offset(), Msg: "empty input"}
+			}
+			c, _ = s.peek()
+		}
+	}
+	return c, nil
+}
+
+// walkEvents walks the event array whose '[' is at pos, bracketed by h.startEvents and
+// h.endEvents, emitting its '[' and ']' (not its elements).
+func walkEvents(s *scanner, h handler, emit func([]byte)) error {
+	if emit != nil {
+		emit(s.buf[s.pos : s.pos+1])
+	}
+	s.pos++
+	h.startEvents()
+	if err := walkArray(s, h); err != nil {
+		return err
+	}
+	if err := h.endEvents(); err != nil {
+		return err
+	}
+	if emit != nil {
+		emit([]byte("]"))
+	}
+	return nil
+}
+
+// walkMember walks one key:value member of the top-level object, its key's '"' at pos: the
+// traceEvents array goes to walkEvents, any other value to h.top.
+func walkMember(s *scanner, h handler, emit func([]byte)) error {
+	kraw, _, err := s.value()
+	if err != nil {
+		return err
+	}
+	isEvents := string(kraw) == `"traceEvents"`
+	var key []byte
+	if !isEvents {
+		key = append([]byte(nil), kraw[1:len(kraw)-1]...)
+	}
+	if emit != nil {
+		emit(kraw)
+	}
+	if !s.skipWS(emit) {
+		return s.truncated()
+	}
+	if c, _ := s.peek(); c != ':' {
+		return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf("expected ':', found %q", c)}
+	}
+	if emit != nil {
+		emit(s.buf[s.pos : s.pos+1])
+	}
+	s.pos++
+	if !s.skipWS(emit) {
+		return s.truncated()
+	}
+	if c, _ := s.peek(); isEvents && c == '[' {
+		return walkEvents(s, h, emit)
+	}
+	v, off, err := s.value()
+	if err != nil {
+		return err
+	}
+	if !isEvents {
+		h.top(key, v, off)
+	}
+	if emit != nil {
+		emit(v)
+	}
+	return nil
 }
 
 // walkArray hands each element of an array to h.event; pos is just after '['. It consumes the

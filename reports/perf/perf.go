@@ -146,6 +146,59 @@ func ReadDumpFile(path string) (*Dump, error) {
 // newer sglang builds that add fields still read; missing required keys, wrong types and
 // negative durations are errors that name the key.
 func ReadDump(r io.Reader) (*Dump, error) {
+	top, err := decodeDumpObject(r)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dump{}
+	for key, dst := range map[string]*string{
+		"timestamp":   &d.Timestamp,
+		"request_id":  &d.RequestID,
+		"commit_hash": &d.CommitHash,
+		"tag":         &d.Tag,
+	} {
+		if err := optString(top, key, dst); err != nil {
+			return nil, err
+		}
+	}
+	inline, err := d.readTotalAndStages(top)
+	if err != nil {
+		return nil, err
+	}
+	hasDenoise, err := d.readDenoise(top, inline)
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := top["memory_checkpoints"]; ok && !isNull(raw) {
+		mem, err := readMemory(raw)
+		if err != nil {
+			return nil, err
+		}
+		d.Memory = mem
+	}
+	if raw, ok := top["meta"]; ok && !isNull(raw) {
+		if err := d.readMeta(raw); err != nil {
+			return nil, err
+		}
+	}
+
+	switch {
+	case hasDenoise && d.Memory != nil:
+		d.Schema = SchemaCurrent
+	case hasDenoise:
+		d.Schema = SchemaDenoiseSteps
+	case len(inline) > 0:
+		d.Schema = SchemaStepsInStages
+	default:
+		d.Schema = SchemaStagesOnly
+	}
+	return d, nil
+}
+
+// decodeDumpObject decodes the one JSON object of a perf dump into its raw fields, with an
+// error that says what the file is instead (empty, NaN from Python, not an object, trailing
+// data).
+func decodeDumpObject(r io.Reader) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(r)
 	dec.UseNumber()
 	var top map[string]json.RawMessage
@@ -169,19 +222,12 @@ func ReadDump(r io.Reader) (*Dump, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("perf dump: unexpected data after the JSON object; expected exactly one object per file")
 	}
+	return top, nil
+}
 
-	d := &Dump{}
-	for key, dst := range map[string]*string{
-		"timestamp":   &d.Timestamp,
-		"request_id":  &d.RequestID,
-		"commit_hash": &d.CommitHash,
-		"tag":         &d.Tag,
-	} {
-		if err := optString(top, key, dst); err != nil {
-			return nil, err
-		}
-	}
-
+// readTotalAndStages reads the two required keys, total_duration_ms and the stage list
+// "steps", into d and returns the denoising steps found inline in that list.
+func (d *Dump) readTotalAndStages(top map[string]json.RawMessage) ([]indexedStep, error) {
 	if _, server := top["stages"]; server {
 		// The server's JSONL performance.log has "stages" and a list of bare step numbers;
 		// saying so is more useful than a type error deep inside "steps".
@@ -206,7 +252,13 @@ func ReadDump(r io.Reader) (*Dump, error) {
 		return nil, err
 	}
 	d.Stages = stages
+	return inline, nil
+}
 
+// readDenoise fills d.DenoiseSteps from the dedicated denoise_steps_ms list or, without one,
+// from the steps found inline in the stage list; it reports whether the dedicated list was
+// there (a null one counts as absent).
+func (d *Dump) readDenoise(top map[string]json.RawMessage, inline []indexedStep) (bool, error) {
 	rawDenoise, hasDenoise := top["denoise_steps_ms"]
 	if hasDenoise && isNull(rawDenoise) {
 		hasDenoise = false
@@ -214,7 +266,7 @@ func ReadDump(r io.Reader) (*Dump, error) {
 	if hasDenoise {
 		steps, err := readDenoiseSteps(rawDenoise)
 		if err != nil {
-			return nil, err
+			return hasDenoise, err
 		}
 		d.DenoiseSteps = steps
 		// A dump that has both keeps the dedicated list; the inline entries were duplicates
@@ -222,43 +274,26 @@ func ReadDump(r io.Reader) (*Dump, error) {
 	} else if len(inline) > 0 {
 		steps, err := orderSteps("steps", inline)
 		if err != nil {
-			return nil, err
+			return hasDenoise, err
 		}
 		d.DenoiseSteps = steps
 	}
+	return hasDenoise, nil
+}
 
-	if raw, ok := top["memory_checkpoints"]; ok && !isNull(raw) {
-		mem, err := readMemory(raw)
-		if err != nil {
-			return nil, err
-		}
-		d.Memory = mem
+// readMeta reads the optional model and prompt of the "meta" object.
+func (d *Dump) readMeta(raw json.RawMessage) error {
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		return fmt.Errorf("perf dump: \"meta\" must be an object: %w", err)
 	}
-
-	if raw, ok := top["meta"]; ok && !isNull(raw) {
-		var meta map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, fmt.Errorf("perf dump: \"meta\" must be an object: %w", err)
-		}
-		if err := optString(meta, "model", &d.Model); err != nil {
-			return nil, fmt.Errorf("meta.%w", err)
-		}
-		if err := optString(meta, "prompt", &d.Prompt); err != nil {
-			return nil, fmt.Errorf("meta.%w", err)
-		}
+	if err := optString(meta, "model", &d.Model); err != nil {
+		return fmt.Errorf("meta.%w", err)
 	}
-
-	switch {
-	case hasDenoise && d.Memory != nil:
-		d.Schema = SchemaCurrent
-	case hasDenoise:
-		d.Schema = SchemaDenoiseSteps
-	case len(inline) > 0:
-		d.Schema = SchemaStepsInStages
-	default:
-		d.Schema = SchemaStagesOnly
+	if err := optString(meta, "prompt", &d.Prompt); err != nil {
+		return fmt.Errorf("meta.%w", err)
 	}
-	return d, nil
+	return nil
 }
 
 // indexedStep is one per-step time before ordering.

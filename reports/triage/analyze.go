@@ -82,6 +82,36 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	rep, err := a.newReport(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := a.analyzeFiles(ctx, in.Files, rep)
+	if err != nil {
+		return nil, err
+	}
+	other, err := a.otherRanks(ctx, in.OtherRanks)
+	if err != nil {
+		return nil, err
+	}
+	rep.Ranks = buildRanks(append(stats, other...))
+	if opts.Stage != "" {
+		if err := selectStage(rep, opts.Stage); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Cutoff > 0 {
+		for i := range rep.Stages {
+			applyCutoff(&rep.Stages[i], opts.Cutoff)
+		}
+	}
+	return rep, nil
+}
+
+// newReport starts the report: mode, model, TP size and warnings from in and the options, and
+// in two-trace mode the mapping trace read (which the formal trace's stages then use).
+func (a *analyzer) newReport(ctx context.Context, in Inputs) (*Report, error) {
+	opts := a.opts
 	rep := &Report{Mode: ModeSingle, Model: in.Model, TPSize: in.TPSize, Warnings: append([]string{}, in.Warnings...)}
 	if opts.Model != "" {
 		rep.Model = opts.Model
@@ -103,15 +133,22 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		}
 	}
 	a.model, a.tp = rep.Model, rep.TPSize
+	return rep, nil
+}
+
+// analyzeFiles analyses each input trace into rep's inputs, stages (labelled with the rank
+// when there are several, and the file when a label repeats) and warnings, and returns the
+// per-rank stage statistics.
+func (a *analyzer) analyzeFiles(ctx context.Context, files []Input, rep *Report) ([]rankStat, error) {
 	multiRank := false
-	for _, f := range in.Files[1:] {
-		if f.Rank != in.Files[0].Rank {
+	for _, f := range files[1:] {
+		if f.Rank != files[0].Rank {
 			multiRank = true
 		}
 	}
 	seen := map[string]int{}
 	var stats []rankStat
-	for _, f := range in.Files {
+	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -147,31 +184,25 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, a.warn...)
 		a.warn = nil
 	}
-	other, err := a.otherRanks(ctx, in.OtherRanks)
-	if err != nil {
-		return nil, err
-	}
-	rep.Ranks = buildRanks(append(stats, other...))
-	if opts.Stage != "" {
-		var keep []Stage
-		var have []string
-		for _, s := range rep.Stages {
-			have = append(have, s.Stage)
-			if s.Stage == opts.Stage || strings.HasPrefix(s.Stage, opts.Stage+" ") {
-				keep = append(keep, s)
-			}
-		}
-		if len(keep) == 0 {
-			return nil, fmt.Errorf("--stage %s: no such stage; stages present: %s", opts.Stage, strings.Join(have, ", "))
-		}
-		rep.Stages = keep
-	}
-	if opts.Cutoff > 0 {
-		for i := range rep.Stages {
-			applyCutoff(&rep.Stages[i], opts.Cutoff)
+	return stats, nil
+}
+
+// selectStage keeps only rep's stages named stage (or stage followed by a rank or file
+// suffix); none is an error that lists the stages present.
+func selectStage(rep *Report, stage string) error {
+	var keep []Stage
+	var have []string
+	for _, s := range rep.Stages {
+		have = append(have, s.Stage)
+		if s.Stage == stage || strings.HasPrefix(s.Stage, stage+" ") {
+			keep = append(keep, s)
 		}
 	}
-	return rep, nil
+	if len(keep) == 0 {
+		return fmt.Errorf("--stage %s: no such stage; stages present: %s", stage, strings.Join(have, ", "))
+	}
+	rep.Stages = keep
+	return nil
 }
 
 func prefixAll(p string, ss []string) []string {

@@ -123,7 +123,7 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 	sw.Order = make([]int32, n)
 	// Bucket by stream (a counting sort: streams are few), then sort each bucket by start only
 	// when it is not already in order — trace ops mostly arrive in stream order, so this is
-	// linear on real input.
+	// linear on real input. The per-stream slices stay in this frame (small ones on the stack).
 	slot := map[int32]int{}
 	var streams []int32
 	var counts []int
@@ -156,29 +156,7 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 		offset[j] = o
 		o += counts[j]
 	}
-	fill := append([]int{}, offset...)
-	lastSlot = -1
-	for i := range int32(n) {
-		j := lastSlot
-		if st := iv.at(i).Stream; j < 0 || st != lastStream {
-			j = slot[st]
-			lastSlot, lastStream = j, st
-		}
-		sw.Order[fill[j]] = i
-		fill[j]++
-	}
-	cmpIdx := func(x, y int32) int { return cmpInterval(iv, x, y) }
-	var buf []int32
-	for j := range streams {
-		b := sw.Order[offset[j] : offset[j]+counts[j]]
-		if slices.IsSortedFunc(b, cmpIdx) {
-			continue
-		}
-		if buf == nil {
-			buf = make([]int32, slices.Max(counts))
-		}
-		mergeRuns32(b, buf, cmpIdx)
-	}
+	fillBuckets(iv, sw.Order, slot, offset, counts)
 	// Per-stream unions as edges, each stream's in time order; the global edge order is a k-way
 	// merge of k sorted runs (k = streams), O(n log k), not a sort.
 	runs := make([]unionRun, 0, len(streams))
@@ -189,8 +167,60 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 		}
 	}
 	sw.Streams = len(streams)
-	// Sweep, collecting the 2+-stream intervals.
-	var mStart, mEnd []int64
+	mStart, mEnd := sw.sweepEdges(runs)
+	if len(mStart) == 0 {
+		return // nothing is hidden
+	}
+	hiddenIn(iv, mStart, mEnd, hidden)
+}
+
+// fillBuckets writes each interval's index into its stream's bucket of order (bucket j at
+// offset[j], counts[j] long, stream → bucket by slot) in input order, then sorts the buckets
+// that are not already in (start, end, index) order.
+func fillBuckets(iv *spans, order []int32, slot map[int32]int, offset, counts []int) {
+	fill := append([]int{}, offset...)
+	lastSlot, lastStream := -1, int32(0)
+	for i := range int32(iv.len()) {
+		j := lastSlot
+		if st := iv.at(i).Stream; j < 0 || st != lastStream {
+			j = slot[st]
+			lastSlot, lastStream = j, st
+		}
+		order[fill[j]] = i
+		fill[j]++
+	}
+	cmpIdx := func(x, y int32) int { return cmpInterval(iv, x, y) }
+	var buf []int32
+	for j := range offset {
+		b := order[offset[j] : offset[j]+counts[j]]
+		if slices.IsSortedFunc(b, cmpIdx) {
+			continue
+		}
+		if buf == nil {
+			buf = make([]int32, slices.Max(counts))
+		}
+		mergeRuns32(b, buf, cmpIdx)
+	}
+}
+
+// hiddenIn hands each interval's nonzero overlap with the 2+-stream intervals [mStart, mEnd)
+// to hidden, from prefix sums of their lengths: hidden(op) = |op ∩ M|.
+func hiddenIn(iv *spans, mStart, mEnd []int64, hidden func(i int32, ns int64)) {
+	cum := make([]int64, len(mStart)+1)
+	for i := range mStart {
+		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
+	}
+	for i := range int32(iv.len()) {
+		x := iv.at(i)
+		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
+			hidden(i, h)
+		}
+	}
+}
+
+// sweepEdges merges the streams' union edges in time order into BusyNS, MultiNS and Peak and
+// returns the 2+-stream intervals (coalesced where they touch).
+func (sw *Sweep) sweepEdges(runs []unionRun) (mStart, mEnd []int64) {
 	c := 0
 	var prev int64
 	mergeRuns(runs, func(e edge) {
@@ -212,20 +242,7 @@ func (sw *Sweep) sweep(iv *spans, hidden func(i int32, ns int64)) {
 		}
 		prev = e.t
 	})
-	if len(mStart) == 0 {
-		return // nothing is hidden
-	}
-	// Prefix sums of the multi-stream intervals; hidden(op) = |op ∩ M|.
-	cum := make([]int64, len(mStart)+1)
-	for i := range mStart {
-		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
-	}
-	for i := range int32(n) {
-		x := iv.at(i)
-		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
-			hidden(i, h)
-		}
-	}
+	return mStart, mEnd
 }
 
 // mergeRuns32 sorts b by cmp with a bottom-up merge of its ascending runs, using buf (at least

@@ -65,50 +65,109 @@ func NewClient(conc int) *http.Client {
 // Cancelling ctx stops sending and cancels the requests in flight; what completed is returned
 // with ctx's error.
 func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
+	b, err := newBench(cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := b.warmup(ctx); err != nil {
+		return nil, 0, err
+	}
+	return b.measure(ctx)
+}
+
+// bench is one checked Config with what every request needs: the URL, the client, the
+// encoded bodies and the per-request timeout.
+type bench struct {
+	cfg     Config
+	url     string
+	client  *http.Client
+	bodies  [][]byte
+	timeout time.Duration
+}
+
+// newBench checks cfg and encodes the request bodies once.
+func newBench(cfg Config) (*bench, error) {
 	if len(cfg.Prompts) == 0 {
-		return nil, 0, errors.New("no prompts to send")
+		return nil, errors.New("no prompts to send")
 	}
 	path := Path(cfg.API)
 	if path == "" {
-		return nil, 0, fmt.Errorf("unknown LLM API %q (want generate, completions or chat)", cfg.API)
+		return nil, fmt.Errorf("unknown LLM API %q (want generate, completions or chat)", cfg.API)
 	}
 	if cfg.Requests <= 0 && cfg.Duration <= 0 {
-		return nil, 0, errors.New("neither a request count nor a duration")
+		return nil, errors.New("neither a request count nor a duration")
 	}
-	url := strings.TrimRight(cfg.BaseURL, "/") + path
-	c := cfg.Client
-	if c == nil {
-		c = NewClient(cfg.MaxConcurrency)
+	b := &bench{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + path, client: cfg.Client, timeout: cfg.RequestTimeout}
+	if b.client == nil {
+		b.client = NewClient(cfg.MaxConcurrency)
 	}
-	timeout := cfg.RequestTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Minute
+	if b.timeout <= 0 {
+		b.timeout = 10 * time.Minute
 	}
-	bodies := make([][]byte, len(cfg.Prompts))
+	b.bodies = make([][]byte, len(cfg.Prompts))
 	for i, p := range cfg.Prompts {
-		b, err := Body(cfg.API, cfg.Model, p)
+		body, err := Body(cfg.API, cfg.Model, p)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		bodies[i] = b
+		b.bodies[i] = body
 	}
-	for i := range cfg.Warmup {
-		var r Result
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		j := i % len(bodies)
-		do(rctx, c, url, cfg.API, bodies[j], cfg.Prompts[j], &r)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
-		}
-	}
+	return b, nil
+}
 
-	var sched []time.Duration
-	var arr *Arrivals
+// send sends request i (cycling through the prompts) into r, bounded by the request timeout.
+func (b *bench) send(ctx context.Context, i int, r *Result) {
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	j := i % len(b.bodies)
+	do(rctx, b.client, b.url, b.cfg.API, b.bodies[j], b.cfg.Prompts[j], r)
+	cancel()
+}
+
+// warmup sends the warmup requests one at a time and records nothing.
+func (b *bench) warmup(ctx context.Context) error {
+	for i := range b.cfg.Warmup {
+		var r Result
+		b.send(ctx, i, &r)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// arrivals is the measured requests' send offsets: a fixed schedule of Requests offsets, or
+// an open stream of arrivals cut at Duration.
+type arrivals struct {
+	cfg   *Config
+	sched []time.Duration
+	arr   *Arrivals
+}
+
+// at returns request i's send offset from the start, false when no request i is to be sent.
+func (a *arrivals) at(i int) (time.Duration, bool, error) {
+	if a.sched != nil {
+		if i >= len(a.sched) {
+			return 0, false, nil
+		}
+		return a.sched[i], true, nil
+	}
+	at := a.arr.Next()
+	if i > 0 && at == 0 && !finiteRate(a.cfg.Rate) && a.cfg.MaxConcurrency == 0 {
+		// An unbounded burst for a duration would open requests without end.
+		return 0, false, errors.New("a duration-bounded benchmark needs a finite request_rate or a max_concurrency")
+	}
+	return at, at < a.cfg.Duration, nil
+}
+
+// measure sends the measured requests on the arrival schedule, at most MaxConcurrency in
+// flight, and returns their records in index order with the wall time.
+func (b *bench) measure(ctx context.Context) ([]Result, time.Duration, error) {
+	cfg := &b.cfg
+	a := &arrivals{cfg: cfg}
 	if cfg.Requests > 0 {
-		sched = Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
+		a.sched = Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
 	} else {
-		arr = NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
+		a.arr = NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
 	}
 	var sem chan struct{}
 	if cfg.MaxConcurrency > 0 {
@@ -121,23 +180,11 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 	)
 	start := time.Now()
 	for i := 0; ; i++ {
-		var at time.Duration
-		if sched != nil {
-			if i >= len(sched) {
-				break
-			}
-			at = sched[i]
-		} else {
-			at = arr.Next()
-			if i > 0 && at == 0 && !finiteRate(cfg.Rate) && cfg.MaxConcurrency == 0 {
-				// An unbounded burst for a duration would open requests without end.
-				return nil, 0, errors.New("a duration-bounded benchmark needs a finite request_rate or a max_concurrency")
-			}
-			if at >= cfg.Duration {
-				break
-			}
+		at, more, err := a.at(i)
+		if err != nil {
+			return nil, 0, err
 		}
-		if !sleepUntil(ctx, start.Add(at)) {
+		if !more || !sleepUntil(ctx, start.Add(at)) {
 			break
 		}
 		if sem != nil {
@@ -161,11 +208,8 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 			if sem != nil {
 				defer func() { <-sem }()
 			}
-			j := i % len(bodies)
 			r := Result{Index: i, Start: time.Since(start)}
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			do(rctx, c, url, cfg.API, bodies[j], cfg.Prompts[j], &r)
-			cancel()
+			b.send(ctx, i, &r)
 			mu.Lock()
 			results = append(results, r)
 			mu.Unlock()

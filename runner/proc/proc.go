@@ -240,13 +240,7 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	}
 	s = s.withDefaults()
 	res := Result{ExitCode: -1}
-	if len(s.Argv) == 0 || s.Argv[0] == "" {
-		res.StartErr = errors.New("proc: empty command line; the backend produced no argv")
-		return res
-	}
-	if err := ctx.Err(); err != nil {
-		res.Interrupted = true
-		res.StartErr = fmt.Errorf("%s not started: %w", s.Argv[0], err)
+	if !startable(ctx, s, &res) {
 		return res
 	}
 
@@ -287,6 +281,52 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		return res
 	}
 	res.PID = pid
+	awaitExit(ctx, s, pid, sup, pipes, &res, log)
+
+	if sup != nil {
+		// The supervisor sweeps the child's descendants, those outside
+		// its group included; the group sweep below then finds it empty.
+		<-sup.done
+		res.Leftovers = sup.left
+	}
+	res.Leftovers += sweep(pid, s.LeftoverGrace, c.Done(), log)
+
+	<-c.Done()
+	st := c.Status()
+	if errors.Is(st.Error, exec.ErrWaitDelay) {
+		log.Warn("output pipes were held open by a process outside the group; stopped reading", "pid", pid)
+	}
+	out.finish()
+	res.Lines = out.lines
+	res.LogErr = out.logErr()
+	if fileMode && res.LogErr == nil {
+		res.LogErr = fileSystemFull(logF)
+	}
+
+	exitStatus(&res, sup, ecmd)
+	log.Debug("finished", "pid", pid, "exit", res.ExitCode, "signal", res.Signal,
+		"stopped_with", res.StoppedWith, "leftovers", res.Leftovers, "lines", res.Lines)
+	return res
+}
+
+// startable reports whether s may be started: a command line to run and a context not yet
+// cancelled; otherwise it records why not in res.
+func startable(ctx context.Context, s Spec, res *Result) bool {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		res.StartErr = errors.New("proc: empty command line; the backend produced no argv")
+		return false
+	}
+	if err := ctx.Err(); err != nil {
+		res.Interrupted = true
+		res.StartErr = fmt.Errorf("%s not started: %w", s.Argv[0], err)
+		return false
+	}
+	return true
+}
+
+// awaitExit waits for the process pid to exit, or stops its group with the signal ladder when
+// ctx is cancelled or s.Timeout (counted from res.Start) passes, and records how in res.
+func awaitExit(ctx context.Context, s Spec, pid int, sup *supStatus, pipes *supPipes, res *Result, log *slog.Logger) {
 	var exited <-chan struct{}
 	var kill func()
 	if sup != nil {
@@ -314,31 +354,6 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 		res.StoppedWith = ladder(pid, s, exited, hurry, kill, log)
 	}
 	res.End = time.Now()
-
-	if sup != nil {
-		// The supervisor sweeps the child's descendants, those outside
-		// its group included; the group sweep below then finds it empty.
-		<-sup.done
-		res.Leftovers = sup.left
-	}
-	res.Leftovers += sweep(pid, s.LeftoverGrace, c.Done(), log)
-
-	<-c.Done()
-	st := c.Status()
-	if errors.Is(st.Error, exec.ErrWaitDelay) {
-		log.Warn("output pipes were held open by a process outside the group; stopped reading", "pid", pid)
-	}
-	out.finish()
-	res.Lines = out.lines
-	res.LogErr = out.logErr()
-	if fileMode && res.LogErr == nil {
-		res.LogErr = fileSystemFull(logF)
-	}
-
-	exitStatus(&res, sup, ecmd)
-	log.Debug("finished", "pid", pid, "exit", res.ExitCode, "signal", res.Signal,
-		"stopped_with", res.StoppedWith, "leftovers", res.Leftovers, "lines", res.Lines)
-	return res
 }
 
 // startFailed fills res for a child that did not start (the supervisor's

@@ -265,58 +265,9 @@ func (j *jsonSink) emit(op *Op) {
 		b = append(b, ", "...)
 		b = appendKV(b, "correlation", op.Correlation)
 	case OpKernel:
-		b = appendKV(b, "External id", op.ExternalID)
-		b = append(b, ",\n      \"queued\": 0, "...)
-		b = appendKV(b, "device", int64(op.Device))
-		b = append(b, ", \"context\": 1,\n      "...)
-		b = appendKV(b, "stream", int64(op.Stream))
-		b = append(b, ", "...)
-		b = appendKV(b, "correlation", op.Correlation)
-		b = append(b, ",\n      "...)
-		b = appendKV(b, "registers per thread", int64(op.Registers))
-		b = append(b, ",\n      "...)
-		b = appendKV(b, "shared memory", int64(op.SharedMem))
-		blocksPerSM := float64(op.Grid[0]*op.Grid[1]*op.Grid[2]) / 132
-		b = append(b, ",\n      \"blocks per SM\": "...)
-		b = strconv.AppendFloat(b, math.Round(blocksPerSM*1e6)/1e6, 'f', -1, 64)
-		b = append(b, ",\n      \"warps per SM\": "...)
-		warps := blocksPerSM * float64(op.Block[0]*op.Block[1]*op.Block[2]) / 32
-		b = strconv.AppendFloat(b, math.Round(warps*1e6)/1e6, 'f', -1, 64)
-		b = append(b, ",\n      "...)
-		b = appendDim(b, "grid", op.Grid)
-		b = append(b, ",\n      "...)
-		b = appendDim(b, "block", op.Block)
-		occ := int64(math.Min(100, warps/64*100))
-		b = append(b, ",\n      "...)
-		b = appendKV(b, "est. achieved occupancy %", occ)
-		if op.GraphID > 0 {
-			b = append(b, ",\n      "...)
-			b = appendKV(b, "graph id", int64(op.GraphID))
-			b = append(b, ", "...)
-			b = appendKV(b, "graph node id", op.GraphNode)
-		}
-		if op.Collective != "" {
-			ws := int64(j.g.cfg.WorldSize)
-			b = append(b, ",\n      \"Collective name\": "...)
-			b = appendStr(b, op.Collective)
-			b = append(b, ", \"In msg nelems\": 4194304, \"Out msg nelems\": 4194304, "...)
-			b = appendKV(b, "Group size", ws)
-			b = append(b, ", \"dtype\": \"BFloat16\", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"Process Group Name\": \"0\", \"Process Group Description\": \"default_pg\", \"Process Group Ranks\": "...)
-			b = append(b, j.ranks...)
-		}
+		b = j.appendKernelArgs(b, op)
 	case OpMemcpy:
-		b = appendKV(b, "External id", op.ExternalID)
-		b = append(b, ", "...)
-		b = appendKV(b, "device", int64(op.Device))
-		b = append(b, ", \"context\": 1,\n      "...)
-		b = appendKV(b, "stream", int64(op.Stream))
-		b = append(b, ", "...)
-		b = appendKV(b, "correlation", op.Correlation)
-		b = append(b, ",\n      "...)
-		b = appendKV(b, "bytes", op.Bytes)
-		b = append(b, ", \"memory bandwidth (GB/s)\": "...)
-		bw := float64(op.Bytes) / float64(max(op.DurNS, 1))
-		b = strconv.AppendFloat(b, math.Round(bw*1e4)/1e4, 'f', -1, 64)
+		b = appendMemcpyArgs(b, op)
 	}
 	b = append(b, "\n    }\n  }"...)
 	j.buf = b
@@ -329,6 +280,68 @@ func (j *jsonSink) emit(op *Op) {
 	if len(j.buf) >= flushAt {
 		j.flush()
 	}
+}
+
+// appendKernelArgs appends the "args" members of a kernel event as PyTorch's Kineto writes
+// them (launch geometry, occupancy estimates, CUDA graph ids and collective fields).
+func (j *jsonSink) appendKernelArgs(b []byte, op *Op) []byte {
+	b = appendKV(b, "External id", op.ExternalID)
+	b = append(b, ",\n      \"queued\": 0, "...)
+	b = appendKV(b, "device", int64(op.Device))
+	b = append(b, ", \"context\": 1,\n      "...)
+	b = appendKV(b, "stream", int64(op.Stream))
+	b = append(b, ", "...)
+	b = appendKV(b, "correlation", op.Correlation)
+	b = append(b, ",\n      "...)
+	b = appendKV(b, "registers per thread", int64(op.Registers))
+	b = append(b, ",\n      "...)
+	b = appendKV(b, "shared memory", int64(op.SharedMem))
+	blocksPerSM := float64(op.Grid[0]*op.Grid[1]*op.Grid[2]) / 132
+	b = append(b, ",\n      \"blocks per SM\": "...)
+	b = strconv.AppendFloat(b, math.Round(blocksPerSM*1e6)/1e6, 'f', -1, 64)
+	b = append(b, ",\n      \"warps per SM\": "...)
+	warps := blocksPerSM * float64(op.Block[0]*op.Block[1]*op.Block[2]) / 32
+	b = strconv.AppendFloat(b, math.Round(warps*1e6)/1e6, 'f', -1, 64)
+	b = append(b, ",\n      "...)
+	b = appendDim(b, "grid", op.Grid)
+	b = append(b, ",\n      "...)
+	b = appendDim(b, "block", op.Block)
+	occ := int64(math.Min(100, warps/64*100))
+	b = append(b, ",\n      "...)
+	b = appendKV(b, "est. achieved occupancy %", occ)
+	if op.GraphID > 0 {
+		b = append(b, ",\n      "...)
+		b = appendKV(b, "graph id", int64(op.GraphID))
+		b = append(b, ", "...)
+		b = appendKV(b, "graph node id", op.GraphNode)
+	}
+	if op.Collective != "" {
+		ws := int64(j.g.cfg.WorldSize)
+		b = append(b, ",\n      \"Collective name\": "...)
+		b = appendStr(b, op.Collective)
+		b = append(b, ", \"In msg nelems\": 4194304, \"Out msg nelems\": 4194304, "...)
+		b = appendKV(b, "Group size", ws)
+		b = append(b, ", \"dtype\": \"BFloat16\", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"Process Group Name\": \"0\", \"Process Group Description\": \"default_pg\", \"Process Group Ranks\": "...)
+		b = append(b, j.ranks...)
+	}
+	return b
+}
+
+// appendMemcpyArgs appends the "args" members of a memcpy event, bytes and bandwidth included.
+func appendMemcpyArgs(b []byte, op *Op) []byte {
+	b = appendKV(b, "External id", op.ExternalID)
+	b = append(b, ", "...)
+	b = appendKV(b, "device", int64(op.Device))
+	b = append(b, ", \"context\": 1,\n      "...)
+	b = appendKV(b, "stream", int64(op.Stream))
+	b = append(b, ", "...)
+	b = appendKV(b, "correlation", op.Correlation)
+	b = append(b, ",\n      "...)
+	b = appendKV(b, "bytes", op.Bytes)
+	b = append(b, ", \"memory bandwidth (GB/s)\": "...)
+	bw := float64(op.Bytes) / float64(max(op.DurNS, 1))
+	b = strconv.AppendFloat(b, math.Round(bw*1e4)/1e4, 'f', -1, 64)
+	return b
 }
 
 func (j *jsonSink) flow(ph byte, id, pid, tid, ts int64) {
