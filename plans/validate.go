@@ -62,7 +62,7 @@ var (
 	DiffusersFallback = []string{"fail", "warn"}
 	Restarts          = []string{RestartShared, RestartPerCell}
 	ModelTypes        = []string{ModelTypeDiffusion, ModelTypeLLM}
-	LoadAPIs          = []string{APIImages, APIVideos, APIGenerate, APICompletions}
+	LoadAPIs          = []string{APIImages, APIVideos, APIGenerate, APICompletions, APIChat}
 	// NSysTraces is the set `nsys profile --trace` accepts.
 	NSysTraces = []string{"cuda", "nvtx", "osrt", "cublas", "cudnn", "cusparse", "mpi", "ucx", "openacc",
 		"openmp", "vulkan", "opengl", "oshmem", "nvvideo", "wddm", "dx11", "dx12", "none"}
@@ -173,6 +173,7 @@ func applyDefaults(p *Plan, d *decoder) {
 	if !set("load", "request_timeout") {
 		l.RequestTimeout.Duration = DefaultRequestTimeout
 	}
+	applyLLMDefaults(p, set)
 	c := &p.Compare
 	if !set("compare", "alpha") {
 		c.Alpha = DefaultAlpha
@@ -402,6 +403,7 @@ func (d *decoder) validate(p *Plan) {
 	}
 
 	d.validateServe(p)
+	d.validateLLM(p, d.file)
 	d.validateCompare(p)
 	d.validateBundle(p)
 	d.validateExecutor(p)
@@ -505,7 +507,8 @@ func cellCount(p *Plan) (int, bool) {
 	n := 1
 	for _, l := range []int{len(p.Matrix.Model), len(p.Matrix.Prompt), max(1, len(p.Matrix.Resolution)),
 		max(1, len(p.Matrix.NumInferenceSteps)), max(1, len(p.Matrix.Seed)), max(1, len(p.Matrix.InputLen)),
-		max(1, len(p.Matrix.OutputLen)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats)} {
+		max(1, len(p.Matrix.OutputLen)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats),
+		max(1, len(p.Matrix.Concurrency)), max(1, len(p.Matrix.RequestRate)), serverArgCells(p.Matrix.ServerArgs)} {
 		if l > MaxCells {
 			return 0, false
 		}

@@ -110,7 +110,7 @@ func (d *decoder) validateServe(p *Plan) {
 			}
 		case modelTypeOK:
 			need := ModelTypeDiffusion
-			if l.API == APIGenerate || l.API == APICompletions {
+			if l.API == APIGenerate || l.API == APICompletions || l.API == APIChat {
 				need = ModelTypeLLM
 			}
 			if b.ModelType != need && d.md.IsDefined(k...) {
@@ -139,7 +139,7 @@ func (d *decoder) validateServe(p *Plan) {
 
 func apiHint(modelType string) string {
 	if modelType == ModelTypeLLM {
-		return `use "generate" or "completions" for an LLM`
+		return `use "generate", "completions" or "chat" for an LLM`
 	}
 	return `use "images" or "videos" for a diffusion model`
 }
