@@ -270,8 +270,12 @@ func (d *decoder) serverArg(k []string, prim toml.Primitive) (ServerArg, bool) {
 	return a, !d.bad[toml.Key(k).String()]
 }
 
-// applyLLMDefaults fills the benchmark keys the file left out.
+// applyLLMDefaults fills the benchmark keys the file left out, for LLM plans only (the cells of
+// diffusion plans keep the load they always had in cells.json).
 func applyLLMDefaults(p *Plan, set func(k ...string) bool) {
+	if p.Backend.ModelType != ModelTypeLLM {
+		return
+	}
 	l := &p.Load
 	if !set("load", "burstiness") {
 		l.Burstiness = DefaultBurstiness
@@ -323,6 +327,9 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 	}
 	if k := path("matrix", "request_rate"); d.check(k...) && m.RequestRate != nil && len(m.RequestRate) == 0 {
 		d.addKey(k, `empty axis; list at least one rate such as [1, 4, "inf"], or drop the key`)
+	}
+	if !llm {
+		return // reported above, or a generate plan whose [load] validateServe rejects
 	}
 	if k := path("load", "burstiness"); d.check(k...) && !(l.Burstiness > 0) {
 		d.addKey(k, fmt.Sprintf("%v: the gamma shape must be > 0 (1 = Poisson, < 1 burstier, > 1 steadier)", l.Burstiness))

@@ -115,12 +115,12 @@ type LoadSpec struct {
 	RequestRate      float64  `toml:"-" json:"request_rate,omitempty"`                  // requests/s; 0 = "inf" (all at once)
 	Burstiness       float64  `toml:"burstiness" json:"burstiness,omitempty"`           // gamma shape; default 1 (Poisson)
 	MaxConcurrency   int      `toml:"max_concurrency" json:"max_concurrency,omitempty"` // 0 = concurrency
-	Duration         Duration `toml:"duration" json:"duration,omitempty"`               // instead of requests
+	Duration         Duration `toml:"duration" json:"duration,omitzero"`                // instead of requests
 	Dataset          string   `toml:"dataset" json:"dataset,omitempty"`                 // random | sharegpt | prefix
 	RandomRangeRatio float64  `toml:"random_range_ratio" json:"random_range_ratio,omitempty"`
 	DatasetPath      string   `toml:"dataset_path" json:"dataset_path,omitempty"` // sharegpt JSON (resolved from the plan's directory)
-	SLOTTFT          Duration `toml:"slo_ttft" json:"slo_ttft,omitempty"`         // goodput bound on TTFT
-	SLOTPOT          Duration `toml:"slo_tpot" json:"slo_tpot,omitempty"`         // goodput bound on TPOT
+	SLOTTFT          Duration `toml:"slo_ttft" json:"slo_ttft,omitzero"`          // goodput bound on TTFT
+	SLOTPOT          Duration `toml:"slo_tpot" json:"slo_tpot,omitzero"`          // goodput bound on TPOT
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.
