@@ -207,4 +207,3 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 	}
 	e.done()
 }
-

@@ -202,7 +202,7 @@ type server struct {
 	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
 	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
 	flushing chan struct{}
-	steps    int64 // LLM forward steps so far
+	steps    int64        // LLM forward steps so far
 	active   atomic.Int64 // LLM requests being prefilled or decoded (the batch size)
 }
 
