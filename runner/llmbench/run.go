@@ -41,6 +41,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Client sends the requests; nil means one built by NewClient.
 	Client *http.Client
+	// BeforeMeasured, when set, runs after the warmup and before the first measured request
+	// (serve cells open their profiling window there); its error stops the benchmark.
+	BeforeMeasured func() error
 }
 
 // NewClient returns an HTTP client for conc requests in flight: net/http with enough idle
@@ -100,6 +103,11 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 		cancel()
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
+		}
+	}
+	if cfg.BeforeMeasured != nil {
+		if err := cfg.BeforeMeasured(); err != nil {
+			return nil, 0, err
 		}
 	}
 
