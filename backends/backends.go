@@ -9,6 +9,13 @@ import (
 	"github.com/sglprof/runner/rundir"
 )
 
+// Directories every cell has inside its directory (DESIGN.md §4): the profiler's traces and
+// the generated images and videos.
+const (
+	TracesDir  = "traces"
+	OutputsDir = "outputs"
+)
+
 // The records a backend produces are part of the run directory's files (command.json,
 // cells.json, result.json), whose types the rundir package owns; these are their names here.
 type (

@@ -33,6 +33,9 @@ func Load(path string) (*Plan, error) {
 // stops decoding, so it is reported alone.
 func Parse(name string, data []byte) (*Plan, error) {
 	d := &decoder{src: string(data), file: name, bad: map[string]bool{}, reported: map[string]bool{}}
+	if pr, deep := nestingProblem(d.src); deep {
+		return nil, &Error{File: name, Problems: []Problem{pr}}
+	}
 	p := d.decode()
 	if !d.syntax {
 		// Validate even after type errors, so the user sees every problem at once; values that
@@ -42,6 +45,11 @@ func Parse(name string, data []byte) (*Plan, error) {
 	}
 	if len(d.problems) > 0 {
 		sortProblems(d.problems)
+		if d.dropped > 0 {
+			d.problems = append(d.problems, Problem{Msg: fmt.Sprintf(
+				"and %d more problems not listed (only the first %d are); fix these and check the plan again with `runner plan`",
+				d.dropped, MaxProblems)})
+		}
 		return nil, &Error{File: name, Problems: d.problems}
 	}
 	p.Source = append([]byte(nil), data...)
@@ -186,6 +194,8 @@ type decoder struct {
 	// reported holds dotted unknown keys already reported.
 	reported map[string]bool
 	pos      *positions
+	// dropped counts the problems found beyond MaxProblems.
+	dropped int
 }
 
 func (d *decoder) decode() *Plan {
@@ -201,96 +211,28 @@ func (d *decoder) decode() *Plan {
 	d.checkCase()
 
 	if d.present([]string{"backend"}) {
-		var rb rawBackend
-		if d.decodeTable([]string{"backend"}, raw.Backend, &rb) {
-			b := &p.Backend
-			decodeField(d, path("backend", "kind"), rb.Kind, &b.Kind, `a string: "sglang" or "vllm-omni"`)
-			decodeField(d, path("backend", "mode"), rb.Mode, &b.Mode, `a string: "generate" or "serve"`)
-			decodeField(d, path("backend", "command"), rb.Command, &b.Command, `an array of strings such as ["sglang"]`)
-			decodeField(d, path("backend", "extra_args"), rb.ExtraArgs, &b.ExtraArgs, `an array of strings such as ["--backend", "sglang"]`)
-			d.decodeEnv(rb.Env, b)
-			decodeField(d, path("backend", "timeout"), rb.Timeout, &b.Timeout, `a duration string such as "20m"`)
-			decodeField(d, path("backend", "grace"), rb.Grace, &b.Grace, `a duration string such as "10s"`)
-			decodeField(d, path("backend", "restart"), rb.Restart, &b.Restart, `a string: "shared" or "per-cell"`)
-			decodeField(d, path("backend", "host"), rb.Host, &b.Host, `a string such as "127.0.0.1"`)
-			decodeField(d, path("backend", "port"), rb.Port, &b.Port, `an integer such as 30000 (or 0 for a free port)`)
-			decodeField(d, path("backend", "ready_timeout"), rb.ReadyTimeout, &b.ReadyTimeout, `a duration string such as "20m"`)
-			decodeField(d, path("backend", "model_type"), rb.ModelType, &b.ModelType, `a string: "diffusion" or "llm"`)
-		}
+		d.decodeBackend(raw.Backend, p)
 	}
 	if d.present([]string{"matrix"}) {
-		var rm rawMatrix
-		if d.decodeTable([]string{"matrix"}, raw.Matrix, &rm) {
-			m := &p.Matrix
-			decodeField(d, path("matrix", "model"), rm.Model, &m.Model, `an array of strings such as ["Qwen/Qwen-Image"]`)
-			decodeField(d, path("matrix", "prompt"), rm.Prompt, &m.Prompt, `an array of strings such as ["a red fox"]`)
-			decodeField(d, path("matrix", "resolution"), rm.Resolution, &m.Resolution, `an array of strings such as ["1024x1024", "720p"]`)
-			decodeField(d, path("matrix", "num_inference_steps"), rm.NumInferenceSteps, &m.NumInferenceSteps, `an array of integers such as [50]`)
-			decodeField(d, path("matrix", "seed"), rm.Seed, &m.Seed, `an array of integers such as [0, 1]`)
-			decodeField(d, path("matrix", "repeats"), rm.Repeats, &m.Repeats, `an integer such as 3`)
-			decodeField(d, path("matrix", "input_len"), rm.InputLen, &m.InputLen, `an array of integers such as [128, 1024] (tokens)`)
-			decodeField(d, path("matrix", "output_len"), rm.OutputLen, &m.OutputLen, `an array of integers such as [32] (tokens)`)
-			d.decodeLLMMatrix(&rm, m)
-		}
+		d.decodeMatrix(raw.Matrix, p)
 	}
 	if d.present([]string{"profile"}) {
-		var rp rawProfile
-		if d.decodeTable([]string{"profile"}, raw.Profile, &rp) {
-			pr := &p.Profile
-			decodeField(d, path("profile", "profilers"), rp.Profilers, &pr.Profilers, `an array of strings such as ["none", "torch", "nsys"]`)
-			decodeField(d, path("profile", "num_profiled_timesteps"), rp.NumProfiledTimesteps, &pr.NumProfiledTimesteps, `an integer such as 5 (or -1 for all steps)`)
-			decodeField(d, path("profile", "profile_all_stages"), rp.ProfileAllStages, &pr.ProfileAllStages, `true or false`)
-			decodeField(d, path("profile", "start_step"), rp.StartStep, &pr.StartStep, `an integer such as 10 (or -1 to let the server choose)`)
-			decodeField(d, path("profile", "num_steps"), rp.NumSteps, &pr.NumSteps, `an integer such as 5`)
-			decodeField(d, path("profile", "profile_by_stage"), rp.ProfileByStage, &pr.ProfileByStage, `true or false`)
-			decodeField(d, path("profile", "merge_profiles"), rp.MergeProfiles, &pr.MergeProfiles, `true or false`)
-			decodeField(d, path("profile", "flush_timeout"), rp.FlushTimeout, &pr.FlushTimeout, `a duration string such as "10m"`)
-		}
+		d.decodeProfile(raw.Profile, p)
 	}
 	if d.present([]string{"nsys"}) {
-		var rn rawNSys
-		if d.decodeTable([]string{"nsys"}, raw.NSys, &rn) {
-			n := &p.NSys
-			decodeField(d, path("nsys", "delay"), rn.Delay, &n.Delay, `a duration string such as "10s"`)
-			decodeField(d, path("nsys", "duration"), rn.Duration, &n.Duration, `a duration string such as "30s"`)
-			decodeField(d, path("nsys", "trace"), rn.Trace, &n.Trace, `an array of strings such as ["cuda", "nvtx", "osrt"]`)
-			decodeField(d, path("nsys", "cuda_graph_trace"), rn.CudaGraphTrace, &n.CudaGraphTrace, `a string: "node" or "graph"`)
-		}
+		d.decodeNSys(raw.NSys, p)
 	}
 	if d.present([]string{"gate"}) {
-		var rg rawGate
-		if d.decodeTable([]string{"gate"}, raw.Gate, &rg) {
-			decodeField(d, path("gate", "diffusers_fallback"), rg.DiffusersFallback, &p.Gate.DiffusersFallback, `a string: "fail" or "warn"`)
-		}
+		d.decodeGate(raw.Gate, p)
 	}
 	if d.present([]string{"load"}) {
-		var rl rawLoad
-		if d.decodeTable([]string{"load"}, raw.Load, &rl) {
-			l := &p.Load
-			decodeField(d, path("load", "api"), rl.API, &l.API, `a string: "images", "videos", "generate", "completions" or "chat"`)
-			decodeField(d, path("load", "warmup"), rl.Warmup, &l.Warmup, `an integer such as 1`)
-			decodeField(d, path("load", "requests"), rl.Requests, &l.Requests, `an integer such as 5`)
-			decodeField(d, path("load", "concurrency"), rl.Concurrency, &l.Concurrency, `an integer such as 1`)
-			d.decodeFloat(path("load", "max_error_rate"), rl.MaxErrorRate, &l.MaxErrorRate, `a number between 0 and 1 such as 0.1`)
-			decodeField(d, path("load", "request_timeout"), rl.RequestTimeout, &l.RequestTimeout, `a duration string such as "10m"`)
-			d.decodeLLMLoad(&rl, l)
-		}
+		d.decodeLoad(raw.Load, p)
 	}
 	if d.present([]string{"compare"}) {
-		var rc rawCompare
-		if d.decodeTable([]string{"compare"}, raw.Compare, &rc) {
-			c := &p.Compare
-			d.decodeFloat(path("compare", "alpha"), rc.Alpha, &c.Alpha, `a number such as 0.05`)
-			decodeField(d, path("compare", "baseline_runs"), rc.BaselineRuns, &c.BaselineRuns, `an integer such as 5`)
-			decodeField(d, path("compare", "consecutive"), rc.Consecutive, &c.Consecutive, `an integer such as 2`)
-			d.decodeTolerances(rc.Tolerances, c)
-		}
+		d.decodeCompare(raw.Compare, p)
 	}
 	if d.present([]string{"bundle"}) {
-		var rbu rawBundle
-		if d.decodeTable([]string{"bundle"}, raw.Bundle, &rbu) {
-			decodeField(d, path("bundle", "redact"), rbu.Redact, &p.Bundle.Redact, `an array of strings (regular expressions) such as ["internal-[a-z0-9]+"]`)
-		}
+		d.decodeBundle(raw.Bundle, p)
 	}
 	d.decodeExecutor(raw.Executor, &p.Executor)
 	decodeField(d, path("name"), raw.Name, &p.Name, `a string such as "qwen-image"`)
@@ -298,6 +240,114 @@ func (d *decoder) decode() *Plan {
 
 	d.checkUndecoded()
 	return p
+}
+
+// decodeBackend decodes [backend].
+func (d *decoder) decodeBackend(prim toml.Primitive, p *Plan) {
+	var rb rawBackend
+	if d.decodeTable([]string{"backend"}, prim, &rb) {
+		b := &p.Backend
+		decodeField(d, path("backend", "kind"), rb.Kind, &b.Kind, `a string: "sglang" or "vllm-omni"`)
+		decodeField(d, path("backend", "mode"), rb.Mode, &b.Mode, `a string: "generate" or "serve"`)
+		decodeField(d, path("backend", "command"), rb.Command, &b.Command, `an array of strings such as ["sglang"]`)
+		decodeField(d, path("backend", "extra_args"), rb.ExtraArgs, &b.ExtraArgs, `an array of strings such as ["--backend", "sglang"]`)
+		d.decodeEnv(rb.Env, b)
+		decodeField(d, path("backend", "timeout"), rb.Timeout, &b.Timeout, `a duration string such as "20m"`)
+		decodeField(d, path("backend", "grace"), rb.Grace, &b.Grace, `a duration string such as "10s"`)
+		decodeField(d, path("backend", "restart"), rb.Restart, &b.Restart, `a string: "shared" or "per-cell"`)
+		decodeField(d, path("backend", "host"), rb.Host, &b.Host, `a string such as "127.0.0.1"`)
+		decodeField(d, path("backend", "port"), rb.Port, &b.Port, `an integer such as 30000 (or 0 for a free port)`)
+		decodeField(d, path("backend", "ready_timeout"), rb.ReadyTimeout, &b.ReadyTimeout, `a duration string such as "20m"`)
+		decodeField(d, path("backend", "model_type"), rb.ModelType, &b.ModelType, `a string: "diffusion" or "llm"`)
+	}
+}
+
+// decodeMatrix decodes [matrix].
+func (d *decoder) decodeMatrix(prim toml.Primitive, p *Plan) {
+	var rm rawMatrix
+	if d.decodeTable([]string{"matrix"}, prim, &rm) {
+		m := &p.Matrix
+		decodeField(d, path("matrix", "model"), rm.Model, &m.Model, `an array of strings such as ["Qwen/Qwen-Image"]`)
+		decodeField(d, path("matrix", "prompt"), rm.Prompt, &m.Prompt, `an array of strings such as ["a red fox"]`)
+		decodeField(d, path("matrix", "resolution"), rm.Resolution, &m.Resolution, `an array of strings such as ["1024x1024", "720p"]`)
+		decodeField(d, path("matrix", "num_inference_steps"), rm.NumInferenceSteps, &m.NumInferenceSteps, `an array of integers such as [50]`)
+		decodeField(d, path("matrix", "seed"), rm.Seed, &m.Seed, `an array of integers such as [0, 1]`)
+		decodeField(d, path("matrix", "repeats"), rm.Repeats, &m.Repeats, `an integer such as 3`)
+		decodeField(d, path("matrix", "input_len"), rm.InputLen, &m.InputLen, `an array of integers such as [128, 1024] (tokens)`)
+		decodeField(d, path("matrix", "output_len"), rm.OutputLen, &m.OutputLen, `an array of integers such as [32] (tokens)`)
+		d.decodeLLMMatrix(&rm, m)
+	}
+}
+
+// decodeProfile decodes [profile].
+func (d *decoder) decodeProfile(prim toml.Primitive, p *Plan) {
+	var rp rawProfile
+	if d.decodeTable([]string{"profile"}, prim, &rp) {
+		pr := &p.Profile
+		decodeField(d, path("profile", "profilers"), rp.Profilers, &pr.Profilers, `an array of strings such as ["none", "torch", "nsys"]`)
+		decodeField(d, path("profile", "num_profiled_timesteps"), rp.NumProfiledTimesteps, &pr.NumProfiledTimesteps, `an integer such as 5 (or -1 for all steps)`)
+		decodeField(d, path("profile", "profile_all_stages"), rp.ProfileAllStages, &pr.ProfileAllStages, `true or false`)
+		decodeField(d, path("profile", "start_step"), rp.StartStep, &pr.StartStep, `an integer such as 10 (or -1 to let the server choose)`)
+		decodeField(d, path("profile", "num_steps"), rp.NumSteps, &pr.NumSteps, `an integer such as 5`)
+		decodeField(d, path("profile", "profile_by_stage"), rp.ProfileByStage, &pr.ProfileByStage, `true or false`)
+		decodeField(d, path("profile", "merge_profiles"), rp.MergeProfiles, &pr.MergeProfiles, `true or false`)
+		decodeField(d, path("profile", "flush_timeout"), rp.FlushTimeout, &pr.FlushTimeout, `a duration string such as "10m"`)
+	}
+}
+
+// decodeNSys decodes [nsys].
+func (d *decoder) decodeNSys(prim toml.Primitive, p *Plan) {
+	var rn rawNSys
+	if d.decodeTable([]string{"nsys"}, prim, &rn) {
+		n := &p.NSys
+		decodeField(d, path("nsys", "delay"), rn.Delay, &n.Delay, `a duration string such as "10s"`)
+		decodeField(d, path("nsys", "duration"), rn.Duration, &n.Duration, `a duration string such as "30s"`)
+		decodeField(d, path("nsys", "trace"), rn.Trace, &n.Trace, `an array of strings such as ["cuda", "nvtx", "osrt"]`)
+		decodeField(d, path("nsys", "cuda_graph_trace"), rn.CudaGraphTrace, &n.CudaGraphTrace, `a string: "node" or "graph"`)
+	}
+}
+
+// decodeGate decodes [gate].
+func (d *decoder) decodeGate(prim toml.Primitive, p *Plan) {
+	var rg rawGate
+	if d.decodeTable([]string{"gate"}, prim, &rg) {
+		decodeField(d, path("gate", "diffusers_fallback"), rg.DiffusersFallback, &p.Gate.DiffusersFallback, `a string: "fail" or "warn"`)
+	}
+}
+
+// decodeLoad decodes [load].
+func (d *decoder) decodeLoad(prim toml.Primitive, p *Plan) {
+	var rl rawLoad
+	if d.decodeTable([]string{"load"}, prim, &rl) {
+		l := &p.Load
+		decodeField(d, path("load", "api"), rl.API, &l.API, `a string: "images", "videos", "generate", "completions" or "chat"`)
+		decodeField(d, path("load", "warmup"), rl.Warmup, &l.Warmup, `an integer such as 1`)
+		decodeField(d, path("load", "requests"), rl.Requests, &l.Requests, `an integer such as 5`)
+		decodeField(d, path("load", "concurrency"), rl.Concurrency, &l.Concurrency, `an integer such as 1`)
+		d.decodeFloat(path("load", "max_error_rate"), rl.MaxErrorRate, &l.MaxErrorRate, `a number between 0 and 1 such as 0.1`)
+		decodeField(d, path("load", "request_timeout"), rl.RequestTimeout, &l.RequestTimeout, `a duration string such as "10m"`)
+		d.decodeLLMLoad(&rl, l)
+	}
+}
+
+// decodeCompare decodes [compare].
+func (d *decoder) decodeCompare(prim toml.Primitive, p *Plan) {
+	var rc rawCompare
+	if d.decodeTable([]string{"compare"}, prim, &rc) {
+		c := &p.Compare
+		d.decodeFloat(path("compare", "alpha"), rc.Alpha, &c.Alpha, `a number such as 0.05`)
+		decodeField(d, path("compare", "baseline_runs"), rc.BaselineRuns, &c.BaselineRuns, `an integer such as 5`)
+		decodeField(d, path("compare", "consecutive"), rc.Consecutive, &c.Consecutive, `an integer such as 2`)
+		d.decodeTolerances(rc.Tolerances, c)
+	}
+}
+
+// decodeBundle decodes [bundle].
+func (d *decoder) decodeBundle(prim toml.Primitive, p *Plan) {
+	var rbu rawBundle
+	if d.decodeTable([]string{"bundle"}, prim, &rbu) {
+		decodeField(d, path("bundle", "redact"), rbu.Redact, &p.Bundle.Redact, `an array of strings (regular expressions) such as ["internal-[a-z0-9]+"]`)
+	}
 }
 
 func path(k ...string) []string { return k }
@@ -449,6 +499,9 @@ var lineRE = regexp.MustCompile(`^toml: line (\d+)`)
 // ParseError for errors our UnmarshalTOML returned, from the message text otherwise).
 func (d *decoder) typeError(k []string, prim toml.Primitive, err error, expect string) {
 	d.bad[toml.Key(k).String()] = true
+	if !d.room() {
+		return
+	}
 	line := 0
 	var msg string
 	var pe toml.ParseError
@@ -707,6 +760,9 @@ func (d *decoder) checkUndecoded() {
 			continue
 		}
 		d.reported[toml.Key(u).String()] = true
+		if !d.room() {
+			continue // the message (a did-you-mean search) is not worth building
+		}
 		d.addKey(u, unknownMsg(u))
 	}
 }

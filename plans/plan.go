@@ -21,6 +21,9 @@ const (
 	VerdictInterrupted = "interrupted" // stopped by Ctrl-C / SIGTERM to the runner
 )
 
+// Verdicts lists every verdict a cell's result may hold.
+var Verdicts = []string{VerdictOK, VerdictInvalid, VerdictFailed, VerdictTimeout, VerdictInterrupted}
+
 // Plan is a decoded and validated plan file.
 type Plan struct {
 	Name      string   `toml:"name" json:"name"`

@@ -2,6 +2,7 @@ package plans
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,11 +14,20 @@ import (
 // Unmarshaler. So a second, independent decode keeps every value as a toml.Primitive, and
 // decoding one into a probe that always fails yields that key's line. Implicitly created tables
 // (`[nsys.x]` creates nsys, `a.b = 1` creates a) have no position of their own; they take the
-// first line of anything under them.
+// line of the first key written under them.
+//
+// A probe costs time in proportion to the file (BurntSushi copies the source and splits it into
+// lines to build each ParseError), so lookups are memoised, decoded tables are cached, and Parse
+// reports at most MaxProblems problems: judging a plan stays linear in its size however many
+// keys are wrong (docs/performance.md).
 type positions struct {
 	md   toml.MetaData
 	root map[string]toml.Primitive
 	ok   bool
+	// keys is md.Keys(): every key written, in file order, for the first key under a table.
+	keys  []toml.Key
+	lines map[string]int                         // dotted key -> line, memoised
+	kids  map[string][]map[string]toml.Primitive // dotted key -> its decoded table(s)
 }
 
 type probe struct{}
@@ -28,9 +38,12 @@ var errProbe = errors.New("position probe")
 func (*probe) UnmarshalTOML(any) error { return errProbe }
 
 func newPositions(src string) *positions {
-	p := &positions{}
+	p := &positions{lines: map[string]int{}, kids: map[string][]map[string]toml.Primitive{}}
 	md, err := toml.Decode(src, &p.root)
 	p.md, p.ok = md, err == nil
+	if p.ok {
+		p.keys = md.Keys()
+	}
 	return p
 }
 
@@ -44,17 +57,42 @@ func (p *positions) probeLine(prim toml.Primitive) int {
 	return 0
 }
 
-// children decodes a table (or the first tables of an array of tables) into its keys.
-func (p *positions) children(prim toml.Primitive) []map[string]toml.Primitive {
+// children decodes the table at the dotted key ks (or the tables of an array of tables) into
+// its keys, once.
+func (p *positions) children(ks string, prim toml.Primitive) []map[string]toml.Primitive {
+	if c, ok := p.kids[ks]; ok {
+		return c
+	}
+	var c []map[string]toml.Primitive
 	var m map[string]toml.Primitive
 	if err := p.md.PrimitiveDecode(prim, &m); err == nil {
-		return []map[string]toml.Primitive{m}
+		c = []map[string]toml.Primitive{m}
+	} else {
+		var a []map[string]toml.Primitive
+		if err := p.md.PrimitiveDecode(prim, &a); err == nil {
+			c = a
+		}
 	}
-	var a []map[string]toml.Primitive
-	if err := p.md.PrimitiveDecode(prim, &a); err == nil {
-		return a
+	p.kids[ks] = c
+	return c
+}
+
+// lookup finds the value at key k; in an array of tables, the first table that has the key.
+func (p *positions) lookup(k []string) (toml.Primitive, bool) {
+	prim, found := p.root[k[0]]
+	for i, seg := range k[1:] {
+		if !found {
+			break
+		}
+		found = false
+		for _, m := range p.children(toml.Key(k[:i+1]).String(), prim) {
+			if v, ok := m[seg]; ok {
+				prim, found = v, true
+				break
+			}
+		}
 	}
-	return nil
+	return prim, found
 }
 
 // line returns the 1-based line of key k, or 0 when it cannot be found.
@@ -62,45 +100,39 @@ func (p *positions) line(k []string) int {
 	if !p.ok || len(k) == 0 {
 		return 0
 	}
-	prim, found := p.root[k[0]]
-	for _, seg := range k[1:] {
-		if !found {
-			break
-		}
-		found = false
-		for _, m := range p.children(prim) {
-			if v, ok := m[seg]; ok {
-				prim, found = v, true
-				break
-			}
-		}
+	ks := toml.Key(k).String()
+	if l, ok := p.lines[ks]; ok {
+		return l
 	}
-	if found {
-		if l := p.firstLine(prim, 0); l > 0 {
-			return l
+	l := 0
+	if prim, found := p.lookup(k); found {
+		if l = p.probeLine(prim); l == 0 {
+			l = p.firstUnder(k)
 		}
 	}
 	// Not found, or BurntSushi recorded no position (it has none for the empty key ""): the
 	// enclosing table's line is the best we can say.
-	if len(k) > 1 {
-		return p.line(k[:len(k)-1])
+	if l == 0 && len(k) > 1 {
+		l = p.line(k[:len(k)-1])
 	}
-	return 0
+	p.lines[ks] = l
+	return l
 }
 
-func (p *positions) firstLine(prim toml.Primitive, depth int) int {
-	if l := p.probeLine(prim); l > 0 || depth > 32 {
-		return l
-	}
-	best := 0
-	for _, m := range p.children(prim) {
-		for _, v := range m {
-			if l := p.firstLine(v, depth+1); l > 0 && (best == 0 || l < best) {
-				best = l
+// firstUnder is the line of the first key written under the implicit table k: md.Keys() is in
+// file order, so that is the first key with k as a proper prefix that has a position.
+func (p *positions) firstUnder(k []string) int {
+	for _, key := range p.keys {
+		if len(key) <= len(k) || !slices.Equal(key[:len(k)], k) {
+			continue
+		}
+		if prim, ok := p.lookup(key); ok {
+			if l := p.probeLine(prim); l > 0 {
+				return l
 			}
 		}
 	}
-	return best
+	return 0
 }
 
 func (d *decoder) positions() *positions {
@@ -140,13 +172,29 @@ func (d *decoder) keyCol(line int, seg string) int {
 	return 0
 }
 
+// MaxProblems is the most problems Parse lists; the rest are counted in a last line. Nobody
+// reads ten thousand, and each one costs a position lookup.
+const MaxProblems = 20
+
+// room reports whether another problem may be listed, counting it as dropped when not.
+func (d *decoder) room() bool {
+	if len(d.problems) < MaxProblems {
+		return true
+	}
+	d.dropped++
+	return false
+}
+
 // addKey records a problem at the position of key k.
 func (d *decoder) addKey(k []string, msg string) {
-	d.addAt(k, d.positions().line(k), msg)
+	d.addAt(k, 0, msg)
 }
 
 // addAt records a problem for key k at a line already known (0: look it up).
 func (d *decoder) addAt(k []string, line int, msg string) {
+	if !d.room() {
+		return
+	}
 	if line == 0 {
 		line = d.positions().line(k)
 	}
@@ -165,6 +213,9 @@ func (d *decoder) addElem(k []string, i int, lit string, msg string) {
 
 // addElemN is addElem for the nth (0-based) literal occurrence of lit, for duplicates.
 func (d *decoder) addElemN(k []string, i int, lit string, nth int, msg string) {
+	if !d.room() {
+		return
+	}
 	line := d.positions().line(k)
 	key := toml.Key(k).String() + "[" + strconv.Itoa(i) + "]"
 	if line > 0 && lit != "" {

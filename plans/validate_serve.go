@@ -21,8 +21,17 @@ const serveOnlyMsg = `only used when backend.mode = "serve"; set mode = "serve" 
 // validateServe checks the serve keys: [backend] restart/host/port/ready_timeout/model_type,
 // the token-length axes, the /start_profile window of [profile], and [load].
 func (d *decoder) validateServe(p *Plan) {
-	b, m, pr, l := p.Backend, p.Matrix, p.Profile, p.Load
-	generate := d.check("backend", "mode") && b.Mode == "generate"
+	generate := d.rejectServeKeys(p)
+	modelTypeOK := d.validateServeBackend(p, generate)
+	d.validateTokenAxes(p, modelTypeOK)
+	d.validateWindow(p)
+	d.validateLoad(p, modelTypeOK)
+}
+
+// rejectServeKeys reports whether the plan is a generate plan, and if so rejects every serve
+// key it sets.
+func (d *decoder) rejectServeKeys(p *Plan) bool {
+	generate := d.check("backend", "mode") && p.Backend.Mode == "generate"
 	if generate {
 		for _, k := range serveOnly {
 			if d.check(k...) && d.md.IsDefined(k...) {
@@ -35,7 +44,13 @@ func (d *decoder) validateServe(p *Plan) {
 			d.bad["load"] = true
 		}
 	}
+	return generate
+}
 
+// validateServeBackend checks the serve keys of [backend] and reports whether model_type is
+// valid (and so may be relied on by the checks that depend on it).
+func (d *decoder) validateServeBackend(p *Plan, generate bool) bool {
+	b := p.Backend
 	if k := path("backend", "restart"); d.check(k...) && !oneOf(b.Restart, Restarts) {
 		d.addKey(k, fmt.Sprintf("unknown value %q; use %s (shared: cells with the same model and server arguments share one server)", b.Restart, quoteList(Restarts)))
 	}
@@ -61,8 +76,13 @@ func (d *decoder) validateServe(p *Plan) {
 			modelTypeOK = true
 		}
 	}
+	return modelTypeOK
+}
 
-	// Token-length axes: the LLM serve counterpart of resolution and steps.
+// validateTokenAxes checks input_len and output_len: the LLM serve counterpart of resolution
+// and steps.
+func (d *decoder) validateTokenAxes(p *Plan, modelTypeOK bool) {
+	b, m := p.Backend, p.Matrix
 	for _, ax := range []struct {
 		key  string
 		vals []int
@@ -91,8 +111,11 @@ func (d *decoder) validateServe(p *Plan) {
 			seen[n] = i
 		}
 	}
+}
 
-	// The /start_profile window.
+// validateWindow checks the /start_profile window of [profile].
+func (d *decoder) validateWindow(p *Plan) {
+	pr := p.Profile
 	if k := path("profile", "start_step"); d.check(k...) && pr.StartStep < -1 {
 		d.addKey(k, fmt.Sprintf("%d; it must be >= 0, or -1 (the default) to open the window at once", pr.StartStep))
 	}
@@ -100,8 +123,11 @@ func (d *decoder) validateServe(p *Plan) {
 		d.addKey(k, fmt.Sprintf("%d; the profiling window must cover at least 1 step, e.g. 5", pr.NumSteps))
 	}
 	d.positiveDuration(path("profile", "flush_timeout"), pr.FlushTimeout, `"10m"`)
+}
 
-	// [load]
+// validateLoad checks [load].
+func (d *decoder) validateLoad(p *Plan, modelTypeOK bool) {
+	b, l := p.Backend, p.Load
 	if k := path("load", "api"); d.check(k...) {
 		switch {
 		case !oneOf(l.API, LoadAPIs):

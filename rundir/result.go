@@ -122,7 +122,7 @@ type ServeResult struct {
 
 // ProfileWindow is what the runner asked the server to profile and how long the flush took.
 type ProfileWindow struct {
-	Kind    string         `json:"kind"` // start-stop (LLM /start_profile) or per-request (diffusion)
+	Kind    string         `json:"kind"` // start-stop: /start_profile ... /stop_profile (backends.WindowStartStop)
 	Request map[string]any `json:"request,omitempty"`
 	FlushNS int64          `json:"flush_ns,omitempty"`
 	Traces  []string       `json:"traces,omitempty"` // relative to the cell

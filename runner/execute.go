@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
@@ -40,6 +44,7 @@ func runInOrder(ctx context.Context, recs []cellRecord, todo []int, ss *serveSes
 // them) and still writes the summary.
 func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *rundir.Manifest, opts *Options) (*rundir.Summary, error) {
 	todo := withoutResult(recs)
+	opts.lost = &lostResults{}
 	opts.Progress.Start(len(todo))
 	var interrupted bool
 	switch {
@@ -70,17 +75,17 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	if ctx.Err() != nil {
 		interrupted = true
 	}
-	sum := buildSummary(p, dir, recs, interrupted)
+	sum := buildSummary(p, dir, recs, opts.lost, interrupted)
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
-	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
-		return sum, err
-	}
-	if err := writeSummaryFiles(dir, sum); err != nil {
-		return sum, err
-	}
+	// Write what can be written and always print the summary: on a full disk the table on the
+	// terminal may be the only record of the run.
+	werr := errors.Join(writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))
 	if err := WriteSummaryTable(opts.Out, sum); err != nil {
-		return sum, err
+		return sum, errors.Join(werr, err)
+	}
+	if werr != nil {
+		return sum, fmt.Errorf("%w; the run directory %s is incomplete: free disk space, then `runner run --resume %s` runs the cells without a result again", werr, dir, dir)
 	}
 	// History and baseline comparison (issue 6); may turn the exit code into 4.
 	if err := nightly(ctx, p, dir, sum, opts); err != nil {
@@ -89,11 +94,57 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	return sum, nil
 }
 
-func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool) *rundir.Summary {
+// lostResults keeps, by cell id, the results whose result.json could not be written (a full
+// disk), so that the summary still shows them. Executors finish cells concurrently.
+type lostResults struct {
+	mu sync.Mutex
+	m  map[string]*rundir.CellResult
+}
+
+func (l *lostResults) add(id string, r *rundir.CellResult) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]*rundir.CellResult{}
+	}
+	l.m[id] = r
+}
+
+func (l *lostResults) get(id string) *rundir.CellResult {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[id]
+}
+
+// unwritten turns the result of a cell whose result.json could not be written into a failure:
+// nothing on disk says what the cell measured.
+func unwritten(res rundir.CellResult, err error) rundir.CellResult {
+	if res.Verdict != plans.VerdictInterrupted {
+		res.Verdict = plans.VerdictFailed
+	}
+	res.Reasons = append(append([]backends.Reason(nil), res.Reasons...), backends.Reason{Code: "result-write",
+		Message: fmt.Sprintf("%v; the cell's record is lost: free disk space and resume the run to measure it again", err)})
+	return res
+}
+
+// buildSummary makes the summary from the results on disk and those that could not be written
+// (lost). A result that cannot be read counts as not run, with the reason.
+func buildSummary(p *plans.Plan, dir string, recs []cellRecord, lost *lostResults, interrupted bool) *rundir.Summary {
 	s := &rundir.Summary{Plan: p.Name, RunDir: dir, Counts: map[string]int{}, Interrupted: interrupted}
 	for _, rec := range recs {
 		row := rundir.SummaryRow{ID: rec.Cell.ID, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler, Verdict: rundir.VerdictNotRun}
-		if r, err := rundir.ReadResult(rec.abs); err == nil {
+		r, err := lost.get(rec.Cell.ID), error(nil)
+		if r == nil {
+			r, err = readResult(rec.abs)
+		}
+		switch {
+		case r != nil:
 			row.Verdict = r.Verdict
 			row.WallNS = r.Timings.WallNS
 			row.E2ENS = r.Timings.E2ENS
@@ -106,12 +157,28 @@ func buildSummary(p *plans.Plan, dir string, recs []cellRecord, interrupted bool
 			for _, rs := range r.Warnings {
 				row.Warnings = append(row.Warnings, reasonLine(rs))
 			}
+		case !errors.Is(err, fs.ErrNotExist):
+			row.Reasons = []string{"result-unreadable: " + err.Error() + "; `runner run --resume` runs the cell again"}
+			row.Cause = row.Reasons[0]
 		}
 		s.Counts[row.Verdict]++
 		s.Cells = append(s.Cells, row)
 	}
 	s.ExitCode = exitCodeFor(s)
 	return s
+}
+
+// readResult reads cellDir/result.json. A file that is empty, not JSON or holds a verdict this
+// runner does not know is an error: such a result must not be mistaken for a measurement.
+func readResult(cellDir string) (*rundir.CellResult, error) {
+	r, err := rundir.ReadResult(cellDir)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(plans.Verdicts, r.Verdict) {
+		return nil, fmt.Errorf("%s holds verdict %q, which is none of %s", filepath.Join(cellDir, rundir.ResultFile), r.Verdict, strings.Join(plans.Verdicts, ", "))
+	}
+	return r, nil
 }
 
 func reasonLine(r backends.Reason) string {

@@ -206,8 +206,11 @@ func runCellOn(ctx context.Context, n, total int, rec cellRecord, opts *Options)
 // finishCell writes a cell's result.json and reports its end; every executor ends a cell here.
 func finishCell(n, total int, rec cellRecord, res *cellResult, opts *Options) {
 	if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.ResultFile), &res.CellResult, nil); err != nil {
-		// Without result.json the cell counts as not run; say so and go on.
+		// A full disk: the cell's record is lost, so it cannot count as measured. The summary
+		// still shows it (from memory), and --resume runs it again.
 		opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)
+		res.CellResult = unwritten(res.CellResult, err)
+		opts.lost.add(rec.Cell.ID, &res.CellResult)
 	}
 	opts.Progress.CellEnd(n, total, rec.Cell, &res.CellResult)
 }

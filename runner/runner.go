@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -74,6 +75,8 @@ type Options struct {
 	gpus []int
 	// onSlurm is set when the cells run as a Slurm job array (resolveExecutor).
 	onSlurm bool
+	// lost keeps the results execute could not write (a full disk) for its summary.
+	lost *lostResults
 }
 
 func (o *Options) defaults() {
@@ -123,7 +126,7 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 	switch {
 	case c.Backend.Kind == "sglang" && c.Backend.Mode == "generate":
 		return sglang.New(), nil
-	case c.Backend.Kind == "sglang" && c.Backend.Mode == sglang.ModeServe:
+	case c.Backend.Kind == "sglang" && c.Backend.Mode == backends.ModeServe:
 		// Serve mode: the runner drives the server itself (runner/serve.go). nsys wraps a
 		// diffusion server for the whole of one cell; the LLM server's cudaProfilerApi window
 		// (CUDA_PROFILER activity) is not wired yet.
@@ -131,13 +134,13 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") is not supported by this runner version yet; use \"torch\" (the /start_profile window) or \"none\"")}
 		}
 		return sglang.NewServe(), nil
-	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == sglang.ModeServe:
+	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == backends.ModeServe:
 		// vLLM-Omni serve mode (runner/serve.go); its cuda profiler under nsys is not wired yet.
 		if c.Profiler == plans.ProfilerNsys {
 			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" with backend.kind = \"vllm-omni\" is not supported by this runner version yet; use \"torch\" or \"none\"")}
 		}
 		return vllmomni.New(), nil
-	case c.Backend.Mode == sglang.ModeServe:
+	case c.Backend.Mode == backends.ModeServe:
 		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\" or \"vllm-omni\"", c.Backend.Kind)}
 	default:
 		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
@@ -194,7 +197,7 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 		return nil, err
 	}
 	for _, c := range cells {
-		if err := setAsideInterrupted(dir, c); err != nil {
+		if err := setAside(dir, c, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -223,23 +226,36 @@ func reapLeftovers(dir string, opts *Options) {
 	}
 }
 
-// setAsideInterrupted moves the directory of a cell whose result says "interrupted" to
-// interrupted/<id>-<n>/ so that the cell can run again without overwriting anything.
-func setAsideInterrupted(dir string, c plans.Cell) error {
+// setAside moves the directory of a cell that must run again out of the way, so that nothing is
+// overwritten: one whose result says "interrupted" (it measured nothing) to
+// interrupted/<id>-<n>/, one whose result.json cannot be read (empty, not JSON, an unknown
+// verdict: a crash or a full disk while it was written) to unreadable/<id>-<n>/, with a warning.
+func setAside(dir string, c plans.Cell, opts *Options) error {
 	cellDir := filepath.Join(dir, rundir.CellsDir, c.ID)
-	if r, err := rundir.ReadResult(cellDir); err != nil || r.Verdict != plans.VerdictInterrupted {
+	r, err := readResult(cellDir)
+	into := "interrupted"
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		into = "unreadable"
+	case r.Verdict != plans.VerdictInterrupted:
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "interrupted"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, into), 0o755); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	for n := 1; ; n++ {
-		dst := filepath.Join(dir, "interrupted", fmt.Sprintf("%s-%d", c.ID, n))
+		dst := filepath.Join(dir, into, fmt.Sprintf("%s-%d", c.ID, n))
 		if _, err := os.Lstat(dst); err == nil {
 			continue
 		}
 		if err := os.Rename(cellDir, dst); err != nil {
-			return fmt.Errorf("resume: set aside interrupted cell %s: %w", c.ID, err)
+			return fmt.Errorf("resume: set aside %s cell %s: %w", into, c.ID, err)
+		}
+		if into == "unreadable" {
+			opts.Logger.Warn("resume: the cell's result cannot be read; it runs again (its old directory is kept)",
+				"cell", c.ID, "err", err, "moved_to", dst)
 		}
 		return nil
 	}
@@ -254,15 +270,16 @@ func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
 	seen := map[string]bool{}
 	needNsys := false
 	for _, c := range cells {
-		if _, err := backendFor(c); err != nil {
+		be, err := backendFor(c)
+		if err != nil {
 			return err
 		}
 		if c.Profiler == plans.ProfilerNsys {
 			needNsys = true
 		}
 		cmd := opts.sglangCommand(c)
-		if c.Backend.Kind == vllmomni.Kind && !opts.Simulate {
-			cmd = vllmomni.Command(c) // serve mode: the vllm executable (runner/serve.go)
+		if s, ok := be.(backends.Server); ok {
+			cmd = opts.serverCommand(s, c)
 		}
 		if len(cmd) == 0 || seen[cmd[0]] {
 			continue

@@ -23,6 +23,9 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // TestMain lets the test binary stand in for the runner binary under --simulate: the runner
 // re-executes Exe as `Exe sim sglang ...`.
 func TestMain(m *testing.M) {
+	if os.Getenv("RUNNER_TEST_LISTEN") != "" {
+		listenForever() // a stand-in for a server left behind (serve_port_test.go)
+	}
 	if len(os.Args) > 2 && os.Args[1] == "sim" {
 		code, _ := sim.Main(context.Background(), os.Args[2:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr)
 		os.Exit(code)

@@ -1,16 +1,16 @@
 package runner
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/rundir"
 )
@@ -124,36 +124,6 @@ func asUsage(err error, ue **UsageError) bool {
 	return ok
 }
 
-func TestListenInodes(t *testing.T) {
-	tcp := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:7A69 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0
-   1: 0100007F:7A69 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1000        0 4343 1 0000000000000000 20 4 30 10 -1
-   2: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 99 1 0000000000000000 100 0 0 10 0
-garbage
-`
-	got := listenInodes([]byte(tcp), 31337)
-	if len(got) != 1 || got[0] != "4242" {
-		t.Fatalf("inodes %v", got)
-	}
-	tcp6 := "  sl  local_address                         remote_address                        st\n   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1\n"
-	if got := listenInodes([]byte(tcp6), 8080); len(got) != 1 || got[0] != "777" {
-		t.Fatalf("tcp6 inodes %v", got)
-	}
-}
-
-func FuzzListenInodes(f *testing.F) {
-	f.Add([]byte("h\n 0: 0100007F:7A69 00000000:0000 0A 0 0 0 0 0 4242 1\n"), 31337)
-	f.Add([]byte(""), 0)
-	f.Add([]byte("h\n0: :::: 0A a b c d e f g\n"), 1)
-	f.Fuzz(func(t *testing.T, b []byte, port int) {
-		for _, ino := range listenInodes(b, port) {
-			if ino == "" || ino == "0" {
-				t.Fatalf("empty inode from %q", b)
-			}
-		}
-	})
-}
-
 func TestDescribePortOwnerFindsOurListener(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -186,59 +156,6 @@ func TestMemoryLeak(t *testing.T) {
 		if got := memoryLeak(tc.before, tc.after); (got != "") != tc.leak {
 			t.Errorf("memoryLeak(%q, %q) = %q", tc.before, tc.after, got)
 		}
-	}
-}
-
-func writeGz(t *testing.T, path, body string, truncate bool) {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	zw.Write([]byte(body))
-	zw.Close()
-	data := b.Bytes()
-	if truncate {
-		data = data[:len(data)/2]
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestCheckServeTraces(t *testing.T) {
-	dir := t.TempDir()
-	if _, problems := checkServeTraces(dir, 1); len(problems) != 1 || !strings.Contains(problems[0], "no *.trace.json.gz") {
-		t.Fatalf("empty dir problems %v", problems)
-	}
-	kernel := `{"traceEvents":[{"ph":"X","cat":"kernel","name":"k"}]}`
-	writeGz(t, filepath.Join(dir, "p-1.5-TP-0.trace.json.gz"), kernel, false)
-	if names, problems := checkServeTraces(dir, 1); len(names) != 1 || len(problems) != 0 {
-		t.Fatalf("good trace: %v %v", names, problems)
-	}
-	if _, problems := checkServeTraces(dir, 2); len(problems) != 1 || !strings.Contains(problems[0], "1 rank(s) found, 2 expected") {
-		t.Fatalf("missing rank: %v", problems)
-	}
-	writeGz(t, filepath.Join(dir, "p-1.5-TP-1.trace.json.gz"), `{"traceEvents":[{"ph":"X","cat":"cpu_op"}]}`, false)
-	writeGz(t, filepath.Join(dir, "merged-1.5.trace.json.gz"), kernel, true)
-	_, problems := checkServeTraces(dir, 2)
-	joined := strings.Join(problems, "\n")
-	if len(problems) != 2 || !strings.Contains(joined, "TP-1.trace.json.gz has no kernel events") || !strings.Contains(joined, "merged-1.5.trace.json.gz: truncated") {
-		t.Fatalf("problems %v", problems)
-	}
-}
-
-func TestStartProfileBody(t *testing.T) {
-	c := plans.Cell{ID: "007-x"}
-	c.Profile.StartStep, c.Profile.NumSteps, c.Profile.ProfileByStage = -1, 5, true
-	b := startProfileBody(c, "/abs/traces")
-	if _, ok := b["start_step"]; ok {
-		t.Fatal("start_step -1 must not be sent")
-	}
-	if b["num_steps"] != 5 || b["output_dir"] != "/abs/traces" || b["profile_prefix"] != "007-x" || b["profile_by_stage"] != true {
-		t.Fatalf("body %v", b)
-	}
-	c.Profile.StartStep = 3
-	if startProfileBody(c, "/t")["start_step"] != 3 {
-		t.Fatal("start_step 3 not sent")
 	}
 }
 
@@ -308,5 +225,29 @@ profilers = ["torch"]
 	}
 	if len(prog.lines) == 0 || !strings.Contains(prog.lines[0], "waiting for the profiler flush") || !strings.Contains(prog.lines[0], "flush_timeout=") {
 		t.Fatalf("status lines %q", prog.lines)
+	}
+}
+
+func TestServerKeyAndCommandComeFromTheBackend(t *testing.T) {
+	c := plans.Cell{ID: "001-a", Model: "Qwen/Qwen-Image", Profiler: plans.ProfilerNsys}
+	c.Backend = plans.Backend{Kind: "vllm-omni", Mode: "serve", Command: []string{"sglang"}}
+	be := vllmomni.New()
+	d := c
+	d.ID = "002-b"
+	// nsys profiles a server from start to end: every nsys cell gets its own server.
+	if serverKey(be, c) == serverKey(be, d) || !strings.HasPrefix(serverKey(be, c), be.ServerKey(c)) {
+		t.Fatalf("nsys keys %q %q", serverKey(be, c), serverKey(be, d))
+	}
+	c.Profiler, d.Profiler = plans.ProfilerNone, plans.ProfilerNone
+	if serverKey(be, c) != serverKey(be, d) {
+		t.Fatal("two unprofiled cells of one server do not share it")
+	}
+	o := &Options{Exe: "/bin/runner"}
+	if got := o.serverCommand(be, c); !slices.Equal(got, []string{"vllm"}) {
+		t.Fatalf("command %v", got)
+	}
+	o.Simulate = true
+	if got := o.serverCommand(be, c); !slices.Equal(got, []string{"/bin/runner", "sim", "vllm-omni"}) {
+		t.Fatalf("simulated command %v", got)
 	}
 }

@@ -54,7 +54,7 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 			if interrupted := waitArray(ctx, dir, recs, last, opts); interrupted {
 				return true, false, nil
 			}
-			if todo, err = rerunInterrupted(dir, recs); err != nil {
+			if todo, err = rerunInterrupted(dir, recs, opts); err != nil {
 				return false, false, err
 			}
 		}
@@ -81,9 +81,9 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 
 // rerunInterrupted sets aside the cells an array left interrupted (scancel, preemption, node
 // failure), as --resume does before it starts, and returns every cell without a result.
-func rerunInterrupted(dir string, recs []cellRecord) ([]int, error) {
+func rerunInterrupted(dir string, recs []cellRecord, opts *Options) ([]int, error) {
 	for _, r := range recs {
-		if err := setAsideInterrupted(dir, r.Cell); err != nil {
+		if err := setAside(dir, r.Cell, opts); err != nil {
 			return nil, err
 		}
 		if err := makeCellDir(r.abs, r.Cell); err != nil {
@@ -209,10 +209,13 @@ func collectTask(dir string, rec cellRecord, job rundir.SlurmJob, t slurm.Task, 
 	path := filepath.Join(rec.abs, rundir.ResultFile)
 	o := slurm.OutcomeOf(t)
 	if err := rundir.ReadJSON(path, &res); err == nil && res.Verdict != "" {
-		if res.Verdict != plans.VerdictInterrupted || !o.Interrupted {
+		if res.Verdict == plans.VerdictOK || !o.Interrupted {
 			return &res
 		}
-		// The cell saw a signal (scancel, preemption): say who sent it.
+		// Slurm signalled the task's processes (scancel, preemption, a node going away): the
+		// cell stopped or died for that, not for itself, so it is interrupted and --resume
+		// runs it again. Say who sent the signal.
+		res.Verdict = plans.VerdictInterrupted
 		res.Reasons = append([]backends.Reason{{Code: o.Code, Message: o.Message}}, res.Reasons...)
 		if res.Slurm != nil {
 			res.Slurm.State = t.State
@@ -256,9 +259,16 @@ func cancelArray(dir string, recs []cellRecord, job rundir.SlurmJob, ended map[i
 	for _, r := range recs {
 		byID[r.Cell.ID] = r
 	}
+	// Tasks that ended meanwhile are collected with their Slurm state (CANCELLED makes a cell
+	// that died of scancel's signal interrupted); what Slurm cannot say is marked here.
+	tasks, _ := c.Tasks(ctx, job.JobID, len(job.Cells))
 	for i, id := range job.Cells {
 		rec, ok := byID[id]
 		if !ok || ended[i] {
+			continue
+		}
+		if i < len(tasks) && tasks[i].Done() {
+			collectTask(dir, rec, job, tasks[i], opts)
 			continue
 		}
 		var res rundir.CellResult
@@ -289,7 +299,7 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 		return nil, &UsageError{fmt.Errorf("exec-cell: the plan of %s has no cell %q", dir, id)}
 	}
 	c := p.Expand()[i]
-	if err := setAsideInterrupted(dir, c); err != nil {
+	if err := setAside(dir, c, &opts); err != nil {
 		return nil, err
 	}
 	recs, err := prepareCells(dir, []plans.Cell{c}, &opts)

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -131,11 +132,10 @@ func renderSummaryMD(s *rundir.Summary) []byte {
 	return b.Bytes()
 }
 
+// writeSummaryFiles writes summary.md and summary.json, each even when the other fails.
 func writeSummaryFiles(dir string, s *rundir.Summary) error {
-	if err := rundir.WriteFileAtomic(filepath.Join(dir, rundir.SummaryMD), renderSummaryMD(s)); err != nil {
-		return err
-	}
-	return rundir.WriteJSON(filepath.Join(dir, rundir.SummaryJSON), s, nil)
+	return errors.Join(rundir.WriteFileAtomic(filepath.Join(dir, rundir.SummaryMD), renderSummaryMD(s)),
+		rundir.WriteJSON(filepath.Join(dir, rundir.SummaryJSON), s, nil))
 }
 
 // shorten keeps long C++ kernel names readable in a table cell.

@@ -7,12 +7,13 @@
 #   PARTS="triage" scripts/bench.sh
 #   SIZES="100MB" scripts/bench.sh
 #
-# Parts: triage (single trace .json and .json.gz, two-trace mode), proc (the 200 MB log
+# Parts: triage (single trace .json and .json.gz, two-trace mode), ranks (8 per-rank traces of
+# RANK_SIZE, default 100MB, in one directory: the Ranks section of issue 17), proc (the 200 MB log
 # benchmark of runner/proc), nsys (scripts/bench_nsys.sh: 1M kernels against the sqlite3 CLI).
 # Figures depend on the machine: the script prints its CPU count and load first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PARTS=${PARTS:-"triage proc nsys"}
+PARTS=${PARTS:-"triage ranks proc nsys"}
 SIZES=${SIZES:-"100MB 500MB"}
 dir=${KEEP:-$(mktemp -d)}
 mkdir -p "$dir"
@@ -55,6 +56,20 @@ if [[ " $PARTS " == *" triage "* ]]; then
 		ln -sf "$formal" "$dir/f-$size/formal-TP-0.trace.json"
 		timed "triage two-trace $size + $size" "$((fb + mb))" "$dir/runner" triage --format json --mapping "$dir/m-$size" --formal "$dir/f-$size"
 	done
+fi
+
+if [[ " $PARTS " == *" ranks "* ]]; then
+	echo
+	echo "== runner triage over 8 ranks (summed uncompressed JSON; wall; CPU; MB/s; peak RSS)"
+	rsize=${RANK_SIZE:-100MB}
+	mkdir -p "$dir/ranks-$rsize"
+	total=0
+	for r in 0 1 2 3 4 5 6 7; do
+		f="$dir/ranks-$rsize/bench-TP-$r.trace.json"
+		[[ -f $f ]] || "$dir/tracegen" -flavor llm -comm -stack -graph -size "$rsize" -rank "$r" -seed $((r + 1)) -o "$f" >/dev/null
+		total=$((total + $(stat -c %s "$f")))
+	done
+	timed "triage 8 ranks x $rsize" "$total" "$dir/runner" triage --format json "$dir/ranks-$rsize"
 fi
 
 if [[ " $PARTS " == *" proc "* ]]; then

@@ -1,17 +1,12 @@
 package sglang
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/klauspost/compress/gzip"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
@@ -291,34 +286,8 @@ func checkPerfDump(dir string, w *Watcher, crashed bool) (string, string) {
 	return "", msg + "."
 }
 
-// CheckTrace reads a gzip trace through to its end and reports whether it is a complete,
-// valid gzip stream (every member's CRC and length checked). It does not parse the JSON: a
-// complete gzip stream is what sglang's own integrity check promises, and a truncated one is
-// the common failure when a run is stopped while the profiler exports.
-func CheckTrace(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return errors.New("empty file")
-		}
-		return fmt.Errorf("not a gzip file: %w", err)
-	}
-	defer zr.Close()
-	n, err := io.Copy(io.Discard, zr)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("truncated gzip stream (ends after %d decompressed bytes): %w", n, err)
-	default:
-		return fmt.Errorf("corrupt gzip stream after %d decompressed bytes: %w", n, err)
-	}
-}
+// CheckTrace is backends.CheckTrace: whether path is a complete, valid gzip stream.
+func CheckTrace(path string) error { return backends.CheckTrace(path) }
 
 // resolve makes a path printed by sglang absolute; relative paths are relative to the cell
 // directory because that is the process's working directory.

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
@@ -15,11 +14,13 @@ import (
 
 // Serve mode (ref-sglang-interfaces.md §A.8, §B): one `sglang serve` (or `python -m
 // sglang.launch_server`) process serves the requests of one or more cells; the runner drives
-// it over HTTP. This file builds the server command; the lifecycle (port, readiness, load,
-// profiling windows, teardown) is the runner's (runner/serve*.go).
+// it over HTTP. This file builds the server command; serve_server.go answers the rest of
+// backends.Server (protocol, profiling window, traces, per-cell judgement); the lifecycle
+// (port, process group, polling, load, the window's calls, teardown) is the runner's
+// (runner/serve*.go).
 
 // ModeServe is the plan's backend.mode for server cells.
-const ModeServe = "serve"
+const ModeServe = backends.ModeServe
 
 // Model types of backend.model_type.
 const (
@@ -36,10 +37,8 @@ const (
 	ProfileDoneLine = "Profiling done."
 )
 
-// EnvServerMarker is set in the environment of every server the runner starts, with the run
-// directory and server number as value, so that a server left behind by a crashed run can be
-// recognised as ours (its /proc/<pid>/environ carries it).
-const EnvServerMarker = "RUNNER_SERVER_MARKER"
+// EnvServerMarker is backends.EnvServerMarker, the variable that marks a server as ours.
+const EnvServerMarker = backends.EnvServerMarker
 
 // ModelType returns the cell's model type: backend.model_type, else "llm" when the cell has
 // token lengths, else "diffusion".
@@ -64,18 +63,7 @@ func isLaunchServer(cmd []string) bool {
 // args, environment); what only changes requests (prompt, size, steps, seed, token lengths,
 // the torch profiler) is not.
 func ServerKey(c plans.Cell) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%q|%q|%s|%q|", c.Backend.Command, c.Model, ModelType(c), c.Backend.ExtraArgs)
-	keys := make([]string, 0, len(c.Backend.Env))
-	for k := range c.Backend.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%q=%q,", k, c.Backend.Env[k])
-	}
-	fmt.Fprintf(&b, "|%d", c.Backend.Port)
-	return b.String()
+	return backends.ServerArgsKey(c, ModelType(c))
 }
 
 // ServerCommand builds the server process for cell c: argv, environment (the torch-profiler
@@ -131,17 +119,17 @@ func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (backen
 	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
 }
 
-// PortPlaceholder stands for the port the runner chooses at run time in the server command
-// shown by `runner plan` and recorded in cells.json.
-const PortPlaceholder = "<free port>"
+// PortPlaceholder is backends.PortPlaceholder.
+const PortPlaceholder = backends.PortPlaceholder
 
-// ServeBackend is the backends.Backend of serve cells. The runner drives the server itself;
-// Launch only prepares the cell directory and describes the server the cell will use (with
-// the port chosen at run time shown as 0), and Assess judges a server log.
+// ServeBackend is the backends.Server of sglang's serve cells (serve_server.go has the
+// methods of backends.Server). Launch only prepares the cell directory and describes the
+// server the cell will use (with the port chosen at run time shown as a placeholder), and
+// Assess judges a server log.
 type ServeBackend struct{}
 
 // NewServe returns the serve backend.
-func NewServe() backends.Backend { return ServeBackend{} }
+func NewServe() backends.Server { return ServeBackend{} }
 
 // Name implements backends.Backend.
 func (ServeBackend) Name() string { return Kind }
@@ -177,20 +165,12 @@ func (ServeBackend) Command(c plans.Cell, cellDir string) (backends.Launch, erro
 	if err != nil {
 		return backends.Launch{}, err
 	}
-	if c.Backend.Port == 0 {
-		for i := 1; i < len(l.Argv); i++ {
-			if l.Argv[i-1] == "--port" {
-				l.Argv[i] = PortPlaceholder
-			}
-		}
-	}
 	// The other ports strict mode checks are chosen at run time too (StrictPorts).
 	for _, f := range StrictPorts(c) {
 		l.Argv = append(l.Argv, f, PortPlaceholder)
 	}
 	l.Dir = "<run>/servers/<n>"
-	delete(l.Env, EnvServerMarker)
-	return l, nil
+	return backends.ShowPort(l, c), nil
 }
 
 // NewWatcher implements backends.Backend: the server log is watched with the generate

@@ -27,8 +27,8 @@ const (
 // Names of the files and directories a cell uses inside its directory (DESIGN.md §4).
 const (
 	PerfDumpFile = "perf.json"
-	TracesDir    = "traces"
-	OutputsDir   = "outputs"
+	TracesDir    = backends.TracesDir
+	OutputsDir   = backends.OutputsDir
 )
 
 // Environment variables through which sglang picks its torch-profiler directory: newer builds

@@ -270,59 +270,6 @@ func (w *Watcher) Tail(n int) []backends.Evidence {
 	return all[len(all)-n:]
 }
 
-// StripANSI removes terminal escape sequences: CSI sequences (ESC '[' parameters intermediates
-// final, e.g. "\x1b[1;36m", "\x1b[0;0m", "\x1b[2K"), OSC sequences (ESC ']' ... BEL or ESC '\')
-// and other escapes (ESC ( B, ESC =). sglang colours paths and timings, so matching must not depend on them.
-func StripANSI(s string) string {
-	i := strings.IndexByte(s, 0x1b)
-	if i < 0 {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i >= 0 {
-		b.WriteString(s[:i])
-		s = s[i+1:]
-		switch {
-		case s == "":
-		case s[0] == '[':
-			j := 1
-			for j < len(s) && s[j] >= 0x30 && s[j] <= 0x3f { // parameter bytes
-				j++
-			}
-			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x2f { // intermediate bytes
-				j++
-			}
-			if j < len(s) && s[j] >= 0x40 && s[j] <= 0x7e { // final byte
-				j++
-			}
-			s = s[j:]
-		case s[0] == ']':
-			j := 1
-			for j < len(s) {
-				if s[j] == 0x07 {
-					j++
-					break
-				}
-				if s[j] == 0x1b && j+1 < len(s) && s[j+1] == '\\' {
-					j += 2
-					break
-				}
-				j++
-			}
-			s = s[j:]
-		default: // nF escapes such as ESC ( B: intermediates 0x20-0x2f, then one final byte
-			j := 0
-			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x2f {
-				j++
-			}
-			if j < len(s) {
-				j++
-			}
-			s = s[j:]
-		}
-		i = strings.IndexByte(s, 0x1b)
-	}
-	b.WriteString(s)
-	return b.String()
-}
+// StripANSI removes terminal escape sequences (backends.StripANSI): sglang colours paths and
+// timings, so matching must not depend on them.
+func StripANSI(s string) string { return backends.StripANSI(s) }

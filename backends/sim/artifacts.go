@@ -81,7 +81,48 @@ func (g *gen) saveTrace(r *request, steps int) error {
 	return g.writeTrace(r, r.id+"-full_stages-global-rank0.trace.json.gz", cfg)
 }
 
+// writeTrace writes the trace of a per-request profile. Upstream's pipeline executor profiles
+// such a request on rank 0 only and exports `…-global-rank0.trace.json.gz` from it, whatever
+// --num-gpus or --tp-size say (docs/upstream.md); every rank exports only in the server's
+// /start_profile window (window.go).
 func (g *gen) writeTrace(r *request, name string, cfg kinetogen.Config) error {
+	c := cfg
+	c.Rank = 0
+	c.StepScale = rankScale(cfg.StepScale, 0, g.k.slowRank, g.k.slowRankF)
+	return g.writeRankTrace(r, name, c)
+}
+
+// rankScale is rank's kernel slowdown: the straggler's compute kernels run factor times longer,
+// and on the other ranks the collectives last longer by about the time they wait for it (a
+// collective ends together on every rank).
+func rankScale(base map[string]float64, rank, slowRank int, factor float64) map[string]float64 {
+	if slowRank < 0 || factor == 1 {
+		return base
+	}
+	out := make(map[string]float64, len(base)+4)
+	for k, v := range base {
+		out[k] = v
+	}
+	mul := func(k string, f float64) {
+		if v, ok := out[k]; ok {
+			out[k] = v * f
+		} else {
+			out[k] = f
+		}
+	}
+	if rank == slowRank {
+		for _, grp := range []string{kinetogen.GroupGEMM, kinetogen.GroupAttention, kinetogen.GroupNorm, kinetogen.GroupModulation, kinetogen.GroupActivation} {
+			mul(grp, factor)
+		}
+	} else {
+		// Compute is about ten times the collectives' time in a TP block, so a compute excess
+		// of (factor-1) on the straggler is about 10*(factor-1) of the others' collective time.
+		mul(kinetogen.GroupComm, 1+10*(factor-1))
+	}
+	return out
+}
+
+func (g *gen) writeRankTrace(r *request, name string, cfg kinetogen.Config) error {
 	dir := g.traceDir()
 	path := filepath.Join(dir, name)
 	cfg.TraceName = filepath.Join(dir, "tmp"+r.id+".json")
@@ -122,7 +163,9 @@ func (g *gen) writeTrace(r *request, name string, cfg kinetogen.Config) error {
 		g.log.log("Failed to save trace: %v", err)
 		return nil
 	}
-	r.trace = path
+	if cfg.Rank == 0 {
+		r.trace = path
+	}
 	g.log.log("Saved profiler traces to: %s%s%s", ansiCyan, path, ansiReset)
 	return nil
 }

@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Main runs the simulator named by args[0] ("sglang" or "nsys") with the rest of args. ok is
+// Main runs the simulator named by args[0] (a backend kind, "sglang" or "vllm-omni", or
+// "nsys") with the rest of args. ok is
 // false for an unknown name. It is the one dispatch behind `runner sim ...` and behind the
 // test binaries that stand in for the runner binary under --simulate.
 func Main(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) (code int, ok bool) {
@@ -16,6 +17,8 @@ func Main(ctx context.Context, args []string, env map[string]string, stdout, std
 	switch args[0] {
 	case "sglang":
 		return SGLang(ctx, args[1:], env, stdout, stderr), true
+	case "vllm-omni":
+		return vllmMain(ctx, args[1:], env, stdout, stderr), true
 	case "nsys":
 		return NSys(ctx, args[1:], env, stdout, stderr), true
 	}

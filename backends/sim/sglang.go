@@ -26,6 +26,9 @@
 //	                          TextEncodingStage, DecodingStage, ...) or kernel groups
 //	                          (attention, gemm, norm, modulation, activation, elementwise,
 //	                          conv, memcpy, comm); they lengthen logs, dumps and traces alike
+//	RUNNER_SIM_SLOW_RANK      R or R=factor (default factor 1.3): with --tp-size > 1, rank R's
+//	                          compute kernels run factor times longer and the other ranks'
+//	                          collectives wait for it (a straggler for `runner triage`)
 //	RUNNER_SIM_JITTER_SEED    integer mixed into the step-time jitter (default 0), so repeats of
 //	                          one cell can differ while staying reproducible
 //	RUNNER_SIM_NSYS_ACTIVITY  set by the nsys simulator for its child: file to append GPU activity to
@@ -68,7 +71,12 @@ const (
 	EnvSlowdown     = "RUNNER_SIM_SLOWDOWN"
 	EnvNSysActivity = "RUNNER_SIM_NSYS_ACTIVITY"
 	EnvJitterSeed   = "RUNNER_SIM_JITTER_SEED"
+	EnvSlowRank     = "RUNNER_SIM_SLOW_RANK"
 )
+
+// DefaultSlowRankFactor is how much longer the straggler's compute kernels run when
+// RUNNER_SIM_SLOW_RANK names no factor.
+const DefaultSlowRankFactor = 1.3
 
 // DefaultTimeScale is the real-time fraction of simulated time when RUNNER_SIM_TIME_SCALE is
 // unset: a 50-step Qwen-Image run (≈30 s) takes about 60 ms.
@@ -92,10 +100,28 @@ type knobs struct {
 	jitter uint64
 	fail   map[string]bool
 	slow   map[string]float64
+	// slowRank is the straggler rank (-1: none) and slowRankF its compute slowdown.
+	slowRank  int
+	slowRankF float64
 }
 
 func readKnobs(env map[string]string) (knobs, error) {
-	k := knobs{scale: DefaultTimeScale, fail: map[string]bool{}, slow: map[string]float64{}}
+	k := knobs{scale: DefaultTimeScale, fail: map[string]bool{}, slow: map[string]float64{}, slowRank: -1, slowRankF: DefaultSlowRankFactor}
+	if v := strings.TrimSpace(env[EnvSlowRank]); v != "" {
+		rs, fs, hasF := strings.Cut(v, "=")
+		r, err := strconv.Atoi(strings.TrimSpace(rs))
+		f := DefaultSlowRankFactor
+		if hasF {
+			f, err = strconv.ParseFloat(strings.TrimSpace(fs), 64)
+			if err == nil && !(f >= 1 && !math.IsInf(f, 0)) {
+				err = errors.New("factor below 1")
+			}
+		}
+		if err != nil || r < 0 {
+			return k, fmt.Errorf("%s=%q: want a rank, optionally =factor >= 1 (e.g. 3 or 3=1.5)", EnvSlowRank, v)
+		}
+		k.slowRank, k.slowRankF = r, f
+	}
 	if v, ok := env[EnvTimeScale]; ok && strings.TrimSpace(v) != "" {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
@@ -256,10 +282,6 @@ func SGLang(ctx context.Context, args []string, env map[string]string, stdout, s
 	case "serve":
 		// The server simulator lives in serve.go.
 		return serveMain(ctx, args[1:], env, stdout, stderr, false)
-	case "vllm":
-		// The vLLM-Omni simulator (vllm.go), reached as `sim sglang vllm serve ...` so the
-		// runner binary needs no extra entry.
-		return vllmMain(ctx, args[1:], env, stdout, stderr)
 	case "-m":
 		// `python -m sglang.launch_server ...` (the LLM-only entry), reached as
 		// `sim sglang -m sglang.launch_server ...`.

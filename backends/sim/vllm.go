@@ -1,8 +1,8 @@
 package sim
 
 // The simulated vLLM-Omni diffusion server: `vllm serve MODEL --omni [--host H] [--port P]
-// [--profiler-config JSON]` (ref-sglang-interfaces.md §C). It is reached through the sglang
-// simulator's entry as `sim sglang vllm serve ...`, so the runner binary needs no extra wiring.
+// [--profiler-config JSON]` (ref-sglang-interfaces.md §C). It is reached as
+// `runner sim vllm-omni serve ...` (sim.Main dispatches on the backend kind).
 //
 // What it reproduces: the image endpoint (b64_json only), /health and /v1/models; the
 // profiler routes exist only when --profiler-config sets a profiler; /stop_profile exports

@@ -95,7 +95,7 @@ func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
 	s.dwin = nil
 	s.mu.Unlock()
 	defer s.gpu.Unlock()
-	ranks := max(s.p.intv("num_gpus", 1), 1)
+	ranks := max(s.p.intv("num_gpus", 1), s.p.intv("tp_size", 1), 1)
 	var errs []string
 	for rank := range ranks {
 		path := filepath.Join(win.dir, win.id+"-full_stages-global-rank"+strconv.Itoa(rank)+".trace.json.gz")
@@ -104,7 +104,7 @@ func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
 			err = writeEmptyTrace(path) // nothing ran: a trace without GPU work
 		} else {
 			err = writeGzTrace(path, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: true,
-				Model: s.model, StepScale: s.k.slow, StepNS: win.stepNS, BaseTimeNS: win.firstNS, AllStages: true, Steps: win.steps,
+				Model: s.model, StepScale: rankScale(s.k.slow, rank, s.k.slowRank, s.k.slowRankF), StepNS: win.stepNS, BaseTimeNS: win.firstNS, AllStages: true, Steps: win.steps,
 				StageNS: map[string]int64{kinetogen.StageTextEncoding: win.textNS, kinetogen.StageDecoding: win.vaeNS},
 				Rank:    rank, WorldSize: ranks, CommStream: ranks > 1})
 		}

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends"
-	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
 )
 
@@ -92,22 +91,30 @@ func ServerCommand(c plans.Cell, command []string, port int, dir, traceDir, mark
 	for k, v := range c.Backend.Env {
 		env[k] = v
 	}
-	env[sglang.EnvServerMarker] = marker
+	env[backends.EnvServerMarker] = marker
 	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
 }
 
-// ServerKey is sglang.ServerKey plus the profiler: the profiler configuration is a server
-// argument here, so torch and unprofiled cells cannot share a server.
+// ServerKey is the server arguments plus the profiler: the profiler configuration is a
+// server argument here, so torch and unprofiled cells cannot share a server.
 func ServerKey(c plans.Cell) string {
-	return "vllm-omni|" + sglang.ServerKey(c) + "|" + c.Profiler
+	return "vllm-omni|" + backends.ServerArgsKey(c, modelType(c)) + "|" + c.Profiler
 }
 
-// Backend is the backends.Backend of vLLM-Omni serve cells; like sglang.ServeBackend it
-// describes the server and judges its log, and the runner drives it.
+// modelType is the plan's backend.model_type; vLLM-Omni serves diffusion models here.
+func modelType(c plans.Cell) string {
+	if c.Backend.ModelType != "" {
+		return c.Backend.ModelType
+	}
+	return plans.ModelTypeDiffusion
+}
+
+// Backend is the backends.Server of vLLM-Omni serve cells (server.go has the methods of
+// backends.Server): it describes the server and judges its log, and the runner drives it.
 type Backend struct{}
 
 // New returns the backend.
-func New() backends.Backend { return Backend{} }
+func New() backends.Server { return Backend{} }
 
 // Name implements backends.Backend.
 func (Backend) Name() string { return Kind }
@@ -115,7 +122,7 @@ func (Backend) Name() string { return Kind }
 // Launch implements backends.Backend: the server command with placeholders for what is only
 // known at run time.
 func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
-	for _, d := range []string{sglang.TracesDir, sglang.OutputsDir} {
+	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
 		if err := os.MkdirAll(filepath.Join(cellDir, d), 0o755); err != nil {
 			return backends.Launch{}, fmt.Errorf("vllm-omni: create %s: %w", d, err)
 		}
@@ -133,24 +140,19 @@ func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 	if err != nil {
 		return backends.Launch{}, err
 	}
-	if c.Backend.Port == 0 {
-		for i := 1; i < len(l.Argv); i++ {
-			if l.Argv[i-1] == "--port" {
-				l.Argv[i] = sglang.PortPlaceholder
-			}
-		}
-	}
-	delete(l.Env, sglang.EnvServerMarker)
-	return l, nil
+	return backends.ShowPort(l, c), nil
 }
 
-// NewWatcher implements backends.Backend (the sglang watcher's OOM and argparse gates apply
-// to vLLM's log too).
-func (Backend) NewWatcher(plans.Cell) backends.Watcher { return sglang.NewWatcher() }
+// NewWatcher implements backends.Backend.
+func (b Backend) NewWatcher(c plans.Cell) backends.Watcher { return b.NewServerWatcher(c) }
 
-// Assess implements backends.Backend.
-func (Backend) Assess(c plans.Cell, dir string, w backends.Watcher, exit backends.Exit) backends.Assessment {
-	return sglang.ServeBackend{}.Assess(c, dir, w, exit)
+// Assess implements backends.Backend: the log gates of AssessCell over the whole log.
+func (b Backend) Assess(c plans.Cell, _ string, w backends.Watcher, _ backends.Exit) backends.Assessment {
+	sw, ok := w.(backends.ServerWatcher)
+	if !ok {
+		return backends.Assessment{Verdict: plans.VerdictOK}
+	}
+	return b.AssessCell(c, sw, nil)
 }
 
 var traceRank = regexp.MustCompile(`^trace_rank(\d+)\.json(\.gz)?$`)
@@ -212,7 +214,7 @@ func Complete(s Session, gzipOn bool) (bool, error) {
 		if _, err := os.Stat(strings.TrimSuffix(t, ".gz")); err == nil {
 			return false, nil // gzip is still writing
 		}
-		if err := sglang.CheckTrace(t); err != nil {
+		if err := backends.CheckTrace(t); err != nil {
 			return false, err
 		}
 	}

@@ -139,49 +139,63 @@ func kernelShares(ks []rundir.KernelShare) []KernelShare {
 }
 
 // MetricNames returns the metric names of c in report order: e2e, stages in first-seen order
-// of the pipeline, the denoise metrics, peak memory, request latency.
+// of the pipeline, the denoise metrics, peak memory, request latency. Each name's sort key is
+// computed once (a dump can hold 100k stages; searching the stage list inside the comparison
+// made this quadratic).
 func (c *Config) MetricNames() []string {
-	var out []string
-	rank := func(m string) int {
-		switch {
-		case m == MetricE2E:
-			return 0
-		case strings.HasPrefix(m, StagePrefix):
-			return 1
-		case m == MetricDenoiseMean:
-			return 2
-		case m == MetricDenoiseStep:
-			return 3
-		case m == MetricPeakMemory:
-			return 4
+	order := make(map[string]int, len(c.stageSeq))
+	for i, n := range c.stageSeq {
+		if _, dup := order[n]; !dup {
+			order[n] = i
 		}
-		return 5
 	}
+	type named struct {
+		name        string
+		rank, stage int
+	}
+	ms := make([]named, 0, len(c.Metrics))
 	for m := range c.Metrics {
-		out = append(out, m)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		ri, rj := rank(out[i]), rank(out[j])
-		if ri != rj {
-			return ri < rj
-		}
-		if ri == 1 {
-			if oi, oj := c.stageOrder(out[i]), c.stageOrder(out[j]); oi != oj {
-				return oi < oj
+		e := named{name: m, rank: metricRank(m)}
+		if e.rank == 1 {
+			e.stage = len(c.stageSeq)
+			if i, ok := order[m]; ok {
+				e.stage = i
 			}
 		}
-		return out[i] < out[j]
+		ms = append(ms, e)
+	}
+	sort.Slice(ms, func(i, j int) bool {
+		a, b := ms[i], ms[j]
+		if a.rank != b.rank {
+			return a.rank < b.rank
+		}
+		if a.stage != b.stage {
+			return a.stage < b.stage
+		}
+		return a.name < b.name
 	})
+	out := make([]string, len(ms))
+	for i, e := range ms {
+		out[i] = e.name
+	}
 	return out
 }
 
-func (c *Config) stageOrder(m string) int {
-	for i, n := range c.stageSeq {
-		if n == m {
-			return i
-		}
+// metricRank is a metric's group in report order.
+func metricRank(m string) int {
+	switch {
+	case m == MetricE2E:
+		return 0
+	case strings.HasPrefix(m, StagePrefix):
+		return 1
+	case m == MetricDenoiseMean:
+		return 2
+	case m == MetricDenoiseStep:
+		return 3
+	case m == MetricPeakMemory:
+		return 4
 	}
-	return len(c.stageSeq)
+	return 5
 }
 
 // Skip is a cell left out of the comparison and why.

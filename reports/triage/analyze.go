@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -95,19 +98,8 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 			rep.TPSize = opts.Mapping.TPSize
 		}
 		rep.Warnings = append(rep.Warnings, prefixAll("mapping: ", opts.Mapping.Warnings)...)
-		a.mapping = map[string]map[string]map[siteKeyS]int64{}
-		for _, f := range opts.Mapping.Files {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			info, res, err := a.one(ctx, f, false)
-			if err != nil {
-				return nil, fmt.Errorf("mapping trace: %w", err)
-			}
-			rep.Mapping = append(rep.Mapping, info)
-			for _, sr := range res {
-				a.addMapping(sr)
-			}
+		if err := a.readMapping(ctx, rep, opts.Mapping.Files); err != nil {
+			return nil, err
 		}
 	}
 	a.model, a.tp = rep.Model, rep.TPSize
@@ -118,15 +110,28 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		}
 	}
 	seen := map[string]int{}
+	var stats []rankStat
 	for _, f := range in.Files {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		info, res, err := a.one(ctx, f, true)
+		info, res, held, err := a.oneHeld(ctx, f)
 		if err != nil {
 			return nil, err
 		}
 		rep.Inputs = append(rep.Inputs, info)
+		rank := f.Rank
+		if held != nil {
+			rank = deviceRank(info.Device)
+			more, err := a.mergedRanks(ctx, f, held, int32(info.Device))
+			if err != nil {
+				return nil, err
+			}
+			stats = append(stats, more...)
+		}
+		for i, sr := range res {
+			stats = append(stats, newRankStat(rank, i, sr))
+		}
 		for _, sr := range res {
 			label := sr.stage.Stage
 			if multiRank && f.Rank.String() != "" {
@@ -142,6 +147,11 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, a.warn...)
 		a.warn = nil
 	}
+	other, err := a.otherRanks(ctx, in.OtherRanks)
+	if err != nil {
+		return nil, err
+	}
+	rep.Ranks = buildRanks(append(stats, other...))
 	if opts.Stage != "" {
 		var keep []Stage
 		var have []string
@@ -206,6 +216,7 @@ type siteKey struct {
 
 type kagg struct {
 	name     string
+	lower    string // name lower-cased
 	base     string
 	cat      string
 	total    int64
@@ -249,7 +260,7 @@ func (g *kagg) add(d int64, k siteKey) bool {
 
 // newAgg is the empty aggregate of canonical name cid.
 func (c *traceCtx) newAgg(cid int32) *kagg {
-	g := &kagg{name: c.names[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, repDur: -1, curNS: -1}
+	g := &kagg{name: c.names[cid], lower: c.lowers[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, repDur: -1, curNS: -1}
 	g.base = baseName(g.name)
 	return g
 }
@@ -356,13 +367,7 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 			}
 			groups[st[i]] = append(groups[st[i]], oi)
 		}
-		sort.SliceStable(order, func(i, j int) bool {
-			oi, oj := stageOrder(order[i]), stageOrder(order[j])
-			if oi != oj {
-				return oi < oj
-			}
-			return order[i] < order[j]
-		})
+		sortStagesByStart(t, order, groups)
 		info.Stage = strings.Join(order, ",")
 	} else {
 		groups[StageAll] = ops
@@ -430,6 +435,7 @@ type traceCtx struct {
 	names  []string
 	byName map[string]int32
 	cats   []string
+	lowers []string // lower-cased canonical names, shared by the classifier and the fusion catalog
 	sites  *siteFinder
 	scopes []trace.NameID // per GPU op: Options.Scopes label, or nil
 }
@@ -465,9 +471,173 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 	}
 	c.byName[n] = int32(len(c.names))
 	c.names = append(c.names, n)
-	c.cats = append(c.cats, c.cls.Classify(n))
+	low := strings.ToLower(n)
+	c.lowers = append(c.lowers, low)
+	c.cats = append(c.cats, c.cls.classifyLower(low))
 	c.canon[id] = int32(len(c.names) - 1)
 	return c.canon[id]
+}
+
+// oneHeld is one for an analysed input; for a merged multi-rank trace (SGLang's merged-*
+// files) it also returns the held trace, whose other devices mergedRanks compares.
+func (a *analyzer) oneHeld(ctx context.Context, f Input) (InputInfo, []stageResult, *trace.Trace, error) {
+	if !reMerged.MatchString(filepath.Base(f.Path)) {
+		info, res, err := a.one(ctx, f, true)
+		return info, res, nil, err
+	}
+	var held *trace.Trace
+	open, stream := a.opts.Open, a.opts.OpenStream
+	a.opts.Open = func(ctx context.Context, p string) (*trace.Trace, error) {
+		t, err := open(ctx, p)
+		held = t
+		return t, err
+	}
+	a.opts.OpenStream = nil // the devices are compared from the held trace
+	info, res, err := a.one(ctx, f, true)
+	a.opts.Open, a.opts.OpenStream = open, stream
+	return info, res, held, err
+}
+
+// mergedRanks compares the devices of a merged trace other than the tabled one: each is one
+// rank's GPU (SGLang's merged traces give every rank its own GPU process).
+func (a *analyzer) mergedRanks(ctx context.Context, f Input, t *trace.Trace, tabled int32) ([]rankStat, error) {
+	devs := map[int32]bool{}
+	for i := range t.GPUOps {
+		devs[t.GPUOps[i].Device] = true
+	}
+	var stats []rankStat
+	for d := range devs {
+		if d == tabled {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dev := int(d)
+		opts := a.opts
+		opts.Device, opts.OpenStream = &dev, nil
+		opts.Open = func(context.Context, string) (*trace.Trace, error) { return t, nil }
+		b := &analyzer{opts: opts, cls: a.cls, cat: a.cat, log: a.log, model: a.model, tp: a.tp}
+		_, res, err := b.one(ctx, f, true)
+		if err != nil {
+			return nil, fmt.Errorf("device %d of %s: %w", d, f.Path, err)
+		}
+		for i, sr := range res {
+			stats = append(stats, newRankStat(deviceRank(dev), i, sr))
+		}
+	}
+	return stats, nil
+}
+
+// deviceRank names a merged trace's device as a rank (its global rank is its device index).
+func deviceRank(dev int) RankID { return RankID{TP: -1, DP: -1, PP: -1, EP: -1, Global: dev} }
+
+// readMapping reads the mapping traces of mapping-formal mode: their Python sites per stage and
+// kernel go into a.mapping.
+func (a *analyzer) readMapping(ctx context.Context, rep *Report, files []Input) error {
+	a.mapping = map[string]map[string]map[siteKeyS]int64{}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		info, res, err := a.one(ctx, f, false)
+		if err != nil {
+			return fmt.Errorf("mapping trace: %w", err)
+		}
+		rep.Mapping = append(rep.Mapping, info)
+		for _, sr := range res {
+			a.addMapping(sr)
+		}
+	}
+	return nil
+}
+
+// otherRanks reads the traces of the ranks that have no tables, keeping only their per-stage
+// totals for the Ranks section; their warnings (the same device and stage notes as the tabled
+// rank's) are dropped. Kineto traces are read two at a time, each by its own analyzer (the
+// hooks of an nsys export keep per-session state, so those go one at a time); memory is then
+// bounded by two traces.
+func (a *analyzer) otherRanks(ctx context.Context, files []Input) ([]rankStat, error) {
+	workers := min(OtherRankWorkers, runtime.GOMAXPROCS(0), len(files))
+	for _, f := range files {
+		if f.Format != FormatKineto {
+			workers = 1
+		}
+	}
+	type result struct {
+		stats []rankStat
+		err   error
+	}
+	results := make([]result, len(files))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := &analyzer{opts: a.opts, cls: a.cls, cat: a.cat, log: a.log, model: a.model, tp: a.tp}
+			for i := range next {
+				f := files[i]
+				_, res, err := b.one(ctx, f, true)
+				if err != nil {
+					results[i].err = fmt.Errorf("rank %s: %w", rankLabel(f.Rank), err)
+					continue
+				}
+				for k, sr := range res {
+					results[i].stats = append(results[i].stats, newRankStat(f.Rank, k, sr))
+				}
+				b.warn = nil
+			}
+		}()
+	}
+	for i := range files {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var stats []rankStat
+	for _, r := range results {
+		if r.err != nil {
+			return nil, r.err
+		}
+		stats = append(stats, r.stats...)
+	}
+	return stats, nil
+}
+
+// OtherRankWorkers is how many untabled ranks' traces Analyze reads at once (issue 17's goal:
+// 8 ranks of 100 MB in 4 s on two cores).
+const OtherRankWorkers = 2
+
+// sortStagesByStart puts stages in pipeline order: by their first op's start (issue 17: the
+// diffusion stages came out alphabetically, decoding before denoising before text encoding).
+// SGLang's LLM stages keep their fixed order; ops outside every annotation and the "all" stage go
+// last.
+func sortStagesByStart(t *trace.Trace, order []string, groups map[string][]int32) {
+	first := make(map[string]int64, len(order))
+	for _, st := range order {
+		f := int64(math.MaxInt64)
+		for _, oi := range groups[st] {
+			f = min(f, t.GPUOps[oi].Start)
+		}
+		first[st] = f
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		// SGLang's own stage names keep their fixed order (extend, mixed, decode, then the rest).
+		if oi, oj := stageOrder(order[i]), stageOrder(order[j]); oi != oj {
+			return oi < oj
+		}
+		if first[order[i]] != first[order[j]] {
+			return first[order[i]] < first[order[j]]
+		}
+		return order[i] < order[j]
+	})
 }
 
 // opSite attributes one GPU op to a Python site.
@@ -626,7 +796,7 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 	}
 	pairs := adj()
 	for _, g := range aggs {
-		row := KernelRow{Name: g.name, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
+		row := KernelRow{Name: g.name, lower: g.lower, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
 		row.Locations = a.locations(c, g, label)
 		rows = append(rows, row)
 	}

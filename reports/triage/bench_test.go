@@ -1,10 +1,13 @@
 package triage
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/trace"
 )
 
@@ -62,6 +65,78 @@ func BenchmarkAnalyzeMappingFormal(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/formal-op")
+		})
+	}
+}
+
+// longName is a unique 1 KB kernel name of identifiers and template arguments (issue 14: the
+// classifier ran at 1.5 MB/s on such names).
+func longName(i int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "void ns%d::kernel_%d<", i, i)
+	for b.Len() < 1000 {
+		fmt.Fprintf(&b, "cute::tuple<cute::C<%d>, float_%d>, ", b.Len(), i)
+	}
+	b.WriteString("int>")
+	return b.String()
+}
+
+// BenchmarkClassifyLongNames classifies unique 1 KB names; MB/s is of name bytes.
+func BenchmarkClassifyLongNames(b *testing.B) {
+	names := make([]string, 2000)
+	for i := range names {
+		names[i] = longName(i)
+	}
+	c := DefaultClassifier()
+	b.SetBytes(int64(len(names[0])) * int64(len(names)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, n := range names {
+			c.Classify(n)
+		}
+	}
+}
+
+// longNameTrace is a Kineto trace of n kernels, each with a unique 1 KB name (unique=true) or
+// one of a handful of ordinary names, for comparing triage speed on hostile names (issue 14).
+func longNameTrace(n int, unique bool) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"schemaVersion":1,"traceEvents":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name := longName(i % 7)
+		if unique {
+			name = longName(i)
+		}
+		fmt.Fprintf(&b, `{"ph":"X","cat":"kernel","name":%q,"pid":0,"tid":7,"ts":%d.000,"dur":1.500,"args":{"device":0,"stream":7,"correlation":%d}}`, name, 1000+i*2, i+1)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// BenchmarkTriageLongNames reads and triages a trace of unique 1 KB kernel names against one of
+// the same size whose names repeat; MB/s is of trace JSON. Issue 14's goal: the two run at the
+// same speed.
+func BenchmarkTriageLongNames(b *testing.B) {
+	for _, unique := range []bool{false, true} {
+		b.Run(fmt.Sprintf("unique=%v", unique), func(b *testing.B) {
+			js := longNameTrace(20_000, unique)
+			b.SetBytes(int64(len(js)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				tr, err := kineto.Read(context.Background(), bytes.NewReader(js), "long.json", kineto.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				trace.Link(tr)
+				open := func(context.Context, string) (*trace.Trace, error) { return tr, nil }
+				r, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "long.json", Rank: NoRank}}}, Options{Open: open})
+				if err != nil || len(r.Stages) == 0 {
+					b.Fatalf("err=%v", err)
+				}
+			}
 		})
 	}
 }

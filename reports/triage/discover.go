@@ -109,6 +109,9 @@ type Inputs struct {
 	TPSize         int
 	ServerArgsPath string
 	Warnings       []string
+	// OtherRanks are the traces of the ranks not chosen for the tables: Analyze reads them one
+	// at a time for the Ranks section only (per-rank kernel, busy and collective time).
+	OtherRanks []Input
 }
 
 // regularFile reports whether a directory entry is a regular file, or a symlink to one.
@@ -525,6 +528,8 @@ func (res *Inputs) pickRanks(cands []Input, opts DiscoverOptions) ([]Input, erro
 	for _, c := range cands {
 		if c.Rank == want {
 			out = append(out, c)
+		} else {
+			res.OtherRanks = append(res.OtherRanks, c)
 		}
 	}
 	if len(list) > 1 {
@@ -532,7 +537,7 @@ func (res *Inputs) pickRanks(cands []Input, opts DiscoverOptions) ([]Input, erro
 		for i, r := range list {
 			names[i] = r.String()
 		}
-		res.Warnings = append(res.Warnings, fmt.Sprintf("analysing %s only; traces exist for %s (use --rank N or --all-ranks)", want.String(), strings.Join(names, ", ")))
+		res.Warnings = append(res.Warnings, fmt.Sprintf("tables for %s only (the Ranks section compares %s); use --rank N or --all-ranks for another rank's tables", want.String(), strings.Join(names, ", ")))
 	}
 	return out, nil
 }

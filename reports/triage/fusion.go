@@ -54,20 +54,24 @@ type Pattern struct {
 type Group struct {
 	Any        []string `json:"any"`
 	Categories []string `json:"categories"`
+	// None are name keywords that disqualify a kernel: a fused add+mul is not a gate multiply.
+	None []string `json:"none"`
 
-	m []matcher
+	m, none []matcher
 }
 
 type matcher struct {
-	sub string
-	re  *regexp.Regexp
+	sub  string
+	re   *regexp.Regexp
+	need []string // literals one of which every match of re contains (see requiredLiterals)
 }
 
-func (m matcher) match(s string) bool {
+// matchBG is match with the byte pairs of s, which rule most keywords out without a scan.
+func (m matcher) matchBG(bg *bigrams, s string) bool {
 	if m.re != nil {
-		return m.re.MatchString(s)
+		return containsAny(bg, s, m.need) && m.re.MatchString(s)
 	}
-	return strings.Contains(s, m.sub)
+	return bg.may(m.sub) && strings.Contains(s, m.sub)
 }
 
 func compile(kws []string) ([]matcher, error) {
@@ -78,7 +82,7 @@ func compile(kws []string) ([]matcher, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, matcher{re: re})
+			out = append(out, matcher{re: re, need: requiredLiterals(rx)})
 		} else {
 			out = append(out, matcher{sub: strings.ToLower(k)})
 		}
@@ -86,9 +90,46 @@ func compile(kws []string) ([]matcher, error) {
 	return out, nil
 }
 
-func anyMatch(ms []matcher, s string) bool {
+// anyWord is anyMatch with substrings that must stand as whole words (delimited by anything
+// but a letter or digit), for Python locations and CPU ops.
+func anyWord(ms []matcher, s string) bool {
 	for _, m := range ms {
-		if m.match(s) {
+		if m.re != nil {
+			if m.re.MatchString(s) {
+				return true
+			}
+		} else if containsWord(s, m.sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsWord(s, w string) bool {
+	if w == "" {
+		return false
+	}
+	for off := 0; ; {
+		i := strings.Index(s[off:], w)
+		if i < 0 {
+			return false
+		}
+		i += off
+		j := i + len(w)
+		if (i == 0 || !isAlnum(s[i-1])) && (j == len(s) || !isAlnum(s[j])) {
+			return true
+		}
+		off = i + 1
+	}
+}
+
+func isAlnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+func anyMatchBG(ms []matcher, bg *bigrams, s string) bool {
+	for _, m := range ms {
+		if m.matchBG(bg, s) {
 			return true
 		}
 	}
@@ -127,6 +168,9 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 		}
 		for j := range p.Split {
 			if p.Split[j].m, err = compile(p.Split[j].Any); err != nil {
+				return nil, fmt.Errorf("fusion catalog pattern %q group %d: %w", p.Name, j, err)
+			}
+			if p.Split[j].none, err = compile(p.Split[j].None); err != nil {
 				return nil, fmt.Errorf("fusion catalog pattern %q group %d: %w", p.Name, j, err)
 			}
 		}
@@ -196,11 +240,51 @@ type rowText struct {
 	site string // lower-cased locations and CPU ops
 }
 
+// member is one kernel row in a split group, and whether its own name (not only its Python
+// location or CPU op) matched the group.
+type member struct {
+	row    int
+	byName bool
+}
+
+// candidate is one catalog pattern's view of a stage before kernels are shared out: the rows
+// whose names prove the fused kernel ran, and the rows of each split group.
+type candidate struct {
+	p      *Pattern
+	index  int // position in the catalog, the last tie-break
+	fused  []int
+	groups [][]member
+}
+
 // Match evaluates the catalog against a stage's kernel rows (all of them, whatever the
 // cutoff). total is the stage's summed kernel time in ns, the share denominator.
+//
+// Each kernel row is evidence for at most one fusion row (issue 17): patterns take their
+// kernels in order of specificity (see orderCandidates), and a pattern whose required parts
+// were all taken by a more specific one is dropped. The shares of a stage's fusion rows
+// therefore add up to at most the share of the kernels they cite.
 func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []FusionRow {
 	model = strings.ToLower(model)
-	fw := frameworks(rows, model)
+	texts := rowTexts(rows)
+	cands := c.candidates(rows, texts, model)
+	orderCandidates(cands)
+	claimed := make([]bool, len(rows))
+	var hits []fusionHit
+	for _, cd := range cands {
+		cd.drop(claimed)
+		fr, related, ok := evaluate(cd, rows, total, tp)
+		if !ok {
+			continue
+		}
+		for _, i := range related {
+			claimed[i] = true
+		}
+		hits = append(hits, fusionHit{cd.p, fr})
+	}
+	return visibleRows(hits)
+}
+
+func rowTexts(rows []KernelRow) []rowText {
 	texts := make([]rowText, len(rows))
 	for i, r := range rows {
 		var b strings.Builder
@@ -210,13 +294,21 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 			b.WriteString(strings.ToLower(l.CPUOp))
 			b.WriteByte(' ')
 		}
-		texts[i] = rowText{name: strings.ToLower(r.Name), site: b.String()}
+		low := r.lower
+		if low == "" {
+			low = strings.ToLower(r.Name)
+		}
+		texts[i] = rowText{name: low, site: b.String()}
 	}
-	type hit struct {
-		p   *Pattern
-		row FusionRow
-	}
-	var hits []hit
+	return texts
+}
+
+// candidates collects, per pattern that applies to the framework and model, the rows that
+// match its fused keywords and its split groups. Rows are the outer loop so that each name's
+// byte pairs are recorded once for all patterns (issue 14: unique 1 KB names).
+func (c *Catalog) candidates(rows []KernelRow, texts []rowText, model string) []*candidate {
+	fw := frameworks(rows, model)
+	var all []*candidate
 	for pi := range c.Patterns {
 		p := &c.Patterns[pi]
 		if p.Framework != "" && p.Framework != "any" && !fw[p.Framework] {
@@ -227,139 +319,312 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 		if (model == "" && len(p.ModelInclude) > 0) || (model != "" && !modelOK(p, model)) {
 			continue
 		}
-		var active []int
-		isActive := map[int]bool{}
-		for i := range rows {
-			if anyMatch(p.fused, texts[i].name) {
-				active = append(active, i)
-				isActive[i] = true
-			}
+		all = append(all, &candidate{p: p, index: pi, groups: make([][]member, len(p.Split))})
+	}
+	bg := new(bigrams)
+	for i, r := range rows {
+		name := texts[i].name
+		if len(name) >= bigramMin {
+			bg.fill(name)
 		}
-		groups := make([][]int, len(p.Split))
-		weak := false
-		for gi, g := range p.Split {
-			strong := false
-			for i, r := range rows {
-				if isActive[i] {
-					continue
-				}
-				catOK := len(g.Categories) == 0 || contains(g.Categories, r.Category)
-				byName := anyMatch(g.m, texts[i].name)
-				switch {
-				case byName && catOK:
-					groups[gi] = append(groups[gi], i)
-					strong = true
-				case !byName && len(g.Categories) > 0 && catOK && anyMatch(g.m, texts[i].site):
-					// Location evidence only counts for a kernel whose own category fits.
-					groups[gi] = append(groups[gi], i)
-				}
-			}
-			if !strong && len(groups[gi]) > 0 {
-				weak = true
-			}
+		for _, cd := range all {
+			cd.addRow(i, r, texts[i], bg)
 		}
-		allGroups := len(p.Split) > 0
-		for _, g := range groups {
-			if len(g) == 0 {
-				allGroups = false
-			}
+		bg.reset()
+	}
+	out := all[:0]
+	for _, cd := range all {
+		if len(cd.fused) > 0 || cd.complete() {
+			out = append(out, cd)
 		}
-		var fr FusionRow
-		var related []int
-		switch {
-		case len(active) > 0:
-			fr.Status = StatusPresent
-			fr.Confidence = ConfHigh
-			related = active
-		case allGroups:
-			if p.MinTP > 0 && tp > 0 && tp < p.MinTP {
-				continue
-			}
-			fr.Status = StatusAvailable
-			if p.Origin == "upstream" || p.Origin == "inflight" {
-				fr.Status = StatusUpstream
-			}
-			seen := map[int]bool{}
-			for _, g := range groups {
-				for _, i := range g {
-					if !seen[i] {
-						seen[i] = true
-						related = append(related, i)
-					}
-				}
-			}
-		default:
+	}
+	return out
+}
+
+// addRow files row i under the candidate's fused kernels or split groups.
+func (cd *candidate) addRow(i int, r KernelRow, t rowText, bg *bigrams) {
+	var b *bigrams
+	if len(t.name) >= bigramMin {
+		b = bg
+	}
+	p := cd.p
+	if anyMatchBG(p.fused, b, t.name) {
+		cd.fused = append(cd.fused, i)
+		return
+	}
+	for gi := range p.Split {
+		g := &p.Split[gi]
+		if anyMatchBG(g.none, b, t.name) {
 			continue
 		}
-		// Adjacency: a fusion joins kernels that run back to back. Split groups whose kernels
-		// never ran next to each other on a stream are a weaker match (W6: the anchor matched
-		// a bag of rows). Communication runs on its own stream, so it is exempt.
-		apart := false
-		if fr.Status != StatusPresent {
-			for gi := 0; gi+1 < len(groups); gi++ {
-				if commGroup(p.Split[gi]) || commGroup(p.Split[gi+1]) {
-					continue
-				}
-				if !anyAdjacent(rows, groups[gi], groups[gi+1]) {
-					apart = true
-				}
-			}
+		catOK := len(g.Categories) == 0 || contains(g.Categories, r.Category)
+		byName := anyMatchBG(g.m, b, t.name)
+		switch {
+		case byName && catOK:
+			cd.groups[gi] = append(cd.groups[gi], member{i, true})
+		case !byName && len(g.Categories) > 0 && catOK && anyWord(g.m, t.site):
+			// Location evidence only counts for a kernel whose own category fits, and only as
+			// a whole word ("mul" is not in "multimodal_gen").
+			cd.groups[gi] = append(cd.groups[gi], member{i, false})
 		}
-		var rel int64
-		for _, i := range related {
-			rel += rows[i].totalNS
-		}
-		share := pct(rel, total)
-		if fr.Status != StatusPresent {
-			if share < p.MinShare {
-				continue
-			}
-			switch {
-			case weak || apart:
-				fr.Confidence = ConfLow
-			case share >= p.LikelyShare:
-				fr.Confidence = ConfHigh
-			default:
-				fr.Confidence = ConfMedium
-			}
-		}
-		sort.Slice(related, func(a, b int) bool {
-			if rows[related[a]].totalNS != rows[related[b]].totalNS {
-				return rows[related[a]].totalNS > rows[related[b]].totalNS
-			}
-			return rows[related[a]].Name < rows[related[b]].Name
-		})
-		fr.Pattern = p.Name
-		fr.RelatedUS = us(rel)
-		fr.SharePct = share
-		fr.CandidatePaths = append([]string{}, p.CandidatePaths...)
-		if p.Toggle != "" {
-			fr.CandidatePaths = append(fr.CandidatePaths, p.Toggle)
-		}
-		locSeen := map[string]bool{}
-		for k, i := range related {
-			if k < MaxEvidence {
-				fr.Evidence = append(fr.Evidence, fmt.Sprintf("%s (%.1f%%)", shortenName(rows[i].Name, 100), rows[i].SharePct))
-			}
-			if len(rows[i].Locations) > 0 && len(fr.Locations) < MaxEvidence {
-				l := rows[i].Locations[0].Location
-				if !locSeen[l] {
-					locSeen[l] = true
-					fr.Locations = append(fr.Locations, l)
-				}
-			}
-		}
-		if len(related) > MaxEvidence {
-			fr.Evidence = append(fr.Evidence, fmt.Sprintf("+%d more kernels", len(related)-MaxEvidence))
-		}
-		fr.Rationale = rationale(p, fr, tp)
-		if apart {
-			fr.Rationale += " The split kernels never run back to back on one stream, so they may not be the pair this fusion joins."
-		}
-		hits = append(hits, hit{p, fr})
 	}
-	// Subsumption: a matched pattern hides the patterns it subsumes, except that a split-only
-	// match never hides a fused kernel that is actually present.
+}
+
+// complete reports whether every split group has a kernel: a pattern needs all its parts.
+func (cd *candidate) complete() bool {
+	for _, g := range cd.groups {
+		if len(g) == 0 {
+			return false
+		}
+	}
+	return len(cd.groups) > 0
+}
+
+// drop removes the rows a more specific pattern already took.
+func (cd *candidate) drop(claimed []bool) {
+	keep := cd.fused[:0]
+	for _, i := range cd.fused {
+		if !claimed[i] {
+			keep = append(keep, i)
+		}
+	}
+	cd.fused = keep
+	for gi, g := range cd.groups {
+		k := g[:0]
+		for _, m := range g {
+			if !claimed[m.row] {
+				k = append(k, m)
+			}
+		}
+		cd.groups[gi] = k
+	}
+}
+
+// orderCandidates puts the most specific patterns first: a pattern before those it subsumes,
+// then patterns whose fused kernel runs (the family's fused path is the fact to report), then
+// patterns with more split parts, then catalog order.
+func orderCandidates(cands []*candidate) {
+	sort.SliceStable(cands, func(a, b int) bool {
+		x, y := cands[a], cands[b]
+		if px, py := len(x.fused) > 0, len(y.fused) > 0; px != py {
+			return px
+		}
+		if len(x.groups) != len(y.groups) {
+			return len(x.groups) > len(y.groups)
+		}
+		return x.index < y.index
+	})
+	pos := func(name string) int {
+		for i, cd := range cands {
+			if cd.p.Name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	// Move each subsuming pattern in front of the patterns it subsumes (the catalog's
+	// subsumption graph is small and acyclic; the pass count bounds a cycle anyway).
+	for pass := 0; pass < len(cands); pass++ {
+		moved := false
+		for i := 0; i < len(cands); i++ {
+			for _, s := range cands[i].p.Subsumes {
+				if j := pos(s); j >= 0 && j < i {
+					cd := cands[i]
+					copy(cands[j+1:i+1], cands[j:i])
+					cands[j] = cd
+					moved = true
+				}
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// evaluate decides a candidate's row after the rows taken by more specific patterns are gone;
+// related are the rows the row cites (and so takes).
+func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, []int, bool) {
+	p := cd.p
+	var fr FusionRow
+	var related, remaining []int
+	switch {
+	case len(cd.fused) > 0:
+		fr.Status, fr.Confidence = StatusPresent, ConfHigh
+		related = append(related, cd.fused...)
+		if cd.complete() {
+			// Both run: the split launches of the family that remain are the finding.
+			remaining = cd.splitRows()
+			related = append(related, remaining...)
+		}
+	case cd.complete():
+		if p.MinTP > 0 && tp > 0 && tp < p.MinTP {
+			return fr, nil, false
+		}
+		fr.Status = StatusAvailable
+		if p.Origin == "upstream" || p.Origin == "inflight" {
+			fr.Status = StatusUpstream
+		}
+		related = cd.splitRows()
+	default:
+		return fr, nil, false
+	}
+	apart := fr.Status != StatusPresent && cd.apart(rows)
+	var rel int64
+	for _, i := range related {
+		rel += rows[i].totalNS
+	}
+	share := pct(rel, total)
+	if fr.Status != StatusPresent {
+		if share < p.MinShare {
+			return fr, nil, false
+		}
+		switch {
+		case cd.weak() || apart:
+			fr.Confidence = ConfLow
+		case share >= p.LikelyShare:
+			fr.Confidence = ConfHigh
+		default:
+			fr.Confidence = ConfMedium
+		}
+	}
+	sortByTime(rows, related)
+	sortByTime(rows, remaining)
+	fr.Pattern = p.Name
+	fr.RelatedUS = us(rel)
+	fr.SharePct = share
+	fr.CandidatePaths = append([]string{}, p.CandidatePaths...)
+	if p.Toggle != "" {
+		fr.CandidatePaths = append(fr.CandidatePaths, p.Toggle)
+	}
+	disp := func(i int) string { return shortenName(rows[i].Name, 100) }
+	if names := distinctShort(len(rows), func(i int) string { return rows[i].Name }, 100); len(names) == len(rows) {
+		disp = func(i int) string { return names[i] }
+	}
+	fr.Evidence, fr.Locations = evidence(rows, related, disp)
+	for _, i := range related {
+		fr.cited = append(fr.cited, rows[i].Name)
+	}
+	fr.SplitRemaining = remainingSplit(rows, remaining, disp)
+	fr.Rationale = rationale(p, fr, tp, pctOf(rows, cd.fused, total), pctOf(rows, remaining, total))
+	if apart {
+		fr.Rationale += " The split kernels never run back to back on one stream, so they may not be the pair this fusion joins."
+	}
+	return fr, related, true
+}
+
+// splitRows is the union of the split groups' rows, each once.
+func (cd *candidate) splitRows() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, g := range cd.groups {
+		for _, m := range g {
+			if !seen[m.row] {
+				seen[m.row] = true
+				out = append(out, m.row)
+			}
+		}
+	}
+	return out
+}
+
+// weak reports a group satisfied only through Python locations or CPU ops.
+func (cd *candidate) weak() bool {
+	for _, g := range cd.groups {
+		strong := false
+		for _, m := range g {
+			strong = strong || m.byName
+		}
+		if !strong && len(g) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// apart reports consecutive split groups whose kernels never ran back to back on a stream:
+// a fusion joins kernels that run next to each other (W6: the anchor matched a bag of rows).
+// Communication runs on its own stream, so it is exempt.
+func (cd *candidate) apart(rows []KernelRow) bool {
+	p := cd.p
+	for gi := 0; gi+1 < len(cd.groups); gi++ {
+		if commGroup(p.Split[gi]) || commGroup(p.Split[gi+1]) {
+			continue
+		}
+		if !anyAdjacent(rows, cd.groups[gi], cd.groups[gi+1]) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortByTime(rows []KernelRow, idx []int) {
+	sort.Slice(idx, func(a, b int) bool {
+		if rows[idx[a]].totalNS != rows[idx[b]].totalNS {
+			return rows[idx[a]].totalNS > rows[idx[b]].totalNS
+		}
+		return rows[idx[a]].Name < rows[idx[b]].Name
+	})
+}
+
+func pctOf(rows []KernelRow, idx []int, total int64) float64 {
+	var ns int64
+	for _, i := range idx {
+		ns += rows[i].totalNS
+	}
+	return pct(ns, total)
+}
+
+// evidence lists the cited kernels (at most MaxEvidence, then a count) and their first Python
+// sites.
+func evidence(rows []KernelRow, related []int, disp func(i int) string) (ev, locs []string) {
+	locSeen := map[string]bool{}
+	for k, i := range related {
+		if k < MaxEvidence {
+			ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), rows[i].SharePct))
+		}
+		if len(rows[i].Locations) > 0 && len(locs) < MaxEvidence {
+			l := rows[i].Locations[0].Location
+			if !locSeen[l] {
+				locSeen[l] = true
+				locs = append(locs, l)
+			}
+		}
+	}
+	if len(related) > MaxEvidence {
+		ev = append(ev, fmt.Sprintf("+%d more kernels", len(related)-MaxEvidence))
+	}
+	return ev, locs
+}
+
+// remainingSplit names the split launches that still run beside a fused kernel of their
+// family, with their launch count and Python site, so the engineer knows where to look.
+func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string) []string {
+	var out []string
+	for k, i := range idx {
+		if k == MaxEvidence {
+			out = append(out, fmt.Sprintf("+%d more kernels", len(idx)-MaxEvidence))
+			break
+		}
+		r := rows[i]
+		s := fmt.Sprintf("%s ×%d", disp(i), r.Count)
+		if len(r.Locations) > 0 {
+			s += " at " + r.Locations[0].Location
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+type fusionHit struct {
+	p   *Pattern
+	row FusionRow
+}
+
+// visibleRows applies subsumption (a matched pattern hides the patterns it subsumes, except
+// that a split-only match never hides a fused kernel that is actually present) and sorts the
+// rows by related time.
+func visibleRows(hits []fusionHit) []FusionRow {
 	hidden := map[string]bool{}
 	for _, h := range hits {
 		for _, s := range h.p.Subsumes {
@@ -387,10 +652,10 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 
 func commGroup(g Group) bool { return contains(g.Categories, CatCommunication) }
 
-func anyAdjacent(rows []KernelRow, a, b []int) bool {
+func anyAdjacent(rows []KernelRow, a, b []member) bool {
 	for _, i := range a {
 		for _, j := range b {
-			if adjacent(rows, i, j) {
+			if adjacent(rows, i.row, j.row) {
 				return true
 			}
 		}
@@ -424,12 +689,15 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-func rationale(p *Pattern, fr FusionRow, tp int) string {
+func rationale(p *Pattern, fr FusionRow, tp int, fusedPct, splitPct float64) string {
 	var s string
-	switch fr.Status {
-	case StatusPresent:
+	switch {
+	case fr.Status == StatusPresent && len(fr.SplitRemaining) > 0:
+		s = fmt.Sprintf("The fused kernel already runs (%.1f%% of kernel time), but split kernels of the family still run (%.1f%%): %s.",
+			fusedPct, splitPct, strings.Join(fr.SplitRemaining, "; "))
+	case fr.Status == StatusPresent:
 		s = fmt.Sprintf("The fused kernel already runs (%.1f%% of kernel time); nothing to enable.", fr.SharePct)
-	case StatusAvailable:
+	case fr.Status == StatusAvailable:
 		s = fmt.Sprintf("Split kernels of this family take %.1f%% of kernel time and the framework has a fused path.", fr.SharePct)
 	default:
 		s = fmt.Sprintf("Split kernels of this family take %.1f%% of kernel time; a fused path exists upstream or in an open PR (%s).", fr.SharePct, p.Origin)

@@ -20,6 +20,12 @@ const (
 	RecSkip       = "skip"
 	RecDefer      = "defer"
 	RecInspect    = "inspect"
+	// RecCopyAsync is the advice for a host/device copy: pinned host memory and a non-blocking
+	// copy on a side stream, or move it out of the step loop. Copies are never "try fusion".
+	RecCopyAsync = "pin + async copy"
+	// RecCopyAvoid is the advice for a device-to-device copy or a memset: avoid it (write in
+	// place, preallocate) or move it out of the step loop.
+	RecCopyAvoid = "avoid or hoist copy"
 
 	DepHigh    = "high"
 	DepUnclear = "unclear"
@@ -115,7 +121,27 @@ func (a *analyzer) ovRow(dep func(g *kagg) string, cd ovCand, total int64, verdi
 		r.Scope = cd.row.Locations[0].Location
 	}
 	r.Priority, r.Recommendation = priority(verdict, g.cat, r.SharePct, cd.excl, cd.hid, r.DepRisk)
+	if adv := copyAdvice(g.name); adv != "" && (r.Recommendation == RecTryFusion || r.Recommendation == RecCheckDeps) {
+		r.Recommendation = adv
+	}
 	return r
+}
+
+// copyAdvice is the recommendation for a runtime copy or memset (torch "Memcpy HtoD (…)", nsys
+// "[CUDA memcpy Host-to-Device]", HIP hipMemcpy…), or "" for a kernel: a copy is not fused
+// with kernels, it is made asynchronous, avoided or moved out of the loop (issue 17).
+func copyAdvice(name string) string {
+	s := strings.ToLower(name)
+	if !strings.HasPrefix(s, "memcpy") && !strings.HasPrefix(s, "memset") && !strings.HasPrefix(s, "[cuda mem") &&
+		!strings.HasPrefix(s, "hipmemcpy") && !strings.HasPrefix(s, "hipmemset") {
+		return ""
+	}
+	for _, host := range []string{"htod", "dtoh", "host", "pageable", "pinned", "htoh"} {
+		if strings.Contains(s, host) {
+			return RecCopyAsync
+		}
+	}
+	return RecCopyAvoid
 }
 
 // priority implements the anchor's §6.6 decision table (v2 labels).

@@ -96,7 +96,7 @@ func stageTitle(s string) string {
 // microseconds below 0.1 ms so that small kernels do not all print as 0.00 ms.
 func ms(usv float64) string {
 	if usv < 100 {
-		return strconv.FormatFloat(usv, 'f', 1, 64) + " us"
+		return strconv.FormatFloat(usv, 'f', 1, 64) + " µs"
 	}
 	return strconv.FormatFloat(usv/1000, 'f', 2, 64) + " ms"
 }
@@ -109,18 +109,100 @@ func modeLabel(m string) string {
 	return m
 }
 
-func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
-	var b strings.Builder
-	nameW := textNameWidth
-	write := table.WriteText
-	heading := func(s string) { b.WriteString("== " + s + " ==\n") }
-	sub := func(s string) { b.WriteString("-- " + s + " --\n") }
-	if md {
-		nameW = mdNameWidth
-		write = table.WriteMarkdown
-		heading = func(s string) { b.WriteString(s + "\n") }
-		sub = func(s string) { b.WriteString("##### " + s + "\n") }
+// doc is one text or Markdown rendering in progress.
+type doc struct {
+	b         strings.Builder
+	md        bool
+	nameW     int
+	write     func(io.Writer, *table.Table) error
+	showStage bool
+	leg       legend
+}
+
+func (d *doc) heading(s string) {
+	if d.md {
+		d.b.WriteString(s + "\n")
+	} else {
+		d.b.WriteString("== " + s + " ==\n")
 	}
+}
+
+func (d *doc) sub(s string) {
+	if d.md {
+		d.b.WriteString("##### " + s + "\n")
+	} else {
+		d.b.WriteString("-- " + s + " --\n")
+	}
+}
+
+func (d *doc) flush(t *table.Table) error {
+	if err := d.write(&d.b, t); err != nil {
+		return err
+	}
+	d.b.WriteString("\n")
+	return nil
+}
+
+func (d *doc) stage(s *Stage) {
+	if d.showStage {
+		d.sub(stageTitle(s.Stage))
+	}
+}
+
+func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
+	d := &doc{md: md, nameW: textNameWidth, write: table.WriteText,
+		showStage: len(r.Stages) > 1 || (len(r.Stages) == 1 && r.Stages[0].Stage != StageAll)}
+	if md {
+		d.nameW, d.write = mdNameWidth, table.WriteMarkdown
+	}
+	d.header(r, cutoff)
+	d.leg.use("busy")
+	if r.Mode == ModeMappingFormal {
+		d.leg.use("formal")
+	}
+	if r.Ranks != nil {
+		d.heading("Ranks")
+		d.leg.use("straggler", "collective wait")
+		for _, rs := range r.Ranks.Stages {
+			if err := renderRankStage(&d.b, rs, d.sub, d.flush, d.nameW); err != nil {
+				return err
+			}
+		}
+	}
+	for _, part := range []struct {
+		title string
+		table func(s *Stage) error
+	}{
+		{"Kernel Table", func(s *Stage) error { return d.kernels(s, cutoff) }},
+		{"Overlap Opportunity Table", d.overlap},
+		{"Fuse Opportunity Table", d.fusions},
+	} {
+		d.heading(part.title)
+		for i := range r.Stages {
+			d.stage(&r.Stages[i])
+			if err := part.table(&r.Stages[i]); err != nil {
+				return err
+			}
+		}
+	}
+	if len(d.leg.used) > 0 {
+		d.heading("Legend")
+		d.leg.write(&d.b, md)
+		d.b.WriteString("\n")
+	}
+	if len(r.Warnings) > 0 {
+		d.heading("Warnings")
+		for _, wn := range r.Warnings {
+			d.b.WriteString("- " + wn + "\n")
+		}
+	}
+	_, err := io.WriteString(w, d.b.String())
+	return err
+}
+
+// header writes the report's title lines: mode, inputs, model, TP size and the cutoff.
+func (d *doc) header(r *Report, cutoff float64) {
+	b := &d.b
 	b.WriteString("Triage View\n")
 	b.WriteString("Mode: " + modeLabel(r.Mode) + "\n")
 	paths := make([]string, len(r.Inputs))
@@ -144,112 +226,137 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 		b.WriteString("TP size: " + strconv.Itoa(r.TPSize) + "\n")
 	}
 	if cutoff > 0 {
-		fmt.Fprintf(&b, "Rows under %s of the stage's kernel time are hidden (cutoff).\n", pc(cutoff))
+		fmt.Fprintf(b, "Rows under %s of the stage's kernel time are hidden (cutoff).\n", pc(cutoff))
 	}
 	b.WriteString("\n")
-	showStage := len(r.Stages) > 1 || (len(r.Stages) == 1 && r.Stages[0].Stage != StageAll)
-	flush := func(t *table.Table) error {
-		if err := write(&b, t); err != nil {
-			return err
-		}
-		b.WriteString("\n")
-		return nil
-	}
+}
 
-	heading("Kernel Table")
-	for _, s := range r.Stages {
-		if showStage {
-			sub(stageTitle(s.Stage))
+// kernels writes one stage's kernel table.
+func (d *doc) kernels(s *Stage, cutoff float64) error {
+	fmt.Fprintf(&d.b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
+		ms(s.KernelTimeUS), s.KernelCount, ms(s.BusyUS), ms(s.WindowUS))
+	u := unitFor(len(s.Kernels), func(i int) float64 { return s.Kernels[i].TotalUS })
+	disp := distinctShort(len(s.Kernels), func(i int) string { return s.Kernels[i].Name }, d.nameW)
+	gt := "GPU time (" + u.label + ")"
+	t := &table.Table{
+		Header: []string{"Kernel", "Category", gt, "Share", "Launches", "Python location (site share)", "CPU op"},
+		Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Left},
+		Empty:  fmt.Sprintf("No kernel rows at or above %s share.", pc(cutoff)),
+	}
+	if !d.md {
+		t.Header = []string{"Kernel", "Category", gt, "Share", "sum%", "Launches", "Python location (site share)", "CPU op"}
+		t.Align = []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Right, table.Left, table.Left}
+	}
+	var cum float64
+	for i, k := range s.Kernels {
+		cum += k.SharePct
+		loc, cpu := siteCells(k.Locations)
+		row := []string{disp[i], k.Category, u.format(k.TotalUS), pc(k.SharePct)}
+		if !d.md {
+			row = append(row, pc(cum))
 		}
-		fmt.Fprintf(&b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
-			ms(s.KernelTimeUS), s.KernelCount, ms(s.BusyUS), ms(s.WindowUS))
-		t := &table.Table{
-			Header: []string{"Kernel", "Category", "GPU time", "Share", "Launches", "Python location (site share)", "CPU op"},
-			Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Left},
-			Empty:  fmt.Sprintf("No kernel rows at or above %s share.", pc(cutoff)),
-		}
-		if !md {
-			t.Header = []string{"Kernel", "Category", "GPU time", "Share", "sum%", "Launches", "Python location (site share)", "CPU op"}
-			t.Align = []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Right, table.Left, table.Left}
-		}
-		var cum float64
-		for _, k := range s.Kernels {
-			cum += k.SharePct
-			loc, cpu := siteCells(k.Locations)
-			row := []string{table.Shorten(k.Name, nameW), k.Category, ms(k.TotalUS), pc(k.SharePct)}
-			if !md {
-				row = append(row, pc(cum))
-			}
-			row = append(row, strconv.Itoa(k.Count), loc, cpu)
-			t.Rows = append(t.Rows, row)
-		}
-		if err := flush(t); err != nil {
-			return err
+		row = append(row, strconv.Itoa(k.Count), loc, cpu)
+		t.Rows = append(t.Rows, row)
+	}
+	return d.flush(t)
+}
+
+// overlap writes one stage's overlap table.
+func (d *doc) overlap(s *Stage) error {
+	multi := pct(s.Summary.MultiStreamNS, int64(s.BusyUS*1000))
+	fmt.Fprintf(&d.b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
+		ms(s.BusyUS), ms(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
+	u := unitFor(len(s.Overlap), func(i int) float64 { return s.Overlap[i].TotalUS })
+	disp := distinctShort(len(s.Overlap), func(i int) string { return s.Overlap[i].Kernel }, d.nameW)
+	t := &table.Table{
+		Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "GPU time (" + u.label + ")", "Share", "Exclusive / hidden", "Dep risk", "Recommendation"},
+		Align:  []table.Align{table.Left, table.Left, table.Left, table.Left, table.Right, table.Right, table.Right},
+		Empty:  "No overlap rows cleared the reporting bar.",
+	}
+	for i, o := range s.Overlap {
+		t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, disp[i], o.Scope, u.format(o.TotalUS), pc(o.SharePct),
+			pc(o.ExclusivePct) + " / " + pc(o.HiddenPct), o.DepRisk, o.Recommendation})
+		d.leg.use(o.Priority, o.Verdict, o.DepRisk, o.Recommendation)
+	}
+	return d.flush(t)
+}
+
+// fusions writes one stage's fusion table; in a terminal the rationales go under it.
+func (d *doc) fusions(s *Stage) error {
+	u := unitFor(len(s.Fusions), func(i int) float64 { return s.Fusions[i].RelatedUS })
+	t := &table.Table{
+		Header: []string{"Pattern", "Status", "Confidence", "Related GPU time (" + u.label + ")", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
+		Align:  []table.Align{table.Left, table.Left, table.Left, table.Right, table.Right},
+		Empty:  "No catalog fusion pattern matched this stage.",
+	}
+	for _, f := range s.Fusions {
+		t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, u.format(f.RelatedUS), pc(f.SharePct),
+			strings.Join(f.Evidence, "\n"), strings.Join(f.Locations, "\n"), strings.Join(f.CandidatePaths, "\n"), f.Rationale})
+		d.leg.use(f.Status, "confidence "+f.Confidence)
+	}
+	if !d.md {
+		// The rationale is long prose; in a terminal it goes under the table.
+		t.Header = t.Header[:8]
+		for i := range t.Rows {
+			t.Rows[i] = t.Rows[i][:8]
 		}
 	}
-
-	heading("Overlap Opportunity Table")
-	for _, s := range r.Stages {
-		if showStage {
-			sub(stageTitle(s.Stage))
-		}
-		multi := pct(s.Summary.MultiStreamNS, int64(s.BusyUS*1000))
-		fmt.Fprintf(&b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
-			ms(s.BusyUS), ms(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
-		t := &table.Table{
-			Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "Formal signal", "Dep risk", "Recommendation"},
-			Empty:  "No overlap rows cleared the reporting bar.",
-		}
-		for _, o := range s.Overlap {
-			sig := fmt.Sprintf("%.1f us, share %s, excl %s / hid %s", o.TotalUS, pc(o.SharePct), pc(o.ExclusivePct), pc(o.HiddenPct))
-			t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, table.Shorten(o.Kernel, nameW), o.Scope, sig, o.DepRisk, o.Recommendation})
-		}
-		if err := flush(t); err != nil {
-			return err
-		}
+	if err := d.flush(t); err != nil {
+		return err
 	}
-
-	heading("Fuse Opportunity Table")
-	for _, s := range r.Stages {
-		if showStage {
-			sub(stageTitle(s.Stage))
-		}
-		t := &table.Table{
-			Header: []string{"Pattern", "Status", "Confidence", "Related GPU time", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
-			Align:  []table.Align{table.Left, table.Left, table.Left, table.Right, table.Right},
-			Empty:  "No catalog fusion pattern matched this stage.",
-		}
+	if !d.md {
 		for _, f := range s.Fusions {
-			t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, ms(f.RelatedUS), pc(f.SharePct),
-				strings.Join(f.Evidence, "\n"), strings.Join(f.Locations, "\n"), strings.Join(f.CandidatePaths, "\n"), f.Rationale})
+			d.b.WriteString("* " + f.Pattern + ": " + f.Rationale + "\n")
 		}
-		if !md {
-			// The rationale is long prose; in a terminal it goes under the table.
-			t.Header = t.Header[:8]
-			for i := range t.Rows {
-				t.Rows[i] = t.Rows[i][:8]
-			}
-		}
-		if err := flush(t); err != nil {
-			return err
-		}
-		if !md {
-			for _, f := range s.Fusions {
-				b.WriteString("* " + f.Pattern + ": " + f.Rationale + "\n")
-			}
-			if len(s.Fusions) > 0 {
-				b.WriteString("\n")
-			}
+		if len(s.Fusions) > 0 {
+			d.b.WriteString("\n")
 		}
 	}
-	if len(r.Warnings) > 0 {
-		heading("Warnings")
-		for _, wn := range r.Warnings {
-			b.WriteString("- " + wn + "\n")
+	return nil
+}
+
+// renderRankStage writes one stage's per-rank table with its straggler line.
+func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush func(*table.Table) error, nameW int) error {
+	sub(stageTitle(rs.Stage))
+	if rs.Straggler == "" {
+		fmt.Fprintf(b, "No straggler: no rank is busier than the median (%s).\n", ms(rs.MedianBusyUS))
+	} else {
+		var parts []string
+		for _, c := range rs.Culprits {
+			parts = append(parts, fmt.Sprintf("%s (+%s)", table.Shorten(c.Kernel, nameW/2), ms(c.DiffUS)))
 		}
+		fmt.Fprintf(b, "Straggler: %s, busy %s over the median %s (%s)", rs.Straggler, ms(rs.StragglerGapUS), ms(rs.MedianBusyUS),
+			pc(100*rs.StragglerGapUS/maxf(rs.MedianBusyUS, 1e-9)))
+		if len(parts) > 0 {
+			b.WriteString("; kernels making the difference: " + strings.Join(parts, ", "))
+		}
+		b.WriteString(".\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	n := len(rs.Ranks)
+	u := unitFor(n*2, func(i int) float64 {
+		if i < n {
+			return rs.Ranks[i].KernelTimeUS
+		}
+		return rs.Ranks[i-n].BusyUS
+	})
+	t := &table.Table{
+		Header: []string{"Rank", "Kernel time (" + u.label + ")", "Busy (" + u.label + ")", "Busy vs median (" + u.label + ")",
+			"Collective (" + u.label + ")", "Collective wait (" + u.label + ")", ""},
+		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left},
+	}
+	for _, r := range rs.Ranks {
+		mark := ""
+		if r.Rank == rs.Straggler {
+			mark = "straggler"
+		}
+		vs := u.format(r.BusyVsMedianUS)
+		if r.BusyVsMedianUS > 0 {
+			vs = "+" + vs
+		}
+		t.Rows = append(t.Rows, []string{r.Rank, u.format(r.KernelTimeUS), u.format(r.BusyUS), vs,
+			u.format(r.CollectiveUS), u.format(r.CollectiveWaitUS), mark})
+	}
+	return flush(t)
 }
 
 func siteCells(ls []Location) (string, string) {
@@ -279,6 +386,20 @@ func renderCSV(w io.Writer, r *Report) error {
 	t := &table.Table{Header: []string{"table", "stage", "name", "category", "total_us", "count", "share_pct",
 		"location", "cpu_op", "priority", "verdict", "exclusive_pct", "hidden_pct", "dep_risk", "recommendation",
 		"status", "confidence", "evidence", "candidate_paths", "rationale"}}
+	if r.Ranks != nil {
+		for _, rs := range r.Ranks.Stages {
+			for _, rr := range rs.Ranks {
+				verdict := ""
+				if rr.Rank == rs.Straggler {
+					verdict = "straggler"
+				}
+				// total_us is the busy time; the rationale column carries the other figures.
+				t.Rows = append(t.Rows, []string{"rank", rs.Stage, rr.Rank, "", f64(rr.BusyUS), "", "", "", "", "", verdict, "", "", "", "", "", "", "", "",
+					fmt.Sprintf("kernel_time_us=%s collective_us=%s collective_wait_us=%s busy_vs_median_us=%s",
+						f64(rr.KernelTimeUS), f64(rr.CollectiveUS), f64(rr.CollectiveWaitUS), f64(rr.BusyVsMedianUS))})
+			}
+		}
+	}
 	for _, s := range r.Stages {
 		for _, k := range s.Kernels {
 			var loc, cpu []string

@@ -35,6 +35,9 @@ type Report struct {
 	MemoryOps Section `json:"memory_ops,omitempty"`
 	API       Section `json:"api,omitempty"`
 
+	// Ranks compares the ranks of a multi-rank run (absent for one rank).
+	Ranks *RankReport `json:"ranks,omitempty"`
+
 	// Model and TPSize come from server_args.json; shown in the text/Markdown header only.
 	Model  string `json:"-"`
 	TPSize int    `json:"-"`
@@ -87,6 +90,7 @@ type KernelRow struct {
 	Locations []Location `json:"locations"`
 
 	totalNS int64
+	lower   string // Name lower-cased when the analyzer has it (the fusion catalog matches on it)
 	// adj is the stage's set of row pairs that ran back to back on one stream (shared by all
 	// rows of the stage; see adjKey); nil when unknown, e.g. for rows built by hand.
 	adj map[uint64]struct{}
@@ -144,8 +148,14 @@ type FusionRow struct {
 	Evidence       []string `json:"evidence"`
 	CandidatePaths []string `json:"candidate_paths"`
 	Rationale      string   `json:"rationale"`
+	// SplitRemaining names the split launches of the family that still run beside its fused
+	// kernel ("name ×launches at python/site"); empty unless the status is present.
+	SplitRemaining []string `json:"split_remaining,omitempty"`
 	// Locations are the Python sites of the evidence kernels (Markdown column only).
 	Locations []string `json:"-"`
+	// cited are the canonical names of every kernel the row counts (tests check that no kernel
+	// is cited by two rows of a stage).
+	cited []string
 }
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }

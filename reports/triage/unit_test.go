@@ -144,6 +144,10 @@ func TestClassifier(t *testing.T) {
 		{"void rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, int)", CatRoPE},
 		{"void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)", CatMemory},
 		{"Memcpy DtoD (Device -> Device)", CatMemory},
+		{"[CUDA memcpy Host-to-Device]", CatMemory}, // nsys names the same copy so (issue 17)
+		{"[CUDA memcpy Device-to-Host]", CatMemory},
+		{"[CUDA memset]", CatMemory},
+		{"Memcpy HtoD (Pageable -> Device)", CatMemory},
 		{"Memset (Device)", CatMemory},
 		{"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", CatMemory},
 		{"void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const> >(int)", CatMemory},
@@ -489,10 +493,11 @@ func TestFusionGates(t *testing.T) {
 	if s, _ := statusOf(m, "Fused QK RMSNorm + RoPE"); s != StatusPresent {
 		t.Errorf("fused qknorm rope: %q", s)
 	}
-	// ...but a split-only match never hides a fused kernel that is present.
+	// ...and the in-place QK-norm kernel beside a separate RoPE is the norm part of the more
+	// specific QK-norm + RoPE fusion: cited once, there (issue 17).
 	m = cat.Match([]KernelRow{row("fused_qknorm_warp", 5), row("void rotary_embedding_kernel<bf16>", 5)}, 100_000, "", 0)
-	if s, _ := statusOf(m, "In-place QK RMSNorm"); s != StatusPresent {
-		t.Errorf("in-place qknorm hidden by a split match: %q", s)
+	if s, _ := statusOf(m, "In-place QK RMSNorm"); s != "absent" {
+		t.Errorf("in-place qknorm cited twice: %q", s)
 	}
 	if s, _ := statusOf(m, "Fused QK RMSNorm + RoPE"); s != StatusAvailable {
 		t.Errorf("qknorm + separate rope: %q, want available", s)
@@ -750,6 +755,59 @@ func TestMergeRuns32(t *testing.T) {
 		mergeRuns32(b, make([]int32, len(b)), func(x, y int32) int { return cmp.Compare(x, y) })
 		if !slices.Equal(b, want) {
 			t.Errorf("%d runs: %v, want %v", runs, b, want)
+		}
+	}
+}
+
+// The byte-pair prefilter and the regexp window (issue 14) must not change any category: on
+// names long enough to use them, Classify agrees with a plain first-match over every rule.
+func TestClassifyPrefilterAgrees(t *testing.T) {
+	c := DefaultClassifier()
+	naive := func(name string) string {
+		s := strings.ToLower(Canonical(name))
+		for _, r := range c.rules {
+			if r.re != nil && r.re.MatchString(s) || r.re == nil && strings.Contains(s, r.sub) {
+				return r.cat
+			}
+		}
+		return CatOther
+	}
+	pad := strings.Repeat("cute::C<128>, ", 10)
+	for _, base := range []string{
+		"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "sm90_xmma_fprop_implicit_gemm_bf16", "void mla_decode_kernel<",
+		"void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel<", "void at::native::max_pool2d<",
+		"deepep::dispatch<", "void oneshot_all_reduce<", "void conv2d_kernel<", "void ssd_chunk_scan<", "void foo_a2a_bar<",
+		"[CUDA memcpy Host-to-Device]", "void some_mma_kernel<", "void x::sdpa_fwd<", "void cvt_fp16<", "triton_poi_fused_tanh_0",
+	} {
+		for _, name := range []string{base + pad + ">", base} {
+			if got, want := c.Classify(name), naive(name); got != want {
+				t.Errorf("Classify(%.60q…) = %s, plain rules say %s", name, got, want)
+			}
+		}
+	}
+	if got := requiredLiterals("(^|[^m])all_?reduce"); len(got) != 1 || got[0] != "reduce" {
+		t.Errorf("requiredLiterals = %q, want [reduce]", got)
+	}
+	if got := requiredLiterals("(fprop|dgrad|wgrad)"); got == nil {
+		t.Errorf("requiredLiterals of an alternation = nil")
+	}
+}
+
+// Issue 17: a 2.4 GiB host-to-device copy got "try fusion". Copies get copy advice whatever
+// the source's spelling.
+func TestCopyAdvice(t *testing.T) {
+	for name, want := range map[string]string{
+		"[CUDA memcpy Host-to-Device]":                    RecCopyAsync,
+		"[CUDA memcpy Device-to-Host]":                    RecCopyAsync,
+		"Memcpy HtoD (Pageable -> Device)":                RecCopyAsync,
+		"Memcpy DtoD (Device -> Device)":                  RecCopyAvoid,
+		"[CUDA memset]":                                   RecCopyAvoid,
+		"hipMemcpyWithStream":                             RecCopyAvoid,
+		"void at::native::direct_copy_kernel_cuda<float>": "",
+		"nvjet_tst_64x8_64x16_4x1_v_bz_TNT":               "",
+	} {
+		if got := copyAdvice(name); got != want {
+			t.Errorf("copyAdvice(%q) = %q, want %q", name, got, want)
 		}
 	}
 }

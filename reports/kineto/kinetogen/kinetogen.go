@@ -267,12 +267,16 @@ var ditLayer = []kspec{
 	k("fused_qknorm_rope_kernel", GroupNorm, "sgl_kernel::fused_qknorm_rope", 1.1, [3]int32{8192, 1, 1}, [3]int32{256, 1, 1}, 40, 0),
 	k(nameFA3, GroupAttention, "sgl_kernel::fwd", 34.0, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 128, 197632),
 	k("nvjet_tst_128x192_64x5_1x2_h_bz_coopB_NNT", GroupGEMM, "aten::linear", 5.2, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 200704),
+	// Tensor parallelism (CommStream only): the attention output projection's all-reduce.
+	{name: nameNCCL, group: GroupComm, cpuOp: "c10d::allreduce_", weight: 2.5, grid: [3]int32{2, 1, 1}, block: [3]int32{640, 1, 1}, regs: 96, onComm: true, collect: "allreduce"},
 	k("fused_scale_shift_gate_kernel", GroupModulation, "sgl_kernel::fused_scale_shift_gate", 1.3, [3]int32{4096, 1, 1}, [3]int32{256, 1, 1}, 30, 0),
 	k(nameRMSNorm, GroupNorm, "sgl_kernel::rmsnorm", 1.0, [3]int32{4096, 1, 1}, [3]int32{128, 1, 1}, 34, 0),
 	k("triton_poi_fused_add_mul_1", GroupModulation, "aten::mul", 1.1, [3]int32{4096, 1, 1}, [3]int32{128, 1, 1}, 24, 0),
 	k("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT", GroupGEMM, "aten::linear", 17.0, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 213248),
 	k("triton_poi_fused_gelu_2", GroupActivation, "aten::gelu", 2.4, [3]int32{16384, 1, 1}, [3]int32{128, 1, 1}, 20, 0),
 	k("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", GroupGEMM, "aten::linear", 16.8, [3]int32{132, 1, 1}, [3]int32{384, 1, 1}, 168, 213248),
+	// The MLP down projection's all-reduce (CommStream only).
+	{name: nameNCCL, group: GroupComm, cpuOp: "c10d::allreduce_", weight: 2.5, grid: [3]int32{2, 1, 1}, block: [3]int32{640, 1, 1}, regs: 96, onComm: true, collect: "allreduce"},
 	k(nameAdd, GroupElementwise, "aten::add", 1.0, [3]int32{4096, 1, 1}, [3]int32{128, 1, 1}, 16, 0),
 }
 

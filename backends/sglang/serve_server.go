@@ -1,0 +1,213 @@
+package sglang
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/plans"
+)
+
+// The methods of backends.Server for sglang's two servers (ref-sglang-interfaces.md §A.8,
+// §B): the LLM server (`sglang serve --model-type llm`, `python -m sglang.launch_server`) and
+// the diffusion server both profile in a window opened and closed over HTTP and write into the
+// directory the window names (the cell's). The diffusion images API takes no per-request
+// profiling fields upstream (docs/upstream.md, issue 13 item 1).
+
+// Executable implements backends.Server: backend.command.
+func (ServeBackend) Executable(c plans.Cell) []string { return c.Backend.Command }
+
+// ServerKey implements backends.Server.
+func (ServeBackend) ServerKey(c plans.Cell) string { return ServerKey(c) }
+
+// PortFlags implements backends.Server: the ports --strict-ports checks besides --port
+// (StrictPorts).
+func (ServeBackend) PortFlags(c plans.Cell) []string { return StrictPorts(c) }
+
+// ServerLaunch implements backends.Server with ServerCommand, and the ports the runner chose
+// for PortFlags appended (PortArgs).
+func (ServeBackend) ServerLaunch(c plans.Cell, site backends.ServerSite) (backends.Launch, error) {
+	c.Backend.Command = site.Command
+	l, err := ServerCommand(c, site.Port, site.Dir, site.TraceDir, site.Marker)
+	if err != nil {
+		return l, err
+	}
+	ports, err := PortArgs(StrictPorts(c), site.Ports)
+	if err != nil {
+		return backends.Launch{}, err
+	}
+	l.Argv = append(l.Argv, ports...)
+	return l, nil
+}
+
+// NewServerWatcher implements backends.Server: the generate watcher (fallback, OOM,
+// unrecognized arguments, dead scheduler) watches the server log too.
+func (ServeBackend) NewServerWatcher(plans.Cell) backends.ServerWatcher { return NewWatcher() }
+
+// Protocol implements backends.Server.
+func (ServeBackend) Protocol(c plans.Cell) backends.Protocol {
+	if ModelType(c) == ModelTypeLLM {
+		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine}
+	}
+	// Diffusion requests take perf_dump_path: one dump per measured request.
+	return backends.Protocol{ModelType: ModelTypeDiffusion, ReadyLine: ReadyLineDiffusion, ModelInfoPath: "/v1/model_info", API: plans.APIImages, PerfDumps: true}
+}
+
+// Window implements backends.Server: a /start_profile window whose body points output_dir at
+// the cell. The LLM server's body carries the cell's [profile] (StartProfileBody); the
+// diffusion server's ProfileReqInput takes output_dir and activities, and its window covers
+// whole requests (all stages), so num_profiled_timesteps and profile_all_stages apply to
+// generate cells only.
+func (ServeBackend) Window(c plans.Cell, cellTraces string) backends.Window {
+	switch {
+	case c.Profiler != plans.ProfilerTorch:
+		return backends.Window{}
+	case ModelType(c) == ModelTypeLLM:
+		return backends.Window{Kind: backends.WindowStartStop, Start: StartProfileBody(c, cellTraces), Flush: "POST /stop_profile"}
+	}
+	return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"output_dir": cellTraces, "activities": []string{"CPU", "GPU"}}, Flush: "POST /stop_profile"}
+}
+
+// StartProfileBody is the ProfileReqInput of an LLM cell (§B.1).
+func StartProfileBody(c plans.Cell, traces string) map[string]any {
+	b := map[string]any{
+		"output_dir":       traces,
+		"activities":       []string{"CPU", "GPU"},
+		"profile_by_stage": c.Profile.ProfileByStage,
+		"merge_profiles":   c.Profile.MergeProfiles,
+		"profile_prefix":   c.ID,
+	}
+	if c.Profile.StartStep >= 0 {
+		b["start_step"] = c.Profile.StartStep
+	}
+	if c.Profile.NumSteps > 0 {
+		b["num_steps"] = c.Profile.NumSteps
+	}
+	return b
+}
+
+// AwaitTraces implements backends.Server: sglang has written its traces when /stop_profile
+// answers (every rank has exported into the window's output_dir).
+func (ServeBackend) AwaitTraces(context.Context, plans.Cell, backends.TraceDirs) error { return nil }
+
+// CollectTraces implements backends.Server: the window wrote into the cell's traces
+// directory already; each trace must be complete and hold GPU work, and every rank upstream
+// exports for a start-stop window must have written one (TraceRanks).
+func (ServeBackend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceReport {
+	var r backends.TraceReport
+	traces, problems := CheckServeTraces(d.Cell, TraceRanks(c, WindowStartStop))
+	for _, t := range traces {
+		r.Traces = append(r.Traces, filepath.Join(d.Cell, t))
+	}
+	for _, p := range problems {
+		r.Reasons = append(r.Reasons, backends.Reason{Code: "trace-check", Message: p})
+	}
+	return r
+}
+
+func listTraceFiles(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".trace.json.gz") {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+var (
+	rankLLM       = regexp.MustCompile(`-TP-(\d+)`)
+	rankDiffusion = regexp.MustCompile(`global-rank(\d+)`)
+)
+
+// CheckServeTraces checks the traces of a cell before triage: at least one, each a complete
+// gzip stream with at least one kernel event, and traces from the expected number of ranks.
+// It returns the trace names and the problems.
+func CheckServeTraces(dir string, ranks int) ([]string, []string) {
+	names := listTraceFiles(dir)
+	var problems []string
+	if len(names) == 0 {
+		return nil, []string{fmt.Sprintf("the profiler wrote no *.trace.json.gz into %s; check the server log for the profiler's lines", dir)}
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if err := CheckTrace(p); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", n, err))
+			continue
+		}
+		if !backends.HasKernel(p) {
+			problems = append(problems, fmt.Sprintf("%s has no kernel events (the window captured no GPU work; profile later steps or more requests)", n))
+		}
+		if strings.HasPrefix(n, "merged-") {
+			continue
+		}
+		for _, re := range []*regexp.Regexp{rankLLM, rankDiffusion} {
+			if m := re.FindStringSubmatch(n); m != nil {
+				seen[m[1]] = true
+			}
+		}
+	}
+	if len(seen) > 0 && len(seen) < ranks {
+		problems = append(problems, fmt.Sprintf("traces of %d rank(s) found, %d expected (tensor parallel size)", len(seen), ranks))
+	}
+	return names, problems
+}
+
+// fatalFindings are the server log findings that end a start at once, in the order they are
+// reported.
+var fatalFindings = []Finding{FindingUnrecognized, FindingOOM, FindingWorkerDead}
+
+// Fatal implements backends.ServerWatcher.
+func (w *Watcher) Fatal() (string, backends.Evidence, bool) {
+	for _, f := range fatalFindings {
+		if ev := w.Evidence(f); len(ev) > 0 {
+			return string(f), ev[0], true
+		}
+	}
+	return "", backends.Evidence{}, false
+}
+
+// Mark implements backends.ServerWatcher.
+func (w *Watcher) Mark() backends.Mark {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := make(backends.Mark, len(w.counts))
+	for f, n := range w.counts {
+		m[string(f)] = n
+	}
+	return m
+}
+
+// AssessCell implements backends.Server: the gates of Assess, where an OOM or a scheduler
+// death logged during an earlier cell of a shared server is that cell's, and fails this one
+// only if it happens again while it runs. A diffusers fallback is the server's and makes every
+// cell it serves invalid.
+func (b ServeBackend) AssessCell(c plans.Cell, sw backends.ServerWatcher, since backends.Mark) backends.Assessment {
+	a := b.Assess(c, "", sw, backends.Exit{})
+	now := sw.Mark()
+	a.Verdict = plans.VerdictOK
+	var kept []backends.Reason
+	for _, r := range a.Reasons {
+		switch {
+		case (r.Code == string(FindingOOM) || r.Code == string(FindingWorkerDead)) && now[r.Code] == since[r.Code]:
+			continue
+		case r.Code == string(FindingFallback):
+			if a.Verdict == plans.VerdictOK {
+				a.Verdict = plans.VerdictInvalid
+			}
+		default:
+			a.Verdict = plans.VerdictFailed
+		}
+		kept = append(kept, r)
+	}
+	a.Reasons = kept
+	return a
+}

@@ -1,0 +1,39 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/sglprof/runner/reports/kineto/kinetogen"
+)
+
+func TestSlowRankKnob(t *testing.T) {
+	for v, want := range map[string][2]float64{"": {-1, DefaultSlowRankFactor}, "3": {3, DefaultSlowRankFactor}, " 2=1.5 ": {2, 1.5}} {
+		k, err := readKnobs(map[string]string{EnvSlowRank: v})
+		if err != nil || float64(k.slowRank) != want[0] || k.slowRankF != want[1] {
+			t.Errorf("%s=%q: rank %d factor %v err %v, want %v", EnvSlowRank, v, k.slowRank, k.slowRankF, err, want)
+		}
+	}
+	for _, bad := range []string{"x", "-1", "2=0.5", "2=NaN", "2=inf", "2="} {
+		if _, err := readKnobs(map[string]string{EnvSlowRank: bad}); err == nil {
+			t.Errorf("%s=%q accepted", EnvSlowRank, bad)
+		}
+	}
+}
+
+func TestRankScale(t *testing.T) {
+	base := map[string]float64{kinetogen.GroupGEMM: 2}
+	if got := rankScale(base, 1, -1, 1.3); got[kinetogen.GroupGEMM] != 2 || len(got) != 1 {
+		t.Errorf("no straggler: %v", got)
+	}
+	slow := rankScale(base, 3, 3, 1.5)
+	if slow[kinetogen.GroupGEMM] != 3 || slow[kinetogen.GroupAttention] != 1.5 || slow[kinetogen.GroupComm] != 0 {
+		t.Errorf("straggler scale %v", slow)
+	}
+	fast := rankScale(base, 0, 3, 1.5)
+	if fast[kinetogen.GroupComm] != 6 || fast[kinetogen.GroupGEMM] != 2 {
+		t.Errorf("waiting rank scale %v", fast)
+	}
+	if base[kinetogen.GroupComm] != 0 || len(base) != 1 {
+		t.Errorf("rankScale modified its input: %v", base)
+	}
+}

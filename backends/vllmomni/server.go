@@ -1,0 +1,121 @@
+package vllmomni
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/plans"
+)
+
+// The methods of backends.Server for `vllm serve MODEL --omni` (ref-sglang-interfaces.md §C):
+// the profiler is configured at startup (--profiler-config), /start_profile and /stop_profile
+// bracket the measured requests, and each window leaves a session directory of per-rank
+// traces that a background gzip finishes after /stop_profile has answered.
+
+// Log findings (the codes of the reasons they give).
+const (
+	FindingUnrecognized = "unrecognized-arguments"
+	FindingOOM          = "cuda-oom"
+)
+
+// patterns are the log gates of a vLLM server: argparse rejecting a flag (vLLM's
+// FlexibleArgumentParser is an argparse.ArgumentParser) and torch's out-of-memory error.
+var patterns = []backends.Pattern{
+	{Finding: FindingUnrecognized, Subs: []string{"error: unrecognized arguments:"}, Fatal: true},
+	{Finding: FindingOOM, Subs: []string{"CUDA out of memory", "OutOfMemoryError"}, Fatal: true},
+}
+
+// Executable implements backends.Server.
+func (Backend) Executable(c plans.Cell) []string { return Command(c) }
+
+// ServerKey implements backends.Server.
+func (Backend) ServerKey(c plans.Cell) string { return ServerKey(c) }
+
+// PortFlags implements backends.Server: `vllm serve` binds no other port the runner must
+// choose.
+func (Backend) PortFlags(plans.Cell) []string { return nil }
+
+// ServerLaunch implements backends.Server with ServerCommand.
+func (Backend) ServerLaunch(c plans.Cell, site backends.ServerSite) (backends.Launch, error) {
+	return ServerCommand(c, site.Command, site.Port, site.Dir, site.TraceDir, site.Marker)
+}
+
+// NewServerWatcher implements backends.Server.
+func (Backend) NewServerWatcher(plans.Cell) backends.ServerWatcher {
+	return backends.NewLogWatcher(patterns)
+}
+
+// Protocol implements backends.Server: uvicorn's startup line, and /v1/models alone names the
+// served model (vLLM has no model-info route).
+func (Backend) Protocol(c plans.Cell) backends.Protocol {
+	return backends.Protocol{ModelType: modelType(c), ReadyLine: ReadyLine, API: plans.APIImages}
+}
+
+// Window implements backends.Server: torch cells profile between /start_profile and
+// /stop_profile; the prefix names the session directory after the cell.
+func (Backend) Window(c plans.Cell, _ string) backends.Window {
+	if c.Profiler != plans.ProfilerTorch {
+		return backends.Window{}
+	}
+	return backends.Window{
+		Kind:      backends.WindowStartStop,
+		Start:     map[string]any{"profile_prefix": c.ID},
+		StartHint: "vLLM registers it only when --profiler-config sets a profiler",
+		Flush:     "POST /stop_profile, then the trace gzip",
+	}
+}
+
+// AwaitTraces implements backends.Server: /stop_profile returns once the traces are
+// exported; this waits until the background gzip of every new session's traces is done.
+func (Backend) AwaitTraces(ctx context.Context, _ plans.Cell, d backends.TraceDirs) error {
+	_, err := WaitSessions(ctx, d.Server, d.Before, 50*time.Millisecond)
+	return err
+}
+
+// CollectTraces implements backends.Server: the new session directories move into the cell's
+// traces directory whole; each trace must be complete and hold GPU work.
+func (Backend) CollectTraces(_ plans.Cell, d backends.TraceDirs) backends.TraceReport {
+	var r backends.TraceReport
+	fail := func(code, msg string) { r.Reasons = append(r.Reasons, backends.Reason{Code: code, Message: msg}) }
+	for _, s := range Sessions(d.Server, d.Before) {
+		name := filepath.Base(s.Dir)
+		dst := filepath.Join(d.Cell, name)
+		if err := os.Rename(s.Dir, dst); err != nil {
+			fail("trace-move", err.Error())
+			continue
+		}
+		for _, t := range s.Traces {
+			p := filepath.Join(dst, filepath.Base(t))
+			r.Traces = append(r.Traces, p)
+			if err := backends.CheckTrace(p); err != nil {
+				fail("trace-check", fmt.Sprintf("%s: %v", filepath.Base(t), err))
+			} else if !backends.HasKernel(p) {
+				fail("trace-check", fmt.Sprintf("%s/%s has no kernel events (the window captured no GPU work)", name, filepath.Base(t)))
+			}
+		}
+	}
+	return r
+}
+
+// AssessCell implements backends.Server: rejected arguments fail every cell; an
+// out-of-memory error fails the cell during which it was logged.
+func (Backend) AssessCell(c plans.Cell, sw backends.ServerWatcher, since backends.Mark) backends.Assessment {
+	a := backends.Assessment{Verdict: plans.VerdictOK}
+	w, ok := sw.(*backends.LogWatcher)
+	if !ok {
+		return a
+	}
+	if ev := w.Evidence(FindingUnrecognized); len(ev) > 0 {
+		a.Verdict = plans.VerdictFailed
+		a.Reasons = append(a.Reasons, backends.Reason{Code: FindingUnrecognized, Message: "the server rejected its arguments: " + ev[0].Text + "; fix backend.extra_args (`vllm serve` takes server arguments only; sampling parameters go into requests)", Lines: ev})
+	}
+	if ev := w.Evidence(FindingOOM); len(ev) > 0 && sw.Mark()[FindingOOM] > since[FindingOOM] {
+		a.Verdict = plans.VerdictFailed
+		a.Reasons = append(a.Reasons, backends.Reason{Code: FindingOOM, Message: "the server ran out of GPU memory; lower the resolution or batch, or free the GPU (check for leftover processes with nvidia-smi)", Lines: ev})
+	}
+	return a
+}

@@ -1,0 +1,149 @@
+package triage
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sglprof/runner/reports/render/table"
+)
+
+// legendText explains every word a triage table uses as a verdict, priority, risk, advice,
+// status or confidence (issue 17: "headroom", "formal", "check deps" were never explained).
+// The legend lists only the words the output used, each once.
+var legendText = map[string]string{
+	"P1": "act first: a large exclusive share with a clear action",
+	"P2": "worth a look once the dependencies are checked",
+	"P3": "exclusive but small or already low-risk: defer",
+	"P4": "little to gain, or the signal is unclear",
+	"P5": "below the reporting bar (skip)",
+
+	VerdictHeadroom:   "headroom: the kernel runs alone on the GPU most of its time (exclusive), so hiding it behind other work or removing it would shorten the stage",
+	VerdictLowROI:     "low-roi-hidden: a light kernel already hidden behind other streams; moving it gains little",
+	VerdictOverlapped: "overlapped: communication already hidden behind compute",
+
+	DepHigh:    "dep risk high: a same-stream neighbour within a tight gap shares its Python scope or is its producer/consumer, so it likely depends on it",
+	DepUnclear: "dep risk unclear: a neighbour's Python site is unknown (graph replay or no stack)",
+	DepLow:     "dep risk low: no tight same-stream neighbour it seems to depend on",
+
+	RecTryOverlap: "try overlap: run the collective on a side stream behind compute",
+	RecTryFusion:  "try fusion: fuse the kernel with its neighbours or pick a faster implementation",
+	RecCheckDeps:  "check deps: confirm what the kernel waits on before moving or fusing it",
+	RecSkip:       "skip: not worth the effort",
+	RecDefer:      "defer: real but small; after the P1/P2 rows",
+	RecInspect:    "inspect: look at the trace, the signal is ambiguous",
+	RecCopyAsync:  "pin + async copy: use pinned host memory and a non-blocking copy on a side stream, or move the copy out of the step loop; copies are never fused",
+	RecCopyAvoid:  "avoid or hoist copy: write in place or preallocate, or move the copy/memset out of the step loop",
+
+	StatusPresent:   "fused path present: the family's fused kernel runs; any split launches that remain are named",
+	StatusAvailable: "split kernels, fusion available: the framework has a fused kernel for these launches",
+	StatusUpstream:  "split kernels, fusion upstream: a fused kernel exists upstream or in an open PR, not in this framework version",
+
+	"confidence " + ConfHigh:   "confidence high: the kernels' own names match and their share clears the pattern's bar",
+	"confidence " + ConfMedium: "confidence medium: names match, share below the pattern's likely level",
+	"confidence " + ConfLow:    "confidence low: some parts matched only through Python locations, or never ran back to back",
+
+	"formal":          "formal trace: in two-trace mode, the trace whose times are reported (a mapping trace only supplies Python locations)",
+	"straggler":       "straggler: the rank with the longest busy time in a stage, by how much it exceeds the median rank; the kernels listed are those that ran longer on it than their median",
+	"collective wait": "collective wait: a rank's time in communication kernels beyond the least any rank spent in them; a collective ends together on every rank, so the excess is waiting for the slowest rank (HTA's approach)",
+	"busy":            "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
+}
+
+// legend collects the words an output used.
+type legend struct{ used map[string]bool }
+
+func (l *legend) use(words ...string) {
+	if l.used == nil {
+		l.used = map[string]bool{}
+	}
+	for _, w := range words {
+		if _, ok := legendText[w]; ok {
+			l.used[w] = true
+		}
+	}
+}
+
+func (l *legend) write(b *strings.Builder, md bool) {
+	keys := make([]string, 0, len(l.used))
+	for k := range l.used {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		text := legendText[k]
+		if strings.HasPrefix(k, "P") && len(k) == 2 {
+			text = k + ": " + text
+		}
+		if md {
+			b.WriteString("- " + table.EscapeMarkdown(text) + "\n")
+		} else {
+			b.WriteString("- " + text + "\n")
+		}
+	}
+}
+
+// unit is one table's time unit: ms when its largest value reaches a millisecond, else µs, so a
+// column never mixes units (issue 17).
+type unit struct {
+	label string
+	div   float64
+	prec  int
+}
+
+func unitFor(n int, usAt func(i int) float64) unit {
+	var max float64
+	for i := 0; i < n; i++ {
+		max = maxf(max, usAt(i))
+	}
+	if max >= 1000 {
+		return unit{"ms", 1000, 2}
+	}
+	return unit{"µs", 1, 1}
+}
+
+func maxf(a, b float64) float64 {
+	if b > a {
+		return b
+	}
+	return a
+}
+
+func (u unit) format(usv float64) string { return strconv.FormatFloat(usv/u.div, 'f', u.prec, 64) }
+
+// distinctShort shortens n names to width for one table, widening the names that would
+// otherwise print the same (issue 17: add and threshold_backward both showed as
+// vectorized_elementwise_kernel<…>) until they differ; names equal in full stay equal.
+func distinctShort(n int, nameAt func(i int) string, width int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = table.Shorten(nameAt(i), width)
+	}
+	for w := width; ; w = w * 3 / 2 {
+		groups := map[string][]int{}
+		for i, s := range out {
+			groups[s] = append(groups[s], i)
+		}
+		clash := false
+		for _, idx := range groups {
+			if len(idx) < 2 || allSame(idx, nameAt) {
+				continue
+			}
+			clash = true
+			for _, i := range idx {
+				out[i] = table.Shorten(nameAt(i), w*3/2)
+			}
+		}
+		if !clash || w > 1<<16 {
+			return out
+		}
+	}
+}
+
+func allSame(idx []int, nameAt func(i int) string) bool {
+	for _, i := range idx[1:] {
+		if nameAt(i) != nameAt(idx[0]) {
+			return false
+		}
+	}
+	return true
+}

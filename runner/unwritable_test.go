@@ -1,0 +1,141 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/rundir"
+)
+
+// blockWrite makes the atomic write of path fail, as a full disk would, for root too: the
+// final rename cannot replace a non-empty directory.
+func blockWrite(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(path, "blocked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockOnStart blocks the write of path when the cell id starts.
+type blockOnStart struct {
+	nopProgress
+	t    *testing.T
+	id   string
+	path string
+}
+
+func (b blockOnStart) CellStart(_, _ int, c plans.Cell) {
+	if c.ID == b.id {
+		blockWrite(b.t, b.path)
+	}
+}
+
+// When result.json, manifest.json and summary.md cannot be written (issue 14: a full disk ended
+// the run with only "write manifest.json: no space left"), the run writes what it can, the cell
+// whose record is lost is failed, the summary table is printed, and the error says how to
+// recover.
+func TestUnwritableFilesStillSummarize(t *testing.T) {
+	p := testPlan(t, twoCells)
+	opts := simOptions(t)
+	var out bytes.Buffer
+	opts.Out = &out
+	opts.defaults()
+	dir, err := rundir.Create(opts.OutputDir, p.Name, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := prepareCells(dir, p.Expand(), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cell's result is blocked once it has started (a blocked result.json before the run
+	// would count as a result already there).
+	opts.Progress = blockOnStart{t: t, id: recs[0].Cell.ID, path: filepath.Join(recs[0].abs, rundir.ResultFile)}
+	blockWrite(t, filepath.Join(dir, rundir.ManifestFile))
+	blockWrite(t, filepath.Join(dir, rundir.SummaryMD))
+	sum, err := execute(context.Background(), p, dir, recs, &rundir.Manifest{}, &opts)
+	if err == nil || !strings.Contains(err.Error(), rundir.ManifestFile) || !strings.Contains(err.Error(), rundir.SummaryMD) || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("err = %v, want the manifest and summary.md failures and a --resume hint", err)
+	}
+	if sum == nil {
+		t.Fatal("no summary")
+	}
+	if got := []string{sum.Cells[0].Verdict, sum.Cells[1].Verdict}; got[0] != plans.VerdictFailed || got[1] != plans.VerdictOK {
+		t.Fatalf("verdicts %v, want [failed ok]", got)
+	}
+	if !strings.Contains(strings.Join(sum.Cells[0].Reasons, " "), "result-write") {
+		t.Errorf("reasons %q lack result-write", sum.Cells[0].Reasons)
+	}
+	if sum.ExitCode != ExitCellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	}
+	for _, id := range []string{recs[0].Cell.ID, recs[1].Cell.ID} {
+		if !strings.Contains(out.String(), id) {
+			t.Errorf("summary table lacks %s:\n%s", id, out.String())
+		}
+	}
+	// What could be written was: the other cell's result and summary.json.
+	for _, f := range []string{filepath.Join(recs[1].abs, rundir.ResultFile), filepath.Join(dir, rundir.SummaryJSON)} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+}
+
+// A result.json that is empty, not JSON, or holds an unknown verdict is not a measurement
+// (issue 14: --resume showed such a cell as not-run and never re-ran it, and copied an unknown
+// verdict into the summary): the summary says so, and --resume moves the cell aside, warns and
+// runs it again.
+func TestResumeRerunsUnreadableResults(t *testing.T) {
+	p := testPlan(t, strings.Replace(twoCells, "repeats = 2", "repeats = 3", 1))
+	opts := simOptions(t)
+	sum, err := Run(context.Background(), p, opts)
+	if err != nil || sum.ExitCode != ExitOK {
+		t.Fatalf("run: %v %+v", err, sum)
+	}
+	bad := map[string]string{sum.Cells[0].ID: "", sum.Cells[1].ID: "{\"verdict\": ", sum.Cells[2].ID: `{"verdict": "great"}`}
+	for id, content := range bad {
+		if err := os.WriteFile(filepath.Join(sum.RunDir, rundir.CellsDir, id, rundir.ResultFile), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := make([]cellRecord, len(sum.Cells))
+	for i, c := range p.Expand() {
+		recs[i] = cellRecord{CellRecord: rundir.CellRecord{Cell: c}, abs: filepath.Join(sum.RunDir, rundir.CellsDir, c.ID)}
+	}
+	before := buildSummary(p, sum.RunDir, recs, nil, false)
+	for i, row := range before.Cells {
+		if row.Verdict != rundir.VerdictNotRun || !strings.Contains(strings.Join(row.Reasons, " "), "result-unreadable") {
+			t.Errorf("cell %d before resume: verdict %q reasons %q, want not-run and result-unreadable", i, row.Verdict, row.Reasons)
+		}
+	}
+	if before.Counts["great"] != 0 {
+		t.Error("an unknown verdict reached the summary")
+	}
+
+	var logs bytes.Buffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	sum2, err := Resume(context.Background(), sum.RunDir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum2.Counts[plans.VerdictOK] != 3 {
+		t.Fatalf("after resume: %v, want 3 ok", sum2.Counts)
+	}
+	for id, content := range bad {
+		old, err := os.ReadFile(filepath.Join(sum.RunDir, "unreadable", id+"-1", rundir.ResultFile))
+		if err != nil || string(old) != content {
+			t.Errorf("%s: old result not kept under unreadable/: %v %q", id, err, old)
+		}
+		if !strings.Contains(logs.String(), "cell="+id) {
+			t.Errorf("no warning names %s:\n%s", id, logs.String())
+		}
+	}
+}
