@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,18 +28,51 @@ const (
 	llmDurationPrompts = 1000
 )
 
-// runLLMLoad is the client phase of an LLM serve cell, measured as bench_serving measures it:
-// streamed requests on the cell's seeded arrival schedule (request_rate, burstiness,
-// max_concurrency or concurrency, requests or duration) drawn from its dataset. It runs the
-// warmup, then beforeMeasured (the torch cell's /start_profile; nil for none), then the
-// measured requests. It writes the per-request records to the cell's llm_requests.jsonl (TTFT,
-// every ITL, E2E, tokens, error) and requests.jsonl (load.Record, which compare's
-// request_latency, the error-rate message and bundles read), and returns the load summary
-// (result.json's serve.load and load.json: E2E latency statistics over the same requests) and
-// the LLM result (serve.llm). err is set when the benchmark could not run (a dataset that
-// cannot be read, a failed beforeMeasured) or ctx ended; failed requests are not errors but
-// counted in the summary, for the caller's max_error_rate check.
+// isLLMAPI reports whether a serve cell's API is measured by the streaming LLM benchmark.
+func isLLMAPI(api string) bool { return llmbench.Path(api) != "" }
+
+// llmWarmup sends an LLM cell's [load] warmup requests with the streaming client, unmeasured:
+// the client phase calls it before the profiling window opens.
+func llmWarmup(ctx context.Context, base string, c plans.Cell) error {
+	cfg, _, err := llmConfig(base, c)
+	if err != nil {
+		return err
+	}
+	return llmbench.Warmup(ctx, cfg)
+}
+
+// measureLLM runs an LLM serve cell's measured requests (no warmup), measured as bench_serving
+// measures them: streamed requests on the cell's seeded arrival schedule (request_rate,
+// burstiness, max_concurrency or concurrency, requests or duration) drawn from its dataset. It
+// writes the per-request records to the cell's llm_requests.jsonl (TTFT, every ITL, E2E,
+// tokens, error) and, in runner/load's Record format, to requests (the cell's requests.jsonl,
+// which compare's request_latency, the error-rate message and bundles read). It returns the
+// load summary (result.json's serve.load and load.json: E2E latency over the same requests)
+// and the LLM result (serve.llm). err is set when the benchmark could not run (a dataset that
+// cannot be read) or ctx ended; failed requests are not errors but counted in the summary, for
+// the caller's max_error_rate check.
+func measureLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer) (rundir.LoadSummary, *rundir.LLMResult, error) {
+	c.Load.Warmup = 0
+	return runLLM(ctx, base, c, cellDir, requests, nil)
+}
+
+// runLLMLoad is a whole LLM client phase: the warmup, then beforeMeasured (a torch cell's
+// /start_profile; nil for none), then measureLLM, with requests.jsonl created in cellDir.
 func runLLMLoad(ctx context.Context, base string, c plans.Cell, cellDir string, beforeMeasured func() error) (rundir.LoadSummary, *rundir.LLMResult, error) {
+	f, err := os.Create(filepath.Join(cellDir, rundir.RequestsFile))
+	if err != nil {
+		return rundir.LoadSummary{}, nil, fmt.Errorf("request records: %w", err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	sum, res, err := runLLM(ctx, base, c, cellDir, w, beforeMeasured)
+	if ferr := w.Flush(); ferr != nil && err == nil {
+		err = fmt.Errorf("request records: %w", ferr)
+	}
+	return sum, res, err
+}
+
+func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, beforeMeasured func() error) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	cfg, res, err := llmConfig(base, c)
 	if err != nil {
 		return rundir.LoadSummary{}, nil, err
@@ -47,7 +81,7 @@ func runLLMLoad(ctx context.Context, base string, c plans.Cell, cellDir string, 
 	rs, wall, runErr := llmbench.Run(ctx, cfg)
 	slo := llmbench.SLO{TTFT: c.Load.SLOTTFT.Duration, TPOT: c.Load.SLOTPOT.Duration}
 	res.LLMSummary = llmbench.Summarize(rs, wall, slo, approxLengths(cfg))
-	if err := writeLLMRecords(cellDir, rs); err != nil {
+	if err := writeLLMRecords(cellDir, requests, rs); err != nil {
 		return rundir.LoadSummary{}, nil, err
 	}
 	return llmLoadSummary(rs, wall), res, runErr
@@ -137,39 +171,35 @@ func approxLengths(cfg llmbench.Config) bool {
 	return slices.ContainsFunc(cfg.Prompts, func(p llmbench.Prompt) bool { return p.IDs == nil })
 }
 
-// writeLLMRecords writes llm_requests.jsonl and requests.jsonl.
-func writeLLMRecords(cellDir string, rs []llmbench.Result) error {
-	write := func(name string, rec func(i int) any) error {
-		f, err := os.Create(filepath.Join(cellDir, name))
-		if err != nil {
-			return fmt.Errorf("request records: %w", err)
-		}
-		w := bufio.NewWriter(f)
-		enc := json.NewEncoder(w)
-		for i := range rs {
-			if err := enc.Encode(rec(i)); err != nil {
-				f.Close()
-				return fmt.Errorf("request records: %w", err)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			f.Close()
-			return fmt.Errorf("request records: %w", err)
-		}
-		return f.Close()
+// writeLLMRecords writes llm_requests.jsonl and the load records to requests.
+func writeLLMRecords(cellDir string, requests io.Writer, rs []llmbench.Result) error {
+	f, err := os.Create(filepath.Join(cellDir, rundir.LLMRecordsFile))
+	if err != nil {
+		return fmt.Errorf("request records: %w", err)
 	}
-	if err := write(rundir.LLMRecordsFile, func(i int) any { return &rs[i] }); err != nil {
-		return err
-	}
-	return write(rundir.RequestsFile, func(i int) any {
+	w := bufio.NewWriter(f)
+	enc, lenc := json.NewEncoder(w), json.NewEncoder(requests)
+	for i := range rs {
 		r := &rs[i]
 		status := 200
 		if !r.OK() {
 			status = 0
 		}
-		return load.Record{Index: r.Index, Status: status, StartNS: int64(r.Start), LatencyNS: int64(r.E2E),
-			Tokens: r.OutputTokens, Error: r.Error}
-	})
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return fmt.Errorf("request records: %w", err)
+		}
+		if err := lenc.Encode(load.Record{Index: r.Index, Status: status, StartNS: int64(r.Start), LatencyNS: int64(r.E2E),
+			Tokens: r.OutputTokens, Error: r.Error}); err != nil {
+			f.Close()
+			return fmt.Errorf("request records: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("request records: %w", err)
+	}
+	return f.Close()
 }
 
 // llmLoadSummary is the load summary of the measured requests, with runner/load's definitions

@@ -42,12 +42,21 @@ func (s *server) backendFactor() float64 {
 }
 
 func (s *server) prefillMS(in int) float64 {
-	return (prefillBaseMS + prefillPerTokenMS*float64(in)) / s.tpSpeedup(0.9)
+	return (prefillBaseMS + prefillPerTokenMS*float64(in)) / s.tpSpeedup(0.9) * s.slowdown("prefill")
 }
 
 func (s *server) decodeMS() float64 {
 	batch := max(s.active.Load(), 1)
-	return decodeTokenMS * (1 + decodeBatchSlope*float64(batch-1)) * s.backendFactor() / s.tpSpeedup(0.7)
+	return decodeTokenMS * (1 + decodeBatchSlope*float64(batch-1)) * s.backendFactor() / s.tpSpeedup(0.7) * s.slowdown("decode")
+}
+
+// slowdown is RUNNER_SIM_SLOWDOWN's factor for an LLM phase ("prefill=1.2,decode=1.3"), 1 when
+// unset: how compare's LLM regressions are exercised.
+func (s *server) slowdown(phase string) float64 {
+	if f, ok := s.k.slow[phase]; ok {
+		return f
+	}
+	return 1
 }
 
 // sse writes server-sent events as upstream's StreamingResponse does: `data: <json>\n\n` per

@@ -97,3 +97,18 @@ func TestLLMServerRejectsUnknownFlag(t *testing.T) {
 		t.Fatalf("rc %d, stderr %s", r.rc, r.stderr)
 	}
 }
+
+func TestLLMSlowdownKnob(t *testing.T) {
+	p, err := parseArgs(llmSpecs, []string{"--model-path", "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := readKnobs(map[string]string{EnvSlowdown: "decode=1.5,prefill=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{p: p, k: k, llm: true}
+	if s.decodeMS() != decodeTokenMS*1.5 || s.prefillMS(0) != prefillBaseMS*2 {
+		t.Errorf("decode %v, prefill %v", s.decodeMS(), s.prefillMS(0))
+	}
+}

@@ -788,8 +788,14 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
 	}
 	s.active.Add(1)
 	defer s.active.Add(-1)
+	// One deadline for the whole request (clock.sleepTo): tokens are short steps.
+	due := time.Now()
+	step := func(ms float64) error {
+		due = due.Add(time.Duration(ms * 1e6 * s.clk.scale))
+		return s.clk.sleepTo(int64(ms*1e6), due)
+	}
 	prefill := s.prefillMS(inTok)
-	if err := s.ms(prefill); err != nil {
+	if err := step(prefill); err != nil {
 		return 0, err
 	}
 	s.step(1, "EXTEND")
@@ -799,7 +805,7 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
 	}
 	for i := 1; i < outTok; i++ {
 		d := s.decodeMS()
-		if err := s.ms(d); err != nil {
+		if err := step(d); err != nil {
 			return 0, err
 		}
 		total += d

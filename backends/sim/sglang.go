@@ -203,9 +203,17 @@ func (c *clock) interrupted() error {
 }
 
 func (c *clock) sleep(ns int64) error {
+	return c.sleepTo(ns, time.Now().Add(time.Duration(float64(ns)*c.scale)))
+}
+
+// sleepTo advances the simulated clock by ns and sleeps until due. A caller that takes many
+// short steps keeps one deadline and adds each step's scaled time to it, so the steps' total
+// is right even though each real sleep overshoots (a 23 µs token step would otherwise take the
+// timer's granularity, often a millisecond).
+func (c *clock) sleepTo(ns int64, due time.Time) error {
 	c.virt += ns
-	d := time.Duration(float64(ns) * c.scale)
-	if d <= 0 {
+	d := time.Until(due)
+	if ns <= 0 || c.scale <= 0 || d <= 0 {
 		return c.interrupted()
 	}
 	t := time.NewTimer(d)

@@ -63,47 +63,91 @@ func NewClient(conc int) *http.Client {
 	return &http.Client{Transport: t}
 }
 
+// prepared is a configuration checked and turned into what the requests need.
+type prepared struct {
+	url     string
+	c       *http.Client
+	timeout time.Duration
+	bodies  [][]byte
+}
+
+func prepare(cfg Config) (*prepared, error) {
+	if len(cfg.Prompts) == 0 {
+		return nil, errors.New("no prompts to send")
+	}
+	path := Path(cfg.API)
+	if path == "" {
+		return nil, fmt.Errorf("unknown LLM API %q (want generate, completions or chat)", cfg.API)
+	}
+	p := &prepared{url: strings.TrimRight(cfg.BaseURL, "/") + path, c: cfg.Client, timeout: cfg.RequestTimeout}
+	if p.c == nil {
+		p.c = NewClient(cfg.MaxConcurrency)
+	}
+	if p.timeout <= 0 {
+		p.timeout = 10 * time.Minute
+	}
+	p.bodies = make([][]byte, len(cfg.Prompts))
+	for i, pr := range cfg.Prompts {
+		b, err := Body(cfg.API, cfg.Model, pr)
+		if err != nil {
+			return nil, err
+		}
+		p.bodies[i] = b
+	}
+	return p, nil
+}
+
+// warm sends cfg.Warmup requests one at a time and forgets them; it returns ctx's error, or
+// the first request's error when every warmup request failed (a server that answers nothing
+// should not be measured).
+func (p *prepared) warm(ctx context.Context, cfg Config) error {
+	failed, first := 0, ""
+	for i := range cfg.Warmup {
+		var r Result
+		rctx, cancel := context.WithTimeout(ctx, p.timeout)
+		j := i % len(p.bodies)
+		do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], &r)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !r.OK() {
+			failed++
+			if first == "" {
+				first = r.Error
+			}
+		}
+	}
+	if cfg.Warmup > 0 && failed == cfg.Warmup {
+		return fmt.Errorf("every warmup request failed; the first: %s", first)
+	}
+	return nil
+}
+
+// Warmup sends only cfg.Warmup unmeasured requests, for a caller that does something between
+// the warmup and the measured requests (Run with Warmup 0 then sends those).
+func Warmup(ctx context.Context, cfg Config) error {
+	p, err := prepare(cfg)
+	if err != nil {
+		return err
+	}
+	return p.warm(ctx, cfg)
+}
+
 // Run sends the warmup and then the measured requests on the arrival schedule and returns every
 // measured request's record with the benchmark's wall time (first send to last completion).
 // Cancelling ctx stops sending and cancels the requests in flight; what completed is returned
 // with ctx's error.
 func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
-	if len(cfg.Prompts) == 0 {
-		return nil, 0, errors.New("no prompts to send")
-	}
-	path := Path(cfg.API)
-	if path == "" {
-		return nil, 0, fmt.Errorf("unknown LLM API %q (want generate, completions or chat)", cfg.API)
-	}
 	if cfg.Requests <= 0 && cfg.Duration <= 0 {
 		return nil, 0, errors.New("neither a request count nor a duration")
 	}
-	url := strings.TrimRight(cfg.BaseURL, "/") + path
-	c := cfg.Client
-	if c == nil {
-		c = NewClient(cfg.MaxConcurrency)
+	p, err := prepare(cfg)
+	if err != nil {
+		return nil, 0, err
 	}
-	timeout := cfg.RequestTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Minute
-	}
-	bodies := make([][]byte, len(cfg.Prompts))
-	for i, p := range cfg.Prompts {
-		b, err := Body(cfg.API, cfg.Model, p)
-		if err != nil {
-			return nil, 0, err
-		}
-		bodies[i] = b
-	}
-	for i := range cfg.Warmup {
-		var r Result
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		j := i % len(bodies)
-		do(rctx, c, url, cfg.API, bodies[j], cfg.Prompts[j], &r)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
-		}
+	if err := p.warm(ctx, cfg); err != nil {
+		return nil, 0, err
 	}
 	if cfg.BeforeMeasured != nil {
 		if err := cfg.BeforeMeasured(); err != nil {
@@ -169,10 +213,10 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 			if sem != nil {
 				defer func() { <-sem }()
 			}
-			j := i % len(bodies)
+			j := i % len(p.bodies)
 			r := Result{Index: i, Start: time.Since(start)}
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			do(rctx, c, url, cfg.API, bodies[j], cfg.Prompts[j], &r)
+			rctx, cancel := context.WithTimeout(ctx, p.timeout)
+			do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], &r)
 			cancel()
 			mu.Lock()
 			results = append(results, r)
