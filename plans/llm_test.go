@@ -133,3 +133,25 @@ func TestLoadRateInf(t *testing.T) {
 		t.Errorf("rate = %v", p.Load.RequestRate)
 	}
 }
+
+// FuzzShareGPTRecords: any input either streams records or fails with an error naming the
+// file; it never panics, and a record handed to fn always has its conversations list.
+func FuzzShareGPTRecords(f *testing.F) {
+	for _, s := range []string{
+		`[{"id": "a", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}]`,
+		`[{"id": "b", "turns": []}]`, `[]`, `{}`, `[1]`, `[{"conversations": [{"value": ""}, {"value": "x"}]}]`, ``, `[`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := ShareGPTRecords(strings.NewReader(string(data)), "f.json", func(_ int, rec ShareGPTRecord) error {
+			if rec.Conversations == nil {
+				t.Fatal("a record without conversations reached fn")
+			}
+			return nil
+		})
+		if err != nil && !strings.HasPrefix(err.Error(), "f.json") {
+			t.Fatalf("error %q does not name the file", err)
+		}
+	})
+}
