@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -182,29 +183,32 @@ func (d *decoder) decodeLLMMatrix(rm *rawMatrix, m *Matrix) {
 			m.RequestRate = append(m.RequestRate, r)
 		}
 	}
-	d.decodeServerArgs(rm.ServerArgs, m)
+	m.ServerArgs = d.decodeFlags("server_args", rm.ServerArgs, `{ tp-size = ["1", "2"] }`)
+	m.Args = d.decodeFlags("args", rm.Args, `{ attention-backend = ["fa", "torch_sdpa"] }`)
 }
 
-// decodeServerArgs decodes [matrix.server_args] in the order the file lists its flags (the
-// order of the id parts and of the command line).
-func (d *decoder) decodeServerArgs(prim toml.Primitive, m *Matrix) {
-	k := path("matrix", "server_args")
+// decodeFlags decodes a table of flag axes ([matrix.server_args], [matrix.args]) in the order
+// the file lists its flags (the order of the id parts and of the command line); nil when the
+// table is absent.
+func (d *decoder) decodeFlags(table string, prim toml.Primitive, example string) []ServerArg {
+	k := path("matrix", table)
 	if !d.present(k) {
-		return
+		return nil
 	}
-	raw, ok := d.decodeMap(k, prim, `a table of arrays such as { tp-size = ["1", "2"] }`)
+	raw, ok := d.decodeMap(k, prim, "a table of arrays such as "+example)
 	if !ok {
-		return
+		return nil
 	}
-	m.ServerArgs = []ServerArg{}
+	out := []ServerArg{}
 	for _, key := range d.md.Keys() {
-		if len(key) != 3 || key[0] != "matrix" || key[1] != "server_args" {
+		if len(key) != 3 || key[0] != "matrix" || key[1] != table {
 			continue
 		}
 		if a, ok := d.serverArg(key, raw[key[2]]); ok {
-			m.ServerArgs = append(m.ServerArgs, a)
+			out = append(out, a)
 		}
 	}
+	return out
 }
 
 func (d *decoder) serverArg(k []string, prim toml.Primitive) (ServerArg, bool) {
@@ -302,6 +306,10 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 			d.addKey(k, serveOnlyMsg)
 			d.bad[toml.Key(k).String()] = true
 		}
+	}
+	if k := path("matrix", "args"); serve && d.check(k...) && d.md.IsDefined(k...) {
+		d.addKey(k, `[matrix.args] holds flags of sglang generate; a serve plan's flags go to the server: write [matrix.server_args]`)
+		d.bad[toml.Key(k).String()] = true
 	}
 	if serve && d.check("backend", "model_type") && !llm {
 		for _, key := range llmLoadKeys {
@@ -464,7 +472,7 @@ type llmPoint struct {
 // concurrency, request rate.
 func llmPoints(m Matrix) []llmPoint {
 	pts := []llmPoint{{}}
-	for _, a := range m.ServerArgs {
+	for _, a := range append(slices.Clone(m.ServerArgs), m.Args...) {
 		var next []llmPoint
 		for _, pt := range pts {
 			for _, v := range a.Values {

@@ -1,9 +1,12 @@
 package plans
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // llmBadCases are the bad inputs of the LLM benchmark keys (issue 15's "Bad input").
@@ -52,6 +55,8 @@ var llmBadCases = []struct {
 		[]want{{"matrix.concurrency[1]", 6, 0, []string{"listed twice"}}}},
 	{"rate axis", strings.Replace(llmMin, "input_len = [128]\n", "input_len = [128]\nrequest_rate = [0, \"inf\", \"inf\"]\n", 1),
 		[]want{{"matrix.request_rate[0]", 6, 0, []string{"must be > 0"}}, {"matrix.request_rate[2]", 6, 0, []string{"inf is listed twice"}}}},
+	{"args in a serve plan", serveMin + "[matrix.args]\nenable-torch-compile = [true]\n",
+		[]want{{"matrix.args", 7, 9, []string{"write [matrix.server_args]"}}}},
 	{"server args in a generate plan", minimal + "[matrix.server_args]\ntp-size = [\"1\"]\n",
 		[]want{{"matrix.server_args", 5, 9, []string{`only used when backend.mode = "serve"`}}}},
 }
@@ -154,4 +159,42 @@ func FuzzShareGPTRecords(f *testing.F) {
 			t.Fatalf("error %q does not name the file", err)
 		}
 	})
+}
+
+// [matrix.args] is the generate counterpart: its flags land on sglang generate's command line.
+func TestExpandGenerateArgs(t *testing.T) {
+	p := mustParse(t, minimal+"[matrix.args]\nenable-torch-compile = [false, true]\nvae-cpu-offload = [\"1\"]\n")
+	cells := p.Expand()
+	if len(cells) != 2 {
+		t.Fatalf("%d cells", len(cells))
+	}
+	if want := "000-qwen-image-default-no-enable-torch-compile-vae-cpu-offload-1-s0-none-r1"; cells[0].ID != want {
+		t.Errorf("id %q, want %q", cells[0].ID, want)
+	}
+	if !slices.Equal(cells[1].Backend.ExtraArgs, []string{"--enable-torch-compile", "--vae-cpu-offload", "1"}) {
+		t.Errorf("extra args %q", cells[1].Backend.ExtraArgs)
+	}
+}
+
+// cells.json round-trips the LLM benchmark's fields (rates, durations, server args).
+func TestLLMCellsJSONRoundTrip(t *testing.T) {
+	p, err := Load("testdata/full-serve.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := p.Expand()
+	data, err := json.Marshal(cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []Cell
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(cells, back); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+	if !strings.Contains(string(data), `"slo_ttft":"200ms"`) || !strings.Contains(string(data), `"server_args":["--tp-size","1"]`) {
+		t.Errorf("cells.json lacks the LLM fields:\n%s", data[:min(len(data), 3000)])
+	}
 }

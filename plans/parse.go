@@ -63,7 +63,7 @@ var schema = map[string][]string{
 	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
 		"restart", "host", "port", "ready_timeout", "model_type"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len",
-		"server_args", "concurrency", "request_rate"},
+		"server_args", "args", "concurrency", "request_rate"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout"},
 	"nsys": {"delay", "duration", "trace", "cuda_graph_trace"},
@@ -121,6 +121,7 @@ type rawMatrix struct {
 	InputLen          toml.Primitive `toml:"input_len"`
 	OutputLen         toml.Primitive `toml:"output_len"`
 	ServerArgs        toml.Primitive `toml:"server_args"`
+	Args              toml.Primitive `toml:"args"`
 	Concurrency       toml.Primitive `toml:"concurrency"`
 	RequestRate       toml.Primitive `toml:"request_rate"`
 }

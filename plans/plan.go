@@ -83,7 +83,9 @@ type Matrix struct {
 	OutputLen []int `toml:"output_len" json:"output_len,omitempty"`
 	// LLM benchmark axes: server flags ([matrix.server_args], in file order), the client's
 	// concurrency and the request rate (requests/s; 0 = "inf").
-	ServerArgs  []ServerArg `toml:"-" json:"server_args,omitempty"`
+	ServerArgs []ServerArg `toml:"-" json:"server_args,omitempty"`
+	// Args is [matrix.args]: the same for the flags of `sglang generate` (generate plans).
+	Args        []ServerArg `toml:"-" json:"args,omitempty"`
 	Concurrency []int       `toml:"concurrency" json:"concurrency,omitempty"`
 	RequestRate []float64   `toml:"-" json:"request_rate,omitempty"`
 }
@@ -192,8 +194,9 @@ type Cell struct {
 	Profiler   string     `json:"profiler"`
 	InputLen   int        `json:"input_len,omitempty"`  // LLM serve cells
 	OutputLen  int        `json:"output_len,omitempty"` // LLM serve cells
-	// ServerArgs are the cell's [matrix.server_args] values in command-line form; they are
-	// also appended to Backend.ExtraArgs, so the server command and the server key carry them.
+	// ServerArgs are the cell's [matrix.server_args] (or, for generate, [matrix.args]) values in
+	// command-line form; they are also appended to Backend.ExtraArgs, so the command line and
+	// the server key carry them.
 	ServerArgs []string `json:"server_args,omitempty"`
 	// Key identifies the configuration independent of repeat and profiler, so that repeats of
 	// the same configuration can be pooled and two runs compared cell by cell.
