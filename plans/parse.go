@@ -67,7 +67,7 @@ var schema = map[string][]string{
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout"},
 	"nsys": {"delay", "duration", "trace", "cuda_graph_trace"},
-	"gate": {"diffusers_fallback"},
+	"gate": {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
 	"load": {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout",
 		"request_rate", "burstiness", "max_concurrency", "duration", "dataset", "random_range_ratio",
 		"dataset_path", "slo_ttft", "slo_tpot"},
@@ -145,7 +145,10 @@ type rawNSys struct {
 }
 
 type rawGate struct {
-	DiffusersFallback toml.Primitive `toml:"diffusers_fallback"`
+	DiffusersFallback   toml.Primitive `toml:"diffusers_fallback"`
+	BusyGPU             toml.Primitive `toml:"busy_gpu"`
+	BusyWait            toml.Primitive `toml:"busy_wait"`
+	RequireLockedClocks toml.Primitive `toml:"require_locked_clocks"`
 }
 
 type rawLoad struct {
@@ -313,6 +316,7 @@ func (d *decoder) decodeGate(prim toml.Primitive, p *Plan) {
 	var rg rawGate
 	if d.decodeTable([]string{"gate"}, prim, &rg) {
 		decodeField(d, path("gate", "diffusers_fallback"), rg.DiffusersFallback, &p.Gate.DiffusersFallback, `a string: "fail" or "warn"`)
+		d.decodeGPUGate(rg, &p.Gate)
 	}
 }
 

@@ -165,6 +165,12 @@ type NSys struct {
 // Gate configures how log evidence changes a cell's verdict.
 type Gate struct {
 	DiffusersFallback string `toml:"diffusers_fallback" json:"diffusers_fallback"` // fail (default) | warn
+	// BusyGPU is what a compute process of someone else on the cell's GPUs does to the cell:
+	// warn (default), fail, or wait up to BusyWait for the GPU to come free (validate_gate.go).
+	BusyGPU  string   `toml:"busy_gpu" json:"busy_gpu"`
+	BusyWait Duration `toml:"busy_wait" json:"busy_wait"`
+	// RequireLockedClocks fails a cell whose GPU clocks are not locked (or cannot be read).
+	RequireLockedClocks bool `toml:"require_locked_clocks" json:"require_locked_clocks,omitempty"`
 }
 
 // Duration is a plan duration. It is written as a string ("30s", "2m"); a bare number is

@@ -131,6 +131,7 @@ func (d *decoder) defaultsGenerate(p *Plan) {
 	if !set("gate", "diffusers_fallback") {
 		p.Gate.DiffusersFallback = DefaultDiffusersFallback
 	}
+	gpuGateDefaults(p, set)
 }
 
 // defaultsServe fills the serve keys. They are filled in whatever the mode, so code reading a
@@ -250,6 +251,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateCompare(p)
 	d.validateBundle(p)
 	d.validateExecutor(p)
+	d.validateGPUGate(p)
 	d.validateSize(p)
 }
 

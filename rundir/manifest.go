@@ -23,6 +23,9 @@ type Manifest struct {
 	Verdicts map[string]int    `json:"verdicts,omitempty"`
 	// Slurm lists the job arrays the run submitted (the Slurm executor), oldest first.
 	Slurm []SlurmJob `json:"slurm,omitempty"`
+	// GPUEnv is what a maintainer asks for: devices, topology, clock locks, check_env and
+	// library versions (runner/gpuenv.go).
+	GPUEnv *GPUEnv `json:"gpu_env,omitempty"`
 }
 
 // SlurmJob is one job array a run submitted.

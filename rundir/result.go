@@ -29,6 +29,8 @@ type CellResult struct {
 	GPUs []int `json:"gpus,omitempty"`
 	// Slurm is set for cells that ran as a Slurm array task: the job, task and node.
 	Slurm *SlurmTask `json:"slurm,omitempty"`
+	// GPU is what the GPU noise guard saw before and after the cell (runner/gpucheck.go).
+	GPU *GPUCheck `json:"gpu,omitempty"`
 }
 
 // SlurmTask is the Slurm side of a cell's result: which job ran it and where.

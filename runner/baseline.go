@@ -68,6 +68,7 @@ func (n NightlyOptions) CompareBaseline(ctx context.Context, cur *perf.Set, p *p
 		if res, err = compare.Compare(base, cur, co); err != nil {
 			return nil, base, &UsageError{err}
 		}
+		applyEnvDiff(res, base.Source, cur.Source, n.IgnoreEnv)
 	}
 	res.Profilers = n.Profilers
 	if len(res.Profilers) == 0 {

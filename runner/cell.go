@@ -97,6 +97,11 @@ type cellResult struct {
 func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 	c := rec.Cell
 	res := &cellResult{CellResult: rundir.CellResult{ID: c.ID, Index: c.Index, Key: c.Key, Profiler: c.Profiler, Start: opts.Now().UTC()}}
+	if !gpuBefore(ctx, rec, opts, res) {
+		res.End = opts.Now().UTC()
+		res.Artifacts = collectArtifacts(rec.abs)
+		return res
+	}
 	logPath := filepath.Join(rec.abs, rundir.LogFile)
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -140,9 +145,11 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 		exit.StartErr = pres.StartErr.Error()
 	}
 	res.Exit = exit
+	gpuAfter(ctx, opts, res, false)
 
 	a := rec.be.Assess(c, rec.abs, w, exit)
-	res.Verdict, res.Reasons, res.Warnings, res.Found = a.Verdict, a.Reasons, a.Warnings, a.Artifacts
+	res.Verdict, res.Reasons, res.Found = a.Verdict, a.Reasons, a.Artifacts
+	res.Warnings = append(res.Warnings, a.Warnings...)
 	if pres.StartErr != nil {
 		res.Verdict = plans.VerdictFailed
 		res.Reasons = append([]backends.Reason{{Code: "start", Message: pres.StartErr.Error()}}, res.Reasons...)

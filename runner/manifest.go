@@ -66,7 +66,10 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 		m.Probes[name] = pr
 		return pr
 	}
-	if pr := probe("nvidia-smi", "nvidia-smi", "--query-gpu="+gpuQuery, "--format=csv"); pr.Available {
+	m.GPUEnv = captureGPUEnv(ctx, cells, opts)
+	if down := opts.guard().isDown(); down != "" {
+		m.Probes["nvidia-smi"] = rundir.Probe{Command: []string{"nvidia-smi"}, Error: down}
+	} else if pr := probe("nvidia-smi", "nvidia-smi", "--query-gpu="+gpuQuery, "--format=csv"); pr.Available {
 		m.GPUs = parseNvidiaSMI(pr.Output)
 	}
 	probe("nvcc", "nvcc", "--version")

@@ -30,6 +30,9 @@ type NightlyOptions struct {
 	BaselineRuns, Consecutive int
 	// Profilers whose cells are compared; nil means perf.DefaultProfilers ("none").
 	Profilers []string
+	// IgnoreEnv calls regressions even between runs whose GPU clock states differ
+	// (runner/envdiff.go).
+	IgnoreEnv bool
 }
 
 // HistoryPath is the database a run directory's run appends to when no path is given:

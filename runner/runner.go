@@ -77,6 +77,11 @@ type Options struct {
 	onSlurm bool
 	// lost keeps the results execute could not write (a full disk) for its summary.
 	lost *lostResults
+	// CheckEnvTimeout bounds `python -m sglang.check_env` and the library-version probe
+	// (runner/gpuenv.go); 0 means 60s.
+	CheckEnvTimeout time.Duration
+
+	gpu *gpuGuard // the GPU noise guard of the run (runner/gpucheck.go)
 }
 
 func (o *Options) defaults() {

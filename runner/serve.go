@@ -183,8 +183,11 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *cellResult
 		res.Artifacts = collectArtifacts(rec.abs)
 	}()
 	fail := cellFailer(res)
-	srv, verdict, rs := ss.serverFor(ctx, rec)
+	srv, verdict, rs := ss.serverFor(ctx, rec, res)
 	if srv == nil {
+		if verdict == "" {
+			return res // the GPU guard refused the cell before a server started (its reasons are in res)
+		}
 		return fail(verdict, rs...)
 	}
 	srv.rec.Cells = append(srv.rec.Cells, c.ID)
@@ -193,14 +196,21 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *cellResult
 	sr := &rundir.ServeResult{Server: srv.rel, Port: srv.port, ServedModel: srv.rec.ServedModel}
 	res.Serve = sr
 
+	// The GPU idle check (runner/gpucheck.go) runs before the client phase's clock starts.
+	clientOK := gpuClient(ctx, rec, opts, res)
 	// backend.timeout bounds the cell's client phase (the server's startup has ready_timeout).
 	cctx, cancel := context.WithCancel(ctx)
 	if d := c.Backend.Timeout.Duration; d > 0 {
 		cctx, cancel = context.WithTimeout(ctx, d)
 	}
-	ss.client(cctx, rec, srv, res, sr)
+	if clientOK {
+		ss.client(cctx, rec, srv, res, sr)
+	}
 	timedOut := ctx.Err() == nil && cctx.Err() != nil
 	cancel()
+	if clientOK {
+		gpuAfter(ctx, opts, res, true)
+	}
 	ss.judge(ctx, rec, srv, res, mark, timedOut)
 	if rec.NSys != nil && ctx.Err() == nil {
 		// The report is written when nsys ends: stop the cell's server, then export it.
@@ -218,8 +228,9 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *cellResult
 // serverFor returns the server rec's cell runs on: the one in use when its key matches and it
 // is alive, else a new one (after the old one is stopped). Without a server it returns the
 // cell's verdict and reasons: teardown problems of the previous server, the earlier failure of
-// the same server, or why this one did not start.
-func (ss *serveSession) serverFor(ctx context.Context, rec cellRecord) (*server, string, []backends.Reason) {
+// the same server, or why this one did not start; or no verdict when the GPU guard refused the
+// cell before a server started (gpuBefore wrote its reasons into res).
+func (ss *serveSession) serverFor(ctx context.Context, rec cellRecord, res *cellResult) (*server, string, []backends.Reason) {
 	c := rec.Cell
 	if len(ss.pending) > 0 {
 		rs := ss.pending
@@ -242,6 +253,9 @@ func (ss *serveSession) serverFor(ctx context.Context, rec cellRecord) (*server,
 	}
 	if rs, ok := ss.failed[key]; ok && !perCell {
 		return nil, plans.VerdictFailed, rs
+	}
+	if ss.cur == nil && !gpuBefore(ctx, rec, ss.opts, res) {
+		return nil, "", nil // a neighbour holds the GPU or the clocks float: no server is started
 	}
 	if ss.cur == nil {
 		srv, verdict, rs := ss.start(ctx, rec, be, key)

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -386,22 +385,18 @@ func shortenArgs(args string) string {
 // gpuMemory returns the memory in use per GPU (MiB, comma separated) from nvidia-smi, or
 // "unavailable: <why>".
 func gpuMemory(ctx context.Context, opts *Options) string {
-	if opts.Simulate {
-		return "unavailable: simulated run"
+	s := opts.guard().snapshot(ctx, nil)
+	if len(s.GPUs) == 0 {
+		if strings.HasPrefix(s.Error, "unavailable") {
+			return s.Error
+		}
+		return "unavailable: " + s.Error
 	}
-	smi, err := lookPath("nvidia-smi", opts.Env)
-	if err != nil {
-		return "unavailable: nvidia-smi not found"
+	mem := make([]string, len(s.GPUs))
+	for i, g := range s.GPUs {
+		mem[i] = strconv.Itoa(g.MemUsedMiB)
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.ProbeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits")
-	cmd.Env = opts.Env
-	out, err := cmd.Output()
-	if err != nil {
-		return "unavailable: nvidia-smi failed: " + err.Error()
-	}
-	return strings.Join(strings.Fields(strings.ReplaceAll(string(out), ",", " ")), ",")
+	return strings.Join(mem, ",")
 }
 
 // memoryLeak compares before/after readings: more than 1 GiB more in use on any GPU after

@@ -1,15 +1,19 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/slurm"
 	"github.com/sglprof/runner/runner/slurm/slurmtest"
 )
 
@@ -63,4 +67,43 @@ func BenchmarkSlurmOverhead(b *testing.B) {
 	cells := float64(16 * b.N)
 	b.ReportMetric(overhead.Seconds()*1e3/cells, "overhead-ms/cell")
 	b.ReportMetric(wall.Seconds()*1e3/cells, "wall-ms/cell")
+}
+
+// A task that ended without a result and without its start marker never reached the run
+// directory (it is not on a file system the node sees): the cell fails with the Slurm state's
+// reason and the warning names the run directory.
+func TestSlurmTaskWithoutMarkerWarnsWithPath(t *testing.T) {
+	dir := t.TempDir()
+	abs := filepath.Join(dir, rundir.CellsDir, "000-c")
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	opts := Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	opts.defaults()
+	rec := cellRecord{CellRecord: rundir.CellRecord{Cell: plans.Cell{ID: "000-c"}}, abs: abs}
+	job := rundir.SlurmJob{JobID: "42", Cells: []string{"000-c"}}
+	res := collectTask(dir, rec, job, slurm.Task{Index: 0, State: "FAILED", Node: "n1", ExitCode: "97:0"}, &opts)
+	if res.Verdict != plans.VerdictFailed || len(res.Reasons) == 0 || res.Reasons[0].Code != "slurm-task-failed" {
+		t.Errorf("result %+v", res)
+	}
+	if !strings.Contains(logs.String(), "no start marker") || !strings.Contains(logs.String(), dir) {
+		t.Errorf("no warning naming %s: %s", dir, logs.String())
+	}
+	if r, err := rundir.ReadResult(abs); err != nil || r.Slurm == nil || r.Slurm.Node != "n1" {
+		t.Errorf("result.json %+v %v", r, err)
+	}
+	// With the marker present there is no such warning.
+	logs.Reset()
+	os.Remove(filepath.Join(abs, rundir.ResultFile))
+	if err := os.MkdirAll(filepath.Join(dir, slurm.MarkerDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, slurm.Marker("42", 0)), []byte("n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	collectTask(dir, rec, job, slurm.Task{Index: 0, State: "FAILED", Node: "n1"}, &opts)
+	if strings.Contains(logs.String(), "no start marker") {
+		t.Errorf("warned although the marker exists: %s", logs.String())
+	}
 }

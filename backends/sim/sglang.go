@@ -492,14 +492,47 @@ func (g *gen) sleepMS(d float64) error { return g.clk.sleep(ms(d)) }
 func (g *gen) run() (int, error) {
 	p := g.p
 	g.model = p.str("model_path")
+	if code, ok := g.startWorkers(); !ok {
+		return code, nil
+	}
+	known, ok := g.resolveBackend()
+	if !ok {
+		return 1, nil
+	}
+	g.startFailures()
+	g.shape()
+	prompts, ok := g.prompts()
+	if !ok {
+		return 1, nil
+	}
+	if a := g.openActivity(); a != nil {
+		defer a.close()
+	}
+	if err := g.load(known); err != nil {
+		return 0, err
+	}
+	if len(prompts) == 0 {
+		g.log.log("Failed to generate output for prompt: ValueError: no prompt given; pass --prompt or --prompt-path")
+		return 1, nil
+	}
+	if g.steps <= 0 {
+		g.log.log("Failed to generate output for prompt 1: ValueError: num_inference_steps must be a positive integer, got %d", g.steps)
+		return 1, nil
+	}
+	return g.batch(prompts)
+}
+
+// startWorkers logs the server arguments and checks the ranks against CUDA_VISIBLE_DEVICES:
+// like torch, the workers see only those devices, and a rank whose device index does not exist
+// fails at start. The runner's GPU slots are checked against the logged line.
+func (g *gen) startWorkers() (int, bool) {
+	p := g.p
 	backend := p.str("backend")
 	if backend == "" {
 		backend = "auto"
 	}
 	g.tp = max(p.intv("tp_size", 1), p.intv("num_gpus", 1), 1)
 	g.log.log("server_args: %s", g.serverArgsJSON(backend))
-	// Like torch, the workers see only CUDA_VISIBLE_DEVICES; a rank whose device index does
-	// not exist fails at start. The runner's GPU slots are checked against this line.
 	if v, ok := g.env["CUDA_VISIBLE_DEVICES"]; ok {
 		g.log.log("CUDA_VISIBLE_DEVICES=%s", v)
 	}
@@ -507,9 +540,20 @@ func (g *gen) run() (int, error) {
 		g.log.log("Launching %d worker processes (%d visible GPUs)", g.tp, vis)
 		g.log.raw(fmt.Sprintf("[rank%d] RuntimeError: CUDA error: invalid device ordinal\n", vis))
 		g.log.log("Initialization failed. Please see the error messages above.")
-		return 1, nil
+		return 1, false
 	}
+	return 0, true
+}
 
+// resolveBackend picks the native engine or the diffusers fallback as upstream does, and the
+// model profile; it reports whether the model is known, and false in ok when sglang refuses
+// to start (an unknown model with --backend sglang).
+func (g *gen) resolveBackend() (known, ok bool) {
+	p := g.p
+	backend := p.str("backend")
+	if backend == "" {
+		backend = "auto"
+	}
 	prof, known := resolveModel(g.model, p.str("model_id"))
 	switch {
 	case backend == "diffusers":
@@ -525,7 +569,7 @@ func (g *gen) run() (int, error) {
 			"  File \"/usr/local/lib/python3.12/dist-packages/sglang/multimodal_gen/runtime/server_args/server_args.py\", line 912, in __post_init__\n    self._resolve_pipeline_config()\n" +
 			"ValueError: Could not resolve model info for '" + g.model + "'. Use a registered model path, --model-id, or --backend diffusers.\n")
 		g.log.log("Initialization failed. Please see the error messages above.")
-		return 1, nil
+		return false, false
 	case backend == "auto" && quantized(g.model):
 		g.log.log("Detected a quantized model format ('%s'). The native sglang-diffusion engine currently only supports BF16/FP16. Falling back to diffusers backend.", g.model)
 		g.diffusers = true
@@ -543,6 +587,11 @@ func (g *gen) run() (int, error) {
 		g.prof.loadS, g.prof.stepMS = g.prof.loadS*1.3, g.prof.stepMS*1.25 // vanilla diffusers is slower
 	}
 
+	return known, true
+}
+
+// startFailures starts the failure modes that need a process of their own.
+func (g *gen) startFailures() {
 	if g.k.fail["escape"] {
 		g.escape()
 	}
@@ -554,7 +603,11 @@ func (g *gen) run() (int, error) {
 		}
 	}
 
-	// resolution, steps, prompts
+}
+
+// shape reads resolution, frames, steps and seed.
+func (g *gen) shape() {
+	p := g.p
 	g.w, g.h, g.frames = g.prof.w, g.prof.h, g.prof.frames
 	switch {
 	case p.boolv("4k"):
@@ -581,6 +634,11 @@ func (g *gen) run() (int, error) {
 		g.seed = n
 	}
 	g.rng = mrand.New(mrand.NewPCG(uint64(g.seed), uint64(len(g.model))*0x9e3779b97f4a7c15+uint64(g.w*g.h)+g.k.jitter*0xbf58476d1ce4e5b9))
+}
+
+// prompts reads --prompt and --prompt-path; false when the prompt file cannot be read.
+func (g *gen) prompts() ([]string, bool) {
+	p := g.p
 	prompts := p.strs("prompt")
 	if s := p.str("prompt"); s != "" {
 		prompts = []string{s}
@@ -589,7 +647,7 @@ func (g *gen) run() (int, error) {
 		b, err := os.ReadFile(g.abs(pp))
 		if err != nil {
 			g.log.log("Failed to read prompt file %s: %v", pp, err)
-			return 1, nil
+			return nil, false
 		}
 		for _, l := range strings.Split(string(b), "\n") {
 			if l = strings.TrimSpace(l); l != "" {
@@ -598,21 +656,33 @@ func (g *gen) run() (int, error) {
 		}
 	}
 
-	if path := g.env[EnvNSysActivity]; path != "" {
-		a, err := openActivity(path)
-		if err != nil {
-			g.log.log("WARNING: %v", err) // the app keeps running, the report will be empty
-		} else {
-			g.act = a
-			defer a.close()
-			a.put(&actRec{K: "proc", PID: int32(os.Getpid()), Name: "python3"})
-			for d := 0; d < g.tp; d++ {
-				a.put(&actRec{K: "gpu", Dev: int32(d), Name: "NVIDIA H100 80GB HBM3"})
-			}
-			a.flush()
-		}
-	}
+	return prompts, true
+}
 
+// openActivity opens the GPU activity file the nsys simulator reads (when the generate runs
+// under it) and records the process and its GPUs; nil without one.
+func (g *gen) openActivity() *activityWriter {
+	path := g.env[EnvNSysActivity]
+	if path == "" {
+		return nil
+	}
+	a, err := openActivity(path)
+	if err != nil {
+		g.log.log("WARNING: %v", err) // the app keeps running, the report will be empty
+		return nil
+	}
+	g.act = a
+	a.put(&actRec{K: "proc", PID: int32(os.Getpid()), Name: "python3"})
+	for d := 0; d < g.tp; d++ {
+		a.put(&actRec{K: "gpu", Dev: int32(d), Name: "NVIDIA H100 80GB HBM3"})
+	}
+	a.flush()
+	return a
+}
+
+// load logs the attention backend and the pipeline loading, and takes the load time.
+func (g *gen) load(known bool) error {
+	p := g.p
 	if !g.diffusers {
 		switch ab := p.str("attention_backend"); ab {
 		case "", "fa", "fa3", "fa4":
@@ -631,7 +701,7 @@ func (g *gen) run() (int, error) {
 		g.log.log("Loading diffusers pipeline with dtype=torch.bfloat16, device_map=cuda")
 	}
 	if err := g.clk.sleep(int64(g.prof.loadS * 1e9)); err != nil {
-		return 0, err
+		return err
 	}
 	if g.diffusers {
 		cls := "DiffusionPipeline"
@@ -649,15 +719,11 @@ func (g *gen) run() (int, error) {
 	g.log.log("Worker 0: Initialized device, model, and distributed environment.")
 	g.log.log("Worker 0: Scheduler loop started.")
 
-	if len(prompts) == 0 {
-		g.log.log("Failed to generate output for prompt: ValueError: no prompt given; pass --prompt or --prompt-path")
-		return 1, nil
-	}
-	if g.steps <= 0 {
-		g.log.log("Failed to generate output for prompt 1: ValueError: num_inference_steps must be a positive integer, got %d", g.steps)
-		return 1, nil
-	}
+	return nil
+}
 
+// batch processes the prompts one after another, then logs the batch and writes the perf dump.
+func (g *gen) batch(prompts []string) (int, error) {
 	batchStart := g.clk.virt.Load()
 	var done []*request
 	outputs := 0

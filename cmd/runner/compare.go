@@ -33,6 +33,7 @@ func comparisonFlags() []cli.Flag {
 		&cli.StringFlag{Name: "profilers", Value: "none", Usage: "comma list of the profilers whose cells are compared; profiled cells distort latency, so only none by default (all admits every cell)"},
 		&cli.IntFlag{Name: "baseline-runs", Usage: "history baseline: rolling median of the last `N` valid runs", DefaultText: "the plan's, else 5"},
 		&cli.IntFlag{Name: "consecutive", Usage: "history baseline: `N` violations in a row before a regression", DefaultText: "the plan's, else 2"},
+		&cli.BoolFlag{Name: "ignore-env", Usage: "call regressions even when the two runs' GPU clock states differ (locked vs floating); the env diff is shown either way"},
 	}
 }
 
@@ -43,6 +44,7 @@ func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
 		Baseline:     c.String("baseline"),
 		BaselineRuns: c.Int("baseline-runs"),
 		Consecutive:  c.Int("consecutive"),
+		IgnoreEnv:    c.Bool("ignore-env"),
 	}
 	if n.History == "" {
 		n.History = os.Getenv("RUNNER_HISTORY")

@@ -223,6 +223,8 @@ type Result struct {
 	SkippedBase  []perf.Skip `json:"skipped_base,omitempty"`
 	SkippedNew   []perf.Skip `json:"skipped_new,omitempty"`
 	Notes        []string    `json:"notes,omitempty"`
+	// Env is the env diff of the two runs (envdiff.go); nil when not checked.
+	Env *EnvDiff `json:"env_diff,omitempty"`
 }
 
 // Regressed reports whether any row is a regression.

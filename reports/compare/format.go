@@ -118,6 +118,8 @@ func Headline(res *Result) string {
 		return fmt.Sprintf("%d regression(s): %s", res.Regressions, strings.Join(res.RegressedMetrics(), ", "))
 	case res.Warnings > 0:
 		return fmt.Sprintf("no regression; %d warning(s) (a first violation; a regression needs consecutive violations)", res.Warnings)
+	case countStatus(res, StatusEnvDiffers) > 0:
+		return heldHeadline(res)
 	}
 	return "no regression"
 }
@@ -160,6 +162,7 @@ func writeFootnotes(w io.Writer, res *Result, bullet string) {
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "%snote: %s\n", bullet, n)
 	}
+	writeEnvDiff(w, res, bullet)
 	if len(res.OnlyBase) > 0 {
 		fmt.Fprintf(w, "%sonly in base (not compared): %s\n", bullet, strings.Join(res.OnlyBase, ", "))
 	}

@@ -3,129 +3,18 @@ package bundle
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
-	"strings"
-
-	"github.com/dustin/go-humanize"
 
 	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
 )
 
-// Fact is one row of the environment table: what maintainers ask for first (GPU, driver,
-// CUDA, sglang version, ...), as read from a manifest.
-type Fact struct {
-	Name  string
-	Value string
-}
+// Fact is one row of the environment table (runner.EnvFact, whose owner is the runner's
+// manifest).
+type Fact = runner.EnvFact
 
-var (
-	nvccRelease   = regexp.MustCompile(`release ([0-9][0-9.]*)(?:, V([0-9.]+))?`)
-	sglangVersion = regexp.MustCompile(`(?m)^sglang version:\s*(\S+)`)
-	sglangRev     = regexp.MustCompile(`(?m)^git revision:\s*(\S+)`)
-)
-
-// Facts lists the environment of a manifest in a fixed order; a probe that failed says why.
-func Facts(m *rundir.Manifest) []Fact {
-	unknown := func(probe string) string {
-		if p, ok := m.Probes[probe]; ok && p.Error != "" {
-			return "unknown (" + p.Error + ")"
-		}
-		return "unknown"
-	}
-	gpu, driver, mem := unknown("nvidia-smi"), unknown("nvidia-smi"), ""
-	if len(m.GPUs) > 0 {
-		counts := map[string]int{}
-		var order []string
-		for _, g := range m.GPUs {
-			if counts[g.Name] == 0 {
-				order = append(order, g.Name)
-			}
-			counts[g.Name]++
-		}
-		var parts []string
-		for _, n := range order {
-			parts = append(parts, fmt.Sprintf("%d× %s", counts[n], n))
-		}
-		gpu = strings.Join(parts, ", ")
-		driver = m.GPUs[0].Driver
-		mem = m.GPUs[0].MemoryMiB
-		if g := m.GPUs[0]; g.PowerLimit != "" || g.MaxSMClock != "" {
-			gpu += fmt.Sprintf(" (SM clock %s of max %s, power limit %s)", g.SMClock, g.MaxSMClock, g.PowerLimit)
-		}
-	}
-	cuda := unknown("nvcc")
-	if p, ok := m.Probes["nvcc"]; ok && p.Available {
-		if mm := nvccRelease.FindStringSubmatch(p.Output); mm != nil {
-			cuda = "nvcc " + mm[1]
-			if mm[2] != "" {
-				cuda += " (V" + mm[2] + ")"
-			}
-		} else {
-			cuda = firstLine(p.Output)
-		}
-	}
-	sgl := unknown("sglang")
-	for _, probe := range []string{"sglang", "sglang-python"} {
-		if p, ok := m.Probes[probe]; ok && p.Available {
-			if mm := sglangVersion.FindStringSubmatch(p.Output); mm != nil {
-				sgl = mm[1]
-				if r := sglangRev.FindStringSubmatch(p.Output); r != nil {
-					sgl += " (git " + r[1] + ")"
-				}
-			} else {
-				sgl = firstLine(p.Output)
-			}
-			break
-		}
-	}
-	facts := []Fact{
-		{"GPU", gpu},
-		{"GPU memory", orDash(mem)},
-		{"Driver", driver},
-		{"CUDA", cuda},
-		{"sglang", sgl},
-	}
-	if p, ok := m.Probes["nsys"]; ok {
-		v := unknown("nsys")
-		if p.Available {
-			v = firstLine(p.Output)
-		}
-		facts = append(facts, Fact{"nsys", v})
-	}
-	host := fmt.Sprintf("%s, %s/%s, %d CPUs", orDash(m.Host.Hostname), m.Host.OS, m.Host.Arch, m.Host.CPUs)
-	if m.Host.CPUModel != "" {
-		host += " (" + m.Host.CPUModel + ")"
-	}
-	if m.Host.MemoryBytes > 0 {
-		host += ", " + humanize.IBytes(uint64(m.Host.MemoryBytes)) + " RAM"
-	}
-	runnerV := m.Runner.Version
-	if m.Runner.Go != "" {
-		runnerV += " (" + m.Runner.Go + ")"
-	}
-	sim := "no"
-	if m.Simulated {
-		sim = "yes: sglang and nsys were the runner's simulators, timings are invented"
-	}
-	return append(facts, Fact{"runner", runnerV}, Fact{"Host", host}, Fact{"Simulated", sim})
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+// Facts lists the environment of a manifest in a fixed order (runner.EnvFacts).
+func Facts(m *rundir.Manifest) []Fact { return runner.EnvFacts(m) }
 
 // Diff is one difference between the bundle's environment and this machine's.
 type Diff struct {
@@ -195,4 +84,11 @@ func WriteDiff(w io.Writer, diffs []Diff) error {
 		}
 	}
 	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

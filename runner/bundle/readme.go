@@ -252,7 +252,7 @@ func stripANSI(s string) string {
 func writeEnvTable(b *strings.Builder, m *rundir.Manifest) {
 	b.WriteString("| | |\n|---|---|\n")
 	for _, f := range Facts(m) {
-		fmt.Fprintf(b, "| %s | %s |\n", f.Name, strings.ReplaceAll(f.Value, "|", "\\|"))
+		fmt.Fprintf(b, "| %s | %s |\n", f.Name, table.EscapeMarkdown(f.Value))
 	}
 	if len(m.Env) > 0 {
 		b.WriteString("\nVariables that matter (CUDA_, SGLANG_, NCCL_, HF_, TORCH_, PYTORCH_, VLLM_, NVIDIA_), as the run saw them:\n\n```sh\n")

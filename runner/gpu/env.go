@@ -60,18 +60,6 @@ func CheckEnv(ctx context.Context, python string, env []string, timeout time.Dur
 	return out, nil
 }
 
-// Versions are the library versions a maintainer asks for first, as the interpreter reports
-// them; a library it cannot import is absent.
-type Versions struct {
-	Python     string `json:"python,omitempty"`
-	Torch      string `json:"torch,omitempty"`
-	CUDA       string `json:"cuda_runtime,omitempty"`
-	Triton     string `json:"triton,omitempty"`
-	FlashInfer string `json:"flashinfer,omitempty"`
-	NCCL       string `json:"nccl,omitempty"`
-	SGLang     string `json:"sglang,omitempty"`
-}
-
 // versionScript prints one JSON object; each import is guarded so a missing library leaves a
 // gap instead of failing the whole probe. It never initialises CUDA.
 const versionScript = `import json, sys

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sglprof/runner/rundir"
 )
 
 // GPUQuery is the --query-gpu field list of a Snapshot, in the order ParseGPUs reads it.
@@ -26,6 +28,21 @@ const GPUQuery = "index,uuid,utilization.gpu,memory.used,clocks.sm,clocks.max.sm
 
 // AppsQuery is the --query-compute-apps field list, in the order ParseApps reads it.
 const AppsQuery = "pid,process_name,used_memory,gpu_uuid"
+
+// The records this package produces are part of result.json and manifest.json, whose types the
+// rundir package owns; these are their names here.
+type (
+	// GPU is one device's state at one moment (rundir.GPUState).
+	GPU = rundir.GPUState
+	// App is one compute process on a GPU (rundir.GPUApp).
+	App = rundir.GPUApp
+	// Snapshot is what one probe saw (rundir.GPUSnapshot).
+	Snapshot = rundir.GPUSnapshot
+	// Device is one GPU's fixed configuration (rundir.GPUDevice).
+	Device = rundir.GPUDevice
+	// Versions are the library versions a maintainer asks for first (rundir.GPUVersions).
+	Versions = rundir.GPUVersions
+)
 
 // Prober runs nvidia-smi. The zero value looks nvidia-smi up on the process's PATH with a
 // 5 s timeout.
@@ -38,45 +55,6 @@ type Prober struct {
 	// Command overrides the program (default "nvidia-smi").
 	Command string
 }
-
-// GPU is one device's state at one moment. Fields nvidia-smi reports as "[N/A]" or
-// "[Not Supported]" are -1 (numbers) or empty.
-type GPU struct {
-	Index       int      `json:"index"`
-	UUID        string   `json:"uuid"`
-	UtilPct     int      `json:"utilization_pct"`
-	MemUsedMiB  int      `json:"memory_used_mib"`
-	SMClockMHz  int      `json:"sm_clock_mhz"`
-	MaxSMMHz    int      `json:"max_sm_clock_mhz"`
-	Throttle    uint64   `json:"throttle_reasons_mask"`
-	Reasons     []string `json:"throttle_reasons,omitempty"`
-	Persistence string   `json:"persistence_mode,omitempty"`
-	PowerW      float64  `json:"power_draw_w"`
-	TempC       int      `json:"temperature_c"`
-}
-
-// App is one compute process on a GPU.
-type App struct {
-	PID     int    `json:"pid"`
-	Name    string `json:"process_name"`
-	UsedMiB int    `json:"used_memory_mib"`
-	GPUUUID string `json:"gpu_uuid"`
-	// GPU is the index of GPUUUID in the snapshot it came with, -1 when unknown.
-	GPU int `json:"gpu"`
-}
-
-// Snapshot is what one probe saw. Error is set when the probe could not be read; GPUs and Apps
-// then hold whatever was read before it failed.
-type Snapshot struct {
-	At     time.Time `json:"at"`
-	GPUs   []GPU     `json:"gpus,omitempty"`
-	Apps   []App     `json:"apps,omitempty"`
-	Error  string    `json:"error,omitempty"`
-	WallNS int64     `json:"wall_ns"`
-}
-
-// Available reports whether the snapshot was read.
-func (s Snapshot) Available() bool { return s.Error == "" }
 
 // Throttle reason bits of nvmlClocksThrottleReasons (nvidia-smi's
 // clocks_throttle_reasons.active is their OR, printed in hex).
@@ -128,7 +106,19 @@ const Capping = ReasonSWPowerCap | ReasonHWSlowdown | ReasonSWThermalSlowdown |
 func (p Prober) Snapshot(ctx context.Context, indices []int) Snapshot {
 	t0 := time.Now()
 	s := Snapshot{At: t0.UTC()}
+	// The two queries are independent; asking both at once halves what the guard adds to a
+	// cell (docs/performance.md).
+	type reply struct {
+		out []byte
+		err error
+	}
+	appsc := make(chan reply, 1)
+	go func() {
+		out, err := p.run(ctx, "--query-compute-apps="+AppsQuery, "--format=csv,noheader")
+		appsc <- reply{out, err}
+	}()
 	out, err := p.run(ctx, "--query-gpu="+GPUQuery, "--format=csv,noheader")
+	ar := <-appsc
 	if err != nil {
 		s.Error = err.Error()
 		s.WallNS = time.Since(t0).Nanoseconds()
@@ -140,10 +130,10 @@ func (p Prober) Snapshot(ctx context.Context, indices []int) Snapshot {
 		s.WallNS = time.Since(t0).Nanoseconds()
 		return s
 	}
-	out, err = p.run(ctx, "--query-compute-apps="+AppsQuery, "--format=csv,noheader")
 	var apps []App
+	err = ar.err
 	if err == nil {
-		apps, err = ParseApps(out)
+		apps, err = ParseApps(ar.out)
 		if err != nil {
 			err = fmt.Errorf("nvidia-smi --query-compute-apps: %w", err)
 		}

@@ -290,3 +290,38 @@ func FuzzParseClockLock(f *testing.F) {
 		}
 	})
 }
+
+func TestDevices(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho '0, NVIDIA H100 80GB HBM3, 550.54.15, Disabled, Enabled, 700.00 W, 1980 MHz'\n"
+	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := Prober{Env: []string{"PATH=" + dir}}.Devices(context.Background())
+	want := []Device{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", MIG: "Disabled", ECC: "Enabled", PowerLimit: "700.00 W", MaxSMClock: "1980 MHz"}}
+	if err != nil || !reflect.DeepEqual(ds, want) {
+		t.Errorf("Devices = %+v, %v", ds, err)
+	}
+	if _, err := ParseDevices([]byte("0, H100, 550\n")); err == nil || !strings.Contains(err.Error(), "3 fields, want 7") {
+		t.Errorf("short line: err = %v", err)
+	}
+	if _, err := ParseDevices(nil); err == nil {
+		t.Error("no output: want an error")
+	}
+}
+
+func FuzzParseDevices(f *testing.F) {
+	f.Add([]byte("0, NVIDIA H100 80GB HBM3, 550.54.15, Disabled, Enabled, 700.00 W, 1980 MHz\n"))
+	f.Add([]byte("x, a, b, c, d, e, f\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ds, err := ParseDevices(b)
+		if err == nil && len(ds) == 0 {
+			t.Fatal("no error and no device")
+		}
+		for _, d := range ds {
+			if d.Index < 0 {
+				t.Fatalf("negative index %d", d.Index)
+			}
+		}
+	})
+}

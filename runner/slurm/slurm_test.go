@@ -96,7 +96,10 @@ func TestArrayOnRealCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !cancelled && tasks[2].State == "RUNNING" {
+		// RUNNING in squeue can come before the batch script has started: cancel the slow task
+		// once it has written its file, so what it did before the cancel is certain.
+		_, started := os.Stat(filepath.Join(dir, "ran-"+cells[2]))
+		if !cancelled && tasks[2].State == "RUNNING" && started == nil {
 			if err := c.CancelTask(ctx, id, 2); err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,200 @@
+package runner
+
+import (
+	"fmt"
+	"github.com/sglprof/runner/rundir"
+	"regexp"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+)
+
+// EnvFact is one row of the environment table: what maintainers ask for first (GPU, driver,
+// CUDA, sglang version, ...), as read from a manifest.
+type EnvFact struct {
+	Name  string
+	Value string
+}
+
+var (
+	nvccRelease   = regexp.MustCompile(`release ([0-9][0-9.]*)(?:, V([0-9.]+))?`)
+	sglangVersion = regexp.MustCompile(`(?m)^sglang version:\s*(\S+)`)
+	sglangRev     = regexp.MustCompile(`(?m)^git revision:\s*(\S+)`)
+)
+
+// EnvFacts lists the environment of a manifest in a fixed order; a probe that failed says why.
+func EnvFacts(m *rundir.Manifest) []EnvFact {
+	unknown := func(probe string) string {
+		if p, ok := m.Probes[probe]; ok && p.Error != "" {
+			return "unknown (" + p.Error + ")"
+		}
+		return "unknown"
+	}
+	gpu, driver, mem := unknown("nvidia-smi"), unknown("nvidia-smi"), ""
+	if len(m.GPUs) > 0 {
+		counts := map[string]int{}
+		var order []string
+		for _, g := range m.GPUs {
+			if counts[g.Name] == 0 {
+				order = append(order, g.Name)
+			}
+			counts[g.Name]++
+		}
+		var parts []string
+		for _, n := range order {
+			parts = append(parts, fmt.Sprintf("%d× %s", counts[n], n))
+		}
+		gpu = strings.Join(parts, ", ")
+		driver = m.GPUs[0].Driver
+		mem = m.GPUs[0].MemoryMiB
+		// Not the SM clock of the moment: it is whatever the idle GPU showed when the probe
+		// ran, and would make every two runs differ.
+		if g := m.GPUs[0]; g.PowerLimit != "" || g.MaxSMClock != "" {
+			gpu += fmt.Sprintf(" (max SM clock %s, power limit %s)", g.MaxSMClock, g.PowerLimit)
+		}
+	}
+	cuda := unknown("nvcc")
+	if p, ok := m.Probes["nvcc"]; ok && p.Available {
+		if mm := nvccRelease.FindStringSubmatch(p.Output); mm != nil {
+			cuda = "nvcc " + mm[1]
+			if mm[2] != "" {
+				cuda += " (V" + mm[2] + ")"
+			}
+		} else {
+			cuda = firstLine(p.Output)
+		}
+	}
+	sgl := unknown("sglang")
+	for _, probe := range []string{"sglang", "sglang-python"} {
+		if p, ok := m.Probes[probe]; ok && p.Available {
+			if mm := sglangVersion.FindStringSubmatch(p.Output); mm != nil {
+				sgl = mm[1]
+				if r := sglangRev.FindStringSubmatch(p.Output); r != nil {
+					sgl += " (git " + r[1] + ")"
+				}
+			} else {
+				sgl = firstLine(p.Output)
+			}
+			break
+		}
+	}
+	facts := []EnvFact{
+		{"GPU", gpu},
+		{"GPU memory", orDash(mem)},
+		{"Driver", driver},
+		{"CUDA", cuda},
+		{"sglang", sgl},
+	}
+	if p, ok := m.Probes["nsys"]; ok {
+		v := unknown("nsys")
+		if p.Available {
+			v = firstLine(p.Output)
+		}
+		facts = append(facts, EnvFact{"nsys", v})
+	}
+	host := fmt.Sprintf("%s, %s/%s, %d CPUs", orDash(m.Host.Hostname), m.Host.OS, m.Host.Arch, m.Host.CPUs)
+	if m.Host.CPUModel != "" {
+		host += " (" + m.Host.CPUModel + ")"
+	}
+	if m.Host.MemoryBytes > 0 {
+		host += ", " + humanize.IBytes(uint64(m.Host.MemoryBytes)) + " RAM"
+	}
+	runnerV := m.Runner.Version
+	if m.Runner.Go != "" {
+		runnerV += " (" + m.Runner.Go + ")"
+	}
+	sim := "no"
+	if m.Simulated {
+		sim = "yes: sglang and nsys were the runner's simulators, timings are invented"
+	}
+	facts = append(facts, gpuEnvFacts(m.GPUEnv)...)
+	return append(facts, EnvFact{"runner", runnerV}, EnvFact{"Host", host}, EnvFact{"Simulated", sim})
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// topoLink is one cell of `nvidia-smi topo -m` that names how two GPUs are connected.
+var topoLink = regexp.MustCompile(`^(NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC)$`)
+
+// gpuEnvFacts are the facts of the GPU environment (runner/gpuenv.go); none for a manifest
+// written before it existed, so such manifests read as they did.
+func gpuEnvFacts(e *GPUEnv) []EnvFact {
+	if e == nil {
+		return nil
+	}
+	clocks := "unknown (" + e.ClockError + ")"
+	if e.ClocksLocked != nil {
+		clocks = ClockStateFloating
+		if *e.ClocksLocked {
+			clocks = ClockStateLocked
+		}
+	}
+	facts := []EnvFact{{"GPU clocks", clocks}}
+	if len(e.Devices) > 0 {
+		mig, ecc := map[string]bool{}, map[string]bool{}
+		var migs, eccs []string
+		for _, d := range e.Devices {
+			if !mig[d.MIG] {
+				mig[d.MIG] = true
+				migs = append(migs, d.MIG)
+			}
+			if !ecc[d.ECC] {
+				ecc[d.ECC] = true
+				eccs = append(eccs, d.ECC)
+			}
+		}
+		facts = append(facts, EnvFact{"MIG", strings.Join(migs, ", ")}, EnvFact{"ECC", strings.Join(eccs, ", ")})
+	}
+	if e.Topology != "" {
+		counts := map[string]int{}
+		var order []string
+		for _, f := range strings.Fields(e.Topology) {
+			if topoLink.MatchString(f) {
+				if counts[f] == 0 {
+					order = append(order, f)
+				}
+				counts[f]++
+			}
+		}
+		parts := make([]string, len(order))
+		for i, l := range order {
+			parts[i] = fmt.Sprintf("%s×%d", l, counts[l])
+		}
+		facts = append(facts, EnvFact{"Topology", orDash(strings.Join(parts, ", "))})
+	}
+	v := e.Versions
+	missing := "-"
+	if e.VersionsError != "" {
+		missing = "unknown (" + firstLine(e.VersionsError) + ")"
+	} else if e.Interpreter == "" {
+		missing = "unknown (no Python interpreter beside backend.command)"
+	}
+	or := func(s string) string {
+		if s == "" {
+			return missing
+		}
+		return s
+	}
+	return append(facts,
+		EnvFact{"Python", or(v.Python)}, EnvFact{"torch", or(v.Torch)}, EnvFact{"CUDA runtime", or(v.CUDA)},
+		EnvFact{"triton", or(v.Triton)}, EnvFact{"flashinfer", or(v.FlashInfer)}, EnvFact{"NCCL", or(v.NCCL)})
+}
+
+// Values of the "GPU clocks" fact.
+const (
+	ClockStateLocked   = "locked"
+	ClockStateFloating = "not locked"
+)

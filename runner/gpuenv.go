@@ -1,0 +1,85 @@
+package runner
+
+// The environment a maintainer asks for (issue 19): once per run, the GPUs' fixed
+// configuration, topology and clock-lock state from nvidia-smi, and, when the backend command
+// is Python-based, `python -m sglang.check_env` and the torch, CUDA runtime, triton,
+// flashinfer and NCCL versions of its interpreter. It goes into the manifest (and so into
+// bundles), through the same redaction as the rest of the manifest.
+
+import (
+	"context"
+	"github.com/sglprof/runner/rundir"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sglprof/runner/backends/vllmomni"
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/gpu"
+)
+
+// GPUEnv is the "gpu_env" object of manifest.json. Every part is best-effort; an empty value
+// comes with the error that says why.
+type GPUEnv = rundir.GPUEnv
+
+// captureGPUEnv probes the GPU environment of a run. cells gives the backend command; the
+// plan's own command is used even under --simulate, since the simulator replaces sglang's
+// work, not the machine the user wants described.
+func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *GPUEnv {
+	g := opts.guard()
+	e := &GPUEnv{}
+	if ds, err := g.prober.Devices(ctx); err != nil {
+		e.DevicesError = err.Error()
+		g.failed(err.Error())
+	} else {
+		e.Devices = ds
+	}
+	if e.DevicesError == "" {
+		if t, err := g.prober.Topology(ctx); err != nil {
+			e.TopologyError = err.Error()
+		} else {
+			e.Topology = t
+		}
+	}
+	if locked, err := g.clocksLocked(ctx); err != nil {
+		e.ClockError = err.Error()
+	} else {
+		e.ClocksLocked = &locked
+	}
+	if len(cells) == 0 {
+		return e
+	}
+	c := cells[0]
+	cmd := c.Backend.Command
+	if c.Backend.Kind == vllmomni.Kind {
+		cmd = vllmomni.Command(c)
+	}
+	e.Interpreter = gpu.Interpreter(cmd, opts.Env)
+	if e.Interpreter == "" {
+		e.InterpreterNote = "backend.command " + quoteArgv(cmd) + " is not Python-based as far as the runner can tell (no python beside it on PATH): no check_env and no library versions"
+		return e
+	}
+	timeout := opts.CheckEnvTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	if c.Backend.Kind != vllmomni.Kind {
+		t0 := time.Now()
+		out, err := gpu.CheckEnv(ctx, e.Interpreter, opts.Env, timeout)
+		e.CheckEnvNS = time.Since(t0).Nanoseconds()
+		e.CheckEnv = out
+		if err != nil {
+			e.CheckEnvError = err.Error()
+		}
+	}
+	v, err := gpu.LibraryVersions(ctx, e.Interpreter, opts.Env, timeout)
+	e.Versions = v
+	if err != nil {
+		e.VersionsError = err.Error()
+	}
+	return e
+}
+
+func quoteArgv(argv []string) string {
+	return strconv.Quote(strings.Join(argv, " "))
+}
