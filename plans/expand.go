@@ -10,7 +10,8 @@ import (
 )
 
 // Expand returns the cells of the plan: the cross product of the matrix axes, outermost first
-// model, prompt, resolution, steps, seed, input_len, output_len, profiler, repeat. The order and
+// model, prompt, resolution, steps, seed, input_len, output_len, server_args (in file order),
+// concurrency, request_rate, profiler, repeat. The order and
 // the ids depend only on the plan's contents, so re-reading the same plan gives the same cells
 // (resume relies on it).
 //
@@ -56,6 +57,8 @@ func (p *Plan) Expand() []Cell {
 		promptHash[i] = hex.EncodeToString(sum[:4])
 	}
 
+	points := llmPoints(m)
+
 	var cells []Cell
 	for mi, model := range m.Model {
 		for pi, prompt := range m.Prompt {
@@ -64,49 +67,55 @@ func (p *Plan) Expand() []Cell {
 					for _, seed := range seeds {
 						for _, in := range inLens {
 							for _, out := range outLens {
-								stepKey := "default"
-								if st > 0 {
-									stepKey = fmt.Sprint(st)
-								}
-								key := fmt.Sprintf("%s/%s/%sst/s%d/p%s", slugs[mi], r.size(), stepKey, seed, promptHash[pi])
-								lens := tokenLens(m, in, out)
-								if lens != "" {
-									key += "/" + strings.ReplaceAll(lens[1:], "-", "/")
-								}
-								for _, prof := range profilers {
-									for rep := 1; rep <= repeats; rep++ {
-										var id strings.Builder
-										fmt.Fprintf(&id, "%03d-%s", len(cells), slugs[mi])
-										if showRes {
-											fmt.Fprintf(&id, "-%s", r)
+								for _, pt := range points {
+									stepKey := "default"
+									if st > 0 {
+										stepKey = fmt.Sprint(st)
+									}
+									key := fmt.Sprintf("%s/%s/%sst/s%d/p%s", slugs[mi], r.size(), stepKey, seed, promptHash[pi])
+									lens := tokenLens(m, in, out)
+									if lens != "" {
+										key += "/" + strings.ReplaceAll(lens[1:], "-", "/")
+									}
+									key += pt.key
+									for _, prof := range profilers {
+										for rep := 1; rep <= repeats; rep++ {
+											var id strings.Builder
+											fmt.Fprintf(&id, "%03d-%s", len(cells), slugs[mi])
+											if showRes {
+												fmt.Fprintf(&id, "-%s", r)
+											}
+											if len(steps) > 1 {
+												fmt.Fprintf(&id, "-%sst", stepKey)
+											}
+											if len(m.Prompt) > 1 {
+												fmt.Fprintf(&id, "-p%d", pi)
+											}
+											id.WriteString(lens)
+											id.WriteString(pt.id)
+											fmt.Fprintf(&id, "-s%d-%s-r%d", seed, prof, rep)
+											c := Cell{
+												Index:      len(cells),
+												ID:         id.String(),
+												Model:      model,
+												Prompt:     prompt,
+												Resolution: r,
+												Steps:      st,
+												Seed:       seed,
+												Repeat:     rep,
+												Profiler:   prof,
+												InputLen:   in,
+												OutputLen:  out,
+												Key:        key,
+												Backend:    p.Backend.clone(),
+												Profile:    p.Profile.clone(),
+												NSys:       p.NSys.clone(),
+												Gate:       p.Gate,
+												Load:       p.Load,
+											}
+											pt.apply(&c)
+											cells = append(cells, c)
 										}
-										if len(steps) > 1 {
-											fmt.Fprintf(&id, "-%sst", stepKey)
-										}
-										if len(m.Prompt) > 1 {
-											fmt.Fprintf(&id, "-p%d", pi)
-										}
-										id.WriteString(lens)
-										fmt.Fprintf(&id, "-s%d-%s-r%d", seed, prof, rep)
-										cells = append(cells, Cell{
-											Index:      len(cells),
-											ID:         id.String(),
-											Model:      model,
-											Prompt:     prompt,
-											Resolution: r,
-											Steps:      st,
-											Seed:       seed,
-											Repeat:     rep,
-											Profiler:   prof,
-											InputLen:   in,
-											OutputLen:  out,
-											Key:        key,
-											Backend:    p.Backend.clone(),
-											Profile:    p.Profile.clone(),
-											NSys:       p.NSys.clone(),
-											Gate:       p.Gate,
-											Load:       p.Load,
-										})
 									}
 								}
 							}

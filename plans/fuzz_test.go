@@ -19,7 +19,7 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	for _, c := range append(badCases, serveBadCases...) {
+	for _, c := range append(append(badCases, serveBadCases...), llmBadCases...) {
 		f.Add([]byte(c.src))
 	}
 	for _, file := range []string{"testdata/full-serve.toml"} {

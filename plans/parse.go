@@ -32,7 +32,7 @@ func Load(path string) (*Plan, error) {
 // the file path). Every problem in the file is reported at once in a *Error; a TOML syntax error
 // stops decoding, so it is reported alone.
 func Parse(name string, data []byte) (*Plan, error) {
-	d := &decoder{src: string(data), bad: map[string]bool{}, reported: map[string]bool{}}
+	d := &decoder{src: string(data), file: name, bad: map[string]bool{}, reported: map[string]bool{}}
 	if pr, deep := nestingProblem(d.src); deep {
 		return nil, &Error{File: name, Problems: []Problem{pr}}
 	}
@@ -62,12 +62,15 @@ var schema = map[string][]string{
 	"": {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate", "load", "compare", "bundle", "executor"},
 	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
 		"restart", "host", "port", "ready_timeout", "model_type"},
-	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len"},
+	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len",
+		"server_args", "args", "concurrency", "request_rate"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout"},
-	"nsys":     {"delay", "duration", "trace", "cuda_graph_trace"},
-	"gate":     {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
-	"load":     {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout"},
+	"nsys": {"delay", "duration", "trace", "cuda_graph_trace"},
+	"gate": {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
+	"load": {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout",
+		"request_rate", "burstiness", "max_concurrency", "duration", "dataset", "random_range_ratio",
+		"dataset_path", "slo_ttft", "slo_tpot"},
 	"compare":  {"alpha", "baseline_runs", "consecutive", "tolerances"},
 	"bundle":   {"redact"},
 	"executor": executorKeys,
@@ -117,6 +120,10 @@ type rawMatrix struct {
 	Repeats           toml.Primitive `toml:"repeats"`
 	InputLen          toml.Primitive `toml:"input_len"`
 	OutputLen         toml.Primitive `toml:"output_len"`
+	ServerArgs        toml.Primitive `toml:"server_args"`
+	Args              toml.Primitive `toml:"args"`
+	Concurrency       toml.Primitive `toml:"concurrency"`
+	RequestRate       toml.Primitive `toml:"request_rate"`
 }
 
 type rawProfile struct {
@@ -151,6 +158,16 @@ type rawLoad struct {
 	Concurrency    toml.Primitive `toml:"concurrency"`
 	MaxErrorRate   toml.Primitive `toml:"max_error_rate"`
 	RequestTimeout toml.Primitive `toml:"request_timeout"`
+
+	RequestRate      toml.Primitive `toml:"request_rate"`
+	Burstiness       toml.Primitive `toml:"burstiness"`
+	MaxConcurrency   toml.Primitive `toml:"max_concurrency"`
+	Duration         toml.Primitive `toml:"duration"`
+	Dataset          toml.Primitive `toml:"dataset"`
+	RandomRangeRatio toml.Primitive `toml:"random_range_ratio"`
+	DatasetPath      toml.Primitive `toml:"dataset_path"`
+	SLOTTFT          toml.Primitive `toml:"slo_ttft"`
+	SLOTPOT          toml.Primitive `toml:"slo_tpot"`
 }
 
 type rawCompare struct {
@@ -169,6 +186,7 @@ type rawBundle struct {
 // that depends on it).
 type decoder struct {
 	src      string
+	file     string // the plan's path as given to Parse (relative dataset paths start at its directory)
 	lines    []string
 	md       toml.MetaData
 	syntax   bool
@@ -261,6 +279,7 @@ func (d *decoder) decodeMatrix(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("matrix", "repeats"), rm.Repeats, &m.Repeats, `an integer such as 3`)
 		decodeField(d, path("matrix", "input_len"), rm.InputLen, &m.InputLen, `an array of integers such as [128, 1024] (tokens)`)
 		decodeField(d, path("matrix", "output_len"), rm.OutputLen, &m.OutputLen, `an array of integers such as [32] (tokens)`)
+		d.decodeLLMMatrix(&rm, m)
 	}
 }
 
@@ -306,12 +325,13 @@ func (d *decoder) decodeLoad(prim toml.Primitive, p *Plan) {
 	var rl rawLoad
 	if d.decodeTable([]string{"load"}, prim, &rl) {
 		l := &p.Load
-		decodeField(d, path("load", "api"), rl.API, &l.API, `a string: "images", "videos", "generate" or "completions"`)
+		decodeField(d, path("load", "api"), rl.API, &l.API, `a string: "images", "videos", "generate", "completions" or "chat"`)
 		decodeField(d, path("load", "warmup"), rl.Warmup, &l.Warmup, `an integer such as 1`)
 		decodeField(d, path("load", "requests"), rl.Requests, &l.Requests, `an integer such as 5`)
 		decodeField(d, path("load", "concurrency"), rl.Concurrency, &l.Concurrency, `an integer such as 1`)
 		d.decodeFloat(path("load", "max_error_rate"), rl.MaxErrorRate, &l.MaxErrorRate, `a number between 0 and 1 such as 0.1`)
 		decodeField(d, path("load", "request_timeout"), rl.RequestTimeout, &l.RequestTimeout, `a duration string such as "10m"`)
+		d.decodeLLMLoad(&rl, l)
 	}
 }
 
@@ -772,15 +792,20 @@ func unknownMsg(u []string) string {
 		return fmt.Sprintf("unknown key %q %s; did you mean %q?", last, where, s)
 	}
 	// A key in the wrong table is the other common mistake (e.g. `name` written after [gate]).
+	var homes []string
+	name := ""
 	for _, t := range schema[""] {
 		if t == parent {
 			continue
 		}
 		for _, k := range schema[t] {
 			if strings.EqualFold(k, last) {
-				return fmt.Sprintf("unknown key %q %s; %q belongs in [%s]: move it below that header", last, where, k, t)
+				homes, name = append(homes, "["+t+"]"), k
 			}
 		}
+	}
+	if len(homes) > 0 {
+		return fmt.Sprintf("unknown key %q %s; %q belongs in %s: move it below that header", last, where, name, strings.Join(homes, " or "))
 	}
 	if parent != "" && inList(schema[""], last) && schema[last] == nil {
 		return fmt.Sprintf("unknown key %q %s; it belongs at the top of the file, before the first [table]", last, where)

@@ -81,6 +81,13 @@ type Matrix struct {
 	// LLM serve axes (tokens); absent means not used.
 	InputLen  []int `toml:"input_len" json:"input_len,omitempty"`
 	OutputLen []int `toml:"output_len" json:"output_len,omitempty"`
+	// LLM benchmark axes: server flags ([matrix.server_args], in file order), the client's
+	// concurrency and the request rate (requests/s; 0 = "inf").
+	ServerArgs []ServerArg `toml:"-" json:"server_args,omitempty"`
+	// Args is [matrix.args]: the same for the flags of `sglang generate` (generate plans).
+	Args        []ServerArg `toml:"-" json:"args,omitempty"`
+	Concurrency []int       `toml:"concurrency" json:"concurrency,omitempty"`
+	RequestRate []float64   `toml:"-" json:"request_rate,omitempty"`
 }
 
 // Profile selects profilers and sglang's torch-profiler options.
@@ -108,6 +115,17 @@ type LoadSpec struct {
 	Concurrency    int      `toml:"concurrency" json:"concurrency"`         // default 1
 	MaxErrorRate   float64  `toml:"max_error_rate" json:"max_error_rate"`   // 0..1; default 0
 	RequestTimeout Duration `toml:"request_timeout" json:"request_timeout"` // default 10m
+
+	// LLM benchmark (runner/llmbench, bench_serving's definitions); see docs/llm-benchmark.md.
+	RequestRate      float64  `toml:"-" json:"request_rate,omitempty"`                  // requests/s; 0 = "inf" (all at once)
+	Burstiness       float64  `toml:"burstiness" json:"burstiness,omitempty"`           // gamma shape; default 1 (Poisson)
+	MaxConcurrency   int      `toml:"max_concurrency" json:"max_concurrency,omitempty"` // 0 = concurrency
+	Duration         Duration `toml:"duration" json:"duration,omitzero"`                // instead of requests
+	Dataset          string   `toml:"dataset" json:"dataset,omitempty"`                 // random | sharegpt | prefix
+	RandomRangeRatio float64  `toml:"random_range_ratio" json:"random_range_ratio,omitempty"`
+	DatasetPath      string   `toml:"dataset_path" json:"dataset_path,omitempty"` // sharegpt JSON (resolved from the plan's directory)
+	SLOTTFT          Duration `toml:"slo_ttft" json:"slo_ttft,omitzero"`          // goodput bound on TTFT
+	SLOTPOT          Duration `toml:"slo_tpot" json:"slo_tpot,omitzero"`          // goodput bound on TPOT
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.
@@ -182,6 +200,10 @@ type Cell struct {
 	Profiler   string     `json:"profiler"`
 	InputLen   int        `json:"input_len,omitempty"`  // LLM serve cells
 	OutputLen  int        `json:"output_len,omitempty"` // LLM serve cells
+	// ServerArgs are the cell's [matrix.server_args] (or, for generate, [matrix.args]) values in
+	// command-line form; they are also appended to Backend.ExtraArgs, so the command line and
+	// the server key carry them.
+	ServerArgs []string `json:"server_args,omitempty"`
 	// Key identifies the configuration independent of repeat and profiler, so that repeats of
 	// the same configuration can be pooled and two runs compared cell by cell.
 	Key string `json:"key"`

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,11 +99,11 @@ var serveBadCases = []struct {
 
 	// [load]
 	{"unknown load api",
-		serveMin + "[load]\napi = \"chat\"\n",
-		[]want{{"load.api", 8, 1, []string{`unknown API "chat"`, `"images", "videos", "generate", "completions"`}}}},
+		serveMin + "[load]\napi = \"chats\"\n",
+		[]want{{"load.api", 8, 1, []string{`unknown API "chats"`, `"images", "videos", "generate", "completions", "chat"`}}}},
 	{"images api with an llm",
 		llmMin + "[load]\napi = \"images\"\n",
-		[]want{{"load.api", 9, 1, []string{`API "images" needs backend.model_type = "diffusion", but it is "llm" (the default, from the matrix)`, `"generate" or "completions"`}}}},
+		[]want{{"load.api", 9, 1, []string{`API "images" needs backend.model_type = "diffusion", but it is "llm" (the default, from the matrix)`, `"generate", "completions" or "chat"`}}}},
 	{"generate api with a diffusion model",
 		serveMin + "[load]\napi = \"generate\"\n",
 		[]want{{"load.api", 8, 1, []string{`API "generate" needs backend.model_type = "llm"`, `"images" or "videos"`}}}},
@@ -126,7 +127,7 @@ var serveBadCases = []struct {
 		[]want{{"load.reqests", 8, 1, []string{`unknown key "reqests" in [load]`, `did you mean "requests"`}}}},
 	{"load key in the wrong table",
 		serveMin + "concurrency = 4\n",
-		[]want{{"backend.concurrency", 7, 1, []string{`"concurrency" belongs in [load]`}}}},
+		[]want{{"backend.concurrency", 7, 1, []string{`"concurrency" belongs in [matrix] or [load]`}}}},
 	{"upper-case load table",
 		serveMin + "[Load]\nrequests = 5\n",
 		[]want{{"Load", 7, 2, []string{"case-sensitive", `write "load"`}}}},
@@ -299,7 +300,10 @@ func TestServeExplicitValuesKept(t *testing.T) {
 	if pr.StartStep != 10 || pr.NumSteps != 3 || !pr.ProfileByStage || !pr.MergeProfiles || pr.FlushTimeout.Duration != 5*time.Minute {
 		t.Errorf("profile = %+v", pr)
 	}
-	want := LoadSpec{API: "completions", Warmup: 2, Requests: 8, Concurrency: 4, MaxErrorRate: 0.25, RequestTimeout: Duration{2 * time.Minute}}
+	want := LoadSpec{API: "completions", Warmup: 2, Requests: 8, Concurrency: 4, MaxErrorRate: 0.25, RequestTimeout: Duration{2 * time.Minute},
+		RequestRate: 4, Burstiness: 0.5, MaxConcurrency: 16, Duration: Duration{time.Minute}, Dataset: "sharegpt",
+		RandomRangeRatio: 0.5, DatasetPath: filepath.Join("testdata", "../../testdata/sharegpt-sample.json"),
+		SLOTTFT: Duration{200 * time.Millisecond}, SLOTPOT: Duration{50 * time.Millisecond}}
 	if l != want {
 		t.Errorf("load = %+v, want %+v", l, want)
 	}

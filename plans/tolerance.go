@@ -20,7 +20,11 @@ var CompareMetrics = []string{
 	"denoise_mean",      // the mean denoising step of a run
 	"peak_memory",       // peak GPU memory (floor in MB)
 	"request_latency",   // serve: client-side latency of one request
-	"throughput",        // serve: images/s or tokens/s (relative only)
+	"throughput",        // serve: images/s or tokens/s (relative only); higher is better
+	"ttft",              // LLM serve: time to first token of one request
+	"tpot",              // LLM serve: time per output token after the first, of one request
+	"itl",               // LLM serve: one inter-token latency
+	"goodput",           // LLM serve: requests/s that met [load] slo_ttft/slo_tpot (relative only); higher is better
 }
 
 // MaxTolerancePercent bounds the relative part of a tolerance: beyond 1000% a tolerance no
@@ -109,8 +113,8 @@ func parseSizeMB(s string) (mb float64, isSize bool, err error) {
 // time floor for the latency metrics, and none for throughput (a rate has no floor in either).
 func (t Tolerance) fits(metric string) error {
 	switch {
-	case metric == "throughput" && (t.AbsNS != 0 || t.AbsMB != 0):
-		return fmt.Errorf("tolerance %q: throughput takes a relative tolerance only (a rate has no time or size floor); write e.g. \"10%%\"", t.Text)
+	case (metric == "throughput" || metric == "goodput") && (t.AbsNS != 0 || t.AbsMB != 0):
+		return fmt.Errorf("tolerance %q: %s takes a relative tolerance only (a rate has no time or size floor); write e.g. \"10%%\"", t.Text, metric)
 	case metric == "peak_memory" && t.AbsNS != 0:
 		return fmt.Errorf("tolerance %q: peak_memory needs a size floor such as \"2%% or 256MB\", not a duration", t.Text)
 	case metric != "peak_memory" && t.AbsMB != 0:

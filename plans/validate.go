@@ -62,7 +62,7 @@ var (
 	DiffusersFallback = []string{"fail", "warn"}
 	Restarts          = []string{RestartShared, RestartPerCell}
 	ModelTypes        = []string{ModelTypeDiffusion, ModelTypeLLM}
-	LoadAPIs          = []string{APIImages, APIVideos, APIGenerate, APICompletions}
+	LoadAPIs          = []string{APIImages, APIVideos, APIGenerate, APICompletions, APIChat}
 	// NSysTraces is the set `nsys profile --trace` accepts.
 	NSysTraces = []string{"cuda", "nvtx", "osrt", "cublas", "cudnn", "cusparse", "mpi", "ucx", "openacc",
 		"openmp", "vulkan", "opengl", "oshmem", "nvvideo", "wddm", "dx11", "dx12", "none"}
@@ -193,6 +193,7 @@ func (d *decoder) defaultsServe(p *Plan) {
 // defaultsCompare fills [compare].
 func (d *decoder) defaultsCompare(p *Plan) {
 	set := d.set
+	applyLLMDefaults(p, set)
 	c := &p.Compare
 	if !set("compare", "alpha") {
 		c.Alpha = DefaultAlpha
@@ -246,6 +247,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateNSys(p)
 	d.validateGate(p)
 	d.validateServe(p)
+	d.validateLLM(p, d.file)
 	d.validateCompare(p)
 	d.validateBundle(p)
 	d.validateExecutor(p)

@@ -2,6 +2,7 @@ package plans
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -103,7 +104,8 @@ func cellCount(p *Plan) (int, bool) {
 	n := 1
 	for _, l := range []int{len(p.Matrix.Model), len(p.Matrix.Prompt), max(1, len(p.Matrix.Resolution)),
 		max(1, len(p.Matrix.NumInferenceSteps)), max(1, len(p.Matrix.Seed)), max(1, len(p.Matrix.InputLen)),
-		max(1, len(p.Matrix.OutputLen)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats)} {
+		max(1, len(p.Matrix.OutputLen)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats),
+		max(1, len(p.Matrix.Concurrency)), max(1, len(p.Matrix.RequestRate)), serverArgCells(append(slices.Clone(p.Matrix.ServerArgs), p.Matrix.Args...))} {
 		if l > MaxCells {
 			return 0, false
 		}

@@ -136,7 +136,7 @@ func (d *decoder) validateLoad(p *Plan, modelTypeOK bool) {
 			}
 		case modelTypeOK:
 			need := ModelTypeDiffusion
-			if l.API == APIGenerate || l.API == APICompletions {
+			if l.API == APIGenerate || l.API == APICompletions || l.API == APIChat {
 				need = ModelTypeLLM
 			}
 			if b.ModelType != need && d.md.IsDefined(k...) {
@@ -165,7 +165,7 @@ func (d *decoder) validateLoad(p *Plan, modelTypeOK bool) {
 
 func apiHint(modelType string) string {
 	if modelType == ModelTypeLLM {
-		return `use "generate" or "completions" for an LLM`
+		return `use "generate", "completions" or "chat" for an LLM`
 	}
 	return `use "images" or "videos" for a diffusion model`
 }

@@ -116,6 +116,8 @@ type ServeResult struct {
 	ServedModel string       `json:"served_model,omitempty"`
 	API         string       `json:"api"`
 	Load        *LoadSummary `json:"load,omitempty"`
+	// LLM is set for LLM cells measured by the streaming benchmark (runner/llmbench).
+	LLM *LLMResult `json:"llm,omitempty"`
 	// Profile describes the profiling window of a torch cell.
 	Profile *ProfileWindow `json:"profile,omitempty"`
 }

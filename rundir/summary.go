@@ -30,6 +30,30 @@ type SummaryRow struct {
 	E2ENS             int64         `json:"e2e_ns,omitempty"`
 	MeanDenoiseStepNS int64         `json:"mean_denoise_step_ns,omitempty"`
 	TopKernels        []KernelShare `json:"top_kernels,omitempty"`
+	// LLM is set for LLM serve cells: the headline figures of result.json's serve.llm.
+	LLM *LLMRow `json:"llm,omitempty"`
+}
+
+// LLMRow is what the summary shows of an LLM serve cell (milliseconds, per second).
+type LLMRow struct {
+	TTFTMedianMS     float64  `json:"ttft_median_ms"`
+	TTFTP99MS        float64  `json:"ttft_p99_ms"`
+	TPOTMedianMS     float64  `json:"tpot_median_ms"`
+	ITLP99MS         float64  `json:"itl_p99_ms"`
+	OutputThroughput float64  `json:"output_throughput"`
+	Concurrency      float64  `json:"concurrency"`
+	Goodput          *float64 `json:"request_goodput,omitempty"` // with an SLO
+}
+
+// NewLLMRow takes a summary row's figures from an LLM result.
+func NewLLMRow(l *LLMResult) *LLMRow {
+	r := &LLMRow{TTFTMedianMS: l.TTFT.Median, TTFTP99MS: l.TTFT.P99, TPOTMedianMS: l.TPOT.Median, ITLP99MS: l.ITL.P99,
+		OutputThroughput: l.OutputThroughput, Concurrency: l.Concurrency}
+	if l.SLO != nil {
+		g := l.Goodput
+		r.Goodput = &g
+	}
+	return r
 }
 
 // VerdictNotRun marks a cell without result.json in a summary.

@@ -150,6 +150,9 @@ func buildSummary(p *plans.Plan, dir string, recs []cellRecord, lost *lostResult
 			row.E2ENS = r.Timings.E2ENS
 			row.MeanDenoiseStepNS = r.Timings.MeanDenoiseStepNS
 			row.TopKernels = r.TopKernels
+			if r.Serve != nil && r.Serve.LLM != nil {
+				row.LLM = rundir.NewLLMRow(r.Serve.LLM)
+			}
 			for _, rs := range r.Reasons {
 				row.Reasons = append(row.Reasons, reasonLine(rs))
 			}

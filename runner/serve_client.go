@@ -63,7 +63,13 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		wcfg := cfg
 		wcfg.Requests = 0
 		wcfg.Build = func(i int, _ bool) (load.Request, error) { return load.Build(spec, false) }
-		if _, _, err := load.Run(ctx, wcfg); err != nil && ctx.Err() == nil {
+		var err error
+		if isLLMAPI(spec.API) {
+			err = llmWarmup(ctx, cfg.BaseURL, c)
+		} else {
+			_, _, err = load.Run(ctx, wcfg)
+		}
+		if err != nil && ctx.Err() == nil {
 			fail("load", err.Error())
 			return
 		}
@@ -108,7 +114,13 @@ func (ss *serveSession) open(ctx context.Context, srv *server, win backends.Wind
 // timings, and a failure when more requests failed than [load] max_error_rate allows.
 func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult) {
 	fail := cellFailer(res)
-	sum, _, lerr := load.Run(ctx, cfg)
+	var sum load.Summary
+	var lerr error
+	if isLLMAPI(spec.API) {
+		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records)
+	} else {
+		sum, _, lerr = load.Run(ctx, cfg)
+	}
 	if lerr != nil && ctx.Err() == nil {
 		fail(plans.VerdictFailed, backends.Reason{Code: "load", Message: lerr.Error()})
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sglprof/runner/reports/render/table"
@@ -111,6 +112,7 @@ func renderSummaryMD(s *rundir.Summary) []byte {
 		t.Rows = append(t.Rows, []string{r.ID, verdictLabel(r), fmtWall(r.WallNS, r.Verdict), fmtMS(r.E2ENS), fmtMS(r.MeanDenoiseStepNS), top})
 	}
 	_ = table.WriteMarkdown(&b, t) // a bytes.Buffer does not fail
+	writeLLMSummary(&b, s)
 	var bad []string
 	for _, r := range s.Cells {
 		for _, reason := range r.Reasons {
@@ -145,4 +147,29 @@ func shorten(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// writeLLMSummary adds summary.md's "LLM serving" table (bench_serving's headline figures) when
+// the run has LLM serve cells; other runs' summaries are unchanged.
+func writeLLMSummary(b *bytes.Buffer, s *rundir.Summary) {
+	t := &table.Table{Header: []string{"Cell", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p99 ms", "Output tok/s", "Concurrency", "Goodput req/s"},
+		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right}}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	for _, r := range s.Cells {
+		l := r.LLM
+		if l == nil {
+			continue
+		}
+		good := "-"
+		if l.Goodput != nil {
+			good = f(*l.Goodput)
+		}
+		t.Rows = append(t.Rows, []string{r.ID, f(l.TTFTMedianMS), f(l.TTFTP99MS), f(l.TPOTMedianMS), f(l.ITLP99MS),
+			strconv.FormatFloat(l.OutputThroughput, 'f', 0, 64), f(l.Concurrency), good})
+	}
+	if len(t.Rows) == 0 {
+		return
+	}
+	b.WriteString("\n## LLM serving\n\n")
+	_ = table.WriteMarkdown(b, t)
 }

@@ -58,6 +58,8 @@ var llmSpecs = []argSpec{
 	{flags: []string{"--dtype"}, dest: "dtype"},
 	{flags: []string{"--quantization"}, dest: "quantization"},
 	{flags: []string{"--skip-server-warmup"}, dest: "skip_server_warmup", kind: argTrue},
+	{flags: []string{"--enable-torch-compile"}, dest: "enable_torch_compile", kind: argTrue},
+	{flags: []string{"--stream-interval"}, dest: "stream_interval", kind: argInt},
 }
 
 // diffusionServeSpecs: `sglang serve` for diffusion takes ServerArgs and --config only; the
@@ -200,7 +202,8 @@ type server struct {
 	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
 	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
 	flushing chan struct{}
-	steps    int64 // LLM forward steps so far
+	steps    int64        // LLM forward steps so far
+	active   atomic.Int64 // LLM requests being prefilled or decoded (the batch size)
 }
 
 // llmProfile is an LLM /start_profile session.
@@ -431,6 +434,7 @@ func (s *server) serveHTTP(ln net.Listener) {
 		})
 		mux.HandleFunc("POST /generate", s.llmGenerate)
 		mux.HandleFunc("POST /v1/completions", s.llmCompletions)
+		mux.HandleFunc("POST /v1/chat/completions", s.llmChat)
 		mux.HandleFunc("/start_profile", s.startProfile)
 		mux.HandleFunc("/stop_profile", s.stopProfile)
 	} else {
@@ -759,12 +763,22 @@ type llmReq struct {
 	SamplingParams struct {
 		MaxNewTokens *int `json:"max_new_tokens"`
 	} `json:"sampling_params"`
-	Prompt    *string `json:"prompt"`
-	MaxTokens *int    `json:"max_tokens"`
+	Prompt    json.RawMessage `json:"prompt"` // a string or a list of token ids
+	MaxTokens *int            `json:"max_tokens"`
+	Messages  []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+	Stream        bool `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
-// llmRun simulates one request's prefill and decode steps and feeds the profiler.
-func (s *server) llmRun(inTok, outTok int) (float64, error) {
+// llmRun simulates one request's prefill and decode steps and feeds the profiler; emit (may be
+// nil) gets the cumulative output token count as each token is produced: the first at the end
+// of prefill, then one per decode step. The costs are in llmcost.go.
+func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
 	s.mu.Lock()
 	flushing := s.flushing
@@ -772,20 +786,33 @@ func (s *server) llmRun(inTok, outTok int) (float64, error) {
 	if flushing != nil {
 		<-flushing
 	}
-	prefill := 15 + 0.04*float64(inTok)
-	if err := s.ms(prefill); err != nil {
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	// One deadline for the whole request (clock.sleepTo): tokens are short steps.
+	due := time.Now()
+	step := func(ms float64) error {
+		due = due.Add(time.Duration(ms * 1e6 * s.clk.scale))
+		return s.clk.sleepTo(int64(ms*1e6), due)
+	}
+	prefill := s.prefillMS(inTok)
+	if err := step(prefill); err != nil {
 		return 0, err
 	}
 	s.step(1, "EXTEND")
 	total := prefill
-	for i := 0; i < outTok; i += 8 {
-		n := min(8, outTok-i)
-		d := 11.5 * float64(n)
-		if err := s.ms(d); err != nil {
+	if emit != nil && outTok > 0 {
+		emit(1)
+	}
+	for i := 1; i < outTok; i++ {
+		d := s.decodeMS()
+		if err := step(d); err != nil {
 			return 0, err
 		}
 		total += d
-		s.step(int64(n), "DECODE")
+		s.step(1, "DECODE")
+		if emit != nil {
+			emit(i + 1)
+		}
 	}
 	return total / 1000, nil
 }
@@ -834,7 +861,11 @@ func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
 	if q.SamplingParams.MaxNewTokens != nil {
 		out = *q.SamplingParams.MaxNewTokens
 	}
-	lat, err := s.llmRun(in, out)
+	if q.Stream {
+		s.streamGenerate(w, in, out)
+		return
+	}
+	lat, err := s.llmRun(in, out, nil)
 	if err != nil {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
@@ -842,29 +873,6 @@ func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"text": strings.Repeat(" the", out), "meta_info": map[string]any{
 		"id": strings.ReplaceAll(uuid4(), "-", ""), "finish_reason": map[string]any{"type": "length", "length": out},
 		"prompt_tokens": in, "completion_tokens": out, "cached_tokens": 0, "e2e_latency": round4(lat)}})
-}
-
-func (s *server) llmCompletions(w http.ResponseWriter, r *http.Request) {
-	var q llmReq
-	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&q); err != nil || q.Prompt == nil {
-		writeJSON(w, 400, map[string]any{"object": "error", "message": "prompt is required", "type": "BadRequestError", "code": 400})
-		return
-	}
-	if !s.admit(w) {
-		return
-	}
-	out := 16
-	if q.MaxTokens != nil {
-		out = *q.MaxTokens
-	}
-	in := tokens(*q.Prompt)
-	if _, err := s.llmRun(in, out); err != nil {
-		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	writeJSON(w, 200, map[string]any{"id": strings.ReplaceAll(uuid4(), "-", ""), "object": "text_completion", "created": time.Now().Unix(), "model": s.served,
-		"choices": []map[string]any{{"index": 0, "text": strings.Repeat(" the", out), "finish_reason": "length"}},
-		"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}})
 }
 
 // profileReq is ProfileReqInput (§B.1).

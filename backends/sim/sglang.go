@@ -53,6 +53,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -182,11 +183,11 @@ type clock struct {
 	ctx   context.Context
 	scale float64
 	start time.Time
-	virt  int64
+	virt  atomic.Int64 // atomic: concurrent LLM requests advance it
 	sig   <-chan os.Signal
 }
 
-func (c *clock) now() int64 { return c.start.UnixNano() + c.virt }
+func (c *clock) now() int64 { return c.start.UnixNano() + c.virt.Load() }
 
 func (c *clock) interrupted() error {
 	select {
@@ -203,9 +204,17 @@ func (c *clock) interrupted() error {
 }
 
 func (c *clock) sleep(ns int64) error {
-	c.virt += ns
-	d := time.Duration(float64(ns) * c.scale)
-	if d <= 0 {
+	return c.sleepTo(ns, time.Now().Add(time.Duration(float64(ns)*c.scale)))
+}
+
+// sleepTo advances the simulated clock by ns and sleeps until due. A caller that takes many
+// short steps keeps one deadline and adds each step's scaled time to it, so the steps' total
+// is right even though each real sleep overshoots (a 23 µs token step would otherwise take the
+// timer's granularity, often a millisecond).
+func (c *clock) sleepTo(ns int64, due time.Time) error {
+	c.virt.Add(ns)
+	d := time.Until(due)
+	if ns <= 0 || c.scale <= 0 || d <= 0 {
 		return c.interrupted()
 	}
 	t := time.NewTimer(d)
@@ -715,7 +724,7 @@ func (g *gen) load(known bool) error {
 
 // batch processes the prompts one after another, then logs the batch and writes the perf dump.
 func (g *gen) batch(prompts []string) (int, error) {
-	batchStart := g.clk.virt
+	batchStart := g.clk.virt.Load()
 	var done []*request
 	outputs := 0
 	var peaks []float64
@@ -730,7 +739,7 @@ func (g *gen) batch(prompts []string) (int, error) {
 		outputs += max(len(r.outputs), 1)
 		peaks = append(peaks, g.prof.peakGB*1024*g.memFactor())
 	}
-	total := float64(g.clk.virt-batchStart) / 1e6
+	total := float64(g.clk.virt.Load()-batchStart) / 1e6
 	g.log.log("Completed batch processing. Generated %d outputs in %s%.2f%s seconds", outputs, ansiGreen, total/1000, ansiReset)
 	var sum, mx float64
 	for _, v := range peaks {
@@ -817,7 +826,7 @@ func (g *gen) request(r *request, idx int) (int, error) {
 	}
 	g.log.log("Running pipeline stages: [%s]", strings.Join(snake, ", "))
 	r.startAbs = g.clk.now()
-	start := g.clk.virt
+	start := g.clk.virt.Load()
 
 	profile := g.p.boolv("profile")
 	allStages := profile && g.p.boolv("profile_all_stages")
@@ -838,7 +847,7 @@ func (g *gen) request(r *request, idx int) (int, error) {
 	alloc := g.prof.residentG * 1024
 	for _, st := range stages {
 		g.log.log("[%s] started...", st)
-		stStart := g.clk.virt
+		stStart := g.clk.virt.Load()
 		stAbs := g.clk.now()
 		var err error
 		var code int
@@ -873,7 +882,7 @@ func (g *gen) request(r *request, idx int) (int, error) {
 		if err != nil || code != 0 {
 			return code, err
 		}
-		d := float64(g.clk.virt-stStart) / 1e6
+		d := float64(g.clk.virt.Load()-stStart) / 1e6
 		if st == "DenoisingStage" {
 			g.log.log("[DenoisingStage] average time per step: %.4f seconds", avg(r.stepsMS)/1000)
 		}
@@ -904,7 +913,7 @@ func (g *gen) request(r *request, idx int) (int, error) {
 		g.log.log("Failed to save output: %v", err)
 		return 1, nil
 	}
-	r.totalMS = float64(g.clk.virt-start)/1e6 + 3.2
+	r.totalMS = float64(g.clk.virt.Load()-start)/1e6 + 3.2
 	g.log.log("Pixel data generated successfully in %s%.2f%s seconds", ansiGreen, r.totalMS/1000, ansiReset)
 	return 0, nil
 }
@@ -949,7 +958,7 @@ func (g *gen) denoise(r *request, idx int, profile bool, nProf int) (int, error)
 	profFirst := min(1, g.steps-1)
 	var profSteps []int64
 	var profStart int64
-	t0 := g.clk.virt
+	t0 := g.clk.virt.Load()
 	g.log.raw(tqdm(0, g.steps, 0))
 	for i := 0; i < g.steps; i++ {
 		if i == 0 && g.k.fail["oom"] {
@@ -988,7 +997,7 @@ func (g *gen) denoise(r *request, idx int, profile bool, nProf int) (int, error)
 		}
 		g.nvtx("denoising_step_"+strconv.Itoa(i), stepAbs, g.clk.now())
 		g.act.flush()
-		g.log.raw(tqdm(i+1, g.steps, float64(g.clk.virt-t0)/1e9))
+		g.log.raw(tqdm(i+1, g.steps, float64(g.clk.virt.Load()-t0)/1e9))
 		if profile && i == profLast {
 			g.log.raw("\n")
 			g.log.log("Stopping Profiler...")

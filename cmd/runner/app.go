@@ -149,6 +149,7 @@ func newApp(io stdio) *cli.App {
 			compareCommand(io),
 			historyCommand(io),
 			reportCommand(io),
+			exportCommand(io),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return &exitError{code: runner.ExitUsage, err: err}

@@ -128,8 +128,12 @@ func reportCells(dir string) []render.CellLine {
 	}
 	cells := make([]render.CellLine, 0, len(s.Cells))
 	for _, r := range s.Cells {
-		cells = append(cells, render.CellLine{ID: r.ID, Profiler: r.Profiler, Verdict: r.Verdict,
-			E2E: float64(r.E2ENS), Step: float64(r.MeanDenoiseStepNS), Warnings: len(r.Warnings), Cause: r.Cause})
+		line := render.CellLine{ID: r.ID, Profiler: r.Profiler, Verdict: r.Verdict,
+			E2E: float64(r.E2ENS), Step: float64(r.MeanDenoiseStepNS), Warnings: len(r.Warnings), Cause: r.Cause, Key: r.Key}
+		if r.LLM != nil {
+			line.LLM = &render.LLMPoint{OutputTPS: r.LLM.OutputThroughput, TPOTMS: r.LLM.TPOTMedianMS, TTFTMS: r.LLM.TTFTMedianMS}
+		}
+		cells = append(cells, line)
 	}
 	return cells
 }

@@ -59,6 +59,13 @@ func DefaultTolerances() map[string]Tolerance {
 		"denoise_mean":      {Rel: 0.15, Text: "15%"},
 		"peak_memory":       {Rel: 0.02, Text: "2%"},
 		"request_latency":   {Rel: 0.15, Text: "15%"},
+		// LLM serving: bench_serving has no tolerances; these keep run-to-run noise of a
+		// simulated or quiet GPU below them while catching a 10-15 % shift.
+		"ttft":       {Rel: 0.15, Text: "15%"},
+		"tpot":       {Rel: 0.10, Text: "10%"},
+		"itl":        {Rel: 0.10, Text: "10%"},
+		"throughput": {Rel: 0.10, Text: "10%"},
+		"goodput":    {Rel: 0.10, Text: "10%"},
 	}
 }
 
@@ -360,6 +367,9 @@ func compareMetric(key, metric string, base, cur []float64, th *benchmath.Thresh
 	if row.Significant {
 		row.Delta = fmt.Sprintf("%+.2f%%", row.DeltaPct)
 		diff := row.New.Median - row.Base.Median
+		if perf.HigherIsBetter(metric) {
+			diff = -diff // a drop of throughput is the regression
+		}
 		switch {
 		case diff > row.Limit:
 			row.Status = StatusRegression

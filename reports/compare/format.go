@@ -40,8 +40,11 @@ func Write(w io.Writer, format string, res *Result, base, cur *perf.Set) error {
 
 // FormatValue renders a sample value in the metric's display unit (ms for times).
 func FormatValue(v float64, unit string) string {
-	if unit == perf.UnitMB {
+	switch unit {
+	case perf.UnitMB:
 		return strconv.FormatFloat(v, 'f', 1, 64) + "MB"
+	case perf.UnitTokensPS, perf.UnitReqPS:
+		return strconv.FormatFloat(v, 'f', 1, 64) + unit
 	}
 	ms := v / 1e6
 	switch {

@@ -501,6 +501,9 @@ func historyRow(key, metric string, cur []float64, pts []point, opts BaselineOpt
 			return false, 0, 0
 		}
 		b := median(win)
+		if perf.HigherIsBetter(metric) {
+			return b-vals[i] > tol.Limit(b), b, len(win)
+		}
 		return vals[i]-b > tol.Limit(b), b, len(win)
 	}
 	last := len(vals) - 1
@@ -512,7 +515,7 @@ func historyRow(key, metric string, cur []float64, pts []point, opts BaselineOpt
 	}
 	row.Delta = fmt.Sprintf("%+.2f%%", row.DeltaPct)
 	if !v {
-		if base-st.Median > row.Limit {
+		if d := base - st.Median; (perf.HigherIsBetter(metric) && -d > row.Limit) || (!perf.HigherIsBetter(metric) && d > row.Limit) {
 			row.Status = compare.StatusImprovement
 		}
 		return row

@@ -27,21 +27,43 @@ const (
 	MetricPeakMemory     = "peak_memory"
 	MetricRequestLatency = "request_latency"
 	StagePrefix          = "stage/"
+
+	// LLM serve cells (runner/llmbench, bench_serving's definitions): one sample per request
+	// for ttft and tpot, one per generated token after the first for itl, one per cell for the
+	// output token throughput and the goodput.
+	MetricTTFT             = "ttft"
+	MetricTPOT             = "tpot"
+	MetricITL              = "itl"
+	MetricOutputThroughput = "output_throughput"
+	MetricGoodput          = "goodput"
 )
 
 // Units of metric samples: times are nanoseconds (as float64, because the statistics work on
 // float64), memory is MB as sglang reports it.
 const (
-	UnitNS = "ns"
-	UnitMB = "MB"
+	UnitNS       = "ns"
+	UnitMB       = "MB"
+	UnitTokensPS = "tok/s"
+	UnitReqPS    = "req/s"
 )
 
 // Unit returns the unit of a metric's samples.
 func Unit(metric string) string {
-	if metric == MetricPeakMemory {
+	switch metric {
+	case MetricPeakMemory:
 		return UnitMB
+	case MetricOutputThroughput:
+		return UnitTokensPS
+	case MetricGoodput:
+		return UnitReqPS
 	}
 	return UnitNS
+}
+
+// HigherIsBetter reports whether a rise of the metric is an improvement (throughput, goodput)
+// rather than a regression (every time and memory).
+func HigherIsBetter(metric string) bool {
+	return metric == MetricOutputThroughput || metric == MetricGoodput
 }
 
 // Class maps a metric to its tolerance class, the metric names of the plan's
@@ -60,6 +82,10 @@ func Class(metric string) string {
 		return "peak_memory"
 	case metric == MetricRequestLatency:
 		return "request_latency"
+	case metric == MetricTTFT, metric == MetricTPOT, metric == MetricITL, metric == MetricGoodput:
+		return metric
+	case metric == MetricOutputThroughput:
+		return "throughput"
 	case strings.HasPrefix(metric, StagePrefix) && strings.Contains(strings.ToLower(metric), "denois"):
 		return "denoise_stage"
 	case strings.HasPrefix(metric, StagePrefix):
@@ -397,6 +423,9 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 			c.add(MetricRequestLatency, v)
 		}
 	}
+	if err := c.addLLM(cd, r); err != nil {
+		return fmt.Errorf("cell %s: %w", id, err)
+	}
 	if s.Commit == "" {
 		if d, err := ReadDumpFile(filepath.Join(cd, rundir.PerfFile)); err == nil {
 			s.Commit = commitOf(d)
@@ -565,4 +594,54 @@ func latencyOf(rec map[string]json.RawMessage) (float64, bool, error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// addLLM adds an LLM serve cell's streaming metrics: per-request TTFT and TPOT and every ITL from
+// its llm_requests.jsonl (completed requests only), and the cell's output throughput and goodput
+// (with an SLO) from result.json.
+func (c *Config) addLLM(cellDir string, r *rundir.CellResult) error {
+	if r.Serve == nil || r.Serve.LLM == nil {
+		return nil
+	}
+	l := r.Serve.LLM
+	if l.OutputThroughput > 0 {
+		c.add(MetricOutputThroughput, l.OutputThroughput)
+	}
+	if l.SLO != nil {
+		c.add(MetricGoodput, l.Goodput)
+	}
+	path := filepath.Join(cellDir, rundir.LLMRecordsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		var rec struct {
+			TTFT   int64   `json:"ttft_ns"`
+			E2E    int64   `json:"e2e_ns"`
+			ITL    []int64 `json:"itl_ns"`
+			Output int     `json:"output_tokens"`
+			Error  string  `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return fmt.Errorf("%s:%d: not a request record: %w", path, line, err)
+		}
+		if rec.Error != "" {
+			continue
+		}
+		c.add(MetricTTFT, float64(rec.TTFT))
+		if rec.Output > 1 {
+			c.add(MetricTPOT, float64(rec.E2E-rec.TTFT)/float64(rec.Output-1))
+		}
+		for _, v := range rec.ITL {
+			c.add(MetricITL, float64(v))
+		}
+	}
+	return sc.Err()
 }

@@ -42,6 +42,10 @@ type CellLine struct {
 	Step     float64 // mean denoise step, ns; 0 when none
 	Warnings int
 	Cause    string // the root cause of a cell that is not ok
+	// Key and LLM are set for LLM serve cells: the latency-vs-throughput chart groups cells by
+	// key without their concurrency and rate parts.
+	Key string
+	LLM *LLMPoint
 }
 
 // WithCells adds the run's cells; without a comparison the headline then says what was
@@ -347,6 +351,7 @@ type svgChart struct {
 	Line   string // polyline of the new series
 	Dots   []svgDot
 	Bars   []svgBar
+	Lines  []svgLine // multi-series charts (sweepCharts)
 	YTicks []svgTick
 	XTicks []svgTick
 	Empty  string
@@ -569,5 +574,6 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		*Report
 		Rows    []compare.Row
 		Configs []htmlConfig
-	}{r, rows, cs})
+		Sweep   []svgChart
+	}{r, rows, cs, sweepCharts(r.Cells)})
 }

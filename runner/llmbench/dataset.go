@@ -1,13 +1,14 @@
 package llmbench
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
+
+	"github.com/sglprof/runner/plans"
 )
 
 // Datasets the benchmark can draw prompts from.
@@ -107,16 +108,6 @@ var words = strings.Fields(`time person year way day thing man world life hand p
 place work week case point government company number group problem fact river stone light sound
 field music paper story table garden window market letter road horse summer winter answer`)
 
-// shareGPTRecord is one conversation of the standard ShareGPT layout: a list of objects, each
-// with "conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}, ...].
-type shareGPTRecord struct {
-	ID            string `json:"id"`
-	Conversations []struct {
-		From  string `json:"from"`
-		Value string `json:"value"`
-	} `json:"conversations"`
-}
-
 // ShareGPTPrompts reads a ShareGPT-layout JSON file and returns up to n prompts from the first
 // two turns of each conversation (the human turn is the prompt, the reply's length the output
 // length unless outputLen > 0), shuffled with seed as bench_serving samples them. Conversations
@@ -133,42 +124,25 @@ func ShareGPTPrompts(path string, n, outputLen int, seed uint64) ([]Prompt, erro
 }
 
 func readShareGPT(r io.Reader, name string, n, outputLen int, seed uint64) ([]Prompt, error) {
-	dec := json.NewDecoder(r)
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("%s: not JSON: %w", name, err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, fmt.Errorf("%s: want a JSON array of conversations (the ShareGPT layout), found %v", name, tok)
-	}
 	var all []Prompt
-	for i := 0; dec.More(); i++ {
-		var rec shareGPTRecord
-		if err := dec.Decode(&rec); err != nil {
-			return nil, fmt.Errorf("%s: record %d: %w", name, i, err)
-		}
-		if rec.Conversations == nil {
-			return nil, fmt.Errorf("%s: record %d (id %q): no \"conversations\" list: not the ShareGPT layout", name, i, rec.ID)
-		}
+	err := plans.ShareGPTRecords(r, name, func(_ int, rec plans.ShareGPTRecord) error {
 		if len(rec.Conversations) < 2 {
-			continue
+			return nil
 		}
 		q, a := rec.Conversations[0].Value, rec.Conversations[1].Value
-		if q == "" {
-			return nil, fmt.Errorf("%s: record %d (id %q): the first turn has no \"value\"", name, i, rec.ID)
-		}
 		out := outputLen
 		if out <= 0 {
 			out = approxTokens(a)
 		}
 		in := approxTokens(q)
 		if in < 4 || out < 4 {
-			continue // bench_serving drops prompts and replies shorter than 4 tokens
+			return nil // bench_serving drops prompts and replies shorter than 4 tokens
 		}
 		all = append(all, Prompt{Text: q, InputLen: in, OutputLen: out, ApproxInput: true})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(all) == 0 {
 		return nil, errors.New(name + ": no conversation with two turns of 4 or more tokens")

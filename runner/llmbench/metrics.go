@@ -6,62 +6,15 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/reports/stats"
+	"github.com/sglprof/runner/rundir"
 )
 
-// Stats summarises one latency in milliseconds, with bench_serving's definitions: the mean, the
-// median and the percentiles by numpy's linear interpolation, the population standard deviation
-// (numpy's default ddof=0) and the maximum.
-type Stats struct {
-	Mean   float64 `json:"mean_ms"`
-	Median float64 `json:"median_ms"`
-	Std    float64 `json:"std_ms"`
-	P90    float64 `json:"p90_ms"`
-	P95    float64 `json:"p95_ms"`
-	P99    float64 `json:"p99_ms"`
-	Max    float64 `json:"max_ms"`
-	N      int     `json:"n"`
-}
-
-// SLO is the service-level objective of goodput: a request is good when every set bound holds.
-type SLO struct {
-	TTFT time.Duration `json:"ttft_ns,omitempty"`
-	TPOT time.Duration `json:"tpot_ns,omitempty"`
-	E2E  time.Duration `json:"e2e_ns,omitempty"`
-}
-
-// Set reports whether any bound is set.
-func (s SLO) Set() bool { return s.TTFT > 0 || s.TPOT > 0 || s.E2E > 0 }
-
-// Summary is one cell's LLM serving result.
-type Summary struct {
-	Requests  int   `json:"requests"`
-	Completed int   `json:"completed"`
-	Failed    int   `json:"failed"`
-	WallNS    int64 `json:"duration_ns"`
-	// Token totals of the completed requests, as the server reported them.
-	TotalInput  int `json:"total_input_tokens"`
-	TotalOutput int `json:"total_output_tokens"`
-	// ApproxInput is set when input lengths are estimates (text prompts without a tokenizer
-	// and no count from the server).
-	ApproxInput bool `json:"approx_input_lengths,omitempty"`
-	// Throughputs per second of wall time.
-	RequestThroughput float64 `json:"request_throughput"`
-	InputThroughput   float64 `json:"input_throughput"`
-	OutputThroughput  float64 `json:"output_throughput"`
-	TotalThroughput   float64 `json:"total_throughput"`
-	// Concurrency is the mean number of requests in flight: Σ E2E / duration.
-	Concurrency float64 `json:"concurrency"`
-	TTFT        Stats   `json:"ttft"`
-	TPOT        Stats   `json:"tpot"`
-	ITL         Stats   `json:"itl"`
-	E2E         Stats   `json:"e2e"`
-	// Goodput is the completed requests per second that met the SLO; set only with an SLO.
-	SLO          *SLO    `json:"slo,omitempty"`
-	GoodRequests int     `json:"good_requests,omitempty"`
-	Goodput      float64 `json:"request_goodput,omitempty"`
-	// Errors are the first distinct request errors, for the result's reasons.
-	Errors []string `json:"errors,omitempty"`
-}
+// Stats, SLO and Summary are the run directory's types (rundir owns result.json's schema).
+type (
+	Stats   = rundir.LLMStats
+	SLO     = rundir.LLMSLO
+	Summary = rundir.LLMSummary
+)
 
 // Summarize computes a cell's summary from its request records and wall time.
 func Summarize(rs []Result, wall time.Duration, slo SLO, approxInput bool) Summary {

@@ -41,6 +41,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Client sends the requests; nil means one built by NewClient.
 	Client *http.Client
+	// BeforeMeasured, when set, runs after the warmup and before the first measured request
+	// (serve cells open their profiling window there); its error stops the benchmark.
+	BeforeMeasured func() error
 }
 
 // NewClient returns an HTTP client for conc requests in flight: net/http with enough idle
@@ -60,33 +63,15 @@ func NewClient(conc int) *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// Run sends the warmup and then the measured requests on the arrival schedule and returns every
-// measured request's record with the benchmark's wall time (first send to last completion).
-// Cancelling ctx stops sending and cancels the requests in flight; what completed is returned
-// with ctx's error.
-func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
-	b, err := newBench(cfg)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := b.warmup(ctx); err != nil {
-		return nil, 0, err
-	}
-	return b.measure(ctx)
-}
-
-// bench is one checked Config with what every request needs: the URL, the client, the
-// encoded bodies and the per-request timeout.
-type bench struct {
-	cfg     Config
+// prepared is a configuration checked and turned into what the requests need.
+type prepared struct {
 	url     string
-	client  *http.Client
-	bodies  [][]byte
+	c       *http.Client
 	timeout time.Duration
+	bodies  [][]byte
 }
 
-// newBench checks cfg and encodes the request bodies once.
-func newBench(cfg Config) (*bench, error) {
+func prepare(cfg Config) (*prepared, error) {
 	if len(cfg.Prompts) == 0 {
 		return nil, errors.New("no prompts to send")
 	}
@@ -94,80 +79,88 @@ func newBench(cfg Config) (*bench, error) {
 	if path == "" {
 		return nil, fmt.Errorf("unknown LLM API %q (want generate, completions or chat)", cfg.API)
 	}
-	if cfg.Requests <= 0 && cfg.Duration <= 0 {
-		return nil, errors.New("neither a request count nor a duration")
+	p := &prepared{url: strings.TrimRight(cfg.BaseURL, "/") + path, c: cfg.Client, timeout: cfg.RequestTimeout}
+	if p.c == nil {
+		p.c = NewClient(cfg.MaxConcurrency)
 	}
-	b := &bench{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + path, client: cfg.Client, timeout: cfg.RequestTimeout}
-	if b.client == nil {
-		b.client = NewClient(cfg.MaxConcurrency)
+	if p.timeout <= 0 {
+		p.timeout = 10 * time.Minute
 	}
-	if b.timeout <= 0 {
-		b.timeout = 10 * time.Minute
-	}
-	b.bodies = make([][]byte, len(cfg.Prompts))
-	for i, p := range cfg.Prompts {
-		body, err := Body(cfg.API, cfg.Model, p)
+	p.bodies = make([][]byte, len(cfg.Prompts))
+	for i, pr := range cfg.Prompts {
+		b, err := Body(cfg.API, cfg.Model, pr)
 		if err != nil {
 			return nil, err
 		}
-		b.bodies[i] = body
+		p.bodies[i] = b
 	}
-	return b, nil
+	return p, nil
 }
 
-// send sends request i (cycling through the prompts) into r, bounded by the request timeout.
-func (b *bench) send(ctx context.Context, i int, r *Result) {
-	rctx, cancel := context.WithTimeout(ctx, b.timeout)
-	j := i % len(b.bodies)
-	do(rctx, b.client, b.url, b.cfg.API, b.bodies[j], b.cfg.Prompts[j], r)
-	cancel()
-}
-
-// warmup sends the warmup requests one at a time and records nothing.
-func (b *bench) warmup(ctx context.Context) error {
-	for i := range b.cfg.Warmup {
+// warm sends cfg.Warmup requests one at a time and forgets them; it returns ctx's error, or
+// the first request's error when every warmup request failed (a server that answers nothing
+// should not be measured).
+func (p *prepared) warm(ctx context.Context, cfg Config) error {
+	failed, first := 0, ""
+	for i := range cfg.Warmup {
 		var r Result
-		b.send(ctx, i, &r)
+		rctx, cancel := context.WithTimeout(ctx, p.timeout)
+		j := i % len(p.bodies)
+		do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], &r)
+		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if !r.OK() {
+			failed++
+			if first == "" {
+				first = r.Error
+			}
+		}
+	}
+	if cfg.Warmup > 0 && failed == cfg.Warmup {
+		return fmt.Errorf("every warmup request failed; the first: %s", first)
 	}
 	return nil
 }
 
-// arrivals is the measured requests' send offsets: a fixed schedule of Requests offsets, or
-// an open stream of arrivals cut at Duration.
-type arrivals struct {
-	cfg   *Config
-	sched []time.Duration
-	arr   *Arrivals
+// Warmup sends only cfg.Warmup unmeasured requests, for a caller that does something between
+// the warmup and the measured requests (Run with Warmup 0 then sends those).
+func Warmup(ctx context.Context, cfg Config) error {
+	p, err := prepare(cfg)
+	if err != nil {
+		return err
+	}
+	return p.warm(ctx, cfg)
 }
 
-// at returns request i's send offset from the start, false when no request i is to be sent.
-func (a *arrivals) at(i int) (time.Duration, bool, error) {
-	if a.sched != nil {
-		if i >= len(a.sched) {
-			return 0, false, nil
+// Run sends the warmup and then the measured requests on the arrival schedule and returns every
+// measured request's record with the benchmark's wall time (first send to last completion).
+// Cancelling ctx stops sending and cancels the requests in flight; what completed is returned
+// with ctx's error.
+func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
+	if cfg.Requests <= 0 && cfg.Duration <= 0 {
+		return nil, 0, errors.New("neither a request count nor a duration")
+	}
+	p, err := prepare(cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := p.warm(ctx, cfg); err != nil {
+		return nil, 0, err
+	}
+	if cfg.BeforeMeasured != nil {
+		if err := cfg.BeforeMeasured(); err != nil {
+			return nil, 0, err
 		}
-		return a.sched[i], true, nil
 	}
-	at := a.arr.Next()
-	if i > 0 && at == 0 && !finiteRate(a.cfg.Rate) && a.cfg.MaxConcurrency == 0 {
-		// An unbounded burst for a duration would open requests without end.
-		return 0, false, errors.New("a duration-bounded benchmark needs a finite request_rate or a max_concurrency")
-	}
-	return at, at < a.cfg.Duration, nil
-}
 
-// measure sends the measured requests on the arrival schedule, at most MaxConcurrency in
-// flight, and returns their records in index order with the wall time.
-func (b *bench) measure(ctx context.Context) ([]Result, time.Duration, error) {
-	cfg := &b.cfg
-	a := &arrivals{cfg: cfg}
+	var sched []time.Duration
+	var arr *Arrivals
 	if cfg.Requests > 0 {
-		a.sched = Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
+		sched = Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
 	} else {
-		a.arr = NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
+		arr = NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
 	}
 	var sem chan struct{}
 	if cfg.MaxConcurrency > 0 {
@@ -180,11 +173,23 @@ func (b *bench) measure(ctx context.Context) ([]Result, time.Duration, error) {
 	)
 	start := time.Now()
 	for i := 0; ; i++ {
-		at, more, err := a.at(i)
-		if err != nil {
-			return nil, 0, err
+		var at time.Duration
+		if sched != nil {
+			if i >= len(sched) {
+				break
+			}
+			at = sched[i]
+		} else {
+			at = arr.Next()
+			if i > 0 && at == 0 && !finiteRate(cfg.Rate) && cfg.MaxConcurrency == 0 {
+				// An unbounded burst for a duration would open requests without end.
+				return nil, 0, errors.New("a duration-bounded benchmark needs a finite request_rate or a max_concurrency")
+			}
+			if at >= cfg.Duration {
+				break
+			}
 		}
-		if !more || !sleepUntil(ctx, start.Add(at)) {
+		if !sleepUntil(ctx, start.Add(at)) {
 			break
 		}
 		if sem != nil {
@@ -208,8 +213,11 @@ func (b *bench) measure(ctx context.Context) ([]Result, time.Duration, error) {
 			if sem != nil {
 				defer func() { <-sem }()
 			}
+			j := i % len(p.bodies)
 			r := Result{Index: i, Start: time.Since(start)}
-			b.send(ctx, i, &r)
+			rctx, cancel := context.WithTimeout(ctx, p.timeout)
+			do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], &r)
+			cancel()
 			mu.Lock()
 			results = append(results, r)
 			mu.Unlock()

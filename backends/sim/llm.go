@@ -1,0 +1,218 @@
+package sim
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The LLM server's costs, in simulated milliseconds. Prefill grows with the input length and
+// decode with the batch (the requests in flight), and both shrink with tensor parallelism, so a
+// sweep over concurrency and tp-size shows the shapes a user knows from real servers: TTFT
+// growing with input length, TPOT growing with concurrency, throughput growing sublinearly.
+// At tp-size 1 and one request in flight they are the costs the non-streaming simulator always
+// had (15 ms + 0.04 ms a token of prefill, 11.5 ms a decoded token).
+const (
+	prefillBaseMS     = 15.0
+	prefillPerTokenMS = 0.04
+	decodeTokenMS     = 11.5
+	decodeBatchSlope  = 0.04 // +4 % per-token time for each other request in the batch
+)
+
+// tpSpeedup is how much faster a forward pass runs on tp GPUs: sublinear, since the all-reduce
+// after every layer costs more as tp grows.
+func (s *server) tpSpeedup(exp float64) float64 {
+	tp := max(s.p.intv("tp_size", 1), 1)
+	return math.Pow(float64(tp), exp)
+}
+
+// backendFactor is the relative decode cost of an attention backend (flashinfer, the default,
+// is 1).
+func (s *server) backendFactor() float64 {
+	switch s.p.str("attention_backend") {
+	case "fa3":
+		return 0.92
+	case "triton", "torch_native":
+		return 1.25
+	}
+	return 1
+}
+
+func (s *server) prefillMS(in int) float64 {
+	return (prefillBaseMS + prefillPerTokenMS*float64(in)) / s.tpSpeedup(0.9) * s.slowdown("prefill")
+}
+
+func (s *server) decodeMS() float64 {
+	batch := max(s.active.Load(), 1)
+	return decodeTokenMS * (1 + decodeBatchSlope*float64(batch-1)) * s.backendFactor() / s.tpSpeedup(0.7) * s.slowdown("decode")
+}
+
+// slowdown is RUNNER_SIM_SLOWDOWN's factor for an LLM phase ("prefill=1.2,decode=1.3"), 1 when
+// unset: how compare's LLM regressions are exercised.
+func (s *server) slowdown(phase string) float64 {
+	if f, ok := s.k.slow[phase]; ok {
+		return f
+	}
+	return 1
+}
+
+// sse writes server-sent events as upstream's StreamingResponse does: `data: <json>\n\n` per
+// chunk, flushed, and `data: [DONE]\n\n` at the end (srt/entrypoints/http_server.py).
+type sse struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(200)
+	f, _ := w.(http.Flusher)
+	return &sse{w: w, f: f}
+}
+
+func (e *sse) send(v any) {
+	b, _ := json.Marshal(v)
+	e.w.Write([]byte("data: "))
+	e.w.Write(b)
+	e.w.Write([]byte("\n\n"))
+	if e.f != nil {
+		e.f.Flush()
+	}
+}
+
+func (e *sse) done() {
+	io.WriteString(e.w, "data: [DONE]\n\n")
+	if e.f != nil {
+		e.f.Flush()
+	}
+}
+
+// abort ends a stream without [DONE], as a server that dies mid-response does.
+func abort() { panic(http.ErrAbortHandler) }
+
+// streamGenerate is /generate with stream: true. Each chunk carries the text so far and
+// meta_info with the cumulative completion_tokens (upstream's non-incremental stream output).
+func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
+	e := newSSE(w)
+	id := strings.ReplaceAll(uuid4(), "-", "")
+	t0 := time.Now()
+	meta := func(n int, finish any) map[string]any {
+		return map[string]any{"id": id, "finish_reason": finish, "prompt_tokens": in, "completion_tokens": n,
+			"cached_tokens": 0, "e2e_latency": round4(time.Since(t0).Seconds())}
+	}
+	_, err := s.llmRun(in, out, func(n int) {
+		var finish any
+		if n == out {
+			finish = map[string]any{"type": "length", "length": out}
+		}
+		e.send(map[string]any{"text": strings.Repeat(" the", n), "meta_info": meta(n, finish)})
+	})
+	if err != nil {
+		abort()
+	}
+	e.done()
+}
+
+// promptTokens counts a completions prompt: a list of token ids (exact) or text (a token a word).
+func promptTokens(raw json.RawMessage) (int, bool) {
+	var ids []int
+	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
+		return len(ids), true
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil && text != "" {
+		return tokens(text), true
+	}
+	return 0, false
+}
+
+func openAIError(w http.ResponseWriter, msg string) {
+	writeJSON(w, 400, map[string]any{"object": "error", "message": msg, "type": "BadRequestError", "code": 400})
+}
+
+// llmCompletions is POST /v1/completions, streamed or not.
+func (s *server) llmCompletions(w http.ResponseWriter, r *http.Request) {
+	var q llmReq
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&q); err != nil {
+		openAIError(w, "Invalid request body: "+err.Error())
+		return
+	}
+	in, ok := promptTokens(q.Prompt)
+	if !ok {
+		openAIError(w, "prompt is required")
+		return
+	}
+	s.openAI(w, q, in, "text_completion", func(n int) map[string]any {
+		return map[string]any{"index": 0, "text": " the", "logprobs": nil, "finish_reason": nil}
+	})
+}
+
+// llmChat is POST /v1/chat/completions, streamed or not.
+func (s *server) llmChat(w http.ResponseWriter, r *http.Request) {
+	var q llmReq
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&q); err != nil || len(q.Messages) == 0 {
+		openAIError(w, "messages is required")
+		return
+	}
+	in := 0
+	for _, m := range q.Messages {
+		in += tokens(m.Content)
+	}
+	s.openAI(w, q, in, "chat.completion", func(n int) map[string]any {
+		return map[string]any{"index": 0, "delta": map[string]any{"content": " the"}, "logprobs": nil, "finish_reason": nil}
+	})
+}
+
+// openAI runs an OpenAI-style request. Streamed, it sends one chunk per token (object
+// "<kind>.chunk" for chat), a last chunk with finish_reason "length", a usage chunk with empty
+// choices when stream_options.include_usage is set, then [DONE]; as sglang's OpenAI serving
+// does (srt/entrypoints/openai/serving_completions.py, serving_chat.py).
+func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, chunk func(n int) map[string]any) {
+	if !s.admit(w) {
+		return
+	}
+	out := 16
+	if q.MaxTokens != nil {
+		out = *q.MaxTokens
+	}
+	id := strings.ReplaceAll(uuid4(), "-", "")
+	usage := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+	if !q.Stream {
+		if _, err := s.llmRun(in, out, nil); err != nil {
+			http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		choice := map[string]any{"index": 0, "text": strings.Repeat(" the", out), "finish_reason": "length"}
+		if kind == "chat.completion" {
+			choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat(" the", out)}, "finish_reason": "length"}
+		}
+		writeJSON(w, 200, map[string]any{"id": id, "object": kind, "created": time.Now().Unix(), "model": s.served,
+			"choices": []map[string]any{choice}, "usage": usage})
+		return
+	}
+	e := newSSE(w)
+	obj := kind
+	if kind == "chat.completion" {
+		obj = "chat.completion.chunk"
+		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served,
+			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}})
+	}
+	_, err := s.llmRun(in, out, func(n int) {
+		c := chunk(n)
+		if n == out {
+			c["finish_reason"] = "length"
+		}
+		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []map[string]any{c}})
+	})
+	if err != nil {
+		abort()
+	}
+	if q.StreamOptions != nil && q.StreamOptions.IncludeUsage {
+		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []any{}, "usage": usage})
+	}
+	e.done()
+}

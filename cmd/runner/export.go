@@ -1,0 +1,35 @@
+package main
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sglprof/runner/runner"
+)
+
+func exportCommand(io stdio) *cli.Command {
+	return &cli.Command{
+		Name:      "export",
+		Usage:     "write a cell's result in another tool's format",
+		ArgsUsage: "CELL_DIR",
+		Description: `Writes the result of one LLM serve cell to stdout in another tool's format.
+--format bench_serving writes one line of SGLang bench_serving's --output-file JSONL
+(mean_ttft_ms, p99_itl_ms, output_throughput, ...), so dashboards that read
+bench_serving's results read the runner's.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Value: "bench_serving", Usage: "output format: " + strings.Join(runner.ExportFormats, ", ")},
+		},
+		Action: func(c *cli.Context) error {
+			args, err := positional(c, 1, 1, "CELL_DIR")
+			if err != nil {
+				return err
+			}
+			if f := c.String("format"); !slices.Contains(runner.ExportFormats, f) {
+				return usageErr("--format %q: use one of %s", f, strings.Join(runner.ExportFormats, ", "))
+			}
+			return runner.ExportBenchServing(io.out, args[0])
+		},
+	}
+}

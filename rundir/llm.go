@@ -1,0 +1,80 @@
+package rundir
+
+import "time"
+
+// The LLM serving benchmark's part of result.json (runner/llmbench computes it; its Summary,
+// Stats and SLO are these types), with bench_serving's definitions.
+
+// LLMStats summarises one latency in milliseconds, with bench_serving's definitions: the mean, the
+// median and the percentiles by numpy's linear interpolation, the population standard deviation
+// (numpy's default ddof=0) and the maximum.
+type LLMStats struct {
+	Mean   float64 `json:"mean_ms"`
+	Median float64 `json:"median_ms"`
+	Std    float64 `json:"std_ms"`
+	P90    float64 `json:"p90_ms"`
+	P95    float64 `json:"p95_ms"`
+	P99    float64 `json:"p99_ms"`
+	Max    float64 `json:"max_ms"`
+	N      int     `json:"n"`
+}
+
+// LLMSLO is the service-level objective of goodput: a request is good when every set bound holds.
+type LLMSLO struct {
+	TTFT time.Duration `json:"ttft_ns,omitempty"`
+	TPOT time.Duration `json:"tpot_ns,omitempty"`
+	E2E  time.Duration `json:"e2e_ns,omitempty"`
+}
+
+// Set reports whether any bound is set.
+func (s LLMSLO) Set() bool { return s.TTFT > 0 || s.TPOT > 0 || s.E2E > 0 }
+
+// LLMSummary is one cell's LLM serving result.
+type LLMSummary struct {
+	Requests  int   `json:"requests"`
+	Completed int   `json:"completed"`
+	Failed    int   `json:"failed"`
+	WallNS    int64 `json:"duration_ns"`
+	// Token totals of the completed requests, as the server reported them.
+	TotalInput  int `json:"total_input_tokens"`
+	TotalOutput int `json:"total_output_tokens"`
+	// ApproxInput is set when input lengths are estimates (text prompts without a tokenizer
+	// and no count from the server).
+	ApproxInput bool `json:"approx_input_lengths,omitempty"`
+	// Throughputs per second of wall time.
+	RequestThroughput float64 `json:"request_throughput"`
+	InputThroughput   float64 `json:"input_throughput"`
+	OutputThroughput  float64 `json:"output_throughput"`
+	TotalThroughput   float64 `json:"total_throughput"`
+	// Concurrency is the mean number of requests in flight: Σ E2E / duration.
+	Concurrency float64  `json:"concurrency"`
+	TTFT        LLMStats `json:"ttft"`
+	TPOT        LLMStats `json:"tpot"`
+	ITL         LLMStats `json:"itl"`
+	E2E         LLMStats `json:"e2e"`
+	// Goodput is the completed requests per second that met the SLO; set only with an SLO.
+	SLO          *LLMSLO `json:"slo,omitempty"`
+	GoodRequests int     `json:"good_requests,omitempty"`
+	Goodput      float64 `json:"request_goodput,omitempty"`
+	// Errors are the first distinct request errors, for the result's reasons.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// LLMResult is the "llm" part of a serve cell's result.json: the summary, how it was measured
+// and where the per-request records are.
+type LLMResult struct {
+	LLMSummary // its approx_input_lengths says whether input lengths are estimates
+	// API, Dataset, RequestRate (requests/s; 0 = all at once), Burstiness and MaxConcurrency are the
+	// load the summary was measured under.
+	API            string  `json:"api"`
+	Dataset        string  `json:"dataset"`
+	RequestRate    float64 `json:"request_rate"`
+	Burstiness     float64 `json:"burstiness"`
+	MaxConcurrency int     `json:"max_concurrency"`
+	// Records is the per-request records file, relative to the cell.
+	Records string `json:"records"`
+}
+
+// LLMRecordsFile is a serve LLM cell's per-request records (one JSON object a line: start,
+// TTFT, ITLs, E2E, token counts, error), next to result.json.
+const LLMRecordsFile = "llm_requests.jsonl"
