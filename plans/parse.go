@@ -64,7 +64,8 @@ var schema = map[string][]string{
 		"restart", "host", "port", "ready_timeout", "model_type"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
-		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout"},
+		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout",
+		"activities", "with_stack", "record_shapes", "profile_stages", "vllm_profiler_config"},
 	"nsys":     {"delay", "duration", "trace", "cuda_graph_trace"},
 	"gate":     {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
 	"load":     {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout"},
@@ -72,7 +73,8 @@ var schema = map[string][]string{
 	"bundle":   {"redact"},
 	"executor": executorKeys,
 	// Sub-tables are listed by their dotted name.
-	"executor.slurm": slurmKeys,
+	"executor.slurm":               slurmKeys,
+	"profile.vllm_profiler_config": vllmProfilerKeys,
 }
 
 // The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
@@ -277,6 +279,7 @@ func (d *decoder) decodeProfile(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("profile", "profile_by_stage"), rp.ProfileByStage, &pr.ProfileByStage, `true or false`)
 		decodeField(d, path("profile", "merge_profiles"), rp.MergeProfiles, &pr.MergeProfiles, `true or false`)
 		decodeField(d, path("profile", "flush_timeout"), rp.FlushTimeout, &pr.FlushTimeout, `a duration string such as "10m"`)
+		d.decodeProfilerOptions(prim, pr)
 	}
 }
 

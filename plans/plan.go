@@ -95,6 +95,13 @@ type Profile struct {
 	ProfileByStage bool     `toml:"profile_by_stage" json:"profile_by_stage"` // one trace per stage (EXTEND/DECODE)
 	MergeProfiles  bool     `toml:"merge_profiles" json:"merge_profiles"`
 	FlushTimeout   Duration `toml:"flush_timeout" json:"flush_timeout"` // default 10m
+
+	// Profiler options of the serve window (profile_opts.go); unset: not sent, the server's default.
+	Activities    []string           `toml:"activities" json:"activities,omitempty"` // default ["CPU", "GPU"]
+	WithStack     *bool              `toml:"with_stack" json:"with_stack,omitempty"`
+	RecordShapes  *bool              `toml:"record_shapes" json:"record_shapes,omitempty"`
+	ProfileStages []string           `toml:"profile_stages" json:"profile_stages,omitempty"`
+	VLLM          VLLMProfilerConfig `toml:"vllm_profiler_config" json:"vllm_profiler_config,omitempty"`
 }
 
 // LoadSpec describes the client phase of a serve cell (the [load] table).

@@ -246,6 +246,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateNSys(p)
 	d.validateGate(p)
 	d.validateServe(p)
+	d.validateProfilerOptions(p)
 	d.validateCompare(p)
 	d.validateBundle(p)
 	d.validateExecutor(p)

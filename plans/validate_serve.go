@@ -13,6 +13,8 @@ var serveOnly = [][]string{
 	{"matrix", "input_len"}, {"matrix", "output_len"},
 	{"profile", "start_step"}, {"profile", "num_steps"}, {"profile", "profile_by_stage"},
 	{"profile", "merge_profiles"}, {"profile", "flush_timeout"},
+	{"profile", "activities"}, {"profile", "with_stack"}, {"profile", "record_shapes"},
+	{"profile", "profile_stages"}, {"profile", "vllm_profiler_config"},
 }
 
 // serveOnlyMsg is the problem for a serve key in a generate plan.
