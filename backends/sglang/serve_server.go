@@ -70,14 +70,31 @@ func (ServeBackend) Window(c plans.Cell, cellTraces string) backends.Window {
 	case ModelType(c) == ModelTypeLLM:
 		return backends.Window{Kind: backends.WindowStartStop, Start: StartProfileBody(c, cellTraces), Flush: "POST /stop_profile"}
 	}
-	return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"output_dir": cellTraces, "activities": []string{"CPU", "GPU"}}, Flush: "POST /stop_profile"}
+	b := map[string]any{"output_dir": cellTraces}
+	profilerOptions(b, c.Profile)
+	return backends.Window{Kind: backends.WindowStartStop, Start: b, Flush: "POST /stop_profile"}
+}
+
+// profilerOptions adds the [profile] options both of sglang's ProfileReqInput bodies take:
+// activities (default ["CPU", "GPU"], sent explicitly so the record shows them), and
+// with_stack and record_shapes when the plan sets them (unset: the server's default).
+func profilerOptions(b map[string]any, p plans.Profile) {
+	b["activities"] = []string{"CPU", "GPU"}
+	if len(p.Activities) > 0 {
+		b["activities"] = p.Activities
+	}
+	if p.WithStack != nil {
+		b["with_stack"] = *p.WithStack
+	}
+	if p.RecordShapes != nil {
+		b["record_shapes"] = *p.RecordShapes
+	}
 }
 
 // StartProfileBody is the ProfileReqInput of an LLM cell (§B.1).
 func StartProfileBody(c plans.Cell, traces string) map[string]any {
 	b := map[string]any{
 		"output_dir":       traces,
-		"activities":       []string{"CPU", "GPU"},
 		"profile_by_stage": c.Profile.ProfileByStage,
 		"merge_profiles":   c.Profile.MergeProfiles,
 		"profile_prefix":   c.ID,
@@ -87,6 +104,10 @@ func StartProfileBody(c plans.Cell, traces string) map[string]any {
 	}
 	if c.Profile.NumSteps > 0 {
 		b["num_steps"] = c.Profile.NumSteps
+	}
+	profilerOptions(b, c.Profile)
+	if len(c.Profile.ProfileStages) > 0 {
+		b["profile_stages"] = c.Profile.ProfileStages
 	}
 	return b
 }

@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,6 +214,9 @@ type llmProfile struct {
 	byStage   bool
 	merge     bool
 	torch     bool
+	mem       bool     // MEM: a CUDA memory-history snapshot at stop
+	stack     bool     // with_stack (default true)
+	stages    []string // profile_stages: only these stages export (nil: all)
 	recorded  int64
 }
 
@@ -892,12 +896,15 @@ func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
 	if q.Activities == nil {
 		q.Activities = []string{"CPU", "GPU"}
 	}
-	p := &llmProfile{id: strconv.FormatFloat(float64(time.Now().UnixNano())/1e9, 'f', 6, 64), byStage: q.ProfileByStage, merge: q.MergeProfiles}
+	p := &llmProfile{id: strconv.FormatFloat(float64(time.Now().UnixNano())/1e9, 'f', 6, 64), byStage: q.ProfileByStage, merge: q.MergeProfiles,
+		stack: q.WithStack == nil || *q.WithStack, stages: q.ProfileStages}
 	for _, a := range q.Activities {
 		switch a {
 		case "CPU", "GPU":
 			p.torch = true
-		case "MEM", "RPD", "CUDA_PROFILER", "XPU":
+		case "MEM":
+			p.mem = true
+		case "RPD", "CUDA_PROFILER", "XPU":
 		default:
 			http.Error(w, "Internal Server Error", 500)
 			s.log.log("ValueError: Unknown profiler activity: %s", a)
@@ -931,6 +938,8 @@ func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
 	s.prof2 = p
 	s.mu.Unlock()
 	s.log.log("Profiling starts. Traces will be saved to: %s (with profile id: %s)", p.dir, p.id)
+	// Not an sglang line: what the simulated profiler was configured with, for tests.
+	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v profile_stages=%v", q.Activities, p.stack, q.RecordShapes != nil && *q.RecordShapes, q.ProfileStages)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, "Start profiling.\n")
 }
@@ -976,10 +985,17 @@ func (s *server) flush(p *llmProfile) error {
 	if err := s.ms(d); err != nil {
 		return err
 	}
+	if p.mem {
+		// torch.cuda.memory._dump_snapshot: a pickle next to the traces (content simulated).
+		path := filepath.Join(p.dir, p.id+"-TP-0-memory.pickle")
+		if err := os.WriteFile(path, []byte("sim memory snapshot\n"), 0o644); err != nil {
+			s.log.log("Failed to save memory snapshot: %v", err)
+		}
+	}
 	if p.torch {
 		steps := int(max(p.recorded, 1))
 		write := func(name string, n int, seed int64) {
-			cfg := kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: max(n, 1), CUDAGraph: !s.p.boolv("disable_cuda_graph"), Model: s.model, Seed: seed, StepScale: s.k.slow}
+			cfg := kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: max(n, 1), CUDAGraph: !s.p.boolv("disable_cuda_graph"), Model: s.model, Seed: seed, StepScale: s.k.slow, WithStack: p.stack}
 			path := filepath.Join(p.dir, name)
 			if err := writeGzTrace(path, cfg); err != nil {
 				s.log.log("Failed to save trace: %v", err)
@@ -990,8 +1006,13 @@ func (s *server) flush(p *llmProfile) error {
 			base = p.prefix + "-" + base
 		}
 		if p.byStage {
-			write(base+"-EXTEND.trace.json.gz", 1, 1)
-			write(base+"-DECODE.trace.json.gz", steps, 2)
+			// profile_stages (the stage-based profiler) exports only the stages it names.
+			if p.stages == nil || slices.Contains(p.stages, "prefill") {
+				write(base+"-EXTEND.trace.json.gz", 1, 1)
+			}
+			if p.stages == nil || slices.Contains(p.stages, "decode") {
+				write(base+"-DECODE.trace.json.gz", steps, 2)
+			}
 		} else {
 			write(base+".trace.json.gz", steps, 1)
 		}

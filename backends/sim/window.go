@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,6 +33,8 @@ type diffusionWindow struct {
 	stepNS  int64 // GPU time of one step of the last request
 	textNS  int64
 	vaeNS   int64
+	torch   bool // activities name CPU or GPU: the torch profiler runs
+	stack   bool // with_stack (default true)
 }
 
 // diffusionProfileReq is the diffusion ProfileReqInput.
@@ -74,7 +77,13 @@ func (s *server) diffusionStartProfile(w http.ResponseWriter, r *http.Request) {
 		dir = filepath.Join(s.cwd, dir)
 	}
 	id := strconv.FormatInt(time.Now().Unix(), 10)
-	s.dwin = &diffusionWindow{id: id, dir: dir}
+	if q.Activities == nil {
+		q.Activities = []string{"CPU", "GPU"}
+	}
+	// Names outside the torch activity map are skipped, as SGLDiffusionProfiler does.
+	torch := slices.Contains(q.Activities, "CPU") || slices.Contains(q.Activities, "GPU")
+	s.dwin = &diffusionWindow{id: id, dir: dir, torch: torch, stack: q.WithStack == nil || *q.WithStack}
+	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v", q.Activities, s.dwin.stack, q.RecordShapes != nil && *q.RecordShapes)
 	s.log.log("Profiling request: %s for full stages...", id)
 	s.log.log("Profilers started with profile_id=%s. Output: %s", id, dir)
 	plainText(w, 200, fmt.Sprintf("Profiling started (profile_id=%s). Traces will be saved to: %s\n", id, dir))
@@ -98,12 +107,15 @@ func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
 	ranks := max(s.p.intv("num_gpus", 1), s.p.intv("tp_size", 1), 1)
 	var errs []string
 	for rank := range ranks {
+		if !win.torch {
+			break // no torch profiler ran: nothing to export
+		}
 		path := filepath.Join(win.dir, win.id+"-full_stages-global-rank"+strconv.Itoa(rank)+".trace.json.gz")
 		var err error
 		if win.steps == 0 {
 			err = writeEmptyTrace(path) // nothing ran: a trace without GPU work
 		} else {
-			err = writeGzTrace(path, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: true,
+			err = writeGzTrace(path, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: win.stack,
 				Model: s.model, StepScale: rankScale(s.k.slow, rank, s.k.slowRank, s.k.slowRankF), StepNS: win.stepNS, BaseTimeNS: win.firstNS, AllStages: true, Steps: win.steps,
 				StageNS: map[string]int64{kinetogen.StageTextEncoding: win.textNS, kinetogen.StageDecoding: win.vaeNS},
 				Rank:    rank, WorldSize: ranks, CommStream: ranks > 1})
