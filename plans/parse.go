@@ -61,7 +61,7 @@ func Parse(name string, data []byte) (*Plan, error) {
 var schema = map[string][]string{
 	"": {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate", "load", "compare", "bundle", "executor"},
 	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
-		"restart", "host", "port", "ready_timeout", "model_type"},
+		"restart", "host", "port", "ready_timeout", "model_type", "url"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout",
@@ -247,6 +247,7 @@ func (d *decoder) decodeBackend(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("backend", "port"), rb.Port, &b.Port, `an integer such as 30000 (or 0 for a free port)`)
 		decodeField(d, path("backend", "ready_timeout"), rb.ReadyTimeout, &b.ReadyTimeout, `a duration string such as "20m"`)
 		decodeField(d, path("backend", "model_type"), rb.ModelType, &b.ModelType, `a string: "diffusion" or "llm"`)
+		d.decodeAttach(prim, b)
 	}
 }
 

@@ -486,7 +486,7 @@ func TestExamples(t *testing.T) {
 // the serve-only ones, which a generate plan must not. Together they use every key.
 func TestFullExampleUsesEveryKey(t *testing.T) {
 	var mds []toml.MetaData
-	for _, f := range []string{"examples/full.toml", "testdata/full-serve.toml", "testdata/full-vllm.toml"} {
+	for _, f := range []string{"examples/full.toml", "testdata/full-serve.toml", "testdata/full-vllm.toml", "testdata/full-attach.toml"} {
 		var v map[string]any
 		md, err := toml.DecodeFile(f, &v)
 		if err != nil {
@@ -504,7 +504,7 @@ func TestFullExampleUsesEveryKey(t *testing.T) {
 				path = append(strings.Split(table, "."), k) // "executor.slurm" is a sub-table
 			}
 			if !slices.ContainsFunc(mds, func(md toml.MetaData) bool { return md.IsDefined(path...) }) {
-				t.Errorf("none of examples/full.toml, testdata/full-serve.toml, testdata/full-vllm.toml sets %s", strings.Join(path, "."))
+				t.Errorf("none of examples/full.toml or testdata/full-*.toml sets %s", strings.Join(path, "."))
 			}
 		}
 	}

@@ -68,6 +68,8 @@ type Backend struct {
 	// ModelType is "diffusion" or "llm"; default: "llm" when the matrix has input_len or
 	// output_len, "diffusion" otherwise. It picks the load API and sglang serve's --model-type.
 	ModelType string `toml:"model_type" json:"model_type,omitempty"`
+	// URL attaches to a running server instead of starting one (plans/attach.go).
+	URL string `toml:"url" json:"url,omitempty"`
 }
 
 // Matrix is the set of axes whose cross product is the list of cells.

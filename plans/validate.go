@@ -247,6 +247,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateGate(p)
 	d.validateServe(p)
 	d.validateProfilerOptions(p)
+	d.validateAttach(p)
 	d.validateCompare(p)
 	d.validateBundle(p)
 	d.validateExecutor(p)

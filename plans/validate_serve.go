@@ -14,7 +14,7 @@ var serveOnly = [][]string{
 	{"profile", "start_step"}, {"profile", "num_steps"}, {"profile", "profile_by_stage"},
 	{"profile", "merge_profiles"}, {"profile", "flush_timeout"},
 	{"profile", "activities"}, {"profile", "with_stack"}, {"profile", "record_shapes"},
-	{"profile", "profile_stages"}, {"profile", "vllm_profiler_config"},
+	{"profile", "profile_stages"}, {"profile", "vllm_profiler_config"}, {"backend", "url"},
 }
 
 // serveOnlyMsg is the problem for a serve key in a generate plan.
