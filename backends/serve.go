@@ -99,6 +99,9 @@ type Protocol struct {
 	// ModelInfoPath answers {"model_path": ...}; it is asked for the served model when GET
 	// /v1/models (which every server here has) names none. Empty: no such route.
 	ModelInfoPath string
+	// ServerInfoPath answers what the server runs with (its arguments, model, version): what
+	// the record of a server the runner attached to by URL holds instead of a command line.
+	ServerInfoPath string
 	// API is the request API when the plan names none (runner/load's API names).
 	API string
 	// ProfileDoneLine is the line the server logs once a profile's traces are written. When

@@ -57,6 +57,9 @@ func (d *decoder) validateAttach(p *Plan) {
 			d.addKey(pk, `"torch" on an attached vLLM-Omni server: its trace directory is the server's own --profiler-config, which the runner cannot read back; use "none", or drop url to let the runner start the server`)
 		}
 	}
+	if nk := path("profile", "num_steps"); d.check(nk...) && d.md.IsDefined(nk...) {
+		d.addKey(nk, "a window that stops itself is closed when the server logs so, and an attached server's log is not the runner's; with backend.url the window lasts until /stop_profile after the measured requests; drop num_steps")
+	}
 	if mk := path("matrix", "model"); d.check(mk...) && len(p.Matrix.Model) > 1 {
 		d.addKey(mk, fmt.Sprintf("%d models, but an attached server (backend.url) serves one; list only the model it serves", len(p.Matrix.Model)))
 	}

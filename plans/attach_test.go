@@ -47,3 +47,13 @@ func TestAttachKept(t *testing.T) {
 		t.Fatalf("url %q", c.Backend.URL)
 	}
 }
+
+func TestAttachRefusesNumSteps(t *testing.T) {
+	runBadCases(t, []struct {
+		name string
+		src  string
+		want []want
+	}{{"url with num_steps",
+		llmMin + "url = \"http://h:30000\"\n[profile]\nnum_steps = 3\n",
+		[]want{{"profile.num_steps", 10, 1, []string{"drop num_steps"}}}}})
+}

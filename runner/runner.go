@@ -282,6 +282,9 @@ func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
 		if c.Profiler == plans.ProfilerNsys {
 			needNsys = true
 		}
+		if c.Backend.URL != "" {
+			continue // an attached server (backend.url): no program to run here
+		}
 		cmd := opts.sglangCommand(c)
 		if s, ok := be.(backends.Server); ok {
 			cmd = opts.serverCommand(s, c)

@@ -52,10 +52,10 @@ func (ServeBackend) NewServerWatcher(plans.Cell) backends.ServerWatcher { return
 // Protocol implements backends.Server.
 func (ServeBackend) Protocol(c plans.Cell) backends.Protocol {
 	if ModelType(c) == ModelTypeLLM {
-		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine}
+		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", ServerInfoPath: "/get_server_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine}
 	}
 	// Diffusion requests take perf_dump_path: one dump per measured request.
-	return backends.Protocol{ModelType: ModelTypeDiffusion, ReadyLine: ReadyLineDiffusion, ModelInfoPath: "/v1/model_info", API: plans.APIImages, PerfDumps: true}
+	return backends.Protocol{ModelType: ModelTypeDiffusion, ReadyLine: ReadyLineDiffusion, ModelInfoPath: "/v1/model_info", ServerInfoPath: "/v1/model_info", API: plans.APIImages, PerfDumps: true}
 }
 
 // Window implements backends.Server: a /start_profile window whose body points output_dir at
@@ -102,7 +102,10 @@ func StartProfileBody(c plans.Cell, traces string) map[string]any {
 	if c.Profile.StartStep >= 0 {
 		b["start_step"] = c.Profile.StartStep
 	}
-	if c.Profile.NumSteps > 0 {
+	// A window that stops itself after num_steps is closed when the server logs that it is
+	// done; the log of a server the runner attached to (backend.url) is not the runner's to
+	// read, so there the window lasts until POST /stop_profile (the plan refuses num_steps).
+	if c.Profile.NumSteps > 0 && c.Backend.URL == "" {
 		b["num_steps"] = c.Profile.NumSteps
 	}
 	profilerOptions(b, c.Profile)

@@ -52,7 +52,7 @@ func (Backend) NewServerWatcher(plans.Cell) backends.ServerWatcher {
 // Protocol implements backends.Server: uvicorn's startup line, and /v1/models alone names the
 // served model (vLLM has no model-info route).
 func (Backend) Protocol(c plans.Cell) backends.Protocol {
-	return backends.Protocol{ModelType: modelType(c), ReadyLine: ReadyLine, API: plans.APIImages}
+	return backends.Protocol{ModelType: modelType(c), ReadyLine: ReadyLine, ServerInfoPath: "/v1/models", API: plans.APIImages}
 }
 
 // Window implements backends.Server: torch cells profile between /start_profile and
