@@ -57,3 +57,41 @@ func TestAttachRefusesNumSteps(t *testing.T) {
 		llmMin + "url = \"http://h:30000\"\n[profile]\nnum_steps = 3\n",
 		[]want{{"profile.num_steps", 10, 1, []string{"drop num_steps"}}}}})
 }
+
+// capture-range keys (issue 13 item 6).
+var captureBadCases = []struct {
+	name string
+	src  string
+	want []want
+}{
+	{"unknown capture range",
+		llmMin + "[profile]\nprofilers = [\"nsys\"]\n[nsys]\ncapture_range = \"nvtx\"\n",
+		[]want{{"nsys.capture_range", 11, 1, []string{`unknown value "nvtx"`, `"none", "cudaProfilerApi"`}}}},
+	{"shutdown end",
+		llmMin + "[profile]\nprofilers = [\"nsys\"]\n[nsys]\ncapture_range = \"cudaProfilerApi\"\ncapture_range_end = \"repeat-shutdown:2\"\n",
+		[]want{{"nsys.capture_range_end", 12, 1, []string{"-shutdown variants end the server"}}}},
+	{"end without a range",
+		llmMin + "[profile]\nprofilers = [\"nsys\"]\n[nsys]\ncapture_range_end = \"stop\"\n",
+		[]want{{"nsys.capture_range_end", 11, 1, []string{`only used with capture_range = "cudaProfilerApi"`}}}},
+	{"capture range with a delay",
+		llmMin + "[profile]\nprofilers = [\"nsys\"]\n[nsys]\ncapture_range = \"cudaProfilerApi\"\ndelay = \"2s\"\n",
+		[]want{{"nsys.delay", 12, 1, []string{"drop delay"}}}},
+	{"capture range in a generate plan",
+		minimal + "[profile]\nprofilers = [\"nsys\"]\n[nsys]\ncapture_range = \"cudaProfilerApi\"\n",
+		[]want{{"nsys.capture_range", 8, 1, []string{`only used when backend.mode = "serve"`}}}},
+}
+
+func TestCaptureRangeBadInputs(t *testing.T) {
+	runBadCases(t, captureBadCases)
+	p, err := Load("testdata/full-vllm.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NSys.CaptureRange != CaptureRangeCudaAPI || p.NSys.CaptureRangeEnd != "repeat" {
+		t.Fatalf("nsys %+v", p.NSys)
+	}
+	p, err = Load("testdata/full-serve.toml")
+	if err != nil || p.NSys.CaptureRangeEnd != "" {
+		t.Fatalf("no capture range: end %q, %v", p.NSys.CaptureRangeEnd, err)
+	}
+}

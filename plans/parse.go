@@ -66,7 +66,7 @@ var schema = map[string][]string{
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout",
 		"activities", "with_stack", "record_shapes", "profile_stages", "vllm_profiler_config"},
-	"nsys":     {"delay", "duration", "trace", "cuda_graph_trace"},
+	"nsys":     {"delay", "duration", "trace", "cuda_graph_trace", "capture_range", "capture_range_end"},
 	"gate":     {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
 	"load":     {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout"},
 	"compare":  {"alpha", "baseline_runs", "consecutive", "tolerances"},
@@ -293,6 +293,7 @@ func (d *decoder) decodeNSys(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("nsys", "duration"), rn.Duration, &n.Duration, `a duration string such as "30s"`)
 		decodeField(d, path("nsys", "trace"), rn.Trace, &n.Trace, `an array of strings such as ["cuda", "nvtx", "osrt"]`)
 		decodeField(d, path("nsys", "cuda_graph_trace"), rn.CudaGraphTrace, &n.CudaGraphTrace, `a string: "node" or "graph"`)
+		d.decodeNSysCapture(prim, n)
 	}
 }
 

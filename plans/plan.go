@@ -151,6 +151,10 @@ type NSys struct {
 	Duration       Duration `toml:"duration" json:"duration"`                 // --duration (0 = unset)
 	Trace          []string `toml:"trace" json:"trace"`                       // --trace list; default cuda,nvtx,osrt
 	CudaGraphTrace string   `toml:"cuda_graph_trace" json:"cuda_graph_trace"` // node | graph; default node
+	// CaptureRange is "none" (default) or "cudaProfilerApi"; CaptureRangeEnd "stop" (default
+	// with cudaProfilerApi) or "repeat" (plans/nsys_capture.go).
+	CaptureRange    string `toml:"capture_range" json:"capture_range,omitempty"`
+	CaptureRangeEnd string `toml:"capture_range_end" json:"capture_range_end,omitempty"`
 }
 
 // Gate configures how log evidence changes a cell's verdict.

@@ -248,6 +248,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateServe(p)
 	d.validateProfilerOptions(p)
 	d.validateAttach(p)
+	d.validateNSysCapture(p)
 	d.validateCompare(p)
 	d.validateBundle(p)
 	d.validateExecutor(p)

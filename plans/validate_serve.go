@@ -15,6 +15,7 @@ var serveOnly = [][]string{
 	{"profile", "merge_profiles"}, {"profile", "flush_timeout"},
 	{"profile", "activities"}, {"profile", "with_stack"}, {"profile", "record_shapes"},
 	{"profile", "profile_stages"}, {"profile", "vllm_profiler_config"}, {"backend", "url"},
+	{"nsys", "capture_range"}, {"nsys", "capture_range_end"},
 }
 
 // serveOnlyMsg is the problem for a serve key in a generate plan.
