@@ -65,6 +65,10 @@ func (ServeBackend) Protocol(c plans.Cell) backends.Protocol {
 // generate cells only.
 func (ServeBackend) Window(c plans.Cell, cellTraces string) backends.Window {
 	switch {
+	case c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange == plans.CaptureRangeCudaAPI && ModelType(c) == ModelTypeLLM:
+		// nsys capture range: CUDA_PROFILER alone makes the scheduler call cudaProfilerStart
+		// and, at /stop_profile, cudaProfilerStop; no torch trace is written (docs/upstream.md).
+		return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"output_dir": cellTraces, "activities": []string{"CUDA_PROFILER"}, "profile_prefix": c.ID}, Flush: "POST /stop_profile"}
 	case c.Profiler != plans.ProfilerTorch:
 		return backends.Window{}
 	case ModelType(c) == ModelTypeLLM:
@@ -124,6 +128,9 @@ func (ServeBackend) AwaitTraces(context.Context, plans.Cell, backends.TraceDirs)
 // exports for a start-stop window must have written one (TraceRanks).
 func (ServeBackend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceReport {
 	var r backends.TraceReport
+	if c.Profiler != plans.ProfilerTorch {
+		return r // an nsys window: the capture is in nsys's report, written when the server stops
+	}
 	traces, problems := CheckServeTraces(d.Cell, TraceRanks(c, WindowStartStop))
 	for _, t := range traces {
 		r.Traces = append(r.Traces, filepath.Join(d.Cell, t))

@@ -195,7 +195,8 @@ type server struct {
 	jobs map[string]*videoJob
 	// act is the nsys activity sink (under the nsys simulator): a gen shim reuses generate's
 	// emitters, so a diffusion server's requests show up as kernels in the nsys report.
-	act *gen
+	act   *gen
+	actMu sync.Mutex // serialises writes to act (requests, profiler calls)
 
 	prof2 *llmProfile      // the LLM profiling session in progress
 	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
@@ -215,6 +216,7 @@ type llmProfile struct {
 	merge     bool
 	torch     bool
 	mem       bool     // MEM: a CUDA memory-history snapshot at stop
+	cuda      bool     // CUDA_PROFILER: cudaProfilerStart at start, cudaProfilerStop at stop
 	stack     bool     // with_stack (default true)
 	stages    []string // profile_stages: only these stages export (nil: all)
 	recorded  int64
@@ -232,6 +234,7 @@ func (s *server) run() (int, error) {
 	s.crashed = make(chan struct{})
 	if s.llm {
 		s.log.log("server_args=ServerArgs(model_path='%s', host='127.0.0.1', port=%d, tp_size=%d)", s.model, port, s.p.intv("tp_size", 1))
+		defer s.openServerActivity().close()
 	} else {
 		held, ok := s.diffusionPorts(port)
 		if !ok {
@@ -571,6 +574,8 @@ func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string
 		return 0, "", err
 	}
 	if g := s.act; g != nil {
+		s.actMu.Lock()
+		defer s.actMu.Unlock()
 		// GPU work of the request on the simulated clock: text encoding, the steps, the VAE.
 		// The NVTX ranges are the ones generate's stage logging and layerwise markers push.
 		at := start
@@ -777,17 +782,21 @@ func (s *server) llmRun(inTok, outTok int) (float64, error) {
 		<-flushing
 	}
 	prefill := 15 + 0.04*float64(inTok)
+	t := s.clk.now()
 	if err := s.ms(prefill); err != nil {
 		return 0, err
 	}
+	s.llmKernel("EXTEND", t, s.clk.now())
 	s.step(1, "EXTEND")
 	total := prefill
 	for i := 0; i < outTok; i += 8 {
 		n := min(8, outTok-i)
 		d := 11.5 * float64(n)
+		t := s.clk.now()
 		if err := s.ms(d); err != nil {
 			return 0, err
 		}
+		s.llmKernel("DECODE", t, s.clk.now())
 		total += d
 		s.step(int64(n), "DECODE")
 	}
@@ -811,6 +820,9 @@ func (s *server) step(n int64, stage string) {
 	s.mu.Unlock()
 	if done {
 		s.log.log("Stop profiling...")
+		if p.cuda {
+			s.cudaProfiler(false)
+		}
 		go s.flush(p)
 	}
 }
@@ -904,7 +916,9 @@ func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
 			p.torch = true
 		case "MEM":
 			p.mem = true
-		case "RPD", "CUDA_PROFILER", "XPU":
+		case "CUDA_PROFILER":
+			p.cuda = true
+		case "RPD", "XPU":
 		default:
 			http.Error(w, "Internal Server Error", 500)
 			s.log.log("ValueError: Unknown profiler activity: %s", a)
@@ -937,6 +951,9 @@ func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
 	}
 	s.prof2 = p
 	s.mu.Unlock()
+	if p.cuda {
+		s.cudaProfiler(true)
+	}
 	s.log.log("Profiling starts. Traces will be saved to: %s (with profile id: %s)", p.dir, p.id)
 	// Not an sglang line: what the simulated profiler was configured with, for tests.
 	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v profile_stages=%v", q.Activities, p.stack, q.RecordShapes != nil && *q.RecordShapes, q.ProfileStages)
@@ -955,6 +972,9 @@ func (s *server) stopProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.log("Stop profiling...")
+	if p.cuda {
+		s.cudaProfiler(false)
+	}
 	if err := s.flush(p); err != nil {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return

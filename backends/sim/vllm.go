@@ -153,6 +153,7 @@ func vllmMain(ctx context.Context, args []string, env map[string]string, stdout,
 	}
 	s := &vllmServer{server: &server{p: parsedArgs{"port": port}, k: k, env: env, log: lg, model: model, served: served, prof: prof, jobs: map[string]*videoJob{}}, pcfg: pcfg}
 	s.cwd, _ = os.Getwd()
+	defer s.openServerActivity().close()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -247,6 +248,9 @@ func (s *vllmServer) vllmStart(w http.ResponseWriter, r *http.Request) {
 	s.session = &vllmSession{prefix: body.ProfilePrefix}
 	s.mu2.Unlock()
 	s.log.log("INFO Starting profiler...")
+	if s.pcfg.Profiler == "cuda" {
+		s.cudaProfiler(true) // vLLM's CUDA profiler wrapper: cudaProfilerStart
+	}
 	if b, err := json.Marshal(s.pcfg); err == nil {
 		s.log.log("INFO [sim] profiler config: %s", b) // not a vLLM line: what the simulated profiler got, for tests
 	}
@@ -261,6 +265,9 @@ func (s *vllmServer) vllmStop(w http.ResponseWriter, r *http.Request) {
 	s.session = nil
 	s.mu2.Unlock()
 	s.log.log("INFO Stopping profiler...")
+	if s.pcfg.Profiler == "cuda" {
+		s.cudaProfiler(false)
+	}
 	s.log.log("INFO Stopping diffusion profiling...")
 	if sess != nil && s.pcfg.Profiler == "torch" {
 		d := 1500.0
