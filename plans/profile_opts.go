@@ -54,12 +54,9 @@ func (v VLLMProfilerConfig) Fields() map[string]any {
 	return m
 }
 
-// profileOptKeys and vllmProfilerKeys are the schema of these options.
-var (
-	profileOptKeys   = []string{"activities", "with_stack", "record_shapes", "profile_stages", "vllm_profiler_config"}
-	vllmProfilerKeys = []string{"torch_profiler_with_flops", "torch_profiler_use_gzip", "torch_profiler_dump_cuda_time_total",
-		"torch_profiler_with_memory", "ignore_frontend", "delay_iterations", "max_iterations"}
-)
+// vllmProfilerKeys is the schema of [profile.vllm_profiler_config].
+var vllmProfilerKeys = []string{"torch_profiler_with_flops", "torch_profiler_use_gzip", "torch_profiler_dump_cuda_time_total",
+	"torch_profiler_with_memory", "ignore_frontend", "delay_iterations", "max_iterations"}
 
 type rawProfileOpts struct {
 	Activities    toml.Primitive `toml:"activities"`
