@@ -120,6 +120,9 @@ func (d *decoder) validateProfilerOptions(p *Plan) {
 			d.addKey(k, `empty; list torch-profiler activities such as ["CPU", "GPU"], or drop the key for that default`)
 		default:
 			d.uniqueOf(k, pr.Activities, Activities, "activity", activityHint)
+			if inList(pr.Activities, "MEM") && d.check("backend", "model_type") && p.Backend.ModelType == ModelTypeDiffusion {
+				d.addKey(k, `"MEM": the diffusion server's profiler ignores it (it knows CPU and GPU only); drop it`)
+			}
 			if !inList(pr.Activities, "GPU") {
 				d.addKey(k, `has no "GPU": the window would record no kernels and the cell's trace check fails; add "GPU"`)
 			}

@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
@@ -33,7 +33,6 @@ type diffusionWindow struct {
 	stepNS  int64 // GPU time of one step of the last request
 	textNS  int64
 	vaeNS   int64
-	torch   bool // activities name CPU or GPU: the torch profiler runs
 	stack   bool // with_stack (default true)
 }
 
@@ -80,9 +79,15 @@ func (s *server) diffusionStartProfile(w http.ResponseWriter, r *http.Request) {
 	if q.Activities == nil {
 		q.Activities = []string{"CPU", "GPU"}
 	}
-	// Names outside the torch activity map are skipped, as SGLDiffusionProfiler does.
-	torch := slices.Contains(q.Activities, "CPU") || slices.Contains(q.Activities, "GPU")
-	s.dwin = &diffusionWindow{id: id, dir: dir, torch: torch, stack: q.WithStack == nil || *q.WithStack}
+	// SGLDiffusionProfiler records CPU and CUDA whatever activities say: its resolver maps
+	// cpu/gpu/cuda, warns "Unknown profiler activity ...; ignoring." for anything else (MEM,
+	// CUDA_PROFILER) and falls back to CPU+CUDA when nothing is left.
+	for _, a := range q.Activities {
+		if l := strings.ToLower(a); l != "cpu" && l != "gpu" && l != "cuda" {
+			s.log.log("Unknown profiler activity: '%s'; ignoring.", a)
+		}
+	}
+	s.dwin = &diffusionWindow{id: id, dir: dir, stack: q.WithStack == nil || *q.WithStack}
 	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v", q.Activities, s.dwin.stack, q.RecordShapes != nil && *q.RecordShapes)
 	s.log.log("Profiling request: %s for full stages...", id)
 	s.log.log("Profilers started with profile_id=%s. Output: %s", id, dir)
@@ -107,9 +112,6 @@ func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
 	ranks := max(s.p.intv("num_gpus", 1), s.p.intv("tp_size", 1), 1)
 	var errs []string
 	for rank := range ranks {
-		if !win.torch {
-			break // no torch profiler ran: nothing to export
-		}
 		path := filepath.Join(win.dir, win.id+"-full_stages-global-rank"+strconv.Itoa(rank)+".trace.json.gz")
 		var err error
 		if win.steps == 0 {
