@@ -437,8 +437,17 @@ func TestServeLLMAutoStopAfterNumSteps(t *testing.T) {
 	if code, _ := postJSON(t, s.base+"/stop_profile", nil); code != 500 {
 		t.Fatalf("stop after auto-stop = %d", code)
 	}
-	if code, _ := postJSON(t, s.base+"/start_profile", map[string]any{"activities": []string{"BOGUS"}}); code != 500 {
+	// An unknown activity is skipped silently upstream (activity_map filter): the window opens
+	// and closes and writes no trace. (The plan refuses unknown activities for that reason.)
+	dir2 := t.TempDir()
+	if code, _ := postJSON(t, s.base+"/start_profile", map[string]any{"output_dir": dir2, "activities": []string{"BOGUS"}}); code != 200 {
 		t.Fatalf("unknown activity = %d", code)
+	}
+	if code, _ := postJSON(t, s.base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("stop after an unknown activity = %d", code)
+	}
+	if ents, _ := os.ReadDir(dir2); len(ents) != 0 {
+		t.Fatalf("an unknown activity wrote %d files", len(ents))
 	}
 }
 
