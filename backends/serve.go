@@ -29,6 +29,10 @@ const EnvServerMarker = "RUNNER_SERVER_MARKER"
 // shown by `runner plan` and recorded in cells.json.
 const PortPlaceholder = "<free port>"
 
+// AttachedPlaceholder is the command `runner plan` shows, followed by the URL, for a cell
+// whose server the runner attaches to (backend.url) instead of starting.
+const AttachedPlaceholder = "<attached>"
+
 // WindowStartStop is the kind of profiling window every server has today
 // (ServeResult.Profile.Kind in result.json): the runner brackets the measured requests with
 // POST /start_profile and POST /stop_profile. (Per-request profiling fields are not used:
@@ -99,6 +103,9 @@ type Protocol struct {
 	// ModelInfoPath answers {"model_path": ...}; it is asked for the served model when GET
 	// /v1/models (which every server here has) names none. Empty: no such route.
 	ModelInfoPath string
+	// ServerInfoPath answers what the server runs with (its arguments, model, version): what
+	// the record of a server the runner attached to by URL holds instead of a command line.
+	ServerInfoPath string
 	// API is the request API when the plan names none (runner/load's API names).
 	API string
 	// ProfileDoneLine is the line the server logs once a profile's traces are written. When
@@ -184,6 +191,10 @@ func ServerArgsKey(c plans.Cell, parts ...string) string {
 // ShowPort is the launch `runner plan` shows for a server cell whose port the runner picks at
 // run time: the placeholder instead of the port, no marker.
 func ShowPort(l Launch, c plans.Cell) Launch {
+	if c.Backend.URL != "" {
+		// An attached server (backend.url) runs no command of the runner's.
+		return Launch{Argv: []string{AttachedPlaceholder, c.Backend.URL}, Env: map[string]string{}}
+	}
 	if c.Backend.Port == 0 {
 		for i := 1; i < len(l.Argv); i++ {
 			if l.Argv[i-1] == "--port" {

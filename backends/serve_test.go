@@ -47,3 +47,13 @@ func TestShowPort(t *testing.T) {
 		t.Fatalf("the plan's own port was hidden: %v", got.Argv)
 	}
 }
+
+// TestShowPortAttached: `runner plan` shows no command for a server the runner attaches to.
+func TestShowPortAttached(t *testing.T) {
+	c := plans.Cell{}
+	c.Backend.URL = "http://h:1"
+	l := ShowPort(Launch{Argv: []string{"sglang", "serve", "--port", "0"}, Env: map[string]string{"A": "1"}}, c)
+	if len(l.Argv) != 2 || l.Argv[0] != AttachedPlaceholder || l.Argv[1] != "http://h:1" || len(l.Env) != 0 {
+		t.Fatalf("launch %+v", l)
+	}
+}

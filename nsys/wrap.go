@@ -93,6 +93,14 @@ func Wrap(nsysCmd []string, opts plans.NSys, report string, argv []string) []str
 	if s := wholeSeconds(opts.Duration.Duration); s > 0 {
 		out = append(out, "--duration", strconv.FormatInt(s, 10))
 	}
+	if opts.CaptureRange == plans.CaptureRangeCudaAPI {
+		// Always with an explicit end: nsys's default, stop-shutdown, would end the server.
+		end := opts.CaptureRangeEnd
+		if end == "" {
+			end = "stop"
+		}
+		out = append(out, "--capture-range="+plans.CaptureRangeCudaAPI, "--capture-range-end="+end)
+	}
 	out = append(out, "-o", report)
 	return append(out, argv...)
 }

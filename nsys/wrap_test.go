@@ -3,6 +3,7 @@ package nsys
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +110,21 @@ func TestPrepareReportDir(t *testing.T) {
 	}
 	if _, err := PrepareReportDir(blocked); err == nil {
 		t.Error("PrepareReportDir succeeded where nsys/ cannot be created")
+	}
+}
+
+// TestWrapCaptureRange: a cudaProfilerApi capture range is passed with an explicit end (nsys's
+// default end, stop-shutdown, would end the server when the window closes).
+func TestWrapCaptureRange(t *testing.T) {
+	got := strings.Join(Wrap([]string{"nsys"}, plans.NSys{CaptureRange: plans.CaptureRangeCudaAPI}, "/r", []string{"app"}), " ")
+	if !strings.Contains(got, " --capture-range=cudaProfilerApi --capture-range-end=stop -o /r app") {
+		t.Fatalf("argv %s", got)
+	}
+	got = strings.Join(Wrap([]string{"nsys"}, plans.NSys{CaptureRange: plans.CaptureRangeCudaAPI, CaptureRangeEnd: "repeat"}, "/r", []string{"app"}), " ")
+	if !strings.Contains(got, "--capture-range-end=repeat") {
+		t.Fatalf("argv %s", got)
+	}
+	if got := strings.Join(Wrap([]string{"nsys"}, plans.NSys{CaptureRange: plans.CaptureRangeNone}, "/r", nil), " "); strings.Contains(got, "capture-range") {
+		t.Fatalf("argv %s", got)
 	}
 }

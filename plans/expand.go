@@ -202,6 +202,8 @@ func (b Backend) clone() Backend {
 
 func (p Profile) clone() Profile {
 	p.Profilers = slices.Clone(p.Profilers)
+	p.Activities = slices.Clone(p.Activities)
+	p.ProfileStages = slices.Clone(p.ProfileStages)
 	return p
 }
 

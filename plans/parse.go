@@ -61,12 +61,13 @@ func Parse(name string, data []byte) (*Plan, error) {
 var schema = map[string][]string{
 	"": {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate", "load", "compare", "bundle", "executor"},
 	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
-		"restart", "host", "port", "ready_timeout", "model_type"},
+		"restart", "host", "port", "ready_timeout", "model_type", "url"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len",
 		"server_args", "args", "concurrency", "request_rate"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
-		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout"},
-	"nsys": {"delay", "duration", "trace", "cuda_graph_trace"},
+		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout",
+		"activities", "with_stack", "record_shapes", "profile_stages", "vllm_profiler_config"},
+	"nsys": {"delay", "duration", "trace", "cuda_graph_trace", "capture_range", "capture_range_end"},
 	"gate": {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
 	"load": {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout",
 		"request_rate", "burstiness", "max_concurrency", "duration", "dataset", "random_range_ratio",
@@ -75,7 +76,8 @@ var schema = map[string][]string{
 	"bundle":   {"redact"},
 	"executor": executorKeys,
 	// Sub-tables are listed by their dotted name.
-	"executor.slurm": slurmKeys,
+	"executor.slurm":               slurmKeys,
+	"profile.vllm_profiler_config": vllmProfilerKeys,
 }
 
 // The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
@@ -263,6 +265,7 @@ func (d *decoder) decodeBackend(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("backend", "port"), rb.Port, &b.Port, `an integer such as 30000 (or 0 for a free port)`)
 		decodeField(d, path("backend", "ready_timeout"), rb.ReadyTimeout, &b.ReadyTimeout, `a duration string such as "20m"`)
 		decodeField(d, path("backend", "model_type"), rb.ModelType, &b.ModelType, `a string: "diffusion" or "llm"`)
+		d.decodeAttach(prim, b)
 	}
 }
 
@@ -296,6 +299,7 @@ func (d *decoder) decodeProfile(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("profile", "profile_by_stage"), rp.ProfileByStage, &pr.ProfileByStage, `true or false`)
 		decodeField(d, path("profile", "merge_profiles"), rp.MergeProfiles, &pr.MergeProfiles, `true or false`)
 		decodeField(d, path("profile", "flush_timeout"), rp.FlushTimeout, &pr.FlushTimeout, `a duration string such as "10m"`)
+		d.decodeProfilerOptions(prim, pr)
 	}
 }
 
@@ -308,6 +312,7 @@ func (d *decoder) decodeNSys(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("nsys", "duration"), rn.Duration, &n.Duration, `a duration string such as "30s"`)
 		decodeField(d, path("nsys", "trace"), rn.Trace, &n.Trace, `an array of strings such as ["cuda", "nvtx", "osrt"]`)
 		decodeField(d, path("nsys", "cuda_graph_trace"), rn.CudaGraphTrace, &n.CudaGraphTrace, `a string: "node" or "graph"`)
+		d.decodeNSysCapture(prim, n)
 	}
 }
 

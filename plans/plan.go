@@ -68,6 +68,8 @@ type Backend struct {
 	// ModelType is "diffusion" or "llm"; default: "llm" when the matrix has input_len or
 	// output_len, "diffusion" otherwise. It picks the load API and sglang serve's --model-type.
 	ModelType string `toml:"model_type" json:"model_type,omitempty"`
+	// URL attaches to a running server instead of starting one (plans/attach.go).
+	URL string `toml:"url" json:"url,omitempty"`
 }
 
 // Matrix is the set of axes whose cross product is the list of cells.
@@ -102,6 +104,13 @@ type Profile struct {
 	ProfileByStage bool     `toml:"profile_by_stage" json:"profile_by_stage"` // one trace per stage (EXTEND/DECODE)
 	MergeProfiles  bool     `toml:"merge_profiles" json:"merge_profiles"`
 	FlushTimeout   Duration `toml:"flush_timeout" json:"flush_timeout"` // default 10m
+
+	// Profiler options of the serve window (profile_opts.go); unset: not sent, the server's default.
+	Activities    []string           `toml:"activities" json:"activities,omitempty"` // default ["CPU", "GPU"]
+	WithStack     *bool              `toml:"with_stack" json:"with_stack,omitempty"`
+	RecordShapes  *bool              `toml:"record_shapes" json:"record_shapes,omitempty"`
+	ProfileStages []string           `toml:"profile_stages" json:"profile_stages,omitempty"`
+	VLLM          VLLMProfilerConfig `toml:"vllm_profiler_config" json:"vllm_profiler_config,omitempty"`
 }
 
 // LoadSpec describes the client phase of a serve cell (the [load] table).
@@ -160,6 +169,10 @@ type NSys struct {
 	Duration       Duration `toml:"duration" json:"duration"`                 // --duration (0 = unset)
 	Trace          []string `toml:"trace" json:"trace"`                       // --trace list; default cuda,nvtx,osrt
 	CudaGraphTrace string   `toml:"cuda_graph_trace" json:"cuda_graph_trace"` // node | graph; default node
+	// CaptureRange is "none" (default) or "cudaProfilerApi"; CaptureRangeEnd "stop" (default
+	// with cudaProfilerApi) or "repeat" (plans/nsys_capture.go).
+	CaptureRange    string `toml:"capture_range" json:"capture_range,omitempty"`
+	CaptureRangeEnd string `toml:"capture_range_end" json:"capture_range_end,omitempty"`
 }
 
 // Gate configures how log evidence changes a cell's verdict.

@@ -13,6 +13,9 @@ var serveOnly = [][]string{
 	{"matrix", "input_len"}, {"matrix", "output_len"},
 	{"profile", "start_step"}, {"profile", "num_steps"}, {"profile", "profile_by_stage"},
 	{"profile", "merge_profiles"}, {"profile", "flush_timeout"},
+	{"profile", "activities"}, {"profile", "with_stack"}, {"profile", "record_shapes"},
+	{"profile", "profile_stages"}, {"profile", "vllm_profiler_config"}, {"backend", "url"},
+	{"nsys", "capture_range"}, {"nsys", "capture_range_end"},
 }
 
 // serveOnlyMsg is the problem for a serve key in a generate plan.

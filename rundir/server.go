@@ -1,6 +1,9 @@
 package rundir
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ServerRecord is servers/<n>/server.json: one server of serve mode, how it started and how
 // it stopped.
@@ -28,4 +31,8 @@ type ServerRecord struct {
 	GPUMemBefore  string            `json:"gpu_mem_before"` // MiB per GPU, or "unavailable: why"
 	GPUMemAfter   string            `json:"gpu_mem_after"`
 	ReadinessNote string            `json:"readiness_note,omitempty"`
+	// URL and Info describe a server the runner attached to (backend.url) instead of
+	// starting it: no argv, pid or teardown; Info is its server-info route's answer.
+	URL  string          `json:"url,omitempty"`
+	Info json.RawMessage `json:"info,omitempty"`
 }

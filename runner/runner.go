@@ -133,16 +133,24 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 		return sglang.New(), nil
 	case c.Backend.Kind == "sglang" && c.Backend.Mode == backends.ModeServe:
 		// Serve mode: the runner drives the server itself (runner/serve.go). nsys wraps a
-		// diffusion server for the whole of one cell; the LLM server's cudaProfilerApi window
-		// (CUDA_PROFILER activity) is not wired yet.
-		if c.Profiler == plans.ProfilerNsys && sglang.ModelType(c) == sglang.ModelTypeLLM {
-			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") is not supported by this runner version yet; use \"torch\" (the /start_profile window) or \"none\"")}
+		// diffusion server for the whole of one cell; an LLM server is captured only in the
+		// runner's window, through the CUDA_PROFILER activity and a cudaProfilerApi capture
+		// range (the whole life of an LLM server is mostly model loading and warmup). The
+		// diffusion server's /start_profile ignores CUDA_PROFILER (SGLDiffusionProfiler knows
+		// CPU and GPU only), so it keeps the whole-life capture.
+		capture := c.NSys.CaptureRange == plans.CaptureRangeCudaAPI
+		if c.Profiler == plans.ProfilerNsys && sglang.ModelType(c) == sglang.ModelTypeLLM && !capture {
+			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") needs [nsys] capture_range = \"cudaProfilerApi\": the runner's /start_profile window then opens and closes the capture")}
+		}
+		if c.Profiler == plans.ProfilerNsys && sglang.ModelType(c) != sglang.ModelTypeLLM && capture {
+			return nil, &UsageError{fmt.Errorf("[nsys] capture_range = \"cudaProfilerApi\" on a diffusion server is not supported: its /start_profile ignores the CUDA_PROFILER activity, so no capture range would open; drop capture_range to capture the server's whole life, with delay/duration")}
 		}
 		return sglang.NewServe(), nil
 	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == backends.ModeServe:
-		// vLLM-Omni serve mode (runner/serve.go); its cuda profiler under nsys is not wired yet.
-		if c.Profiler == plans.ProfilerNsys {
-			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" with backend.kind = \"vllm-omni\" is not supported by this runner version yet; use \"torch\" or \"none\"")}
+		// vLLM-Omni serve mode (runner/serve.go); under nsys its cuda profiler
+		// (--profiler-config '{"profiler": "cuda"}') opens and closes a cudaProfilerApi range.
+		if c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange != plans.CaptureRangeCudaAPI {
+			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" with backend.kind = \"vllm-omni\" needs [nsys] capture_range = \"cudaProfilerApi\": the server's cuda profiler then opens and closes the capture in the runner's /start_profile window")}
 		}
 		return vllmomni.New(), nil
 	case c.Backend.Mode == backends.ModeServe:
@@ -281,6 +289,9 @@ func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
 		}
 		if c.Profiler == plans.ProfilerNsys {
 			needNsys = true
+		}
+		if c.Backend.URL != "" {
+			continue // an attached server (backend.url): no program to run here
 		}
 		cmd := opts.sglangCommand(c)
 		if s, ok := be.(backends.Server); ok {

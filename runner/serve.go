@@ -83,6 +83,9 @@ func serverKey(be backends.Server, c plans.Cell) string {
 	if c.Profiler == plans.ProfilerNsys {
 		return be.ServerKey(c) + "|nsys|" + c.ID
 	}
+	if c.Backend.URL != "" {
+		return "url|" + c.Backend.URL
+	}
 	return be.ServerKey(c)
 }
 
@@ -99,6 +102,7 @@ type server struct {
 	rel    string
 	port   int
 	host   string // [backend] host
+	url    string // [backend] url: a server the runner attached to (serve_attach.go)
 	be     backends.Server
 	proto  backends.Protocol
 	launch backends.Launch
@@ -132,6 +136,9 @@ func (s *server) snapshot() (ready bool, done int, ch chan struct{}) {
 // baseURL is where the runner reaches the server: [backend] host, except that an empty or
 // wildcard host (the server listens everywhere) is reached on the loopback interface.
 func (s *server) baseURL() string {
+	if s.url != "" {
+		return s.url
+	}
 	h := s.host
 	if h == "" || h == "0.0.0.0" || h == "::" {
 		h = "127.0.0.1"
@@ -197,7 +204,9 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *cellResult
 	res.Serve = sr
 
 	// The GPU idle check (runner/gpucheck.go) runs before the client phase's clock starts.
-	clientOK := gpuClient(ctx, rec, opts, res)
+	// An attached server is not the runner's: its own processes would count as neighbours,
+	// and its GPUs may be another host's, so attached cells are not checked.
+	clientOK := c.Backend.URL != "" || gpuClient(ctx, rec, opts, res)
 	// backend.timeout bounds the cell's client phase (the server's startup has ready_timeout).
 	cctx, cancel := context.WithCancel(ctx)
 	if d := c.Backend.Timeout.Duration; d > 0 {
@@ -253,6 +262,17 @@ func (ss *serveSession) serverFor(ctx context.Context, rec cellRecord, res *cell
 	}
 	if rs, ok := ss.failed[key]; ok && !perCell {
 		return nil, plans.VerdictFailed, rs
+	}
+	if ss.cur == nil && c.Backend.URL != "" {
+		// An attached server is not the runner's: no GPU check before it (it holds the GPU).
+		srv, verdict, rs := ss.attach(ctx, rec, be, key)
+		if srv == nil {
+			if verdict != plans.VerdictInterrupted {
+				ss.failed[key] = rs
+			}
+			return nil, verdict, rs
+		}
+		ss.cur = srv
 	}
 	if ss.cur == nil && !gpuBefore(ctx, rec, ss.opts, res) {
 		return nil, "", nil // a neighbour holds the GPU or the clocks float: no server is started

@@ -181,8 +181,9 @@ func (ss *serveSession) waitReady(ctx context.Context, c plans.Cell, srv *server
 			healthySince = time.Now()
 		}
 		line, _, _ := srv.snapshot()
-		if !healthySince.IsZero() && (line || time.Since(healthySince) > 5*time.Second) {
-			if !line {
+		// An attached server's log is not the runner's: /health alone says it is ready.
+		if !healthySince.IsZero() && (line || srv.url != "" || time.Since(healthySince) > 5*time.Second) {
+			if !line && srv.url == "" {
 				srv.rec.ReadinessNote = "GET /health answered 200 but the readiness line was not logged within 5s"
 			}
 			break
@@ -191,6 +192,9 @@ func (ss *serveSession) waitReady(ctx context.Context, c plans.Cell, srv *server
 		case <-ctx.Done():
 			return plans.VerdictInterrupted, []backends.Reason{{Code: "interrupted", Message: "stopped by the user while the server was starting"}}
 		case <-deadline.C:
+			if srv.url != "" {
+				return plans.VerdictTimeout, []backends.Reason{{Code: "server-not-ready", Message: fmt.Sprintf("the server at backend.url = %s was not ready after backend.ready_timeout = %s (GET /health never answered 200); check that it runs and is reachable from here, or raise ready_timeout", srv.url, timeout)}}
+			}
 			return plans.VerdictTimeout, []backends.Reason{{Code: "server-not-ready", Message: fmt.Sprintf("the server (%s) was not ready after backend.ready_timeout = %s (GET /health never answered 200); its process group was stopped; raise ready_timeout if the model loads slowly; the last log lines follow", srv.rel, timeout), Lines: srv.tail()}}
 		case <-srv.done:
 		case <-tick.C:
@@ -256,6 +260,10 @@ func servedModel(ctx context.Context, hc *http.Client, base, infoPath string) st
 // SIGKILL), then checks that no process of ours is left (group and marker), that the port is
 // free, and what GPU memory is in use; problems are charged to the next cell.
 func (ss *serveSession) stop(srv *server) {
+	if srv.url != "" {
+		ss.detach(srv)
+		return
+	}
 	srv.cancel()
 	<-srv.done
 	srv.logf.Close()

@@ -52,10 +52,10 @@ func (ServeBackend) NewServerWatcher(plans.Cell) backends.ServerWatcher { return
 // Protocol implements backends.Server.
 func (ServeBackend) Protocol(c plans.Cell) backends.Protocol {
 	if ModelType(c) == ModelTypeLLM {
-		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine}
+		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", ServerInfoPath: "/get_server_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine}
 	}
 	// Diffusion requests take perf_dump_path: one dump per measured request.
-	return backends.Protocol{ModelType: ModelTypeDiffusion, ReadyLine: ReadyLineDiffusion, ModelInfoPath: "/v1/model_info", API: plans.APIImages, PerfDumps: true}
+	return backends.Protocol{ModelType: ModelTypeDiffusion, ReadyLine: ReadyLineDiffusion, ModelInfoPath: "/v1/model_info", ServerInfoPath: "/v1/model_info", API: plans.APIImages, PerfDumps: true}
 }
 
 // Window implements backends.Server: a /start_profile window whose body points output_dir at
@@ -65,19 +65,40 @@ func (ServeBackend) Protocol(c plans.Cell) backends.Protocol {
 // generate cells only.
 func (ServeBackend) Window(c plans.Cell, cellTraces string) backends.Window {
 	switch {
+	case c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange == plans.CaptureRangeCudaAPI && ModelType(c) == ModelTypeLLM:
+		// nsys capture range: CUDA_PROFILER alone makes the scheduler call cudaProfilerStart
+		// and, at /stop_profile, cudaProfilerStop; no torch trace is written (docs/upstream.md).
+		return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"output_dir": cellTraces, "activities": []string{"CUDA_PROFILER"}, "profile_prefix": c.ID}, Flush: "POST /stop_profile"}
 	case c.Profiler != plans.ProfilerTorch:
 		return backends.Window{}
 	case ModelType(c) == ModelTypeLLM:
 		return backends.Window{Kind: backends.WindowStartStop, Start: StartProfileBody(c, cellTraces), Flush: "POST /stop_profile"}
 	}
-	return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"output_dir": cellTraces, "activities": []string{"CPU", "GPU"}}, Flush: "POST /stop_profile"}
+	b := map[string]any{"output_dir": cellTraces}
+	profilerOptions(b, c.Profile)
+	return backends.Window{Kind: backends.WindowStartStop, Start: b, Flush: "POST /stop_profile"}
+}
+
+// profilerOptions adds the [profile] options both of sglang's ProfileReqInput bodies take:
+// activities (default ["CPU", "GPU"], sent explicitly so the record shows them), and
+// with_stack and record_shapes when the plan sets them (unset: the server's default).
+func profilerOptions(b map[string]any, p plans.Profile) {
+	b["activities"] = []string{"CPU", "GPU"}
+	if len(p.Activities) > 0 {
+		b["activities"] = p.Activities
+	}
+	if p.WithStack != nil {
+		b["with_stack"] = *p.WithStack
+	}
+	if p.RecordShapes != nil {
+		b["record_shapes"] = *p.RecordShapes
+	}
 }
 
 // StartProfileBody is the ProfileReqInput of an LLM cell (§B.1).
 func StartProfileBody(c plans.Cell, traces string) map[string]any {
 	b := map[string]any{
 		"output_dir":       traces,
-		"activities":       []string{"CPU", "GPU"},
 		"profile_by_stage": c.Profile.ProfileByStage,
 		"merge_profiles":   c.Profile.MergeProfiles,
 		"profile_prefix":   c.ID,
@@ -85,8 +106,15 @@ func StartProfileBody(c plans.Cell, traces string) map[string]any {
 	if c.Profile.StartStep >= 0 {
 		b["start_step"] = c.Profile.StartStep
 	}
-	if c.Profile.NumSteps > 0 {
+	// A window that stops itself after num_steps is closed when the server logs that it is
+	// done; the log of a server the runner attached to (backend.url) is not the runner's to
+	// read, so there the window lasts until POST /stop_profile (the plan refuses num_steps).
+	if c.Profile.NumSteps > 0 && c.Backend.URL == "" {
 		b["num_steps"] = c.Profile.NumSteps
+	}
+	profilerOptions(b, c.Profile)
+	if len(c.Profile.ProfileStages) > 0 {
+		b["profile_stages"] = c.Profile.ProfileStages
 	}
 	return b
 }
@@ -100,6 +128,9 @@ func (ServeBackend) AwaitTraces(context.Context, plans.Cell, backends.TraceDirs)
 // exports for a start-stop window must have written one (TraceRanks).
 func (ServeBackend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceReport {
 	var r backends.TraceReport
+	if c.Profiler != plans.ProfilerTorch {
+		return r // an nsys window: the capture is in nsys's report, written when the server stops
+	}
 	traces, problems := CheckServeTraces(d.Cell, TraceRanks(c, WindowStartStop))
 	for _, t := range traces {
 		r.Traces = append(r.Traces, filepath.Join(d.Cell, t))

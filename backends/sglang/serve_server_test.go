@@ -152,3 +152,28 @@ func TestServerLaunchAppendsTheChosenStrictPorts(t *testing.T) {
 		t.Fatal("a port missing for a strict-mode flag must be refused, not left to the server")
 	}
 }
+
+// TestWindowProfilerOptions: [profile] activities, with_stack, record_shapes and
+// profile_stages reach the LLM body; the diffusion body takes all but profile_stages; unset
+// options are not sent (the server's defaults apply).
+func TestWindowProfilerOptions(t *testing.T) {
+	b := ServeBackend{}
+	no, yes := false, true
+	c := serveCell()
+	c.Profiler = plans.ProfilerTorch
+	c.Profile.Activities, c.Profile.WithStack, c.Profile.RecordShapes, c.Profile.ProfileStages = []string{"GPU", "MEM"}, &no, &yes, []string{"decode"}
+	d := b.Window(c, "/t").Start
+	if !slices.Equal(d["activities"].([]string), []string{"GPU", "MEM"}) || d["with_stack"] != false || d["record_shapes"] != true || d["profile_stages"] != nil {
+		t.Fatalf("diffusion body %v", d)
+	}
+	c.Model, c.InputLen, c.OutputLen = "m", 8, 4
+	l := b.Window(c, "/t").Start
+	if !slices.Equal(l["activities"].([]string), []string{"GPU", "MEM"}) || l["with_stack"] != false || l["record_shapes"] != true || !slices.Equal(l["profile_stages"].([]string), []string{"decode"}) {
+		t.Fatalf("LLM body %v", l)
+	}
+	c.Profile = plans.Profile{StartStep: -1}
+	l = StartProfileBody(c, "/t")
+	if _, set := l["with_stack"]; set || !slices.Equal(l["activities"].([]string), []string{"CPU", "GPU"}) || l["profile_stages"] != nil {
+		t.Fatalf("default LLM body %v", l)
+	}
+}

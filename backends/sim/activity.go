@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 )
 
@@ -22,6 +23,7 @@ import (
 //	mem     s, e, dev, str, corr, bytes, ck  a memcpy (ck: 1 HtoD, 2 DtoH)
 //	rt      s, e, pid, tid, corr, n        a CUDA runtime call (unversioned name)
 //	nvtx    s, e, pid, tid, text           a push/pop range
+//	cap     s, v                           cudaProfilerStart (v "start") or cudaProfilerStop ("stop")
 //
 // Times are absolute Unix nanoseconds on the simulated clock (see clock): the unscaled
 // timeline a real run would have, so windows given to nsys in real seconds map onto it.
@@ -82,6 +84,41 @@ func (a *activityWriter) name(s string) int32 {
 	return id
 }
 
+// cudaProfiler records a cudaProfilerStart (start) or cudaProfilerStop at simulated time at:
+// what opens and closes an nsys --capture-range=cudaProfilerApi range.
+func (a *activityWriter) cudaProfiler(start bool, at int64) {
+	v := "stop"
+	if start {
+		v = "start"
+	}
+	a.put(&actRec{K: "cap", S: at, V: v})
+	a.flush()
+}
+
+// captureRanges pairs the cudaProfilerStart/Stop calls into ranges; a range still open at the
+// end runs to the end (math.MaxInt64). With repeat false only the first range counts (nsys
+// --capture-range-end=stop), else every one (repeat).
+func captureRanges(caps []actRec, repeat bool) [][2]int64 {
+	var out [][2]int64
+	open := int64(-1)
+	for _, c := range caps {
+		switch {
+		case c.V == "start" && open < 0:
+			open = c.S
+		case c.V == "stop" && open >= 0:
+			out = append(out, [2]int64{open, c.S})
+			open = -1
+		}
+		if len(out) > 0 && !repeat {
+			return out
+		}
+	}
+	if open >= 0 {
+		out = append(out, [2]int64{open, math.MaxInt64})
+	}
+	return out
+}
+
 func (a *activityWriter) flush() {
 	if a == nil || a.err != nil {
 		return
@@ -108,6 +145,7 @@ type activity struct {
 	Mems    []actRec
 	RT      []actRec
 	NVTX    []actRec
+	Caps    []actRec // cudaProfilerStart/Stop calls, in order
 }
 
 // readActivity parses an activity file; a truncated last line (the app was killed while
@@ -142,6 +180,8 @@ func readActivity(r io.Reader) (*activity, error) {
 			a.RT = append(a.RT, rec)
 		case "nvtx":
 			a.NVTX = append(a.NVTX, rec)
+		case "cap":
+			a.Caps = append(a.Caps, rec)
 		}
 	}
 	if err := sc.Err(); err != nil {

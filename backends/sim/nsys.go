@@ -42,15 +42,18 @@ type nsysReport struct {
 	SessionStartNS int64             `json:"session_start_unix_ns"`
 	WindowStartNS  int64             `json:"window_start_unix_ns"`
 	WindowEndNS    int64             `json:"window_end_unix_ns"` // 0: until the application ended
-	AppExitCode    int               `json:"app_exit_code"`
-	AppSignal      string            `json:"app_signal,omitempty"`
-	Interrupted    bool              `json:"interrupted,omitempty"`
-	GPUs           []nsysgen.GPU     `json:"gpus"`
-	Processes      []nsysgen.Process `json:"processes"`
-	Kernels        []nsysgen.Kernel  `json:"kernels"`
-	Runtime        []nsysgen.Runtime `json:"runtime"`
-	Memops         []nsysgen.Memop   `json:"memops"`
-	NVTX           []nsysgen.NVTX    `json:"nvtx"`
+	// CaptureEnd is --capture-range-end under --capture-range=cudaProfilerApi ("" without):
+	// only activity inside the application's cudaProfilerStart/Stop ranges was kept.
+	CaptureEnd  string            `json:"capture_range_end,omitempty"`
+	AppExitCode int               `json:"app_exit_code"`
+	AppSignal   string            `json:"app_signal,omitempty"`
+	Interrupted bool              `json:"interrupted,omitempty"`
+	GPUs        []nsysgen.GPU     `json:"gpus"`
+	Processes   []nsysgen.Process `json:"processes"`
+	Kernels     []nsysgen.Kernel  `json:"kernels"`
+	Runtime     []nsysgen.Runtime `json:"runtime"`
+	Memops      []nsysgen.Memop   `json:"memops"`
+	NVTX        []nsysgen.NVTX    `json:"nvtx"`
 }
 
 // nsysOpt is one option of `nsys profile`.
@@ -344,7 +347,12 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	winStart := t0.UnixNano() + int64(delay*1e9)
 	winEnd := winStart + int64(duration*1e9)
 	stopping := opts["--duration"] != ""
-	if cr := opts["--capture-range"]; cr != "" && cr != "none" {
+	if cr := opts["--capture-range"]; cr == "cudaProfilerApi" {
+		// Collected between the application's cudaProfilerStart and cudaProfilerStop calls
+		// (its activity file's cap records; fillReport keeps only what lies in a range).
+		winStart, stopping = t0.UnixNano(), false
+		collecting = true // "Collecting data..." is printed when a range opens, as below
+	} else if cr != "" && cr != "none" {
 		// sglang diffusion never calls cudaProfilerStart, pushes no capture range and sees no
 		// hotkey: a capture range never opens (interface reference §D), so nothing is
 		// collected and nothing stops the application.
@@ -425,6 +433,12 @@ loop:
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			rep.AppSignal = ws.Signal().String()
 			rep.AppExitCode = 128 + int(ws.Signal())
+		}
+	}
+	if opts["--capture-range"] == "cudaProfilerApi" {
+		rep.CaptureEnd = opts["--capture-range-end"]
+		if rep.CaptureEnd == "" {
+			rep.CaptureEnd = "stop-shutdown"
 		}
 	}
 	if err := fillReport(rep, actPath, opts["--trace"]); err != nil {
@@ -531,7 +545,16 @@ func fillReport(rep *nsysReport, actPath, trace string) error {
 	for _, t := range strings.Split(tracedAPIs(trace), ",") {
 		apis[strings.TrimSpace(t)] = true
 	}
+	ranges := captureRanges(a.Caps, strings.HasPrefix(rep.CaptureEnd, "repeat"))
 	in := func(s, e int64) bool {
+		if rep.CaptureEnd != "" {
+			for _, r := range ranges {
+				if s >= r[0] && e <= r[1] {
+					return true
+				}
+			}
+			return false
+		}
 		if s < rep.WindowStartNS {
 			return false
 		}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
@@ -35,5 +36,20 @@ func TestRankScale(t *testing.T) {
 	}
 	if base[kinetogen.GroupComm] != 0 || len(base) != 1 {
 		t.Errorf("rankScale modified its input: %v", base)
+	}
+}
+
+// TestCaptureRanges: cudaProfilerStart/Stop pairs become nsys capture ranges; "stop" keeps
+// the first, "repeat" every one; a start without a stop runs to the end.
+func TestCaptureRanges(t *testing.T) {
+	caps := []actRec{{K: "cap", S: 10, V: "start"}, {K: "cap", S: 20, V: "stop"}, {K: "cap", S: 30, V: "start"}, {K: "cap", S: 40, V: "stop"}, {K: "cap", S: 50, V: "start"}}
+	if got := captureRanges(caps, false); len(got) != 1 || got[0] != [2]int64{10, 20} {
+		t.Fatalf("stop: %v", got)
+	}
+	if got := captureRanges(caps, true); len(got) != 3 || got[1] != [2]int64{30, 40} || got[2][0] != 50 || got[2][1] != math.MaxInt64 {
+		t.Fatalf("repeat: %v", got)
+	}
+	if got := captureRanges(nil, true); len(got) != 0 {
+		t.Fatalf("no calls: %v", got)
 	}
 }

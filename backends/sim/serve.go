@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,7 +197,8 @@ type server struct {
 	jobs map[string]*videoJob
 	// act is the nsys activity sink (under the nsys simulator): a gen shim reuses generate's
 	// emitters, so a diffusion server's requests show up as kernels in the nsys report.
-	act *gen
+	act   *gen
+	actMu sync.Mutex // serialises writes to act (requests, profiler calls)
 
 	prof2 *llmProfile      // the LLM profiling session in progress
 	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
@@ -216,6 +218,10 @@ type llmProfile struct {
 	byStage   bool
 	merge     bool
 	torch     bool
+	mem       bool     // MEM: a CUDA memory-history snapshot at stop
+	cuda      bool     // CUDA_PROFILER: cudaProfilerStart at start, cudaProfilerStop at stop
+	stack     bool     // with_stack (default true)
+	stages    []string // profile_stages: only these stages export (nil: all)
 	recorded  int64
 }
 
@@ -231,6 +237,7 @@ func (s *server) run() (int, error) {
 	s.crashed = make(chan struct{})
 	if s.llm {
 		s.log.log("server_args=ServerArgs(model_path='%s', host='127.0.0.1', port=%d, tp_size=%d)", s.model, port, s.p.intv("tp_size", 1))
+		defer s.openServerActivity().close()
 	} else {
 		held, ok := s.diffusionPorts(port)
 		if !ok {
@@ -571,6 +578,8 @@ func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string
 		return 0, "", err
 	}
 	if g := s.act; g != nil {
+		s.actMu.Lock()
+		defer s.actMu.Unlock()
 		// GPU work of the request on the simulated clock: text encoding, the steps, the VAE.
 		// The NVTX ranges are the ones generate's stage logging and layerwise markers push.
 		at := start
@@ -795,9 +804,11 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
 		return s.clk.sleepTo(int64(ms*1e6), due)
 	}
 	prefill := s.prefillMS(inTok)
+	t := s.clk.now()
 	if err := step(prefill); err != nil {
 		return 0, err
 	}
+	s.llmKernel("EXTEND", t, s.clk.now())
 	s.step(1, "EXTEND")
 	total := prefill
 	if emit != nil && outTok > 0 {
@@ -805,9 +816,11 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
 	}
 	for i := 1; i < outTok; i++ {
 		d := s.decodeMS()
+		t := s.clk.now()
 		if err := step(d); err != nil {
 			return 0, err
 		}
+		s.llmKernel("DECODE", t, s.clk.now())
 		total += d
 		s.step(1, "DECODE")
 		if emit != nil {
@@ -834,6 +847,9 @@ func (s *server) step(n int64, stage string) {
 	s.mu.Unlock()
 	if done {
 		s.log.log("Stop profiling...")
+		if p.cuda {
+			s.cudaProfiler(false)
+		}
 		go s.flush(p)
 	}
 }
@@ -900,16 +916,19 @@ func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
 	if q.Activities == nil {
 		q.Activities = []string{"CPU", "GPU"}
 	}
-	p := &llmProfile{id: strconv.FormatFloat(float64(time.Now().UnixNano())/1e9, 'f', 6, 64), byStage: q.ProfileByStage, merge: q.MergeProfiles}
+	p := &llmProfile{id: strconv.FormatFloat(float64(time.Now().UnixNano())/1e9, 'f', 6, 64), byStage: q.ProfileByStage, merge: q.MergeProfiles,
+		stack: q.WithStack == nil || *q.WithStack, stages: q.ProfileStages}
 	for _, a := range q.Activities {
 		switch a {
 		case "CPU", "GPU":
 			p.torch = true
-		case "MEM", "RPD", "CUDA_PROFILER", "XPU":
+		case "MEM":
+			p.mem = true
+		case "CUDA_PROFILER":
+			p.cuda = true
 		default:
-			http.Error(w, "Internal Server Error", 500)
-			s.log.log("ValueError: Unknown profiler activity: %s", a)
-			return
+			// RPD (ROCm), XPU and any unknown name: sglang's activity_map filter skips what
+			// it does not know without a word, so an unknown activity profiles nothing.
 		}
 	}
 	p.dir = s.env["SGLANG_TORCH_PROFILER_DIR"]
@@ -938,7 +957,12 @@ func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
 	}
 	s.prof2 = p
 	s.mu.Unlock()
+	if p.cuda {
+		s.cudaProfiler(true)
+	}
 	s.log.log("Profiling starts. Traces will be saved to: %s (with profile id: %s)", p.dir, p.id)
+	// Not an sglang line: what the simulated profiler was configured with, for tests.
+	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v profile_stages=%v", q.Activities, p.stack, q.RecordShapes != nil && *q.RecordShapes, q.ProfileStages)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, "Start profiling.\n")
 }
@@ -954,6 +978,9 @@ func (s *server) stopProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.log("Stop profiling...")
+	if p.cuda {
+		s.cudaProfiler(false)
+	}
 	if err := s.flush(p); err != nil {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
@@ -984,10 +1011,17 @@ func (s *server) flush(p *llmProfile) error {
 	if err := s.ms(d); err != nil {
 		return err
 	}
+	if p.mem {
+		// torch.cuda.memory._dump_snapshot: a pickle next to the traces (content simulated).
+		path := filepath.Join(p.dir, p.id+"-TP-0-memory.pickle")
+		if err := os.WriteFile(path, []byte("sim memory snapshot\n"), 0o644); err != nil {
+			s.log.log("Failed to save memory snapshot: %v", err)
+		}
+	}
 	if p.torch {
 		steps := int(max(p.recorded, 1))
 		write := func(name string, n int, seed int64) {
-			cfg := kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: max(n, 1), CUDAGraph: !s.p.boolv("disable_cuda_graph"), Model: s.model, Seed: seed, StepScale: s.k.slow}
+			cfg := kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: max(n, 1), CUDAGraph: !s.p.boolv("disable_cuda_graph"), Model: s.model, Seed: seed, StepScale: s.k.slow, WithStack: p.stack}
 			path := filepath.Join(p.dir, name)
 			if err := writeGzTrace(path, cfg); err != nil {
 				s.log.log("Failed to save trace: %v", err)
@@ -998,8 +1032,13 @@ func (s *server) flush(p *llmProfile) error {
 			base = p.prefix + "-" + base
 		}
 		if p.byStage {
-			write(base+"-EXTEND.trace.json.gz", 1, 1)
-			write(base+"-DECODE.trace.json.gz", steps, 2)
+			// profile_stages (the stage-based profiler) exports only the stages it names.
+			if p.stages == nil || slices.Contains(p.stages, "prefill") {
+				write(base+"-EXTEND.trace.json.gz", 1, 1)
+			}
+			if p.stages == nil || slices.Contains(p.stages, "decode") {
+				write(base+"-DECODE.trace.json.gz", steps, 2)
+			}
 		} else {
 			write(base+".trace.json.gz", steps, 1)
 		}

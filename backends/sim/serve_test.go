@@ -437,7 +437,63 @@ func TestServeLLMAutoStopAfterNumSteps(t *testing.T) {
 	if code, _ := postJSON(t, s.base+"/stop_profile", nil); code != 500 {
 		t.Fatalf("stop after auto-stop = %d", code)
 	}
-	if code, _ := postJSON(t, s.base+"/start_profile", map[string]any{"activities": []string{"BOGUS"}}); code != 500 {
+	// An unknown activity is skipped silently upstream (activity_map filter): the window opens
+	// and closes and writes no trace. (The plan refuses unknown activities for that reason.)
+	dir2 := t.TempDir()
+	if code, _ := postJSON(t, s.base+"/start_profile", map[string]any{"output_dir": dir2, "activities": []string{"BOGUS"}}); code != 200 {
 		t.Fatalf("unknown activity = %d", code)
+	}
+	if code, _ := postJSON(t, s.base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("stop after an unknown activity = %d", code)
+	}
+	if ents, _ := os.ReadDir(dir2); len(ents) != 0 {
+		t.Fatalf("an unknown activity wrote %d files", len(ents))
+	}
+}
+
+// TestServeLLMProfilerOptions: MEM writes a memory snapshot, profile_stages limits the stage
+// traces, and the options are logged; the diffusion server ignores names it does not know
+// (MEM, CUDA_PROFILER) and records CPU and CUDA anyway, as SGLDiffusionProfiler does.
+func TestServeLLMProfilerOptions(t *testing.T) {
+	s := startServe(t, baseEnv(t), "serve", "--model-type", "llm", "--model-path", "m")
+	s.waitHealth(t)
+	dir := t.TempDir()
+	postJSON(t, s.base+"/start_profile", map[string]any{"output_dir": dir, "activities": []string{"GPU", "MEM"}, "profile_by_stage": true,
+		"profile_stages": []string{"decode"}, "with_stack": false, "record_shapes": true})
+	postJSON(t, s.base+"/generate", map[string]any{"text": "hi", "sampling_params": map[string]any{"max_new_tokens": 4}})
+	if code, b := postJSON(t, s.base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("stop %d %s", code, b)
+	}
+	var names []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 || !strings.HasSuffix(names[0], "-TP-0-DECODE.trace.json.gz") || !strings.HasSuffix(names[1], "-TP-0-memory.pickle") {
+		t.Fatalf("files %v", names)
+	}
+	if !strings.Contains(s.log.String(), "activities=[GPU MEM] with_stack=false record_shapes=true profile_stages=[decode]") {
+		t.Fatalf("options not logged:\n%s", s.log.String())
+	}
+
+	d := startServe(t, baseEnv(t), "serve", "--model-path", "Qwen/Qwen-Image")
+	d.waitHealth(t)
+	out := t.TempDir()
+	postJSON(t, d.base+"/start_profile", map[string]any{"output_dir": out, "activities": []string{"MEM", "CUDA_PROFILER"}})
+	if code, b := postJSON(t, d.base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("diffusion stop %d %s", code, b)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 1 || !strings.Contains(d.log.String(), "Unknown profiler activity: 'CUDA_PROFILER'; ignoring.") {
+		t.Fatalf("diffusion window: %d traces, log:\n%s", len(ents), d.log.String())
+	}
+}
+
+// TestVLLMProfilerConfigUnknownKey: vLLM's ProfilerConfig forbids extra fields, so a key it
+// does not know fails the argument parse (exit 2) before the server starts.
+func TestVLLMProfilerConfigUnknownKey(t *testing.T) {
+	var stderr bytes.Buffer
+	rc := vllmMain(context.Background(), []string{"serve", "Qwen/Qwen-Image", "--omni", "--profiler-config", `{"profiler":"torch","torch_profiler_dir":"/tmp","torch_profiler_bogus":true}`}, baseEnv(t), io.Discard, &stderr)
+	if rc != 2 || !strings.Contains(stderr.String(), "argument --profiler-config") {
+		t.Fatalf("rc %d, stderr %s", rc, stderr.String())
 	}
 }

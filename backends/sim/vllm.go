@@ -35,9 +35,22 @@ const VLLMVersion = "0.14.0-sim"
 
 // profilerConfig is the subset of vLLM's ProfilerConfig the simulator reads (§C.1).
 type profilerConfig struct {
-	Profiler         string `json:"profiler"`
-	TorchProfilerDir string `json:"torch_profiler_dir"`
-	UseGzip          *bool  `json:"torch_profiler_use_gzip"`
+	Profiler          string `json:"profiler"`
+	TorchProfilerDir  string `json:"torch_profiler_dir"`
+	UseGzip           *bool  `json:"torch_profiler_use_gzip"`
+	WithStack         *bool  `json:"torch_profiler_with_stack"`
+	RecordShapes      *bool  `json:"torch_profiler_record_shapes"`
+	WithFlops         *bool  `json:"torch_profiler_with_flops"`
+	DumpCudaTimeTotal *bool  `json:"torch_profiler_dump_cuda_time_total"`
+	WithMemory        *bool  `json:"torch_profiler_with_memory"`
+	IgnoreFrontend    *bool  `json:"ignore_frontend"`
+	DelayIterations   *int   `json:"delay_iterations"`
+	MaxIterations     *int   `json:"max_iterations"`
+	WarmupIterations  *int   `json:"warmup_iterations"`
+	ActiveIterations  *int   `json:"active_iterations"`
+	WaitIterations    *int   `json:"wait_iterations"`
+	CudaDPRank        *int   `json:"cuda_profiler_control_dp_rank"`
+	CudaWorkerRank    *int   `json:"cuda_profiler_control_worker_rank"`
 }
 
 type vllmServer struct {
@@ -94,7 +107,10 @@ func vllmMain(ctx context.Context, args []string, env map[string]string, stdout,
 		case "--profiler-config":
 			v, _ := next()
 			pcfg = &profilerConfig{}
-			if err := json.Unmarshal([]byte(v), pcfg); err != nil {
+			// vLLM's config dataclasses forbid extra fields: an unknown key fails the parse.
+			dec := json.NewDecoder(strings.NewReader(v))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(pcfg); err != nil {
 				fmt.Fprintf(stderr, "vllm serve: error: argument --profiler-config: Value %s cannot be converted to <class 'vllm.config.profiler.ProfilerConfig'>.\n", v)
 				return 2
 			}
@@ -137,6 +153,7 @@ func vllmMain(ctx context.Context, args []string, env map[string]string, stdout,
 	}
 	s := &vllmServer{server: &server{p: parsedArgs{"port": port}, k: k, env: env, log: lg, model: model, served: served, prof: prof, jobs: map[string]*videoJob{}}, pcfg: pcfg}
 	s.cwd, _ = os.Getwd()
+	defer s.openServerActivity().close()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -231,6 +248,12 @@ func (s *vllmServer) vllmStart(w http.ResponseWriter, r *http.Request) {
 	s.session = &vllmSession{prefix: body.ProfilePrefix}
 	s.mu2.Unlock()
 	s.log.log("INFO Starting profiler...")
+	if s.pcfg.Profiler == "cuda" {
+		s.cudaProfiler(true) // vLLM's CUDA profiler wrapper: cudaProfilerStart
+	}
+	if b, err := json.Marshal(s.pcfg); err == nil {
+		s.log.log("INFO [sim] profiler config: %s", b) // not a vLLM line: what the simulated profiler got, for tests
+	}
 	s.log.log("INFO Starting diffusion profiling with prefix: %s", body.ProfilePrefix)
 	s.log.log("INFO Profiler started.")
 	w.WriteHeader(200)
@@ -242,6 +265,9 @@ func (s *vllmServer) vllmStop(w http.ResponseWriter, r *http.Request) {
 	s.session = nil
 	s.mu2.Unlock()
 	s.log.log("INFO Stopping profiler...")
+	if s.pcfg.Profiler == "cuda" {
+		s.cudaProfiler(false)
+	}
 	s.log.log("INFO Stopping diffusion profiling...")
 	if sess != nil && s.pcfg.Profiler == "torch" {
 		d := 1500.0
@@ -254,7 +280,7 @@ func (s *vllmServer) vllmStop(w http.ResponseWriter, r *http.Request) {
 		}
 		dir := filepath.Join(s.pcfg.TorchProfilerDir, time.Now().Format("20060102-150405")+"_"+sess.prefix)
 		path := filepath.Join(dir, "trace_rank0.json")
-		cfg := kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: true, Model: s.model,
+		cfg := kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: s.pcfg.WithStack == nil || *s.pcfg.WithStack, Model: s.model,
 			StepScale: s.k.slow, StepNS: int64(s.prof.stepMS * 1e6), Steps: min(max(sess.steps, 1), 10)} // capped: a simulator need not write huge traces
 		if err := writePlainTrace(path, cfg); err != nil {
 			s.log.log("ERROR [Rank 0] Failed to export trace: %v", err)

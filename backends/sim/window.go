@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
@@ -32,6 +33,7 @@ type diffusionWindow struct {
 	stepNS  int64 // GPU time of one step of the last request
 	textNS  int64
 	vaeNS   int64
+	stack   bool // with_stack (default true)
 }
 
 // diffusionProfileReq is the diffusion ProfileReqInput.
@@ -74,7 +76,19 @@ func (s *server) diffusionStartProfile(w http.ResponseWriter, r *http.Request) {
 		dir = filepath.Join(s.cwd, dir)
 	}
 	id := strconv.FormatInt(time.Now().Unix(), 10)
-	s.dwin = &diffusionWindow{id: id, dir: dir}
+	if q.Activities == nil {
+		q.Activities = []string{"CPU", "GPU"}
+	}
+	// SGLDiffusionProfiler records CPU and CUDA whatever activities say: its resolver maps
+	// cpu/gpu/cuda, warns "Unknown profiler activity ...; ignoring." for anything else (MEM,
+	// CUDA_PROFILER) and falls back to CPU+CUDA when nothing is left.
+	for _, a := range q.Activities {
+		if l := strings.ToLower(a); l != "cpu" && l != "gpu" && l != "cuda" {
+			s.log.log("Unknown profiler activity: '%s'; ignoring.", a)
+		}
+	}
+	s.dwin = &diffusionWindow{id: id, dir: dir, stack: q.WithStack == nil || *q.WithStack}
+	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v", q.Activities, s.dwin.stack, q.RecordShapes != nil && *q.RecordShapes)
 	s.log.log("Profiling request: %s for full stages...", id)
 	s.log.log("Profilers started with profile_id=%s. Output: %s", id, dir)
 	plainText(w, 200, fmt.Sprintf("Profiling started (profile_id=%s). Traces will be saved to: %s\n", id, dir))
@@ -103,7 +117,7 @@ func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
 		if win.steps == 0 {
 			err = writeEmptyTrace(path) // nothing ran: a trace without GPU work
 		} else {
-			err = writeGzTrace(path, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: true,
+			err = writeGzTrace(path, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: win.stack,
 				Model: s.model, StepScale: rankScale(s.k.slow, rank, s.k.slowRank, s.k.slowRankF), StepNS: win.stepNS, BaseTimeNS: win.firstNS, AllStages: true, Steps: win.steps,
 				StageNS: map[string]int64{kinetogen.StageTextEncoding: win.textNS, kinetogen.StageDecoding: win.vaeNS},
 				Rank:    rank, WorldSize: ranks, CommStream: ranks > 1})

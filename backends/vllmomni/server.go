@@ -52,12 +52,17 @@ func (Backend) NewServerWatcher(plans.Cell) backends.ServerWatcher {
 // Protocol implements backends.Server: uvicorn's startup line, and /v1/models alone names the
 // served model (vLLM has no model-info route).
 func (Backend) Protocol(c plans.Cell) backends.Protocol {
-	return backends.Protocol{ModelType: modelType(c), ReadyLine: ReadyLine, API: plans.APIImages}
+	return backends.Protocol{ModelType: modelType(c), ReadyLine: ReadyLine, ServerInfoPath: "/v1/models", API: plans.APIImages}
 }
 
 // Window implements backends.Server: torch cells profile between /start_profile and
 // /stop_profile; the prefix names the session directory after the cell.
 func (Backend) Window(c plans.Cell, _ string) backends.Window {
+	if c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange == plans.CaptureRangeCudaAPI {
+		// The cuda profiler (--profiler-config) calls cudaProfilerStart and cudaProfilerStop.
+		return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"profile_prefix": c.ID},
+			StartHint: "vLLM registers it only when --profiler-config sets a profiler", Flush: "POST /stop_profile"}
+	}
 	if c.Profiler != plans.ProfilerTorch {
 		return backends.Window{}
 	}
@@ -71,15 +76,21 @@ func (Backend) Window(c plans.Cell, _ string) backends.Window {
 
 // AwaitTraces implements backends.Server: /stop_profile returns once the traces are
 // exported; this waits until the background gzip of every new session's traces is done.
-func (Backend) AwaitTraces(ctx context.Context, _ plans.Cell, d backends.TraceDirs) error {
+func (Backend) AwaitTraces(ctx context.Context, c plans.Cell, d backends.TraceDirs) error {
+	if c.Profiler != plans.ProfilerTorch {
+		return nil // the cuda profiler writes nothing; nsys writes its report when the server stops
+	}
 	_, err := WaitSessions(ctx, d.Server, d.Before, 50*time.Millisecond)
 	return err
 }
 
 // CollectTraces implements backends.Server: the new session directories move into the cell's
 // traces directory whole; each trace must be complete and hold GPU work.
-func (Backend) CollectTraces(_ plans.Cell, d backends.TraceDirs) backends.TraceReport {
+func (Backend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceReport {
 	var r backends.TraceReport
+	if c.Profiler != plans.ProfilerTorch {
+		return r // an nsys window: the capture is in nsys's report
+	}
 	fail := func(code, msg string) { r.Reasons = append(r.Reasons, backends.Reason{Code: code, Message: msg}) }
 	for _, s := range Sessions(d.Server, d.Before) {
 		name := filepath.Base(s.Dir)

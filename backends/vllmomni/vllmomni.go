@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -48,12 +49,22 @@ func ProfilerConfig(c plans.Cell, traceDir string) (string, error) {
 		var b strings.Builder
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false) // a path is shown as written, not as \u003c...
-		enc.Encode(map[string]any{
+		cfg := map[string]any{
 			"profiler":                  "torch",
 			"torch_profiler_dir":        traceDir,
 			"torch_profiler_use_gzip":   true,
 			"torch_profiler_with_stack": true,
-		})
+		}
+		// [profile] with_stack and record_shapes, then [profile.vllm_profiler_config] (whose
+		// keys the plan keeps apart from these four).
+		if p := c.Profile.WithStack; p != nil {
+			cfg["torch_profiler_with_stack"] = *p
+		}
+		if p := c.Profile.RecordShapes; p != nil {
+			cfg["torch_profiler_record_shapes"] = *p
+		}
+		maps.Copy(cfg, c.Profile.VLLM.Fields())
+		enc.Encode(cfg)
 		return strings.TrimSuffix(b.String(), "\n"), nil
 	case plans.ProfilerNsys:
 		return `{"profiler":"cuda"}`, nil

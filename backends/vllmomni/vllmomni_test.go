@@ -115,3 +115,23 @@ func TestWaitSessions(t *testing.T) {
 		t.Fatalf("sessions %v err %v", ss, err)
 	}
 }
+
+// TestProfilerConfigOptions: with_stack and record_shapes map to vLLM's torch_profiler_*
+// names, and [profile.vllm_profiler_config] keys are merged in.
+func TestProfilerConfigOptions(t *testing.T) {
+	c := cell(plans.ProfilerTorch)
+	no, yes, two := false, true, 2
+	c.Profile.WithStack, c.Profile.RecordShapes = &no, &yes
+	c.Profile.VLLM.UseGzip, c.Profile.VLLM.DelayIterations = &no, &two
+	s, err := ProfilerConfig(c, "/abs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc map[string]any
+	if err := json.Unmarshal([]byte(s), &pc); err != nil {
+		t.Fatal(err)
+	}
+	if pc["torch_profiler_with_stack"] != false || pc["torch_profiler_record_shapes"] != true || pc["torch_profiler_use_gzip"] != false || pc["delay_iterations"] != 2.0 || len(pc) != 6 {
+		t.Fatalf("profiler config %v", pc)
+	}
+}

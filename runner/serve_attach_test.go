@@ -1,0 +1,146 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/rundir"
+)
+
+// startAttachTarget runs a simulated server in this process, as a server someone else
+// started: the runner is given only its URL. It returns the URL and the server's log.
+func startAttachTarget(t *testing.T, args ...string) (string, *syncBuilder) {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	logw := &syncBuilder{}
+	env := sim.EnvMap(append(os.Environ(), "RUNNER_SIM_TIME_SCALE=0"))
+	go func() {
+		code, _ := sim.Main(ctx, append(args, "--port", strconv.Itoa(port)), env, io.Discard, logw)
+		done <- code
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("the attach target did not stop")
+		}
+	})
+	return "http://127.0.0.1:" + strconv.Itoa(port), logw
+}
+
+// syncBuilder is a log the simulated server writes while the test reads it.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeAttachToRunningServer: backend.url runs the cells' load and /start_profile
+// windows against a server the runner did not start; nothing is started or stopped (the
+// server still answers afterwards), and server.json holds the URL and /get_server_info
+// instead of a command line.
+func TestServeAttachToRunningServer(t *testing.T) {
+	url, logb := startAttachTarget(t, "sglang", "serve", "--model-type", "llm", "--model-path", "m")
+	p := testPlan(t, `
+name = "attach"
+[backend]
+mode = "serve"
+model_type = "llm"
+url = "`+url+`"
+ready_timeout = "30s"
+[matrix]
+model = ["m"]
+prompt = ["hi"]
+input_len = [8]
+output_len = [4]
+[load]
+warmup = 0
+requests = 2
+[profile]
+profilers = ["none", "torch"]
+`)
+	opts := simOptions(t)
+	opts.Exe = "/nonexistent/runner" // nothing may be started: no simulator either
+	sum, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ExitCode != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	rec, err := rundir.ReadServer(filepath.Join(sum.RunDir, rundir.ServersDir, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info map[string]any
+	if rec.URL != url || len(rec.Argv) != 0 || rec.PID != 0 || json.Unmarshal(rec.Info, &info) != nil || info["model_path"] != "m" || len(rec.Cells) != 2 {
+		t.Fatalf("server record %+v (info %s)", rec, rec.Info)
+	}
+	if _, err := os.Stat(filepath.Join(sum.RunDir, rundir.ServersDir, "2")); err == nil {
+		t.Fatal("both cells should share the attached server")
+	}
+	torch := serveResult(t, sum, sum.Cells[1].ID)
+	if torch.Serve == nil || torch.Serve.Profile == nil || len(torch.Serve.Profile.Traces) == 0 {
+		t.Fatalf("torch cell %+v", torch.Serve)
+	}
+	if !strings.Contains(logb.String(), "Profiling starts. Traces will be saved to: "+filepath.Join(sum.RunDir, "cells")) {
+		t.Fatalf("the window did not point the attached server at the cell:\n%s", logb.String())
+	}
+	if code := get(context.Background(), &http.Client{Timeout: 5 * time.Second}, url+"/health"); code != 200 {
+		t.Fatalf("the attached server was stopped (health %d)", code)
+	}
+}
+
+// TestServeAttachNotReady: a URL where nothing answers fails the cell with
+// server-not-ready after ready_timeout, naming the URL.
+func TestServeAttachNotReady(t *testing.T) {
+	port, _ := freePort()
+	p := testPlan(t, `
+name = "attach-down"
+[backend]
+mode = "serve"
+url = "http://127.0.0.1:`+strconv.Itoa(port)+`"
+ready_timeout = "1s"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+[load]
+warmup = 0
+requests = 1
+`)
+	sum, err := Run(context.Background(), p, simOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := serveResult(t, sum, sum.Cells[0].ID)
+	if r.Verdict != "timeout" || len(r.Reasons) == 0 || r.Reasons[0].Code != "server-not-ready" || !strings.Contains(r.Reasons[0].Message, "backend.url = http://127.0.0.1:"+strconv.Itoa(port)) {
+		t.Fatalf("result %+v", r)
+	}
+}
