@@ -18,105 +18,102 @@ import (
 // Expand expects a plan returned by Load or Parse; on a hand-built plan, an absent resolution or
 // steps axis means the model's default, and an unparsable resolution is treated as absent.
 func (p *Plan) Expand() []Cell {
-	m := p.Matrix
-	slugs := modelSlugs(m.Model)
+	a := newExpandAxes(p)
+	var cells []Cell
+	a.each(func(pt cellPoint) {
+		key, lens := a.key(pt)
+		for _, prof := range a.profilers {
+			for rep := 1; rep <= a.repeats; rep++ {
+				c := p.newCell(pt, len(cells), a.id(pt, len(cells), lens, prof, rep), key, prof, rep)
+				cells = append(cells, c)
+			}
+		}
+	})
+	return cells
+}
 
-	res := []Resolution{{}}
+// expandAxes holds the values of every matrix axis as Expand walks them: an absent axis is
+// one value that leaves no trace in ids and keys.
+type expandAxes struct {
+	m          Matrix
+	slugs      []string
+	res        []Resolution
+	steps      []int
+	seeds      []int64
+	inLens     []int
+	outLens    []int
+	showRes    bool // ids carry the resolution
+	profilers  []string
+	repeats    int
+	promptHash []string
+	points     []llmPoint
+}
+
+func newExpandAxes(p *Plan) *expandAxes {
+	m := p.Matrix
+	a := &expandAxes{m: m, slugs: modelSlugs(m.Model)}
+	a.res = []Resolution{{}}
 	if len(m.Resolution) > 0 {
-		res = make([]Resolution, len(m.Resolution))
+		a.res = make([]Resolution, len(m.Resolution))
 		for i, s := range m.Resolution {
-			res[i], _ = ParseResolution(s)
+			a.res[i], _ = ParseResolution(s)
 		}
 	}
-	steps := m.NumInferenceSteps
-	if len(steps) == 0 {
-		steps = []int{0}
+	a.steps = m.NumInferenceSteps
+	if len(a.steps) == 0 {
+		a.steps = []int{0}
 	}
-	seeds := m.Seed
-	if len(seeds) == 0 {
-		seeds = []int64{0}
+	a.seeds = m.Seed
+	if len(a.seeds) == 0 {
+		a.seeds = []int64{0}
 	}
 	// Absent token axes are one value, 0 ("not used"), and leave no trace in ids and keys.
-	inLens, outLens := m.InputLen, m.OutputLen
-	if len(inLens) == 0 {
-		inLens = []int{0}
+	a.inLens, a.outLens = m.InputLen, m.OutputLen
+	if len(a.inLens) == 0 {
+		a.inLens = []int{0}
 	}
-	if len(outLens) == 0 {
-		outLens = []int{0}
+	if len(a.outLens) == 0 {
+		a.outLens = []int{0}
 	}
 	// An LLM plan has no image size: its ids leave out the "default" resolution part.
-	showRes := len(m.Resolution) > 0 || (len(m.InputLen) == 0 && len(m.OutputLen) == 0)
-	profilers := p.Profile.Profilers
-	if len(profilers) == 0 {
-		profilers = []string{ProfilerNone}
+	a.showRes = len(m.Resolution) > 0 || (len(m.InputLen) == 0 && len(m.OutputLen) == 0)
+	a.profilers = p.Profile.Profilers
+	if len(a.profilers) == 0 {
+		a.profilers = []string{ProfilerNone}
 	}
-	repeats := max(m.Repeats, 1)
-	promptHash := make([]string, len(m.Prompt))
+	a.repeats = max(m.Repeats, 1)
+	a.promptHash = make([]string, len(m.Prompt))
 	for i, pr := range m.Prompt {
 		sum := sha256.Sum256([]byte(pr))
-		promptHash[i] = hex.EncodeToString(sum[:4])
+		a.promptHash[i] = hex.EncodeToString(sum[:4])
 	}
+	a.points = llmPoints(m)
+	return a
+}
 
-	points := llmPoints(m)
+// cellPoint is one combination of the matrix axes outside profiler and repeat: the cells of
+// one point share a key.
+type cellPoint struct {
+	mi, pi  int // model and prompt index
+	r       Resolution
+	st      int
+	seed    int64
+	in, out int
+	pt      llmPoint
+}
 
-	var cells []Cell
-	for mi, model := range m.Model {
-		for pi, prompt := range m.Prompt {
-			for _, r := range res {
-				for _, st := range steps {
-					for _, seed := range seeds {
-						for _, in := range inLens {
-							for _, out := range outLens {
-								for _, pt := range points {
-									stepKey := "default"
-									if st > 0 {
-										stepKey = fmt.Sprint(st)
-									}
-									key := fmt.Sprintf("%s/%s/%sst/s%d/p%s", slugs[mi], r.size(), stepKey, seed, promptHash[pi])
-									lens := tokenLens(m, in, out)
-									if lens != "" {
-										key += "/" + strings.ReplaceAll(lens[1:], "-", "/")
-									}
-									key += pt.key
-									for _, prof := range profilers {
-										for rep := 1; rep <= repeats; rep++ {
-											var id strings.Builder
-											fmt.Fprintf(&id, "%03d-%s", len(cells), slugs[mi])
-											if showRes {
-												fmt.Fprintf(&id, "-%s", r)
-											}
-											if len(steps) > 1 {
-												fmt.Fprintf(&id, "-%sst", stepKey)
-											}
-											if len(m.Prompt) > 1 {
-												fmt.Fprintf(&id, "-p%d", pi)
-											}
-											id.WriteString(lens)
-											id.WriteString(pt.id)
-											fmt.Fprintf(&id, "-s%d-%s-r%d", seed, prof, rep)
-											c := Cell{
-												Index:      len(cells),
-												ID:         id.String(),
-												Model:      model,
-												Prompt:     prompt,
-												Resolution: r,
-												Steps:      st,
-												Seed:       seed,
-												Repeat:     rep,
-												Profiler:   prof,
-												InputLen:   in,
-												OutputLen:  out,
-												Key:        key,
-												Backend:    p.Backend.clone(),
-												Profile:    p.Profile.clone(),
-												NSys:       p.NSys.clone(),
-												Gate:       p.Gate,
-												Load:       p.Load,
-											}
-											pt.apply(&c)
-											cells = append(cells, c)
-										}
-									}
+// each calls f for every point, outermost first model, prompt, resolution, steps, seed,
+// input_len, output_len, then the server_args/concurrency/request_rate points.
+func (a *expandAxes) each(f func(cellPoint)) {
+	for mi := range a.m.Model {
+		for pi := range a.m.Prompt {
+			for _, r := range a.res {
+				for _, st := range a.steps {
+					for _, seed := range a.seeds {
+						for _, in := range a.inLens {
+							for _, out := range a.outLens {
+								for _, pt := range a.points {
+									f(cellPoint{mi: mi, pi: pi, r: r, st: st, seed: seed, in: in, out: out, pt: pt})
 								}
 							}
 						}
@@ -125,7 +122,69 @@ func (p *Plan) Expand() []Cell {
 			}
 		}
 	}
-	return cells
+}
+
+// stepKey is the id and key form of the steps axis ("default": the model's own).
+func (c cellPoint) stepKey() string {
+	if c.st > 0 {
+		return fmt.Sprint(c.st)
+	}
+	return "default"
+}
+
+// key returns the point's key and the id part of its token lengths.
+func (a *expandAxes) key(c cellPoint) (key, lens string) {
+	key = fmt.Sprintf("%s/%s/%sst/s%d/p%s", a.slugs[c.mi], c.r.size(), c.stepKey(), c.seed, a.promptHash[c.pi])
+	lens = tokenLens(a.m, c.in, c.out)
+	if lens != "" {
+		key += "/" + strings.ReplaceAll(lens[1:], "-", "/")
+	}
+	return key + c.pt.key, lens
+}
+
+// id is the id of the index'th cell: only the axes with more than one value (or that an LLM
+// cell measures) appear in it.
+func (a *expandAxes) id(c cellPoint, index int, lens, prof string, rep int) string {
+	var id strings.Builder
+	fmt.Fprintf(&id, "%03d-%s", index, a.slugs[c.mi])
+	if a.showRes {
+		fmt.Fprintf(&id, "-%s", c.r)
+	}
+	if len(a.steps) > 1 {
+		fmt.Fprintf(&id, "-%sst", c.stepKey())
+	}
+	if len(a.m.Prompt) > 1 {
+		fmt.Fprintf(&id, "-p%d", c.pi)
+	}
+	id.WriteString(lens)
+	id.WriteString(c.pt.id)
+	fmt.Fprintf(&id, "-s%d-%s-r%d", c.seed, prof, rep)
+	return id.String()
+}
+
+// newCell is the cell at index for point c, with its own copies of the plan's settings.
+func (p *Plan) newCell(c cellPoint, index int, id, key, prof string, rep int) Cell {
+	cell := Cell{
+		Index:      index,
+		ID:         id,
+		Model:      p.Matrix.Model[c.mi],
+		Prompt:     p.Matrix.Prompt[c.pi],
+		Resolution: c.r,
+		Steps:      c.st,
+		Seed:       c.seed,
+		Repeat:     rep,
+		Profiler:   prof,
+		InputLen:   c.in,
+		OutputLen:  c.out,
+		Key:        key,
+		Backend:    p.Backend.clone(),
+		Profile:    p.Profile.clone(),
+		NSys:       p.NSys.clone(),
+		Gate:       p.Gate,
+		Load:       p.Load,
+	}
+	c.pt.apply(&cell)
+	return cell
 }
 
 // tokenLens is the id part of the token-length axes: "-i{in}" when the plan has input_len,

@@ -276,26 +276,8 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 		fmt.Fprintf(stderr, "runner sim: %v\n", err)
 		return 1
 	}
-	cwd, _ := os.Getwd()
-	out := opts["--output"]
-	if out == "" {
-		for n := 1; ; n++ {
-			out = filepath.Join(cwd, "report"+strconv.Itoa(n)+".nsys-rep")
-			if _, err := os.Stat(out); err != nil {
-				break
-			}
-		}
-	}
-	out = expandOutput(out, env)
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(cwd, out)
-	}
-	if _, err := os.Stat(out); err == nil && opts["--force-overwrite"] != "true" {
-		fmt.Fprintf(stderr, "Failed to create '%s': File exists.\nUse `--force-overwrite true` to overwrite existing files.\n", out)
-		return 1
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		fmt.Fprintf(stderr, "Failed to create '%s': %v\n", out, err)
+	out, ok := nsysOutputPath(opts, env, stderr)
+	if !ok {
 		return 1
 	}
 	actFile, err := os.CreateTemp("", "nsys-sim-activity-*.jsonl")
@@ -312,16 +294,7 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	duration, _ := strconv.ParseFloat(opts["--duration"], 64)
 
 	stdout, stderr = lockWriters(stdout, stderr)
-	cmd := exec.Command(app[0], app[1:]...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.Env = make([]string, 0, len(env)+1)
-	for k, v := range env {
-		if k != EnvNSysActivity {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
-	sort.Strings(cmd.Env)
-	cmd.Env = append(cmd.Env, EnvNSysActivity+"="+actPath)
+	cmd := nsysAppCommand(app, env, actPath, stdout, stderr)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -334,97 +307,198 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	collecting := false
+	win := newCaptureWindow(opts, t0, delay, duration)
 	if delay == 0 {
-		collecting = true
 		fmt.Fprintln(stdout, "Collecting data...")
 	}
+	a := &nsysApp{cmd: cmd, opts: opts, done: done, sig: sig, prog: &progress{path: actPath}, stdout: stdout}
+	waitErr, interrupted := a.supervise(ctx, &win, delay, duration, scale)
 
-	// The window is followed on the application's simulated clock (the newest activity it
-	// reported), so it lands on the same part of the run whatever the time scale and however
-	// slow this machine is; a real-time deadline (twice the scaled window, plus a second)
-	// still ends an application that stopped progressing, as nsys's own timer would.
-	winStart := t0.UnixNano() + int64(delay*1e9)
-	winEnd := winStart + int64(duration*1e9)
-	stopping := opts["--duration"] != ""
+	rep := newNSysReport(opts, app, t0, win, waitErr, interrupted)
+	if err := fillReport(rep, actPath, opts["--trace"]); err != nil {
+		fmt.Fprintf(stderr, "Error: reading collected data: %v\n", err)
+	}
+	if err := writeReport(out, rep); err != nil {
+		fmt.Fprintf(stderr, "Failed to create '%s': %v\n", out, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "Generating '%s'\n", filepath.Join(os.TempDir(), fmt.Sprintf("nsys-report-%04x.qdstrm", t0.UnixNano()%0x10000)))
+	fmt.Fprintf(stdout, "[1/1] [========================100%%] %s\n", filepath.Base(out))
+	if len(rep.Kernels) == 0 && strings.Contains(tracedAPIs(opts["--trace"]), "cuda") {
+		fmt.Fprintln(stdout, "WARNING: No CUDA kernel data was collected. The application may have ended before the collection window (--delay/--duration) or launched no kernels.")
+	}
+	fmt.Fprintf(stdout, "Generated:\n    %s\n", out)
+	return rep.AppExitCode
+}
+
+// nsysOutputPath resolves the report path as nsys does (-o with its %-expansions, or the
+// first free reportN.nsys-rep in the working directory) and creates its directory; it
+// prints nsys's error and reports false when the path exists without --force-overwrite or
+// cannot be created.
+func nsysOutputPath(opts, env map[string]string, stderr io.Writer) (string, bool) {
+	cwd, _ := os.Getwd()
+	out := opts["--output"]
+	if out == "" {
+		for n := 1; ; n++ {
+			out = filepath.Join(cwd, "report"+strconv.Itoa(n)+".nsys-rep")
+			if _, err := os.Stat(out); err != nil {
+				break
+			}
+		}
+	}
+	out = expandOutput(out, env)
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(cwd, out)
+	}
+	if _, err := os.Stat(out); err == nil && opts["--force-overwrite"] != "true" {
+		fmt.Fprintf(stderr, "Failed to create '%s': File exists.\nUse `--force-overwrite true` to overwrite existing files.\n", out)
+		return "", false
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		fmt.Fprintf(stderr, "Failed to create '%s': %v\n", out, err)
+		return "", false
+	}
+	return out, true
+}
+
+// nsysAppCommand builds the profiled application's command: the caller's environment in a
+// stable order, with the activity file it reports to appended last (replacing any inherited
+// one).
+func nsysAppCommand(app []string, env map[string]string, actPath string, stdout, stderr io.Writer) *exec.Cmd {
+	cmd := exec.Command(app[0], app[1:]...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Env = make([]string, 0, len(env)+1)
+	for k, v := range env {
+		if k != EnvNSysActivity {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	sort.Strings(cmd.Env)
+	cmd.Env = append(cmd.Env, EnvNSysActivity+"="+actPath)
+	return cmd
+}
+
+// captureWindow is the collection window on the application's simulated clock (ns), and
+// whether the window's end stops the application and collection has begun.
+type captureWindow struct {
+	start, end           int64
+	stopping, collecting bool
+}
+
+// newCaptureWindow derives the window from --delay, --duration and --capture-range.
+//
+// The window is followed on the application's simulated clock (the newest activity it
+// reported), so it lands on the same part of the run whatever the time scale and however
+// slow this machine is; a real-time deadline (twice the scaled window, plus a second)
+// still ends an application that stopped progressing, as nsys's own timer would.
+func newCaptureWindow(opts map[string]string, t0 time.Time, delay, duration float64) captureWindow {
+	w := captureWindow{collecting: delay == 0}
+	w.start = t0.UnixNano() + int64(delay*1e9)
+	w.end = w.start + int64(duration*1e9)
+	w.stopping = opts["--duration"] != ""
 	if cr := opts["--capture-range"]; cr == "cudaProfilerApi" {
 		// Collected between the application's cudaProfilerStart and cudaProfilerStop calls
 		// (its activity file's cap records; fillReport keeps only what lies in a range).
-		winStart, stopping = t0.UnixNano(), false
-		collecting = true // "Collecting data..." is printed when a range opens, as below
+		w.start, w.stopping = t0.UnixNano(), false
+		w.collecting = true // "Collecting data..." is printed when a range opens, as below
 	} else if cr != "" && cr != "none" {
 		// sglang diffusion never calls cudaProfilerStart, pushes no capture range and sees no
 		// hotkey: a capture range never opens (interface reference §D), so nothing is
 		// collected and nothing stops the application.
-		winStart, winEnd, stopping = math.MaxInt64, math.MaxInt64, false
+		w.start, w.end, w.stopping = math.MaxInt64, math.MaxInt64, false
 	}
-	prog := &progress{path: actPath}
+	return w
+}
+
+// nsysApp is a running profiled application and what nsys watches it through.
+type nsysApp struct {
+	cmd    *exec.Cmd
+	opts   map[string]string
+	done   <-chan error
+	sig    <-chan os.Signal
+	prog   *progress
+	stdout io.Writer
+}
+
+// stop ends the application as --kill asks once the window closes.
+func (a *nsysApp) stop() {
+	switch k := a.opts["--kill"]; k {
+	case "none":
+	case "sigkill":
+		a.cmd.Process.Kill()
+	case "", "sigterm":
+		a.cmd.Process.Signal(syscall.SIGTERM)
+	default:
+		n, _ := strconv.Atoi(k)
+		a.cmd.Process.Signal(syscall.Signal(n))
+	}
+}
+
+// supervise follows the application until it exits: it announces collection when the
+// window opens, stops the application when the window (or the real-time deadline) ends,
+// forwards signals, and on ctx's end terminates it (killing it after 5 s). It returns the
+// application's wait error and whether it was interrupted.
+func (a *nsysApp) supervise(ctx context.Context, w *captureWindow, delay, duration, scale float64) (waitErr error, interrupted bool) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	var deadline <-chan time.Time
-	if stopping && scale > 0 {
+	if w.stopping && scale > 0 {
 		st := time.NewTimer(time.Duration((delay+duration)*scale*2*float64(time.Second)) + time.Second)
 		defer st.Stop()
 		deadline = st.C
 	}
-	interrupted := false
-	var waitErr error
 	stop := func() {
-		stopping = false
+		w.stopping = false
 		deadline = nil
-		switch k := opts["--kill"]; k {
-		case "none":
-		case "sigkill":
-			cmd.Process.Kill()
-		case "", "sigterm":
-			cmd.Process.Signal(syscall.SIGTERM)
-		default:
-			n, _ := strconv.Atoi(k)
-			cmd.Process.Signal(syscall.Signal(n))
-		}
+		a.stop()
 	}
 loop:
 	for {
 		select {
 		case <-tick.C:
-			now := prog.poll()
-			if !collecting && (now >= winStart || delay == 0) {
-				collecting = true
-				fmt.Fprintln(stdout, "Collecting data...")
+			now := a.prog.poll()
+			if !w.collecting && (now >= w.start || delay == 0) {
+				w.collecting = true
+				fmt.Fprintln(a.stdout, "Collecting data...")
 			}
-			if stopping && now >= winEnd {
+			if w.stopping && now >= w.end {
 				stop()
 			}
 		case <-deadline:
 			stop()
-		case waitErr = <-done:
+		case waitErr = <-a.done:
 			break loop
-		case s := <-sig:
+		case s := <-a.sig:
 			interrupted = true
-			cmd.Process.Signal(s)
+			a.cmd.Process.Signal(s)
 		case <-ctx.Done():
 			interrupted = true
-			cmd.Process.Signal(syscall.SIGTERM)
+			a.cmd.Process.Signal(syscall.SIGTERM)
 			ctxDone := time.NewTimer(5 * time.Second)
 			select {
-			case waitErr = <-done:
+			case waitErr = <-a.done:
 			case <-ctxDone.C:
-				cmd.Process.Kill()
-				waitErr = <-done
+				a.cmd.Process.Kill()
+				waitErr = <-a.done
 			}
 			break loop
 		}
 	}
-	if !collecting && prog.poll() >= winStart {
-		fmt.Fprintln(stdout, "Collecting data...")
+	if !w.collecting && a.prog.poll() >= w.start {
+		fmt.Fprintln(a.stdout, "Collecting data...")
 	}
+	return waitErr, interrupted
+}
 
+// newNSysReport starts the report of a finished session: its window, the application's exit
+// (128+signal when it was killed by one) and the capture range's end mode.
+func newNSysReport(opts map[string]string, app []string, t0 time.Time, w captureWindow, waitErr error, interrupted bool) *nsysReport {
 	rep := &nsysReport{
 		Magic: reportMagic, Format: 1, NSysVersion: NSysVersion, Command: app, Options: opts,
-		SessionStartNS: t0.UnixNano(), WindowStartNS: winStart, Interrupted: interrupted,
+		SessionStartNS: t0.UnixNano(), WindowStartNS: w.start, Interrupted: interrupted,
 	}
-	if opts["--duration"] != "" && winEnd != math.MaxInt64 {
-		rep.WindowEndNS = winEnd
+	if opts["--duration"] != "" && w.end != math.MaxInt64 {
+		rep.WindowEndNS = w.end
 	}
 	rep.AppExitCode = 0
 	var ee *exec.ExitError
@@ -441,20 +515,7 @@ loop:
 			rep.CaptureEnd = "stop-shutdown"
 		}
 	}
-	if err := fillReport(rep, actPath, opts["--trace"]); err != nil {
-		fmt.Fprintf(stderr, "Error: reading collected data: %v\n", err)
-	}
-	if err := writeReport(out, rep); err != nil {
-		fmt.Fprintf(stderr, "Failed to create '%s': %v\n", out, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "Generating '%s'\n", filepath.Join(os.TempDir(), fmt.Sprintf("nsys-report-%04x.qdstrm", t0.UnixNano()%0x10000)))
-	fmt.Fprintf(stdout, "[1/1] [========================100%%] %s\n", filepath.Base(out))
-	if len(rep.Kernels) == 0 && strings.Contains(tracedAPIs(opts["--trace"]), "cuda") {
-		fmt.Fprintln(stdout, "WARNING: No CUDA kernel data was collected. The application may have ended before the collection window (--delay/--duration) or launched no kernels.")
-	}
-	fmt.Fprintf(stdout, "Generated:\n    %s\n", out)
-	return rep.AppExitCode
+	return rep
 }
 
 // lockedWriter serialises writes: the application's output is copied by os/exec goroutines

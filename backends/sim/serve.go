@@ -235,103 +235,27 @@ func (s *server) ms(d float64) error { return s.clk.sleep(int64(d * 1e6)) }
 func (s *server) run() (int, error) {
 	port := s.p.intv("port", 30000)
 	s.crashed = make(chan struct{})
+	var release func()
+	ok := true
 	if s.llm {
 		s.log.log("server_args=ServerArgs(model_path='%s', host='127.0.0.1', port=%d, tp_size=%d)", s.model, port, s.p.intv("tp_size", 1))
-		defer s.openServerActivity().close()
+		a := s.openServerActivity()
+		release = func() { a.close() }
 	} else {
-		held, ok := s.diffusionPorts(port)
-		if !ok {
-			return 1, nil
-		}
-		defer func() {
-			for _, ln := range held {
-				ln.Close()
-			}
-		}()
-		s.log.log("Starting server...")
-		prof, known := resolveModel(s.model, s.p.str("model_id"))
-		if !known {
-			if s.p.str("backend") == "sglang" {
-				s.log.log("ValueError: Could not resolve a native pipeline for %s (--backend sglang)", s.model)
-				return 1, nil
-			}
-			s.log.log("Model %s is not in sglang's native registry. Falling back to diffusers backend.", s.model)
-			prof = diffusersProfile
-			prof.id = s.model
-		}
-		s.prof = prof
-		if path := s.env[EnvNSysActivity]; path != "" {
-			if a, err := openActivity(path); err != nil {
-				s.log.log("WARNING: %v", err)
-			} else {
-				defer a.close()
-				a.put(&actRec{K: "proc", PID: int32(os.Getpid()), Name: "python3"})
-				a.put(&actRec{K: "gpu", Dev: 0, Name: "NVIDIA H100 80GB HBM3"})
-				a.flush()
-				s.act = &gen{act: a, prof: prof, tp: 1, model: s.model, k: s.k}
-			}
-		}
+		release, ok = s.startDiffusion(port)
 	}
-	// Both flavours load the model before uvicorn starts; the LLM server then answers /health
-	// 503 until its warmup request has passed (§A.8, §B.3).
-	var ln net.Listener
-	loadS := 6.0
-	if !s.llm {
-		loadS = s.prof.loadS
-	}
-	// A model that needs more GPUs than are visible fails while the workers start, as torch
-	// does when a rank selects a device index that does not exist.
-	need := max(s.p.intv("num_gpus", 1), s.p.intv("tp_size", 1))
-	if vis := visibleGPUs(s.env); need > vis {
-		s.log.log("Launching %d worker processes (%d visible GPUs)", need, vis)
-		s.log.raw(fmt.Sprintf("[TP%d] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: CUDA error: invalid device ordinal\n", vis))
-		s.log.log("Initialization failed. scheduler is dead.")
+	defer release()
+	if !ok {
 		return 1, nil
 	}
-	s.log.log("Loading weights for %s ...", s.model)
-	switch {
-	case s.k.fail["never-ready"]:
-		s.log.log("Loading safetensors checkpoint shards: 0%% Completed | 0/4")
-		return 0, s.clk.block()
-	case s.k.fail["crash-load"]:
-		if err := s.ms(loadS * 500); err != nil {
-			return 0, err
-		}
-		s.log.raw("Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py\", line 412, in load_model\n" +
-			"    state_dict = safetensors.torch.load_file(path)\nRuntimeError: Error while deserializing header: MetadataIncompleteBuffer\n")
-		s.log.log("Initialization failed. scheduler is dead.")
-		return 1, nil
-	case s.k.fail["oom"]:
-		if err := s.ms(loadS * 700); err != nil {
-			return 0, err
-		}
-		s.log.raw("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.12 GiB is free.\n")
-		return 1, nil
+	if loaded, code, err := s.loadModel(); !loaded {
+		return code, err
 	}
-	if err := s.ms(loadS * 1000); err != nil {
-		return 0, err
+	ln, code := s.startHTTP(port)
+	if ln == nil {
+		return code, nil
 	}
-	var code int
-	if s.llm {
-		if ln, code = s.listen(port); ln == nil {
-			return code, nil
-		}
-		defer ln.Close()
-		go s.serveHTTP(ln)
-	} else {
-		if s.prof.id == s.model && s.prof.pipeline == diffusersProfile.pipeline {
-			s.log.log("Loaded diffusers pipeline: %s", s.prof.pipeline)
-		} else {
-			s.log.log("Loaded pipeline %s for %s", s.prof.pipeline, s.model)
-		}
-		s.log.log("Starting FastAPI server.")
-		if ln, code = s.listen(port); ln == nil {
-			return code, nil
-		}
-		defer ln.Close()
-		go s.serveHTTP(ln)
-		s.ready.Store(true)
-	}
+	defer ln.Close()
 	if s.llm {
 		// Warmup /generate, then the readiness line.
 		if err := s.ms(800); err != nil {
@@ -346,6 +270,118 @@ func (s *server) run() (int, error) {
 	case <-s.clk.ctx.Done():
 		return 0, &errInterrupted{}
 	}
+}
+
+// startDiffusion holds a diffusion server's scheduler/master ports, resolves its pipeline
+// (falling back to diffusers, or failing under --backend sglang) and opens its nsys activity
+// sink. release (never nil) closes what it opened, as the server's exit must; ok is false
+// when the server exits 1 at once.
+func (s *server) startDiffusion(port int) (release func(), ok bool) {
+	release = func() {}
+	held, ok := s.diffusionPorts(port)
+	if !ok {
+		return release, false
+	}
+	release = func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}
+	s.log.log("Starting server...")
+	prof, known := resolveModel(s.model, s.p.str("model_id"))
+	if !known {
+		if s.p.str("backend") == "sglang" {
+			s.log.log("ValueError: Could not resolve a native pipeline for %s (--backend sglang)", s.model)
+			return release, false
+		}
+		s.log.log("Model %s is not in sglang's native registry. Falling back to diffusers backend.", s.model)
+		prof = diffusersProfile
+		prof.id = s.model
+	}
+	s.prof = prof
+	if path := s.env[EnvNSysActivity]; path != "" {
+		if a, err := openActivity(path); err != nil {
+			s.log.log("WARNING: %v", err)
+		} else {
+			closePorts := release
+			release = func() {
+				a.close()
+				closePorts()
+			}
+			a.put(&actRec{K: "proc", PID: int32(os.Getpid()), Name: "python3"})
+			a.put(&actRec{K: "gpu", Dev: 0, Name: "NVIDIA H100 80GB HBM3"})
+			a.flush()
+			s.act = &gen{act: a, prof: prof, tp: 1, model: s.model, k: s.k}
+		}
+	}
+	return release, true
+}
+
+// loadModel starts the workers and loads the weights, failing as the fault knobs ask.
+// loaded is false when run must return code and err at once.
+//
+// Both flavours load the model before uvicorn starts; the LLM server then answers /health
+// 503 until its warmup request has passed (§A.8, §B.3).
+func (s *server) loadModel() (loaded bool, code int, err error) {
+	loadS := 6.0
+	if !s.llm {
+		loadS = s.prof.loadS
+	}
+	// A model that needs more GPUs than are visible fails while the workers start, as torch
+	// does when a rank selects a device index that does not exist.
+	need := max(s.p.intv("num_gpus", 1), s.p.intv("tp_size", 1))
+	if vis := visibleGPUs(s.env); need > vis {
+		s.log.log("Launching %d worker processes (%d visible GPUs)", need, vis)
+		s.log.raw(fmt.Sprintf("[TP%d] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: CUDA error: invalid device ordinal\n", vis))
+		s.log.log("Initialization failed. scheduler is dead.")
+		return false, 1, nil
+	}
+	s.log.log("Loading weights for %s ...", s.model)
+	switch {
+	case s.k.fail["never-ready"]:
+		s.log.log("Loading safetensors checkpoint shards: 0%% Completed | 0/4")
+		return false, 0, s.clk.block()
+	case s.k.fail["crash-load"]:
+		if err := s.ms(loadS * 500); err != nil {
+			return false, 0, err
+		}
+		s.log.raw("Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py\", line 412, in load_model\n" +
+			"    state_dict = safetensors.torch.load_file(path)\nRuntimeError: Error while deserializing header: MetadataIncompleteBuffer\n")
+		s.log.log("Initialization failed. scheduler is dead.")
+		return false, 1, nil
+	case s.k.fail["oom"]:
+		if err := s.ms(loadS * 700); err != nil {
+			return false, 0, err
+		}
+		s.log.raw("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.12 GiB is free.\n")
+		return false, 1, nil
+	}
+	if err := s.ms(loadS * 1000); err != nil {
+		return false, 0, err
+	}
+	return true, 0, nil
+}
+
+// startHTTP binds the port and serves the API; a diffusion server is ready at once, an LLM
+// server after its warmup (in run). A nil listener means run returns code.
+func (s *server) startHTTP(port int) (net.Listener, int) {
+	if !s.llm {
+		if s.prof.id == s.model && s.prof.pipeline == diffusersProfile.pipeline {
+			s.log.log("Loaded diffusers pipeline: %s", s.prof.pipeline)
+		} else {
+			s.log.log("Loaded pipeline %s for %s", s.prof.pipeline, s.model)
+		}
+		s.log.log("Starting FastAPI server.")
+	}
+	ln, code := s.listen(port)
+	if ln == nil {
+		return nil, code
+	}
+	go s.serveHTTP(ln)
+	if !s.llm {
+		s.ready.Store(true)
+	}
+	return ln, 0
 }
 
 // defaultSchedulerPort is ServerArgs.scheduler_port's default (the scheduler's ZMQ socket).

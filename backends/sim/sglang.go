@@ -813,93 +813,20 @@ func (g *gen) stepBaseMS(i int) float64 {
 
 // request runs one prompt through the pipeline stages.
 func (g *gen) request(r *request, idx int) (int, error) {
-	stages := []string{"InputValidationStage", "TextEncodingStage", "ConditioningStage", "TimestepPreparationStage", "LatentPreparationStage", "DenoisingStage", "DecodingStage"}
-	if g.diffusers {
-		stages = []string{"DiffusersExecutionStage"}
-	}
-	snake := make([]string, len(stages))
-	for i, s := range stages {
-		snake[i] = "'" + toSnake(s) + "'"
-	}
-	if g.diffusers {
-		snake = []string{"'diffusers_execution'"}
-	}
-	g.log.log("Running pipeline stages: [%s]", strings.Join(snake, ", "))
+	stages := g.pipelineStages()
 	r.startAbs = g.clk.now()
 	start := g.clk.virt.Load()
 
-	profile := g.p.boolv("profile")
-	allStages := profile && g.p.boolv("profile_all_stages")
-	nProf := g.p.intv("num_profiled_timesteps", 5)
-	if nProf < 0 || nProf > g.steps {
-		nProf = g.steps
-	}
-	if profile {
-		mode := strconv.Itoa(nProf) + " steps"
-		if allStages {
-			mode = "full stages"
-		}
-		g.log.log("Profiling request: %s for %s...", r.id, mode)
-	}
-	if allStages {
-		g.log.log("Starting Profiler...")
-	}
+	profile, allStages, nProf := g.profileRequest(r)
 	alloc := g.prof.residentG * 1024
 	for _, st := range stages {
 		g.log.log("[%s] started...", st)
 		stStart := g.clk.virt.Load()
 		stAbs := g.clk.now()
-		var err error
-		var code int
-		switch st {
-		case "DenoisingStage", "DiffusersExecutionStage":
-			if g.diffusers {
-				if err = g.sleepMS(g.prof.textMS * 1.2); err != nil {
-					return 0, err
-				}
-			}
-			code, err = g.denoise(r, idx, profile && !allStages, nProf)
-			if err == nil && code == 0 && g.diffusers {
-				err = g.sleepMS(g.prof.vaeMS * g.prof.pixelFactor(g.w, g.h, g.frames) * 1.2)
-			}
-		case "TextEncodingStage":
-			d := g.prof.textMS * g.stageFactor(st) * g.jit(0.03)
-			g.emitStage(kinetogenTextEncoding, stAbs, g.prof.textMS)
-			err = g.sleepMS(d)
-		case "DecodingStage":
-			base := g.prof.vaeMS * g.prof.pixelFactor(g.w, g.h, g.frames)
-			g.emitStage(kinetogenDecoding, stAbs, base)
-			err = g.sleepMS(base * g.stageFactor(st) * g.jit(0.03))
-		case "InputValidationStage":
-			err = g.sleepMS(0.08 * g.stageFactor(st))
-		case "ConditioningStage":
-			err = g.sleepMS(0.03 * g.stageFactor(st))
-		case "TimestepPreparationStage":
-			err = g.sleepMS(1.4 * g.stageFactor(st))
-		case "LatentPreparationStage":
-			err = g.sleepMS(0.7 * g.stageFactor(st))
-		}
-		if err != nil || code != 0 {
+		if code, err := g.runStage(r, idx, st, stAbs, profile && !allStages, nProf); err != nil || code != 0 {
 			return code, err
 		}
-		d := float64(g.clk.virt.Load()-stStart) / 1e6
-		if st == "DenoisingStage" {
-			g.log.log("[DenoisingStage] average time per step: %.4f seconds", avg(r.stepsMS)/1000)
-		}
-		g.log.log("[%s] finished in %.4f seconds", st, d/1000)
-		r.stages = append(r.stages, stageRun{name: st, ms: d})
-		switch st {
-		case "TextEncodingStage":
-			alloc += 1200
-		case "LatentPreparationStage":
-			alloc += 64 * g.prof.pixelFactor(g.w, g.h, g.frames)
-		case "DecodingStage":
-			alloc -= 800
-		}
-		peak := g.prof.peakGB * 1024 * g.memFactor()
-		r.mem = append(r.mem, memCheckpoint{stage: st, alloc: alloc, reserved: alloc * 1.04, peakA: math.Max(alloc, peak*0.97), peakRe: peak})
-		g.nvtx(st, stAbs, g.clk.now())
-		g.act.flush()
+		alloc = g.finishStage(r, st, stStart, stAbs, alloc)
 	}
 	if allStages {
 		g.log.log("Stopping Profiler...")
@@ -916,6 +843,105 @@ func (g *gen) request(r *request, idx int) (int, error) {
 	r.totalMS = float64(g.clk.virt.Load()-start)/1e6 + 3.2
 	g.log.log("Pixel data generated successfully in %s%.2f%s seconds", ansiGreen, r.totalMS/1000, ansiReset)
 	return 0, nil
+}
+
+// pipelineStages returns the pipeline's stages (one, for the diffusers fallback) and logs
+// them as sglang does.
+func (g *gen) pipelineStages() []string {
+	stages := []string{"InputValidationStage", "TextEncodingStage", "ConditioningStage", "TimestepPreparationStage", "LatentPreparationStage", "DenoisingStage", "DecodingStage"}
+	if g.diffusers {
+		stages = []string{"DiffusersExecutionStage"}
+	}
+	snake := make([]string, len(stages))
+	for i, s := range stages {
+		snake[i] = "'" + toSnake(s) + "'"
+	}
+	if g.diffusers {
+		snake = []string{"'diffusers_execution'"}
+	}
+	g.log.log("Running pipeline stages: [%s]", strings.Join(snake, ", "))
+	return stages
+}
+
+// profileRequest reads the profiling flags for one request (--profile, with
+// --profile-all-stages or --num-profiled-timesteps, capped at the step count) and logs the
+// profiler's start as sglang does.
+func (g *gen) profileRequest(r *request) (profile, allStages bool, nProf int) {
+	profile = g.p.boolv("profile")
+	allStages = profile && g.p.boolv("profile_all_stages")
+	nProf = g.p.intv("num_profiled_timesteps", 5)
+	if nProf < 0 || nProf > g.steps {
+		nProf = g.steps
+	}
+	if profile {
+		mode := strconv.Itoa(nProf) + " steps"
+		if allStages {
+			mode = "full stages"
+		}
+		g.log.log("Profiling request: %s for %s...", r.id, mode)
+	}
+	if allStages {
+		g.log.log("Starting Profiler...")
+	}
+	return profile, allStages, nProf
+}
+
+// runStage spends one stage's simulated time and emits its kernels; profileSteps says whether
+// the denoising loop profiles its first nProf steps.
+func (g *gen) runStage(r *request, idx int, st string, stAbs int64, profileSteps bool, nProf int) (code int, err error) {
+	switch st {
+	case "DenoisingStage", "DiffusersExecutionStage":
+		if g.diffusers {
+			if err = g.sleepMS(g.prof.textMS * 1.2); err != nil {
+				return 0, err
+			}
+		}
+		code, err = g.denoise(r, idx, profileSteps, nProf)
+		if err == nil && code == 0 && g.diffusers {
+			err = g.sleepMS(g.prof.vaeMS * g.prof.pixelFactor(g.w, g.h, g.frames) * 1.2)
+		}
+	case "TextEncodingStage":
+		d := g.prof.textMS * g.stageFactor(st) * g.jit(0.03)
+		g.emitStage(kinetogenTextEncoding, stAbs, g.prof.textMS)
+		err = g.sleepMS(d)
+	case "DecodingStage":
+		base := g.prof.vaeMS * g.prof.pixelFactor(g.w, g.h, g.frames)
+		g.emitStage(kinetogenDecoding, stAbs, base)
+		err = g.sleepMS(base * g.stageFactor(st) * g.jit(0.03))
+	case "InputValidationStage":
+		err = g.sleepMS(0.08 * g.stageFactor(st))
+	case "ConditioningStage":
+		err = g.sleepMS(0.03 * g.stageFactor(st))
+	case "TimestepPreparationStage":
+		err = g.sleepMS(1.4 * g.stageFactor(st))
+	case "LatentPreparationStage":
+		err = g.sleepMS(0.7 * g.stageFactor(st))
+	}
+	return code, err
+}
+
+// finishStage logs a finished stage, records its time and memory checkpoint, marks it with an
+// NVTX range and returns the allocated MiB after it.
+func (g *gen) finishStage(r *request, st string, stStart, stAbs int64, alloc float64) float64 {
+	d := float64(g.clk.virt.Load()-stStart) / 1e6
+	if st == "DenoisingStage" {
+		g.log.log("[DenoisingStage] average time per step: %.4f seconds", avg(r.stepsMS)/1000)
+	}
+	g.log.log("[%s] finished in %.4f seconds", st, d/1000)
+	r.stages = append(r.stages, stageRun{name: st, ms: d})
+	switch st {
+	case "TextEncodingStage":
+		alloc += 1200
+	case "LatentPreparationStage":
+		alloc += 64 * g.prof.pixelFactor(g.w, g.h, g.frames)
+	case "DecodingStage":
+		alloc -= 800
+	}
+	peak := g.prof.peakGB * 1024 * g.memFactor()
+	r.mem = append(r.mem, memCheckpoint{stage: st, alloc: alloc, reserved: alloc * 1.04, peakA: math.Max(alloc, peak*0.97), peakRe: peak})
+	g.nvtx(st, stAbs, g.clk.now())
+	g.act.flush()
+	return alloc
 }
 
 func avg(v []float64) float64 {

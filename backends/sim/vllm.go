@@ -66,14 +66,70 @@ type vllmSession struct {
 }
 
 func vllmMain(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
-	if len(args) < 2 || args[0] != "serve" || strings.HasPrefix(args[1], "-") {
-		fmt.Fprint(stderr, "usage: vllm serve [model_tag] [options]\nvllm: error: the following arguments are required: model_tag\n")
+	va, ok := parseVLLMArgs(args, stderr)
+	if !ok {
 		return 2
 	}
-	model := args[1]
-	port, host, omni := 8000, "127.0.0.1", false
-	served := model
-	var pcfg *profilerConfig
+	k, err := readKnobs(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "runner sim: %v\n", err)
+		return 2
+	}
+	lg := &logger{w: stderr}
+	if !va.omni {
+		lg.log("ValueError: %s is a diffusion pipeline; serve it with --omni (vLLM-Omni)", va.model)
+		return 1
+	}
+	if !validProfilerConfig(lg, va.pcfg) {
+		return 1
+	}
+	prof, known := resolveModel(va.model, "")
+	if !known {
+		prof = diffusersProfile
+		prof.id = va.model
+	}
+	s := &vllmServer{server: &server{p: parsedArgs{"port": va.port}, k: k, env: env, log: lg, model: va.model, served: va.served, prof: prof, jobs: map[string]*videoJob{}}, pcfg: va.pcfg}
+	s.cwd, _ = os.Getwd()
+	defer s.openServerActivity().close()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	s.clk = &clock{ctx: sctx, scale: k.scale, start: time.Now()}
+	code, err := s.run(va.port)
+	var intr *errInterrupted
+	if errors.As(err, &intr) {
+		lg.raw("INFO:     Shutting down\nINFO:     Application shutdown complete.\n")
+		return 0
+	}
+	return code
+}
+
+// vllmArgs is what the simulator reads of `vllm serve`'s command line.
+type vllmArgs struct {
+	model, served string
+	port          int
+	host          string // parsed, but the simulator binds the loopback interface only
+	omni          bool
+	pcfg          *profilerConfig // --profiler-config (nil: none)
+}
+
+// parseVLLMArgs parses `vllm serve MODEL [options]` as vLLM's argparse does; on a usage
+// error it prints argparse's message and reports false (exit status 2).
+func parseVLLMArgs(args []string, stderr io.Writer) (vllmArgs, bool) {
+	if len(args) < 2 || args[0] != "serve" || strings.HasPrefix(args[1], "-") {
+		fmt.Fprint(stderr, "usage: vllm serve [model_tag] [options]\nvllm: error: the following arguments are required: model_tag\n")
+		return vllmArgs{}, false
+	}
+	va := vllmArgs{model: args[1], served: args[1], port: 8000, host: "127.0.0.1"}
 	var unknown []string
 	rest := args[2:]
 	for i := 0; i < len(rest); i++ {
@@ -91,89 +147,58 @@ func vllmMain(ctx context.Context, args []string, env map[string]string, stdout,
 		}
 		switch name {
 		case "--omni":
-			omni = true
+			va.omni = true
 		case "--port":
 			v, ok := next()
 			p, err := strconv.Atoi(v)
 			if !ok || err != nil {
 				fmt.Fprintf(stderr, "vllm serve: error: argument --port: invalid int value: '%s'\n", v)
-				return 2
+				return vllmArgs{}, false
 			}
-			port = p
+			va.port = p
 		case "--host":
-			host, _ = next()
+			va.host, _ = next()
 		case "--served-model-name":
-			served, _ = next()
+			va.served, _ = next()
 		case "--profiler-config":
 			v, _ := next()
-			pcfg = &profilerConfig{}
+			va.pcfg = &profilerConfig{}
 			// vLLM's config dataclasses forbid extra fields: an unknown key fails the parse.
 			dec := json.NewDecoder(strings.NewReader(v))
 			dec.DisallowUnknownFields()
-			if err := dec.Decode(pcfg); err != nil {
+			if err := dec.Decode(va.pcfg); err != nil {
 				fmt.Fprintf(stderr, "vllm serve: error: argument --profiler-config: Value %s cannot be converted to <class 'vllm.config.profiler.ProfilerConfig'>.\n", v)
-				return 2
+				return vllmArgs{}, false
 			}
 		default:
 			unknown = append(unknown, a)
 		}
 	}
-	_ = host // the simulator binds the loopback interface only
 	if len(unknown) > 0 {
 		fmt.Fprintf(stderr, "vllm serve: error: unrecognized arguments: %s\n", strings.Join(unknown, " "))
-		return 2
+		return vllmArgs{}, false
 	}
-	k, err := readKnobs(env)
-	if err != nil {
-		fmt.Fprintf(stderr, "runner sim: %v\n", err)
-		return 2
+	return va, true
+}
+
+// validProfilerConfig checks --profiler-config as vLLM's ProfilerConfig does after parsing,
+// logging its ValueError when it fails (nil: no config, valid).
+func validProfilerConfig(lg *logger, pcfg *profilerConfig) bool {
+	if pcfg == nil {
+		return true
 	}
-	lg := &logger{w: stderr}
-	if !omni {
-		lg.log("ValueError: %s is a diffusion pipeline; serve it with --omni (vLLM-Omni)", model)
-		return 1
-	}
-	if pcfg != nil {
-		switch pcfg.Profiler {
-		case "torch":
-			if pcfg.TorchProfilerDir == "" {
-				lg.log("ValueError: torch_profiler_dir must be set when profiler is 'torch'")
-				return 1
-			}
-		case "cuda":
-		default:
-			lg.log("ValueError: Invalid profiler '%s'; expected one of: torch, cuda", pcfg.Profiler)
-			return 1
+	switch pcfg.Profiler {
+	case "torch":
+		if pcfg.TorchProfilerDir == "" {
+			lg.log("ValueError: torch_profiler_dir must be set when profiler is 'torch'")
+			return false
 		}
+	case "cuda":
+	default:
+		lg.log("ValueError: Invalid profiler '%s'; expected one of: torch, cuda", pcfg.Profiler)
+		return false
 	}
-	prof, known := resolveModel(model, "")
-	if !known {
-		prof = diffusersProfile
-		prof.id = model
-	}
-	s := &vllmServer{server: &server{p: parsedArgs{"port": port}, k: k, env: env, log: lg, model: model, served: served, prof: prof, jobs: map[string]*videoJob{}}, pcfg: pcfg}
-	s.cwd, _ = os.Getwd()
-	defer s.openServerActivity().close()
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-sig:
-			cancel()
-		case <-sctx.Done():
-		}
-	}()
-	s.clk = &clock{ctx: sctx, scale: k.scale, start: time.Now()}
-	code, err := s.run(port)
-	var intr *errInterrupted
-	if errors.As(err, &intr) {
-		lg.raw("INFO:     Shutting down\nINFO:     Application shutdown complete.\n")
-		return 0
-	}
-	return code
+	return true
 }
 
 func (s *vllmServer) run(port int) (int, error) {
