@@ -55,41 +55,66 @@ func fmtBytes(n int64) string {
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
-// NVTXTable renders the NVTX range summary (`Range | Count | Total | Mean | Min | Max | GPU time inside`).
+// unitOf chooses one time unit for the nanosecond values of a table's time columns: ms with 3
+// decimals from a millisecond up (microsecond resolution, as the per-cell units had), else µs.
+func unitOf(ns []int64) table.TimeUnit {
+	return table.TimeUnitFor(len(ns), func(i int) float64 { return float64(ns[i]) / 1e3 }).WithPrec(3)
+}
+
+// NVTXTable renders the NVTX range summary (`Range | Count | Total | Mean | Min | Max | GPU time
+// inside`); the time columns share one unit, named in their headers.
 func NVTXTable(rows []NVTXRange) *table.Table {
-	tb := &table.Table{Title: "NVTX ranges", Header: []string{"Range", "Count", "Total", "Mean", "Min", "Max", "GPU time inside"},
+	var all []int64
+	for _, r := range rows {
+		all = append(all, r.TotalNS, r.MeanNS, r.MinNS, r.MaxNS, r.GPUTimeNS)
+	}
+	u := unitOf(all)
+	tb := &table.Table{Title: "NVTX ranges", Header: []string{"Range", "Count", u.Header("Total"), u.Header("Mean"), u.Header("Min"), u.Header("Max"), u.Header("GPU time inside")},
 		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right}, Empty: none}
 	for _, r := range rows {
 		name := r.Range
 		if r.Domain != "" {
 			name = r.Domain + ":" + r.Range
 		}
-		tb.Rows = append(tb.Rows, []string{name, strconv.Itoa(r.Count), fmtDur(r.TotalNS), fmtDur(r.MeanNS), fmtDur(r.MinNS), fmtDur(r.MaxNS), fmtDur(r.GPUTimeNS)})
+		tb.Rows = append(tb.Rows, []string{name, strconv.Itoa(r.Count), us(u, r.TotalNS), us(u, r.MeanNS), us(u, r.MinNS), us(u, r.MaxNS), us(u, r.GPUTimeNS)})
 	}
 	return tb
 }
 
-// MemoryTable renders the memory-operation summary.
+// us formats nanoseconds in the table's unit.
+func us(u table.TimeUnit, ns int64) string { return u.Format(float64(ns) / 1e3) }
+
+// MemoryTable renders the memory-operation summary; its two time columns share one unit.
 func MemoryTable(rows []MemoryOp) *table.Table {
-	tb := &table.Table{Title: "Memory operations", Header: []string{"Operation", "Count", "Bytes", "Total", "Mean", "GB/s"},
+	var all []int64
+	for _, r := range rows {
+		all = append(all, r.TotalNS, r.MeanNS)
+	}
+	u := unitOf(all)
+	tb := &table.Table{Title: "Memory operations", Header: []string{"Operation", "Count", "Bytes", u.Header("Total"), u.Header("Mean"), "GB/s"},
 		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right}, Empty: none}
 	for _, r := range rows {
-		tb.Rows = append(tb.Rows, []string{r.Operation, strconv.Itoa(r.Count), fmtBytes(r.Bytes), fmtDur(r.TotalNS), fmtDur(r.MeanNS), strconv.FormatFloat(r.GBps, 'f', 2, 64)})
+		tb.Rows = append(tb.Rows, []string{r.Operation, strconv.Itoa(r.Count), fmtBytes(r.Bytes), us(u, r.TotalNS), us(u, r.MeanNS), strconv.FormatFloat(r.GBps, 'f', 2, 64)})
 	}
 	return tb
 }
 
-// APITable renders the CUDA API summary.
+// APITable renders the CUDA API summary; its time columns share one unit.
 func APITable(rows []APICall) *table.Table {
-	tb := &table.Table{Title: "CUDA API calls", Header: []string{"API call", "Calls", "Total", "%", "Mean", "Min", "Max", "Sync"},
+	var all []int64
+	for _, r := range rows {
+		all = append(all, r.TotalNS, r.MeanNS, r.MinNS, r.MaxNS)
+	}
+	u := unitOf(all)
+	tb := &table.Table{Title: "CUDA API calls", Header: []string{"API call", "Calls", u.Header("Total"), "%", u.Header("Mean"), u.Header("Min"), u.Header("Max"), "Sync"},
 		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left}, Empty: none}
 	for _, r := range rows {
 		sync := ""
 		if r.Sync {
 			sync = "yes"
 		}
-		tb.Rows = append(tb.Rows, []string{r.Name, strconv.Itoa(r.Calls), fmtDur(r.TotalNS), strconv.FormatFloat(r.Percent, 'f', 1, 64),
-			fmtDur(r.MeanNS), fmtDur(r.MinNS), fmtDur(r.MaxNS), sync})
+		tb.Rows = append(tb.Rows, []string{r.Name, strconv.Itoa(r.Calls), us(u, r.TotalNS), strconv.FormatFloat(r.Percent, 'f', 1, 64),
+			us(u, r.MeanNS), us(u, r.MinNS), us(u, r.MaxNS), sync})
 	}
 	return tb
 }

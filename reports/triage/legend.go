@@ -2,7 +2,6 @@ package triage
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/sglprof/runner/reports/render/table"
@@ -82,24 +81,10 @@ func (l *legend) write(b *strings.Builder, md bool) {
 	}
 }
 
-// unit is one table's time unit: ms when its largest value reaches a millisecond, else µs, so a
-// column never mixes units (issue 17).
-type unit struct {
-	label string
-	div   float64
-	prec  int
-}
+// unit is one table's time unit (table.TimeUnit, shared with the nsys tables).
+type unit = table.TimeUnit
 
-func unitFor(n int, usAt func(i int) float64) unit {
-	var max float64
-	for i := 0; i < n; i++ {
-		max = maxf(max, usAt(i))
-	}
-	if max >= 1000 {
-		return unit{"ms", 1000, 2}
-	}
-	return unit{"µs", 1, 1}
-}
+func unitFor(n int, usAt func(i int) float64) unit { return table.TimeUnitFor(n, usAt) }
 
 func maxf(a, b float64) float64 {
 	if b > a {
@@ -107,8 +92,6 @@ func maxf(a, b float64) float64 {
 	}
 	return a
 }
-
-func (u unit) format(usv float64) string { return strconv.FormatFloat(usv/u.div, 'f', u.prec, 64) }
 
 // distinctShort shortens n names to width for one table, widening the names that would
 // otherwise print the same (issue 17: add and threshold_backward both showed as

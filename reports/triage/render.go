@@ -237,7 +237,7 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 		ms(s.KernelTimeUS), s.KernelCount, ms(s.BusyUS), ms(s.WindowUS))
 	u := unitFor(len(s.Kernels), func(i int) float64 { return s.Kernels[i].TotalUS })
 	disp := distinctShort(len(s.Kernels), func(i int) string { return s.Kernels[i].Name }, d.nameW)
-	gt := "GPU time (" + u.label + ")"
+	gt := "GPU time (" + u.Label + ")"
 	t := &table.Table{
 		Header: []string{"Kernel", "Category", gt, "Share", "Launches", "Python location (site share)", "CPU op"},
 		Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Left},
@@ -251,7 +251,7 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 	for i, k := range s.Kernels {
 		cum += k.SharePct
 		loc, cpu := siteCells(k.Locations)
-		row := []string{disp[i], k.Category, u.format(k.TotalUS), pc(k.SharePct)}
+		row := []string{disp[i], k.Category, u.Format(k.TotalUS), pc(k.SharePct)}
 		if !d.md {
 			row = append(row, pc(cum))
 		}
@@ -269,12 +269,12 @@ func (d *doc) overlap(s *Stage) error {
 	u := unitFor(len(s.Overlap), func(i int) float64 { return s.Overlap[i].TotalUS })
 	disp := distinctShort(len(s.Overlap), func(i int) string { return s.Overlap[i].Kernel }, d.nameW)
 	t := &table.Table{
-		Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "GPU time (" + u.label + ")", "Share", "Exclusive / hidden", "Dep risk", "Recommendation"},
+		Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "GPU time (" + u.Label + ")", "Share", "Exclusive / hidden", "Dep risk", "Recommendation"},
 		Align:  []table.Align{table.Left, table.Left, table.Left, table.Left, table.Right, table.Right, table.Right},
 		Empty:  "No overlap rows cleared the reporting bar.",
 	}
 	for i, o := range s.Overlap {
-		t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, disp[i], o.Scope, u.format(o.TotalUS), pc(o.SharePct),
+		t.Rows = append(t.Rows, []string{o.Priority, o.Verdict, disp[i], o.Scope, u.Format(o.TotalUS), pc(o.SharePct),
 			pc(o.ExclusivePct) + " / " + pc(o.HiddenPct), o.DepRisk, o.Recommendation})
 		d.leg.use(o.Priority, o.Verdict, o.DepRisk, o.Recommendation)
 	}
@@ -285,12 +285,12 @@ func (d *doc) overlap(s *Stage) error {
 func (d *doc) fusions(s *Stage) error {
 	u := unitFor(len(s.Fusions), func(i int) float64 { return s.Fusions[i].RelatedUS })
 	t := &table.Table{
-		Header: []string{"Pattern", "Status", "Confidence", "Related GPU time (" + u.label + ")", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
+		Header: []string{"Pattern", "Status", "Confidence", "Related GPU time (" + u.Label + ")", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
 		Align:  []table.Align{table.Left, table.Left, table.Left, table.Right, table.Right},
 		Empty:  "No catalog fusion pattern matched this stage.",
 	}
 	for _, f := range s.Fusions {
-		t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, u.format(f.RelatedUS), pc(f.SharePct),
+		t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, u.Format(f.RelatedUS), pc(f.SharePct),
 			strings.Join(f.Evidence, "\n"), strings.Join(f.Locations, "\n"), strings.Join(f.CandidatePaths, "\n"), f.Rationale})
 		d.leg.use(f.Status, "confidence "+f.Confidence)
 	}
@@ -340,8 +340,8 @@ func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush f
 		return rs.Ranks[i-n].BusyUS
 	})
 	t := &table.Table{
-		Header: []string{"Rank", "Kernel time (" + u.label + ")", "Busy (" + u.label + ")", "Busy vs median (" + u.label + ")",
-			"Collective (" + u.label + ")", "Collective wait (" + u.label + ")", ""},
+		Header: []string{"Rank", "Kernel time (" + u.Label + ")", "Busy (" + u.Label + ")", "Busy vs median (" + u.Label + ")",
+			"Collective (" + u.Label + ")", "Collective wait (" + u.Label + ")", ""},
 		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left},
 	}
 	for _, r := range rs.Ranks {
@@ -349,12 +349,12 @@ func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush f
 		if r.Rank == rs.Straggler {
 			mark = "straggler"
 		}
-		vs := u.format(r.BusyVsMedianUS)
+		vs := u.Format(r.BusyVsMedianUS)
 		if r.BusyVsMedianUS > 0 {
 			vs = "+" + vs
 		}
-		t.Rows = append(t.Rows, []string{r.Rank, u.format(r.KernelTimeUS), u.format(r.BusyUS), vs,
-			u.format(r.CollectiveUS), u.format(r.CollectiveWaitUS), mark})
+		t.Rows = append(t.Rows, []string{r.Rank, u.Format(r.KernelTimeUS), u.Format(r.BusyUS), vs,
+			u.Format(r.CollectiveUS), u.Format(r.CollectiveWaitUS), mark})
 	}
 	return flush(t)
 }

@@ -251,3 +251,19 @@ func FuzzShorten(f *testing.F) {
 		}
 	})
 }
+
+func TestTimeUnit(t *testing.T) {
+	us := []float64{0.5, 812, 999.9}
+	u := TimeUnitFor(len(us), func(i int) float64 { return us[i] })
+	if u.Label != "µs" || u.Format(812) != "812.0" || u.Header("Total") != "Total (µs)" {
+		t.Errorf("below a millisecond: %+v %q %q", u, u.Format(812), u.Header("Total"))
+	}
+	us = append(us, 1200)
+	u = TimeUnitFor(len(us), func(i int) float64 { return us[i] })
+	if u.Label != "ms" || u.Format(812) != "0.81" || u.Format(1200) != "1.20" || u.Header("Mean") != "Mean (ms)" {
+		t.Errorf("from a millisecond: %+v %q %q", u, u.Format(812), u.Format(1200))
+	}
+	if (TimeUnit{}).Format(3) != "3.0" || (TimeUnit{}).Header("x") != "x (µs)" {
+		t.Error("the zero TimeUnit is µs")
+	}
+}
