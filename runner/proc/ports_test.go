@@ -4,11 +4,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestListenInodes(t *testing.T) {
@@ -69,8 +71,14 @@ func TestKillMarkedKillsOnlyMarkedProcesses(t *testing.T) {
 		}
 	}
 	defer other.Process.Kill()
-	if EnvOf(marked.Process.Pid, mark) != value {
-		t.Fatalf("EnvOf = %q", EnvOf(marked.Process.Pid, mark))
+	// Between fork and execve /proc/<pid>/environ is still the parent's: wait for the exec of
+	// both children (their environment carries the mark) before asking who is marked.
+	deadline := time.Now().Add(10 * time.Second)
+	for EnvOf(marked.Process.Pid, mark) != value || EnvOf(other.Process.Pid, mark) != "other" {
+		if time.Now().After(deadline) {
+			t.Fatalf("EnvOf = %q after 10s", EnvOf(marked.Process.Pid, mark))
+		}
+		runtime.Gosched()
 	}
 	if got := KillMarked(mark, value); !slices.Equal(got, []int{marked.Process.Pid}) {
 		t.Fatalf("killed %v, want [%d]", got, marked.Process.Pid)
