@@ -6,7 +6,7 @@ package backends
 
 import (
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Directories every cell has inside its directory (DESIGN.md §4): the profiler's traces and

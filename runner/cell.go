@@ -18,8 +18,8 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/proc"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // cellRecord is one entry of cells.json (rundir.CellRecord) with what the runner keeps of it

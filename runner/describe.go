@@ -7,7 +7,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // CellLaunch is what `runner plan` shows for one cell: the cell and the exact process it would

@@ -2,7 +2,7 @@ package runner
 
 import (
 	"fmt"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 	"os"
 	"path/filepath"
 	"sort"

@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/gpu"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // The executor decides where and when a cell's process runs; what a cell does (launch, gate,

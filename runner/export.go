@@ -5,8 +5,8 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/llmbench"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // ExportFormats are the formats of `runner export`.

@@ -13,7 +13,7 @@ package runner
 import (
 	"context"
 	"fmt"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 	"log/slog"
 	"os"
 	"strconv"

@@ -2,7 +2,7 @@ package runner
 
 import (
 	"context"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 	"os"
 	"os/exec"
 	"path/filepath"

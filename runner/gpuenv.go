@@ -8,7 +8,7 @@ package runner
 
 import (
 	"context"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 	"strconv"
 	"strings"
 	"time"

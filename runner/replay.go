@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // RunCells is Run restricted to the cells whose IDs are in only (all cells when only is

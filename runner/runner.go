@@ -23,8 +23,8 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/proc"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Exit codes of DESIGN.md §5.

@@ -39,8 +39,8 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/proc"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // serveSession runs the serve cells of one execute call.

@@ -21,8 +21,8 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/load"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // attach returns the server of rec's cell at backend.url once it is ready. On failure it

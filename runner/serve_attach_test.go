@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends/sim"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // startAttachTarget runs a simulated server in this process, as a server someone else

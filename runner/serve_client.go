@@ -20,8 +20,8 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/load"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // client runs the cell's client phase: warmup, profiling window, measured requests, flush,

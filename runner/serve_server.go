@@ -19,9 +19,9 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner/load"
 	"github.com/sglprof/runner/runner/proc"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // serverCommand is the argv prefix of a server: the backend's program, or under --simulate

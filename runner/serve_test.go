@@ -12,7 +12,7 @@ import (
 
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 func serveResult(t *testing.T, sum *rundir.Summary, id string) *rundir.CellResult {

@@ -23,7 +23,7 @@ import (
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // OpenTrace reads one trace file into the linked trace model: an nsys SQLite export through

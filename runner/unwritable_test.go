@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // blockWrite makes the atomic write of path fail, as a full disk would, for root too: the

@@ -20,7 +20,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/sglprof/runner/backends/sim"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output")

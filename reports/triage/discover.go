@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/reports/trace"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Stage labels derived from file names and annotations.

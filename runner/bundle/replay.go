@@ -19,8 +19,8 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // ReplayOptions configure Replay.

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/backends"
-	"github.com/sglprof/runner/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // rebundle rewrites the bundle at path with edit applied to each file (name, content).

@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // source is a run directory read for bundling.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/reports/stats"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Stats, SLO and Summary are the run directory's types (rundir owns result.json's schema).

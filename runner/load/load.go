@@ -29,7 +29,7 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/sglprof/runner/reports/stats"
-	"github.com/sglprof/runner/rundir"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // APIs a cell can drive.
