@@ -48,7 +48,7 @@ type (
 // 5 s timeout.
 type Prober struct {
 	// Env is the environment nvidia-smi runs with and whose PATH finds it (the cells' own,
-	// so a stand-in earlier on that PATH wins); nil means the runner's.
+	// so a stand-in earlier on that PATH wins); nil finds no nvidia-smi (a core package never reads the process's own environment).
 	Env []string
 	// Timeout bounds each nvidia-smi call; 0 means 5 s.
 	Timeout time.Duration
@@ -205,10 +205,7 @@ func (p Prober) run(ctx context.Context, args ...string) ([]byte, error) {
 	if name == "" {
 		name = "nvidia-smi"
 	}
-	env := p.Env
-	if env == nil {
-		env = os.Environ()
-	}
+	env := p.Env // the caller's (cmd/runner hands the runner its environment); nil finds nothing
 	path, err := LookPath(name, env)
 	if err != nil {
 		return nil, fmt.Errorf("unavailable: %w", err)
