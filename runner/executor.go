@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/rundir"
 )
 
@@ -44,7 +43,8 @@ func resolveExecutor(ctx context.Context, p *plans.Plan, opts *Options) error {
 		return nil
 	}
 	visible := -1
-	snap := gpu.Prober{Env: opts.Env, Timeout: opts.ProbeTimeout}.Snapshot(ctx, nil)
+	// The run's GPU guard owns nvidia-smi: a hang here costs its one timeout for the whole run.
+	snap := opts.guard().snapshot(ctx, nil)
 	if len(snap.GPUs) > 0 {
 		visible = len(snap.GPUs)
 	} else if !opts.Simulate {
