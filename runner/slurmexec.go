@@ -294,13 +294,19 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("exec-cell %s: %w", dir, err)}
 	}
-	i := slices.IndexFunc(p.Expand(), func(c plans.Cell) bool { return c.ID == id })
+	cells := p.Expand()
+	i := slices.IndexFunc(cells, func(c plans.Cell) bool { return c.ID == id })
 	if i < 0 {
 		return nil, &UsageError{fmt.Errorf("exec-cell: the plan of %s has no cell %q", dir, id)}
 	}
-	c := p.Expand()[i]
+	c := cells[i]
+	// An interrupted or unreadable result is set aside; any other result is a measurement,
+	// which exec-cell never overwrites (a task submitted twice, a hand-run command).
 	if err := setAside(dir, c, &opts); err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(rundir.CellDir(dir, id), rundir.ResultFile)); err == nil {
+		return nil, &UsageError{fmt.Errorf("exec-cell: cell %s of %s already has a result; it is not run again (runner run --resume runs only cells without one)", id, dir)}
 	}
 	recs, err := prepareCells(dir, []plans.Cell{c}, &opts)
 	if err != nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -105,5 +106,28 @@ func TestSlurmTaskWithoutMarkerWarnsWithPath(t *testing.T) {
 	collectTask(dir, rec, job, slurm.Task{Index: 0, State: "FAILED", Node: "n1"}, &opts)
 	if strings.Contains(logs.String(), "no start marker") {
 		t.Errorf("warned although the marker exists: %s", logs.String())
+	}
+}
+
+// exec-cell never overwrites a cell's result: a task that runs twice leaves the first result.
+func TestExecCellKeepsAnExistingResult(t *testing.T) {
+	opts := simOptions(t)
+	sum, err := Run(context.Background(), testPlan(t, twoCells), opts)
+	if err != nil || sum.ExitCode != 0 {
+		t.Fatalf("run: %v %+v", err, sum)
+	}
+	id := sum.Cells[0].ID
+	path := filepath.Join(rundir.CellDir(sum.RunDir, id), rundir.ResultFile)
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ExecCell(context.Background(), sum.RunDir, id, opts)
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "already has a result") {
+		t.Fatalf("err = %v; want a refusal", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("result.json changed")
 	}
 }
