@@ -70,6 +70,18 @@ func PrepareReportDir(cellDir string) (string, error) {
 // shorter than the plan asked for and a sub-second value does not silently become 0 (unset).
 // argv is appended unchanged: no element is quoted or split.
 func Wrap(nsysCmd []string, opts plans.NSys, report string, argv []string) []string {
+	return wrap(nsysCmd, opts, report, argv, false)
+}
+
+// WrapServer is Wrap for a server (serve cells): with a --duration it adds --kill none.
+// nsys ends the application it launched when --duration runs out (its default --kill is
+// sigterm), and a server killed there fails every later request of the cell with "connection
+// refused"; the runner stops the server itself, and nsys writes the report when it does.
+func WrapServer(nsysCmd []string, opts plans.NSys, report string, argv []string) []string {
+	return wrap(nsysCmd, opts, report, argv, true)
+}
+
+func wrap(nsysCmd []string, opts plans.NSys, report string, argv []string, server bool) []string {
 	graph := opts.CudaGraphTrace
 	if graph == "" {
 		graph = DefaultCudaGraphTrace
@@ -92,6 +104,9 @@ func Wrap(nsysCmd []string, opts plans.NSys, report string, argv []string) []str
 	}
 	if s := wholeSeconds(opts.Duration.Duration); s > 0 {
 		out = append(out, "--duration", strconv.FormatInt(s, 10))
+		if server {
+			out = append(out, "--kill", "none")
+		}
 	}
 	if opts.CaptureRange == plans.CaptureRangeCudaAPI {
 		// Always with an explicit end: nsys's default, stop-shutdown, would end the server.

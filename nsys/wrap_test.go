@@ -128,3 +128,20 @@ func TestWrapCaptureRange(t *testing.T) {
 		t.Fatalf("argv %s", got)
 	}
 }
+
+// A server under nsys --duration must outlive the window (nsys's default --kill is sigterm);
+// a generate cell's argv keeps nsys's default.
+func TestWrapServerKillNone(t *testing.T) {
+	o := plans.NSys{}
+	o.Duration.Duration = 5 * time.Second
+	got := strings.Join(WrapServer([]string{"nsys"}, o, "/r", []string{"app"}), " ")
+	if !strings.Contains(got, " --duration 5 --kill none -o /r app") {
+		t.Fatalf("server argv %s", got)
+	}
+	if got := strings.Join(Wrap([]string{"nsys"}, o, "/r", []string{"app"}), " "); strings.Contains(got, "--kill") {
+		t.Fatalf("generate argv %s", got)
+	}
+	if got := strings.Join(WrapServer([]string{"nsys"}, plans.NSys{}, "/r", []string{"app"}), " "); strings.Contains(got, "--kill") {
+		t.Fatalf("server argv without duration %s", got)
+	}
+}

@@ -53,7 +53,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.S
 		return failed("server-command", lerr.Error())
 	}
 	if rec.NSys != nil {
-		launch.Argv = nsys.Wrap(opts.nsysCommand(), c.NSys, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
+		launch.Argv = nsys.WrapServer(opts.nsysCommand(), c.NSys, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
 	}
 	if opts.Simulate {
 		launch.Env["RUNNER_SIM_JITTER_SEED"] = simJitterSeed(opts.Env, c.Repeat)
