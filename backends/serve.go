@@ -39,6 +39,12 @@ const AttachedPlaceholder = "<attached>"
 // sglang's images API takes none upstream, see docs/upstream.md.)
 const WindowStartStop = "start-stop"
 
+// WindowNSysSession is the window of an nsys cell on a server that has no cudaProfilerStart
+// path of its own (sglang's diffusion server): the server runs in an interactive nsys session
+// (nsys.Launch), and the runner's `nsys start` and `nsys stop` around the measured requests
+// are the window; nsys writes the report at stop. No HTTP call, no traces.
+const WindowNSysSession = "nsys-session"
+
 // Server is a Backend whose cells are served by a long-running server. Every method is pure
 // (no process, no network); the ones that look at files say so. The methods past ServerLaunch
 // need only a base URL and directories, not a process the runner started, so a server the

@@ -136,14 +136,12 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 		// diffusion server for the whole of one cell; an LLM server is captured only in the
 		// runner's window, through the CUDA_PROFILER activity and a cudaProfilerApi capture
 		// range (the whole life of an LLM server is mostly model loading and warmup). The
-		// diffusion server's /start_profile ignores CUDA_PROFILER (SGLDiffusionProfiler knows
-		// CPU and GPU only), so it keeps the whole-life capture.
+		// diffusion runtime has no cudaProfilerStart path in /start_profile, so there the same
+		// key runs the server in an interactive nsys session whose collection the runner
+		// starts and stops around the measured requests (backends.WindowNSysSession).
 		capture := c.NSys.CaptureRange == plans.CaptureRangeCudaAPI
 		if c.Profiler == plans.ProfilerNsys && sglang.ModelType(c) == sglang.ModelTypeLLM && !capture {
 			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") needs [nsys] capture_range = \"cudaProfilerApi\": the runner's /start_profile window then opens and closes the capture")}
-		}
-		if c.Profiler == plans.ProfilerNsys && sglang.ModelType(c) != sglang.ModelTypeLLM && capture {
-			return nil, &UsageError{fmt.Errorf("[nsys] capture_range = \"cudaProfilerApi\" on a diffusion server is not supported: its /start_profile ignores the CUDA_PROFILER activity, so no capture range would open; drop capture_range to capture the server's whole life, with delay/duration")}
 		}
 		return sglang.NewServe(), nil
 	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == backends.ModeServe:

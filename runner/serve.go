@@ -96,22 +96,24 @@ func isServeCells(recs []cellRecord) bool {
 
 // server is one running server process.
 type server struct {
-	key    string
-	n      int
-	dir    string
-	rel    string
-	port   int
-	host   string // [backend] host
-	url    string // [backend] url: a server the runner attached to (serve_attach.go)
-	be     backends.Server
-	proto  backends.Protocol
-	launch backends.Launch
-	cancel context.CancelFunc
-	done   chan struct{}
-	pres   proc.Result
-	watch  backends.ServerWatcher
-	rec    rundir.ServerRecord
-	logf   *os.File
+	// nsysSession names the interactive nsys session the server runs in ("" when none).
+	nsysSession string
+	key         string
+	n           int
+	dir         string
+	rel         string
+	port        int
+	host        string // [backend] host
+	url         string // [backend] url: a server the runner attached to (serve_attach.go)
+	be          backends.Server
+	proto       backends.Protocol
+	launch      backends.Launch
+	cancel      context.CancelFunc
+	done        chan struct{}
+	pres        proc.Result
+	watch       backends.ServerWatcher
+	rec         rundir.ServerRecord
+	logf        *os.File
 
 	mu        sync.Mutex
 	readyLine bool

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/runner/load"
@@ -73,6 +74,10 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 			fail("load", err.Error())
 			return
 		}
+	}
+	if win.Kind == backends.WindowNSysSession {
+		ss.nsysWindow(ctx, rec, srv, cfg, spec, res, sr, fail)
+		return
 	}
 	if ctx.Err() != nil || !ss.open(ctx, srv, win, sr, fail) {
 		return
@@ -355,4 +360,37 @@ func entryNames(dir string) map[string]bool {
 		m[e.Name()] = true
 	}
 	return m
+}
+
+// nsysWindow runs the measured requests inside an nsys collection of the server's session:
+// `nsys start` right before them, `nsys stop` (which writes the report) right after. The
+// server keeps running; the report is exported when the cell ends (nsysStep).
+func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *server, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult, fail func(string, string, ...backends.Evidence)) {
+	if ctx.Err() != nil {
+		return
+	}
+	nsysCmd := ss.opts.nsysCommand()
+	start := nsys.SessionStartArgv(nsysCmd, srv.nsysSession, filepath.Join(rec.abs, rec.NSys.Report))
+	sr.Profile = &rundir.ProfileWindow{Kind: backends.WindowNSysSession, Request: map[string]any{"start": start}}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err := nsys.Session(sctx, start)
+	cancel()
+	if err != nil {
+		fail("nsys-start", fmt.Sprintf("%v; the server runs in nsys session %s", err, srv.nsysSession))
+		return
+	}
+	cfg.Warmup = 0
+	cfg.Build = func(i int, measured bool) (load.Request, error) { return load.BuildIndexed(spec, i, measured) }
+	ss.measure(ctx, rec, cfg, spec, res, sr)
+	if ctx.Err() != nil || srv.exited() {
+		return
+	}
+	t0 := time.Now()
+	fctx, fcancel := context.WithTimeout(ctx, rec.Cell.Profile.FlushTimeout.Duration+time.Minute)
+	err = nsys.Session(fctx, nsys.SessionStopArgv(nsysCmd, srv.nsysSession))
+	fcancel()
+	sr.Profile.FlushNS = time.Since(t0).Nanoseconds()
+	if err != nil {
+		fail("nsys-stop", fmt.Sprintf("%v; the report of the cell's window was not written", err))
+	}
 }

@@ -52,7 +52,13 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.S
 	if lerr != nil {
 		return failed("server-command", lerr.Error())
 	}
-	if rec.NSys != nil {
+	session := ""
+	switch {
+	case rec.NSys != nil && be.Window(c, "").Kind == backends.WindowNSysSession:
+		// Collection off until the cell's window: `nsys start`/`nsys stop` (client phase).
+		session = fmt.Sprintf("runner_%d_%d", os.Getpid(), ss.n)
+		launch.Argv = nsys.Launch(opts.nsysCommand(), c.NSys, session, launch.Argv)
+	case rec.NSys != nil:
 		launch.Argv = nsys.WrapServer(opts.nsysCommand(), c.NSys, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
 	}
 	if opts.Simulate {
@@ -67,7 +73,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.S
 	}
 	proto := be.Protocol(c)
 	srv := &server{key: key, n: ss.n, dir: dir, rel: rel, port: site.Port, host: c.Backend.Host, be: be, proto: proto,
-		launch: launch, done: make(chan struct{}), watch: be.NewServerWatcher(c), logf: logf, changed: make(chan struct{})}
+		launch: launch, nsysSession: session, done: make(chan struct{}), watch: be.NewServerWatcher(c), logf: logf, changed: make(chan struct{})}
 	srv.rec = rundir.ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: site.Port, ModelType: proto.ModelType, Start: opts.Now().UTC()}
 	srv.rec.GPUMemBefore = gpuMemory(ctx, opts)
 	ss.spawn(ctx, rec, srv)
@@ -263,6 +269,15 @@ func (ss *serveSession) stop(srv *server) {
 	if srv.url != "" {
 		ss.detach(srv)
 		return
+	}
+	if srv.nsysSession != "" && !srv.exited() {
+		// Ends the nsys session (nsys sends the server SIGTERM); the stop ladder below then
+		// finds the process group ending, or finishes it.
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := nsys.Session(sctx, nsys.SessionShutdownArgv(ss.opts.nsysCommand(), srv.nsysSession)); err != nil {
+			ss.opts.Logger.Warn("nsys shutdown", "server", srv.rel, "err", err)
+		}
+		cancel()
 	}
 	srv.cancel()
 	<-srv.done

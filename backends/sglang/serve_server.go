@@ -69,6 +69,10 @@ func (ServeBackend) Window(c plans.Cell, cellTraces string) backends.Window {
 		// nsys capture range: CUDA_PROFILER alone makes the scheduler call cudaProfilerStart
 		// and, at /stop_profile, cudaProfilerStop; no torch trace is written (docs/upstream.md).
 		return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"output_dir": cellTraces, "activities": []string{"CUDA_PROFILER"}, "profile_prefix": c.ID}, Flush: "POST /stop_profile"}
+	case c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange == plans.CaptureRangeCudaAPI:
+		// The diffusion runtime calls no cudaProfilerStart in the window (docs/upstream.md):
+		// the runner opens and closes an nsys collection of the server's session instead.
+		return backends.Window{Kind: backends.WindowNSysSession, Flush: "nsys stop"}
 	case c.Profiler != plans.ProfilerTorch:
 		return backends.Window{}
 	case ModelType(c) == ModelTypeLLM:

@@ -159,6 +159,14 @@ func NSys(ctx context.Context, args []string, env map[string]string, stdout, std
 		return nsysProfile(ctx, args[1:], env, stdout, stderr)
 	case "export":
 		return nsysExport(args[1:], stdout, stderr)
+	case "launch":
+		return nsysLaunch(ctx, args[1:], env, stdout, stderr)
+	case "start":
+		return nsysStart(args[1:], env, stdout, stderr)
+	case "stop":
+		return nsysStop(args[1:], stdout, stderr)
+	case "shutdown":
+		return nsysShutdown(args[1:], stderr)
 	}
 	fmt.Fprintf(stderr, "Error: unknown command '%s'.\nusage: nsys [--version] [--help] <command> [<args>] [application] [<application args>]\n", args[0])
 	return 1
