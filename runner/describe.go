@@ -56,7 +56,12 @@ func Describe(p *plans.Plan, opts Options) ([]CellLaunch, error) {
 		}
 		argv := l.Argv
 		if c.Profiler == plans.ProfilerNsys {
-			argv = nsys.Wrap(opts.nsysCommand(), c.NSys, filepath.Join(cellDir, "nsys", "report"), argv)
+			report := filepath.Join(cellDir, "nsys", "report")
+			if srv, ok := be.(backends.Server); ok && c.Backend.Mode == backends.ModeServe {
+				argv, _ = wrapServerNSys(&opts, srv, c, "<session>", report, argv)
+			} else {
+				argv = nsys.Wrap(opts.nsysCommand(), c.NSys, report, argv)
+			}
 		}
 		c.Backend.Env = redactEnvMap(c.Backend.Env)
 		out = append(out, CellLaunch{Cell: c, Argv: redactArgs(argv), Env: redactEnvMap(l.Env), Dir: l.Dir})

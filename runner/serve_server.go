@@ -53,13 +53,13 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.S
 		return failed("server-command", lerr.Error())
 	}
 	session := ""
-	switch {
-	case rec.NSys != nil && be.Window(c, "").Kind == backends.WindowNSysSession:
-		// Collection off until the cell's window: `nsys start`/`nsys stop` (client phase).
+	if rec.NSys != nil {
 		session = fmt.Sprintf("runner_%d_%d", os.Getpid(), ss.n)
-		launch.Argv = nsys.Launch(opts.nsysCommand(), c.NSys, session, launch.Argv)
-	case rec.NSys != nil:
-		launch.Argv = nsys.WrapServer(opts.nsysCommand(), c.NSys, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
+		var sessionUsed bool
+		launch.Argv, sessionUsed = wrapServerNSys(opts, be, c, session, filepath.Join(rec.abs, rec.NSys.Report), launch.Argv)
+		if !sessionUsed {
+			session = ""
+		}
 	}
 	if opts.Simulate {
 		launch.Env["RUNNER_SIM_JITTER_SEED"] = simJitterSeed(opts.Env, c.Repeat)
@@ -437,4 +437,16 @@ func memoryLeak(before, after string) string {
 		}
 	}
 	return ""
+}
+
+// wrapServerNSys puts an nsys cell's server command under nsys, the one place that decides how
+// (the run and `runner plan` both call it, so the plan shows what runs): inside an interactive
+// nsys session named session when the backend's window is one (collection off until the cell's
+// `nsys start`), else under `nsys profile` writing report. It reports whether the session is
+// used.
+func wrapServerNSys(opts *Options, be backends.Server, c plans.Cell, session, report string, argv []string) ([]string, bool) {
+	if be.Window(c, "").Kind == backends.WindowNSysSession {
+		return nsys.Launch(opts.nsysCommand(), c.NSys, session, argv), true
+	}
+	return nsys.WrapServer(opts.nsysCommand(), c.NSys, report, argv), false
 }
