@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -272,6 +273,7 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 	var hits []fusionHit
 	for _, cd := range cands {
 		cd.drop(claimed)
+		cd.relate(rows)
 		fr, related, ok := evaluate(cd, rows, total, tp)
 		if !ok {
 			continue
@@ -370,14 +372,78 @@ func (cd *candidate) addRow(i int, r KernelRow, t rowText, bg *bigrams) {
 	}
 }
 
-// complete reports whether every split group has a kernel: a pattern needs all its parts.
+// complete reports whether every split group has a kernel of its own: a pattern needs all its
+// parts, and one kernel cannot be two of them (a plain add is not both the residual add and the
+// shift of a modulation).
 func (cd *candidate) complete() bool {
 	for _, g := range cd.groups {
 		if len(g) == 0 {
 			return false
 		}
 	}
-	return len(cd.groups) > 0
+	return len(cd.groups) > 0 && distinctCover(cd.groups, 0, nil)
+}
+
+// distinctCover reports whether groups[gi:] can each be given a row that is not in used and
+// not given to another group. Patterns have at most four groups, so the search is shallow.
+func distinctCover(groups [][]member, gi int, used []int) bool {
+	if gi == len(groups) {
+		return true
+	}
+	for _, m := range groups[gi] {
+		if !slices.Contains(used, m.row) && distinctCover(groups, gi+1, append(used, m.row)) {
+			return true
+		}
+	}
+	return false
+}
+
+// relate keeps, of each split group, only the kernels related to the rest of the pattern: a
+// kernel that ran directly next to (the launch before or after, on the same stream) a kernel
+// of another of the pattern's groups. A GELU MLP's activation and a multiply elsewhere in the
+// stage are both in the stage, but not one gated activation (issue 17). It repeats until
+// nothing more drops, since dropping a kernel can leave its neighbour unrelated. Communication
+// groups run on their own stream and are exempt, and so is a group whose every other group is
+// communication. Rows without adjacency (built by hand, or per-name sums) keep every kernel.
+func (cd *candidate) relate(rows []KernelRow) {
+	if len(cd.groups) < 2 {
+		return
+	}
+	for changed := true; changed; {
+		changed = false
+		for gi, g := range cd.groups {
+			if commGroup(cd.p.Split[gi]) {
+				continue
+			}
+			keep := g[:0]
+			for _, m := range g {
+				if cd.linked(rows, gi, m.row) {
+					keep = append(keep, m)
+				} else {
+					changed = true
+				}
+			}
+			cd.groups[gi] = keep
+		}
+	}
+}
+
+// linked reports whether row i (a kernel of group gi) ran directly next to another kernel of
+// one of the pattern's other non-communication groups, or has no such group to relate to.
+func (cd *candidate) linked(rows []KernelRow, gi, i int) bool {
+	others := false
+	for gj, h := range cd.groups {
+		if gj == gi || commGroup(cd.p.Split[gj]) {
+			continue
+		}
+		others = true
+		for _, m := range h {
+			if m.row != i && adjacent(rows, i, m.row) {
+				return true
+			}
+		}
+	}
+	return !others
 }
 
 // drop removes the rows a more specific pattern already took.
@@ -469,7 +535,6 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 	default:
 		return fr, nil, false
 	}
-	apart := fr.Status != StatusPresent && cd.apart(rows)
 	var rel int64
 	for _, i := range related {
 		rel += rows[i].totalNS
@@ -480,7 +545,7 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 			return fr, nil, false
 		}
 		switch {
-		case cd.weak() || apart:
+		case cd.weak():
 			fr.Confidence = ConfLow
 		case share >= p.LikelyShare:
 			fr.Confidence = ConfHigh
@@ -507,9 +572,6 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 	}
 	fr.SplitRemaining = remainingSplit(rows, remaining, disp)
 	fr.Rationale = rationale(p, fr, tp, pctOf(rows, cd.fused, total), pctOf(rows, remaining, total))
-	if apart {
-		fr.Rationale += " The split kernels never run back to back on one stream, so they may not be the pair this fusion joins."
-	}
 	return fr, related, true
 }
 
@@ -536,22 +598,6 @@ func (cd *candidate) weak() bool {
 			strong = strong || m.byName
 		}
 		if !strong && len(g) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// apart reports consecutive split groups whose kernels never ran back to back on a stream:
-// a fusion joins kernels that run next to each other (W6: the anchor matched a bag of rows).
-// Communication runs on its own stream, so it is exempt.
-func (cd *candidate) apart(rows []KernelRow) bool {
-	p := cd.p
-	for gi := 0; gi+1 < len(cd.groups); gi++ {
-		if commGroup(p.Split[gi]) || commGroup(p.Split[gi+1]) {
-			continue
-		}
-		if !anyAdjacent(rows, cd.groups[gi], cd.groups[gi+1]) {
 			return true
 		}
 	}
@@ -651,17 +697,6 @@ func visibleRows(hits []fusionHit) []FusionRow {
 }
 
 func commGroup(g Group) bool { return contains(g.Categories, CatCommunication) }
-
-func anyAdjacent(rows []KernelRow, a, b []member) bool {
-	for _, i := range a {
-		for _, j := range b {
-			if adjacent(rows, i.row, j.row) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 func modelOK(p *Pattern, model string) bool {
 	for _, x := range p.ModelExclude {

@@ -1,11 +1,13 @@
 package triage
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // checkFusionInvariants asserts issue 17's rule on every stage of a report: a kernel is
@@ -216,4 +218,62 @@ func FuzzFusionRowsDisjoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mlpTrace is a stage of two transformer blocks on one stream: attention, then an MLP whose
+// GELU is followed by gated (a multiply as the very next launch, a gated MLP) or not (a plain
+// GELU MLP, and a multiply of the attention code two launches later: the old 3-op window took
+// it for the gate and suggested SwiGLU/GeGLU at high confidence).
+func mlpTrace(gated bool) *trace.Trace {
+	const (
+		kGelu   = "triton_poi_fused_gelu_2"
+		pyAttnM = "python/sglang/multimodal_gen/runtime/layers/attention/attention.py(210): forward"
+		pyMLP   = "python/sglang/multimodal_gen/runtime/layers/mlp.py(80): forward"
+	)
+	b := newTB("mlp.json")
+	var tc, g int64
+	op := func(k, py, cpu string, dur int64) {
+		f := b.frame(py, tc, tc+5_000, trace.NoID)
+		c := b.cpuop(cpu, tc+100, tc+4_900, f)
+		l := b.launch("cudaLaunchKernel", tc+200, tc+1_200, false)
+		b.kernel(k, 0, 7, g, g+dur, l, c)
+		tc += 6_000
+		g += dur + 1_000
+	}
+	for range 2 {
+		op(kGEMM, pyAttnM, "aten::linear", 40_000)
+		op(kAttn, pyAttnM, "sgl_kernel::fwd", 30_000)
+		op(kGEMM, pyAttnM, "aten::linear", 20_000)
+		op(kGEMM, pyMLP, "aten::linear", 40_000)
+		op(kGelu, pyMLP, "aten::gelu", 6_000)
+		if gated {
+			op(kMul, pyMLP, "aten::mul", 5_000)
+		}
+		op(kGEMM, pyMLP, "aten::linear", 40_000)
+		if !gated {
+			op(kMul, pyAttnM, "aten::mul", 5_000)
+		}
+	}
+	return b.t
+}
+
+// Issue 17: a pattern's parts must be related, not only present in the stage.
+func TestFusionPartsMustRunTogether(t *testing.T) {
+	const act = "Fused activation-and-mul (SwiGLU/GeGLU)"
+	for _, gated := range []bool{false, true} {
+		tr := mlpTrace(gated)
+		r, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "mlp.json", Stage: StageAll, Rank: NoRank}}},
+			Options{Open: opener(map[string]*trace.Trace{"mlp.json": tr})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFusionInvariants(t, r)
+		s, fr := statusOf(r.Stages[0].Fusions, act)
+		switch {
+		case !gated && s != "absent":
+			t.Errorf("GELU MLP with an unrelated multiply: SwiGLU/GeGLU %q %+v, want absent", s, fr)
+		case gated && s != StatusAvailable:
+			t.Errorf("gated MLP (GELU then mul back to back): SwiGLU/GeGLU %q %+v, want available", s, fr)
+		}
+	}
 }
