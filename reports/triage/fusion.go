@@ -535,9 +535,31 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 	default:
 		return fr, nil, false
 	}
-	var rel int64
+	// A split kernel is cited for its launches that ran next to another part; a generic kernel
+	// (one add for every residual in the model) is not evidence as a whole because a few of
+	// its launches sit beside a norm.
+	near := map[int]int64{}
+	for _, i := range cd.splitRows() {
+		near[i] = cd.nearLaunches(rows, i)
+	}
+	launches := func(i int) int64 {
+		if n, ok := near[i]; ok {
+			return n
+		}
+		return int64(rows[i].Count)
+	}
+	citedNS := func(i int) int64 {
+		if n, c := launches(i), int64(rows[i].Count); n < c && c > 0 {
+			return int64(float64(rows[i].totalNS) * float64(n) / float64(c))
+		}
+		return rows[i].totalNS
+	}
+	var rel, remNS int64
 	for _, i := range related {
-		rel += rows[i].totalNS
+		rel += citedNS(i)
+	}
+	for _, i := range remaining {
+		remNS += citedNS(i)
 	}
 	share := pct(rel, total)
 	if fr.Status != StatusPresent {
@@ -566,13 +588,57 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 	if names := distinctShort(len(rows), func(i int) string { return rows[i].Name }, 100); len(names) == len(rows) {
 		disp = func(i int) string { return names[i] }
 	}
-	fr.Evidence, fr.Locations = evidence(rows, related, disp)
+	sharePct := func(i int) float64 { return pct(citedNS(i), total) }
+	fr.Evidence, fr.Locations = evidence(rows, related, disp, sharePct)
 	for _, i := range related {
 		fr.cited = append(fr.cited, rows[i].Name)
+		fr.citedPct = append(fr.citedPct, sharePct(i))
 	}
-	fr.SplitRemaining = remainingSplit(rows, remaining, disp)
-	fr.Rationale = rationale(p, fr, tp, pctOf(rows, cd.fused, total), pctOf(rows, remaining, total))
+	fr.SplitRemaining = remainingSplit(rows, remaining, disp, launches)
+	fr.Rationale = rationale(p, fr, tp, pctOf(rows, cd.fused, total), pct(remNS, total))
 	return fr, related, true
+}
+
+// nearLaunches estimates how many launches of split row i ran directly next to a kernel of
+// another of the pattern's parts: the back-to-back counts of the pairs, at most the row's
+// launch count. A row without adjacency (built by hand), of a communication part, or of a
+// pattern whose other parts are all communication counts every launch.
+func (cd *candidate) nearLaunches(rows []KernelRow, i int) int64 {
+	all := int64(rows[i].Count)
+	if rows[i].adj == nil {
+		return all
+	}
+	var mine []int // the groups row i is in
+	for gi, g := range cd.groups {
+		for _, m := range g {
+			if m.row == i {
+				if commGroup(cd.p.Split[gi]) {
+					return all
+				}
+				mine = append(mine, gi)
+				break
+			}
+		}
+	}
+	var n int64
+	others := false
+	seen := map[int]bool{i: true}
+	for gj, h := range cd.groups {
+		if slices.Contains(mine, gj) || commGroup(cd.p.Split[gj]) {
+			continue
+		}
+		others = true
+		for _, m := range h {
+			if !seen[m.row] {
+				seen[m.row] = true
+				n += rows[i].adj[adjKey(i, m.row)]
+			}
+		}
+	}
+	if !others || n > all {
+		return all
+	}
+	return n
 }
 
 // splitRows is the union of the split groups' rows, each once.
@@ -623,11 +689,11 @@ func pctOf(rows []KernelRow, idx []int, total int64) float64 {
 
 // evidence lists the cited kernels (at most MaxEvidence, then a count) and their first Python
 // sites.
-func evidence(rows []KernelRow, related []int, disp func(i int) string) (ev, locs []string) {
+func evidence(rows []KernelRow, related []int, disp func(i int) string, share func(i int) float64) (ev, locs []string) {
 	locSeen := map[string]bool{}
 	for k, i := range related {
 		if k < MaxEvidence {
-			ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), rows[i].SharePct))
+			ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), share(i)))
 		}
 		if len(rows[i].Locations) > 0 && len(locs) < MaxEvidence {
 			l := rows[i].Locations[0].Location
@@ -645,7 +711,7 @@ func evidence(rows []KernelRow, related []int, disp func(i int) string) (ev, loc
 
 // remainingSplit names the split launches that still run beside a fused kernel of their
 // family, with their launch count and Python site, so the engineer knows where to look.
-func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string) []string {
+func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string, launches func(i int) int64) []string {
 	var out []string
 	for k, i := range idx {
 		if k == MaxEvidence {
@@ -653,7 +719,10 @@ func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string) []stri
 			break
 		}
 		r := rows[i]
-		s := fmt.Sprintf("%s ×%d", disp(i), r.Count)
+		s := fmt.Sprintf("%s ×%d", disp(i), launches(i))
+		if n := launches(i); n < int64(r.Count) {
+			s += fmt.Sprintf(" of %d launches", r.Count)
+		}
 		if len(r.Locations) > 0 {
 			s += " at " + r.Locations[0].Location
 		}
