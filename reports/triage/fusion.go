@@ -25,7 +25,8 @@ const (
 	ConfLow    = "low"
 )
 
-// MaxEvidence bounds the evidence and location lists of a fusion row.
+// MaxEvidence bounds the location list of a fusion row, and the evidence and remaining lists
+// a text or Markdown table prints (JSON and CSV carry every kernel).
 const MaxEvidence = 4
 
 //go:embed fusions.json
@@ -687,14 +688,12 @@ func pctOf(rows []KernelRow, idx []int, total int64) float64 {
 	return pct(ns, total)
 }
 
-// evidence lists the cited kernels (at most MaxEvidence, then a count) and their first Python
-// sites.
+// evidence lists every cited kernel (the tables abbreviate, see abbrev) and the first Python
+// sites (at most MaxEvidence).
 func evidence(rows []KernelRow, related []int, disp func(i int) string, share func(i int) float64) (ev, locs []string) {
 	locSeen := map[string]bool{}
-	for k, i := range related {
-		if k < MaxEvidence {
-			ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), share(i)))
-		}
+	for _, i := range related {
+		ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), share(i)))
 		if len(rows[i].Locations) > 0 && len(locs) < MaxEvidence {
 			l := rows[i].Locations[0].Location
 			if !locSeen[l] {
@@ -702,9 +701,6 @@ func evidence(rows []KernelRow, related []int, disp func(i int) string, share fu
 				locs = append(locs, l)
 			}
 		}
-	}
-	if len(related) > MaxEvidence {
-		ev = append(ev, fmt.Sprintf("+%d more kernels", len(related)-MaxEvidence))
 	}
 	return ev, locs
 }
@@ -816,4 +812,13 @@ func rationale(p *Pattern, fr FusionRow, tp int, fusedPct, splitPct float64) str
 		s += " " + p.Rationale
 	}
 	return s
+}
+
+// abbrev is a list as a table prints it: the first MaxEvidence items, then a count of the rest.
+func abbrev(items []string) []string {
+	if len(items) <= MaxEvidence {
+		return items
+	}
+	out := append([]string{}, items[:MaxEvidence]...)
+	return append(out, fmt.Sprintf("+%d more kernels", len(items)-MaxEvidence))
 }

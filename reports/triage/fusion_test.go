@@ -2,6 +2,7 @@ package triage
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -310,5 +311,26 @@ func TestFusionResidualModulationNeedsResidualAdd(t *testing.T) {
 	got = DefaultCatalog().Match([]KernelRow{norm, addMul, add}, 100_000, "Qwen/Qwen-Image", 0)
 	if s, _ := statusOf(got, resid); s != StatusAvailable {
 		t.Errorf("residual add + norm + fused add*mul: %s %q, want available (rows %+v)", resid, s, got)
+	}
+}
+
+// Issue 17: JSON evidence stopped at "+3 more kernels"; the report keeps every cited kernel and
+// only the text and Markdown tables abbreviate.
+func TestFusionEvidenceComplete(t *testing.T) {
+	const loc = "python/sglang/multimodal_gen/runtime/models/dits/qwen_image.py:400 forward"
+	rows := []KernelRow{row("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>", 5, loc)}
+	for i := range MaxEvidence + 2 {
+		rows = append(rows, row(fmt.Sprintf("triton_poi_fused_add_mul_%d", i), 5, loc))
+	}
+	got := DefaultCatalog().Match(rows, 100_000, "Qwen/Qwen-Image", 0)
+	_, f := statusOf(got, "Diffusion fused norm + scale + shift")
+	if f == nil {
+		t.Fatalf("no norm + scale + shift row: %+v", got)
+	}
+	if len(f.Evidence) != len(rows) || strings.Contains(strings.Join(f.Evidence, " "), "more kernels") {
+		t.Errorf("evidence %q, want all %d kernels", f.Evidence, len(rows))
+	}
+	if a := abbrev(f.Evidence); len(a) != MaxEvidence+1 || !strings.Contains(a[MaxEvidence], "+3 more kernels") {
+		t.Errorf("table evidence %q, want %d kernels and a count", a, MaxEvidence)
 	}
 }

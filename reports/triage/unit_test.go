@@ -113,6 +113,8 @@ func TestClassifier(t *testing.T) {
 	cases := []struct{ name, want string }{
 		{"void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, 128, cutlass::bfloat16_t> > > >(flash::FlashAttnFwdSm90<...>::Params)", CatAttention},
 		{"nvjet_tst_64x8_64x16_4x1_v_bz_TNT", CatGEMM},
+		{"void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 64, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, true>(flash::Flash_fwd_params)", CatAttention},
+		{"void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t> >(flash::Flash_bwd_params)", CatAttention},
 		{"nvjet_tst_256x128_64x4_1x2_h_bz_coopA_TNT", CatGEMM},
 		{"fused_qknorm_warp", CatNorm},
 		{"void fused_qknorm_warp<__nv_bfloat16, 128>(__nv_bfloat16*, float)", CatNorm},
@@ -798,6 +800,7 @@ func TestCopyAdvice(t *testing.T) {
 		"[CUDA memcpy Host-to-Device]":                    RecCopyAsync,
 		"[CUDA memcpy Device-to-Host]":                    RecCopyAsync,
 		"Memcpy HtoD (Pageable -> Device)":                RecCopyAsync,
+		"Memcpy HtoD (Pinned -> Device)":                  RecCopyPinned,
 		"Memcpy DtoD (Device -> Device)":                  RecCopyAvoid,
 		"[CUDA memset]":                                   RecCopyAvoid,
 		"hipMemcpyWithStream":                             RecCopyAvoid,
