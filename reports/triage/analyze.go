@@ -313,12 +313,14 @@ func closeAggs(aggs []*kagg) {
 	})
 }
 
-// adjacency collects the pairs of kernel rows whose ops ran within AdjacencyWindow positions of
-// each other on one stream, walking the sweep's per-stream order once (O(n·window)). aggOf(i)
-// is op i's aggregate.
-func adjacency(sw *Sweep, iv *spans, aggOf func(i int32) *kagg) map[uint64]struct{} {
-	adj := map[uint64]struct{}{}
+// adjacency counts, per pair of kernel rows, the ops of one that ran within AdjacencyWindow
+// positions of the other on one stream, walking the sweep's per-stream order once
+// (O(n·window)). aggOf(i) is op i's aggregate. A run of the same pair is summed before the
+// map is touched.
+func adjacency(sw *Sweep, iv *spans, aggOf func(i int32) *kagg) map[uint64]int64 {
+	adj := map[uint64]int64{}
 	var last uint64 = 1<<64 - 1
+	var run int64
 	for p, i := range sw.Order {
 		a := aggOf(i).row
 		si := iv.at(i).Stream
@@ -332,12 +334,17 @@ func adjacency(sw *Sweep, iv *spans, aggOf func(i int32) *kagg) map[uint64]struc
 				continue
 			}
 			k := adjKey(a, b)
-			if k == last {
-				continue
+			if k != last {
+				if run > 0 {
+					adj[last] += run
+				}
+				last, run = k, 0
 			}
-			last = k
-			adj[k] = struct{}{}
+			run++
 		}
+	}
+	if run > 0 {
+		adj[last] += run
 	}
 	return adj
 }
@@ -810,7 +817,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
 	res.stage.BusyUS = us(sw.BusyNS)
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
-	return a.tables(c, res, total, func() map[uint64]struct{} { return adjacency(&sw, iv, aggOf) },
+	return a.tables(c, res, total, func() map[uint64]int64 { return adjacency(&sw, iv, aggOf) },
 		func(g *kagg) string { return depRisk(c, ops, iv, &sw, g.rep) })
 }
 
@@ -818,7 +825,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 // with its hidden time), whether the stage's ops were held (stage) or streamed (streamDev):
 // adj gives the pairs of aggregates' row numbers that ran back to back on a stream, called
 // once the rows are numbered, and dep the dependency risk of an aggregate's longest op.
-func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() map[uint64]struct{}, dep func(g *kagg) string) stageResult {
+func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() map[uint64]int64, dep func(g *kagg) string) stageResult {
 	aggs, label := res.aggs, res.stage.Stage
 	rows := make([]KernelRow, 0, len(aggs))
 	a.unmatchedN, a.unmatchedNS = 0, 0

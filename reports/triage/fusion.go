@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -24,7 +25,8 @@ const (
 	ConfLow    = "low"
 )
 
-// MaxEvidence bounds the evidence and location lists of a fusion row.
+// MaxEvidence bounds the location list of a fusion row, and the evidence and remaining lists
+// a text or Markdown table prints (JSON and CSV carry every kernel).
 const MaxEvidence = 4
 
 //go:embed fusions.json
@@ -272,6 +274,7 @@ func (c *Catalog) Match(rows []KernelRow, total int64, model string, tp int) []F
 	var hits []fusionHit
 	for _, cd := range cands {
 		cd.drop(claimed)
+		cd.relate(rows)
 		fr, related, ok := evaluate(cd, rows, total, tp)
 		if !ok {
 			continue
@@ -370,14 +373,78 @@ func (cd *candidate) addRow(i int, r KernelRow, t rowText, bg *bigrams) {
 	}
 }
 
-// complete reports whether every split group has a kernel: a pattern needs all its parts.
+// complete reports whether every split group has a kernel of its own: a pattern needs all its
+// parts, and one kernel cannot be two of them (a plain add is not both the residual add and the
+// shift of a modulation).
 func (cd *candidate) complete() bool {
 	for _, g := range cd.groups {
 		if len(g) == 0 {
 			return false
 		}
 	}
-	return len(cd.groups) > 0
+	return len(cd.groups) > 0 && distinctCover(cd.groups, 0, nil)
+}
+
+// distinctCover reports whether groups[gi:] can each be given a row that is not in used and
+// not given to another group. Patterns have at most four groups, so the search is shallow.
+func distinctCover(groups [][]member, gi int, used []int) bool {
+	if gi == len(groups) {
+		return true
+	}
+	for _, m := range groups[gi] {
+		if !slices.Contains(used, m.row) && distinctCover(groups, gi+1, append(used, m.row)) {
+			return true
+		}
+	}
+	return false
+}
+
+// relate keeps, of each split group, only the kernels related to the rest of the pattern: a
+// kernel that ran directly next to (the launch before or after, on the same stream) a kernel
+// of another of the pattern's groups. A GELU MLP's activation and a multiply elsewhere in the
+// stage are both in the stage, but not one gated activation (issue 17). It repeats until
+// nothing more drops, since dropping a kernel can leave its neighbour unrelated. Communication
+// groups run on their own stream and are exempt, and so is a group whose every other group is
+// communication. Rows without adjacency (built by hand, or per-name sums) keep every kernel.
+func (cd *candidate) relate(rows []KernelRow) {
+	if len(cd.groups) < 2 {
+		return
+	}
+	for changed := true; changed; {
+		changed = false
+		for gi, g := range cd.groups {
+			if commGroup(cd.p.Split[gi]) {
+				continue
+			}
+			keep := g[:0]
+			for _, m := range g {
+				if cd.linked(rows, gi, m.row) {
+					keep = append(keep, m)
+				} else {
+					changed = true
+				}
+			}
+			cd.groups[gi] = keep
+		}
+	}
+}
+
+// linked reports whether row i (a kernel of group gi) ran directly next to another kernel of
+// one of the pattern's other non-communication groups, or has no such group to relate to.
+func (cd *candidate) linked(rows []KernelRow, gi, i int) bool {
+	others := false
+	for gj, h := range cd.groups {
+		if gj == gi || commGroup(cd.p.Split[gj]) {
+			continue
+		}
+		others = true
+		for _, m := range h {
+			if m.row != i && adjacent(rows, i, m.row) {
+				return true
+			}
+		}
+	}
+	return !others
 }
 
 // drop removes the rows a more specific pattern already took.
@@ -469,10 +536,31 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 	default:
 		return fr, nil, false
 	}
-	apart := fr.Status != StatusPresent && cd.apart(rows)
-	var rel int64
+	// A split kernel is cited for its launches that ran next to another part; a generic kernel
+	// (one add for every residual in the model) is not evidence as a whole because a few of
+	// its launches sit beside a norm.
+	near := map[int]int64{}
+	for _, i := range cd.splitRows() {
+		near[i] = cd.nearLaunches(rows, i)
+	}
+	launches := func(i int) int64 {
+		if n, ok := near[i]; ok {
+			return n
+		}
+		return int64(rows[i].Count)
+	}
+	citedNS := func(i int) int64 {
+		if n, c := launches(i), int64(rows[i].Count); n < c && c > 0 {
+			return int64(float64(rows[i].totalNS) * float64(n) / float64(c))
+		}
+		return rows[i].totalNS
+	}
+	var rel, remNS int64
 	for _, i := range related {
-		rel += rows[i].totalNS
+		rel += citedNS(i)
+	}
+	for _, i := range remaining {
+		remNS += citedNS(i)
 	}
 	share := pct(rel, total)
 	if fr.Status != StatusPresent {
@@ -480,7 +568,7 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 			return fr, nil, false
 		}
 		switch {
-		case cd.weak() || apart:
+		case cd.weak():
 			fr.Confidence = ConfLow
 		case share >= p.LikelyShare:
 			fr.Confidence = ConfHigh
@@ -501,16 +589,57 @@ func evaluate(cd *candidate, rows []KernelRow, total int64, tp int) (FusionRow, 
 	if names := distinctShort(len(rows), func(i int) string { return rows[i].Name }, 100); len(names) == len(rows) {
 		disp = func(i int) string { return names[i] }
 	}
-	fr.Evidence, fr.Locations = evidence(rows, related, disp)
+	sharePct := func(i int) float64 { return pct(citedNS(i), total) }
+	fr.Evidence, fr.Locations = evidence(rows, related, disp, sharePct)
 	for _, i := range related {
 		fr.cited = append(fr.cited, rows[i].Name)
+		fr.citedPct = append(fr.citedPct, sharePct(i))
 	}
-	fr.SplitRemaining = remainingSplit(rows, remaining, disp)
-	fr.Rationale = rationale(p, fr, tp, pctOf(rows, cd.fused, total), pctOf(rows, remaining, total))
-	if apart {
-		fr.Rationale += " The split kernels never run back to back on one stream, so they may not be the pair this fusion joins."
-	}
+	fr.SplitRemaining = remainingSplit(rows, remaining, disp, launches)
+	fr.Rationale = rationale(p, fr, tp, pctOf(rows, cd.fused, total), pct(remNS, total))
 	return fr, related, true
+}
+
+// nearLaunches estimates how many launches of split row i ran directly next to a kernel of
+// another of the pattern's parts: the back-to-back counts of the pairs, at most the row's
+// launch count. A row without adjacency (built by hand), of a communication part, or of a
+// pattern whose other parts are all communication counts every launch.
+func (cd *candidate) nearLaunches(rows []KernelRow, i int) int64 {
+	all := int64(rows[i].Count)
+	if rows[i].adj == nil {
+		return all
+	}
+	var mine []int // the groups row i is in
+	for gi, g := range cd.groups {
+		for _, m := range g {
+			if m.row == i {
+				if commGroup(cd.p.Split[gi]) {
+					return all
+				}
+				mine = append(mine, gi)
+				break
+			}
+		}
+	}
+	var n int64
+	others := false
+	seen := map[int]bool{i: true}
+	for gj, h := range cd.groups {
+		if slices.Contains(mine, gj) || commGroup(cd.p.Split[gj]) {
+			continue
+		}
+		others = true
+		for _, m := range h {
+			if !seen[m.row] {
+				seen[m.row] = true
+				n += rows[i].adj[adjKey(i, m.row)]
+			}
+		}
+	}
+	if !others || n > all {
+		return all
+	}
+	return n
 }
 
 // splitRows is the union of the split groups' rows, each once.
@@ -542,22 +671,6 @@ func (cd *candidate) weak() bool {
 	return false
 }
 
-// apart reports consecutive split groups whose kernels never ran back to back on a stream:
-// a fusion joins kernels that run next to each other (W6: the anchor matched a bag of rows).
-// Communication runs on its own stream, so it is exempt.
-func (cd *candidate) apart(rows []KernelRow) bool {
-	p := cd.p
-	for gi := 0; gi+1 < len(cd.groups); gi++ {
-		if commGroup(p.Split[gi]) || commGroup(p.Split[gi+1]) {
-			continue
-		}
-		if !anyAdjacent(rows, cd.groups[gi], cd.groups[gi+1]) {
-			return true
-		}
-	}
-	return false
-}
-
 func sortByTime(rows []KernelRow, idx []int) {
 	sort.Slice(idx, func(a, b int) bool {
 		if rows[idx[a]].totalNS != rows[idx[b]].totalNS {
@@ -575,14 +688,12 @@ func pctOf(rows []KernelRow, idx []int, total int64) float64 {
 	return pct(ns, total)
 }
 
-// evidence lists the cited kernels (at most MaxEvidence, then a count) and their first Python
-// sites.
-func evidence(rows []KernelRow, related []int, disp func(i int) string) (ev, locs []string) {
+// evidence lists every cited kernel (the tables abbreviate, see abbrev) and the first Python
+// sites (at most MaxEvidence).
+func evidence(rows []KernelRow, related []int, disp func(i int) string, share func(i int) float64) (ev, locs []string) {
 	locSeen := map[string]bool{}
-	for k, i := range related {
-		if k < MaxEvidence {
-			ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), rows[i].SharePct))
-		}
+	for _, i := range related {
+		ev = append(ev, fmt.Sprintf("%s (%.1f%%)", disp(i), share(i)))
 		if len(rows[i].Locations) > 0 && len(locs) < MaxEvidence {
 			l := rows[i].Locations[0].Location
 			if !locSeen[l] {
@@ -591,15 +702,12 @@ func evidence(rows []KernelRow, related []int, disp func(i int) string) (ev, loc
 			}
 		}
 	}
-	if len(related) > MaxEvidence {
-		ev = append(ev, fmt.Sprintf("+%d more kernels", len(related)-MaxEvidence))
-	}
 	return ev, locs
 }
 
 // remainingSplit names the split launches that still run beside a fused kernel of their
 // family, with their launch count and Python site, so the engineer knows where to look.
-func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string) []string {
+func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string, launches func(i int) int64) []string {
 	var out []string
 	for k, i := range idx {
 		if k == MaxEvidence {
@@ -607,7 +715,10 @@ func remainingSplit(rows []KernelRow, idx []int, disp func(i int) string) []stri
 			break
 		}
 		r := rows[i]
-		s := fmt.Sprintf("%s ×%d", disp(i), r.Count)
+		s := fmt.Sprintf("%s ×%d", disp(i), launches(i))
+		if n := launches(i); n < int64(r.Count) {
+			s += fmt.Sprintf(" of %d launches", r.Count)
+		}
 		if len(r.Locations) > 0 {
 			s += " at " + r.Locations[0].Location
 		}
@@ -651,17 +762,6 @@ func visibleRows(hits []fusionHit) []FusionRow {
 }
 
 func commGroup(g Group) bool { return contains(g.Categories, CatCommunication) }
-
-func anyAdjacent(rows []KernelRow, a, b []member) bool {
-	for _, i := range a {
-		for _, j := range b {
-			if adjacent(rows, i.row, j.row) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 func modelOK(p *Pattern, model string) bool {
 	for _, x := range p.ModelExclude {
@@ -712,4 +812,13 @@ func rationale(p *Pattern, fr FusionRow, tp int, fusedPct, splitPct float64) str
 		s += " " + p.Rationale
 	}
 	return s
+}
+
+// abbrev is a list as a table prints it: the first MaxEvidence items, then a count of the rest.
+func abbrev(items []string) []string {
+	if len(items) <= MaxEvidence {
+		return items
+	}
+	out := append([]string{}, items[:MaxEvidence]...)
+	return append(out, fmt.Sprintf("+%d more kernels", len(items)-MaxEvidence))
 }

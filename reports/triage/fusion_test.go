@@ -1,11 +1,14 @@
 package triage
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // checkFusionInvariants asserts issue 17's rule on every stage of a report: a kernel is
@@ -22,13 +25,16 @@ func checkFusionInvariants(t *testing.T, r *Report) {
 		var rowsSum, citedSum float64
 		for _, f := range s.Fusions {
 			var mine float64
-			for _, k := range f.cited {
+			for ci, k := range f.cited {
 				if o, ok := owner[k]; ok {
 					t.Errorf("stage %s: kernel %q is evidence for both %q and %q", s.Stage, k, o, f.Pattern)
 					continue
 				}
 				owner[k] = f.Pattern
-				mine += share[k]
+				if c := f.citedPct[ci]; c > share[k]+1e-9 {
+					t.Errorf("stage %s: %q counts %.2f%% of %q, which takes %.2f%%", s.Stage, f.Pattern, c, k, share[k])
+				}
+				mine += f.citedPct[ci]
 			}
 			if math.Abs(mine-f.SharePct) > 0.01 {
 				t.Errorf("stage %s: %q claims %.2f%% but its kernels take %.2f%%", s.Stage, f.Pattern, f.SharePct, mine)
@@ -70,6 +76,13 @@ func TestFusionQwenImageNoDoubleCounting(t *testing.T) {
 	if len(nss.SplitRemaining) == 0 || !strings.Contains(nss.Rationale, "still run") ||
 		!strings.Contains(strings.Join(nss.SplitRemaining, " "), "denoising.py") {
 		t.Errorf("present row does not say which split launches remain and where: %+v", *nss)
+	}
+	// The residual add runs once per block but sits beside a norm only where the last block
+	// meets the final norm: those launches are cited, not every add of the model.
+	for _, r := range nss.SplitRemaining {
+		if strings.Contains(r, "CUDAFunctor_add") && !strings.Contains(r, " of ") {
+			t.Errorf("present row cites every residual add as a remaining split launch: %q", r)
+		}
 	}
 	for _, f := range den.Fusions {
 		if f.Status == StatusAvailable && strings.Contains(f.Pattern, "scale + shift") {
@@ -216,4 +229,108 @@ func FuzzFusionRowsDisjoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mlpTrace is a stage of two transformer blocks on one stream: attention, then an MLP whose
+// GELU is followed by gated (a multiply as the very next launch, a gated MLP) or not (a plain
+// GELU MLP, and a multiply of the attention code two launches later: the old 3-op window took
+// it for the gate and suggested SwiGLU/GeGLU at high confidence).
+func mlpTrace(gated bool) *trace.Trace {
+	const (
+		kGelu   = "triton_poi_fused_gelu_2"
+		pyAttnM = "python/sglang/multimodal_gen/runtime/layers/attention/attention.py(210): forward"
+		pyMLP   = "python/sglang/multimodal_gen/runtime/layers/mlp.py(80): forward"
+	)
+	b := newTB("mlp.json")
+	var tc, g int64
+	op := func(k, py, cpu string, dur int64) {
+		f := b.frame(py, tc, tc+5_000, trace.NoID)
+		c := b.cpuop(cpu, tc+100, tc+4_900, f)
+		l := b.launch("cudaLaunchKernel", tc+200, tc+1_200, false)
+		b.kernel(k, 0, 7, g, g+dur, l, c)
+		tc += 6_000
+		g += dur + 1_000
+	}
+	for range 2 {
+		op(kGEMM, pyAttnM, "aten::linear", 40_000)
+		op(kAttn, pyAttnM, "sgl_kernel::fwd", 30_000)
+		op(kGEMM, pyAttnM, "aten::linear", 20_000)
+		op(kGEMM, pyMLP, "aten::linear", 40_000)
+		op(kGelu, pyMLP, "aten::gelu", 6_000)
+		if gated {
+			op(kMul, pyMLP, "aten::mul", 5_000)
+		}
+		op(kGEMM, pyMLP, "aten::linear", 40_000)
+		if !gated {
+			op(kMul, pyAttnM, "aten::mul", 5_000)
+		}
+	}
+	return b.t
+}
+
+// Issue 17: a pattern's parts must be related, not only present in the stage.
+func TestFusionPartsMustRunTogether(t *testing.T) {
+	const act = "Fused activation-and-mul (SwiGLU/GeGLU)"
+	for _, gated := range []bool{false, true} {
+		tr := mlpTrace(gated)
+		r, err := Analyze(context.Background(), Inputs{Files: []Input{{Path: "mlp.json", Stage: StageAll, Rank: NoRank}}},
+			Options{Open: opener(map[string]*trace.Trace{"mlp.json": tr})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFusionInvariants(t, r)
+		s, fr := statusOf(r.Stages[0].Fusions, act)
+		switch {
+		case !gated && s != "absent":
+			t.Errorf("GELU MLP with an unrelated multiply: SwiGLU/GeGLU %q %+v, want absent", s, fr)
+		case gated && s != StatusAvailable:
+			t.Errorf("gated MLP (GELU then mul back to back): SwiGLU/GeGLU %q %+v, want available", s, fr)
+		}
+	}
+}
+
+// Issue 17: the modulation pattern (residual + norm + scale + shift) had the plain norm + scale
+// + shift pattern's parts and nothing more, so a norm with a fused add+mul was a residual
+// modulation candidate. It needs its residual add now.
+func TestFusionResidualModulationNeedsResidualAdd(t *testing.T) {
+	const (
+		loc   = "python/sglang/multimodal_gen/runtime/models/dits/qwen_image.py:400 forward"
+		resid = "Diffusion fused residual + norm + scale + shift (modulation)"
+		plain = "Diffusion fused norm + scale + shift"
+	)
+	norm := row("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>", 5, loc)
+	addMul := row("triton_poi_fused_add_mul_0", 5, loc)
+	add := row("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int)", 5, loc)
+	got := DefaultCatalog().Match([]KernelRow{norm, addMul}, 100_000, "Qwen/Qwen-Image", 0)
+	if s, f := statusOf(got, resid); s != "absent" {
+		t.Errorf("norm + fused add*mul, no residual add: %s %q %+v, want absent", resid, s, f)
+	}
+	if s, _ := statusOf(got, plain); s != StatusAvailable {
+		t.Errorf("norm + fused add*mul: %s %q, want available", plain, s)
+	}
+	got = DefaultCatalog().Match([]KernelRow{norm, addMul, add}, 100_000, "Qwen/Qwen-Image", 0)
+	if s, _ := statusOf(got, resid); s != StatusAvailable {
+		t.Errorf("residual add + norm + fused add*mul: %s %q, want available (rows %+v)", resid, s, got)
+	}
+}
+
+// Issue 17: JSON evidence stopped at "+3 more kernels"; the report keeps every cited kernel and
+// only the text and Markdown tables abbreviate.
+func TestFusionEvidenceComplete(t *testing.T) {
+	const loc = "python/sglang/multimodal_gen/runtime/models/dits/qwen_image.py:400 forward"
+	rows := []KernelRow{row("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>", 5, loc)}
+	for i := range MaxEvidence + 2 {
+		rows = append(rows, row(fmt.Sprintf("triton_poi_fused_add_mul_%d", i), 5, loc))
+	}
+	got := DefaultCatalog().Match(rows, 100_000, "Qwen/Qwen-Image", 0)
+	_, f := statusOf(got, "Diffusion fused norm + scale + shift")
+	if f == nil {
+		t.Fatalf("no norm + scale + shift row: %+v", got)
+	}
+	if len(f.Evidence) != len(rows) || strings.Contains(strings.Join(f.Evidence, " "), "more kernels") {
+		t.Errorf("evidence %q, want all %d kernels", f.Evidence, len(rows))
+	}
+	if a := abbrev(f.Evidence); len(a) != MaxEvidence+1 || !strings.Contains(a[MaxEvidence], "+3 more kernels") {
+		t.Errorf("table evidence %q, want %d kernels and a count", a, MaxEvidence)
+	}
 }

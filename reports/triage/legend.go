@@ -32,6 +32,7 @@ var legendText = map[string]string{
 	RecDefer:      "defer: real but small; after the P1/P2 rows",
 	RecInspect:    "inspect: look at the trace, the signal is ambiguous",
 	RecCopyAsync:  "pin + async copy: use pinned host memory and a non-blocking copy on a side stream, or move the copy out of the step loop; copies are never fused",
+	RecCopyPinned: "async or hoist copy: the host memory is already pinned; make the copy non-blocking on a side stream, or move it out of the step loop; copies are never fused",
 	RecCopyAvoid:  "avoid or hoist copy: write in place or preallocate, or move the copy/memset out of the step loop",
 
 	StatusPresent:   "fused path present: the family's fused kernel runs; any split launches that remain are named",

@@ -26,6 +26,10 @@ const (
 	// RecCopyAvoid is the advice for a device-to-device copy or a memset: avoid it (write in
 	// place, preallocate) or move it out of the step loop.
 	RecCopyAvoid = "avoid or hoist copy"
+	// RecCopyPinned is the advice for a host copy whose host memory is already pinned (torch's
+	// "Memcpy HtoD (Pinned -> Device)"): pinning is done, so a non-blocking copy on a side
+	// stream, or moving it out of the step loop.
+	RecCopyPinned = "async or hoist copy"
 
 	DepHigh    = "high"
 	DepUnclear = "unclear"
@@ -136,7 +140,10 @@ func copyAdvice(name string) string {
 		!strings.HasPrefix(s, "hipmemcpy") && !strings.HasPrefix(s, "hipmemset") {
 		return ""
 	}
-	for _, host := range []string{"htod", "dtoh", "host", "pageable", "pinned", "htoh"} {
+	if strings.Contains(s, "pinned") {
+		return RecCopyPinned
+	}
+	for _, host := range []string{"htod", "dtoh", "host", "pageable", "htoh"} {
 		if strings.Contains(s, host) {
 			return RecCopyAsync
 		}

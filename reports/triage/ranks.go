@@ -113,6 +113,10 @@ func buildRanks(stats []rankStat) *RankReport {
 	return rep
 }
 
+// StragglerMinPct is how much busier than the median rank (in % of the median's busy time) a
+// rank must be to be named the straggler: smaller gaps are run-to-run noise.
+const StragglerMinPct = 5.0
+
 func compareRanks(stage string, ss []rankStat) RankStage {
 	sort.Slice(ss, func(i, j int) bool { return ss[i].rank.less(ss[j].rank) })
 	busy := make([]int64, len(ss))
@@ -133,7 +137,9 @@ func compareRanks(stage string, ss []rankStat) RankStage {
 		out.Ranks = append(out.Ranks, RankRow{Rank: rankLabel(s.rank), KernelTimeUS: us(s.kernel), BusyUS: us(s.busy),
 			CollectiveUS: us(s.comm), CollectiveWaitUS: us(s.comm - minComm), BusyVsMedianUS: us(s.busy - med)})
 	}
-	if gap := ss[strag].busy - med; gap > 0 {
+	// Below StragglerMinPct of the median the busiest rank is noise (clock jitter, a late
+	// launch), not a straggler to chase.
+	if gap := ss[strag].busy - med; gap > 0 && float64(gap)*100 >= StragglerMinPct*float64(med) {
 		out.Straggler = rankLabel(ss[strag].rank)
 		out.StragglerGapUS = us(gap)
 		out.Culprits = culprits(ss, strag)

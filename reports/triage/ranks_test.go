@@ -172,3 +172,29 @@ func TestRanksMergedTrace(t *testing.T) {
 		t.Errorf("merged trace straggler %q, want rank1 (device 1); ranks %+v", s.Straggler, s.Ranks)
 	}
 }
+
+// Issue 17: a straggler was named for any busy gap above 0 ns; below StragglerMinPct of the
+// median busy time the busiest rank is noise.
+func TestStragglerNoiseThreshold(t *testing.T) {
+	stats := func(busy ...int64) []rankStat {
+		var out []rankStat
+		for i, b := range busy {
+			out = append(out, rankStat{rank: deviceRank(i), stage: "all", kernel: b, busy: b})
+		}
+		return out
+	}
+	if rs := compareRanks("all", stats(1_000_000, 1_040_000, 1_000_000, 1_000_000)); rs.Straggler != "" {
+		t.Errorf("4%% above the median: straggler %q, want none", rs.Straggler)
+	}
+	if rs := compareRanks("all", stats(1_000_000, 1_060_000, 1_000_000, 1_000_000)); rs.Straggler != "rank1" {
+		t.Errorf("6%% above the median: straggler %q, want rank1", rs.Straggler)
+	}
+}
+
+// Issue 17: one unit per line of prose ("Busy 2621.87 ms, 2+-stream overlap 0.0 µs").
+func TestLineUnit(t *testing.T) {
+	lu := lineUnit(2_621_870, 0)
+	if a, b := lu(2_621_870), lu(0); !strings.HasSuffix(a, " ms") || !strings.HasSuffix(b, " ms") {
+		t.Errorf("busy %q and overlap %q are not in one unit", a, b)
+	}
+}

@@ -100,6 +100,14 @@ func ms(usv float64) string {
 	}
 	return strconv.FormatFloat(usv/1000, 'f', 2, 64) + " ms"
 }
+
+// lineUnit formats the times of one line of prose in one unit, chosen by the largest as the
+// tables choose theirs (issue 17: "Busy 2621.87 ms, 2+-stream overlap 0.0 µs").
+func lineUnit(usv ...float64) func(float64) string {
+	u := unitFor(len(usv), func(i int) float64 { return usv[i] })
+	return func(v float64) string { return u.Format(v) + " " + u.Label }
+}
+
 func pc(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) + "%" }
 
 func modeLabel(m string) string {
@@ -233,8 +241,9 @@ func (d *doc) header(r *Report, cutoff float64) {
 
 // kernels writes one stage's kernel table.
 func (d *doc) kernels(s *Stage, cutoff float64) error {
+	lu := lineUnit(s.KernelTimeUS, s.BusyUS, s.WindowUS)
 	fmt.Fprintf(&d.b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
-		ms(s.KernelTimeUS), s.KernelCount, ms(s.BusyUS), ms(s.WindowUS))
+		lu(s.KernelTimeUS), s.KernelCount, lu(s.BusyUS), lu(s.WindowUS))
 	u := unitFor(len(s.Kernels), func(i int) float64 { return s.Kernels[i].TotalUS })
 	disp := distinctShort(len(s.Kernels), func(i int) string { return s.Kernels[i].Name }, d.nameW)
 	gt := "GPU time (" + u.Label + ")"
@@ -264,8 +273,9 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 // overlap writes one stage's overlap table.
 func (d *doc) overlap(s *Stage) error {
 	multi := pct(s.Summary.MultiStreamNS, int64(s.BusyUS*1000))
+	lu := lineUnit(s.BusyUS, us(s.Summary.MultiStreamNS))
 	fmt.Fprintf(&d.b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
-		ms(s.BusyUS), ms(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
+		lu(s.BusyUS), lu(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
 	u := unitFor(len(s.Overlap), func(i int) float64 { return s.Overlap[i].TotalUS })
 	disp := distinctShort(len(s.Overlap), func(i int) string { return s.Overlap[i].Kernel }, d.nameW)
 	t := &table.Table{
@@ -291,7 +301,7 @@ func (d *doc) fusions(s *Stage) error {
 	}
 	for _, f := range s.Fusions {
 		t.Rows = append(t.Rows, []string{f.Pattern, f.Status, f.Confidence, u.Format(f.RelatedUS), pc(f.SharePct),
-			strings.Join(f.Evidence, "\n"), strings.Join(f.Locations, "\n"), strings.Join(f.CandidatePaths, "\n"), f.Rationale})
+			strings.Join(abbrev(f.Evidence), "\n"), strings.Join(f.Locations, "\n"), strings.Join(f.CandidatePaths, "\n"), f.Rationale})
 		d.leg.use(f.Status, "confidence "+f.Confidence)
 	}
 	if !d.md {
@@ -319,13 +329,15 @@ func (d *doc) fusions(s *Stage) error {
 func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush func(*table.Table) error, nameW int) error {
 	sub(stageTitle(rs.Stage))
 	if rs.Straggler == "" {
-		fmt.Fprintf(b, "No straggler: no rank is busier than the median (%s).\n", ms(rs.MedianBusyUS))
+		fmt.Fprintf(b, "No straggler: no rank is busier than the median (%s) by %s%% of it or more.\n", ms(rs.MedianBusyUS),
+			strconv.FormatFloat(StragglerMinPct, 'f', -1, 64))
 	} else {
+		lu := lineUnit(rs.StragglerGapUS, rs.MedianBusyUS)
 		var parts []string
 		for _, c := range rs.Culprits {
-			parts = append(parts, fmt.Sprintf("%s (+%s)", table.Shorten(c.Kernel, nameW/2), ms(c.DiffUS)))
+			parts = append(parts, fmt.Sprintf("%s (+%s)", table.Shorten(c.Kernel, nameW/2), lu(c.DiffUS)))
 		}
-		fmt.Fprintf(b, "Straggler: %s, busy %s over the median %s (%s)", rs.Straggler, ms(rs.StragglerGapUS), ms(rs.MedianBusyUS),
+		fmt.Fprintf(b, "Straggler: %s, busy %s over the median %s (%s)", rs.Straggler, lu(rs.StragglerGapUS), lu(rs.MedianBusyUS),
 			pc(100*rs.StragglerGapUS/maxf(rs.MedianBusyUS, 1e-9)))
 		if len(parts) > 0 {
 			b.WriteString("; kernels making the difference: " + strings.Join(parts, ", "))
@@ -341,7 +353,7 @@ func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush f
 	})
 	t := &table.Table{
 		Header: []string{"Rank", "Kernel time (" + u.Label + ")", "Busy (" + u.Label + ")", "Busy vs median (" + u.Label + ")",
-			"Collective (" + u.Label + ")", "Collective wait (" + u.Label + ")", ""},
+			"Collective (" + u.Label + ")", "Collective wait (" + u.Label + ")", "Note"},
 		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left},
 	}
 	for _, r := range rs.Ranks {

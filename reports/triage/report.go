@@ -91,14 +91,17 @@ type KernelRow struct {
 
 	totalNS int64
 	lower   string // Name lower-cased when the analyzer has it (the fusion catalog matches on it)
-	// adj is the stage's set of row pairs that ran back to back on one stream (shared by all
-	// rows of the stage; see adjKey); nil when unknown, e.g. for rows built by hand.
-	adj map[uint64]struct{}
+	// adj counts, per pair of the stage's rows (adjKey), the launches of one that ran directly
+	// next to the other on one stream (shared by all rows of the stage); nil when unknown, e.g.
+	// for rows built by hand.
+	adj map[uint64]int64
 }
 
 // AdjacencyWindow is how many following ops on the same stream count as "back to back" for the
-// fusion table's split-kernel test (a fusion joins kernels that run next to each other).
-const AdjacencyWindow = 3
+// fusion table's split-kernel test (a fusion joins kernels that run next to each other). It is
+// 1, the very next launch: with 3, a GELU MLP's activation, its down-projection GEMM and the
+// block's gate multiply read as a split SwiGLU (issue 17).
+const AdjacencyWindow = 1
 
 func adjKey(a, b int) uint64 {
 	if a > b {
@@ -112,8 +115,7 @@ func adjacent(rows []KernelRow, i, j int) bool {
 	if i == j || rows[i].adj == nil {
 		return true
 	}
-	_, ok := rows[i].adj[adjKey(i, j)]
-	return ok
+	return rows[i].adj[adjKey(i, j)] > 0
 }
 
 // Location is one Python site of a kernel with the share of the kernel's time spent there.
@@ -156,6 +158,9 @@ type FusionRow struct {
 	// cited are the canonical names of every kernel the row counts (tests check that no kernel
 	// is cited by two rows of a stage).
 	cited []string
+	// citedPct is the share each cited kernel counts for: a split kernel counts only for its
+	// launches that ran next to another part of the pattern.
+	citedPct []float64
 }
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }

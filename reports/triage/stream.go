@@ -130,9 +130,26 @@ type streamDev struct {
 	streams     map[int32]*streamState
 	lastStream  int32
 	lastState   *streamState
-	adj         map[uint64]struct{} // pairs of canonical ids (adjKey) that ran back to back
-	adjSeen     [256]uint64         // adj keys added lately, plus one (0 is an empty slot)
+	adj         map[uint64]int64 // per pair of canonical ids (adjKey), how often they ran back to back
+	adjSeen     [256]adjSlot     // counts of the pairs seen lately, not yet added to adj
 	sweep       onlineSweep
+}
+
+// adjSlot is one pair's count in streamDev's cache: key is the adjKey plus one (0 is an empty
+// slot), n the back-to-back runs not yet added to the map.
+type adjSlot struct {
+	key uint64
+	n   int64
+}
+
+// flushAdj adds the cached pair counts to the map.
+func (d *streamDev) flushAdj() {
+	for i := range d.adjSeen {
+		if sl := &d.adjSeen[i]; sl.key != 0 {
+			d.adj[sl.key-1] += sl.n
+			*sl = adjSlot{}
+		}
+	}
 }
 
 // streamState is one stream of a device as far as the pass got.
@@ -176,7 +193,7 @@ func (sa *streamAnalysis) add(op *trace.GPUOp, seq int64) {
 	d := sa.last
 	if d == nil || op.Device != sa.lastDev {
 		if d = sa.devs[op.Device]; d == nil {
-			d = &streamDev{streams: map[int32]*streamState{}, adj: map[uint64]struct{}{}}
+			d = &streamDev{streams: map[int32]*streamState{}, adj: map[uint64]int64{}}
 			sa.devs[op.Device] = d
 		}
 		sa.last, sa.lastDev = d, op.Device
@@ -227,11 +244,15 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 	for _, p := range s.ring {
 		if p != cid {
 			k := adjKey(int(p), int(cid))
-			// A direct-mapped cache of the pairs added lately saves most map updates: the
+			// A direct-mapped cache of the pairs counted lately saves most map updates: the
 			// same few pairs recur all along a stream.
-			if slot := &d.adjSeen[(k*0x9e3779b97f4a7c15)>>56]; *slot != k+1 {
-				*slot = k + 1
-				d.adj[k] = struct{}{}
+			if sl := &d.adjSeen[(k*0x9e3779b97f4a7c15)>>56]; sl.key == k+1 {
+				sl.n++
+			} else {
+				if sl.key != 0 {
+					d.adj[sl.key-1] += sl.n
+				}
+				sl.key, sl.n = k+1, 1
 			}
 		}
 	}
@@ -270,11 +291,12 @@ func (a *analyzer) streamStage(c *traceCtx, label string, d *streamDev) stageRes
 	sw := &d.sweep
 	res.stage.BusyUS = us(sw.busy)
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.multi, PeakStreams: sw.peak, Streams: len(d.streams)}
-	adj := func() map[uint64]struct{} {
-		rows := make(map[uint64]struct{}, len(d.adj))
-		for k := range d.adj {
+	adj := func() map[uint64]int64 {
+		d.flushAdj()
+		rows := make(map[uint64]int64, len(d.adj))
+		for k, n := range d.adj {
 			x, y := int(k>>32), int(uint32(k))
-			rows[adjKey(d.byCanon[x].row, d.byCanon[y].row)] = struct{}{}
+			rows[adjKey(d.byCanon[x].row, d.byCanon[y].row)] += n
 		}
 		return rows
 	}
