@@ -64,8 +64,11 @@ func TestScripts(t *testing.T) {
 		},
 		// [fixtures] holds when the real GPU traces of ../shared/fixtures are beside the checkout.
 		// [slurm] holds when a test Slurm cluster can be started here (slurm-wlm, munge, root).
+		// [root] holds when the tests run as root (mknod of a device in the work directory).
 		Condition: func(cond string) (bool, error) {
 			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
 			case "fixtures":
 				_, err := os.Stat(fixturesDir())
 				return err == nil, nil
