@@ -117,6 +117,9 @@ func rewriteErr(err error) error {
 // singleTrace accepts a trace file, or a directory (a run cell's traces/) that holds exactly
 // one torch-profiler trace.
 func singleTrace(path string) (string, error) {
+	if err := regularInput(path, "pass a trace file or a directory holding one"); err != nil {
+		return "", err
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", err
