@@ -48,6 +48,20 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	opts.Progress.Start(len(todo))
 	var interrupted bool
 	switch {
+	case len(opts.unwritten) > 0:
+		// The run directory lacks what --resume reads: running cells onto a full disk would
+		// measure nothing that can be kept. Each cell is failed in the summary (no result.json,
+		// so a resume once the records exist runs it).
+		var names []string
+		for _, w := range opts.unwritten {
+			names = append(names, w.name)
+		}
+		for _, i := range todo {
+			rec := recs[i]
+			opts.lost.add(rec.Cell.ID, &rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key,
+				Profiler: rec.Cell.Profiler, Verdict: plans.VerdictFailed,
+				Reasons: []backends.Reason{{Code: "run-write", Message: fmt.Sprintf("not run: the run directory's %s could not be written; free disk space", strings.Join(names, " and "))}}})
+		}
 	case opts.onSlurm:
 		var detached bool
 		var err error
@@ -80,12 +94,24 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	man.Verdicts = sum.Counts
 	// Write what can be written and always print the summary: on a full disk the table on the
 	// terminal may be the only record of the run.
-	werr := errors.Join(writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))
+	var early []error
+	for _, w := range opts.unwritten {
+		early = append(early, w.write())
+	}
+	werr := errors.Join(append(early, writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))...)
 	if err := WriteSummaryTable(opts.Out, sum); err != nil {
 		return sum, errors.Join(werr, err)
 	}
+	if errors.Join(early...) != nil {
+		// Without plan.toml or cells.json --resume cannot read the run.
+		return sum, fmt.Errorf("%w; the run directory %s lacks what --resume reads: free disk space, then run the plan again", werr, dir)
+	}
 	if werr != nil {
 		return sum, fmt.Errorf("%w; the run directory %s is incomplete: free disk space, then `runner run --resume %s` runs the cells without a result again", werr, dir, dir)
+	}
+	if len(opts.unwritten) > 0 {
+		// The records were written at the second try: the cells can run now.
+		return sum, fmt.Errorf("no cell was run: the run directory's records could not be written at the start (a full disk?); they are now: `runner run --resume %s` runs the cells", dir)
 	}
 	// History and baseline comparison (issue 6); may turn the exit code into 4.
 	if err := nightly(ctx, p, dir, sum, opts); err != nil {

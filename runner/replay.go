@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/rundir"
@@ -38,22 +39,44 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	if err := rundir.WriteFileAtomic(filepath.Join(dir, rundir.PlanFile), p.Source); err != nil {
-		return nil, err
-	}
-	recs, err := prepareCells(dir, cells, &opts)
+	return startRun(ctx, p, dir, cells, start, &opts)
+}
+
+// startRun writes a new run directory's records (plan.toml, the cell directories, cells.json,
+// manifest.json) and executes its cells. A record that cannot be written (a full disk) does not
+// end the run with only that error: plan.toml and cells.json are what --resume reads, so
+// without them no cell runs, each is failed (run-write) in the summary, the writes are tried
+// again at the end and the error lists what is still missing; a manifest.json that cannot be
+// written is written again at the end of the run anyway.
+func startRun(ctx context.Context, p *plans.Plan, dir string, cells []plans.Cell, start time.Time, opts *Options) (*rundir.Summary, error) {
+	recs, err := prepareCells(dir, cells, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)}); err != nil {
-		return nil, err
+	records := []earlyWrite{
+		{rundir.PlanFile, func() error { return rundir.WriteFileAtomic(filepath.Join(dir, rundir.PlanFile), p.Source) }},
+		{rundir.CellsFile, func() error {
+			return writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)})
+		}},
 	}
-	man := captureManifest(ctx, p, dir, cells, &opts, start)
+	for _, w := range records {
+		if err := w.write(); err != nil {
+			opts.unwritten = append(opts.unwritten, w)
+		}
+	}
+	man := captureManifest(ctx, p, dir, cells, opts, start)
 	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
-		return nil, err
+		opts.Logger.Warn("manifest.json not written; it is written again at the end of the run", "err", err)
 	}
 	opts.Logger.Info("run directory", "dir", dir, "cells", len(cells))
-	return execute(ctx, p, dir, recs, man, &opts)
+	return execute(ctx, p, dir, recs, man, opts)
+}
+
+// earlyWrite is a record of the run directory written before the first cell (plan.toml,
+// cells.json) that could not be: execute runs no cell and writes it again at the end.
+type earlyWrite struct {
+	name  string
+	write func() error
 }
 
 // selectCells keeps the cells named in only, in plan order.

@@ -77,6 +77,8 @@ type Options struct {
 	onSlurm bool
 	// lost keeps the results execute could not write (a full disk) for its summary.
 	lost *lostResults
+	// unwritten are the records startRun could not write; with any, execute runs no cell.
+	unwritten []earlyWrite
 	// CheckEnvTimeout bounds `python -m sglang.check_env` and the library-version probe
 	// (runner/gpuenv.go); 0 means 60s.
 	CheckEnvTimeout time.Duration

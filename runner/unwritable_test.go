@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,6 +137,93 @@ func TestResumeRerunsUnreadableResults(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), "cell="+id) {
 			t.Errorf("no warning names %s:\n%s", id, logs.String())
+		}
+	}
+}
+
+// When the records written before the first cell cannot be (issue 14: a full disk at the start
+// ended the run with only "write cells.json: no space left", exit 1, no verdicts, no table), no
+// cell runs, each is failed with run-write, the table is printed, and the error lists the files
+// not written and says what to do; nothing claims a result on disk.
+func TestUnwritableStartStillSummarizes(t *testing.T) {
+	p := testPlan(t, twoCells)
+	opts := simOptions(t)
+	var out bytes.Buffer
+	opts.Out = &out
+	opts.defaults()
+	start := time.Now()
+	dir, err := rundir.Create(opts.OutputDir, p.Name, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blockWrite(t, filepath.Join(dir, rundir.CellsFile))
+	blockWrite(t, filepath.Join(dir, rundir.ManifestFile))
+	sum, err := startRun(context.Background(), p, dir, p.Expand(), start, &opts)
+	if err == nil || !strings.Contains(err.Error(), rundir.CellsFile) || !strings.Contains(err.Error(), rundir.ManifestFile) || !strings.Contains(err.Error(), "free disk space") {
+		t.Fatalf("err = %v, want the cells.json and manifest.json failures and what to do", err)
+	}
+	if sum == nil {
+		t.Fatal("no summary")
+	}
+	if sum.ExitCode != ExitCellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	}
+	for _, row := range sum.Cells {
+		if row.Verdict != plans.VerdictFailed || !strings.Contains(strings.Join(row.Reasons, " "), "run-write") {
+			t.Errorf("cell %s: verdict %q reasons %q, want failed with run-write", row.ID, row.Verdict, row.Reasons)
+		}
+		if !strings.Contains(out.String(), row.ID) {
+			t.Errorf("summary table lacks %s:\n%s", row.ID, out.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, rundir.CellsDir, row.ID, rundir.ResultFile)); err == nil {
+			t.Errorf("cell %s has a result.json although it did not run", row.ID)
+		}
+	}
+	// What could be written was: plan.toml and the summary.
+	for _, f := range []string{rundir.PlanFile, rundir.SummaryJSON} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+}
+
+// A disk full before the run starts (root only: a tmpfs filled beforehand): the run ends with
+// failed cells, the table and an error naming what was not written.
+func TestFullDiskAtStartTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skip("cannot mount a tmpfs:", err)
+	}
+	defer func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) }()
+	fh, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for buf := make([]byte, 4096); ; {
+		if _, err := fh.Write(buf); err != nil {
+			break
+		}
+	}
+	fh.Close()
+	p := testPlan(t, twoCells)
+	opts := simOptions(t)
+	opts.OutputDir = dir
+	var out bytes.Buffer
+	opts.Out = &out
+	sum, err := Run(context.Background(), p, opts)
+	if err == nil || !strings.Contains(err.Error(), "no space left") || !strings.Contains(err.Error(), rundir.CellsFile) {
+		t.Fatalf("err = %v, want no space left naming cells.json", err)
+	}
+	t.Log(err)
+	if sum == nil || sum.Counts[plans.VerdictFailed] != len(sum.Cells) || len(sum.Cells) == 0 {
+		t.Fatalf("summary %+v, want every cell failed", sum)
+	}
+	for _, row := range sum.Cells {
+		if !strings.Contains(out.String(), row.ID) {
+			t.Errorf("summary table lacks %s:\n%s", row.ID, out.String())
 		}
 	}
 }

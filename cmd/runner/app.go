@@ -198,6 +198,9 @@ func isTerminal(w io.Writer) bool {
 
 // loadPlan reads a plan; every failure to read it is the user's to fix (exit 2).
 func loadPlan(path string) (*plans.Plan, error) {
+	if err := regularInput(path, "pass a plan file"); err != nil {
+		return nil, err
+	}
 	p, err := plans.Load(path)
 	if err != nil {
 		var pe *plans.Error
@@ -209,19 +212,46 @@ func loadPlan(path string) (*plans.Plan, error) {
 	return p, nil
 }
 
+// regularInput refuses, with exit 2, an input path that exists and is neither a regular file
+// nor a directory (a FIFO, a device, a socket): reading it could block forever, past Ctrl-C,
+// and a plan, trace, perf dump or bundle is a file. hint says what to pass instead. A path
+// that does not exist is left to the reader, whose error names it.
+func regularInput(path, hint string) error {
+	if st, err := os.Stat(path); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+		return usageErr("%s is not a regular file (%s); %s", path, st.Mode().Type(), hint)
+	}
+	return nil
+}
+
 // interruptible returns an action that ends at Ctrl-C even while its work is inside a loop or
 // a read that does not watch the context (a plan being judged, a trace being parsed): the work
 // runs in a goroutine and the action returns the context's error, exit 130, as soon as it is
 // done. Only for commands that write nothing but their standard output, which may be cut.
 func interruptible(action cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		done := make(chan error, 1)
-		go func() { done <- action(c) }()
-		select {
-		case err := <-done:
-			return err
-		case <-c.Context.Done():
-			return c.Context.Err()
-		}
+		_, err := interruptibly(c.Context, func() (struct{}, error) { return struct{}{}, action(c) })
+		return err
+	}
+}
+
+// interruptibly runs a read-only phase of a command (interruptible's rule) and returns its
+// result, or the context's error as soon as the context is done: a command that writes files
+// afterwards (runner report) reads under it and writes only once it returned.
+func interruptibly[T any](ctx context.Context, work func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := work()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
 	}
 }

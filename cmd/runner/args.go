@@ -41,8 +41,11 @@ func permuteArgs(app *cli.App, args []string) []string {
 	out = append(out, args[i])
 	i++
 	for {
-		// Flags between a command and its subcommand belong to the command.
-		i, out = takeFlags(cmd.Flags, args, i, out)
+		// Flags between a command and its subcommand belong to the command, except the
+		// global ones (runner plan --log-level debug p.toml), which go in front of it.
+		for i < len(args) && isFlag(args[i]) {
+			i = routeFlag(app.Flags, cmd.Flags, args, i, &global, &out)
+		}
 		if i >= len(args) || len(cmd.Subcommands) == 0 {
 			break
 		}
@@ -65,20 +68,7 @@ func permuteArgs(app *cli.App, args []string) []string {
 			pos = append(pos, a)
 			continue
 		}
-		if !defines(cmd.Flags, a) && defines(app.Flags, a) {
-			// A global flag written after the command (runner triage x --log-level debug).
-			global = append(global, a)
-			if takesValue(app.Flags, a) && i+1 < len(args) {
-				i++
-				global = append(global, args[i])
-			}
-			continue
-		}
-		flags = append(flags, a)
-		if takesValue(cmd.Flags, a) && i+1 < len(args) {
-			i++
-			flags = append(flags, args[i])
-		}
+		i = routeFlag(app.Flags, cmd.Flags, args, i, &global, &flags) - 1
 	}
 	head := append([]string{args[0]}, global...)
 	for _, f := range flags {
@@ -93,6 +83,24 @@ func permuteArgs(app *cli.App, args []string) []string {
 		pos = append([]string{"--"}, pos...)
 	}
 	return append(append(append(head, out...), flags...), pos...)
+}
+
+// routeFlag appends the flag args[i], with its value when it takes one, to global when only
+// the app defines it (a global flag written after the command: runner triage x --log-level
+// debug) and to local otherwise, and returns the index after it. A flag nobody defines stays
+// with the command, whose parser reports it as unknown.
+func routeFlag(appFlags, cmdFlags []cli.Flag, args []string, i int, global, local *[]string) int {
+	a := args[i]
+	defs, dst := cmdFlags, local
+	if !defines(cmdFlags, a) && defines(appFlags, a) {
+		defs, dst = appFlags, global
+	}
+	*dst = append(*dst, a)
+	if takesValue(defs, a) && i+1 < len(args) {
+		i++
+		*dst = append(*dst, args[i])
+	}
+	return i + 1
 }
 
 // takeFlags copies the flags (with their values) starting at args[i] to out and returns the

@@ -14,6 +14,8 @@ func TestPermuteArgs(t *testing.T) {
 		{"runner triage --format json t.json", "runner triage --format json t.json"},
 		{"runner triage t.json --format=json --cutoff 5", "runner triage --format=json --cutoff 5 t.json"},
 		{"runner triage t.json --log-level debug", "runner --log-level debug triage t.json"},
+		{"runner plan --log-level debug p.toml", "runner --log-level debug plan p.toml"},
+		{"runner trace --log-level debug fix --log-format json a b", "runner --log-level debug --log-format json trace fix a b"},
 		{"runner triage t.json --help", "runner triage --help"},
 		{"runner trace fix a b --bogus", "runner trace fix --bogus a b"},
 		{"runner triage -- -x.json --format json", "runner triage -- -x.json --format json"},

@@ -117,7 +117,9 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 			&cli.StringFlag{Name: "baseline", Usage: "history: compare RUN_DIR against the history database instead of a BASE"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, md, json, csv or benchstat (Go benchmark lines for benchstat -col side FILE)"},
 		),
-		Action: func(c *cli.Context) error {
+		// compare writes only its standard output: Ctrl-C ends it even inside a read that does
+		// not watch the context (a FIFO inside a run directory, a huge perf dump).
+		Action: interruptible(func(c *cli.Context) error {
 			n, err := nightlyOptions(c)
 			if err != nil {
 				return err
@@ -149,6 +151,13 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 				}
 			default:
 				return usageErr("--baseline %q: runner compare takes --baseline history; to compare with a run directory, name it as BASE", n.Baseline)
+			}
+			for _, side := range []string{n.Baseline, newPath} {
+				if side != runner.BaselineHistory {
+					if err := regularInput(side, "pass a run directory, a cell directory or a perf-dump JSON file"); err != nil {
+						return err
+					}
+				}
 			}
 			cur, err := perf.Load(newPath, perf.LoadOptions{Profilers: n.Profilers})
 			if err != nil {
@@ -182,7 +191,7 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 				return &exitError{code: runner.ExitRegression}
 			}
 			return nil
-		},
+		}),
 	}
 }
 

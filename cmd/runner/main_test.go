@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,8 +65,11 @@ func TestScripts(t *testing.T) {
 		},
 		// [fixtures] holds when the real GPU traces of ../shared/fixtures are beside the checkout.
 		// [slurm] holds when a test Slurm cluster can be started here (slurm-wlm, munge, root).
+		// [root] holds when the tests run as root (mknod of a device in the work directory).
 		Condition: func(cond string) (bool, error) {
 			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
 			case "fixtures":
 				_, err := os.Stat(fixturesDir())
 				return err == nil, nil
@@ -75,12 +79,13 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": cmdExitCode,
-			"rundir":   cmdRunDir,
-			"verdict":  cmdVerdict,
-			"globn":    cmdGlobN,
-			"waitfor":  cmdWaitFor,
-			"noprocs":  cmdNoProcs,
+			"exitcode":   cmdExitCode,
+			"rundir":     cmdRunDir,
+			"verdict":    cmdVerdict,
+			"globn":      cmdGlobN,
+			"waitfor":    cmdWaitFor,
+			"noprocs":    cmdNoProcs,
+			"fiforeader": cmdFIFOReader,
 			// Slurm executor scripts (slurm_test.go).
 			"slurmcluster": cmdSlurmCluster,
 			"slurmcancel":  cmdSlurmCancel,
@@ -181,6 +186,29 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("waitfor: nothing matching %s contains %q after 60s", args[0], args[1])
+}
+
+// fiforeader FIFO: wait up to 60s until a process has FIFO open for reading (a runner stuck
+// on it: past its signal setup), then hold FIFO open for writing, writing nothing, until the
+// script ends, so the reader stays blocked in its read. It is how a script knows the moment
+// to send Ctrl-C without a sleep. An open for writing with O_NONBLOCK fails with ENXIO until
+// a reader is there; a reader blocked in open counts.
+func cmdFIFOReader(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: fiforeader FIFO")
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		fd, err := syscall.Open(ts.MkAbs(args[0]), syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err == nil {
+			ts.Defer(func() { syscall.Close(fd) })
+			return
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
+			ts.Fatalf("fiforeader: %s: %v", args[0], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // noprocs: no process started by this script is still alive (each inherits RUNNER_TEST_TAG).

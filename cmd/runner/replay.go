@@ -50,6 +50,9 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 			if err != nil {
 				return err
 			}
+			if err := regularInput(args[0], "pass the .tar.gz file runner bundle wrote"); err != nil {
+				return err
+			}
 			log, err := logger(c, io.err)
 			if err != nil {
 				return err

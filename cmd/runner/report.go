@@ -47,47 +47,57 @@ comparison found a regression, 2 for unusable input.`,
 			if err != nil {
 				return err
 			}
-			cur, err := perf.Load(dir, perf.LoadOptions{Profilers: n.Profilers})
-			if err != nil {
-				return &exitError{code: runner.ExitUsage, err: err}
-			}
-			hpath := n.History
-			if hpath == "" {
-				hpath = runner.HistoryPath(dir)
-			}
-			var db *history.DB
-			if _, err := os.Stat(hpath); err == nil {
-				if db, err = history.Open(c.Context, hpath); err != nil {
-					return &exitError{code: runner.ExitUsage, err: err}
-				}
-				defer db.Close()
-			}
-			res, base, err := n.CompareBaseline(c.Context, cur, planOf(dir), db)
-			switch {
-			case errors.Is(err, runner.ErrNoHistory):
-				return usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
-			case runner.NoBaselineYet(err):
-				fmt.Fprintf(io.err, "runner: %v\n", err)
-			case err != nil:
-				return err
-			}
-			trend := map[string][]render.TrendPoint{}
-			if db != nil {
-				entries, err := db.List(c.Context, history.Filter{Plan: cur.Plan, GPU: cur.GPU})
+			// Everything up to the report is read-only and runs under interruptibly, so Ctrl-C
+			// ends a read that does not watch the context (summary.json a FIFO); the files are
+			// written only after it.
+			rr, err := interruptibly(c.Context, func() (*readReport, error) {
+				cur, err := perf.Load(dir, perf.LoadOptions{Profilers: n.Profilers})
 				if err != nil {
-					return err
+					return nil, &exitError{code: runner.ExitUsage, err: err}
 				}
-				for _, e := range entries {
-					if e.Metric == perf.MetricE2E {
-						trend[e.Config] = append(trend[e.Config], render.TrendPoint{RunID: e.RunID, Time: e.Time, Median: e.Median})
+				hpath := n.History
+				if hpath == "" {
+					hpath = runner.HistoryPath(dir)
+				}
+				var db *history.DB
+				if _, err := os.Stat(hpath); err == nil {
+					if db, err = history.Open(c.Context, hpath); err != nil {
+						return nil, &exitError{code: runner.ExitUsage, err: err}
+					}
+					defer db.Close()
+				}
+				res, base, err := n.CompareBaseline(c.Context, cur, planOf(dir), db)
+				switch {
+				case errors.Is(err, runner.ErrNoHistory):
+					return nil, usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
+				case runner.NoBaselineYet(err):
+					fmt.Fprintf(io.err, "runner: %v\n", err)
+				case err != nil:
+					return nil, err
+				}
+				trend := map[string][]render.TrendPoint{}
+				if db != nil {
+					entries, err := db.List(c.Context, history.Filter{Plan: cur.Plan, GPU: cur.GPU})
+					if err != nil {
+						return nil, err
+					}
+					for _, e := range entries {
+						if e.Metric == perf.MetricE2E {
+							trend[e.Config] = append(trend[e.Config], render.TrendPoint{RunID: e.RunID, Time: e.Time, Median: e.Median})
+						}
 					}
 				}
+				title := "Run report"
+				if cur.Plan != "" {
+					title = "Run report: " + cur.Plan
+				}
+				rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(reportCells(dir))
+				return &readReport{rep: rep, regressed: res != nil && res.Regressed()}, nil
+			})
+			if err != nil {
+				return err
 			}
-			title := "Run report"
-			if cur.Plan != "" {
-				title = "Run report: " + cur.Plan
-			}
-			rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(reportCells(dir))
+			rep := rr.rep
 			var md, html bytes.Buffer
 			if err := render.WriteReportMarkdown(&md, rep); err != nil {
 				return err
@@ -111,12 +121,18 @@ comparison found a regression, 2 for unusable input.`,
 				}
 			}
 			fmt.Fprintf(io.out, "%s\n%s\n%s\n", rep.Headline, filepath.Join(dir, reportMD), filepath.Join(dir, reportHTML))
-			if res != nil && res.Regressed() {
+			if rr.regressed {
 				return &exitError{code: runner.ExitRegression}
 			}
 			return nil
 		},
 	}
+}
+
+// readReport is what runner report reads before it writes anything.
+type readReport struct {
+	rep       *render.Report
+	regressed bool
 }
 
 // reportCells reads the run's cells, verdicts and timings from summary.json for the report's

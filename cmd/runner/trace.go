@@ -11,6 +11,7 @@ import (
 
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/triage"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 func traceCommand(io stdio) *cli.Command {
@@ -22,6 +23,7 @@ func traceCommand(io stdio) *cli.Command {
 				Name:      "fix",
 				Usage:     "move GPU ops that overlap on one stream onto their own lanes so Perfetto shows them",
 				ArgsUsage: "IN OUT",
+				Flags:     []cli.Flag{forceFlag()},
 				Action: func(c *cli.Context) error {
 					args, err := positional(c, 2, 2, "IN OUT")
 					if err != nil {
@@ -31,7 +33,7 @@ func traceCommand(io stdio) *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := kineto.FixFile(c.Context, in, args[1])
+					st, err := kineto.FixFile(c.Context, in, args[1], c.Bool("force"))
 					if err != nil {
 						return rewriteErr(err)
 					}
@@ -49,6 +51,7 @@ func traceCommand(io stdio) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "steps", Usage: "keep the first `N` steps (ProfilerStep#, denoising_step_*, step[...])"},
 					&cli.StringFlag{Name: "window", Usage: "keep `START:END`, durations from the first event (e.g. 1.5s:2s)"},
+					forceFlag(),
 				},
 				Action: func(c *cli.Context) error {
 					args, err := positional(c, 2, 2, "IN OUT")
@@ -76,7 +79,7 @@ func traceCommand(io stdio) *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := kineto.SlimFile(c.Context, in, args[1], opts)
+					st, err := kineto.SlimFile(c.Context, in, args[1], opts, c.Bool("force"))
 					if err != nil {
 						return rewriteErr(err)
 					}
@@ -95,9 +98,17 @@ func traceCommand(io stdio) *cli.Command {
 	}
 }
 
-// rewriteErr makes an output that is the input a usage error (exit 2).
+// forceFlag is trace fix and slim's --force: OUT is written beside and renamed over, so an
+// existing file is replaced only when asked (as bundle -o).
+func forceFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "force", Usage: "replace an existing regular file at OUT"}
+}
+
+// rewriteErr makes an output that is the input, or an OUT refused before anything was written
+// (not a regular file, existing without --force, no such directory), a usage error (exit 2).
 func rewriteErr(err error) error {
-	if errors.Is(err, kineto.ErrSameFile) {
+	var oe *rundir.OutputError
+	if errors.Is(err, kineto.ErrSameFile) || errors.As(err, &oe) {
 		return usageErr("%v", err)
 	}
 	return err
@@ -106,6 +117,9 @@ func rewriteErr(err error) error {
 // singleTrace accepts a trace file, or a directory (a run cell's traces/) that holds exactly
 // one torch-profiler trace.
 func singleTrace(path string) (string, error) {
+	if err := regularInput(path, "pass a trace file or a directory holding one"); err != nil {
+		return "", err
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", err

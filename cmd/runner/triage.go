@@ -151,8 +151,8 @@ func triageRoot(c *cli.Context, io stdio, dopts triage.DiscoverOptions, topts *t
 		return "", err
 	}
 	// A FIFO or device would block the read: refused up front, before anything opens it.
-	if st, err := os.Stat(args[0]); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
-		return "", usageErr("%s is not a regular file (%s); pass a trace file or the directory the profiler wrote", args[0], st.Mode().Type())
+	if err := regularInput(args[0], "pass a trace file or the directory the profiler wrote"); err != nil {
+		return "", err
 	}
 	in, note, err := runner.ResolveRunDir(args[0])
 	if err != nil {

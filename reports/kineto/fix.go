@@ -107,13 +107,14 @@ func Fix(ctx context.Context, in io.Reader, out io.Writer) (FixStats, error) {
 }
 
 // FixFile is Fix from a file to a file; the output is gzip-compressed when its name ends in .gz.
-func FixFile(ctx context.Context, inPath, outPath string) (FixStats, error) {
+// An existing outPath is replaced only with force (see createOut).
+func FixFile(ctx context.Context, inPath, outPath string, force bool) (FixStats, error) {
 	in, err := os.Open(inPath)
 	if err != nil {
 		return FixStats{}, fmt.Errorf("trace fix: %w", err)
 	}
 	defer in.Close()
-	out, err := createOut(inPath, outPath)
+	out, err := createOut(inPath, outPath, force)
 	if err != nil {
 		return FixStats{}, fmt.Errorf("trace fix: %w", err)
 	}

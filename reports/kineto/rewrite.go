@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/valyala/fastjson"
+
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // rewriter is the part of Fix and Slim that copies a document: the skeleton verbatim, the
@@ -167,28 +168,31 @@ func isGPUCat(cat []byte) bool {
 // ./IN, a symlink or a hard link count too): writing it would destroy the trace being read.
 var ErrSameFile = errors.New("the output is the input file")
 
-// output is a rewrite's destination: a temporary file beside the output path, renamed over it
-// only when the rewrite succeeded, so a failed rewrite leaves no empty or half-written OUT
-// and an existing OUT is untouched.
+// output is a rewrite's destination: rundir's Output (a temporary file beside the output path,
+// renamed over it only when the rewrite succeeded), gzip-compressed when the name ends in .gz.
 type output struct {
-	w    io.Writer
-	f    *os.File
-	zw   *gzip.Writer
-	path string
+	w  io.Writer
+	f  *rundir.Output
+	zw *gzip.Writer
 }
 
-// createOut opens the output of a rewrite of inPath; gzip-compressed when the name ends in .gz.
-func createOut(inPath, path string) (*output, error) {
+// createOut opens the output of a rewrite of inPath. OUT must not be the input, must be a
+// regular file or not exist (an existing one only with force), and its directory must exist
+// (rundir.CheckOutput, the check bundle -o makes too).
+func createOut(inPath, path string, force bool) (*output, error) {
 	if ist, err := os.Stat(inPath); err == nil {
 		if ost, err := os.Stat(path); err == nil && os.SameFile(ist, ost) {
 			return nil, fmt.Errorf("%s and %s: %w; write to another path", inPath, path, ErrSameFile)
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return nil, fmt.Errorf("create output: %w", err)
+	if err := rundir.CheckOutput(path, force); err != nil {
+		return nil, err
 	}
-	o := &output{w: f, f: f, path: path}
+	f, err := rundir.CreateOutput(path)
+	if err != nil {
+		return nil, err
+	}
+	o := &output{w: f, f: f}
 	if strings.HasSuffix(path, ".gz") {
 		o.zw, _ = gzip.NewWriterLevel(f, gzip.DefaultCompression)
 		o.w = o.zw
@@ -203,16 +207,11 @@ func (o *output) finish(failed error) error {
 	if err == nil && o.zw != nil {
 		err = o.zw.Close()
 	}
-	if cerr := o.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(o.f.Name(), o.path)
-	}
 	if err != nil {
-		os.Remove(o.f.Name())
+		o.f.Abort()
+		return err
 	}
-	return err
+	return o.f.Commit()
 }
 
 // replay lets a rewriter read its input twice: by seeking back when the input is an io.Seeker

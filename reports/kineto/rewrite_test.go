@@ -157,7 +157,7 @@ func TestFixTruncatedAndGzip(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "in.json"), in, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := FixFile(context.Background(), filepath.Join(dir, "in.json"), filepath.Join(dir, "out.json.gz")); err != nil {
+	if _, err := FixFile(context.Background(), filepath.Join(dir, "in.json"), filepath.Join(dir, "out.json.gz"), false); err != nil {
 		t.Fatal(err)
 	}
 	f, _ := os.Open(filepath.Join(dir, "out.json.gz"))

@@ -135,13 +135,14 @@ func Slim(ctx context.Context, in io.Reader, out io.Writer, opts SlimOptions) (S
 }
 
 // SlimFile is Slim from a file to a file; the output is gzip-compressed when its name ends in .gz.
-func SlimFile(ctx context.Context, inPath, outPath string, opts SlimOptions) (SlimStats, error) {
+// An existing outPath is replaced only with force (see createOut).
+func SlimFile(ctx context.Context, inPath, outPath string, opts SlimOptions, force bool) (SlimStats, error) {
 	in, err := os.Open(inPath)
 	if err != nil {
 		return SlimStats{}, fmt.Errorf("trace slim: %w", err)
 	}
 	defer in.Close()
-	out, err := createOut(inPath, outPath)
+	out, err := createOut(inPath, outPath, force)
 	if err != nil {
 		return SlimStats{}, fmt.Errorf("trace slim: %w", err)
 	}

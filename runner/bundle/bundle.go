@@ -167,46 +167,39 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	if err := b.collect(ctx); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
-	}
 	var tried []string
 	b.file = filepath.Base(out)
 	for level := 0; level < len(levels); level++ {
 		entries, omitted := b.degrade(level)
 		meta := b.metadata(entries, omitted)
-		size, err := writeArchive(ctx, out, b.finish(entries, meta))
+		f, size, err := writeArchive(ctx, out, b.finish(entries, meta))
 		if err != nil {
 			return nil, err
 		}
 		if size <= opts.MaxSize {
+			// Only a bundle that fits replaces the file at -o (with --force).
+			if err := f.Commit(); err != nil {
+				return nil, fmt.Errorf("bundle: %w", err)
+			}
 			return &Result{Path: out, Bytes: size, Metadata: meta}, nil
 		}
-		os.Remove(out)
+		f.Abort()
 		tried = append(tried, fmt.Sprintf("%s: %s", levels[level], humanize.IBytes(uint64(size))))
 	}
 	return nil, fmt.Errorf("bundle: the bundle stays over --max-size %s (%s); select fewer cells with --cells or raise --max-size",
 		humanize.IBytes(uint64(opts.MaxSize)), strings.Join(tried, "; "))
 }
 
-// checkOutput refuses an archive path the final rename would wrongly replace: anything but a
-// regular file (a device such as /dev/full, a directory, a symlink), a path inside the run
-// being bundled (its plan.toml, a log), and an existing file unless force. The errors are
-// usage errors: the user chooses another -o.
+// checkOutput refuses an archive path the final rename would wrongly replace: what
+// rundir.CheckOutput refuses (anything but a regular file, an existing file unless force, a
+// missing directory), and a path inside the run being bundled (its plan.toml, a log). The
+// errors are usage errors: the user chooses another -o.
 func checkOutput(out, src string, force bool) error {
-	usage := func(format string, a ...any) error {
-		return &runner.UsageError{Err: fmt.Errorf("bundle: -o "+format, a...)}
-	}
-	if st, err := os.Lstat(out); err == nil {
-		switch {
-		case !st.Mode().IsRegular():
-			return usage("%s exists and is not a regular file (%s); choose another path", out, st.Mode().Type())
-		case !force:
-			return usage("%s exists; pass --force to replace it or choose another path", out)
-		}
+	if err := rundir.CheckOutput(out, force); err != nil {
+		return &runner.UsageError{Err: fmt.Errorf("bundle: -o %w", err)}
 	}
 	if within(out, src) {
-		return usage("%s is inside the run directory being bundled (%s); write the bundle elsewhere", out, src)
+		return &runner.UsageError{Err: fmt.Errorf("bundle: -o %s is inside the run directory being bundled (%s); write the bundle elsewhere", out, src)}
 	}
 	return nil
 }
@@ -623,18 +616,16 @@ func (b *builder) finish(entries []entry, meta Metadata) []entry {
 	return append(front, entries...)
 }
 
-// writeArchive writes the entries as a .tar.gz through a temporary file and a rename, and
-// returns its size.
-func writeArchive(ctx context.Context, out string, entries []entry) (int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+// writeArchive writes the entries as a .tar.gz into a temporary file beside out and returns it
+// with its size, for the caller to commit (rename over out) or abort.
+func writeArchive(ctx context.Context, out string, entries []entry) (*rundir.Output, int64, error) {
+	f, err := rundir.CreateOutput(out)
 	if err != nil {
-		return 0, fmt.Errorf("bundle: %w; choose a writable -o", err)
+		return nil, 0, fmt.Errorf("bundle: %w; choose a writable -o", err)
 	}
-	tmp := f.Name()
-	fail := func(err error) (int64, error) {
-		f.Close()
-		os.Remove(tmp)
-		return 0, fmt.Errorf("bundle: write %s: %w", out, err)
+	fail := func(err error) (*rundir.Output, int64, error) {
+		f.Abort()
+		return nil, 0, fmt.Errorf("bundle: write %s: %w", out, err)
 	}
 	zw := gzip.NewWriter(f)
 	tw := tar.NewWriter(zw)
@@ -687,15 +678,7 @@ func writeArchive(ctx context.Context, out string, entries []entry) (int64, erro
 	if err != nil {
 		return fail(err)
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return 0, fmt.Errorf("bundle: write %s: %w", out, err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		os.Remove(tmp)
-		return 0, fmt.Errorf("bundle: write %s: %w", out, err)
-	}
-	return st.Size(), nil
+	return f, st.Size(), nil
 }
 
 // isRegular says whether p is a regular file itself, not a link to one.

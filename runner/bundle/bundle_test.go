@@ -570,7 +570,7 @@ func TestBundleStopsOnCancel(t *testing.T) {
 		t.Errorf("stageStream with a cancelled context: err = %v, want context.Canceled", err)
 	}
 	out := filepath.Join(dir, "b.tar.gz")
-	if _, err := writeArchive(ctx, out, []entry{{name: "log.txt", file: big, size: 19 << 16}}); !errors.Is(err, context.Canceled) {
+	if _, _, err := writeArchive(ctx, out, []entry{{name: "log.txt", file: big, size: 19 << 16}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("writeArchive with a cancelled context: err = %v, want context.Canceled", err)
 	}
 	if _, err := os.Stat(out); err == nil {

@@ -27,7 +27,11 @@ func rebundle(t *testing.T, path string, edit func(name string, data []byte) []b
 		entries = append(entries, entry{name: name, data: data, size: int64(len(data))})
 	}
 	out := filepath.Join(t.TempDir(), "edited.tar.gz")
-	if _, err := writeArchive(context.Background(), out, entries); err != nil {
+	f, _, err := writeArchive(context.Background(), out, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // Redact rewrites a file's encoded JSON before it is written. The runner passes its secrets
@@ -19,7 +22,8 @@ type Redact func([]byte) []byte
 // rename, so a reader (or a resumed run) never sees a half-written file. It is the one writer
 // of the run directory's files.
 func WriteFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	// 0600: the run directory's records hold commands and environments.
+	f, err := createTemp(path, 0o600)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -36,6 +40,94 @@ func WriteFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// createTemp creates a new temporary file beside path (".NAME.tmp-N", so a listing shows what
+// it is for) with perm less the umask, as os.OpenFile applies it; os.CreateTemp would always
+// give 0600.
+func createTemp(path string, perm os.FileMode) (*os.File, error) {
+	prefix := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	for range 100 {
+		f, err := os.OpenFile(prefix+strconv.FormatUint(rand.Uint64()%1e10, 10), os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no unused temporary name beside %s", path)
+}
+
+// OutputError is an output path refused before anything was written (a device, a FIFO, a
+// directory or a symlink; an existing file without --force; a missing parent directory): the
+// user chooses another path, so callers report it as a usage error.
+type OutputError struct{ Err error }
+
+func (e *OutputError) Error() string { return e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// CheckOutput is the one check of a file the user names as a command's output (trace fix and
+// slim's OUT, bundle -o). The file is written beside it and renamed over it, and a rename
+// replaces whatever the name points at: as root, a device such as /dev/null would become a
+// regular file, and a symlink would be replaced instead of followed. So an existing path that
+// is not a regular file is refused even with force, an existing regular file needs force, and
+// a missing parent directory is an error that names it rather than being created.
+func CheckOutput(path string, force bool) error {
+	refuse := func(format string, a ...any) error { return &OutputError{fmt.Errorf(format, a...)} }
+	st, err := os.Lstat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return refuse("%s exists and is not a regular file (%s); choose another path", path, st.Mode().Type())
+	case err == nil && !force:
+		return refuse("%s exists; pass --force to replace it or choose another path", path)
+	}
+	dir := filepath.Dir(path)
+	dst, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return refuse("the directory %s does not exist; create it or choose another path for %s", dir, filepath.Base(path))
+	case err != nil:
+		return refuse("%s: %v; choose another path", dir, err)
+	case !dst.IsDir():
+		return refuse("%s is not a directory; choose another path for %s", dir, filepath.Base(path))
+	}
+	return nil
+}
+
+// Output is a file written as a stream (a rewritten trace, a bundle): a temporary file beside
+// its path, renamed over the path by Commit only when everything was written, so a failure or
+// an interruption leaves no empty or half-written file and an existing one untouched. Its mode
+// is os.Create's: 0666 less the umask.
+type Output struct {
+	*os.File
+	path string
+}
+
+// CreateOutput starts the output file path. Check the path with CheckOutput first.
+func CreateOutput(path string) (*Output, error) {
+	f, err := createTemp(path, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return &Output{File: f, path: path}, nil
+}
+
+// Commit closes the temporary file and renames it over the output path; on failure the
+// temporary file is removed.
+func (o *Output) Commit() error {
+	err := o.File.Close()
+	if err == nil {
+		err = os.Rename(o.File.Name(), o.path)
+	}
+	if err != nil {
+		os.Remove(o.File.Name())
+		return fmt.Errorf("write %s: %w", o.path, err)
+	}
+	return nil
+}
+
+// Abort closes and removes the temporary file; the output path is untouched.
+func (o *Output) Abort() {
+	o.File.Close()
+	os.Remove(o.File.Name())
 }
 
 // WriteJSON encodes v as the run directory's JSON files are encoded, passes it through redact
