@@ -30,19 +30,38 @@ func RunnerVersion() string {
 		return Version
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			// A build from a checkout has a pseudo-version that already holds the revision
-			// (v0.0.0-20261124221000-4040857abcde); add it only where it is missing.
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 && !strings.Contains(v, s.Value[:12]) {
-				v += "+" + s.Value[:12]
-			}
-		}
-		if v != "" {
-			return v
-		}
+		return versionFromBuildInfo(bi)
 	}
 	return "(devel)"
+}
+
+// versionFromBuildInfo is the version of a build without -X Version: the module version, with
+// the VCS revision added only where the version does not already hold it. Since Go 1.24 a build
+// from a checkout has a pseudo-version that holds the revision (v0.0.0-20261124221000-4040857abcde,
+// +dirty when the tree was modified); printing the revision again would repeat the hash.
+func versionFromBuildInfo(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev string
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if len(rev) >= 12 && !strings.Contains(v, rev[:12]) {
+		v += "+" + rev[:12]
+		if modified {
+			// Not a build of that revision: say so, as Go's own +dirty does.
+			v += ".dirty"
+		}
+	}
+	return v
 }
 
 const gpuQuery = "name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit"

@@ -203,7 +203,7 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkFileRank(root, in, dopts); err != nil {
+	if err := checkFileRank(ctx, root, &in, dopts); err != nil {
 		return nil, nil, err
 	}
 	s := newNsysSession(nopts, topts.Logger)
@@ -224,19 +224,36 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 }
 
 // checkFileRank refuses --rank N on one named trace file that is not rank N: Discover uses a
-// named file whatever it is called, so without this the request would be silently ignored.
-func checkFileRank(root string, in triage.Inputs, dopts triage.DiscoverOptions) error {
-	if dopts.Rank == nil || len(in.Files) != 1 || in.Files[0].Path != root {
+// named file whatever it is called, so without this the request would be silently ignored. A
+// Kineto file whose name carries no rank takes the rank its header records
+// (distributedInfo.rank), so the report says which rank it analysed instead of -1.
+func checkFileRank(ctx context.Context, root string, in *triage.Inputs, dopts triage.DiscoverOptions) error {
+	if len(in.Files) != 1 || in.Files[0].Path != root {
 		return nil
 	}
-	got := in.Files[0].Rank.Primary()
+	f := &in.Files[0]
+	from := "its name"
+	if f.Rank.Primary() < 0 && f.Format == triage.FormatKineto {
+		r, ok, err := kineto.ReadRankFile(ctx, f.Path)
+		if err != nil {
+			return err
+		}
+		if ok {
+			f.Rank.Global = r
+			from = "its distributedInfo.rank"
+		}
+	}
+	if dopts.Rank == nil {
+		return nil
+	}
+	got := f.Rank.Primary()
 	if got == *dopts.Rank {
 		return nil
 	}
 	if got < 0 {
-		return &UsageError{Err: fmt.Errorf("--rank %d: %s is one trace whose name carries no rank; drop --rank, or pass the directory that holds every rank's trace", *dopts.Rank, root)}
+		return &UsageError{Err: fmt.Errorf("--rank %d: %s is one trace whose name and header (distributedInfo) carry no rank; drop --rank, or pass the directory that holds every rank's trace", *dopts.Rank, root)}
 	}
-	return &UsageError{Err: fmt.Errorf("--rank %d: %s is the trace of rank %d; pass rank %d's file, or the directory that holds every rank's trace", *dopts.Rank, root, got, *dopts.Rank)}
+	return &UsageError{Err: fmt.Errorf("--rank %d: %s is the trace of rank %d (%s); pass rank %d's file, or the directory that holds every rank's trace", *dopts.Rank, root, got, from, *dopts.Rank)}
 }
 
 // topKernels takes the first n kernel rows of the stage with the most kernel time, which for a

@@ -175,29 +175,94 @@ func findCommand(cmds []*cli.Command, name string) *cli.Command {
 	return nil
 }
 
-// unknownCommand is the usage error of a command name the app does not have, with the
-// closest name when one is near.
+// unknownCommand is the usage error of a command or subcommand name the app does not have
+// (`runner frob`, `runner trace frob`, `runner help frob`): one line, with the closest name when
+// one is near and a pointer to the --help of the level it was typed at. urfave/cli would answer
+// "No help topic for 'frob'" (exit 1) and suggest any name, however far.
 func unknownCommand(app *cli.App, args []string) error {
 	i, _ := takeFlags(app.Flags, args, 1, nil)
-	if i >= len(args) || findCommand(app.Commands, args[i]) != nil {
-		return nil
+	if i < len(args) && args[i] == "help" {
+		// `runner help COMMAND...` names commands the same way.
+		i++
 	}
-	name := args[i]
-	if name == "help" {
-		return nil
+	cmds, path := app.Commands, []string(nil)
+	for i < len(args) && len(cmds) > 0 {
+		name := args[i]
+		if len(path) > 0 && (name == "help" || name == "h") {
+			// `runner trace help fix` is urfave/cli's help command of trace: what follows is a
+			// subcommand of trace again.
+			i++
+			continue
+		}
+		cmd := findCommand(cmds, name)
+		if cmd == nil {
+			where := strings.Join(append([]string{"runner"}, path...), " ")
+			msg := fmt.Sprintf("unknown command %q", strings.Join(append(path, name), " "))
+			if s := suggestCommand(cmds, name); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", strings.Join(append(path, s), " "))
+			}
+			return usageErr("%s (see %s --help)", msg, where)
+		}
+		if cmd.SkipFlagParsing {
+			return nil
+		}
+		path = append(path, cmd.Name)
+		i, _ = takeFlags(cmd.Flags, args, i+1, nil)
+		cmds = cmd.Subcommands
 	}
-	var names []string
-	for _, c := range app.Commands {
-		if !c.Hidden {
-			names = append(names, c.Name)
+	return nil
+}
+
+// suggestCommand is the visible command closest to name: a Levenshtein distance of at most 2
+// (and less than the name's length, so "qq" suggests nothing), unless name begins some command
+// names: then the only one it begins, or none when it begins several. It is "" when nothing is
+// that close: a far guess ("xyz": "export") misleads more than no guess.
+func suggestCommand(cmds []*cli.Command, name string) string {
+	best, bestD := "", 3
+	var prefixed []string
+	for _, c := range cmds {
+		if c.Hidden {
+			continue
+		}
+		for _, n := range c.Names() {
+			if d := levenshtein(name, n); d < bestD && d < len(name) {
+				best, bestD = c.Name, d
+			}
+			if len(name) >= 2 && strings.HasPrefix(n, name) {
+				prefixed = append(prefixed, c.Name)
+			}
 		}
 	}
-	msg := fmt.Sprintf("unknown command %q", name)
-	if s := cli.SuggestCommand(app.Commands, name); s != "" {
-		// SuggestCommand answers with a whole "Did you mean ...?" sentence.
-		msg += ". " + s
+	switch {
+	case len(prefixed) == 1:
+		return prefixed[0]
+	case len(prefixed) > 1:
+		// "rep": report or replay; guessing one (or "run", two edits away) misleads.
+		return ""
 	}
-	return usageErr("%s\ncommands: %s; see runner --help", msg, strings.Join(names, ", "))
+	return best
+}
+
+// levenshtein is the edit distance (insertions, deletions, substitutions) between a and b.
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }
 
 // quietUsage makes a command's usage error one line pointing at --help, instead of urfave/cli's

@@ -33,3 +33,17 @@ func TestPermuteArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestSuggestCommand(t *testing.T) {
+	app := newApp(stdio{in: strings.NewReader(""), out: io.Discard, err: io.Discard})
+	cases := map[string]string{
+		"reprot": "report", "rnu": "run", "exp": "export", "trce": "trace",
+		// Too far, too short, or the beginning of several names: no guess.
+		"frob": "", "xyz": "", "qqqqqq": "", "q": "", "rep": "",
+	}
+	for name, want := range cases {
+		if got := suggestCommand(app.Commands, name); got != want {
+			t.Errorf("suggestCommand(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

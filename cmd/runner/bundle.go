@@ -11,7 +11,7 @@ import (
 	"github.com/sglprof/runner/runner/bundle"
 )
 
-func bundleCommand(io stdio) *cli.Command {
+func bundleCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "bundle",
 		Usage:     "pack a run (or one cell) into one redacted .tar.gz for a bug report, or print an issue body",
@@ -45,7 +45,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			if err != nil {
 				return err
 			}
-			log, err := logger(c, io.err)
+			log, err := logger(c, std.err)
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 				if err != nil {
 					return usageOr(err)
 				}
-				_, err = fmt.Fprint(io.out, body)
+				_, err = fmt.Fprint(std.out, body)
 				return err
 			}
 			size, err := humanize.ParseBytes(c.String("max-size"))
@@ -79,23 +79,23 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 				return usageOr(err)
 			}
 			m := res.Metadata
-			fmt.Fprintf(io.out, "bundle: %s (%s, %d cell(s), traces: %s)\n", res.Path, humanize.IBytes(uint64(res.Bytes)), len(m.Cells), m.Traces)
+			fmt.Fprintf(std.out, "bundle: %s (%s, %d cell(s), traces: %s)\n", res.Path, humanize.IBytes(uint64(res.Bytes)), len(m.Cells), m.Traces)
 			for _, w := range m.Warnings {
-				fmt.Fprintf(io.err, "runner: warning: %s\n", w)
+				fmt.Fprintf(std.err, "runner: warning: %s\n", w)
 			}
 			for _, o := range m.Omitted {
-				fmt.Fprintf(io.out, "left out: %s: %s\n", o.Path, o.Reason)
+				fmt.Fprintf(std.out, "left out: %s: %s\n", o.Path, o.Reason)
 			}
 			if len(m.Redactions) > 0 {
 				var parts []string
 				for _, r := range m.Redactions {
 					parts = append(parts, fmt.Sprintf("%s (%s) ×%d", r.Name, r.Kind, r.Count))
 				}
-				fmt.Fprintf(io.out, "redacted: %s\n", strings.Join(parts, ", "))
+				fmt.Fprintf(std.out, "redacted: %s\n", strings.Join(parts, ", "))
 			} else {
-				fmt.Fprintln(io.out, "redacted: nothing secret-looking was found")
+				fmt.Fprintln(std.out, "redacted: nothing secret-looking was found")
 			}
-			fmt.Fprintf(io.out, "reproduce with: runner replay %s\n", res.Path)
+			fmt.Fprintf(std.out, "reproduce with: runner replay %s\n", res.Path)
 			return nil
 		},
 	}

@@ -12,7 +12,7 @@ import (
 // execCellCommand is what a Slurm array task runs on its node: one cell of an existing run
 // directory, its result.json written into the shared directory. It is documented (docs/
 // executors.md) but hidden from the command list, since people run it only through Slurm.
-func execCellCommand(io stdio) *cli.Command {
+func execCellCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "exec-cell",
 		Hidden:    true,
@@ -27,7 +27,7 @@ func execCellCommand(io stdio) *cli.Command {
 			if err != nil {
 				return err
 			}
-			log, err := logger(c, io.err)
+			log, err := logger(c, std.err)
 			if err != nil {
 				return err
 			}
@@ -36,13 +36,13 @@ func execCellCommand(io stdio) *cli.Command {
 				return fmt.Errorf("exec-cell: cannot find the runner's own binary: %w", err)
 			}
 			res, err := runner.ExecCell(c.Context, args[0], args[1], runner.Options{
-				Simulate: c.Bool("simulate"), Exe: exe, Env: os.Environ(), Out: io.out, Logger: log,
+				Simulate: c.Bool("simulate"), Exe: exe, Env: os.Environ(), Out: std.out, Logger: log,
 				NoTriage: c.Bool("no-triage"), Args: os.Args,
 			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(io.out, "%s %s\n", res.Verdict, res.ID)
+			fmt.Fprintf(std.out, "%s %s\n", res.Verdict, res.ID)
 			return nil
 		},
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/sglprof/runner/runner"
 )
 
-func exportCommand(io stdio) *cli.Command {
+func exportCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "export",
 		Usage:     "write a cell's result in another tool's format",
@@ -29,7 +29,7 @@ bench_serving's results read the runner's.`,
 			if f := c.String("format"); !slices.Contains(runner.ExportFormats, f) {
 				return usageErr("--format %q: use one of %s", f, strings.Join(runner.ExportFormats, ", "))
 			}
-			return runner.ExportBenchServing(io.out, args[0])
+			return runner.ExportBenchServing(std.out, args[0])
 		},
 	}
 }

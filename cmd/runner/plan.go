@@ -12,7 +12,7 @@ import (
 	"github.com/sglprof/runner/runner"
 )
 
-func planCommand(io stdio) *cli.Command {
+func planCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "plan",
 		Usage:     "validate a plan and print its cells with the exact argv and environment each would run",
@@ -36,15 +36,15 @@ func planCommand(io stdio) *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(io.out)
+				enc := json.NewEncoder(std.out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(map[string]any{"plan": p.Name, "cells": cells})
 			}
-			fmt.Fprintf(io.out, "plan %s: %d cells (valid)\n", p.Name, len(cells))
+			fmt.Fprintf(std.out, "plan %s: %d cells (valid)\n", p.Name, len(cells))
 			for _, cl := range cells {
-				fmt.Fprintf(io.out, "\n%s  [%s]\n  argv: %s\n", cl.Cell.ID, cl.Cell.Key, shellQuote(cl.Argv))
+				fmt.Fprintf(std.out, "\n%s  [%s]\n  argv: %s\n", cl.Cell.ID, cl.Cell.Key, shellQuote(cl.Argv))
 				for _, k := range sortedEnvKeys(cl.Env) {
-					fmt.Fprintf(io.out, "  env:  %s=%s\n", k, shellQuote([]string{cl.Env[k]}))
+					fmt.Fprintf(std.out, "  env:  %s=%s\n", k, shellQuote([]string{cl.Env[k]}))
 				}
 			}
 			return nil

@@ -13,7 +13,7 @@ import (
 	"github.com/sglprof/runner/runner/bundle"
 )
 
-func replayCommand(io stdio) *cli.Command {
+func replayCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "replay",
 		Usage:     "run the cells of a bundle again and say whether the result reproduced",
@@ -53,7 +53,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 			if err := regularInput(args[0], "pass the .tar.gz file runner bundle wrote"); err != nil {
 				return err
 			}
-			log, err := logger(c, io.err)
+			log, err := logger(c, std.err)
 			if err != nil {
 				return err
 			}
@@ -69,16 +69,16 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 				Env:         os.Environ(),
 				Logger:      log,
 				Args:        os.Args,
-				Out:         io.out,
+				Out:         std.out,
 				NoBundleEnv: c.Bool("no-bundle-env"),
 				Yes:         c.Bool("yes"),
 				TrustPlan:   c.Bool("trust-plan"),
 			}
 			// Asking needs a person at a terminal; otherwise a real replay needs --yes.
-			if f, ok := io.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-				in := bufio.NewReader(io.in)
+			if f, ok := std.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				in := bufio.NewReader(std.in)
 				opts.Confirm = func(prompt string) (bool, error) {
-					fmt.Fprint(io.err, prompt)
+					fmt.Fprint(std.err, prompt)
 					line, err := in.ReadString('\n')
 					if err != nil && line == "" {
 						return false, err
@@ -88,10 +88,10 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 				}
 			}
 			if !c.Bool("no-progress") {
-				opts.Progress = runner.NewLineProgress(io.err)
+				opts.Progress = runner.NewLineProgress(std.err)
 			}
 			if opts.Simulate {
-				fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+				fmt.Fprintln(std.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
 			}
 			res, err := bundle.Replay(c.Context, args[0], opts)
 			if err != nil {

@@ -22,7 +22,7 @@ const (
 	reportHTML = "report.html"
 )
 
-func reportCommand(io stdio) *cli.Command {
+func reportCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "report",
 		Usage:     "write report.md and report.html (self-contained, inline SVG charts) for a run",
@@ -71,7 +71,7 @@ comparison found a regression, 2 for unusable input.`,
 				case errors.Is(err, runner.ErrNoHistory):
 					return nil, usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
 				case runner.NoBaselineYet(err):
-					fmt.Fprintf(io.err, "runner: %v\n", err)
+					fmt.Fprintf(std.err, "runner: %v\n", err)
 				case err != nil:
 					return nil, err
 				}
@@ -120,7 +120,7 @@ comparison found a regression, 2 for unusable input.`,
 					return fmt.Errorf("GITHUB_STEP_SUMMARY %s: %w", p, err)
 				}
 			}
-			fmt.Fprintf(io.out, "%s\n%s\n%s\n", rep.Headline, filepath.Join(dir, reportMD), filepath.Join(dir, reportHTML))
+			fmt.Fprintf(std.out, "%s\n%s\n%s\n", rep.Headline, filepath.Join(dir, reportMD), filepath.Join(dir, reportHTML))
 			if rr.regressed {
 				return &exitError{code: runner.ExitRegression}
 			}

@@ -13,7 +13,7 @@ import (
 )
 
 // runCommand is runner run: every cell of a plan, or the rest of an earlier run.
-func runCommand(io stdio) *cli.Command {
+func runCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run every cell of a plan and write a run directory",
@@ -39,23 +39,23 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
 			&cli.BoolFlag{Name: "detach", Usage: "with the Slurm executor: return once the job array is submitted; runner run --resume DIR waits for it and writes the summary"},
 		}, comparisonFlags()...),
-		Action: func(c *cli.Context) error { return runAction(c, io) },
+		Action: func(c *cli.Context) error { return runAction(c, std) },
 	}
 }
 
 // runAction runs the plan named on the command line (or resumes --resume DIR) and turns the
 // summary into the exit status.
-func runAction(c *cli.Context, io stdio) error {
-	log, err := logger(c, io.err)
+func runAction(c *cli.Context, std stdio) error {
+	log, err := logger(c, std.err)
 	if err != nil {
 		return err
 	}
-	opts, err := runOptions(c, io, log)
+	opts, err := runOptions(c, std, log)
 	if err != nil {
 		return err
 	}
 	if opts.Simulate {
-		fmt.Fprintln(io.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+		fmt.Fprintln(std.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
 	}
 	var sum *rundir.Summary
 	if dir := c.String("resume"); dir != "" {
@@ -88,7 +88,7 @@ func runAction(c *cli.Context, io stdio) error {
 
 // runOptions turns the flags and environment of runner run into runner.Options; a simulated
 // run given to --resume resumes simulated (its manifest says so, the user need not).
-func runOptions(c *cli.Context, io stdio, log *slog.Logger) (runner.Options, error) {
+func runOptions(c *cli.Context, std stdio, log *slog.Logger) (runner.Options, error) {
 	exe, err := os.Executable()
 	if err != nil && c.Bool("simulate") {
 		return runner.Options{}, fmt.Errorf("--simulate: cannot find the runner's own binary: %w", err)
@@ -98,7 +98,7 @@ func runOptions(c *cli.Context, io stdio, log *slog.Logger) (runner.Options, err
 		Simulate:  c.Bool("simulate"),
 		Exe:       exe,
 		Env:       os.Environ(),
-		Out:       io.out,
+		Out:       std.out,
 		Logger:    log,
 		NoTriage:  c.Bool("no-triage"),
 		Args:      os.Args,
@@ -124,17 +124,17 @@ func runOptions(c *cli.Context, io stdio, log *slog.Logger) (runner.Options, err
 	}
 	switch {
 	case c.Bool("no-progress"):
-	case isTerminal(io.err) && os.Getenv("CI") == "":
-		opts.Progress = runner.NewBarProgress(io.err)
+	case isTerminal(std.err) && os.Getenv("CI") == "":
+		opts.Progress = runner.NewBarProgress(std.err)
 	default:
-		opts.Progress = runner.NewLineProgress(io.err)
+		opts.Progress = runner.NewLineProgress(std.err)
 	}
 	if dir := c.String("resume"); dir != "" && !opts.Simulate && simulatedRun(dir) {
 		if exe == "" {
 			return opts, fmt.Errorf("%s is a simulated run: cannot find the runner's own binary to simulate with", dir)
 		}
 		opts.Simulate = true
-		fmt.Fprintf(io.err, "runner: %s was a simulated run (its manifest.json says so); resuming it simulated\n", dir)
+		fmt.Fprintf(std.err, "runner: %s was a simulated run (its manifest.json says so); resuming it simulated\n", dir)
 	}
 	return opts, nil
 }

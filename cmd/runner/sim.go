@@ -10,7 +10,7 @@ import (
 
 // simCommand is the hidden entry of the simulators: `runner run --simulate` re-executes the
 // runner binary as `runner sim sglang ...` and `runner sim nsys ...`.
-func simCommand(io stdio) *cli.Command {
+func simCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:            "sim",
 		Hidden:          true,
@@ -21,7 +21,7 @@ func simCommand(io stdio) *cli.Command {
 			if len(args) == 0 {
 				return usageErr("usage: runner sim sglang|nsys ARGS...")
 			}
-			code, ok := sim.Main(c.Context, args, sim.EnvMap(os.Environ()), io.out, io.err)
+			code, ok := sim.Main(c.Context, args, sim.EnvMap(os.Environ()), std.out, std.err)
 			if !ok {
 				return usageErr("unknown simulator %q: want sglang or nsys", args[0])
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/sglprof/runner/runner/rundir"
 )
 
-func traceCommand(io stdio) *cli.Command {
+func traceCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:  "trace",
 		Usage: "rewrite torch-profiler traces for viewing in Perfetto",
@@ -37,9 +37,9 @@ func traceCommand(io stdio) *cli.Command {
 					if err != nil {
 						return rewriteErr(err)
 					}
-					fmt.Fprintf(io.out, "%s: %d GPU ops on %d tracks, %d moved to %d overlap lanes\n", args[1], st.GPUOps, st.Tracks, st.Moved, st.Lanes)
+					fmt.Fprintf(std.out, "%s: %d GPU ops on %d tracks, %d moved to %d overlap lanes\n", args[1], st.GPUOps, st.Tracks, st.Moved, st.Lanes)
 					for _, w := range st.Warnings {
-						fmt.Fprintf(io.err, "warning: %s\n", w)
+						fmt.Fprintf(std.err, "warning: %s\n", w)
 					}
 					return nil
 				},
@@ -83,13 +83,13 @@ func traceCommand(io stdio) *cli.Command {
 					if err != nil {
 						return rewriteErr(err)
 					}
-					fmt.Fprintf(io.out, "%s: kept %d of %d events (%.3f ms window", args[1], st.Kept, st.Events, float64(st.WindowEnd-st.WindowStart)/1e6)
+					fmt.Fprintf(std.out, "%s: kept %d of %d events (%.3f ms window", args[1], st.Kept, st.Events, float64(st.WindowEnd-st.WindowStart)/1e6)
 					if st.Steps > 0 {
-						fmt.Fprintf(io.out, ", %d %s steps", st.Steps, st.StepFamily)
+						fmt.Fprintf(std.out, ", %d %s steps", st.Steps, st.StepFamily)
 					}
-					fmt.Fprintln(io.out, ")")
+					fmt.Fprintln(std.out, ")")
 					for _, w := range st.Warnings {
-						fmt.Fprintf(io.err, "warning: %s\n", w)
+						fmt.Fprintf(std.err, "warning: %s\n", w)
 					}
 					return nil
 				},

@@ -17,7 +17,7 @@ import (
 	"github.com/sglprof/runner/runner"
 )
 
-func triageCommand(io stdio) *cli.Command {
+func triageCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "triage",
 		Usage:     "kernel, overlap and fusion tables of a torch-profiler trace or nsys export",
@@ -45,15 +45,15 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.BoolFlag{Name: "kernels-only", Usage: "nsys exports: only the kernel and fusion tables, from SQL per-name sums (memory flat in the number of kernels; for exports too large for the full triage)"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
-		Action: interruptible(func(c *cli.Context) error { return triageAction(c, io) }),
+		Action: interruptible(func(c *cli.Context) error { return triageAction(c, std) }),
 	}
 }
 
 // triageAction checks the flags, resolves the input (one FILE|DIR or the two-trace pair) and
 // prints the nsys stats, the kernels-only tables or the full triage.
-func triageAction(c *cli.Context, io stdio) error {
+func triageAction(c *cli.Context, std stdio) error {
 	limitMemory()
-	log, err := logger(c, io.err)
+	log, err := logger(c, std.err)
 	if err != nil {
 		return err
 	}
@@ -62,12 +62,12 @@ func triageAction(c *cli.Context, io stdio) error {
 	if err != nil {
 		return err
 	}
-	root, err := triageRoot(c, io, dopts, &topts, log)
+	root, err := triageRoot(c, std, dopts, &topts, log)
 	if err != nil {
 		return err
 	}
 	if c.Bool("stats") {
-		return printStats(c, io, root, dopts, format, log)
+		return printStats(c, std, root, dopts, format, log)
 	}
 	if c.Bool("kernels-only") {
 		if c.Bool("stats") || topts.Mapping != nil {
@@ -77,13 +77,13 @@ func triageAction(c *cli.Context, io stdio) error {
 		if err != nil {
 			return err
 		}
-		return triage.Render(io.out, rep, format, c.Float64("cutoff"))
+		return triage.Render(std.out, rep, format, c.Float64("cutoff"))
 	}
 	rep, err := runner.TriageNsys(c.Context, root, dopts, topts, nopts)
 	if err != nil {
 		return err
 	}
-	return triage.Render(io.out, rep, format, c.Float64("cutoff"))
+	return triage.Render(std.out, rep, format, c.Float64("cutoff"))
 }
 
 // triageOptions validates the triage flags that need no input and turns them into the
@@ -129,7 +129,7 @@ func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.Disc
 // triageRoot returns the trace file or directory to triage: the --formal directory in
 // two-trace mode (the --mapping input is discovered into topts), else the FILE|DIR argument
 // resolved through run directories and cells, with an nsys report exported to SQLite.
-func triageRoot(c *cli.Context, io stdio, dopts triage.DiscoverOptions, topts *triage.Options, log *slog.Logger) (string, error) {
+func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *triage.Options, log *slog.Logger) (string, error) {
 	mapping, formal := c.String("mapping"), c.String("formal")
 	if mapping != "" || formal != "" {
 		if mapping == "" || formal == "" {
@@ -159,7 +159,7 @@ func triageRoot(c *cli.Context, io stdio, dopts triage.DiscoverOptions, topts *t
 		return "", err
 	}
 	if note != "" {
-		fmt.Fprintf(io.err, "runner: %s\n", note)
+		fmt.Fprintf(std.err, "runner: %s\n", note)
 	}
 	cell, res, root, err := runner.ResolveCell(in)
 	if err != nil {
@@ -178,7 +178,7 @@ func triageRoot(c *cli.Context, io stdio, dopts triage.DiscoverOptions, topts *t
 
 // printStats writes the nsys stats summaries of every nsys export under root (text, md, csv
 // with nsys's headers, or the rows as JSON); a torch trace is a usage error.
-func printStats(c *cli.Context, io stdio, root string, dopts triage.DiscoverOptions, format string, log *slog.Logger) error {
+func printStats(c *cli.Context, std stdio, root string, dopts triage.DiscoverOptions, format string, log *slog.Logger) error {
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
 		return err
@@ -196,12 +196,12 @@ func printStats(c *cli.Context, io stdio, root string, dopts triage.DiscoverOpti
 		}
 		if len(in.Files) > 1 && format != "json" {
 			if i > 0 {
-				fmt.Fprintln(io.out)
+				fmt.Fprintln(std.out)
 			}
-			fmt.Fprintf(io.out, "# %s\n", f.Path)
+			fmt.Fprintf(std.out, "# %s\n", f.Path)
 		}
 		if format == "json" {
-			enc := json.NewEncoder(io.out)
+			enc := json.NewEncoder(std.out)
 			enc.SetIndent("", "  ")
 			enc.SetEscapeHTML(false)
 			if err := enc.Encode(nsys.Stats(capt)); err != nil {
@@ -211,9 +211,9 @@ func printStats(c *cli.Context, io stdio, root string, dopts triage.DiscoverOpti
 		}
 		for j, r := range nsys.Stats(capt) {
 			if j > 0 {
-				fmt.Fprintln(io.out)
+				fmt.Fprintln(std.out)
 			}
-			if err := table.Write(io.out, tf, r.Table()); err != nil {
+			if err := table.Write(std.out, tf, r.Table()); err != nil {
 				return err
 			}
 		}

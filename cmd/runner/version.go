@@ -9,7 +9,7 @@ import (
 	"github.com/sglprof/runner/runner"
 )
 
-func versionCommand(io stdio) *cli.Command {
+func versionCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
 		Usage: "print the runner's version",
@@ -17,7 +17,7 @@ func versionCommand(io stdio) *cli.Command {
 			if _, err := positional(c, 0, 0, ""); err != nil {
 				return err
 			}
-			fmt.Fprintln(io.out, versionLine())
+			fmt.Fprintln(std.out, versionLine())
 			return nil
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -152,11 +153,15 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 	} else {
 		b.WriteString("\n")
 	}
-	b.WriteString("\n## Contents\n\n| file | bytes | note |\n|---|---:|---|\n")
+	b.WriteString("\n## Contents\n\n")
+	contents := &table.Table{Header: []string{"file", "bytes", "note"}, Align: []table.Align{table.Left, table.Right}}
 	for _, f := range meta.Files {
-		fmt.Fprintf(&b, "| `%s` | %d | %s |\n", f.Path, f.Bytes, f.Note)
+		contents.Rows = append(contents.Rows, []string{"`" + f.Path + "`", strconv.FormatInt(f.Bytes, 10), f.Note})
 	}
-	fmt.Fprintf(&b, "| `%s` | | this file |\n| `%s` | | what the bundle holds, machine-readable |\n", ReadmeFile, MetadataFile)
+	contents.Rows = append(contents.Rows,
+		[]string{"`" + ReadmeFile + "`", "", "this file"},
+		[]string{"`" + MetadataFile + "`", "", "what the bundle holds, machine-readable"})
+	writeTable(&b, contents)
 	if len(meta.Omitted) > 0 {
 		b.WriteString("\n### Left out\n\n")
 		for _, o := range meta.Omitted {
@@ -167,10 +172,12 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 	if len(meta.Redactions) == 0 {
 		b.WriteString("Nothing secret-looking was found.\n")
 	} else {
-		b.WriteString("Each secret was replaced by `" + Redacted + "`. Names and kinds only, never values:\n\n| kind | name | count |\n|---|---|---:|\n")
+		b.WriteString("Each secret was replaced by `" + Redacted + "`. Names and kinds only, never values:\n\n")
+		red := &table.Table{Header: []string{"kind", "name", "count"}, Align: []table.Align{table.Left, table.Left, table.Right}}
 		for _, r := range meta.Redactions {
-			fmt.Fprintf(&b, "| %s | %s | %d |\n", r.Kind, r.Name, r.Count)
+			red.Rows = append(red.Rows, []string{r.Kind, r.Name, strconv.Itoa(r.Count)})
 		}
+		writeTable(&b, red)
 	}
 	return b.String()
 }
@@ -250,10 +257,11 @@ func stripANSI(s string) string {
 }
 
 func writeEnvTable(b *strings.Builder, m *rundir.Manifest) {
-	b.WriteString("| | |\n|---|---|\n")
+	facts := &table.Table{Header: []string{"", ""}}
 	for _, f := range Facts(m) {
-		fmt.Fprintf(b, "| %s | %s |\n", f.Name, table.EscapeMarkdown(f.Value))
+		facts.Rows = append(facts.Rows, []string{f.Name, f.Value})
 	}
+	writeTable(b, facts)
 	if len(m.Env) > 0 {
 		b.WriteString("\nVariables that matter (CUDA_, SGLANG_, NCCL_, HF_, TORCH_, PYTORCH_, VLLM_, NVIDIA_), as the run saw them:\n\n```sh\n")
 		for _, k := range sortedKeys(m.Env) {
@@ -264,17 +272,22 @@ func writeEnvTable(b *strings.Builder, m *rundir.Manifest) {
 }
 
 func writeTimings(b *strings.Builder, v view) {
-	b.WriteString("## Timings\n\n| cell | verdict | e2e ms | mean denoise step ms | peak memory |\n|---|---|---:|---:|---:|\n")
+	b.WriteString("## Timings\n\n")
+	t := &table.Table{
+		Header: []string{"cell", "verdict", "e2e ms", "mean denoise step ms", "peak memory"},
+		Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right},
+	}
+	defer writeTable(b, t)
 	for _, c := range v.cells {
 		if c.result == nil {
 			continue
 		}
-		t := c.result.Timings
+		tm := c.result.Timings
 		mem := "-"
-		if t.PeakMemoryMB > 0 {
-			mem = fmt.Sprintf("%.0f MB", t.PeakMemoryMB)
+		if tm.PeakMemoryMB > 0 {
+			mem = fmt.Sprintf("%.0f MB", tm.PeakMemoryMB)
 		}
-		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", c.id, c.result.Verdict, ms(t.E2ENS), ms(t.MeanDenoiseStepNS), mem)
+		t.Rows = append(t.Rows, []string{"`" + c.id + "`", string(c.result.Verdict), ms(tm.E2ENS), ms(tm.MeanDenoiseStepNS), mem})
 	}
 }
 
@@ -286,31 +299,40 @@ func ms(ns int64) string {
 }
 
 func writeTopKernels(b *strings.Builder, v view, n int) {
-	any := false
+	t := &table.Table{
+		Header: []string{"cell", "kernel", "category", "total µs", "share"},
+		Align:  []table.Align{table.Left, table.Left, table.Left, table.Right, table.Right},
+	}
 	for _, c := range v.cells {
 		if c.result == nil || len(c.result.TopKernels) == 0 {
 			continue
-		}
-		if !any {
-			b.WriteString("\n## Top kernels (from triage)\n\n| cell | kernel | category | total µs | share |\n|---|---|---|---:|---:|\n")
-			any = true
 		}
 		for i, k := range c.result.TopKernels {
 			if i == n {
 				break
 			}
-			fmt.Fprintf(b, "| `%s` | `%s` | %s | %.1f | %.1f%% |\n", c.id, truncName(k.Name, 90), k.Category, k.TotalUS, k.SharePct)
+			t.Rows = append(t.Rows, []string{"`" + c.id + "`", "`" + truncName(k.Name, 90) + "`", k.Category, fmt.Sprintf("%.1f", k.TotalUS), fmt.Sprintf("%.1f%%", k.SharePct)})
 		}
+	}
+	if len(t.Rows) > 0 {
+		b.WriteString("\n## Top kernels (from triage)\n\n")
+		writeTable(b, t)
 	}
 }
 
-// truncName cuts a kernel name to n runes (not bytes, so a multi-byte character is never split)
-// and escapes it for a Markdown cell, after the cut so that an escape is never cut in half.
+// writeTable renders one of the README's tables with the runner's one Markdown table writer
+// (which escapes every cell).
+func writeTable(b *strings.Builder, t *table.Table) {
+	_ = table.WriteMarkdown(b, t) // a strings.Builder does not fail
+}
+
+// truncName cuts a kernel name to n runes (not bytes, so a multi-byte character is never split).
+// The table writer escapes it after the cut, so an escape is never cut in half.
 func truncName(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		s = string(r[:n]) + "…"
 	}
-	return table.EscapeMarkdown(s)
+	return s
 }
 
 // excerpt keeps the first n lines of s.
@@ -465,10 +487,15 @@ func writeComparison(b *strings.Builder, v view, h string) {
 	}
 	fmt.Fprintf(b, "\n%s Comparison with the baseline\n\n", h)
 	if len(v.worst) > 0 {
-		b.WriteString("Worst regressions:\n\n| config | metric | base | new | change | tolerance |\n|---|---|---:|---:|---:|---|\n")
-		for _, r := range v.worst {
-			fmt.Fprintf(b, "| `%s` | %s | %s | %s | %+.1f%% | %s |\n", r.Config, r.Metric, compare.FormatStat(r.Base, r.Unit), compare.FormatStat(r.New, r.Unit), r.DeltaPct, r.Tolerance)
+		b.WriteString("Worst regressions:\n\n")
+		t := &table.Table{
+			Header: []string{"config", "metric", "base", "new", "change", "tolerance"},
+			Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left},
 		}
+		for _, r := range v.worst {
+			t.Rows = append(t.Rows, []string{"`" + r.Config + "`", r.Metric, compare.FormatStat(r.Base, r.Unit), compare.FormatStat(r.New, r.Unit), fmt.Sprintf("%+.1f%%", r.DeltaPct), r.Tolerance})
+		}
+		writeTable(b, t)
 		b.WriteString("\n")
 	} else if v.compare != "" {
 		b.WriteString("No metric regressed beyond its tolerance.\n\n")

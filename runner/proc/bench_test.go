@@ -163,9 +163,8 @@ func benchLog(b *testing.B, size int64, bufSize int, path string) {
 			if strings.Contains(path, "+select") {
 				spec.Select, spec.Tail = gateNeedles, 40
 			}
-			idleFollower = !strings.HasSuffix(path, "+busy")
+			spec.busyFollower = strings.HasSuffix(path, "+busy")
 			res := Run(context.Background(), spec, nil)
-			idleFollower = true
 			childWall += res.End.Sub(res.Start)
 			lines = res.Lines
 			if res.ExitCode != 0 || res.StartErr != nil || res.LogErr != nil {

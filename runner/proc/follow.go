@@ -21,15 +21,6 @@ const (
 	followIdle  = 20 * time.Millisecond
 )
 
-// idleFollower puts file mode's follower on a SCHED_IDLE thread
-// (yieldToChild). It is a variable only so that BenchmarkLog200MB can show
-// the effect.
-var idleFollower = true
-
-// mapLog selects mapping over reading in window; tests turn it off to cover
-// the read path that file systems without mmap get.
-var mapLog = true
-
 // Combined is Line.Stream in file mode, where stdout and stderr are one file
 // and cannot be told apart.
 const Combined = "output"
@@ -71,6 +62,7 @@ func logFile(w io.Writer) (f, r *os.File, start int64, ok bool) {
 func newFollower(s Spec, r *os.File, start int64, log *slog.Logger) *output {
 	o := newLines(s)
 	o.combined = &stream{o: o, name: Combined, limit: MaxLine}
+	o.noMap, o.busyFollower = s.noMap, s.busyFollower
 	o.followStop = make(chan struct{})
 	o.followDone = make(chan struct{})
 	go o.follow(r, start, log)
@@ -83,13 +75,13 @@ const followWindow = 4 << 20
 // follow processes r from off as it grows until followStop is closed, then
 // up to the size r has at that moment (a process outside the group that
 // keeps writing cannot hold Run up), and closes followDone. While the child
-// runs it is on a SCHED_IDLE thread of its own (idleFollower), and it reads the file
+// runs it is on a SCHED_IDLE thread of its own (unless Spec.busyFollower), and it reads the file
 // through read-only shared mappings of the page cache, so the bytes the
 // child wrote are scanned where they lie instead of being copied first.
 func (o *output) follow(r *os.File, off int64, log *slog.Logger) {
 	defer close(o.followDone)
 	defer r.Close()
-	idle := idleFollower && yieldToChild()
+	idle := !o.busyFollower && yieldToChild()
 	s := o.combined
 	defer s.flush()
 	wait := followBatch
@@ -182,7 +174,7 @@ func (o *output) window(r *os.File, off, end int64, buf *[]byte) (err error) {
 	page := int64(os.Getpagesize())
 	base := off &^ (page - 1)
 	b, merr := []byte(nil), error(unix.ENODEV)
-	if mapLog {
+	if !o.noMap {
 		b, merr = unix.Mmap(int(r.Fd()), base, int(end-base), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	}
 	if merr == nil {

@@ -48,6 +48,8 @@ type output struct {
 	combined   *stream
 	followStop chan struct{}
 	followDone chan struct{}
+	// noMap and busyFollower are Spec's test switches of the follower.
+	noMap, busyFollower bool
 
 	// sel narrows OnLine to the lines holding a needle or an escape byte
 	// (Spec.Select); nil delivers every line. tail holds the last lines for

@@ -186,6 +186,13 @@ type Spec struct {
 	// processes while it runs (RecordFile in the cell's directory), for
 	// ReapRecorded after a runner that was killed; "" keeps none.
 	Record string
+
+	// Test switches of file mode's follower, options rather than package
+	// variables so that tests setting them can run in parallel. noMap reads
+	// the log instead of mapping it (the path file systems without mmap
+	// take); busyFollower keeps the follower off its SCHED_IDLE thread
+	// (BenchmarkLog200MB's "+busy" paths show what that thread is worth).
+	noMap, busyFollower bool
 }
 
 // Result describes how a run ended. ExitCode is -1 when the process was

@@ -125,7 +125,9 @@ func FuzzSelect(f *testing.F) {
 // In file mode the child writes straight into the log file: both streams
 // in the order written, and OnLine sees the lines read back from the file,
 // with Stream set to Combined.
-func TestFileModeLogAndLines(t *testing.T) {
+func TestFileModeLogAndLines(t *testing.T) { testFileModeLogAndLines(t, false) }
+
+func testFileModeLogAndLines(t *testing.T, noMap bool) {
 	needSh(t)
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "log.txt"))
@@ -138,6 +140,7 @@ func TestFileModeLogAndLines(t *testing.T) {
 		Argv:   []string{"/bin/sh", "-c", `echo out1; echo err1 >&2; printf 'a\r\nb\rc'; sleep 0.05; echo ' late'; printf 'no newline'`},
 		Log:    f,
 		OnLine: c.on,
+		noMap:  noMap,
 	}, testLogger(t))
 	assertGroupGone(t, res.PID)
 	if res.ExitCode != 0 || res.LogErr != nil {
@@ -157,7 +160,9 @@ func TestFileModeLogAndLines(t *testing.T) {
 
 // Under Select, a file-mode run delivers the marker lines as they come and
 // the end of the output after the child exits, and counts every line.
-func TestFileModeSelectAndTail(t *testing.T) {
+func TestFileModeSelectAndTail(t *testing.T) { testFileModeSelectAndTail(t, false) }
+
+func testFileModeSelectAndTail(t *testing.T, noMap bool) {
 	needSh(t)
 	f, err := os.Create(filepath.Join(t.TempDir(), "log.txt"))
 	if err != nil {
@@ -169,7 +174,7 @@ func TestFileModeSelectAndTail(t *testing.T) {
 echo 'torch.OutOfMemoryError: CUDA out of memory'; echo 'after 1'; echo 'after 2'; exit 1`
 	res := Run(context.Background(), Spec{
 		Argv: []string{"/bin/sh", "-c", script}, Log: f, OnLine: c.on,
-		Select: []string{"OutOfMemoryError"}, Tail: 2,
+		Select: []string{"OutOfMemoryError"}, Tail: 2, noMap: noMap,
 	}, testLogger(t))
 	if res.ExitCode != 1 || res.Lines != 3003 {
 		t.Fatalf("exit %d lines %d, want 1 and 3003", res.ExitCode, res.Lines)
@@ -264,10 +269,9 @@ func TestFullFileSystem(t *testing.T) {
 // The follower's read path (file systems that cannot map) gives the same
 // lines as the mapped one.
 func TestFileModeWithoutMapping(t *testing.T) {
-	mapLog = false
-	defer func() { mapLog = true }()
-	TestFileModeLogAndLines(t)
-	TestFileModeSelectAndTail(t)
+	t.Parallel()
+	testFileModeLogAndLines(t, true)
+	testFileModeSelectAndTail(t, true)
 }
 
 // A log truncated under the follower while it scans a mapped window is an

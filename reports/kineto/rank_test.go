@@ -1,0 +1,53 @@
+package kineto
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/sglprof/runner/reports/kineto/kinetogen"
+)
+
+func TestReadRank(t *testing.T) {
+	var gen bytes.Buffer
+	if _, err := kinetogen.Write(&gen, kinetogen.Config{Flavor: kinetogen.FlavorLLM, Steps: 1, Layers: 1, Rank: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(gen.Bytes())
+	zw.Close()
+	cases := []struct {
+		name string
+		in   []byte
+		rank int
+		ok   bool
+	}{
+		{"generated", gen.Bytes(), 3, true},
+		{"generated gzip", gz.Bytes(), 3, true},
+		{"rank 0", []byte(`{"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": []}`), 0, true},
+		{"no distributedInfo", []byte(`{"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "k"}]}`), -1, false},
+		{"no rank", []byte(`{"distributedInfo": {"backend": "nccl"}, "traceEvents": []}`), -1, false},
+		{"string rank", []byte(`{"distributedInfo": {"rank": "1"}, "traceEvents": []}`), -1, false},
+		// After the events: not read (the header is over), so no rank rather than a full scan.
+		{"after events", []byte(`{"traceEvents": [{"ph": "X"}], "distributedInfo": {"rank": 2}}`), -1, false},
+		{"bare array", []byte(`[{"ph": "X"}]`), -1, false},
+		{"not JSON", []byte("hello"), -1, false},
+		{"truncated header", []byte(`{"distributedInfo": {"rank": 5}, "traceEv`), 5, true},
+	}
+	for _, c := range cases {
+		rank, ok, err := ReadRank(context.Background(), bytes.NewReader(c.in))
+		if err != nil || rank != c.rank || ok != c.ok {
+			t.Errorf("%s: ReadRank = %d, %v, %v; want %d, %v, nil", c.name, rank, ok, err, c.rank, c.ok)
+		}
+	}
+	// A cancelled context is an error, not "no rank".
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := ReadRank(ctx, strings.NewReader(`{"traceEvents": [{"ph": "X"}]}`)); err == nil {
+		t.Error("cancelled: no error")
+	}
+}
