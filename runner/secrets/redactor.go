@@ -269,7 +269,7 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 	for _, h := range r.hits {
 		ru := &r.set.rules[h.rule]
 		p := h.pos - base
-		if p < last || (ru.pre != nil && !ru.pre(line)) {
+		if p < last || (ru.pre != nil && !ru.pre(line)) || (ru.boundary && p > 0 && isAlnum(line[p-1])) {
 			continue
 		}
 		m := ru.at.FindSubmatchIndex(line[p:])
@@ -293,6 +293,11 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 		return line
 	}
 	return append(out, line[last:]...)
+}
+
+// isAlnum: an ASCII letter or digit.
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 func (r *Redactor) count(ru *rule) {
