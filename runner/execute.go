@@ -80,7 +80,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	man.Verdicts = sum.Counts
 	// Write what can be written and always print the summary: on a full disk the table on the
 	// terminal may be the only record of the run.
-	werr := errors.Join(writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))
+	werr := errors.Join(opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))
 	if err := WriteSummaryTable(opts.Out, sum); err != nil {
 		return sum, errors.Join(werr, err)
 	}

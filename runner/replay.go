@@ -23,6 +23,9 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if err != nil {
 		return nil, err
 	}
+	if err := opts.prepareRedactor(p); err != nil {
+		return nil, err
+	}
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
@@ -45,11 +48,11 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	if err := writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)}); err != nil {
+	if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)}); err != nil {
 		return nil, err
 	}
 	man := captureManifest(ctx, p, dir, cells, &opts, start)
-	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
+	if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		return nil, err
 	}
 	opts.Logger.Info("run directory", "dir", dir, "cells", len(cells))

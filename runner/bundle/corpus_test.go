@@ -76,6 +76,9 @@ func corpus(r *rand.Rand) []family {
 	add("aws-key-id", "AKIA"+s, "AKIA"+s)
 	s = randStr(r, alnum, 40)
 	add("bearer", s, "Authorization: Bearer "+s)
+	// What only the plan's [bundle] redact pattern (corpusPattern) knows is secret.
+	s = randStr(r, alnum, 20)
+	add("plan-pattern", "corpint-"+s, "ticket corpint-"+s+" filed")
 	return out
 }
 
@@ -99,6 +102,9 @@ func outputName(prompt string) string {
 	}
 	return "outputs/" + string(b) + "_20260101-000000_ab12cd34.png"
 }
+
+// corpusPattern is the corpus plan's [bundle] redact pattern.
+const corpusPattern = `corpint-[A-Za-z0-9]{20}`
 
 // tomlString quotes s as a TOML basic string.
 func tomlString(s string) string {
@@ -146,6 +152,8 @@ prompt = [` + tomlString("a cat; "+strings.Join(prompt, " ; ")) + `]
 num_inference_steps = [3]
 [profile]
 profilers = ["torch"]
+[bundle]
+redact = [` + tomlString(corpusPattern) + `]
 `
 	run := simRun(t, plan, procEnv)
 	cells, _ := filepath.Glob(filepath.Join(run, rundir.CellsDir, "*"))

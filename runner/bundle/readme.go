@@ -377,11 +377,7 @@ func Issue(src string, opts IssueOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var extra []string
-	if s.plan != nil {
-		extra = s.plan.Bundle.Redact
-	}
-	red, err := NewRedactor(s.secretEnv(opts.Env), extra)
+	red, err := s.redactor(opts.Env)
 	if err != nil {
 		return "", err
 	}
