@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/rundir"
 )
 
@@ -88,6 +90,37 @@ func selectCells(all []plans.Cell, only []string) ([]plans.Cell, error) {
 	}
 	slices.SortFunc(out, func(a, b plans.Cell) int { return a.Index - b.Index })
 	return out, nil
+}
+
+// ProbeCommands lists, exactly, the commands ProbeEnvironment runs on this machine beyond the
+// GPU guard's nvidia-smi queries: the backend's version, the Python beside backend.command
+// (check_env and the library versions) and the tools the cells use. `runner replay` shows them
+// before it asks.
+func ProbeCommands(p *plans.Plan, opts Options) [][]string {
+	opts.defaults()
+	cells := p.Expand()
+	out := [][]string{{"nvidia-smi", "--query-gpu=" + gpuQuery, "--format=csv"}, {"nvcc", "--version"}}
+	if len(cells) == 0 {
+		return out
+	}
+	c := cells[0]
+	out = append(out, append(append([]string(nil), opts.sglangCommand(c)...), "version"))
+	if !opts.Simulate {
+		out = append(out, sglangPythonProbe)
+	}
+	if py := gpu.Interpreter(backendCommand(c), opts.Env); py != "" {
+		if c.Backend.Kind != vllmomni.Kind {
+			out = append(out, gpu.CheckEnvArgv(py))
+		}
+		out = append(out, gpu.VersionsArgv(py))
+	}
+	for _, c := range cells {
+		if c.Profiler == plans.ProfilerNsys {
+			out = append(out, append(opts.nsysCommand(), "--version"))
+			break
+		}
+	}
+	return out
 }
 
 // ProbeEnvironment captures this machine's environment the way a run's manifest.json does

@@ -83,6 +83,11 @@ type Options struct {
 	CheckEnvTimeout time.Duration
 
 	gpu *gpuGuard // the GPU noise guard of the run (runner/gpucheck.go)
+	// Probed, when set, is the environment ProbeEnvironment captured for this plan moments
+	// before (runner replay shows it, then runs): the run's manifest takes its probes and GPU
+	// environment instead of running check_env and the other probes a second time.
+	Probed *rundir.Manifest
+
 	// red is the run's redactor (prepareRedactor), cloned for each run-directory file.
 	red *secrets.Redactor
 }
