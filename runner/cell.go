@@ -110,7 +110,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 		res.Reasons = append(res.Reasons, backends.Reason{Code: "log-create", Message: fmt.Sprintf("cannot create %s: %v; check free space and permissions of the output directory", logPath, err)})
 		return res
 	}
-	if err := writeRedactedJSON(filepath.Join(rec.abs, rundir.CommandFile), redactLaunch(rec.Launch)); err != nil {
+	if err := opts.writeRedactedJSON(filepath.Join(rec.abs, rundir.CommandFile), redactLaunch(rec.Launch)); err != nil {
 		opts.Logger.Warn("command.json", "cell", c.ID, "err", err)
 	}
 	w := rec.be.NewWatcher(c)

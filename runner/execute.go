@@ -98,7 +98,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 	for _, w := range opts.unwritten {
 		early = append(early, w.write())
 	}
-	werr := errors.Join(append(early, writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))...)
+	werr := errors.Join(append(early, opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))...)
 	if err := WriteSummaryTable(opts.Out, sum); err != nil {
 		return sum, errors.Join(werr, err)
 	}

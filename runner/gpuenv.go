@@ -22,6 +22,15 @@ import (
 // comes with the error that says why.
 type GPUEnv = rundir.GPUEnv
 
+// backendCommand is the command whose interpreter the environment probes ask (check_env, the
+// library versions): the plan's own, even under --simulate.
+func backendCommand(c plans.Cell) []string {
+	if c.Backend.Kind == vllmomni.Kind {
+		return vllmomni.Command(c)
+	}
+	return c.Backend.Command
+}
+
 // captureGPUEnv probes the GPU environment of a run. cells gives the backend command; the
 // plan's own command is used even under --simulate, since the simulator replaces sglang's
 // work, not the machine the user wants described.
@@ -49,11 +58,7 @@ func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *GPUE
 	if len(cells) == 0 {
 		return e
 	}
-	c := cells[0]
-	cmd := c.Backend.Command
-	if c.Backend.Kind == vllmomni.Kind {
-		cmd = vllmomni.Command(c)
-	}
+	cmd := backendCommand(cells[0])
 	e.Interpreter = gpu.Interpreter(cmd, opts.Env)
 	if e.Interpreter == "" {
 		e.InterpreterNote = "backend.command " + quoteArgv(cmd) + " is not Python-based as far as the runner can tell (no python beside it on PATH): no check_env and no library versions"
@@ -63,7 +68,7 @@ func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *GPUE
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	if c.Backend.Kind != vllmomni.Kind {
+	if cells[0].Backend.Kind != vllmomni.Kind {
 		t0 := time.Now()
 		out, err := gpu.CheckEnv(ctx, e.Interpreter, opts.Env, timeout)
 		e.CheckEnvNS = time.Since(t0).Nanoseconds()

@@ -2,10 +2,11 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"errors"
+	"fmt"
+	"maps"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/proc"
 	"github.com/sglprof/runner/runner/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
@@ -80,6 +82,10 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 		Probes:    map[string]rundir.Probe{},
 		Env:       CaptureEnv(opts.Env),
 	}
+	if pr := opts.Probed; pr != nil {
+		m.GPUEnv, m.GPUs, m.Probes = pr.GPUEnv, pr.GPUs, maps.Clone(pr.Probes)
+		return m
+	}
 	probe := func(name string, argv ...string) rundir.Probe {
 		pr := runProbe(ctx, argv, opts.Env, opts.ProbeTimeout)
 		m.Probes[name] = pr
@@ -96,7 +102,7 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 		cmd := append(append([]string(nil), opts.sglangCommand(cells[0])...), "version")
 		if pr := probe("sglang", cmd...); !pr.Available && !opts.Simulate {
 			// Older builds have no `sglang version`; the Python package still knows.
-			probe("sglang-python", "python3", "-c", "import importlib.metadata as m; print('sglang version:', m.version('sglang'))")
+			probe("sglang-python", sglangPythonProbe...)
 		}
 	}
 	for _, c := range cells {
@@ -108,8 +114,12 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 	return m
 }
 
+// sglangPythonProbe asks the Python package for sglang's version when `sglang version` fails.
+var sglangPythonProbe = []string{"python3", "-c", "import importlib.metadata as m; print('sglang version:', m.version('sglang'))"}
+
 // runProbe runs argv with a timeout and the cells' environment; any failure is recorded, never
-// returned, because a missing nvcc must not stop a run.
+// returned, because a missing nvcc must not stop a run. It runs under runner/proc's supervisor
+// like every child of the runner, so a probe outlives neither its timeout nor a killed runner.
 func runProbe(ctx context.Context, argv []string, env []string, timeout time.Duration) rundir.Probe {
 	pr := rundir.Probe{Command: argv}
 	path, err := lookPath(argv[0], env)
@@ -117,23 +127,27 @@ func runProbe(ctx context.Context, argv []string, env []string, timeout time.Dur
 		pr.Error = "unavailable: " + err.Error()
 		return pr
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, argv[1:]...)
-	cmd.Env = env
-	cmd.WaitDelay = time.Second
-	t0 := time.Now()
-	out, err := cmd.CombinedOutput()
-	pr.WallNS = time.Since(t0).Nanoseconds()
-	pr.Output = strings.TrimSpace(string(out))
+	var buf bytes.Buffer
+	res := proc.Run(ctx, proc.Spec{
+		Argv: append([]string{path}, argv[1:]...), Env: env, Log: &buf, Timeout: timeout,
+		InterruptGrace: time.Second, TerminateGrace: time.Second,
+	}, nil)
+	if !res.Start.IsZero() {
+		pr.WallNS = res.End.Sub(res.Start).Nanoseconds()
+	}
+	pr.Output = strings.TrimSpace(buf.String())
 	if len(pr.Output) > 4096 {
 		pr.Output = pr.Output[:4096] + "…"
 	}
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case res.TimedOut:
 		pr.Error = "timed out after " + timeout.String()
-	case err != nil:
-		pr.Error = err.Error()
+	case res.StartErr != nil:
+		pr.Error = res.StartErr.Error()
+	case res.Signal != "":
+		pr.Error = "killed by " + res.Signal
+	case res.ExitCode != 0:
+		pr.Error = fmt.Sprintf("exit status %d", res.ExitCode)
 	default:
 		pr.Available = true
 	}

@@ -3,18 +3,39 @@ package runner
 import (
 	"fmt"
 
+	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
 
+// prepareRedactor builds the run's redactor once, from the plan (its [backend.env] values and
+// [bundle] redact patterns) and the runner's environment (secrets.ForRun, the same one a
+// bundle of the run uses), before any file of the run directory is written.
+func (o *Options) prepareRedactor(p *plans.Plan) error {
+	red, err := secrets.ForRun(p.Backend.Env, o.Env, p.Bundle.Redact)
+	if err != nil {
+		return &UsageError{err}
+	}
+	o.red = red
+	return nil
+}
+
 // writeRedactedJSON is rundir.WriteJSON for the files of a run directory that record commands
 // and environments (cells.json, command.json, manifest.json): after the name-based redaction
-// of the values themselves, the encoded file goes through the secrets catalogue, so a token
-// passed as a plain argument or under an innocent variable name is not written down either.
-func writeRedactedJSON(path string, v any) error {
-	red, err := secrets.Default()
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+// of the values themselves, the encoded file goes through the run's redactor, so a token
+// passed as a plain argument, under an innocent variable name, matching a plan pattern or
+// printed by a probe in free text is not written down either. Cells may write concurrently
+// (GPU slots): each write gets its own clone of the redactor.
+func (o *Options) writeRedactedJSON(path string, v any) error {
+	red := o.red
+	if red == nil {
+		// Only code that drives a cell without a run (a test) gets here.
+		var err error
+		if red, err = secrets.Default(); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	} else {
+		red = red.Clone()
 	}
 	return rundir.WriteJSON(path, v, red.JSON)
 }

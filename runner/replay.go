@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/rundir"
 )
 
@@ -22,6 +24,9 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	opts.defaults()
 	cells, err := selectCells(p.Expand(), only)
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.prepareRedactor(p); err != nil {
 		return nil, err
 	}
 	if err := preflight(ctx, cells, &opts); err != nil {
@@ -56,7 +61,7 @@ func startRun(ctx context.Context, p *plans.Plan, dir string, cells []plans.Cell
 	records := []earlyWrite{
 		{rundir.PlanFile, func() error { return rundir.WriteFileAtomic(filepath.Join(dir, rundir.PlanFile), p.Source) }},
 		{rundir.CellsFile, func() error {
-			return writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)})
+			return opts.writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)})
 		}},
 	}
 	for _, w := range records {
@@ -65,7 +70,7 @@ func startRun(ctx context.Context, p *plans.Plan, dir string, cells []plans.Cell
 		}
 	}
 	man := captureManifest(ctx, p, dir, cells, opts, start)
-	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
+	if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		opts.Logger.Warn("manifest.json not written; it is written again at the end of the run", "err", err)
 	}
 	opts.Logger.Info("run directory", "dir", dir, "cells", len(cells))
@@ -108,6 +113,37 @@ func selectCells(all []plans.Cell, only []string) ([]plans.Cell, error) {
 	}
 	slices.SortFunc(out, func(a, b plans.Cell) int { return a.Index - b.Index })
 	return out, nil
+}
+
+// ProbeCommands lists, exactly, the commands ProbeEnvironment runs on this machine beyond the
+// GPU guard's nvidia-smi queries: the backend's version, the Python beside backend.command
+// (check_env and the library versions) and the tools the cells use. `runner replay` shows them
+// before it asks.
+func ProbeCommands(p *plans.Plan, opts Options) [][]string {
+	opts.defaults()
+	cells := p.Expand()
+	out := [][]string{{"nvidia-smi", "--query-gpu=" + gpuQuery, "--format=csv"}, {"nvcc", "--version"}}
+	if len(cells) == 0 {
+		return out
+	}
+	c := cells[0]
+	out = append(out, append(append([]string(nil), opts.sglangCommand(c)...), "version"))
+	if !opts.Simulate {
+		out = append(out, sglangPythonProbe)
+	}
+	if py := gpu.Interpreter(backendCommand(c), opts.Env); py != "" {
+		if c.Backend.Kind != vllmomni.Kind {
+			out = append(out, gpu.CheckEnvArgv(py))
+		}
+		out = append(out, gpu.VersionsArgv(py))
+	}
+	for _, c := range cells {
+		if c.Profiler == plans.ProfilerNsys {
+			out = append(out, append(opts.nsysCommand(), "--version"))
+			break
+		}
+	}
+	return out
 }
 
 // ProbeEnvironment captures this machine's environment the way a run's manifest.json does

@@ -25,6 +25,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/proc"
 	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // Exit codes of DESIGN.md §5.
@@ -84,6 +85,13 @@ type Options struct {
 	CheckEnvTimeout time.Duration
 
 	gpu *gpuGuard // the GPU noise guard of the run (runner/gpucheck.go)
+	// Probed, when set, is the environment ProbeEnvironment captured for this plan moments
+	// before (runner replay shows it, then runs): the run's manifest takes its probes and GPU
+	// environment instead of running check_env and the other probes a second time.
+	Probed *rundir.Manifest
+
+	// red is the run's redactor (prepareRedactor), cloned for each run-directory file.
+	red *secrets.Redactor
 }
 
 func (o *Options) defaults() {
@@ -176,6 +184,9 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w", dir, err)}
+	}
+	if err := opts.prepareRedactor(p); err != nil {
+		return nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	saved, err := rundir.ReadCells(dir)
 	if err != nil {

@@ -64,7 +64,7 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.S
 	if opts.Simulate {
 		launch.Env["RUNNER_SIM_JITTER_SEED"] = simJitterSeed(opts.Env, c.Repeat)
 	}
-	if err := writeRedactedJSON(filepath.Join(dir, rundir.CommandFile), redactLaunch(launch)); err != nil {
+	if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.CommandFile), redactLaunch(launch)); err != nil {
 		opts.Logger.Warn("server command.json", "err", err)
 	}
 	logf, ferr := os.Create(filepath.Join(dir, rundir.LogFile))

@@ -69,7 +69,7 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 	}
 	job.OverheadNS = time.Since(t0).Nanoseconds()
 	man.Slurm = append(man.Slurm, job)
-	if err := writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
+	if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		opts.Logger.Warn("manifest.json", "err", err)
 	}
 	if opts.Detach {
@@ -293,6 +293,9 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("exec-cell %s: %w", dir, err)}
+	}
+	if err := opts.prepareRedactor(p); err != nil {
+		return nil, fmt.Errorf("exec-cell %s: %w", dir, err)
 	}
 	cells := p.Expand()
 	i := slices.IndexFunc(cells, func(c plans.Cell) bool { return c.ID == id })

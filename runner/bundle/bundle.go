@@ -139,11 +139,7 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var extra []string
-	if s.plan != nil {
-		extra = s.plan.Bundle.Redact
-	}
-	red, err := NewRedactor(s.secretEnv(opts.Env), extra)
+	red, err := s.redactor(opts.Env)
 	if err != nil {
 		return nil, err
 	}

@@ -76,8 +76,35 @@ func corpus(r *rand.Rand) []family {
 	add("aws-key-id", "AKIA"+s, "AKIA"+s)
 	s = randStr(r, alnum, 40)
 	add("bearer", s, "Authorization: Bearer "+s)
+	// What only the plan's [bundle] redact pattern (corpusPattern) knows is secret.
+	s = randStr(r, alnum, 20)
+	add("plan-pattern", "corpint-"+s, "ticket corpint-"+s+" filed")
 	return out
 }
+
+// shaped are the families whose secret carries its own format (a prefix and a length): the
+// ones that can still be recognised in a file name, where sanitising has replaced the context
+// ("password: ", "Bearer ", "https://…@") the other families are recognised by with '_'.
+var shaped = map[string]bool{"github-pat": true, "github-fine-grained-pat": true, "sk-key": true, "hf-token": true, "aws-key-id": true}
+
+// outputName is the file a generation of prompt is saved under, built the way sglang and its
+// simulator build it (backends/sim saveOutputs: <prompt[:100]>_<YYYYmmdd-HHMMSS>_<sha8>, every
+// byte but [A-Za-z0-9._-] replaced with '_'): a key in the prompt follows a '_'.
+func outputName(prompt string) string {
+	if len(prompt) > 100 {
+		prompt = prompt[:100]
+	}
+	b := []byte(prompt)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return "outputs/" + string(b) + "_20260101-000000_ab12cd34.png"
+}
+
+// corpusPattern is the corpus plan's [bundle] redact pattern.
+const corpusPattern = `corpint-[A-Za-z0-9]{20}`
 
 // tomlString quotes s as a TOML basic string.
 func tomlString(s string) string {
@@ -87,7 +114,7 @@ func tomlString(s string) string {
 
 // TestSecretCorpus plants every credential family in every place a secret can enter a run —
 // the plan's env and argv, the runner's environment, the backend's log, a trace's args, the
-// perf dump and the prompt — and asserts that no sample survives in the run directory's
+// perf dump, the prompt and the output file named after the prompt (the shaped families) — and asserts that no sample survives in the run directory's
 // cells.json, command.json and manifest.json, in the default bundle, in a --with-traces
 // bundle or in an --issue body.
 func TestSecretCorpus(t *testing.T) {
@@ -95,6 +122,12 @@ func TestSecretCorpus(t *testing.T) {
 	places := map[string][]family{}
 	for _, p := range []string{"plan-env", "argv", "env", "log", "trace", "perf", "prompt"} {
 		places[p] = corpus(rng)
+	}
+	// A file named after a prompt that holds a key: the log line and result.json name it.
+	for _, f := range corpus(rng) {
+		if shaped[f.name] {
+			places["file-name"] = append(places["file-name"], f)
+		}
 	}
 	var planEnv, procEnv, argv, prompt []string
 	for i, f := range places["plan-env"] {
@@ -119,6 +152,8 @@ prompt = [` + tomlString("a cat; "+strings.Join(prompt, " ; ")) + `]
 num_inference_steps = [3]
 [profile]
 profilers = ["torch"]
+[bundle]
+redact = [` + tomlString(corpusPattern) + `]
 `
 	run := simRun(t, plan, procEnv)
 	cells, _ := filepath.Glob(filepath.Join(run, rundir.CellsDir, "*"))
@@ -189,7 +224,26 @@ func plant(t *testing.T, cell string, places map[string][]family) {
 	for _, f := range places["log"] {
 		fmt.Fprintf(lf, "[2026-11-24 10:00:00] %s\n", f.text)
 	}
+	var names []string
+	for _, f := range places["file-name"] {
+		names = append(names, outputName("a cat "+f.secret))
+		fmt.Fprintf(lf, "[2026-11-24 10:00:01] Output saved to %s\n", names[len(names)-1])
+	}
 	lf.Close()
+	rp := filepath.Join(cell, rundir.ResultFile)
+	res, err := os.ReadFile(rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rm map[string]any
+	if err := json.Unmarshal(res, &rm); err != nil {
+		t.Fatal(err)
+	}
+	rm["outputs"] = names
+	res, _ = json.MarshalIndent(rm, "", "  ")
+	if err := os.WriteFile(rp, res, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// Trace args: one more event whose args hold every sample.
 	traces, _ := filepath.Glob(filepath.Join(cell, "traces", "*.trace.json.gz"))

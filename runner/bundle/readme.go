@@ -362,6 +362,16 @@ func shellCommand(l *backends.Launch) string {
 	return b.String()
 }
 
+// shellArgv is argv as a shell would need it typed, so what replay shows is exactly what runs
+// (a multi-line -c script, a prompt with spaces).
+func shellArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
 // shellQuote quotes s for a POSIX shell when it needs it.
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
@@ -399,11 +409,7 @@ func Issue(src string, opts IssueOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var extra []string
-	if s.plan != nil {
-		extra = s.plan.Bundle.Redact
-	}
-	red, err := NewRedactor(s.secretEnv(opts.Env), extra)
+	red, err := s.redactor(opts.Env)
 	if err != nil {
 		return "", err
 	}

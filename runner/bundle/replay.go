@@ -160,6 +160,7 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 		}
 	}
 	here := runner.ProbeEnvironment(ctx, st.plan, ropts)
+	ropts.Probed = here // each probe runs once: the run's manifest takes what was just probed
 	if err := WriteDiff(out, DiffManifests(&st.bman, here)); err != nil {
 		return nil, err
 	}
@@ -269,12 +270,16 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 	}
 	out := opts.Out
 	var differ []string
-	fmt.Fprintf(out, "replay runs the bundled plan's backend (environment probe: %s) and these commands:\n", strings.Join(st.plan.Backend.Command, " "))
+	fmt.Fprintln(out, "replay runs the bundled plan's backend; first the environment probes, once each (and the GPU guard's nvidia-smi queries):")
+	for _, argv := range runner.ProbeCommands(st.plan, ropts) {
+		fmt.Fprintf(out, "  %s\n", shellArgv(argv))
+	}
+	fmt.Fprintln(out, "then these commands:")
 	for _, l := range launches {
 		if !slices.Contains(st.cells, l.Cell.ID) {
 			continue
 		}
-		fmt.Fprintf(out, "  %s: %s\n", l.Cell.ID, strings.Join(l.Argv, " "))
+		fmt.Fprintf(out, "  %s: %s\n", l.Cell.ID, shellArgv(l.Argv))
 		rec, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, l.Cell.ID))
 		if err != nil {
 			differ = append(differ, l.Cell.ID+": the bundle records no command")

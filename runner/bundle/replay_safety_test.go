@@ -122,3 +122,46 @@ func TestReplaySimulatedBundleWithoutFlag(t *testing.T) {
 		t.Errorf("exit %d:\n%s", res.ExitCode, out.String())
 	}
 }
+
+// A real replay shows every probe it runs, exactly (check_env and the version script of the
+// Python beside backend.command included), and runs each once, not once to diff and again
+// for the run's manifest.
+func TestReplayShowsAndRunsProbesOnce(t *testing.T) {
+	b := realBundle(t, func(d []byte) []byte { return d })
+	venv := t.TempDir()
+	calls := filepath.Join(venv, "calls")
+	py := "#!/bin/sh\necho \"$1 $2\" >> " + calls + "\ncase \"$1\" in -c) echo '{\"python\": \"3.12.1\"}' ;; esac\n"
+	for name, body := range map[string]string{"python": py, "sglang": "#!/bin/sh\nexit 1\n"} {
+		if err := os.WriteFile(filepath.Join(venv, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	opts := replayOpts(t, &out)
+	opts.Simulate, opts.Yes = false, true
+	for i, kv := range opts.Env {
+		if strings.HasPrefix(kv, "PATH=") {
+			opts.Env[i] = "PATH=" + venv + ":" + kv[len("PATH="):]
+		}
+	}
+	if _, err := Replay(context.Background(), b, opts); err != nil {
+		t.Fatal(err)
+	}
+	shown := out.String()
+	pyPath := filepath.Join(venv, "python")
+	for _, want := range []string{pyPath + " -m sglang.check_env", pyPath + " -c 'import json, sys", "sglang version", "000-unknown-model-default-s0-none-r1: "} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the confirmation does not show %q:\n%s", want, shown)
+		}
+	}
+	got, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(got), "-m sglang.check_env"); n != 1 {
+		t.Errorf("check_env ran %d times, want once:\n%s", n, got)
+	}
+	if n := strings.Count(string(got), "-c import"); n != 1 {
+		t.Errorf("the version script ran %d times, want once:\n%s", n, got)
+	}
+}

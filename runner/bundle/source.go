@@ -18,6 +18,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // source is a run directory read for bundling.
@@ -108,15 +109,14 @@ func (s *source) cellDir(c rundir.CellRecord) string {
 	return filepath.Join(s.dir, rundir.CellsDir, c.Cell.ID)
 }
 
-// secretEnv is every KEY=VALUE whose value the redactor must search for literally: the
-// plan's backend.env (the run directory's plan.toml keeps them as written) and the
-// environment given (the bundling process's own, normally the one the run had).
-func (s *source) secretEnv(env []string) []string {
-	var out []string
+// redactor is the run's redactor (secrets.ForRun, the one the runner wrote the run directory
+// with) given the bundling process's environment, normally the one the run had: the plan's
+// backend.env (plan.toml keeps them as written) and env are searched for literally.
+func (s *source) redactor(env []string) (*Redactor, error) {
+	var planEnv map[string]string
+	var patterns []string
 	if s.plan != nil {
-		for k, v := range s.plan.Backend.Env {
-			out = append(out, k+"="+v)
-		}
+		planEnv, patterns = s.plan.Backend.Env, s.plan.Bundle.Redact
 	}
-	return append(out, env...)
+	return secrets.ForRun(planEnv, env, patterns)
 }

@@ -1,14 +1,16 @@
 package gpu
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // Interpreter returns the Python interpreter that runs a backend command, or "" when the
@@ -53,7 +55,7 @@ func isPython(base string) bool {
 // bug, with a timeout. Its output is returned whole (a few KB) so the manifest and bundles can
 // keep it; an error says why there is none (no sglang, a crash, the timeout).
 func CheckEnv(ctx context.Context, python string, env []string, timeout time.Duration) (string, error) {
-	out, err := runPython(ctx, python, env, timeout, "-m", "sglang.check_env")
+	out, err := runPython(ctx, python, env, timeout, CheckEnvArgv(python)[1:]...)
 	if err != nil {
 		return out, fmt.Errorf("%s -m sglang.check_env: %w", python, err)
 	}
@@ -85,11 +87,18 @@ for mod, key in (("triton", "triton"), ("flashinfer-python", "flashinfer"), ("fl
 print(json.dumps(v))
 `
 
+// CheckEnvArgv is the command CheckEnv runs, exactly: what `runner replay` shows before it
+// runs anything.
+func CheckEnvArgv(python string) []string { return []string{python, "-m", "sglang.check_env"} }
+
+// VersionsArgv is the command LibraryVersions runs, exactly (the script included).
+func VersionsArgv(python string) []string { return []string{python, "-c", versionScript} }
+
 // LibraryVersions asks the interpreter for torch, CUDA runtime, triton, flashinfer, NCCL and
 // sglang versions.
 func LibraryVersions(ctx context.Context, python string, env []string, timeout time.Duration) (Versions, error) {
 	var v Versions
-	out, err := runPython(ctx, python, env, timeout, "-c", versionScript)
+	out, err := runPython(ctx, python, env, timeout, VersionsArgv(python)[1:]...)
 	if err != nil {
 		return v, fmt.Errorf("%s: library versions: %w", python, err)
 	}
@@ -100,6 +109,9 @@ func LibraryVersions(ctx context.Context, python string, env []string, timeout t
 	return v, nil
 }
 
+// runPython runs the interpreter under runner/proc's supervisor (proc.Run), like every other
+// child of the runner: a check_env that starts workers, or a runner SIGKILLed during the
+// probe, leaves no process behind. The probe is cut at timeout with a short stop ladder.
 func runPython(ctx context.Context, python string, env []string, timeout time.Duration, args ...string) (string, error) {
 	if python == "" {
 		return "", errors.New("no Python interpreter found beside the backend command")
@@ -107,25 +119,32 @@ func runPython(ctx context.Context, python string, env []string, timeout time.Du
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, args...)
-	cmd.Env = env
-	cmd.WaitDelay = time.Second
-	b, err := cmd.CombinedOutput()
-	out := strings.TrimSpace(string(b))
+	var buf bytes.Buffer
+	res := proc.Run(ctx, proc.Spec{
+		Argv: append([]string{python}, args...), Env: env, Log: &buf, Timeout: timeout,
+		InterruptGrace: time.Second, TerminateGrace: time.Second,
+	}, nil)
+	out := strings.TrimSpace(buf.String())
 	if len(out) > 64<<10 {
 		out = out[:64<<10] + "\n…(cut)"
 	}
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case res.TimedOut:
 		return out, fmt.Errorf("timed out after %s", timeout)
-	case err != nil:
+	case res.StartErr != nil:
+		return out, res.StartErr
+	case res.Interrupted:
+		return out, fmt.Errorf("interrupted: %w", ctx.Err())
+	case res.ExitCode != 0:
 		tail := out
 		if len(tail) > 400 {
 			tail = "…" + tail[len(tail)-400:]
 		}
-		return out, fmt.Errorf("%v: %s", err, tail)
+		how := fmt.Sprintf("exit status %d", res.ExitCode)
+		if res.Signal != "" {
+			how = "killed by " + res.Signal
+		}
+		return out, fmt.Errorf("%s: %s", how, tail)
 	}
 	return out, nil
 }

@@ -200,6 +200,39 @@ func TestLeaked(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[0], "pid 60") || !strings.Contains(got[1], "GPU 0 holds 9000 MiB more") {
 		t.Fatalf("Leaked = %q: want the cell's leftover pid 60 and GPU 0's unowned 9000 MiB (GPU 1's growth is held by pid 50)", got)
 	}
+
+	// A neighbour holds 30000 MiB before and after the cell: a 5000 MiB leak beside it is
+	// still one (subtracting all that is held after hid it), and the neighbour is none.
+	foreign := App{PID: 70, Name: "python3 other_job.py", UsedMiB: 30000, GPU: 0}
+	before = Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 30100}}, Apps: []App{foreign}}
+	leak := Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 35100}}, Apps: []App{foreign}}
+	if got := Leaked(before, leak, nil); len(got) != 1 || !strings.Contains(got[0], "GPU 0 holds 5000 MiB more") {
+		t.Errorf("a leak beside a neighbour present throughout: Leaked = %q, want GPU 0's 5000 MiB", got)
+	}
+	if got := Leaked(before, before, nil); got != nil {
+		t.Errorf("a neighbour present throughout, nothing leaked: Leaked = %q, want nothing", got)
+	}
+	// The neighbour leaves during the cell: its memory freed is no leak, and does not hide one.
+	gone := Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 5100}}}
+	if got := Leaked(before, gone, nil); len(got) != 1 || !strings.Contains(got[0], "5000 MiB more") {
+		t.Errorf("a leak as the neighbour leaves: Leaked = %q, want GPU 0's 5000 MiB", got)
+	}
+
+	// Serve mode: the cell's server holds its memory before and after the client phase, and
+	// grows its cache during it; that is held, not leaked (own answers no for the server,
+	// which outlives the cell by design). Memory beyond it that nobody holds is a leak.
+	server := App{PID: 80, Name: "python3 -m sglang.launch_server", UsedMiB: 40000, GPU: 0}
+	grown := server
+	grown.UsedMiB = 45000
+	before = Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 40200}}, Apps: []App{server}}
+	after = Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 45300}}, Apps: []App{grown}}
+	if got := Leaked(before, after, func(int) bool { return false }); got != nil {
+		t.Errorf("serve: the server's own growth: Leaked = %q, want nothing", got)
+	}
+	after.GPUs[0].MemUsedMiB = 47200
+	if got := Leaked(before, after, func(int) bool { return false }); len(got) != 1 || !strings.Contains(got[0], "2000 MiB more") {
+		t.Errorf("serve: 2000 MiB beyond the server's: Leaked = %q, want GPU 0's 2000 MiB", got)
+	}
 	if got := Leaked(Snapshot{Error: "x"}, after, nil); got != nil {
 		t.Errorf("Leaked with an unreadable snapshot = %q, want nothing", got)
 	}

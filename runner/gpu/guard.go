@@ -66,24 +66,24 @@ func Throttled(gpus []GPU) string {
 // allocator noise of the driver itself.
 const LeakThresholdMiB = 1024
 
-// Leaked compares the snapshots taken before and after a cell: memory in use on a GPU that grew
-// by more than LeakThresholdMiB and is not held by any compute process still listed is memory
-// nobody owns (a leaked context, a zombie scheduler). It also names the cell's own processes
-// that still hold a GPU after the cell ended. The result is one message per finding.
+// Leaked compares the snapshots taken before and after a cell: memory in use on a GPU that no
+// listed compute process holds, and that grew by more than LeakThresholdMiB over the cell, is
+// memory nobody owns (a leaked context, a zombie scheduler). The growth of the unattributed
+// memory is what counts, not all that is held after: a neighbour holding 30 GiB throughout (or,
+// in serve mode, the cell's own server) must neither hide a leak nor be one. It also names the
+// cell's own processes that still hold a GPU after the cell ended. The result is one message
+// per finding.
 func Leaked(before, after Snapshot, own func(pid int) bool) []string {
 	if !before.Available() || !after.Available() {
 		return nil
 	}
 	var out []string
-	held := map[int]int{}
 	for _, a := range after.Apps {
-		if a.GPU >= 0 && a.UsedMiB > 0 {
-			held[a.GPU] += a.UsedMiB
-		}
 		if own != nil && own(a.PID) {
 			out = append(out, fmt.Sprintf("pid %d (%s) of the cell still holds %d MiB on GPU %d after the cell ended", a.PID, a.Name, a.UsedMiB, a.GPU))
 		}
 	}
+	heldBefore, heldAfter := heldMiB(before.Apps), heldMiB(after.Apps)
 	prev := map[int]int{}
 	for _, g := range before.GPUs {
 		prev[g.Index] = g.MemUsedMiB
@@ -93,9 +93,22 @@ func Leaked(before, after Snapshot, own func(pid int) bool) []string {
 		if !ok || b < 0 || g.MemUsedMiB < 0 {
 			continue
 		}
-		if grew := g.MemUsedMiB - b - held[g.Index]; grew > LeakThresholdMiB {
-			out = append(out, fmt.Sprintf("GPU %d holds %d MiB more after the cell than before it (%d → %d MiB) and no process owns it: leaked", g.Index, grew, b, g.MemUsedMiB))
+		unownedBefore := b - heldBefore[g.Index]
+		unownedAfter := g.MemUsedMiB - heldAfter[g.Index]
+		if grew := unownedAfter - unownedBefore; grew > LeakThresholdMiB {
+			out = append(out, fmt.Sprintf("GPU %d holds %d MiB more after the cell than before it that no process owns (%d → %d MiB in use, %d → %d MiB held by listed processes): leaked", g.Index, grew, b, g.MemUsedMiB, heldBefore[g.Index], heldAfter[g.Index]))
 		}
 	}
 	return out
+}
+
+// heldMiB is the memory the listed compute processes hold, per GPU index.
+func heldMiB(apps []App) map[int]int {
+	held := map[int]int{}
+	for _, a := range apps {
+		if a.GPU >= 0 && a.UsedMiB > 0 {
+			held[a.GPU] += a.UsedMiB
+		}
+	}
+	return held
 }

@@ -126,14 +126,29 @@ func New(env []string, extra []string) (*Redactor, error) {
 	return r, nil
 }
 
+// ForRun builds the redactor of one run's files, the one way both writers of those files get
+// theirs: the runner for cells.json, command.json and manifest.json, the bundle for every file
+// it packs. It searches literally for the values of the secret-named variables of the plan's
+// [backend.env] and of env (the runner's environment when it runs, the bundling shell's when
+// it bundles), so a token a probe or a backend prints in free text is caught whatever its
+// shape, and it applies the plan's [bundle] redact patterns.
+func ForRun(planEnv map[string]string, env []string, patterns []string) (*Redactor, error) {
+	all := make([]string, 0, len(planEnv)+len(env))
+	for k, v := range planEnv {
+		all = append(all, k+"="+v)
+	}
+	return New(append(all, env...), patterns)
+}
+
 var (
 	defaultOnce sync.Once
 	defaultSet  *ruleSet
 	defaultErr  error
 )
 
-// Default returns a redactor with the catalogue and the name-based rules only: what the run
-// directory's files go through, where no plan patterns or variable values are known.
+// Default returns a redactor with the catalogue and the name-based rules only, for text that
+// belongs to no run (no plan patterns or variable values are known); a run's files go through
+// ForRun's.
 func Default() (*Redactor, error) {
 	defaultOnce.Do(func() {
 		rules, err := base()
@@ -269,7 +284,7 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 	for _, h := range r.hits {
 		ru := &r.set.rules[h.rule]
 		p := h.pos - base
-		if p < last || (ru.pre != nil && !ru.pre(line)) {
+		if p < last || (ru.pre != nil && !ru.pre(line)) || (ru.boundary && p > 0 && isAlnum(line[p-1])) {
 			continue
 		}
 		m := ru.at.FindSubmatchIndex(line[p:])
@@ -293,6 +308,11 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 		return line
 	}
 	return append(out, line[last:]...)
+}
+
+// isAlnum: an ASCII letter or digit.
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 func (r *Redactor) count(ru *rule) {

@@ -27,6 +27,13 @@ func TestRedactorShapes(t *testing.T) {
 		{"git clone https://bob:pa55word@github.com/x.git", "git clone https://<redacted>@github.com/x.git"},
 		{"https://github.com/x.git and user@host", "https://github.com/x.git and user@host"},
 		{"id AKIAIOSFODNN7EXAMPLE.", "id <redacted>."},
+		// A file named after a prompt: '_' before the key, where `\b` did not match (issue 14).
+		{"Output saved to outputs/a_cat_sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX_20260101-000000_ab12cd34.png", "Output saved to outputs/a_cat_<redacted>.png"},
+		{"outputs/a_cat_AKIAIOSFODNN7EXAMPLE_20260101-000000_ab12cd34.png", "outputs/a_cat_<redacted>_20260101-000000_ab12cd34.png"},
+		{"AKIAIOSFODNN7EXAMPLE AKIAIOSFODNN7EXAMPLF", "<redacted> <redacted>"},
+		// ... but a letter or digit before the prefix still means a word, not a key.
+		{"task-ABCDEFGHIJKLMNOPQRSTUVWXYZ done", "task-ABCDEFGHIJKLMNOPQRSTUVWXYZ done"},
+		{"XAKIAIOSFODNN7EXAMPLE", "XAKIAIOSFODNN7EXAMPLE"},
 		{"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = <redacted>"},
 		{"export GITHUB_TOKEN=ghp_123456", "export GITHUB_TOKEN=<redacted>"},
 		{`SECRET_KEY_BASE = "abc123xyz"`, `SECRET_KEY_BASE = "<redacted>"`},

@@ -39,6 +39,10 @@ type rule struct {
 	// at, when set, is re anchored at its start: the rule's expression begins with one of
 	// its keywords, so it is tried only where a keyword is (see anchor).
 	at *regexp.Regexp
+	// boundary: the keyword must not follow a letter or a digit (the sk- of task-… is no key).
+	// It is what `\b` meant, minus '_': a file named after a prompt puts '_' before a token
+	// (outputs/a_cat_sk-proj-…_20260101-000000_ab12cd34.png), and `\b` let it through.
+	boundary bool
 }
 
 // anchor marks rules whose expression begins with one of their keywords.
@@ -87,14 +91,17 @@ var strongKeywords = []string{"password", "passwd", "secret_key", "secret-key", 
 // know (a value is secret because of the name it is given) and the older shapes it misses.
 var builtinRules = append(
 	[]rule{
-		{kind: KindSKKey, re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`), keywords: []string{"sk-"}},
 		{kind: KindBearer, re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, keywords: []string{"bearer"}},
 		{kind: KindURLCreds, re: regexp.MustCompile(`(?i)[?&;](?:access_token|auth_token|token|api_key|apikey|key|secret|password|passwd|sig|signature)=([^&\s"'#\\<>]+)`), group: 1, keywords: []string{"token=", "key=", "secret=", "password=", "passwd=", "sig=", "signature="}},
-		{kind: KindAWSKey, re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`), keywords: []string{"akia", "asia"}},
 		// curl -u user:pass, --user user:pass (the password part).
 		{kind: KindFlag, re: regexp.MustCompile(`(?:^|[\s"'\[,])(?:-u|--user)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?[^\s'":]+:([^\s'"\\,]+)`), group: 1, keywords: []string{"-u"}},
 	},
 	anchor([]rule{
+		// Shaped keys, anchored at their prefix with boundary (not `\b`, which fails after the
+		// '_' of a file name built from a prompt); the key id ends at anything but a letter
+		// or digit, '_' included, for the same reason.
+		{kind: KindSKKey, re: regexp.MustCompile(`sk-[A-Za-z0-9_-]{20,}`), keywords: []string{"sk-"}, boundary: true},
+		{kind: KindAWSKey, re: regexp.MustCompile(`((?:AKIA|ASIA)[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)`), group: 1, keywords: []string{"akia", "asia"}, boundary: true},
 		{kind: KindHFToken, re: regexp.MustCompile(`hf_[A-Za-z0-9]{20,}`), keywords: []string{"hf_"}},
 		{kind: KindBearer, re: regexp.MustCompile(`(?i)authorization["']?\s*[:=]\s*["']?(?:basic\s+|token\s+)?([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, keywords: []string{"authorization"}},
 		{kind: KindURLCreds, re: regexp.MustCompile(`://([^/\s:@"'\\]+:[^/\s@"'\\]+)@`), group: 1, keywords: []string{"://"}, pre: hasAt},
