@@ -2,6 +2,8 @@ package secrets
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -86,6 +88,56 @@ func TestRedactorStreamMatchesBytes(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "hf_literalvalue") || strings.Contains(out.String(), "abcdefghijk") {
 		t.Error("a secret survived Stream")
+	}
+}
+
+// TestStreamChunksInOrder: a stream of many chunks, redacted by one worker or several, is
+// the whole text redacted at once, in order, with the same counts.
+func TestStreamChunksInOrder(t *testing.T) {
+	var b strings.Builder
+	for i := 0; b.Len() < 6*chunk; i++ {
+		fmt.Fprintf(&b, "line %d Authorization: Bearer tok%07dabcdefgh and hf_literalvalue\n", i, i)
+	}
+	in := b.String()
+	want, wantCounts := func() (string, int) {
+		r, _ := New([]string{"HF_TOKEN=hf_literalvalue"}, nil)
+		return r.String(in), r.Count()
+	}()
+	for _, workers := range []int{1, 2, 4} {
+		r, _ := New([]string{"HF_TOKEN=hf_literalvalue"}, nil)
+		var out bytes.Buffer
+		if err := r.stream(&out, strings.NewReader(in), workers); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != want {
+			t.Errorf("%d workers: the stream differs from the text redacted at once", workers)
+		}
+		if r.Count() != wantCounts {
+			t.Errorf("%d workers: %d redactions counted, want %d", workers, r.Count(), wantCounts)
+		}
+	}
+}
+
+// failAfter is a writer that fails once it has taken n bytes.
+type failAfter struct{ n int }
+
+func (w *failAfter) Write(p []byte) (int, error) {
+	if w.n -= len(p); w.n < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+// TestStreamWriteError: a writer that fails ends the stream with its error (no hang), however
+// many chunks are still to come.
+func TestStreamWriteError(t *testing.T) {
+	in := strings.Repeat("a plain log line of some length, nothing secret in it at all\n", 10*chunk/60)
+	for _, workers := range []int{1, 2} {
+		r, _ := New(nil, nil)
+		err := r.stream(&failAfter{n: 2 * chunk}, strings.NewReader(in), workers)
+		if err == nil || err.Error() != "disk full" {
+			t.Errorf("%d workers: err = %v, want the writer's", workers, err)
+		}
 	}
 }
 

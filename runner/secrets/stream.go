@@ -3,9 +3,12 @@ package secrets
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 )
 
 // chunk is how much of a stream is redacted at once; maxCarry bounds how far a chunk is
@@ -18,7 +21,120 @@ const (
 // Stream copies in to out, redacting it, for files too big to hold at once (full traces,
 // long logs). It works on chunks cut at a line end (or, in a line longer than a chunk, after
 // a byte no secret holds: a quote, a comma, a space), extended to hold a PEM block whole.
+// Chunks are independent, so with more than one CPU they are redacted side by side (each
+// worker a Clone) and written in order; the counts of every worker end up in r.
 func (r *Redactor) Stream(out io.Writer, in io.Reader) error {
+	return r.stream(out, in, min(runtime.GOMAXPROCS(0), maxStreamWorkers))
+}
+
+// stream is Stream on the given number of workers (1: in this goroutine).
+func (r *Redactor) stream(out io.Writer, in io.Reader, workers int) error {
+	if workers < 2 {
+		return r.cutChunks(in, func(b []byte) error {
+			r.scratch = r.appendRedacted(r.scratch[:0], b)
+			_, err := out.Write(r.scratch)
+			return err
+		})
+	}
+	return r.streamParallel(out, in, workers)
+}
+
+// maxStreamWorkers bounds Stream's parallelism: past a few workers the reader and the writer
+// are the bottleneck, and every worker holds two chunks.
+const maxStreamWorkers = 4
+
+// streamJob is one chunk on its way through streamParallel: the worker puts its redacted text
+// on res, which the writer reads in submission order.
+type streamJob struct {
+	in  []byte
+	res chan []byte
+}
+
+// streamParallel is Stream on workers goroutines. The cutter (this goroutine) hands chunks out
+// in order, the writer writes their results in the same order; at most 2×workers chunks are in
+// flight, so memory stays bounded whatever the size of the input.
+func (r *Redactor) streamParallel(out io.Writer, in io.Reader, workers int) error {
+	jobs := make(chan streamJob, workers)
+	order := make(chan chan []byte, 2*workers)
+	stop := make(chan struct{})
+	clones := make([]*Redactor, workers)
+	var wg sync.WaitGroup
+	for i := range clones {
+		c := r.Clone()
+		clones[i] = c
+		wg.Go(func() {
+			for j := range jobs {
+				j.res <- c.appendRedacted(getChunk(), j.in)
+				putChunk(j.in)
+			}
+		})
+	}
+	werr := make(chan error, 1)
+	go func() {
+		var err error
+		for res := range order {
+			b := <-res
+			if err == nil {
+				if _, err = out.Write(b); err != nil {
+					close(stop) // the cutter stops handing out chunks; the rest drain
+				}
+			}
+			putChunk(b)
+		}
+		werr <- err
+	}()
+	cerr := r.cutChunks(in, func(b []byte) error {
+		res := make(chan []byte, 1)
+		select {
+		case order <- res:
+		case <-stop:
+			return errStreamStopped
+		}
+		jobs <- streamJob{in: append(getChunk(), b...), res: res}
+		return nil
+	})
+	close(jobs)
+	close(order)
+	err := <-werr
+	wg.Wait()
+	for _, c := range clones {
+		for k, n := range c.counts {
+			r.counts[k] += n
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if cerr != nil && !errors.Is(cerr, errStreamStopped) {
+		return cerr
+	}
+	return nil
+}
+
+// chunkPool recycles streamParallel's chunk buffers (the cutter's copies and the workers'
+// output), so a long stream does not allocate a megabyte a chunk.
+var chunkPool sync.Pool
+
+func getChunk() []byte {
+	if b, ok := chunkPool.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, chunk+maxCarry)
+}
+
+func putChunk(b []byte) {
+	if cap(b) <= 4*(chunk+maxCarry) { // an unusually grown buffer is left to the collector
+		chunkPool.Put(&b)
+	}
+}
+
+// errStreamStopped ends the cutter of streamParallel after the writer failed (its error is
+// the one returned).
+var errStreamStopped = errors.New("stream stopped")
+
+// cutChunks reads in and hands emit each chunk, in order, cut where Stream's doc says. emit
+// must not keep b after it returns.
+func (r *Redactor) cutChunks(in io.Reader, emit func(b []byte) error) error {
 	buf := make([]byte, 0, chunk+maxCarry)
 	eof := false
 	for !eof || len(buf) > 0 {
@@ -48,8 +164,7 @@ func (r *Redactor) Stream(out io.Writer, in io.Reader) error {
 				cut = safeCut(buf)
 			}
 		}
-		r.scratch = r.appendRedacted(r.scratch[:0], buf[:cut])
-		if _, err := out.Write(r.scratch); err != nil {
+		if err := emit(buf[:cut]); err != nil {
 			return err
 		}
 		buf = append(buf[:0], buf[cut:]...)
