@@ -205,7 +205,7 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	if opts.Executor == "" && manErr == nil {
 		opts.Executor = man.Executor // a run resumes where it ran, unless --executor says otherwise
 	}
-	if err = resolveExecutor(ctx, p, &opts); err != nil {
+	if err = resolveExecutor(ctx, p, cells, &opts); err != nil {
 		return nil, err
 	}
 	// The processes a run's cells recorded are leftovers only once nothing runs them: a Slurm
