@@ -24,6 +24,48 @@ import (
 // slurmPoll is how often the array is polled; tests shorten it through Options.
 const slurmPoll = 2 * time.Second
 
+// markerGrace is how long a running task's start marker may take to appear in the run
+// directory before the runner warns that the nodes may not see it. The marker is the batch
+// script's first command, so on a shared file system it is there within a poll or two; the
+// margin is for attribute caching (NFS), and the warning comes long before the cell's end.
+const markerGrace = 10 * time.Second
+
+// markerWatch warns, once per array, when a task has been RUNNING for markerGrace (as the runner
+// saw it) and its start marker is still missing: the run directory is probably not on a file
+// system the nodes share, and every cell of the sweep will end without a result.
+type markerWatch struct {
+	running map[int]time.Time // when the runner first saw each task running
+	warned  bool
+}
+
+func (m *markerWatch) check(dir string, job *rundir.SlurmJob, t slurm.Task, opts *Options) {
+	if m.warned || t.State != "RUNNING" {
+		return
+	}
+	now := opts.Now()
+	if m.running == nil {
+		m.running = map[int]time.Time{}
+	}
+	first, ok := m.running[t.Index]
+	if !ok {
+		m.running[t.Index] = now
+		return
+	}
+	if now.Sub(first) < markerGrace {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir, slurm.Marker(job.JobID, t.Index))); err == nil {
+		return
+	}
+	m.warned = true
+	node := t.Node
+	if node == "" {
+		node = "its node"
+	}
+	opts.Logger.Warn(fmt.Sprintf("executor slurm: task %d of job %s has been running for %s on %s, but its start marker is not in the run directory; is %s on a file system the nodes share? Without it every cell will end without a result",
+		t.Index, job.JobID, markerGrace, node, dir), "path", dir, "marker", slurm.Marker(job.JobID, t.Index))
+}
+
 func (o *Options) slurmClient() slurm.Client { return slurm.Client{Env: o.Env} }
 
 // checkSlurm runs before anything is created: a missing sbatch or an unreachable controller
@@ -214,6 +256,7 @@ func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.S
 	}
 	started := map[int]bool{}
 	ended := map[int]bool{}
+	var markers markerWatch
 	total := len(job.Cells)
 	for {
 		t0 := time.Now()
@@ -226,6 +269,7 @@ func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.S
 			if !ok || ended[t.Index] {
 				continue
 			}
+			markers.check(dir, job, t, opts)
 			if !started[t.Index] && (t.State == "RUNNING" || t.Done()) {
 				started[t.Index] = true
 				opts.Progress.CellStart(t.Index, total, rec.Cell)

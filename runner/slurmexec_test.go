@@ -200,3 +200,38 @@ func TestCollectTaskSlurmOutcomeWins(t *testing.T) {
 		}
 	}
 }
+
+// A task that has been RUNNING for markerGrace without its start marker gets one warning naming
+// the run directory, long before it ends; a task whose marker is there, or one seen running for
+// less than the grace, gets none.
+func TestSlurmMarkerWarnsEarly(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	opts := Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return now }}
+	opts.defaults()
+	job := &rundir.SlurmJob{JobID: "42", Cells: []string{"a", "b"}}
+	if err := os.MkdirAll(filepath.Join(dir, slurm.MarkerDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, slurm.Marker("42", 1)), []byte("n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var m markerWatch
+	poll := func() {
+		m.check(dir, job, slurm.Task{Index: 0, State: "RUNNING", Node: "n1"}, &opts)
+		m.check(dir, job, slurm.Task{Index: 1, State: "RUNNING", Node: "n1"}, &opts)
+	}
+	poll()
+	now = now.Add(markerGrace / 2)
+	poll()
+	if logs.Len() != 0 {
+		t.Fatalf("warned within the grace: %s", logs.String())
+	}
+	now = now.Add(markerGrace)
+	poll()
+	poll()
+	if n := strings.Count(logs.String(), "start marker"); n != 1 || !strings.Contains(logs.String(), "task 0 of job 42") || !strings.Contains(logs.String(), dir) {
+		t.Errorf("want one warning for task 0 naming %s; got %d: %s", dir, n, logs.String())
+	}
+}
