@@ -26,9 +26,14 @@ const GPUsAll = "all"
 type Executor struct {
 	// Kind is "local" (default) or "slurm".
 	Kind string `toml:"kind" json:"kind,omitempty"`
-	// GPUs are the GPUs local cells share out, as written: "all", a list such as "0,1,2,3",
-	// or a count such as "4" (GPUs 0..3). Empty keeps the one-cell-at-a-time behaviour.
+	// GPUs are the GPUs local cells share out when gpus is a TOML string, as written: "all" or
+	// a list of GPU ids such as "0,1,2,3" or "3" (GPU 3 alone). Empty (and GPUCount 0) keeps
+	// the one-cell-at-a-time behaviour.
 	GPUs string `toml:"gpus" json:"gpus,omitempty"`
+	// GPUCount is gpus written as a TOML integer: a count N, meaning GPUs 0..N-1. A quoted
+	// number is a GPU id, not a count, so that "0" and "3" name one GPU as CUDA_VISIBLE_DEVICES
+	// would read them.
+	GPUCount int `toml:"-" json:"gpu_count,omitempty"`
 	// GPUsPerCell is how many GPUs one cell holds; 0 means 1, or the cell's own --num-gpus /
 	// --tp-size when its arguments give one.
 	GPUsPerCell int `toml:"gpus_per_cell" json:"gpus_per_cell,omitempty"`
@@ -114,7 +119,8 @@ func (d *decoder) decodeExecutor(prim toml.Primitive, e *Executor) {
 	decodeField(d, path("executor", "slurm", "setup"), rs.Setup, &s.Setup, `an array of strings (shell lines) such as ["module load cuda"]`)
 }
 
-// decodeGPUs accepts gpus as a string ("all", "0,1,2,3", "4") or an integer (4).
+// decodeGPUs accepts gpus as a string ("all", or GPU ids: "0,1,2,3", "3") or an integer
+// count (4: GPUs 0..3). The TOML type decides, so "3" is GPU 3 and 3 is three GPUs.
 func (d *decoder) decodeGPUs(prim toml.Primitive, e *Executor) {
 	k := path("executor", "gpus")
 	if !d.present(k) {
@@ -122,15 +128,35 @@ func (d *decoder) decodeGPUs(prim toml.Primitive, e *Executor) {
 	}
 	var n int
 	if err := d.md.PrimitiveDecode(prim, &n); err == nil {
-		e.GPUs = strconv.Itoa(n)
+		if n <= 0 {
+			d.addKey(k, fmt.Sprintf(`executor.gpus = %d: a count must be at least 1; or list GPU ids as a string, e.g. "0"`, n))
+			return
+		}
+		e.GPUCount = n
 		return
 	}
-	decodeField(d, k, prim, &e.GPUs, `"all", a list such as "0,1,2,3", or a count such as 4`)
+	decodeField(d, k, prim, &e.GPUs, `"all", a list of GPU ids such as "0,1,2,3", or a count such as 4`)
+}
+
+// HasGPUs reports whether [executor] gpus is set (a list, "all" or a count).
+func (e Executor) HasGPUs() bool { return e.GPUs != "" || e.GPUCount > 0 }
+
+// GPUIDs resolves [executor] gpus into GPU indices: the count (GPUs 0..N-1) or the string
+// (ParseGPUs). visible is how many GPUs the machine reports, -1 when unknown.
+func (e Executor) GPUIDs(visible int) ([]int, error) {
+	if e.GPUCount > 0 {
+		if visible >= 0 && e.GPUCount > visible {
+			return nil, fmt.Errorf("gpus = %d, but nvidia-smi reports %d GPU(s)", e.GPUCount, visible)
+		}
+		return seq(e.GPUCount), nil
+	}
+	return ParseGPUs(e.GPUs, visible)
 }
 
 var gpuListRE = regexp.MustCompile(`^\s*\d+\s*(,\s*\d+\s*)*$`)
 
-// ParseGPUs resolves a gpus value into GPU indices. visible is how many GPUs the machine
+// ParseGPUs resolves a gpus string into GPU indices: "all" or a list of ids ("0,1,2,3", "3";
+// a count is a TOML integer, see Executor.GPUIDs). visible is how many GPUs the machine
 // reports (nvidia-smi), or -1 when that is unknown; "all" needs it. A list that names a GPU
 // twice, or a GPU beyond what the machine reports, is an error.
 func ParseGPUs(s string, visible int) ([]int, error) {
@@ -146,18 +172,9 @@ func ParseGPUs(s string, visible int) ([]int, error) {
 			return nil, fmt.Errorf(`gpus = "all", but nvidia-smi reports no GPU`)
 		}
 		return seq(visible), nil
-	case !strings.Contains(s, ","):
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf(`gpus = %q: want "all", a list such as "0,1,2,3", or a count such as 4`, s)
-		}
-		if visible >= 0 && n > visible {
-			return nil, fmt.Errorf("gpus = %d, but nvidia-smi reports %d GPU(s)", n, visible)
-		}
-		return seq(n), nil
 	}
 	if !gpuListRE.MatchString(s) {
-		return nil, fmt.Errorf(`gpus = %q: want "all", a list such as "0,1,2,3", or a count such as 4`, s)
+		return nil, fmt.Errorf(`gpus = %q: want "all", a list of GPU ids such as "0,1,2,3", or a count such as 4 (unquoted)`, s)
 	}
 	seen := map[int]bool{}
 	var ids []int
@@ -199,7 +216,7 @@ func (d *decoder) validateExecutor(p *Plan) {
 	if e.GPUsPerCell < 0 {
 		d.addKey(path("executor", "gpus_per_cell"), fmt.Sprintf("executor.gpus_per_cell = %d must be at least 1 (or left out)", e.GPUsPerCell))
 	}
-	if ids, err := ParseGPUs(e.GPUs, -1); err == nil && len(ids) > 0 && e.GPUsPerCell > len(ids) {
+	if ids, err := e.GPUIDs(-1); err == nil && len(ids) > 0 && e.GPUsPerCell > len(ids) {
 		d.addKey(path("executor", "gpus_per_cell"), fmt.Sprintf("executor.gpus_per_cell = %d is more than the %d GPU(s) of executor.gpus; no cell could start", e.GPUsPerCell, len(ids)))
 	}
 	s := &e.Slurm
@@ -211,7 +228,7 @@ func (d *decoder) validateExecutor(p *Plan) {
 			d.addKey(path("executor", "slurm", f.key), fmt.Sprintf("executor.slurm.%s = %d must not be negative", f.key, f.v))
 		}
 	}
-	if e.Kind == ExecutorSlurm && e.GPUs != "" {
+	if e.Kind == ExecutorSlurm && e.HasGPUs() {
 		d.addKey(path("executor", "gpus"), `executor.gpus is for kind = "local"; with Slurm, ask for GPUs with [executor.slurm] gpus_per_task`)
 	}
 }

@@ -554,3 +554,37 @@ func TestParseResolution(t *testing.T) {
 		t.Errorf("zero resolution String() = %q", s)
 	}
 }
+
+// [executor] gpus: the TOML type decides. A string is "all" or GPU ids, so "0" and "3" name one
+// GPU each (as CUDA_VISIBLE_DEVICES reads them); an integer is a count of GPUs 0..N-1.
+func TestExecutorGPUsStringIsAListIntegerACount(t *testing.T) {
+	for _, tc := range []struct {
+		gpus string
+		want []int
+	}{
+		{`"0"`, []int{0}},
+		{`"3"`, []int{3}},
+		{`"1,3"`, []int{1, 3}},
+		{`3`, []int{0, 1, 2}},
+		{`1`, []int{0}},
+	} {
+		p := mustParse(t, minimal+"[executor]\ngpus = "+tc.gpus+"\n")
+		got, err := p.Executor.GPUIDs(-1)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("gpus = %s: %v %v, want %v", tc.gpus, got, err, tc.want)
+		}
+	}
+	// A count beyond the machine's GPUs, and a GPU id beyond them, are refused.
+	if _, err := (Executor{GPUCount: 4}).GPUIDs(2); err == nil {
+		t.Error("gpus = 4 on a 2-GPU machine accepted")
+	}
+	if _, err := (Executor{GPUs: "3"}).GPUIDs(2); err == nil || !strings.Contains(err.Error(), "names GPU 3") {
+		t.Errorf(`gpus = "3" on a 2-GPU machine: %v`, err)
+	}
+	for _, src := range []string{"gpus = 0", "gpus = -2"} {
+		pe := parseErr(t, minimal+"[executor]\n"+src+"\n")
+		if len(pe.Problems) != 1 || pe.Problems[0].Line != 6 || !strings.Contains(pe.Problems[0].Msg, "at least 1") {
+			t.Errorf("%s: %v", src, pe)
+		}
+	}
+}

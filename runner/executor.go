@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/rundir"
 )
@@ -24,22 +25,28 @@ import (
 // record the neighbours' kernels and its sampling would slow them) and serve cells (a shared
 // server outlives cells, so they stay in the serve session's order).
 
-// resolveExecutor picks the executor of a run before anything is created: Slurm (checked to be
-// reachable), or local with the GPU slots of [executor] gpus, checked against the GPUs
-// nvidia-smi reports when it can be read (none: one cell at a time).
-func resolveExecutor(ctx context.Context, p *plans.Plan, opts *Options) error {
+// resolveExecutor picks the executor of the run's cells before anything is created: Slurm
+// (checked to be reachable), or local with the GPU slots of [executor] gpus, checked against
+// the GPUs nvidia-smi reports when it can be read, and against what each cell needs (none: one
+// cell at a time).
+func resolveExecutor(ctx context.Context, p *plans.Plan, cells []plans.Cell, opts *Options) error {
 	e := p.Executor
 	if opts.Executor != "" {
 		e.Kind = opts.Executor
 	}
 	if e.Kind == plans.ExecutorSlurm {
 		opts.onSlurm = true
+		if e.HasGPUs() {
+			// Only reachable through --executor slurm (the plan refuses kind = "slurm" with
+			// gpus): the plan's slots are for its local runs, so this run goes on without them.
+			opts.Logger.Warn("executor slurm: [executor] gpus is for the local executor and is ignored under Slurm; each task gets the GPUs of [executor.slurm] gpus_per_task")
+		}
 		return checkSlurm(ctx, opts)
 	}
 	if opts.Detach {
 		return &UsageError{errors.New("--detach needs the Slurm executor ([executor] kind = \"slurm\" or --executor slurm)")}
 	}
-	if e.GPUs == "" {
+	if !e.HasGPUs() {
 		return nil
 	}
 	visible := -1
@@ -50,11 +57,35 @@ func resolveExecutor(ctx context.Context, p *plans.Plan, opts *Options) error {
 	} else if !opts.Simulate {
 		opts.Logger.Warn("executor.gpus: nvidia-smi could not be read; the GPU list is not checked against the machine", "err", snap.Error)
 	}
-	ids, err := plans.ParseGPUs(e.GPUs, visible)
+	ids, err := e.GPUIDs(visible)
 	if err != nil {
 		return &UsageError{fmt.Errorf("[executor] %w", err)}
 	}
+	if err := cellsFit(cells, ids, e.GPUsPerCell); err != nil {
+		return err
+	}
 	opts.gpus = ids
+	return nil
+}
+
+// cellsFit refuses, before anything runs, a cell that needs more GPUs than the slots have: the
+// pool cannot give them, and a cell started on fewer than its --num-gpus / --tp-size fails
+// late (invalid device ordinal) after the sweep has spent its time. Serve cells do not use the
+// slots (they run in the serve session's order), so they are not checked.
+func cellsFit(cells []plans.Cell, ids []int, perCell int) error {
+	for _, c := range cells {
+		if c.Backend.Mode == backends.ModeServe {
+			continue
+		}
+		if need := cellGPUs(c, perCell); need > len(ids) {
+			why := "its --num-gpus / --tp-size"
+			if perCell > 0 {
+				why = "[executor] gpus_per_cell"
+			}
+			return &UsageError{fmt.Errorf("cell %s needs %d GPUs (%s), but [executor] gpus gives %d (%s); give the executor more GPUs or lower %s",
+				c.ID, need, why, len(ids), gpuList(ids), why)}
+		}
+	}
 	return nil
 }
 

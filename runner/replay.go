@@ -32,7 +32,7 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
-	if err := resolveExecutor(ctx, p, &opts); err != nil {
+	if err := resolveExecutor(ctx, p, cells, &opts); err != nil {
 		return nil, err
 	}
 	output := p.OutputDir

@@ -209,7 +209,6 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	if len(cells) == 0 {
 		return nil, fmt.Errorf("resume %s: cells.json lists no cells; the run directory was edited", dir)
 	}
-	reapLeftovers(dir, &opts)
 	if err := preflight(ctx, cells, &opts); err != nil {
 		return nil, err
 	}
@@ -217,12 +216,28 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	if opts.Executor == "" && manErr == nil {
 		opts.Executor = man.Executor // a run resumes where it ran, unless --executor says otherwise
 	}
-	if err = resolveExecutor(ctx, p, &opts); err != nil {
+	if err = resolveExecutor(ctx, p, cells, &opts); err != nil {
 		return nil, err
 	}
-	for _, c := range cells {
-		if err := setAside(dir, c, &opts); err != nil {
+	// The processes a run's cells recorded are leftovers only once nothing runs them: a Slurm
+	// array that may still be active runs its cells right now (on the test cluster, on this very
+	// machine), so they are reaped only after Slurm says the array is over.
+	arrays := manErr == nil && len(man.Slurm) > 0
+	switch {
+	case !arrays:
+		reapLeftovers(dir, &opts)
+	case opts.onSlurm:
+		// runOnSlurm waits for or collects the last array first, then reaps and sets aside.
+	default:
+		if err := leaveSlurm(ctx, dir, man.Slurm[len(man.Slurm)-1], &opts); err != nil {
 			return nil, err
+		}
+	}
+	if !arrays || !opts.onSlurm {
+		for _, c := range cells {
+			if err := setAside(dir, c, &opts); err != nil {
+				return nil, err
+			}
 		}
 	}
 	recs, err := prepareCells(dir, cells, &opts)
@@ -248,6 +263,24 @@ func reapLeftovers(dir string, opts *Options) {
 	if n > 0 {
 		opts.Logger.Warn("resume: killed processes that the interrupted run left running", "count", n)
 	}
+}
+
+// leaveSlurm is the start of resuming a Slurm run with another executor (--executor local): it
+// refuses while the run's last array is still active (its tasks would run the same cells), and
+// reaps the cells' processes only when Slurm says the array is over. When Slurm cannot be asked
+// it reaps nothing and says so.
+func leaveSlurm(ctx context.Context, dir string, last rundir.SlurmJob, opts *Options) error {
+	active, err := arrayActive(ctx, last, opts)
+	switch {
+	case err != nil:
+		opts.Logger.Warn("resume: Slurm cannot say whether the run's last job array still runs, so the processes its cells recorded are not killed; scancel the job if it is still active",
+			"job", last.JobID, "err", err)
+	case active:
+		return fmt.Errorf("resume %s: Slurm job %s of this run is still active and runs its cells; wait for it with runner run --resume %s (without --executor local), or scancel %s first", dir, last.JobID, dir, last.JobID)
+	default:
+		reapLeftovers(dir, opts)
+	}
+	return nil
 }
 
 // setAside moves the directory of a cell that must run again out of the way, so that nothing is

@@ -24,6 +24,48 @@ import (
 // slurmPoll is how often the array is polled; tests shorten it through Options.
 const slurmPoll = 2 * time.Second
 
+// markerGrace is how long a running task's start marker may take to appear in the run
+// directory before the runner warns that the nodes may not see it. The marker is the batch
+// script's first command, so on a shared file system it is there within a poll or two; the
+// margin is for attribute caching (NFS), and the warning comes long before the cell's end.
+const markerGrace = 10 * time.Second
+
+// markerWatch warns, once per array, when a task has been RUNNING for markerGrace (as the runner
+// saw it) and its start marker is still missing: the run directory is probably not on a file
+// system the nodes share, and every cell of the sweep will end without a result.
+type markerWatch struct {
+	running map[int]time.Time // when the runner first saw each task running
+	warned  bool
+}
+
+func (m *markerWatch) check(dir string, job *rundir.SlurmJob, t slurm.Task, opts *Options) {
+	if m.warned || t.State != "RUNNING" {
+		return
+	}
+	now := opts.Now()
+	if m.running == nil {
+		m.running = map[int]time.Time{}
+	}
+	first, ok := m.running[t.Index]
+	if !ok {
+		m.running[t.Index] = now
+		return
+	}
+	if now.Sub(first) < markerGrace {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir, slurm.Marker(job.JobID, t.Index))); err == nil {
+		return
+	}
+	m.warned = true
+	node := t.Node
+	if node == "" {
+		node = "its node"
+	}
+	opts.Logger.Warn(fmt.Sprintf("executor slurm: task %d of job %s has been running for %s on %s, but its start marker is not in the run directory; is %s on a file system the nodes share? Without it every cell will end without a result",
+		t.Index, job.JobID, markerGrace, node, dir), "path", dir, "marker", slurm.Marker(job.JobID, t.Index))
+}
+
 func (o *Options) slurmClient() slurm.Client { return slurm.Client{Env: o.Env} }
 
 // checkSlurm runs before anything is created: a missing sbatch or an unreachable controller
@@ -39,14 +81,19 @@ func checkSlurm(ctx context.Context, opts *Options) error {
 }
 
 // runOnSlurm runs the cells recs[todo] as a job array and waits for it (unless opts.Detach),
-// first waiting on an array a detached or killed run left active. It reports whether the run
-// was interrupted and whether the runner returned before the cells ended (detached).
+// first dealing with the last array of a resumed run: one still active is waited for (its
+// tasks are running cells, not leftovers), one that ended while no runner watched it (--detach,
+// a killed runner) is collected, so that its tasks get their Slurm states. Only then are the
+// processes the cells recorded reaped and the interrupted cells set aside. It reports whether
+// the run was interrupted and whether the runner returned before the cells ended (detached).
 func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, man *rundir.Manifest, opts *Options) (interrupted, detached bool, err error) {
 	if len(man.Slurm) > 0 {
 		last := &man.Slurm[len(man.Slurm)-1]
-		if active, err := arrayActive(ctx, *last, opts); err != nil {
-			return false, false, err
-		} else if active {
+		active, err := arrayActive(ctx, *last, opts)
+		if err != nil {
+			return false, false, fmt.Errorf("%w; nothing was killed or resubmitted: run runner run --resume %s again once Slurm answers", err, dir)
+		}
+		if active {
 			if opts.Detach {
 				fmt.Fprintf(opts.Out, "Slurm job %s of this run is still active; runner run --resume %s waits for it\n", last.JobID, dir)
 				return false, true, nil
@@ -54,9 +101,13 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 			if interrupted := waitArray(ctx, dir, recs, last, opts); interrupted {
 				return true, false, nil
 			}
-			if todo, err = rerunInterrupted(dir, recs, opts); err != nil {
-				return false, false, err
-			}
+		} else if err := collectArray(ctx, dir, recs, last, opts); err != nil {
+			return false, false, err
+		}
+		// Slurm says no task of the run runs any more: what the cells recorded is a leftover.
+		reapLeftovers(dir, opts)
+		if todo, err = rerunInterrupted(dir, recs, opts); err != nil {
+			return false, false, err
 		}
 	}
 	if len(todo) == 0 {
@@ -77,6 +128,48 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 		return false, true, nil
 	}
 	return waitArray(ctx, dir, recs, &man.Slurm[len(man.Slurm)-1], opts), false, nil
+}
+
+// collectArray collects every ended task of job, an array that ended while no runner waited for
+// it: each cell gets the result its task's Slurm state means (collectTask), and the manifest
+// record gets the task's node. A cell collected before keeps its result.
+func collectArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.SlurmJob, opts *Options) error {
+	tasks, err := opts.slurmClient().Tasks(ctx, job.JobID, len(job.Cells))
+	if err != nil {
+		return fmt.Errorf("executor slurm: state of job %s: %w; run runner run --resume %s again once Slurm answers", job.JobID, err, dir)
+	}
+	byID := recordsByID(recs)
+	for _, t := range tasks {
+		if rec, ok := byID[job.Cells[t.Index]]; ok && t.Done() {
+			noteNode(job, t.Index, collectTask(dir, rec, *job, t, opts), t)
+		}
+	}
+	return nil
+}
+
+// recordsByID indexes recs by cell id.
+func recordsByID(recs []cellRecord) map[string]cellRecord {
+	m := make(map[string]cellRecord, len(recs))
+	for _, r := range recs {
+		m[r.Cell.ID] = r
+	}
+	return m
+}
+
+// noteNode records in job the node task i ran on: the one its cell's result names (exec-cell
+// asks the node itself), else the one Slurm reported.
+func noteNode(job *rundir.SlurmJob, i int, res *rundir.CellResult, t slurm.Task) {
+	node := t.Node
+	if res != nil && res.Slurm != nil && res.Slurm.Node != "" {
+		node = res.Slurm.Node
+	}
+	if node == "" || i < 0 || i >= len(job.Cells) {
+		return
+	}
+	if len(job.Nodes) != len(job.Cells) {
+		job.Nodes = append(job.Nodes, make([]string, len(job.Cells)-len(job.Nodes))...)[:len(job.Cells)]
+	}
+	job.Nodes[i] = node
 }
 
 // rerunInterrupted sets aside the cells an array left interrupted (scancel, preemption, node
@@ -156,16 +249,14 @@ func arrayActive(ctx context.Context, job rundir.SlurmJob, opts *Options) (bool,
 // array, waits for Slurm to take the tasks down and records the unfinished cells as
 // interrupted. It reports whether the run was interrupted.
 func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.SlurmJob, opts *Options) bool {
-	byID := map[string]cellRecord{}
-	for _, r := range recs {
-		byID[r.Cell.ID] = r
-	}
+	byID := recordsByID(recs)
 	poll := opts.SlurmPoll
 	if poll <= 0 {
 		poll = slurmPoll
 	}
 	started := map[int]bool{}
 	ended := map[int]bool{}
+	var markers markerWatch
 	total := len(job.Cells)
 	for {
 		t0 := time.Now()
@@ -178,6 +269,7 @@ func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.S
 			if !ok || ended[t.Index] {
 				continue
 			}
+			markers.check(dir, job, t, opts)
 			if !started[t.Index] && (t.State == "RUNNING" || t.Done()) {
 				started[t.Index] = true
 				opts.Progress.CellStart(t.Index, total, rec.Cell)
@@ -185,6 +277,7 @@ func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.S
 			if t.Done() {
 				ended[t.Index] = true
 				res := collectTask(dir, rec, *job, t, opts)
+				noteNode(job, t.Index, res, t)
 				opts.Progress.CellEnd(t.Index, total, rec.Cell, res)
 			}
 		}
@@ -195,7 +288,7 @@ func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.S
 		}
 		select {
 		case <-ctx.Done():
-			cancelArray(dir, recs, *job, ended, opts)
+			cancelArray(dir, recs, job, ended, opts)
 			return true
 		case <-time.After(poll):
 		}
@@ -204,22 +297,30 @@ func waitArray(ctx context.Context, dir string, recs []cellRecord, job *rundir.S
 
 // collectTask returns the result of an ended task's cell: the one exec-cell wrote, or one made
 // from the task's Slurm state when the cell wrote none (time limit, node failure, scancel).
+// When Slurm itself ended the task (slurm.Task.EndedBySlurm) and the cell is not ok, the Slurm
+// outcome wins: exec-cell only saw SIGTERM and recorded "interrupted, stopped by the user",
+// which is wrong for a time limit (failed: slurm-time-limit) and says nothing of who
+// cancelled. Collecting a task twice (a resumed run collects its last array) changes nothing.
 func collectTask(dir string, rec cellRecord, job rundir.SlurmJob, t slurm.Task, opts *Options) *rundir.CellResult {
 	var res rundir.CellResult
 	path := filepath.Join(rec.abs, rundir.ResultFile)
 	o := slurm.OutcomeOf(t)
 	if err := rundir.ReadJSON(path, &res); err == nil && res.Verdict != "" {
-		if res.Verdict == plans.VerdictOK || !o.Interrupted {
+		if res.Verdict == plans.VerdictOK || !t.EndedBySlurm() {
 			return &res
 		}
-		// Slurm signalled the task's processes (scancel, preemption, a node going away): the
-		// cell stopped or died for that, not for itself, so it is interrupted and --resume
-		// runs it again. Say who sent the signal.
-		res.Verdict = plans.VerdictInterrupted
-		res.Reasons = append([]backends.Reason{{Code: o.Code, Message: o.Message}}, res.Reasons...)
-		if res.Slurm != nil {
-			res.Slurm.State = t.State
+		if len(res.Reasons) > 0 && res.Reasons[0].Code == o.Code {
+			return &res // collected before
 		}
+		res.Verdict = plans.VerdictFailed
+		if o.Interrupted {
+			res.Verdict = plans.VerdictInterrupted // --resume runs it again
+		}
+		res.Reasons = append([]backends.Reason{{Code: o.Code, Message: o.Message}}, res.Reasons...)
+		if res.Slurm == nil {
+			res.Slurm = &rundir.SlurmTask{JobID: job.JobID, Task: t.Index, Node: t.Node}
+		}
+		res.Slurm.State = t.State
 	} else {
 		if _, err := os.Stat(filepath.Join(dir, slurm.Marker(job.JobID, t.Index))); err != nil && t.State != "CANCELLED" {
 			opts.Logger.Warn("executor slurm: the task left no start marker; is the run directory on a file system the nodes share?",
@@ -241,7 +342,7 @@ func collectTask(dir string, rec cellRecord, job rundir.SlurmJob, t slurm.Task, 
 
 // cancelArray cancels the job after Ctrl-C, waits (bounded) until Slurm no longer runs any of
 // its tasks, and records every cell that did not end as interrupted.
-func cancelArray(dir string, recs []cellRecord, job rundir.SlurmJob, ended map[int]bool, opts *Options) {
+func cancelArray(dir string, recs []cellRecord, job *rundir.SlurmJob, ended map[int]bool, opts *Options) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := opts.slurmClient()
@@ -249,16 +350,13 @@ func cancelArray(dir string, recs []cellRecord, job rundir.SlurmJob, ended map[i
 		opts.Logger.Error("executor slurm: scancel", "job", job.JobID, "err", err)
 	}
 	for ctx.Err() == nil {
-		active, err := arrayActive(ctx, job, opts)
+		active, err := arrayActive(ctx, *job, opts)
 		if err != nil || !active {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	byID := map[string]cellRecord{}
-	for _, r := range recs {
-		byID[r.Cell.ID] = r
-	}
+	byID := recordsByID(recs)
 	// Tasks that ended meanwhile are collected with their Slurm state (CANCELLED makes a cell
 	// that died of scancel's signal interrupted); what Slurm cannot say is marked here.
 	tasks, _ := c.Tasks(ctx, job.JobID, len(job.Cells))
@@ -268,7 +366,7 @@ func cancelArray(dir string, recs []cellRecord, job rundir.SlurmJob, ended map[i
 			continue
 		}
 		if i < len(tasks) && tasks[i].Done() {
-			collectTask(dir, rec, job, tasks[i], opts)
+			noteNode(job, i, collectTask(dir, rec, *job, tasks[i], opts), tasks[i])
 			continue
 		}
 		var res rundir.CellResult

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/rundir"
 	"github.com/sglprof/runner/runner/slurm"
@@ -129,5 +130,108 @@ func TestExecCellKeepsAnExistingResult(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Error("result.json changed")
+	}
+}
+
+// A task Slurm ended (time limit, out of memory, scancel) after exec-cell caught the signal and
+// wrote its own "interrupted: stopped by the user": the Slurm outcome wins for the cell, with
+// slurm.state recorded, and collecting the task again changes nothing. A task that ended by
+// itself (FAILED, COMPLETED) keeps the cell's own result, and an ok cell stays ok.
+func TestCollectTaskSlurmOutcomeWins(t *testing.T) {
+	byUser := rundir.CellResult{ID: "000-c", Verdict: plans.VerdictInterrupted,
+		Reasons: []backends.Reason{{Code: "interrupted", Message: "stopped by the user (the process group was stopped with SIGINT)"}},
+		Slurm:   &rundir.SlurmTask{JobID: "42", Task: 0, Node: "n1"}}
+	failed := rundir.CellResult{ID: "000-c", Verdict: plans.VerdictFailed, Reasons: []backends.Reason{{Code: "exit", Message: "exit status 1"}}}
+	ok := rundir.CellResult{ID: "000-c", Verdict: plans.VerdictOK}
+	for _, tc := range []struct {
+		state       string
+		written     rundir.CellResult
+		verdict     string
+		first, then string // the first two reason codes
+		slurmState  string
+	}{
+		{"TIMEOUT", byUser, plans.VerdictFailed, "slurm-time-limit", "interrupted", "TIMEOUT"},
+		{"OUT_OF_MEMORY", byUser, plans.VerdictFailed, "slurm-out-of-memory", "interrupted", "OUT_OF_MEMORY"},
+		{"CANCELLED", byUser, plans.VerdictInterrupted, "slurm-cancelled", "interrupted", "CANCELLED"},
+		{"TIMEOUT", failed, plans.VerdictFailed, "slurm-time-limit", "exit", "TIMEOUT"},
+		{"FAILED", failed, plans.VerdictFailed, "exit", "", ""},
+		{"COMPLETED", byUser, plans.VerdictInterrupted, "interrupted", "", ""},
+		{"TIMEOUT", ok, plans.VerdictOK, "", "", ""},
+	} {
+		dir := t.TempDir()
+		abs := filepath.Join(dir, rundir.CellsDir, "000-c")
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := rundir.WriteJSON(filepath.Join(abs, rundir.ResultFile), &tc.written, nil); err != nil {
+			t.Fatal(err)
+		}
+		opts := Options{}
+		opts.defaults()
+		rec := cellRecord{CellRecord: rundir.CellRecord{Cell: plans.Cell{ID: "000-c"}}, abs: abs}
+		job := rundir.SlurmJob{JobID: "42", Cells: []string{"000-c"}}
+		task := slurm.Task{Index: 0, State: tc.state, Node: "n1"}
+		collectTask(dir, rec, job, task, &opts)
+		collectTask(dir, rec, job, task, &opts) // a resumed run collects its last array again
+		r, err := rundir.ReadResult(abs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := make([]string, 0, len(r.Reasons))
+		for _, x := range r.Reasons {
+			codes = append(codes, x.Code)
+		}
+		want := []string{}
+		for _, c := range []string{tc.first, tc.then} {
+			if c != "" {
+				want = append(want, c)
+			}
+		}
+		if r.Verdict != tc.verdict || strings.Join(codes, ",") != strings.Join(want, ",") {
+			t.Errorf("%s after %s: verdict %s, reasons %v; want %s, %v", tc.state, tc.written.Verdict, r.Verdict, codes, tc.verdict, want)
+		}
+		if got := ""; r.Slurm != nil {
+			got = r.Slurm.State
+			if got != tc.slurmState {
+				t.Errorf("%s after %s: slurm.state = %q, want %q", tc.state, tc.written.Verdict, got, tc.slurmState)
+			}
+		} else if tc.slurmState != "" {
+			t.Errorf("%s after %s: no slurm record", tc.state, tc.written.Verdict)
+		}
+	}
+}
+
+// A task that has been RUNNING for markerGrace without its start marker gets one warning naming
+// the run directory, long before it ends; a task whose marker is there, or one seen running for
+// less than the grace, gets none.
+func TestSlurmMarkerWarnsEarly(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	opts := Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return now }}
+	opts.defaults()
+	job := &rundir.SlurmJob{JobID: "42", Cells: []string{"a", "b"}}
+	if err := os.MkdirAll(filepath.Join(dir, slurm.MarkerDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, slurm.Marker("42", 1)), []byte("n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var m markerWatch
+	poll := func() {
+		m.check(dir, job, slurm.Task{Index: 0, State: "RUNNING", Node: "n1"}, &opts)
+		m.check(dir, job, slurm.Task{Index: 1, State: "RUNNING", Node: "n1"}, &opts)
+	}
+	poll()
+	now = now.Add(markerGrace / 2)
+	poll()
+	if logs.Len() != 0 {
+		t.Fatalf("warned within the grace: %s", logs.String())
+	}
+	now = now.Add(markerGrace)
+	poll()
+	poll()
+	if n := strings.Count(logs.String(), "start marker"); n != 1 || !strings.Contains(logs.String(), "task 0 of job 42") || !strings.Contains(logs.String(), dir) {
+		t.Errorf("want one warning for task 0 naming %s; got %d: %s", dir, n, logs.String())
 	}
 }

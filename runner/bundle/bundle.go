@@ -337,6 +337,15 @@ func (b *builder) collect(ctx context.Context) error {
 			return err
 		}
 	}
+	// The batch scripts of a Slurm run's job arrays, as the manifest lists them: what each node
+	// was asked to run (setup lines, sbatch options) is part of reproducing it.
+	for _, j := range s.manifest.Slurm {
+		if rel := filepath.Clean(filepath.FromSlash(j.Script)); j.Script != "" && filepath.IsLocal(rel) {
+			if err := b.textFile(filepath.ToSlash(rel), filepath.Join(s.dir, rel), "text", ""); err != nil {
+				return err
+			}
+		}
+	}
 	// A comparison written into the run directory by runner compare or run --baseline.
 	if m, _ := filepath.Glob(filepath.Join(s.dir, "compare*")); len(m) > 0 {
 		sort.Strings(m)

@@ -577,3 +577,44 @@ func TestBundleStopsOnCancel(t *testing.T) {
 		t.Error("a cancelled bundle left its archive")
 	}
 }
+
+// A Slurm run's batch scripts (slurm/job-<n>.sbatch, listed in the manifest) are in the bundle;
+// a script path in the manifest that leaves the run directory is not followed.
+func TestBundleIncludesSlurmScripts(t *testing.T) {
+	run := simRun(t, `name = "sl"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+num_inference_steps = [2]
+`, nil)
+	var m rundir.Manifest
+	if err := rundir.ReadJSON(filepath.Join(run, rundir.ManifestFile), &m); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "outside.sbatch")
+	for _, f := range []string{filepath.Join(run, "slurm", "job-1.sbatch"), outside} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("#!/bin/bash\n#SBATCH --array=0-0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Slurm = []rundir.SlurmJob{{JobID: "7", Script: "slurm/job-1.sbatch", Cells: []string{"x"}}, {JobID: "8", Script: "../" + outside, Cells: []string{"x"}}}
+	if err := rundir.WriteJSON(filepath.Join(run, rundir.ManifestFile), &m, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "sl.tar.gz")
+	if _, err := Create(context.Background(), run, Options{Output: out}); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, out)
+	if !strings.Contains(string(files["slurm/job-1.sbatch"]), "--array=0-0") {
+		t.Errorf("slurm/job-1.sbatch missing from the bundle; files: %v", sortedKeys(files))
+	}
+	for name := range files {
+		if strings.Contains(name, "outside") {
+			t.Errorf("bundled %s from outside the run directory", name)
+		}
+	}
+}

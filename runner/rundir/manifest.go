@@ -30,9 +30,12 @@ type Manifest struct {
 
 // SlurmJob is one job array a run submitted.
 type SlurmJob struct {
-	JobID     string    `json:"job_id"`
-	Script    string    `json:"script"` // relative to the run directory
-	Cells     []string  `json:"cells"`  // task i runs Cells[i]
+	JobID  string   `json:"job_id"`
+	Script string   `json:"script"` // relative to the run directory
+	Cells  []string `json:"cells"`  // task i runs Cells[i]
+	// Nodes are the nodes the tasks ran on, filled as the runner collects them: task i ran on
+	// Nodes[i] ("" for a task that never started, or one not collected yet).
+	Nodes     []string  `json:"nodes,omitempty"`
 	Submitted time.Time `json:"submitted"`
 	// OverheadNS is the wall time the runner itself spent on the array: writing the script,
 	// sbatch, the squeue/sacct polls and collecting results (not Slurm's queueing, nor cells).

@@ -178,17 +178,15 @@ func (c Client) run(ctx context.Context, argv ...string) (string, error) {
 	return string(out), nil
 }
 
-// Check runs `sbatch --version` and `squeue` once, so a missing Slurm or an unreachable
-// controller is found before anything is submitted.
+// Check runs `sbatch --version` and `scontrol ping` once, so a missing Slurm or an unreachable
+// controller is found before anything is created or submitted. scontrol ping really contacts
+// the controller (it exits 0 when the primary or a backup answers); a query such as
+// `squeue -j 0` can fail on the client alone and prove nothing.
 func (c Client) Check(ctx context.Context) error {
 	if _, err := c.run(ctx, "sbatch", "--version"); err != nil {
 		return err
 	}
-	_, err := c.run(ctx, "squeue", "-h", "-o", "%i", "-j", "0")
-	var ce *CommandError
-	if errors.As(err, &ce) && strings.Contains(ce.Output, "Invalid job id") {
-		return nil // the controller answered
-	}
+	_, err := c.run(ctx, "scontrol", "ping")
 	return err
 }
 

@@ -26,6 +26,17 @@ func (t Task) Done() bool {
 	return true
 }
 
+// EndedBySlurm reports whether Slurm itself ended the task: a cancellation, a preemption, a
+// node failure, its time or memory limit. The cell then saw only a signal (exec-cell records
+// that as "interrupted"), so the task's outcome (OutcomeOf) is what the cell's verdict must say.
+func (t Task) EndedBySlurm() bool {
+	switch t.State {
+	case "CANCELLED", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "TIMEOUT", "DEADLINE", "OUT_OF_MEMORY":
+		return true
+	}
+	return false
+}
+
 // Tasks returns the state of every task 0..n-1 of the array: squeue for the tasks still queued
 // or running, then sacct for the ended ones, or scontrol where the cluster keeps no accounting
 // (a one-node test cluster, a small lab). A task no command knows any more is "UNKNOWN".
