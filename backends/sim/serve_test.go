@@ -284,8 +284,12 @@ func TestServeStrictPorts(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--scheduler-port", strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Scheduler port %d is unavailable and --strict-ports is enabled.", bp)},
+		{[]string{"--scheduler-port", strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Scheduler[0] port %d is unavailable and --strict-ports is enabled.", bp)},
 		{[]string{"--scheduler-port", strconv.Itoa(freeTestPort(t)), "--master-port=" + strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Master port %d is unavailable and --strict-ports is enabled.", bp)},
+		// --dp-size 2: the second replica's scheduler port, scheduler_port + 1, is checked too.
+		{[]string{"--dp-size", "2", "--scheduler-port", strconv.Itoa(bp - 1)}, fmt.Sprintf("RuntimeError: Scheduler[1] port %d is unavailable and --strict-ports is enabled.", bp)},
+		// Two flags naming one port are refused before either is bound.
+		{[]string{"--scheduler-port", strconv.Itoa(bp + 7), "--master-port", strconv.Itoa(bp + 7)}, fmt.Sprintf("RuntimeError: Master port %d duplicates Scheduler[0] port and --strict-ports is enabled.", bp+7)},
 	} {
 		args := append([]string{"serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(freeTestPort(t))}, tc.args...)
 		r := sglang(t, baseEnv(t), args...)
@@ -298,7 +302,7 @@ func TestServeStrictPorts(t *testing.T) {
 		defer ln.Close()
 	}
 	r := sglang(t, baseEnv(t), "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(freeTestPort(t)))
-	if r.rc != 1 || !strings.Contains(r.stderr, "RuntimeError: Scheduler port 5555 is unavailable and --strict-ports is enabled.") {
+	if r.rc != 1 || !strings.Contains(r.stderr, "RuntimeError: Scheduler[0] port 5555 is unavailable and --strict-ports is enabled.") {
 		t.Errorf("busy 5555: rc %d\n%s", r.rc, r.stderr)
 	}
 	// Without strict mode a busy scheduler port is moved, not fatal.
