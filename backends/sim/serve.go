@@ -771,6 +771,10 @@ func (s *server) videoCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.admit(w) {
 		return
 	}
+	// VideoGenerationsRequest declares profile, num_profiled_timesteps and profile_all_stages,
+	// but video_api.py's _build_video_sampling_params passes only perf_dump_path on: as for
+	// images, only a /start_profile window profiles a video.
+	q.Profile, q.NumProfiledTimesteps, q.ProfileAllStages = false, nil, false
 	id := "video_" + strings.ReplaceAll(uuid4(), "-", "")
 	job := &videoJob{doc: map[string]any{"id": id, "object": "video", "model": s.served, "status": "queued", "progress": 0,
 		"created_at": time.Now().Unix(), "size": fmt.Sprintf("%dx%d", q.Width, q.Height), "seconds": "4", "quality": "standard",

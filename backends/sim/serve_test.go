@@ -166,7 +166,7 @@ func TestServeDiffusionEndpoints(t *testing.T) {
 		t.Fatalf("bad size = %d %s", code, b)
 	}
 	// Videos: an async job polled until completed.
-	code, b = postJSON(t, s.base+"/v1/videos", map[string]any{"prompt": "a wave", "num_inference_steps": 2})
+	code, b = postJSON(t, s.base+"/v1/videos", map[string]any{"prompt": "a wave", "num_inference_steps": 2, "profile": true, "num_profiled_timesteps": 1, "profile_all_stages": true})
 	var job struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
@@ -181,6 +181,11 @@ func TestServeDiffusionEndpoints(t *testing.T) {
 	}
 	if job.Status != "completed" || !strings.Contains(string(b), "inference_time_s") {
 		t.Fatalf("video job = %s", b)
+	}
+	// The videos API ignores them too: video_api.py forwards only perf_dump_path (failed
+	// before: the simulator profiled the video and wrote a trace).
+	if m, _ := filepath.Glob(filepath.Join(traces, "*.trace.json.gz")); len(m) != 0 || strings.Contains(s.log.String(), "Saved profiler traces") {
+		t.Fatalf("a video request's profile field produced traces %v; log:\n%s", m, s.log.String())
 	}
 	if code, _ := getBody(t, s.base+"/v1/videos/nope"); code != 404 {
 		t.Fatalf("unknown video = %d", code)
