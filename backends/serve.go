@@ -60,7 +60,7 @@ type Server interface {
 	// PortFlags are the flags, besides the HTTP port, whose ports the runner must choose at
 	// run time and hand over in ServerSite.Ports, in this order (sglang's diffusion server
 	// with --strict-ports fails at start when one of them is taken).
-	PortFlags(c plans.Cell) []string
+	PortFlags(c plans.Cell) []PortFlag
 	// ServerLaunch builds the server process of cell c at site.
 	ServerLaunch(c plans.Cell, site ServerSite) (Launch, error)
 	// NewServerWatcher returns the watcher of one server's log (which outlives its cells).
@@ -83,13 +83,22 @@ type Server interface {
 	AssessCell(c plans.Cell, w ServerWatcher, since Mark) Assessment
 }
 
+// PortFlag is one port flag a server must be given: the runner chooses Span consecutive free
+// ports and passes the first. Span is more than 1 when the server binds port+r for each of
+// several replicas (sglang's diffusion --scheduler-port with --dp-size N binds one per
+// data-parallel replica, and --strict-ports checks all N).
+type PortFlag struct {
+	Flag string
+	Span int
+}
+
 // ServerSite is where and as what a server runs: what the runner decided at run time.
 type ServerSite struct {
 	// Command is the argv prefix: Executable, or the simulator under --simulate.
 	Command []string
 	// Port is the port the server must listen on.
 	Port int
-	// Ports are free ports for PortFlags(c), in order.
+	// Ports are free ports for PortFlags(c), in order: the first of each flag's span.
 	Ports []int
 	// Dir is the server's directory (absolute): its working directory.
 	Dir string

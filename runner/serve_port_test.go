@@ -70,3 +70,33 @@ func TestPortOwnerHintNamesProcessGroup(t *testing.T) {
 		t.Fatalf("message = %q, want the listener's pid and its run", msg)
 	}
 }
+
+// TestFreePortsSpans: a flag spanning N ports (the diffusion scheduler with --dp-size N, which
+// --strict-ports checks at scheduler_port + r for each replica r) gets N consecutive free ports,
+// none shared with another flag's or the HTTP port.
+func TestFreePortsSpans(t *testing.T) {
+	avoid, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := freePorts([]int{3, 1, 2}, avoid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 3 {
+		t.Fatalf("ports %v", ports)
+	}
+	seen := map[int]bool{avoid: true}
+	for i, span := range []int{3, 1, 2} {
+		for r := range span {
+			p := ports[i] + r
+			if seen[p] {
+				t.Errorf("port %d is in two runs (or is the HTTP port): %v", p, ports)
+			}
+			seen[p] = true
+			if err := portFree(p); err != nil {
+				t.Errorf("port %d of run %d is not free: %v", p, i, err)
+			}
+		}
+	}
+}

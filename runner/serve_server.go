@@ -111,9 +111,13 @@ func (ss *serveSession) site(be backends.Server, c plans.Cell, dir string) (back
 	// scheduler's, default 5555, and the torch.distributed master port) are chosen here too,
 	// so that a port another process holds never kills the server before it loads.
 	flags := be.PortFlags(c)
-	ports, err := freePorts(len(flags), port)
+	spans, names := make([]int, len(flags)), make([]string, len(flags))
+	for i, f := range flags {
+		spans[i], names[i] = f.Span, f.Flag
+	}
+	ports, err := freePorts(spans, port)
 	if err != nil {
-		return backends.ServerSite{}, &siteError{"port", fmt.Sprintf("no free port on 127.0.0.1 for %s: %v", strings.Join(flags, ", "), err)}
+		return backends.ServerSite{}, &siteError{"port", fmt.Sprintf("no free port on 127.0.0.1 for %s: %v", strings.Join(names, ", "), err)}
 	}
 	return backends.ServerSite{Command: ss.opts.serverCommand(be, c), Port: port, Ports: ports, Dir: dir, TraceDir: traces, Marker: ss.runDir + "#server-" + strconv.Itoa(ss.n)}, nil
 }
@@ -340,24 +344,51 @@ func freePort() (int, error) {
 	return p, nil
 }
 
-// freePorts asks the kernel for n distinct free loopback ports, none equal to avoid; each
-// listener stays open until all are chosen, so the kernel cannot hand out one twice.
-func freePorts(n, avoid int) ([]int, error) {
+// freePorts chooses, for each span, that many consecutive free loopback ports and returns the
+// first of each run; no port of one run is in another or equals avoid. The kernel hands out the
+// first port of a run and the rest are bound to check them; every listener stays open until all
+// are chosen, so no port is handed out twice. A run whose later ports are taken is tried again
+// from another first port (sglang's diffusion server with --dp-size N binds
+// scheduler_port + r for each replica r, and --strict-ports checks each).
+func freePorts(spans []int, avoid int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
 			ln.Close()
 		}
 	}()
-	out := make([]int, 0, n)
-	for len(out) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	out := make([]int, 0, len(spans))
+	for _, span := range spans {
+		found := false
+		for try := 0; try < 64 && !found; try++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			lns = append(lns, ln)
+			p := ln.Addr().(*net.TCPAddr).Port
+			if p == avoid || p+max(span, 1)-1 > 65535 {
+				continue
+			}
+			found = true
+			for r := 1; r < span; r++ {
+				if p+r == avoid {
+					found = false
+					break
+				}
+				rl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+r)))
+				if err != nil {
+					found = false
+					break
+				}
+				lns = append(lns, rl)
+			}
+			if found {
+				out = append(out, p)
+			}
 		}
-		lns = append(lns, ln)
-		if p := ln.Addr().(*net.TCPAddr).Port; p != avoid {
-			out = append(out, p)
+		if !found {
+			return nil, fmt.Errorf("no run of %d consecutive free ports found in 64 tries", span)
 		}
 	}
 	return out, nil

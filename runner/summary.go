@@ -7,9 +7,9 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/sglprof/runner/reports/render"
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/runner/rundir"
 )
@@ -149,27 +149,27 @@ func shorten(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// writeLLMSummary adds summary.md's "LLM serving" table (bench_serving's headline figures) when
-// the run has LLM serve cells; other runs' summaries are unchanged.
+// writeLLMSummary adds summary.md's "LLM serving" table (render.LLMTable, the one report.md and
+// report.html show) when the run has LLM serve cells; other runs' summaries are unchanged.
 func writeLLMSummary(b *bytes.Buffer, s *rundir.Summary) {
-	t := &table.Table{Header: []string{"Cell", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p99 ms", "Output tok/s", "Concurrency", "Goodput req/s"},
-		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right}}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	var cells []render.CellLine
 	for _, r := range s.Cells {
-		l := r.LLM
-		if l == nil {
-			continue
-		}
-		good := "-"
-		if l.Goodput != nil {
-			good = f(*l.Goodput)
-		}
-		t.Rows = append(t.Rows, []string{r.ID, f(l.TTFTMedianMS), f(l.TTFTP99MS), f(l.TPOTMedianMS), f(l.ITLP99MS),
-			strconv.FormatFloat(l.OutputThroughput, 'f', 0, 64), f(l.Concurrency), good})
+		cells = append(cells, render.CellLine{ID: r.ID, LLM: ReportLLMPoint(r.LLM)})
 	}
-	if len(t.Rows) == 0 {
+	t := render.LLMTable(cells)
+	if t == nil {
 		return
 	}
 	b.WriteString("\n## LLM serving\n\n")
 	_ = table.WriteMarkdown(b, t)
+}
+
+// ReportLLMPoint converts a summary row's LLM figures to the report's; nil for a cell without
+// them. summary.md and `runner report` both go through it, so their tables agree.
+func ReportLLMPoint(l *rundir.LLMRow) *render.LLMPoint {
+	if l == nil {
+		return nil
+	}
+	return &render.LLMPoint{OutputTPS: l.OutputThroughput, TPOTMS: l.TPOTMedianMS, TTFTMS: l.TTFTMedianMS,
+		TTFTP99MS: l.TTFTP99MS, ITLP99MS: l.ITLP99MS, Concurrency: l.Concurrency, Goodput: l.Goodput}
 }

@@ -167,7 +167,7 @@ func (ServeBackend) Command(c plans.Cell, cellDir string) (backends.Launch, erro
 	}
 	// The other ports strict mode checks are chosen at run time too (StrictPorts).
 	for _, f := range StrictPorts(c) {
-		l.Argv = append(l.Argv, f, PortPlaceholder)
+		l.Argv = append(l.Argv, f.Flag, PortPlaceholder)
 	}
 	l.Dir = "<run>/servers/<n>"
 	return backends.ShowPort(l, c), nil

@@ -27,7 +27,7 @@ func (ServeBackend) ServerKey(c plans.Cell) string { return ServerKey(c) }
 
 // PortFlags implements backends.Server: the ports --strict-ports checks besides --port
 // (StrictPorts).
-func (ServeBackend) PortFlags(c plans.Cell) []string { return StrictPorts(c) }
+func (ServeBackend) PortFlags(c plans.Cell) []backends.PortFlag { return StrictPorts(c) }
 
 // ServerLaunch implements backends.Server with ServerCommand, and the ports the runner chose
 // for PortFlags appended (PortArgs).

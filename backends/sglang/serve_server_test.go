@@ -135,7 +135,7 @@ func TestServerLaunchAppendsTheChosenStrictPorts(t *testing.T) {
 	b := ServeBackend{}
 	c := serveCell()
 	flags := b.PortFlags(c)
-	if !slices.Equal(flags, []string{FlagSchedulerPort, FlagMasterPort}) {
+	if !slices.Equal(flags, []backends.PortFlag{{Flag: FlagSchedulerPort, Span: 1}, {Flag: FlagMasterPort, Span: 1}}) {
 		t.Fatalf("port flags %v", flags)
 	}
 	site := backends.ServerSite{Command: []string{"sglang"}, Port: 30001, Ports: []int{41000, 41001}, Dir: t.TempDir(), TraceDir: t.TempDir(), Marker: "m"}

@@ -389,34 +389,48 @@ const defaultSchedulerPort = 5555
 
 // diffusionPorts is ServerArgs._adjust_network_ports of the diffusion server
 // (multimodal_gen/runtime/server_args.py). With --strict-ports it fails, before anything
-// loads, when the HTTP port, the scheduler port (default 5555) or a given --master-port cannot
-// be bound, with upstream's RuntimeError. Without it, a busy scheduler or master port moves
-// to a free one (the HTTP port is left to uvicorn's bind, which fails with Errno 98). Ports
-// given explicitly stay bound while the server runs (the scheduler's socket, rank 0's
-// TCPStore), so a second server given the same ones meets them busy; the returned listeners
-// are to be closed on exit.
+// loads, when two of the HTTP port, the scheduler port + r of every data-parallel replica
+// r < --dp-size (default 5555) and a given --master-port are the same, or when one of them
+// cannot be bound, with upstream's RuntimeError. Without it, a busy scheduler or master port
+// moves to a free one (the HTTP port is left to uvicorn's bind, which fails with Errno 98).
+// Ports given explicitly stay bound while the server runs (each replica's scheduler socket,
+// rank 0's TCPStore), so a second server given the same ones meets them busy; the returned
+// listeners are to be closed on exit.
 func (s *server) diffusionPorts(port int) ([]net.Listener, bool) {
 	sched := s.p.intv("scheduler_port", defaultSchedulerPort)
 	master := s.p.intv("master_port", 0) // 0: None
+	replicas := max(s.p.intv("data_parallel_size", 1), 1)
+	type named struct {
+		name string
+		port int
+	}
+	requested := []named{{"HTTP", port}}
+	for r := range replicas {
+		requested = append(requested, named{fmt.Sprintf("Scheduler[%d]", r), sched + r})
+	}
+	if master != 0 {
+		requested = append(requested, named{"Master", master})
+	}
 	if s.p.boolv("strict_ports") {
-		const hint = "is unavailable and --strict-ports is enabled. Either use a different port or remove --strict-ports to allow auto-selection."
-		for _, c := range []struct {
-			name string
-			port int
-		}{{"Port", port}, {"Scheduler port", sched}, {"Master port", master}} {
-			if c.port != 0 && !portAvailable(c.port) {
-				s.log.raw("Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/multimodal_gen/runtime/server_args.py\", in _adjust_network_ports\n")
-				s.log.raw(fmt.Sprintf("RuntimeError: %s %d %s\n", c.name, c.port, hint))
-				return nil, false
+		fail := func(msg string) ([]net.Listener, bool) {
+			s.log.raw("Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/multimodal_gen/runtime/server_args.py\", in _adjust_network_ports\n")
+			s.log.raw("RuntimeError: " + msg + "\n")
+			return nil, false
+		}
+		seen := map[int]string{}
+		for _, c := range requested {
+			if prev, dup := seen[c.port]; dup {
+				return fail(fmt.Sprintf("%s port %d duplicates %s port and --strict-ports is enabled.", c.name, c.port, prev))
+			}
+			seen[c.port] = c.name
+			if !portAvailable(c.port) {
+				return fail(fmt.Sprintf("%s port %d is unavailable and --strict-ports is enabled. Either use a different port or disable --strict-ports.", c.name, c.port))
 			}
 		}
 	}
 	var held []net.Listener
-	for _, c := range []struct {
-		dest string
-		port int
-	}{{"scheduler_port", sched}, {"master_port", master}} {
-		if !s.p.has(c.dest) || c.port == 0 {
+	for _, c := range requested[1:] {
+		if c.name == "Master" && !s.p.has("master_port") || c.name != "Master" && !s.p.has("scheduler_port") {
 			continue
 		}
 		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))); err == nil {
@@ -757,6 +771,10 @@ func (s *server) videoCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.admit(w) {
 		return
 	}
+	// VideoGenerationsRequest declares profile, num_profiled_timesteps and profile_all_stages,
+	// but video_api.py's _build_video_sampling_params passes only perf_dump_path on: as for
+	// images, only a /start_profile window profiles a video.
+	q.Profile, q.NumProfiledTimesteps, q.ProfileAllStages = false, nil, false
 	id := "video_" + strings.ReplaceAll(uuid4(), "-", "")
 	job := &videoJob{doc: map[string]any{"id": id, "object": "video", "model": s.served, "status": "queued", "progress": 0,
 		"created_at": time.Now().Unix(), "size": fmt.Sprintf("%dx%d", q.Width, q.Height), "seconds": "4", "quality": "standard",

@@ -166,7 +166,7 @@ func TestServeDiffusionEndpoints(t *testing.T) {
 		t.Fatalf("bad size = %d %s", code, b)
 	}
 	// Videos: an async job polled until completed.
-	code, b = postJSON(t, s.base+"/v1/videos", map[string]any{"prompt": "a wave", "num_inference_steps": 2})
+	code, b = postJSON(t, s.base+"/v1/videos", map[string]any{"prompt": "a wave", "num_inference_steps": 2, "profile": true, "num_profiled_timesteps": 1, "profile_all_stages": true})
 	var job struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
@@ -181,6 +181,11 @@ func TestServeDiffusionEndpoints(t *testing.T) {
 	}
 	if job.Status != "completed" || !strings.Contains(string(b), "inference_time_s") {
 		t.Fatalf("video job = %s", b)
+	}
+	// The videos API ignores them too: video_api.py forwards only perf_dump_path (failed
+	// before: the simulator profiled the video and wrote a trace).
+	if m, _ := filepath.Glob(filepath.Join(traces, "*.trace.json.gz")); len(m) != 0 || strings.Contains(s.log.String(), "Saved profiler traces") {
+		t.Fatalf("a video request's profile field produced traces %v; log:\n%s", m, s.log.String())
 	}
 	if code, _ := getBody(t, s.base+"/v1/videos/nope"); code != 404 {
 		t.Fatalf("unknown video = %d", code)
@@ -284,8 +289,12 @@ func TestServeStrictPorts(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--scheduler-port", strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Scheduler port %d is unavailable and --strict-ports is enabled.", bp)},
+		{[]string{"--scheduler-port", strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Scheduler[0] port %d is unavailable and --strict-ports is enabled.", bp)},
 		{[]string{"--scheduler-port", strconv.Itoa(freeTestPort(t)), "--master-port=" + strconv.Itoa(bp)}, fmt.Sprintf("RuntimeError: Master port %d is unavailable and --strict-ports is enabled.", bp)},
+		// --dp-size 2: the second replica's scheduler port, scheduler_port + 1, is checked too.
+		{[]string{"--dp-size", "2", "--scheduler-port", strconv.Itoa(bp - 1)}, fmt.Sprintf("RuntimeError: Scheduler[1] port %d is unavailable and --strict-ports is enabled.", bp)},
+		// Two flags naming one port are refused before either is bound.
+		{[]string{"--scheduler-port", strconv.Itoa(bp + 7), "--master-port", strconv.Itoa(bp + 7)}, fmt.Sprintf("RuntimeError: Master port %d duplicates Scheduler[0] port and --strict-ports is enabled.", bp+7)},
 	} {
 		args := append([]string{"serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(freeTestPort(t))}, tc.args...)
 		r := sglang(t, baseEnv(t), args...)
@@ -298,7 +307,7 @@ func TestServeStrictPorts(t *testing.T) {
 		defer ln.Close()
 	}
 	r := sglang(t, baseEnv(t), "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(freeTestPort(t)))
-	if r.rc != 1 || !strings.Contains(r.stderr, "RuntimeError: Scheduler port 5555 is unavailable and --strict-ports is enabled.") {
+	if r.rc != 1 || !strings.Contains(r.stderr, "RuntimeError: Scheduler[0] port 5555 is unavailable and --strict-ports is enabled.") {
 		t.Errorf("busy 5555: rc %d\n%s", r.rc, r.stderr)
 	}
 	// Without strict mode a busy scheduler port is moved, not fatal.

@@ -37,7 +37,7 @@ func (Backend) ServerKey(c plans.Cell) string { return ServerKey(c) }
 
 // PortFlags implements backends.Server: `vllm serve` binds no other port the runner must
 // choose.
-func (Backend) PortFlags(plans.Cell) []string { return nil }
+func (Backend) PortFlags(plans.Cell) []backends.PortFlag { return nil }
 
 // ServerLaunch implements backends.Server with ServerCommand.
 func (Backend) ServerLaunch(c plans.Cell, site backends.ServerSite) (backends.Launch, error) {

@@ -146,9 +146,7 @@ func reportCells(dir string) []render.CellLine {
 	for _, r := range s.Cells {
 		line := render.CellLine{ID: r.ID, Profiler: r.Profiler, Verdict: r.Verdict,
 			E2E: float64(r.E2ENS), Step: float64(r.MeanDenoiseStepNS), Warnings: len(r.Warnings), Cause: r.Cause, Key: r.Key}
-		if r.LLM != nil {
-			line.LLM = &render.LLMPoint{OutputTPS: r.LLM.OutputThroughput, TPOTMS: r.LLM.TPOTMedianMS, TTFTMS: r.LLM.TTFTMedianMS}
-		}
+		line.LLM = runner.ReportLLMPoint(r.LLM)
 		cells = append(cells, line)
 	}
 	return cells

@@ -121,6 +121,14 @@ type ConfigReport struct {
 	Trend   []TrendPoint
 }
 
+// empty reports whether the configuration has nothing to chart: no steps, stages or kernels,
+// and no history beyond this run's own point (which the cells table already shows). An LLM
+// serve cell's configuration is such (its figures are in the LLM serving table), and a heading
+// over nothing would only pad the report.
+func (c ConfigReport) empty() bool {
+	return len(c.Steps) == 0 && len(c.Stages) == 0 && len(c.Kernels) == 0 && len(c.Trend) <= 1
+}
+
 // StepPoint is one denoising step: the new run's median and range, and the baseline's band
 // (min..max of its samples at that step) when there is a sample baseline.
 type StepPoint struct {
@@ -250,7 +258,16 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "**%s**\n", r.Headline)
 	}
 	writeCellsMarkdown(&b, r.Cells)
+	if t := LLMTable(r.Cells); t != nil {
+		b.WriteString("\n## LLM serving\n\n")
+		if err := table.WriteMarkdown(&b, t); err != nil {
+			return err
+		}
+	}
 	for _, c := range r.Configs {
+		if c.empty() {
+			continue
+		}
 		fmt.Fprintf(&b, "\n## `%s`\n\n", c.Key)
 		if len(c.Stages) > 0 {
 			b.WriteString("| Stage | New | Base | Verdict |\n|---|---:|---:|---|\n")
@@ -558,6 +575,9 @@ type htmlConfig struct {
 func WriteReportHTML(w io.Writer, r *Report) error {
 	var cs []htmlConfig
 	for i, c := range r.Configs {
+		if c.empty() {
+			continue
+		}
 		id := fmt.Sprintf("c%d", i)
 		cs = append(cs, htmlConfig{c, []svgChart{
 			stepChart(id+"-steps", c), stageChart(id+"-stages", c), kernelChart(id+"-kernels", c), trendChart(id+"-trend", c),
@@ -570,10 +590,19 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 			return rows[i].Status == compare.StatusRegression && rows[j].Status != compare.StatusRegression
 		})
 	}
+	var llm template.HTML
+	if t := LLMTable(r.Cells); t != nil {
+		var b strings.Builder
+		if err := table.WriteHTML(&b, t); err != nil {
+			return err
+		}
+		llm = template.HTML(b.String()) // table.WriteHTML escapes every cell
+	}
 	return reportTemplate.Execute(w, struct {
 		*Report
 		Rows    []compare.Row
 		Configs []htmlConfig
 		Sweep   []svgChart
-	}{r, rows, cs, sweepCharts(r.Cells)})
+		LLM     template.HTML
+	}{r, rows, cs, sweepCharts(r.Cells), llm})
 }

@@ -248,3 +248,66 @@ func near(a, b [3]uint8, tol int) bool {
 }
 
 var _ = fmt.Sprint
+
+// llmSweepReport is an LLM sweep's report without a baseline: two server configurations over two
+// concurrencies, one cell failed, and perf configurations with serving metrics only (no steps,
+// stages, kernels or history), as `runner report` builds them for LLM serve cells.
+func llmSweepReport() *Report {
+	cur := &perf.Set{Source: "runs/llm/new", Kind: "run", Plan: "llm-sweep", Configs: map[string]*perf.Config{}}
+	var cells []CellLine
+	good := 3.5
+	for i, tp := range []string{"tp1", "tp2"} {
+		for j, c := range []int{1, 8} {
+			key := fmt.Sprintf("llama/in256/out64/%s/c%d/rinf", tp, c)
+			cur.Configs[key] = &perf.Config{Key: key, Metrics: map[string][]float64{
+				perf.MetricTTFT: {20e6 + float64(c)*1e6}, perf.MetricTPOT: {5e6 / float64(i+1)}, perf.MetricOutputThroughput: {float64(200 * c * (i + 1))}}}
+			p := &LLMPoint{OutputTPS: float64(200 * c * (i + 1)), TPOTMS: 5 / float64(i+1), TTFTMS: 20 + float64(c), TTFTP99MS: 30 + float64(c),
+				ITLP99MS: 7 / float64(i+1), Concurrency: float64(c) * 0.9}
+			if c == 8 {
+				p.Goodput = &good
+			}
+			cells = append(cells, CellLine{ID: fmt.Sprintf("%03d-llama-%s-c%d", i*2+j, tp, c), Profiler: "none", Verdict: "ok",
+				E2E: 350e6 + float64(c)*1e6, Key: key, LLM: p})
+		}
+	}
+	cells = append(cells, CellLine{ID: "004-llama-tp2-c8-torch", Profiler: "torch", Verdict: "failed", Cause: "server-exit: the server exited (log.txt line 9)"})
+	return BuildReport("Run report: llm-sweep", "runs/llm/new", cur, nil, nil, nil).WithCells(cells)
+}
+
+// TestLLMReportGolden: an LLM sweep's report.md and report.html carry the LLM serving table
+// (the one summary.md has) and no configuration section without anything in it.
+func TestLLMReportGolden(t *testing.T) {
+	r := llmSweepReport()
+	var md, html bytes.Buffer
+	if err := WriteReportMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReportHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## LLM serving",
+		"| TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | ITL p99 ms | Output tok/s | Concurrency | Goodput req/s |",
+		"| 003-llama-tp2-c8 | 28.00 | 38.00 | 2.50 | 3.50 | 3200 | 7.20 | 3.50 |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md.String())
+		}
+	}
+	if strings.Contains(md.String(), "## `") {
+		t.Errorf("report.md has a configuration section with nothing in it:\n%s", md.String())
+	}
+	h := html.String()
+	if !strings.Contains(h, `<div class="scroll" id="llm"><table>`) || !strings.Contains(h, "<td>003-llama-tp2-c8</td>") ||
+		!strings.Contains(h, `<td style="text-align:right">3200</td>`) {
+		t.Errorf("report.html lacks the LLM serving table")
+	}
+	if strings.Contains(h, "<h2>llama/") || strings.Contains(h, "no per-step times") {
+		t.Errorf("report.html has a configuration section with nothing in it")
+	}
+	if !strings.Contains(h, `id="sweep-tpot"`) {
+		t.Errorf("report.html lost the sweep charts")
+	}
+	reportGolden(t, "report-llm.md.golden", md.Bytes())
+	reportGolden(t, "report-llm.html.golden", html.Bytes())
+}

@@ -7,14 +7,45 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sglprof/runner/reports/render/table"
 )
 
-// LLMPoint is what the latency-vs-throughput chart needs of an LLM serve cell (from
-// summary.json's llm row).
+// LLMPoint is an LLM serve cell's headline figures (from summary.json's llm row): what the
+// latency-vs-throughput chart and the LLM serving table show.
 type LLMPoint struct {
-	OutputTPS float64 // output tokens/s
-	TPOTMS    float64 // median TPOT, ms
-	TTFTMS    float64 // median TTFT, ms
+	OutputTPS   float64  // output tokens/s
+	TPOTMS      float64  // median TPOT, ms
+	TTFTMS      float64  // median TTFT, ms
+	TTFTP99MS   float64  // p99 TTFT, ms
+	ITLP99MS    float64  // p99 ITL, ms
+	Concurrency float64  // mean requests in flight
+	Goodput     *float64 // requests/s within the SLO; nil without one
+}
+
+// LLMTable is the "LLM serving" table of summary.md, report.md and report.html, one row per LLM
+// serve cell: bench_serving's headline figures. nil when no cell has LLM figures, so runs
+// without LLM cells get no table.
+func LLMTable(cells []CellLine) *table.Table {
+	t := &table.Table{Header: []string{"Cell", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p99 ms", "Output tok/s", "Concurrency", "Goodput req/s"},
+		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right}}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	for _, c := range cells {
+		l := c.LLM
+		if l == nil {
+			continue
+		}
+		good := "-"
+		if l.Goodput != nil {
+			good = f(*l.Goodput)
+		}
+		t.Rows = append(t.Rows, []string{c.ID, f(l.TTFTMS), f(l.TTFTP99MS), f(l.TPOTMS), f(l.ITLP99MS),
+			strconv.FormatFloat(l.OutputTPS, 'f', 0, 64), f(l.Concurrency), good})
+	}
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	return t
 }
 
 // svgLine is one series of a multi-series chart.

@@ -6,11 +6,16 @@ import (
 	"math"
 )
 
-// BenchServing is one line of bench_serving's --output-file JSONL (sgl-project/sglang
-// python/sglang/benchmark/metrics.py save_results: the argument summary, then
-// BenchmarkMetrics' fields), so dashboards that read bench_serving's results read the runner's.
-// The retokenized counts equal the server-reported ones: the runner loads no tokenizer.
-// Goodput is vLLM's request_goodput, present only with an SLO.
+// BenchServing is one line of bench_serving's --output-file JSONL, so dashboards that read
+// bench_serving's results read the runner's. Two upstream versions write the same quantities
+// under different keys: the refactored python/sglang/benchmark/metrics.py save_results writes
+// BenchmarkMetrics' field names (total_input, total_output, total_output_retokenized), the
+// long-standing python/sglang/bench_serving.py writes total_input_tokens, total_output_tokens,
+// total_output_tokens_retokenized, and its newer copies add p90_e2e_latency_ms,
+// max_output_tokens_per_s and max_concurrent_requests. The record carries every spelling, so a
+// dashboard built on either finds its keys. The retokenized counts equal the server-reported
+// ones: the runner loads no tokenizer. Goodput is vLLM's request_goodput, present only with an
+// SLO.
 type BenchServing struct {
 	Backend                    string   `json:"backend"`
 	DatasetName                string   `json:"dataset_name"`
@@ -25,6 +30,9 @@ type BenchServing struct {
 	TotalInput                 int      `json:"total_input"`
 	TotalOutput                int      `json:"total_output"`
 	TotalOutputRetokenized     int      `json:"total_output_retokenized"`
+	TotalInputTokens           int      `json:"total_input_tokens"`
+	TotalOutputTokens          int      `json:"total_output_tokens"`
+	TotalOutputTokensRetok     int      `json:"total_output_tokens_retokenized"`
 	RequestThroughput          float64  `json:"request_throughput"`
 	InputThroughput            float64  `json:"input_throughput"`
 	OutputThroughput           float64  `json:"output_throughput"`
@@ -48,8 +56,11 @@ type BenchServing struct {
 	MeanE2Ems                  float64  `json:"mean_e2e_latency_ms"`
 	MedianE2Ems                float64  `json:"median_e2e_latency_ms"`
 	StdE2Ems                   float64  `json:"std_e2e_latency_ms"`
+	P90E2Ems                   float64  `json:"p90_e2e_latency_ms"`
 	P99E2Ems                   float64  `json:"p99_e2e_latency_ms"`
 	Concurrency                float64  `json:"concurrency"`
+	MaxOutputTokensPerS        float64  `json:"max_output_tokens_per_s"`
+	MaxConcurrentRequests      int      `json:"max_concurrent_requests"`
 	RequestGoodput             *float64 `json:"request_goodput,omitempty"`
 }
 
@@ -89,6 +100,9 @@ func ToBenchServing(s Summary, l Load) BenchServing {
 		TotalInput:                 s.TotalInput,
 		TotalOutput:                s.TotalOutput,
 		TotalOutputRetokenized:     s.TotalOutput,
+		TotalInputTokens:           s.TotalInput,
+		TotalOutputTokens:          s.TotalOutput,
+		TotalOutputTokensRetok:     s.TotalOutput,
 		RequestThroughput:          s.RequestThroughput,
 		InputThroughput:            s.InputThroughput,
 		OutputThroughput:           s.OutputThroughput,
@@ -99,8 +113,8 @@ func ToBenchServing(s Summary, l Load) BenchServing {
 		MeanTPOTms: s.TPOT.Mean, MedianTPOTms: s.TPOT.Median, StdTPOTms: s.TPOT.Std, P99TPOTms: s.TPOT.P99,
 		MeanITLms: s.ITL.Mean, MedianITLms: s.ITL.Median, StdITLms: s.ITL.Std, P95ITLms: s.ITL.P95,
 		P99ITLms: s.ITL.P99, MaxITLms: s.ITL.Max,
-		MeanE2Ems: s.E2E.Mean, MedianE2Ems: s.E2E.Median, StdE2Ems: s.E2E.Std, P99E2Ems: s.E2E.P99,
-		Concurrency: s.Concurrency,
+		MeanE2Ems: s.E2E.Mean, MedianE2Ems: s.E2E.Median, StdE2Ems: s.E2E.Std, P90E2Ems: s.E2E.P90, P99E2Ems: s.E2E.P99,
+		Concurrency: s.Concurrency, MaxOutputTokensPerS: s.PeakOutputPerS, MaxConcurrentRequests: s.PeakConcurrent,
 	}
 	if l.MaxConcurrency > 0 {
 		c := l.MaxConcurrency
@@ -114,8 +128,10 @@ func ToBenchServing(s Summary, l Load) BenchServing {
 }
 
 // rateField writes the rate as bench_serving does: a number, or the float inf that Python's
-// json.dumps prints as the bare token Infinity; JSON has no such token, so the string "inf"
-// stands in for it (what `float("inf")` parses back).
+// json.dumps prints as the bare token Infinity. JSON has no such token and encoding/json refuses
+// to write one (a MarshalJSON returning it fails the encoder's validity check), so the string
+// "inf" stands in for it: valid JSON for every reader, and what Python's float("inf") parses
+// back (docs/decisions.md).
 func rateField(rate float64) any {
 	if rate <= 0 || math.IsInf(rate, 1) {
 		return "inf"

@@ -366,8 +366,15 @@ func TestDatasets(t *testing.T) {
 	}
 }
 
+// TestBenchServingExportFields: the export carries every key either upstream version writes for
+// the runner's quantities: metrics.py's (total_input, ...) and bench_serving.py's
+// (total_input_tokens, ..., p90_e2e_latency_ms, max_concurrent_requests), with the same values.
 func TestBenchServingExportFields(t *testing.T) {
-	s := Summarize([]Result{{TTFT: time.Millisecond, E2E: 3 * time.Millisecond, OutputTokens: 3, ITL: []time.Duration{time.Millisecond, time.Millisecond}}}, time.Second, SLO{}, false)
+	rs := []Result{
+		{Start: 0, TTFT: time.Millisecond, E2E: 3 * time.Millisecond, OutputTokens: 3, InputTokens: 5, ITL: []time.Duration{time.Millisecond, time.Millisecond}},
+		{Start: time.Millisecond, TTFT: time.Millisecond, E2E: 2 * time.Millisecond, OutputTokens: 2, InputTokens: 4, ITL: []time.Duration{time.Millisecond}},
+	}
+	s := Summarize(rs, time.Second, SLO{}, false)
 	var b strings.Builder
 	if err := WriteBenchServing(&b, ToBenchServing(s, Load{API: APIGenerate, Dataset: "random", MaxConcurrency: 8})); err != nil {
 		t.Fatal(err)
@@ -378,10 +385,12 @@ func TestBenchServingExportFields(t *testing.T) {
 	}
 	want := strings.Fields(`backend dataset_name request_rate max_concurrency sharegpt_output_len random_input_len
 		random_output_len random_range_ratio duration completed total_input total_output total_output_retokenized
+		total_input_tokens total_output_tokens total_output_tokens_retokenized
 		request_throughput input_throughput output_throughput output_throughput_retokenized total_throughput
 		total_throughput_retokenized mean_ttft_ms median_ttft_ms std_ttft_ms p99_ttft_ms mean_tpot_ms median_tpot_ms
 		std_tpot_ms p99_tpot_ms mean_itl_ms median_itl_ms std_itl_ms p95_itl_ms p99_itl_ms max_itl_ms
-		mean_e2e_latency_ms median_e2e_latency_ms std_e2e_latency_ms p99_e2e_latency_ms concurrency`)
+		mean_e2e_latency_ms median_e2e_latency_ms std_e2e_latency_ms p90_e2e_latency_ms p99_e2e_latency_ms concurrency
+		max_output_tokens_per_s max_concurrent_requests`)
 	var got []string
 	for k := range m {
 		got = append(got, k)
@@ -393,6 +402,36 @@ func TestBenchServingExportFields(t *testing.T) {
 	}
 	if m["request_rate"] != "inf" || m["max_concurrency"] != 8.0 || m["mean_ttft_ms"] != 1.0 {
 		t.Errorf("values %v", m)
+	}
+	for _, pair := range [][2]string{{"total_input", "total_input_tokens"}, {"total_output", "total_output_tokens"},
+		{"total_output_retokenized", "total_output_tokens_retokenized"}} {
+		if m[pair[0]] != m[pair[1]] || m[pair[0]] == 0.0 {
+			t.Errorf("%s = %v, %s = %v: the two spellings differ", pair[0], m[pair[0]], pair[1], m[pair[1]])
+		}
+	}
+	// Both requests overlap in the first second, and all 5 tokens arrive in it.
+	if m["max_concurrent_requests"] != 2.0 || m["max_output_tokens_per_s"] != 5.0 {
+		t.Errorf("peaks: %v concurrent, %v tokens/s; want 2 and 5", m["max_concurrent_requests"], m["max_output_tokens_per_s"])
+	}
+	if m["p90_e2e_latency_ms"] != s.E2E.P90 || s.E2E.P90 == 0 {
+		t.Errorf("p90_e2e_latency_ms %v, summary %v", m["p90_e2e_latency_ms"], s.E2E.P90)
+	}
+}
+
+// TestPeaksBuckets: bench_serving's one-second buckets, counted from the first start: a request
+// spanning seconds 0 to 2 is in flight in three buckets, and tokens land where they arrive.
+func TestPeaksBuckets(t *testing.T) {
+	rs := []Result{
+		{Start: 0, TTFT: 100 * time.Millisecond, E2E: 2500 * time.Millisecond, OutputTokens: 3, ITL: []time.Duration{time.Second, time.Second}},
+		{Start: 2100 * time.Millisecond, TTFT: 100 * time.Millisecond, E2E: 300 * time.Millisecond, OutputTokens: 2, ITL: []time.Duration{100 * time.Millisecond}},
+		{Start: 0, Error: "boom"},
+	}
+	tok, conc := peaks(rs)
+	if tok != 3 || conc != 2 {
+		t.Errorf("peaks %v tokens/s, %d concurrent; want 3 (second 2: 1 + 2) and 2", tok, conc)
+	}
+	if tok, conc := peaks(rs[2:]); tok != 0 || conc != 0 {
+		t.Errorf("failed requests only: %v, %d", tok, conc)
 	}
 }
 

@@ -64,7 +64,53 @@ func Summarize(rs []Result, wall time.Duration, slo SLO, approxInput bool) Summa
 		s.SLO = &slo
 	}
 	s.TTFT, s.TPOT, s.ITL, s.E2E = summarize(ttft), summarize(tpot), summarize(itl), summarize(e2e)
+	s.PeakOutputPerS, s.PeakConcurrent = peaks(rs)
 	return s
+}
+
+// peaks are bench_serving's max_output_tokens_per_s and max_concurrent_requests
+// (python/sglang/bench_serving.py calculate_metrics): the completed requests' token arrivals
+// (start + TTFT, then each ITL) and their spans [start, start+E2E] counted in one-second buckets
+// from the first start, and the fullest bucket of each.
+func peaks(rs []Result) (float64, int) {
+	first, last, found := time.Duration(0), time.Duration(0), false
+	for i := range rs {
+		if r := &rs[i]; r.OK() {
+			if !found || r.Start < first {
+				first = r.Start
+			}
+			if end := r.Start + r.E2E; !found || end > last {
+				last = end
+			}
+			found = true
+		}
+	}
+	if !found {
+		return 0, 0
+	}
+	n := int(math.Ceil((last - first).Seconds())) + 1
+	tokens, inFlight := make([]float64, n), make([]int, n)
+	bucket := func(t time.Duration) int { return int((t - first).Seconds()) }
+	for i := range rs {
+		r := &rs[i]
+		if !r.OK() {
+			continue
+		}
+		t := r.Start + r.TTFT
+		if b := bucket(t); b >= 0 && b < n {
+			tokens[b]++
+		}
+		for _, d := range r.ITL {
+			t += d
+			if b := bucket(t); b >= 0 && b < n {
+				tokens[b]++
+			}
+		}
+		for b := bucket(r.Start); b < min(bucket(r.Start+r.E2E)+1, n); b++ {
+			inFlight[b]++
+		}
+	}
+	return slices.Max(tokens), slices.Max(inFlight)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -47,11 +47,16 @@ type LLMSummary struct {
 	OutputThroughput  float64 `json:"output_throughput"`
 	TotalThroughput   float64 `json:"total_throughput"`
 	// Concurrency is the mean number of requests in flight: Σ E2E / duration.
-	Concurrency float64  `json:"concurrency"`
-	TTFT        LLMStats `json:"ttft"`
-	TPOT        LLMStats `json:"tpot"`
-	ITL         LLMStats `json:"itl"`
-	E2E         LLMStats `json:"e2e"`
+	Concurrency float64 `json:"concurrency"`
+	// PeakOutputPerS and PeakConcurrent are the largest one-second buckets of tokens received
+	// and of requests in flight (bench_serving's max_output_tokens_per_s and
+	// max_concurrent_requests): the burst a mean hides.
+	PeakOutputPerS float64  `json:"max_output_tokens_per_s,omitempty"`
+	PeakConcurrent int      `json:"max_concurrent_requests,omitempty"`
+	TTFT           LLMStats `json:"ttft"`
+	TPOT           LLMStats `json:"tpot"`
+	ITL            LLMStats `json:"itl"`
+	E2E            LLMStats `json:"e2e"`
 	// Goodput is the completed requests per second that met the SLO; set only with an SLO.
 	SLO          *LLMSLO `json:"slo,omitempty"`
 	GoodRequests int     `json:"good_requests,omitempty"`
