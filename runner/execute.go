@@ -80,6 +80,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		ss := newServeSession(dir, opts)
 		interrupted = runInOrder(ctx, recs, todo, ss, opts)
 		ss.close()
+		man.Attached = append(man.Attached, ss.attached...)
 	case len(opts.gpus) > 0:
 		interrupted = runOnSlots(ctx, recs, todo, newGPUPool(opts.gpus), p.Executor.GPUsPerCell, opts)
 	default:

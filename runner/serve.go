@@ -51,6 +51,8 @@ type serveSession struct {
 	n       int
 	failed  map[string][]backends.Reason // server key -> why its server failed (shared restart)
 	pending []backends.Reason            // teardown problems charged to the next cell
+	// attached are the servers the session attached to ([backend] url), for the manifest.
+	attached []rundir.AttachedServer
 }
 
 func newServeSession(runDir string, opts *Options) *serveSession {

@@ -3,7 +3,7 @@ package runner
 // Attaching to a running server ([backend] url, issue 13 item 8): the cells run their load
 // and profiling windows against a server the runner did not start. Nothing is started or
 // stopped and no port is chosen; readiness is still checked (GET /health within
-// backend.ready_timeout), and servers/<n>/server.json holds the URL and the server's own
+// backend.ready_timeout), and servers/<n>/server.json and manifest.json (`attached`) hold the URL and the server's own
 // description (the backend's ServerInfoPath) instead of a command line.
 
 import (
@@ -54,6 +54,7 @@ func (ss *serveSession) attach(ctx context.Context, rec cellRecord, be backends.
 		return nil, verdict, rs
 	}
 	srv.rec.Info = serverInfo(ctx, base, proto.ServerInfoPath)
+	ss.attached = append(ss.attached, rundir.AttachedServer{URL: base, Server: rel, Info: srv.rec.Info})
 	return srv, "", nil
 }
 

@@ -106,6 +106,16 @@ profilers = ["none", "torch"]
 	if _, err := os.Stat(filepath.Join(sum.RunDir, rundir.ServersDir, "2")); err == nil {
 		t.Fatal("both cells should share the attached server")
 	}
+	// The manifest names the attached server and what it said about itself (no command line).
+	man, err := rundir.ReadManifest(sum.RunDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var minfo map[string]any
+	if len(man.Attached) != 1 || man.Attached[0].URL != url || man.Attached[0].Server != filepath.Join(rundir.ServersDir, "1") ||
+		json.Unmarshal(man.Attached[0].Info, &minfo) != nil || minfo["model_path"] != "m" {
+		t.Fatalf("manifest attached = %+v", man.Attached)
+	}
 	torch := serveResult(t, sum, sum.Cells[1].ID)
 	if torch.Serve == nil || torch.Serve.Profile == nil || len(torch.Serve.Profile.Traces) == 0 {
 		t.Fatalf("torch cell %+v", torch.Serve)

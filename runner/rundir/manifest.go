@@ -1,6 +1,9 @@
 package rundir
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Manifest is manifest.json: the environment captured once per run, so a result can be
 // explained and reproduced later. Every probe is best-effort and records why it is missing.
@@ -26,6 +29,18 @@ type Manifest struct {
 	// GPUEnv is what a maintainer asks for: devices, topology, clock locks, check_env and
 	// library versions (runner/gpuenv.go).
 	GPUEnv *GPUEnv `json:"gpu_env,omitempty"`
+	// Attached lists the servers the run attached to ([backend] url) instead of starting:
+	// what the server said about itself stands where a started server's command line would.
+	Attached []AttachedServer `json:"attached,omitempty"`
+}
+
+// AttachedServer is a running server a run's cells used ([backend] url): its URL, the server
+// record's directory and the server's own description (its info route's answer, or a string
+// saying why there is none).
+type AttachedServer struct {
+	URL    string          `json:"url"`
+	Server string          `json:"server"` // servers/<n>, relative to the run directory
+	Info   json.RawMessage `json:"info,omitempty"`
 }
 
 // SlurmJob is one job array a run submitted.
