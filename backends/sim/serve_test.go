@@ -265,7 +265,7 @@ func TestServeDiffusionFallbackAndPortTaken(t *testing.T) {
 		}
 	}
 	r := sglang(t, env, "serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(s.port), "--scheduler-port", strconv.Itoa(freeTestPort(t)))
-	if r.rc != 1 || !strings.Contains(r.stderr, fmt.Sprintf("RuntimeError: Port %d is unavailable and --strict-ports is enabled.", s.port)) || strings.Contains(r.stderr, "Starting server") {
+	if r.rc != 1 || !strings.Contains(r.stderr, fmt.Sprintf("RuntimeError: HTTP port %d is unavailable and --strict-ports is enabled.", s.port)) || strings.Contains(r.stderr, "Starting server") {
 		t.Fatalf("second server on the same port: rc %d\n%s", r.rc, r.stderr)
 	}
 	// Without --strict-ports the port is only met by uvicorn's bind, after loading.
