@@ -76,4 +76,9 @@ type Backend interface {
 	// Assess judges the cell after its process ended: w is the watcher returned by NewWatcher
 	// for this run, exit how it ended. It looks for the artifacts the cell asked for.
 	Assess(c plans.Cell, cellDir string, w Watcher, exit Exit) Assessment
+	// ValidateCell refuses, before anything runs, a cell whose plan this program cannot honour
+	// (an nsys option its server has no way to bracket the runner's window with); nil when the
+	// cell can run. The message says what to change in the plan; the runner reports it as a
+	// usage error, as written. Rules every program shares are the plan's (plans.Validate).
+	ValidateCell(c plans.Cell) error
 }

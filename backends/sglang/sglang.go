@@ -57,6 +57,10 @@ func New() backends.Backend { return Backend{} }
 // Name implements backends.Backend.
 func (Backend) Name() string { return Kind }
 
+// ValidateCell implements backends.Backend: a generate cell runs whole under nsys (no window
+// to bracket), so every [nsys] option the plan accepts applies.
+func (Backend) ValidateCell(plans.Cell) error { return nil }
+
 // Launch implements backends.Backend: it builds the command (see Command) and creates the
 // cell's traces/ and outputs/ directories.
 func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
