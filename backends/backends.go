@@ -81,4 +81,21 @@ type Backend interface {
 	// cell can run. The message says what to change in the plan; the runner reports it as a
 	// usage error, as written. Rules every program shares are the plan's (plans.Validate).
 	ValidateCell(c plans.Cell) error
+	// EnvProbes says how the run's manifest describes this program's environment (which
+	// command's Python to ask, and whether check_env applies). It is pure: the runner runs
+	// the probes, and lists them for `runner replay` before it does.
+	EnvProbes(c plans.Cell) EnvProbes
+}
+
+// EnvProbes are the environment probes of a backend's program beyond the GPUs (issue 19):
+// the runner finds the Python beside Command's executable and asks it for the library
+// versions (torch, CUDA runtime, triton, flashinfer, NCCL), and for `python -m
+// sglang.check_env` when CheckEnv is set.
+type EnvProbes struct {
+	// Command is the plan's own argv prefix of the program, even under --simulate: the
+	// simulator replaces the program's work, not the machine the user wants described.
+	Command []string
+	// CheckEnv says that `python -m sglang.check_env` describes this program's environment.
+	// It is sglang's report; another program's interpreter need not have sglang at all.
+	CheckEnv bool
 }

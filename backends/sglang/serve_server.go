@@ -36,6 +36,9 @@ func (ServeBackend) ValidateCell(c plans.Cell) error {
 	return nil
 }
 
+// EnvProbes implements backends.Backend: as the generate backend's.
+func (ServeBackend) EnvProbes(c plans.Cell) backends.EnvProbes { return envProbes(c) }
+
 // ServerKey implements backends.Server.
 func (ServeBackend) ServerKey(c plans.Cell) string { return ServerKey(c) }
 

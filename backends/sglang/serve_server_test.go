@@ -215,3 +215,15 @@ func TestValidateCell(t *testing.T) {
 		}
 	}
 }
+
+// Both sglang backends ask backend.command's Python, check_env included.
+func TestEnvProbes(t *testing.T) {
+	c := serveCell()
+	c.Backend.Command = []string{"/venv/bin/python", "-m", "sglang.launch_server"}
+	for _, be := range []backends.Backend{New(), NewServe()} {
+		got := be.EnvProbes(c)
+		if !slices.Equal(got.Command, c.Backend.Command) || !got.CheckEnv {
+			t.Errorf("%T: EnvProbes = %+v", be, got)
+		}
+	}
+}

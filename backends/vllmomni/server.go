@@ -42,6 +42,13 @@ func (Backend) ValidateCell(c plans.Cell) error {
 	return nil
 }
 
+// EnvProbes implements backends.Backend: the Python of the program Command runs (vllm, not
+// the plan default "sglang"), without check_env, which is sglang's and fails in an
+// interpreter that has no sglang.
+func (Backend) EnvProbes(c plans.Cell) backends.EnvProbes {
+	return backends.EnvProbes{Command: Command(c)}
+}
+
 // ServerKey implements backends.Server.
 func (Backend) ServerKey(c plans.Cell) string { return ServerKey(c) }
 

@@ -93,3 +93,17 @@ func TestValidateCell(t *testing.T) {
 		}
 	}
 }
+
+// The environment probes ask the Python of vllm (the plan default "sglang" means vllm here)
+// and skip check_env, which is sglang's.
+func TestEnvProbes(t *testing.T) {
+	got := New().EnvProbes(cell(plans.ProfilerNone))
+	if strings.Join(got.Command, " ") != "vllm" || got.CheckEnv {
+		t.Errorf("default command: EnvProbes = %+v", got)
+	}
+	c := cell(plans.ProfilerNone)
+	c.Backend.Command = []string{"/opt/omni/bin/vllm"}
+	if got := New().EnvProbes(c); strings.Join(got.Command, " ") != "/opt/omni/bin/vllm" || got.CheckEnv {
+		t.Errorf("own command: EnvProbes = %+v", got)
+	}
+}
