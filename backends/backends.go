@@ -79,7 +79,8 @@ type Backend interface {
 	// ValidateCell refuses, before anything runs, a cell whose plan this program cannot honour
 	// (an nsys option its server has no way to bracket the runner's window with); nil when the
 	// cell can run. The message says what to change in the plan; the runner reports it as a
-	// usage error, as written. Rules every program shares are the plan's (plans.Validate).
+	// usage error, as written. Rules every program shares are checked when the plan is parsed
+	// (plans.Parse).
 	ValidateCell(c plans.Cell) error
 	// EnvProbes says how the run's manifest describes this program's environment (which
 	// command's Python to ask, and whether check_env applies). It is pure: the runner runs
