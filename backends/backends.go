@@ -76,4 +76,27 @@ type Backend interface {
 	// Assess judges the cell after its process ended: w is the watcher returned by NewWatcher
 	// for this run, exit how it ended. It looks for the artifacts the cell asked for.
 	Assess(c plans.Cell, cellDir string, w Watcher, exit Exit) Assessment
+	// ValidateCell refuses, before anything runs, a cell whose plan this program cannot honour
+	// (an nsys option its server has no way to bracket the runner's window with); nil when the
+	// cell can run. The message says what to change in the plan; the runner reports it as a
+	// usage error, as written. Rules every program shares are checked when the plan is parsed
+	// (plans.Parse).
+	ValidateCell(c plans.Cell) error
+	// EnvProbes says how the run's manifest describes this program's environment (which
+	// command's Python to ask, and whether check_env applies). It is pure: the runner runs
+	// the probes, and lists them for `runner replay` before it does.
+	EnvProbes(c plans.Cell) EnvProbes
+}
+
+// EnvProbes are the environment probes of a backend's program beyond the GPUs (issue 19):
+// the runner finds the Python beside Command's executable and asks it for the library
+// versions (torch, CUDA runtime, triton, flashinfer, NCCL), and for `python -m
+// sglang.check_env` when CheckEnv is set.
+type EnvProbes struct {
+	// Command is the plan's own argv prefix of the program, even under --simulate: the
+	// simulator replaces the program's work, not the machine the user wants described.
+	Command []string
+	// CheckEnv says that `python -m sglang.check_env` describes this program's environment.
+	// It is sglang's report; another program's interpreter need not have sglang at all.
+	CheckEnv bool
 }

@@ -1,34 +1,39 @@
 package runner
 
 // The environment a maintainer asks for (issue 19): once per run, the GPUs' fixed
-// configuration, topology and clock-lock state from nvidia-smi, and, when the backend command
-// is Python-based, `python -m sglang.check_env` and the torch, CUDA runtime, triton,
-// flashinfer and NCCL versions of its interpreter. It goes into the manifest (and so into
-// bundles), through the same redaction as the rest of the manifest.
+// configuration, topology and clock-lock state from nvidia-smi, and, when the backend's
+// program is Python-based, the torch, CUDA runtime, triton, flashinfer and NCCL versions of its
+// interpreter, and `python -m sglang.check_env` where the backend says it applies
+// (backends.EnvProbes). It goes into the manifest (and so into bundles), through the same
+// redaction as the rest of the manifest.
 
 import (
 	"context"
-	"github.com/sglprof/runner/runner/rundir"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/sglprof/runner/backends/vllmomni"
+	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/gpu"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // GPUEnv is the "gpu_env" object of manifest.json. Every part is best-effort; an empty value
 // comes with the error that says why.
 type GPUEnv = rundir.GPUEnv
 
-// backendCommand is the command whose interpreter the environment probes ask (check_env, the
-// library versions): the plan's own, even under --simulate.
-func backendCommand(c plans.Cell) []string {
-	if c.Backend.Kind == vllmomni.Kind {
-		return vllmomni.Command(c)
+// envProbes are the environment probes of cell c's backend (Backend.EnvProbes): the command
+// whose interpreter they ask, the plan's own even under --simulate, and whether check_env
+// applies. captureGPUEnv runs them and ProbeCommands lists them, so both follow this one
+// answer. A cell no backend takes (refused by the preflight) gets backend.command with
+// check_env, as the runner did before backends answered.
+func envProbes(c plans.Cell) backends.EnvProbes {
+	be, err := pickBackend(c)
+	if err != nil {
+		return backends.EnvProbes{Command: c.Backend.Command, CheckEnv: true}
 	}
-	return c.Backend.Command
+	return be.EnvProbes(c)
 }
 
 // captureGPUEnv probes the GPU environment of a run. cells gives the backend command; the
@@ -58,7 +63,8 @@ func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *GPUE
 	if len(cells) == 0 {
 		return e
 	}
-	cmd := backendCommand(cells[0])
+	probes := envProbes(cells[0])
+	cmd := probes.Command
 	e.Interpreter = gpu.Interpreter(cmd, opts.Env)
 	if e.Interpreter == "" {
 		e.InterpreterNote = "backend.command " + quoteArgv(cmd) + " is not Python-based as far as the runner can tell (no python beside it on PATH): no check_env and no library versions"
@@ -68,7 +74,7 @@ func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *GPUE
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	if cells[0].Backend.Kind != vllmomni.Kind {
+	if probes.CheckEnv {
 		t0 := time.Now()
 		out, err := gpu.CheckEnv(ctx, e.Interpreter, opts.Env, timeout)
 		e.CheckEnvNS = time.Since(t0).Nanoseconds()

@@ -2,15 +2,16 @@ package runner
 
 import (
 	"context"
-	"github.com/sglprof/runner/runner/rundir"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/runner/gpu"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // fakeVenv makes a directory with an `sglang` console script and a `python` beside it, first
@@ -166,4 +167,57 @@ func TestCaptureGPUEnvContext(t *testing.T) {
 
 func gpuVersions(torch string) gpu.Versions {
 	return gpu.Versions{Python: "3.11.9", Torch: torch, CUDA: "12.4"}
+}
+
+// The environment probes follow the backend's EnvProbes (issue 12 item 3): a vLLM-Omni plan
+// asks the Python beside vllm (its default command) for the library versions and runs no
+// check_env, in the manifest and in the list `runner replay` shows alike; an sglang plan
+// asks backend.command's Python, check_env included.
+func TestEnvProbesFollowTheBackend(t *testing.T) {
+	opts := simOptions(t)
+	opts.defaults()
+	newSMI(t, &opts, nil, false)
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	py := "#!/bin/sh\necho \"$1 $2\" >> " + calls + "\ncase \"$1\" in -c) echo '{\"python\": \"3.12.1\"}' ;; esac\n"
+	for name, body := range map[string]string{"python": py, "vllm": "#!/bin/sh\nexit 0\n", "sglang": "#!/bin/sh\nexit 0\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts.Env = append(opts.Env, "PATH="+dir+":"+envValue(opts.Env, "PATH"))
+	pyPath := filepath.Join(dir, "python")
+	has := func(cmds [][]string, want []string) bool {
+		return slices.ContainsFunc(cmds, func(c []string) bool { return slices.Equal(c, want) })
+	}
+
+	vllm := testPlan(t, `name = "v"
+[backend]
+kind = "vllm-omni"
+mode = "serve"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+`)
+	cmds := ProbeCommands(vllm, opts)
+	if !has(cmds, gpu.VersionsArgv(pyPath)) || has(cmds, gpu.CheckEnvArgv(pyPath)) {
+		t.Errorf("vllm-omni: probes %q", cmds)
+	}
+	e := captureGPUEnv(context.Background(), vllm.Expand(), &opts)
+	if e.Interpreter != pyPath || e.CheckEnv != "" || e.CheckEnvError != "" || e.Versions.Python != "3.12.1" {
+		t.Errorf("vllm-omni: gpu_env %+v", e)
+	}
+	if got, _ := os.ReadFile(calls); strings.Contains(string(got), "sglang.check_env") {
+		t.Errorf("vllm-omni ran check_env:\n%s", got)
+	}
+
+	sgl := testPlan(t, twoCells)
+	cmds = ProbeCommands(sgl, opts)
+	if !has(cmds, gpu.VersionsArgv(pyPath)) || !has(cmds, gpu.CheckEnvArgv(pyPath)) {
+		t.Errorf("sglang: probes %q", cmds)
+	}
+	e = captureGPUEnv(context.Background(), sgl.Expand(), &opts)
+	if got, _ := os.ReadFile(calls); e.Interpreter != pyPath || !strings.Contains(string(got), "-m sglang.check_env") {
+		t.Errorf("sglang: gpu_env %+v, calls:\n%s", e, got)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/rundir"
@@ -116,8 +115,9 @@ func selectCells(all []plans.Cell, only []string) ([]plans.Cell, error) {
 }
 
 // ProbeCommands lists, exactly, the commands ProbeEnvironment runs on this machine beyond the
-// GPU guard's nvidia-smi queries: the backend's version, the Python beside backend.command
-// (check_env and the library versions) and the tools the cells use. `runner replay` shows them
+// GPU guard's nvidia-smi queries: the backend's version, the Python beside the backend's
+// program (the library versions, and check_env where the backend's EnvProbes say it applies,
+// as captureGPUEnv decides) and the tools the cells use. `runner replay` shows them
 // before it asks.
 func ProbeCommands(p *plans.Plan, opts Options) [][]string {
 	opts.defaults()
@@ -131,8 +131,9 @@ func ProbeCommands(p *plans.Plan, opts Options) [][]string {
 	if !opts.Simulate {
 		out = append(out, sglangPythonProbe)
 	}
-	if py := gpu.Interpreter(backendCommand(c), opts.Env); py != "" {
-		if c.Backend.Kind != vllmomni.Kind {
+	probes := envProbes(c)
+	if py := gpu.Interpreter(probes.Command, opts.Env); py != "" {
+		if probes.CheckEnv {
 			out = append(out, gpu.CheckEnvArgv(py))
 		}
 		out = append(out, gpu.VersionsArgv(py))

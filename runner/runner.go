@@ -135,31 +135,30 @@ func (o *Options) nsysCommand() []string {
 	return []string{"nsys"}
 }
 
-// backendFor picks the backend of a cell. Only sglang generate exists so far; the others are
-// refused with a message instead of being run half-right.
+// backendFor picks the backend of a cell by backend.kind and mode (the registry lives here
+// because package backends cannot import its sub-packages) and has it refuse what its program
+// cannot run as planned (Backend.ValidateCell), so a cell is refused before anything runs
+// instead of being run half-right.
 func backendFor(c plans.Cell) (backends.Backend, error) {
+	be, err := pickBackend(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.ValidateCell(c); err != nil {
+		return nil, &UsageError{err}
+	}
+	return be, nil
+}
+
+// pickBackend is the registry of backends: one per supported backend.kind and mode.
+func pickBackend(c plans.Cell) (backends.Backend, error) {
 	switch {
-	case c.Backend.Kind == "sglang" && c.Backend.Mode == "generate":
+	case c.Backend.Kind == sglang.Kind && c.Backend.Mode == sglang.Mode:
 		return sglang.New(), nil
-	case c.Backend.Kind == "sglang" && c.Backend.Mode == backends.ModeServe:
-		// Serve mode: the runner drives the server itself (runner/serve.go). nsys wraps a
-		// diffusion server for the whole of one cell; an LLM server is captured only in the
-		// runner's window, through the CUDA_PROFILER activity and a cudaProfilerApi capture
-		// range (the whole life of an LLM server is mostly model loading and warmup). The
-		// diffusion runtime has no cudaProfilerStart path in /start_profile, so there the same
-		// key runs the server in an interactive nsys session whose collection the runner
-		// starts and stops around the measured requests (backends.WindowNSysSession).
-		capture := c.NSys.CaptureRange == plans.CaptureRangeCudaAPI
-		if c.Profiler == plans.ProfilerNsys && sglang.ModelType(c) == sglang.ModelTypeLLM && !capture {
-			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") needs [nsys] capture_range = \"cudaProfilerApi\": the runner's /start_profile window then opens and closes the capture")}
-		}
+	case c.Backend.Kind == sglang.Kind && c.Backend.Mode == backends.ModeServe:
+		// Serve mode: the runner drives the server itself (runner/serve.go).
 		return sglang.NewServe(), nil
 	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == backends.ModeServe:
-		// vLLM-Omni serve mode (runner/serve.go); under nsys its cuda profiler
-		// (--profiler-config '{"profiler": "cuda"}') opens and closes a cudaProfilerApi range.
-		if c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange != plans.CaptureRangeCudaAPI {
-			return nil, &UsageError{fmt.Errorf("profiler \"nsys\" with backend.kind = \"vllm-omni\" needs [nsys] capture_range = \"cudaProfilerApi\": the server's cuda profiler then opens and closes the capture in the runner's /start_profile window")}
-		}
 		return vllmomni.New(), nil
 	case c.Backend.Mode == backends.ModeServe:
 		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\" or \"vllm-omni\"", c.Backend.Kind)}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -249,5 +250,21 @@ func TestServerKeyAndCommandComeFromTheBackend(t *testing.T) {
 	o.Simulate = true
 	if got := o.serverCommand(be, c); !slices.Equal(got, []string{"/bin/runner", "sim", "vllm-omni"}) {
 		t.Fatalf("simulated command %v", got)
+	}
+}
+
+// backendFor refuses what the cell's backend refuses (Backend.ValidateCell), as a usage error
+// with the backend's message unchanged; the rules themselves are tested in each backend.
+func TestBackendForValidatesCell(t *testing.T) {
+	c := plans.Cell{ID: "000-x", Model: "Qwen/Qwen-Image", Profiler: plans.ProfilerNsys}
+	c.Backend = plans.Backend{Kind: vllmomni.Kind, Mode: "serve", Command: []string{"sglang"}}
+	_, err := backendFor(c)
+	var ue *UsageError
+	if !errors.As(err, &ue) || err.Error() != vllmomni.New().ValidateCell(c).Error() {
+		t.Fatalf("nsys without a capture range: %v", err)
+	}
+	c.NSys.CaptureRange = plans.CaptureRangeCudaAPI
+	if be, err := backendFor(c); err != nil || be.Name() != vllmomni.Kind {
+		t.Fatalf("with cudaProfilerApi: %v, %v", be, err)
 	}
 }

@@ -22,6 +22,23 @@ import (
 // Executable implements backends.Server: backend.command.
 func (ServeBackend) Executable(c plans.Cell) []string { return c.Backend.Command }
 
+// ValidateCell implements backends.Backend. nsys wraps a diffusion server for the whole of one
+// cell; an LLM server is captured only in the runner's window, through the CUDA_PROFILER
+// activity and a cudaProfilerApi capture range (the whole life of an LLM server is mostly
+// model loading and warmup), so an LLM nsys cell without that range is refused. The diffusion
+// runtime has no cudaProfilerStart path in /start_profile, so there the same key runs the
+// server in an interactive nsys session whose collection the runner starts and stops around
+// the measured requests (backends.WindowNSysSession): every capture range is accepted.
+func (ServeBackend) ValidateCell(c plans.Cell) error {
+	if c.Profiler == plans.ProfilerNsys && ModelType(c) == ModelTypeLLM && c.NSys.CaptureRange != plans.CaptureRangeCudaAPI {
+		return fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") needs [nsys] capture_range = \"cudaProfilerApi\": the runner's /start_profile window then opens and closes the capture")
+	}
+	return nil
+}
+
+// EnvProbes implements backends.Backend: as the generate backend's.
+func (ServeBackend) EnvProbes(c plans.Cell) backends.EnvProbes { return envProbes(c) }
+
 // ServerKey implements backends.Server.
 func (ServeBackend) ServerKey(c plans.Cell) string { return ServerKey(c) }
 

@@ -177,3 +177,53 @@ func TestWindowProfilerOptions(t *testing.T) {
 		t.Fatalf("default LLM body %v", l)
 	}
 }
+
+// ValidateCell holds sglang's nsys rules: an LLM server is captured only in the runner's
+// window, so its nsys cells need a cudaProfilerApi capture range; a diffusion server runs in
+// an nsys session and a generate cell under nsys whole, so they accept any range.
+func TestValidateCell(t *testing.T) {
+	const llmMsg = `profiler "nsys" for an LLM server (backend.mode = "serve", model_type = "llm") needs [nsys] capture_range = "cudaProfilerApi": the runner's /start_profile window then opens and closes the capture`
+	llm := func(profiler, capture string) plans.Cell {
+		c := serveCell()
+		c.InputLen, c.OutputLen, c.Profiler, c.NSys.CaptureRange = 128, 16, profiler, capture
+		return c
+	}
+	diffusion := serveCell()
+	diffusion.Profiler = plans.ProfilerNsys
+	generate := diffusion
+	generate.Backend.Mode = Mode
+	cases := []struct {
+		name string
+		be   backends.Backend
+		c    plans.Cell
+		want string
+	}{
+		{"llm nsys without range", NewServe(), llm(plans.ProfilerNsys, ""), llmMsg},
+		{"llm nsys cudaProfilerApi", NewServe(), llm(plans.ProfilerNsys, plans.CaptureRangeCudaAPI), ""},
+		{"llm torch", NewServe(), llm(plans.ProfilerTorch, ""), ""},
+		{"diffusion nsys without range", NewServe(), diffusion, ""},
+		{"generate nsys without range", New(), generate, ""},
+	}
+	for _, tc := range cases {
+		err := tc.be.ValidateCell(tc.c)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: ValidateCell = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Both sglang backends ask backend.command's Python, check_env included.
+func TestEnvProbes(t *testing.T) {
+	c := serveCell()
+	c.Backend.Command = []string{"/venv/bin/python", "-m", "sglang.launch_server"}
+	for _, be := range []backends.Backend{New(), NewServe()} {
+		got := be.EnvProbes(c)
+		if !slices.Equal(got.Command, c.Backend.Command) || !got.CheckEnv {
+			t.Errorf("%T: EnvProbes = %+v", be, got)
+		}
+	}
+}

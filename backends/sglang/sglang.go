@@ -57,6 +57,19 @@ func New() backends.Backend { return Backend{} }
 // Name implements backends.Backend.
 func (Backend) Name() string { return Kind }
 
+// ValidateCell implements backends.Backend: a generate cell runs whole under nsys (no window
+// to bracket), so every [nsys] option the plan accepts applies.
+func (Backend) ValidateCell(plans.Cell) error { return nil }
+
+// EnvProbes implements backends.Backend: backend.command's Python, with check_env.
+func (Backend) EnvProbes(c plans.Cell) backends.EnvProbes { return envProbes(c) }
+
+// envProbes are the environment probes of both sglang backends: sglang's own check_env
+// describes its environment, and backend.command is its program.
+func envProbes(c plans.Cell) backends.EnvProbes {
+	return backends.EnvProbes{Command: c.Backend.Command, CheckEnv: true}
+}
+
 // Launch implements backends.Backend: it builds the command (see Command) and creates the
 // cell's traces/ and outputs/ directories.
 func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {

@@ -32,6 +32,23 @@ var patterns = []backends.Pattern{
 // Executable implements backends.Server.
 func (Backend) Executable(c plans.Cell) []string { return Command(c) }
 
+// ValidateCell implements backends.Backend: under nsys the server's cuda profiler
+// (--profiler-config '{"profiler": "cuda"}') opens and closes a cudaProfilerApi range, which is
+// the only way nsys sees the runner's window, so an nsys cell needs that capture range.
+func (Backend) ValidateCell(c plans.Cell) error {
+	if c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange != plans.CaptureRangeCudaAPI {
+		return fmt.Errorf("profiler \"nsys\" with backend.kind = \"vllm-omni\" needs [nsys] capture_range = \"cudaProfilerApi\": the server's cuda profiler then opens and closes the capture in the runner's /start_profile window")
+	}
+	return nil
+}
+
+// EnvProbes implements backends.Backend: the Python of the program Command runs (vllm, not
+// the plan default "sglang"), without check_env, which is sglang's and fails in an
+// interpreter that has no sglang.
+func (Backend) EnvProbes(c plans.Cell) backends.EnvProbes {
+	return backends.EnvProbes{Command: Command(c)}
+}
+
 // ServerKey implements backends.Server.
 func (Backend) ServerKey(c plans.Cell) string { return ServerKey(c) }
 

@@ -74,3 +74,36 @@ func TestCollectTracesMovesNewSessions(t *testing.T) {
 		t.Fatal("the new session stayed in the server's directory")
 	}
 }
+
+// Under nsys vLLM-Omni is seen only through its cuda profiler's cudaProfilerApi range, so an
+// nsys cell without that capture range is refused; other profilers need none.
+func TestValidateCell(t *testing.T) {
+	const msg = `profiler "nsys" with backend.kind = "vllm-omni" needs [nsys] capture_range = "cudaProfilerApi": the server's cuda profiler then opens and closes the capture in the runner's /start_profile window`
+	c := cell(plans.ProfilerNsys)
+	if err := New().ValidateCell(c); err == nil || err.Error() != msg {
+		t.Errorf("nsys without a capture range: %v", err)
+	}
+	c.NSys.CaptureRange = plans.CaptureRangeCudaAPI
+	if err := New().ValidateCell(c); err != nil {
+		t.Errorf("nsys with cudaProfilerApi: %v", err)
+	}
+	for _, p := range []string{plans.ProfilerTorch, plans.ProfilerNone} {
+		if err := New().ValidateCell(cell(p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// The environment probes ask the Python of vllm (the plan default "sglang" means vllm here)
+// and skip check_env, which is sglang's.
+func TestEnvProbes(t *testing.T) {
+	got := New().EnvProbes(cell(plans.ProfilerNone))
+	if strings.Join(got.Command, " ") != "vllm" || got.CheckEnv {
+		t.Errorf("default command: EnvProbes = %+v", got)
+	}
+	c := cell(plans.ProfilerNone)
+	c.Backend.Command = []string{"/opt/omni/bin/vllm"}
+	if got := New().EnvProbes(c); strings.Join(got.Command, " ") != "/opt/omni/bin/vllm" || got.CheckEnv {
+		t.Errorf("own command: EnvProbes = %+v", got)
+	}
+}
