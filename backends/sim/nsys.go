@@ -262,6 +262,11 @@ func expandOutput(name string, env map[string]string) string {
 	return out
 }
 
+// TimeScale is the simulators' real seconds per simulated second under env
+// (RUNNER_SIM_TIME_SCALE, DefaultTimeScale when unset or bad): the runner's LLM client paces a
+// simulated server's arrival schedule with it.
+func TimeScale(env map[string]string) float64 { return timeScale(env) }
+
 func timeScale(env map[string]string) float64 {
 	k, err := readKnobs(map[string]string{EnvTimeScale: env[EnvTimeScale]})
 	if err != nil {
