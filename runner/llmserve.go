@@ -51,9 +51,12 @@ func llmWarmup(ctx context.Context, base string, c plans.Cell) error {
 // and the LLM result (serve.llm). err is set when the benchmark could not run (a dataset that
 // cannot be read) or ctx ended; failed requests are not errors but counted in the summary, for
 // the caller's max_error_rate check.
-func measureLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer) (rundir.LoadSummary, *rundir.LLMResult, error) {
+//
+// sim is the simulated server's time scale under --simulate (the benchmark then runs on the
+// simulated clock: llmbench.Config.SimClock), or negative for a real server.
+func measureLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, sim float64) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	c.Load.Warmup = 0
-	return runLLM(ctx, base, c, cellDir, requests, nil)
+	return runLLM(ctx, base, c, cellDir, requests, nil, sim)
 }
 
 // runLLMLoad is a whole LLM client phase: the warmup, then beforeMeasured (a torch cell's
@@ -65,19 +68,20 @@ func runLLMLoad(ctx context.Context, base string, c plans.Cell, cellDir string, 
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
-	sum, res, err := runLLM(ctx, base, c, cellDir, w, beforeMeasured)
+	sum, res, err := runLLM(ctx, base, c, cellDir, w, beforeMeasured, -1)
 	if ferr := w.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("request records: %w", ferr)
 	}
 	return sum, res, err
 }
 
-func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, beforeMeasured func() error) (rundir.LoadSummary, *rundir.LLMResult, error) {
+func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, beforeMeasured func() error, sim float64) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	cfg, res, err := llmConfig(base, c)
 	if err != nil {
 		return rundir.LoadSummary{}, nil, err
 	}
 	cfg.BeforeMeasured = beforeMeasured
+	cfg.SimClock, cfg.SimTimeScale = sim >= 0, sim
 	rs, wall, runErr := llmbench.Run(ctx, cfg)
 	slo := llmbench.SLO{TTFT: c.Load.SLOTTFT.Duration, TPOT: c.Load.SLOTPOT.Duration}
 	res.LLMSummary = llmbench.Summarize(rs, wall, slo, approxLengths(cfg))

@@ -221,3 +221,80 @@ requests = 1
 		t.Errorf("id %q lacks the server arg", sum.Cells[0].ID)
 	}
 }
+
+// A simulated sweep shows the cost model's shapes, measured on the simulated clock: TTFT and
+// TPOT lower at tp-size 2 than 1 under the same load, TPOT growing with concurrency, and ITLs
+// in the cost model's range (a decode step is 11.5 ms × batch slope / tp^0.7: 7.1 ms at tp 2
+// alone, up to 14.7 ms at tp 1 with 8 in flight). On the real clock the µs-scale simulated
+// costs were drowned by loopback overhead (ITLs near 0.6 µs, tp 2 slower at c8).
+func TestSimulatedLLMSweepShapes(t *testing.T) {
+	p := testPlan(t, `name = "shapes"
+[backend]
+mode = "serve"
+model_type = "llm"
+[matrix]
+model = ["Qwen/Qwen2.5-7B-Instruct"]
+prompt = ["unused"]
+input_len = [256]
+output_len = [24]
+concurrency = [1, 8]
+request_rate = ["inf"]
+[matrix.server_args]
+tp-size = ["1", "2"]
+[load]
+warmup = 0
+requests = 8
+`)
+	opts := simOptions(t)
+	// Slow enough that the 8 requests of a c8 cell overlap on the server (the batch it decodes
+	// follows the real overlap), a few ms a request; the timings themselves are simulated.
+	opts.Env = append(opts.Env, "RUNNER_SIM_TIME_SCALE=0.01")
+	sum, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ExitCode != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	type key struct{ tp, conc string }
+	got := map[key]*rundir.LLMResult{}
+	for _, row := range sum.Cells {
+		r := serveResult(t, sum, row.ID)
+		if r.Serve == nil || r.Serve.LLM == nil {
+			t.Fatalf("%s: no serve.llm", row.ID)
+		}
+		tp := "1"
+		if strings.Contains(row.ID, "tp-size-2") {
+			tp = "2"
+		}
+		conc := "1"
+		if strings.Contains(row.ID, "-c8-") {
+			conc = "8"
+		}
+		got[key{tp, conc}] = r.Serve.LLM
+	}
+	if len(got) != 4 {
+		t.Fatalf("cells %v", got)
+	}
+	for _, conc := range []string{"1", "8"} {
+		a, b := got[key{"1", conc}], got[key{"2", conc}]
+		if !(b.TTFT.Median < a.TTFT.Median) || !(b.TPOT.Median < a.TPOT.Median) {
+			t.Errorf("c%s: TTFT p50 tp1 %.2f tp2 %.2f, TPOT p50 tp1 %.2f tp2 %.2f ms; want tp 2 lower", conc, a.TTFT.Median, b.TTFT.Median, a.TPOT.Median, b.TPOT.Median)
+		}
+	}
+	for _, tp := range []string{"1", "2"} {
+		c1, c8 := got[key{tp, "1"}], got[key{tp, "8"}]
+		if !(c8.TPOT.Median > c1.TPOT.Median) {
+			t.Errorf("tp %s: TPOT p50 c1 %.2f c8 %.2f ms; want it to grow with concurrency", tp, c1.TPOT.Median, c8.TPOT.Median)
+		}
+	}
+	for k, r := range got {
+		if r.ITL.Median < 7 || r.ITL.Median > 15 {
+			t.Errorf("tp %s c%s: ITL p50 %.3f ms, outside the cost model's 7..15 ms", k.tp, k.conc, r.ITL.Median)
+		}
+	}
+	// One request alone at tp 1: prefill 15 + 0.04×256 ms, decode exactly 11.5 ms a token.
+	if c := got[key{"1", "1"}]; c.TTFT.Median < 25.2 || c.TTFT.Median > 25.3 || c.TPOT.Median < 11.49 || c.TPOT.Median > 11.51 {
+		t.Errorf("tp 1 c1: TTFT p50 %.3f ms, TPOT p50 %.3f ms; want 25.24 and 11.5", c.TTFT.Median, c.TPOT.Median)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
@@ -122,7 +123,12 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 	var sum load.Summary
 	var lerr error
 	if isLLMAPI(spec.API) {
-		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records)
+		simScale := -1.0
+		if ss.opts.Simulate && ss.cur != nil {
+			// The scale the simulated server runs at: its environment's RUNNER_SIM_TIME_SCALE.
+			simScale = sim.TimeScale(sim.EnvMap(mergeEnv(ss.opts.Env, ss.cur.launch.Env)))
+		}
+		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, simScale)
 	} else {
 		sum, _, lerr = load.Run(ctx, cfg)
 	}

@@ -91,6 +91,15 @@ func (e *sse) done() {
 	}
 }
 
+// SimElapsedField is the key, in every streamed chunk of the LLM simulator, of the request's
+// simulated time so far in nanoseconds (from its arrival to this chunk). Upstream sends no such
+// field and clients ignore unknown keys; the runner under --simulate reads TTFT, ITL and E2E
+// from it, because at the default time scale a simulated token is a few µs of real time, well
+// below the loopback and scheduling noise that a client's own clock would measure.
+const SimElapsedField = "sim_elapsed_ns"
+
+func simNS(ms float64) int64 { return int64(ms * 1e6) }
+
 // abort ends a stream without [DONE], as a server that dies mid-response does.
 func abort() { panic(http.ErrAbortHandler) }
 
@@ -99,17 +108,17 @@ func abort() { panic(http.ErrAbortHandler) }
 func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
 	e := newSSE(w)
 	id := strings.ReplaceAll(uuid4(), "-", "")
-	t0 := time.Now()
-	meta := func(n int, finish any) map[string]any {
+	// e2e_latency is on the simulated clock, as the non-streamed /generate reports it.
+	meta := func(n int, finish any, ms float64) map[string]any {
 		return map[string]any{"id": id, "finish_reason": finish, "prompt_tokens": in, "completion_tokens": n,
-			"cached_tokens": 0, "e2e_latency": round4(time.Since(t0).Seconds())}
+			"cached_tokens": 0, "e2e_latency": round4(ms / 1000)}
 	}
-	_, err := s.llmRun(in, out, func(n int) {
+	_, err := s.llmRun(in, out, func(n int, ms float64) {
 		var finish any
 		if n == out {
 			finish = map[string]any{"type": "length", "length": out}
 		}
-		e.send(map[string]any{"text": strings.Repeat(" the", n), "meta_info": meta(n, finish)})
+		e.send(map[string]any{"text": strings.Repeat(" the", n), "meta_info": meta(n, finish, ms), SimElapsedField: simNS(ms)})
 	})
 	if err != nil {
 		abort()
@@ -199,20 +208,22 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 	if kind == "chat.completion" {
 		obj = "chat.completion.chunk"
 		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served,
-			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}})
+			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, SimElapsedField: 0})
 	}
-	_, err := s.llmRun(in, out, func(n int) {
+	last := 0.0
+	_, err := s.llmRun(in, out, func(n int, ms float64) {
+		last = ms
 		c := chunk(n)
 		if n == out {
 			c["finish_reason"] = "length"
 		}
-		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []map[string]any{c}})
+		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []map[string]any{c}, SimElapsedField: simNS(ms)})
 	})
 	if err != nil {
 		abort()
 	}
 	if q.StreamOptions != nil && q.StreamOptions.IncludeUsage {
-		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []any{}, "usage": usage})
+		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []any{}, "usage": usage, SimElapsedField: simNS(last)})
 	}
 	e.done()
 }

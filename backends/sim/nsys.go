@@ -262,6 +262,11 @@ func expandOutput(name string, env map[string]string) string {
 	return out
 }
 
+// TimeScale is the simulators' real seconds per simulated second under env
+// (RUNNER_SIM_TIME_SCALE, DefaultTimeScale when unset or bad): the runner's LLM client paces a
+// simulated server's arrival schedule with it.
+func TimeScale(env map[string]string) float64 { return timeScale(env) }
+
 func timeScale(env map[string]string) float64 {
 	k, err := readKnobs(map[string]string{EnvTimeScale: env[EnvTimeScale]})
 	if err != nil {
@@ -638,8 +643,23 @@ func fillReport(rep *nsysReport, actPath, trace string) error {
 		rep.GPUs = append(rep.GPUs, nsysgen.GPU{ID: g.Dev, Name: g.Name})
 	}
 	if apis["cuda"] || apis["cuda-sw"] {
+		// nsys records the GPU work of the launches it captured, so every kept kernel and memcpy
+		// has its launch call. A GPU op that runs inside the window but was launched before it
+		// (the CPU runs ahead of a queue of work) is left out with its launch; keeping it would
+		// make triage warn about unlinked ops, a problem of the simulator and not of the run.
+		// An op whose correlation id no runtime record has is kept: activity written that way
+		// asks for unlinked ops.
+		launched := map[int64]bool{}
+		captured := map[int64]bool{}
+		for _, r := range a.RT {
+			launched[r.Corr] = true
+			if in(r.S, r.E) {
+				captured[r.Corr] = true
+			}
+		}
+		gpuIn := func(s, e, corr int64) bool { return in(s, e) && (captured[corr] || !launched[corr]) }
 		for _, k := range a.Kernels {
-			if in(k.S, k.E) {
+			if gpuIn(k.S, k.E, k.Corr) {
 				rep.Kernels = append(rep.Kernels, nsysgen.Kernel{Start: k.S, End: k.E, Device: k.Dev, Stream: k.Str, Correlation: k.Corr, Name: k.Name,
 					GridX: k.G[0], GridY: k.G[1], GridZ: k.G[2], BlockX: k.B[0], BlockY: k.B[1], BlockZ: k.B[2], PID: pid})
 			}
@@ -650,7 +670,7 @@ func fillReport(rep *nsysReport, actPath, trace string) error {
 			}
 		}
 		for _, m := range a.Mems {
-			if in(m.S, m.E) {
+			if gpuIn(m.S, m.E, m.Corr) {
 				rep.Memops = append(rep.Memops, nsysgen.Memop{Start: m.S, End: m.E, Device: m.Dev, Stream: m.Str, Correlation: m.Corr, Bytes: m.Bytes, CopyKind: m.CK, PID: pid})
 			}
 		}

@@ -839,9 +839,10 @@ type llmReq struct {
 }
 
 // llmRun simulates one request's prefill and decode steps and feeds the profiler; emit (may be
-// nil) gets the cumulative output token count as each token is produced: the first at the end
-// of prefill, then one per decode step. The costs are in llmcost.go.
-func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
+// nil) gets the cumulative output token count as each token is produced (the first at the end
+// of prefill, then one per decode step) and the request's simulated time so far in ms. The
+// costs are in llm.go.
+func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
 	s.mu.Lock()
 	flushing := s.flushing
@@ -866,7 +867,7 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
 	s.step(1, "EXTEND")
 	total := prefill
 	if emit != nil && outTok > 0 {
-		emit(1)
+		emit(1, total)
 	}
 	for i := 1; i < outTok; i++ {
 		d := s.decodeMS()
@@ -878,7 +879,7 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int)) (float64, error) {
 		total += d
 		s.step(1, "DECODE")
 		if emit != nil {
-			emit(i + 1)
+			emit(i+1, total)
 		}
 	}
 	return total / 1000, nil

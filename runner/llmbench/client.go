@@ -108,10 +108,14 @@ func Body(api, model string, p Prompt) ([]byte, error) {
 // stream reads a server-sent-events response and fills r with the token times. It returns
 // when the server sends [DONE] or closes the stream; a stream that ends without [DONE] is an
 // error, since a server that died mid-response must not count as a short, fast completion.
-func stream(body io.Reader, api string, t0 time.Time, now func() time.Time, r *Result) error {
+//
+// With simClock, times are the server's: each chunk's SimElapsedField (time since t0 on the
+// simulated server's clock), and [DONE] is at the last chunk's time.
+func stream(body io.Reader, api string, t0 time.Time, now func() time.Time, simClock bool, r *Result) error {
 	br := bufio.NewReaderSize(body, 16<<10)
 	var p fastjson.Parser
 	var last time.Time
+	simAt := t0
 	lastTokens := 0
 	reported := false
 	for {
@@ -128,6 +132,9 @@ func stream(body io.Reader, api string, t0 time.Time, now func() time.Time, r *R
 			if ok {
 				data = bytes.TrimSpace(data)
 				ts := now()
+				if simClock {
+					ts = simAt
+				}
 				if bytes.Equal(data, []byte("[DONE]")) {
 					r.E2E = ts.Sub(t0)
 					if !reported {
@@ -142,6 +149,12 @@ func stream(body io.Reader, api string, t0 time.Time, now func() time.Time, r *R
 				}
 				if msg := v.Get("error"); msg != nil {
 					return fmt.Errorf("server error in stream: %s", clip(msg.String()))
+				}
+				if simClock {
+					if ns := v.Get(SimElapsedField); ns != nil {
+						simAt = t0.Add(time.Duration(ns.GetInt64()))
+						ts = simAt
+					}
 				}
 				n, got, counted := event(api, v)
 				if counted {
@@ -221,9 +234,14 @@ func promptTokens(api string, v *fastjson.Value) int {
 	return v.GetInt("usage", "prompt_tokens")
 }
 
+// SimElapsedField is the streamed chunks' key of the simulated server's time since the
+// request arrived, in ns (the runner's LLM simulator sends it; see Config.SimClock).
+const SimElapsedField = "sim_elapsed_ns"
+
 // do sends one request and records it. The request's context carries the per-request timeout,
-// so a stream that stalls ends as an error, never a hang.
-func do(ctx context.Context, c *http.Client, url, api string, body []byte, p Prompt, r *Result) {
+// so a stream that stalls ends as an error, never a hang. With simClock the token times are the
+// simulated server's (see stream).
+func do(ctx context.Context, c *http.Client, url, api string, body []byte, p Prompt, simClock bool, r *Result) {
 	r.InputTokens, r.OutputTokens = p.InputLen, 0
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -246,7 +264,7 @@ func do(ctx context.Context, c *http.Client, url, api string, body []byte, p Pro
 		r.Error = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, clip(strings.TrimSpace(string(b))))
 		return
 	}
-	if err := stream(resp.Body, api, t0, time.Now, r); err != nil {
+	if err := stream(resp.Body, api, t0, time.Now, simClock, r); err != nil {
 		r.Error = reqError(ctx, err)
 	}
 	if r.OutputTokens == 0 && r.Error == "" {

@@ -443,7 +443,7 @@ func FuzzStream(f *testing.F) {
 		var r Result
 		tick := time.Unix(0, 0)
 		now := func() time.Time { tick = tick.Add(time.Millisecond); return tick }
-		err := stream(strings.NewReader(body), api, time.Unix(0, 0), now, &r)
+		err := stream(strings.NewReader(body), api, time.Unix(0, 0), now, false, &r)
 		if err == nil && !strings.Contains(body, "[DONE]") {
 			t.Fatal("a stream without [DONE] completed")
 		}

@@ -41,6 +41,16 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Client sends the requests; nil means one built by NewClient.
 	Client *http.Client
+	// SimClock measures on a simulated server's clock (runner run --simulate): the token times
+	// are the ones its chunks report (SimElapsedField), the arrival schedule and the request
+	// starts are simulated time, and the wall time Run returns is the last simulated completion.
+	// The simulated costs are µs of real time at the default scale, far below the loopback and
+	// scheduling noise a real clock would add, so without it the noise would be the measurement.
+	SimClock bool
+	// SimTimeScale is the simulator's real seconds per simulated second: with SimClock the
+	// schedule is slept at this scale, so requests overlap on the server as they would in
+	// simulated time (the server's batch, and so its decode cost, follows the real overlap).
+	SimTimeScale float64
 	// BeforeMeasured, when set, runs after the warmup and before the first measured request
 	// (serve cells open their profiling window there); its error stops the benchmark.
 	BeforeMeasured func() error
@@ -106,7 +116,7 @@ func (p *prepared) warm(ctx context.Context, cfg Config) error {
 		var r Result
 		rctx, cancel := context.WithTimeout(ctx, p.timeout)
 		j := i % len(p.bodies)
-		do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], &r)
+		do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], cfg.SimClock, &r)
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -162,9 +172,23 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 	} else {
 		arr = NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
 	}
-	var sem chan struct{}
+	// sem holds the free concurrency slots, each with the (simulated) time it became free, so
+	// that under SimClock a request that waited for a slot starts when its slot's last request
+	// ended on the simulated clock.
+	var sem chan time.Duration
 	if cfg.MaxConcurrency > 0 {
-		sem = make(chan struct{}, cfg.MaxConcurrency)
+		sem = make(chan time.Duration, cfg.MaxConcurrency)
+		for range cfg.MaxConcurrency {
+			sem <- 0
+		}
+	}
+	// real maps a schedule offset to real time: the schedule itself, or under SimClock the
+	// simulated offset at the simulator's scale.
+	real := func(at time.Duration) time.Duration {
+		if cfg.SimClock {
+			return time.Duration(float64(at) * max(cfg.SimTimeScale, 0))
+		}
+		return at
 	}
 	var (
 		mu      sync.Mutex
@@ -189,42 +213,59 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 				break
 			}
 		}
-		if !sleepUntil(ctx, start.Add(at)) {
+		if !sleepUntil(ctx, start.Add(real(at))) {
 			break
 		}
+		simStart := at
 		if sem != nil {
+			var free time.Duration
 			select {
-			case sem <- struct{}{}:
+			case free = <-sem:
 			case <-ctx.Done():
 			}
 			if ctx.Err() != nil {
 				break
 			}
+			simStart = max(at, free)
 		}
-		if cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
+		late := time.Since(start) >= cfg.Duration
+		if cfg.SimClock {
+			late = simStart >= cfg.Duration
+		}
+		if cfg.Duration > 0 && late {
 			if sem != nil {
-				<-sem
+				sem <- simStart
 			}
 			break
 		}
 		wg.Add(1)
-		go func(i int) {
+		go func(i int, simStart time.Duration) {
 			defer wg.Done()
-			if sem != nil {
-				defer func() { <-sem }()
-			}
 			j := i % len(p.bodies)
 			r := Result{Index: i, Start: time.Since(start)}
+			if cfg.SimClock {
+				r.Start = simStart
+			}
 			rctx, cancel := context.WithTimeout(ctx, p.timeout)
-			do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], &r)
+			do(rctx, p.c, p.url, cfg.API, p.bodies[j], cfg.Prompts[j], cfg.SimClock, &r)
 			cancel()
+			if sem != nil {
+				sem <- r.Start + r.E2E
+			}
 			mu.Lock()
 			results = append(results, r)
 			mu.Unlock()
-		}(i)
+		}(i, simStart)
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	if cfg.SimClock {
+		// The benchmark's duration on the simulated clock: first start to last completion.
+		wall = 0
+		for _, r := range results {
+			wall = max(wall, r.Start+r.E2E)
+		}
+	}
 	sortByIndex(results)
 	return results, wall, ctx.Err()
 }
