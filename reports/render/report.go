@@ -284,9 +284,14 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "\nDenoise steps: %d, first %s, last %s (median of the pooled repeats)\n", len(c.Steps), compare.FormatValue(c.Steps[0].Median, perf.UnitNS), compare.FormatValue(last.Median, perf.UnitNS))
 		}
 		if len(c.Kernels) > 0 {
-			b.WriteString("\n| Top kernel | Category | Share |\n|---|---|---:|\n")
+			t := &table.Table{Header: []string{"Top kernel", "Category", "Share"},
+				Align: []table.Align{table.Left, table.Left, table.Right}, Code: []bool{true}}
 			for _, k := range c.Kernels {
-				fmt.Fprintf(&b, "| `%s` | %s | %.1f%% |\n", table.EscapeMarkdown(shortName(k.Name, 80)), table.EscapeMarkdown(k.Category), k.SharePct)
+				t.Rows = append(t.Rows, []string{shortName(k.Name, 80), k.Category, fmt.Sprintf("%.1f%%", k.SharePct)})
+			}
+			b.WriteString("\n")
+			if err := table.WriteMarkdown(&b, t); err != nil {
+				return err
 			}
 		}
 		if len(c.Trend) > 0 {
