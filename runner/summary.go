@@ -116,7 +116,7 @@ func renderSummaryMD(s *rundir.Summary) []byte {
 	var bad []string
 	for _, r := range s.Cells {
 		for _, reason := range r.Reasons {
-			bad = append(bad, fmt.Sprintf("- `%s`: %s", r.ID, table.EscapeMarkdown(reason)))
+			bad = append(bad, fmt.Sprintf("- %s: %s", table.CodeSpan(r.ID), table.EscapeMarkdown(reason)))
 		}
 	}
 	if len(bad) > 0 {
@@ -125,7 +125,7 @@ func renderSummaryMD(s *rundir.Summary) []byte {
 	var warn []string
 	for _, r := range s.Cells {
 		for _, wn := range r.Warnings {
-			warn = append(warn, fmt.Sprintf("- `%s`: %s", r.ID, table.EscapeMarkdown(wn)))
+			warn = append(warn, fmt.Sprintf("- %s: %s", table.CodeSpan(r.ID), table.EscapeMarkdown(wn)))
 		}
 	}
 	if len(warn) > 0 {

@@ -260,7 +260,7 @@ func syntheticSets(cells, steps int) (*perf.Set, *perf.Set) {
 // after a kernel) stays inside its cell: every row of the table is one line with eight cells.
 func TestMarkdownNastyNames(t *testing.T) {
 	res := &Result{Base: "a", New: "b", Rows: []Row{
-		{Config: "cfg|x", Metric: "stage/a|b\nc", Unit: perf.UnitNS, Delta: "~", Tolerance: "10%", Status: StatusOK,
+		{Config: "cfg|x~<T>", Metric: "stage/a|b\nc", Unit: perf.UnitNS, Delta: "~", Tolerance: "10%", Status: StatusOK,
 			Base: Stat{N: 6, Median: 1e6, CI: true, Lo: 1e6, Hi: 1e6}, New: Stat{N: 6, Median: 1e6, CI: true, Lo: 1e6, Hi: 1e6}},
 	}}
 	var b bytes.Buffer
@@ -284,5 +284,10 @@ func TestMarkdownNastyNames(t *testing.T) {
 	}
 	if !strings.Contains(rows[2], "stage/a\\|b<br>c") {
 		t.Errorf("metric cell: %q", rows[2])
+	}
+	// The config is a code span the table writer makes: "|" escaped for the table, "~" and "<"
+	// literal (a "\\~" inside backticks showed its backslash on GitHub).
+	if !strings.HasPrefix(rows[2], "| `cfg\\|x~<T>` | ") {
+		t.Errorf("config cell: %q", rows[2])
 	}
 }

@@ -189,13 +189,14 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 	fmt.Fprintf(w, "**%s**\n\n", table.EscapeMarkdown(Headline(res)))
 	fmt.Fprintf(w, "base `%s` → new `%s`\n\n", res.Base, res.New)
 	t := &table.Table{Header: []string{"Config", "Metric", "Base", "New", "Delta", "", "Tolerance", "Verdict"},
-		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Right, table.Left}}
+		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Right, table.Left},
+		Code:  []bool{true}} // the config column: the writer owns its backticks
 	for _, r := range res.Rows {
 		v := statusMark(r)
 		if r.Status == StatusRegression {
 			v = "**" + v + "**"
 		}
-		t.Rows = append(t.Rows, []string{"`" + r.Config + "`", r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, v})
+		t.Rows = append(t.Rows, []string{r.Config, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, v})
 	}
 	if err := table.WriteMarkdown(w, t); err != nil {
 		return err

@@ -245,9 +245,9 @@ func maxOf(v []float64) float64 {
 func WriteReportMarkdown(w io.Writer, r *Report) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n", table.EscapeMarkdown(r.Title))
-	fmt.Fprintf(&b, "Run `%s`", r.RunDir)
+	fmt.Fprintf(&b, "Run %s", table.CodeSpan(r.RunDir))
 	if r.Baseline != "" {
-		fmt.Fprintf(&b, " against `%s`", r.Baseline)
+		fmt.Fprintf(&b, " against %s", table.CodeSpan(r.Baseline))
 	}
 	b.WriteString("\n\n")
 	if r.Compare != nil {
@@ -257,7 +257,9 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 	} else {
 		fmt.Fprintf(&b, "**%s**\n", r.Headline)
 	}
-	writeCellsMarkdown(&b, r.Cells)
+	if err := writeCellsMarkdown(&b, r.Cells); err != nil {
+		return err
+	}
 	if t := LLMTable(r.Cells); t != nil {
 		b.WriteString("\n## LLM serving\n\n")
 		if err := table.WriteMarkdown(&b, t); err != nil {
@@ -268,15 +270,19 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 		if c.empty() {
 			continue
 		}
-		fmt.Fprintf(&b, "\n## `%s`\n\n", c.Key)
+		fmt.Fprintf(&b, "\n## %s\n\n", table.CodeSpan(c.Key))
 		if len(c.Stages) > 0 {
-			b.WriteString("| Stage | New | Base | Verdict |\n|---|---:|---:|---|\n")
+			t := &table.Table{Header: []string{"Stage", "New", "Base", "Verdict"},
+				Align: []table.Align{table.Left, table.Right, table.Right, table.Left}}
 			for _, s := range c.Stages {
 				base := "-"
 				if s.HasBase {
 					base = compare.FormatValue(s.Base, perf.UnitNS)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", table.EscapeMarkdown(s.Name), compare.FormatValue(s.New, perf.UnitNS), base, orDash(s.Status))
+				t.Rows = append(t.Rows, []string{s.Name, compare.FormatValue(s.New, perf.UnitNS), base, orDash(s.Status)})
+			}
+			if err := table.WriteMarkdown(&b, t); err != nil {
+				return err
 			}
 		}
 		if len(c.Steps) > 0 {
@@ -284,9 +290,14 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "\nDenoise steps: %d, first %s, last %s (median of the pooled repeats)\n", len(c.Steps), compare.FormatValue(c.Steps[0].Median, perf.UnitNS), compare.FormatValue(last.Median, perf.UnitNS))
 		}
 		if len(c.Kernels) > 0 {
-			b.WriteString("\n| Top kernel | Category | Share |\n|---|---|---:|\n")
+			t := &table.Table{Header: []string{"Top kernel", "Category", "Share"},
+				Align: []table.Align{table.Left, table.Left, table.Right}, Code: []bool{true}}
 			for _, k := range c.Kernels {
-				fmt.Fprintf(&b, "| `%s` | %s | %.1f%% |\n", table.EscapeMarkdown(shortName(k.Name, 80)), table.EscapeMarkdown(k.Category), k.SharePct)
+				t.Rows = append(t.Rows, []string{shortName(k.Name, 80), k.Category, fmt.Sprintf("%.1f%%", k.SharePct)})
+			}
+			b.WriteString("\n")
+			if err := table.WriteMarkdown(&b, t); err != nil {
+				return err
 			}
 		}
 		if len(c.Trend) > 0 {
@@ -300,7 +311,7 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 	if len(r.Skipped) > 0 {
 		fmt.Fprintf(&b, "\n<details><summary>%s</summary>\n\n", r.SkippedSummary())
 		for _, s := range r.Skipped {
-			fmt.Fprintf(&b, "- `%s`: %s\n", s.Cell, table.EscapeMarkdown(s.Reason))
+			fmt.Fprintf(&b, "- %s: %s\n", table.CodeSpan(s.Cell), table.EscapeMarkdown(s.Reason))
 		}
 		b.WriteString("\n</details>\n")
 	}
@@ -310,14 +321,18 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 
 // writeCellsMarkdown writes the table of the run's cells: verdict (with its warning count),
 // e2e and mean step time, and the root cause of a cell that is not ok.
-func writeCellsMarkdown(b *bytes.Buffer, cells []CellLine) {
+func writeCellsMarkdown(b *bytes.Buffer, cells []CellLine) error {
 	if len(cells) == 0 {
-		return
+		return nil
 	}
-	b.WriteString("\n## Cells\n\n| Cell | Verdict | E2E | Mean step | Profiler | Note |\n|---|---|---:|---:|---|---|\n")
+	t := &table.Table{Header: []string{"Cell", "Verdict", "E2E", "Mean step", "Profiler", "Note"},
+		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Left, table.Left},
+		Code:  []bool{true}}
 	for _, c := range cells {
-		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s |\n", c.ID, c.VerdictLabel(), nsOrDash(c.E2E), nsOrDash(c.Step), orDash(c.Profiler), orDash(table.EscapeMarkdown(c.Cause)))
+		t.Rows = append(t.Rows, []string{c.ID, c.VerdictLabel(), nsOrDash(c.E2E), nsOrDash(c.Step), orDash(c.Profiler), orDash(c.Cause)})
 	}
+	b.WriteString("\n## Cells\n\n")
+	return table.WriteMarkdown(b, t)
 }
 
 // VerdictLabel is the verdict with the warning marker the terminal summary uses ("ok !2").

@@ -311,3 +311,20 @@ func TestLLMReportGolden(t *testing.T) {
 	reportGolden(t, "report-llm.md.golden", md.Bytes())
 	reportGolden(t, "report-llm.html.golden", html.Bytes())
 }
+
+// TestReportMarkdownKernelNames: a kernel name is a code span the table writer makes, so its
+// "<" and "~" show literally and only "|" is escaped; the category beside it is text, where "<"
+// becomes "&lt;" so GitHub does not take it for a tag. Before, report.go put backticks around
+// escaped text and a "~" showed as "\\~".
+func TestReportMarkdownKernelNames(t *testing.T) {
+	r := &Report{Title: "t", RunDir: "runs/x", Headline: "h", Configs: []ConfigReport{{Key: "cfg",
+		Kernels: []perf.KernelShare{{Name: "void k<float>|x ~Foo()", Category: "gemm<x>", SharePct: 50}}}}}
+	var md bytes.Buffer
+	if err := WriteReportMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	want := "| Top kernel | Category | Share |\n| --- | --- | ---: |\n| `void k<float>\\|x ~Foo()` | gemm&lt;x> | 50.0% |\n"
+	if !strings.Contains(md.String(), want) {
+		t.Errorf("report.md:\n%s\nwant the table:\n%s", md.String(), want)
+	}
+}

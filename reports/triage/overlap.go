@@ -247,9 +247,10 @@ func (sw *Sweep) sweepEdges(runs []unionRun) (mStart, mEnd []int64) {
 
 // mergeRuns32 sorts b by cmp with a bottom-up merge of its ascending runs, using buf (at least
 // as long as b). A stream's ops come as a few sorted runs (the kernel table, then the memcpy
-// and memset tables, each in time order), so this is a few linear passes, where a sort by
-// comparisons through the op indices took about 0.2 s at 1M ops. Input with many runs is
-// left to slices.SortFunc, which needs no buffer of run starts.
+// and memset tables, each in time order), so this is a few linear passes instead of a sort by
+// comparisons through the op indices, which is costly at a million ops (docs/performance.md,
+// "Figures that were in code comments"). Input with many runs is left to slices.SortFunc,
+// which needs no buffer of run starts.
 func mergeRuns32(b, buf []int32, cmp func(x, y int32) int) {
 	starts := []int{0}
 	for i := 1; i < len(b); i++ {

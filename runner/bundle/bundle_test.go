@@ -618,3 +618,18 @@ num_inference_steps = [2]
 		}
 	}
 }
+
+// TestReadmeCodeCells: the README's cell ids and kernel names are code columns of the table
+// model, so a "~" or "<" in a kernel name shows literally inside its code span (before, the
+// backticks were the caller's and the writer's "\\~" showed its backslash) and a "|" cannot end
+// the cell.
+func TestReadmeCodeCells(t *testing.T) {
+	v := view{cells: []cellView{{id: "000-c", result: &rundir.CellResult{TopKernels: []rundir.KernelShare{
+		{Name: "void k<float>|x ~Foo()", Category: "gemm", TotalUS: 2, SharePct: 50}}}}}}
+	var b strings.Builder
+	writeTopKernels(&b, v, 3)
+	want := "| `000-c` | `void k<float>\\|x ~Foo()` | gemm | 2.0 | 50.0% |\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("top kernels:\n%s\nwant the row:\n%s", b.String(), want)
+	}
+}

@@ -154,18 +154,18 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 		b.WriteString("\n")
 	}
 	b.WriteString("\n## Contents\n\n")
-	contents := &table.Table{Header: []string{"file", "bytes", "note"}, Align: []table.Align{table.Left, table.Right}}
+	contents := &table.Table{Header: []string{"file", "bytes", "note"}, Align: []table.Align{table.Left, table.Right}, Code: []bool{true}}
 	for _, f := range meta.Files {
-		contents.Rows = append(contents.Rows, []string{"`" + f.Path + "`", strconv.FormatInt(f.Bytes, 10), f.Note})
+		contents.Rows = append(contents.Rows, []string{f.Path, strconv.FormatInt(f.Bytes, 10), f.Note})
 	}
 	contents.Rows = append(contents.Rows,
-		[]string{"`" + ReadmeFile + "`", "", "this file"},
-		[]string{"`" + MetadataFile + "`", "", "what the bundle holds, machine-readable"})
+		[]string{ReadmeFile, "", "this file"},
+		[]string{MetadataFile, "", "what the bundle holds, machine-readable"})
 	writeTable(&b, contents)
 	if len(meta.Omitted) > 0 {
 		b.WriteString("\n### Left out\n\n")
 		for _, o := range meta.Omitted {
-			fmt.Fprintf(&b, "- `%s`: %s\n", o.Path, o.Reason)
+			fmt.Fprintf(&b, "- %s: %s\n", table.CodeSpan(o.Path), o.Reason)
 		}
 	}
 	b.WriteString("\n## Redacted\n\n")
@@ -212,11 +212,11 @@ func writeSymptom(b *strings.Builder, v view) {
 	fmt.Fprintf(b, "%d cell(s): %s.\n\n", len(v.cells), strings.Join(parts, ", "))
 	for _, c := range v.cells {
 		if c.result == nil {
-			fmt.Fprintf(b, "- `%s`: not run (no result.json)\n", c.id)
+			fmt.Fprintf(b, "- %s: not run (no result.json)\n", table.CodeSpan(c.id))
 			continue
 		}
 		r := c.result
-		fmt.Fprintf(b, "- `%s`: **%s**", c.id, r.Verdict)
+		fmt.Fprintf(b, "- %s: **%s**", table.CodeSpan(c.id), r.Verdict)
 		if r.Exit.Code != 0 || r.Exit.Signal != "" {
 			fmt.Fprintf(b, " (exit status %d%s)", r.Exit.Code, map[bool]string{true: ", signal " + r.Exit.Signal, false: ""}[r.Exit.Signal != ""])
 		}
@@ -233,7 +233,7 @@ func writeSymptom(b *strings.Builder, v view) {
 func writeReason(b *strings.Builder, r backends.Reason, what string) {
 	fmt.Fprintf(b, "  - %s `%s`: %s\n", what, r.Code, oneLine(r.Message))
 	for _, l := range r.Lines {
-		fmt.Fprintf(b, "    > log.txt line %d: `%s`\n", l.Line, strings.ReplaceAll(oneLine(stripANSI(l.Text)), "`", "'"))
+		fmt.Fprintf(b, "    > log.txt line %d: %s\n", l.Line, table.CodeSpan(oneLine(stripANSI(l.Text))))
 	}
 }
 
@@ -276,6 +276,7 @@ func writeTimings(b *strings.Builder, v view) {
 	t := &table.Table{
 		Header: []string{"cell", "verdict", "e2e ms", "mean denoise step ms", "peak memory"},
 		Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right},
+		Code:   []bool{true},
 	}
 	defer writeTable(b, t)
 	for _, c := range v.cells {
@@ -287,7 +288,7 @@ func writeTimings(b *strings.Builder, v view) {
 		if tm.PeakMemoryMB > 0 {
 			mem = fmt.Sprintf("%.0f MB", tm.PeakMemoryMB)
 		}
-		t.Rows = append(t.Rows, []string{"`" + c.id + "`", string(c.result.Verdict), ms(tm.E2ENS), ms(tm.MeanDenoiseStepNS), mem})
+		t.Rows = append(t.Rows, []string{c.id, string(c.result.Verdict), ms(tm.E2ENS), ms(tm.MeanDenoiseStepNS), mem})
 	}
 }
 
@@ -302,6 +303,7 @@ func writeTopKernels(b *strings.Builder, v view, n int) {
 	t := &table.Table{
 		Header: []string{"cell", "kernel", "category", "total µs", "share"},
 		Align:  []table.Align{table.Left, table.Left, table.Left, table.Right, table.Right},
+		Code:   []bool{true, true},
 	}
 	for _, c := range v.cells {
 		if c.result == nil || len(c.result.TopKernels) == 0 {
@@ -311,7 +313,7 @@ func writeTopKernels(b *strings.Builder, v view, n int) {
 			if i == n {
 				break
 			}
-			t.Rows = append(t.Rows, []string{"`" + c.id + "`", "`" + truncName(k.Name, 90) + "`", k.Category, fmt.Sprintf("%.1f", k.TotalUS), fmt.Sprintf("%.1f%%", k.SharePct)})
+			t.Rows = append(t.Rows, []string{c.id, truncName(k.Name, 90), k.Category, fmt.Sprintf("%.1f", k.TotalUS), fmt.Sprintf("%.1f%%", k.SharePct)})
 		}
 	}
 	if len(t.Rows) > 0 {
@@ -497,9 +499,10 @@ func writeComparison(b *strings.Builder, v view, h string) {
 		t := &table.Table{
 			Header: []string{"config", "metric", "base", "new", "change", "tolerance"},
 			Align:  []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left},
+			Code:   []bool{true},
 		}
 		for _, r := range v.worst {
-			t.Rows = append(t.Rows, []string{"`" + r.Config + "`", r.Metric, compare.FormatStat(r.Base, r.Unit), compare.FormatStat(r.New, r.Unit), fmt.Sprintf("%+.1f%%", r.DeltaPct), r.Tolerance})
+			t.Rows = append(t.Rows, []string{r.Config, r.Metric, compare.FormatStat(r.Base, r.Unit), compare.FormatStat(r.New, r.Unit), fmt.Sprintf("%+.1f%%", r.DeltaPct), r.Tolerance})
 		}
 		writeTable(b, t)
 		b.WriteString("\n")

@@ -36,7 +36,12 @@ type Table struct {
 	Title  string
 	Header []string
 	Align  []Align // per column; missing entries are Left
-	Rows   [][]string
+	// Code marks the columns whose cells are code (kernel names, configuration keys, cell ids,
+	// paths): Markdown wraps each line of such a cell in a code span and HTML in <code>, so the
+	// writer, not the caller, owns the backticks and the escaping a code span needs. Missing
+	// entries are false; text, CSV and JSON write code cells as they are.
+	Code []bool
+	Rows [][]string
 	// Empty is the text shown as the single row when Rows is empty (text, Markdown and HTML),
 	// so a reader sees that the table was computed and had nothing to say. CSV and JSON, read
 	// by programs, get zero rows instead.
@@ -51,6 +56,10 @@ func (t *Table) align(i int) Align {
 		return t.Align[i]
 	}
 	return Left
+}
+
+func (t *Table) code(i int) bool {
+	return i < len(t.Code) && t.Code[i]
 }
 
 func (t *Table) cell(row []string, i int) string {
@@ -114,19 +123,64 @@ func Write(w io.Writer, f Format, t *Table) error {
 	return fmt.Errorf("unknown table format %q; use text, md, csv, json or html", f)
 }
 
-// mdEscaper is the one Markdown rule of the runner. "|" would end the cell and "~" pairs strike
-// text through (GitHub takes a single "~" as strikethrough too), so both are backslash-escaped;
-// a line break would end the row, so it becomes <br> (CR LF and a lone CR count as one).
-var mdEscaper = strings.NewReplacer("\r\n", "<br>", "\r", "<br>", "\n", "<br>", "|", `\|`, "~", `\~`)
+// mdEscaper is the one Markdown rule of the runner for text outside code spans. "|" would end
+// the cell and "~" pairs strike text through (GitHub takes a single "~" as strikethrough too), so
+// both are backslash-escaped; "<" would open an HTML tag that GitHub drops with its contents
+// ("void k<float>" shows as "void k"), so it becomes "&lt;" (">" alone is harmless); a line break
+// would end the row, so it becomes <br> (CR LF and a lone CR count as one). The replacer makes
+// one pass, so the "<" of the <br> it writes is not escaped again.
+var mdEscaper = strings.NewReplacer("\r\n", "<br>", "\r", "<br>", "\n", "<br>", "|", `\|`, "~", `\~`, "<", "&lt;")
 
-// EscapeMarkdown makes s safe inside one Markdown table cell, a heading or a list item: pipes
-// and tildes are escaped and line breaks become <br>, so a kernel or reason with a "|" or a
-// newline cannot end the row or the item. It is the runner's only Markdown escaper.
+// EscapeMarkdown makes s safe as text (outside a code span) inside one Markdown table cell, a
+// heading or a list item: pipes and tildes are escaped, "<" becomes "&lt;" and line breaks
+// become <br>, so a kernel or reason with a "|", a template argument or a newline cannot end the
+// row or the item, nor vanish as a tag. It is the runner's only Markdown escaper of text; code
+// goes through CodeSpan or a Table's Code columns, where an escape would show literally.
 func EscapeMarkdown(s string) string {
-	if !strings.ContainsAny(s, "|~\r\n") {
+	if !strings.ContainsAny(s, "|~<\r\n") {
 		return s
 	}
 	return mdEscaper.Replace(s)
+}
+
+// CodeSpan writes s as one Markdown code span for prose (a heading, a list item, a sentence):
+// inside a code span nothing is escaped and everything shows literally, so the only care is the
+// fence, one backtick longer than the longest run of backticks in s, with a space on each side
+// when s starts or ends with a backtick (or with a space: CommonMark strips one from each end).
+// Line breaks become spaces, which is how a code span shows them anyway, so a blank line cannot
+// end the paragraph. An empty s gives "", since "“" is not an empty code span. Table cells use
+// a Table's Code columns instead: there a "|" must still be escaped.
+func CodeSpan(s string) string {
+	s = strings.Join(lines(s), " ")
+	if s == "" {
+		return ""
+	}
+	longest, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	if s[0] == '`' || s[len(s)-1] == '`' || (s[0] == ' ' && s[len(s)-1] == ' ' && strings.Trim(s, " ") != "") {
+		s = " " + s + " "
+	}
+	return fence + s + fence
+}
+
+// mdCodeCell renders a code cell of a Markdown table: each line its own code span, joined by
+// <br> (a code span cannot hold a line break, and a <br> inside one would show literally), and
+// "|" escaped as "\|", the one escape GitHub's table parser removes before it reads the code
+// span. "~" and "<" stay as they are: inside a code span they are literal.
+func mdCodeCell(s string) string {
+	ls := lines(s)
+	for i, l := range ls {
+		ls[i] = strings.ReplaceAll(CodeSpan(l), "|", `\|`)
+	}
+	return strings.Join(ls, "<br>")
 }
 
 // WriteMarkdown writes t as a GitHub-flavoured Markdown table, under a "### Title" heading when
@@ -161,7 +215,11 @@ func WriteMarkdown(w io.Writer, t *Table) error {
 	for _, r := range rows {
 		b.WriteString("|")
 		for i := range t.Header {
-			b.WriteString(" " + EscapeMarkdown(t.cell(r, i)) + " |")
+			if c := t.cell(r, i); t.code(i) && len(t.Rows) > 0 {
+				b.WriteString(" " + mdCodeCell(c) + " |")
+			} else {
+				b.WriteString(" " + EscapeMarkdown(c) + " |")
+			}
 		}
 		b.WriteString("\n")
 	}
@@ -301,31 +359,35 @@ func htmlCell(s string) string {
 }
 
 // WriteHTML writes t as an HTML <table> (the title as its caption, right-aligned columns with
-// an inline text-align), every cell HTML-escaped, so a kernel name like "k<float>" shows as
-// written.
+// an inline text-align, code columns' cells in <code>), every cell HTML-escaped, so a kernel
+// name like "k<float>" shows as written.
 func WriteHTML(w io.Writer, t *Table) error {
 	var b strings.Builder
 	b.WriteString("<table>\n")
 	if t.Title != "" {
 		b.WriteString("<caption>" + htmlCell(t.Title) + "</caption>\n")
 	}
-	tag := func(name string, i int, s string) {
+	tag := func(name string, i int, s string, code bool) {
 		if t.align(i) == Right {
 			b.WriteString("<" + name + ` style="text-align:right">`)
 		} else {
 			b.WriteString("<" + name + ">")
 		}
+		if code && s != "" {
+			b.WriteString("<code>" + htmlCell(s) + "</code></" + name + ">")
+			return
+		}
 		b.WriteString(htmlCell(s) + "</" + name + ">")
 	}
 	b.WriteString("<thead><tr>")
 	for i, h := range t.Header {
-		tag("th", i, h)
+		tag("th", i, h, false)
 	}
 	b.WriteString("</tr></thead>\n<tbody>\n")
 	for _, r := range t.Rows {
 		b.WriteString("<tr>")
 		for i := range t.Header {
-			tag("td", i, t.cell(r, i))
+			tag("td", i, t.cell(r, i), t.code(i))
 		}
 		b.WriteString("</tr>\n")
 	}

@@ -93,10 +93,74 @@ func TestEscapeMarkdown(t *testing.T) {
 		"x\ny":          "x<br>y",
 		"x\r\ny\rz":     "x<br>y<br>z",
 		"~Foo() ~Bar()": `\~Foo() \~Bar()`,
+		// "<" would open an HTML tag GitHub drops with the name in it; ">" alone is harmless.
+		"void k<float>": "void k&lt;float>",
+		"a<b\nc":        "a&lt;b<br>c",
+		"`tick`":        "`tick`",
 	} {
 		if got := EscapeMarkdown(in); got != want {
 			t.Errorf("EscapeMarkdown(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestCodeSpan: the fence outgrows the backticks inside, a leading or trailing backtick gets
+// the spaces CommonMark strips, and nothing else is escaped (an escape would show literally).
+func TestCodeSpan(t *testing.T) {
+	for in, want := range map[string]string{
+		"":              "",
+		"void k<float>": "`void k<float>`",
+		"~Foo() a|b":    "`~Foo() a|b`",
+		"a`b":           "``a`b``",
+		"a``b`c":        "```a``b`c```",
+		"`x`":           "`` `x` ``",
+		" x ":           "`  x  `",
+		"x\ny":          "`x y`",
+	} {
+		if got := CodeSpan(in); got != want {
+			t.Errorf("CodeSpan(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCodeColumnMarkdown: a Code column's cells are wrapped by the writer, each line its own
+// code span, with "|" the only escape; the text column beside it escapes "<", "|" and "~". Before
+// the Code flag, callers put backticks around escaped text, so "~" showed as "\~" inside the span
+// and "<" outside one vanished as a tag.
+func TestCodeColumnMarkdown(t *testing.T) {
+	tb := &Table{Header: []string{"Kernel", "Note"}, Code: []bool{true},
+		Rows: [][]string{
+			{"void k<float>|x\n~Foo()", "void k<float>|x\n~Foo()"},
+			{"a`b", "a`b"},
+			{"", "empty code cell"},
+		}}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, tb); err != nil {
+		t.Fatal(err)
+	}
+	want := "| Kernel | Note |\n| --- | --- |\n" +
+		"| `void k<float>\\|x`<br>`~Foo()` | void k&lt;float>\\|x<br>\\~Foo() |\n" +
+		"| ``a`b`` | a`b |\n" +
+		"|  | empty code cell |\n"
+	if b.String() != want {
+		t.Errorf("markdown:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	tb.Rows, tb.Empty = nil, "(none)"
+	_ = WriteMarkdown(&b, tb)
+	if !strings.HasSuffix(b.String(), "| (none) | - |\n") {
+		t.Errorf("the empty row is not code: %q", b.String())
+	}
+	b.Reset()
+	tb.Rows = [][]string{{"k<T>", "n"}}
+	_ = WriteHTML(&b, tb)
+	if !strings.Contains(b.String(), "<tr><td><code>k&lt;T&gt;</code></td><td>n</td></tr>") {
+		t.Errorf("html code cell: %s", b.String())
+	}
+	b.Reset()
+	_ = WriteText(&b, tb)
+	if !strings.Contains(b.String(), "k<T>") || strings.Contains(b.String(), "`") {
+		t.Errorf("text shows code cells as they are: %q", b.String())
 	}
 }
 
@@ -131,6 +195,9 @@ func TestNastyNameEveryFormat(t *testing.T) {
 	}
 	if !strings.Contains(rows[2], `\~a\~`) {
 		t.Errorf("tildes not escaped: %q", rows[2])
+	}
+	if strings.Contains(rows[2], "<float") || !strings.Contains(rows[2], "void k&lt;float>") {
+		t.Errorf("template argument would be an HTML tag on GitHub: %q", rows[2])
 	}
 
 	b.Reset()
