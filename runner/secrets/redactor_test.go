@@ -118,6 +118,53 @@ func TestStreamChunksInOrder(t *testing.T) {
 	}
 }
 
+// TestStreamLongLineKeepsSecretsWhole: a line longer than a chunk is cut inside, but never
+// through a secret: with the secret at every offset around where the first cut falls, nothing
+// of it survives, whatever the number of workers.
+func TestStreamLongLineKeepsSecretsWhole(t *testing.T) {
+	var filler strings.Builder
+	for i := 0; filler.Len() < chunk+64<<10; i++ {
+		fmt.Fprintf(&filler, `"k%d": "v%d", `, i, i)
+	}
+	base := filler.String()
+	secrets := []string{
+		`"api_key": "opaquevaluexyz123"`,
+		`password: hunter2hunter2`,
+		`Authorization: Bearer abcdefghijklmnop1234`,
+		`ghp_` + strings.Repeat("A1b2C3d4E5", 4)[:36],
+		`https://user:s3cretpassw0rd@example.com/x`,
+	}
+	leaks := []string{"opaquevaluexyz123", "hunter2hunter2", "abcdefghijklmnop1234", strings.Repeat("A1b2C3d4E5", 4)[:36], "s3cretpassw0rd"}
+	for si, sec := range secrets {
+		for _, off := range probeOffsets() {
+			in := base[:off] + sec + ", " + base[off:]
+			for _, workers := range []int{1, 2} {
+				r, _ := New(nil, nil)
+				var out bytes.Buffer
+				if err := r.stream(&out, strings.NewReader(in), workers); err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(out.String(), leaks[si]) {
+					t.Fatalf("%q at offset %d survived a cut inside the line (%d workers)", sec, off, workers)
+				}
+			}
+		}
+	}
+}
+
+// probeOffsets are where TestStreamLongLineKeepsSecretsWhole puts its secret: around the end
+// of the first chunk (where a cut at the last separator falls) and around the last separator
+// insideLineCut may choose (probeWindow before it).
+func probeOffsets() []int {
+	var offs []int
+	for _, at := range []int{chunk, chunk - probeWindow} {
+		for off := at - 48; off <= at+8; off += 2 {
+			offs = append(offs, off)
+		}
+	}
+	return offs
+}
+
 // failAfter is a writer that fails once it has taken n bytes.
 type failAfter struct{ n int }
 

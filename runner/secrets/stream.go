@@ -150,6 +150,10 @@ func (r *Redactor) cutChunks(in io.Reader, emit func(b []byte) error) error {
 		cut := len(buf)
 		if !eof {
 			cut = cutPoint(buf)
+			if cut > 0 && bytes.LastIndexByte(buf[:cut], '\n') < 0 {
+				// No line end in the buffer: a line longer than a chunk is cut inside.
+				cut = r.insideLineCut(buf, cut)
+			}
 			if cut < 0 { // an open PEM block: read on, up to maxCarry
 				if len(buf) < chunk+maxCarry {
 					n, err := in.Read(buf[len(buf):cap(buf)])
@@ -192,6 +196,36 @@ func safeCut(b []byte) int {
 		return i + 1
 	}
 	return len(b)
+}
+
+// probeWindow is how much text on each side of a cut inside a line insideLineCut redacts to
+// check that no secret crosses the cut: longer than any single-line secret the rules match.
+const probeWindow = 8 << 10
+
+// insideLineCut chooses where to cut b, which holds part of a line longer than a chunk, at
+// or before the separator safeCut found (at cut). A cut there could split a secret from
+// its name (`"api_key": "` | `value"`) or a token in two, and neither half would be
+// redacted, so a candidate is kept only if the text around it redacts the same in one piece
+// as in the two pieces the cut makes. Candidates are separators far enough from the end of
+// b that the text after them is known. Probes use a clone, so they count nothing.
+func (r *Redactor) insideLineCut(b []byte, cut int) int {
+	probe := r.Clone()
+	end := min(cut, len(b)-probeWindow)
+	for tries := 0; tries < 256 && end > 0; tries++ {
+		i := bytes.LastIndexAny(b[:end], "\", \t")
+		if i < 0 {
+			break
+		}
+		m := i + 1
+		lo, hi := max(0, m-probeWindow), m+probeWindow
+		whole := probe.appendRedacted(nil, b[lo:hi])
+		split := probe.appendRedacted(probe.appendRedacted(nil, b[lo:m]), b[m:hi])
+		if bytes.Equal(whole, split) {
+			return m
+		}
+		end = i
+	}
+	return cut // no separator that keeps every secret whole: cut where safeCut said
 }
 
 // lastFold is the last index of the lower-case word k in b, in any case.
