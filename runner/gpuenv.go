@@ -65,6 +65,10 @@ func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *GPUE
 	}
 	probes := envProbes(cells[0])
 	cmd := probes.Command
+	if opts.NoPlanProbes {
+		e.InterpreterNote = "not probed: a simulated replay runs nothing the bundle's plan names (backend.command " + quoteArgv(cmd) + "); replay without --simulate to be shown the probes and asked"
+		return e
+	}
 	e.Interpreter = gpu.Interpreter(cmd, opts.Env)
 	if e.Interpreter == "" {
 		e.InterpreterNote = "backend.command " + quoteArgv(cmd) + " is not Python-based as far as the runner can tell (no python beside it on PATH): no check_env and no library versions"

@@ -132,7 +132,7 @@ func ProbeCommands(p *plans.Plan, opts Options) [][]string {
 		out = append(out, sglangPythonProbe)
 	}
 	probes := envProbes(c)
-	if py := gpu.Interpreter(probes.Command, opts.Env); py != "" {
+	if py := gpu.Interpreter(probes.Command, opts.Env); py != "" && !opts.NoPlanProbes {
 		if probes.CheckEnv {
 			out = append(out, gpu.CheckEnvArgv(py))
 		}

@@ -90,6 +90,11 @@ type Options struct {
 	// environment instead of running check_env and the other probes a second time.
 	Probed *rundir.Manifest
 
+	// NoPlanProbes keeps the environment probes from running anything the plan names (the
+	// Python beside backend.command for check_env and library versions): set by a simulated
+	// replay, whose bundle's commands nobody confirmed.
+	NoPlanProbes bool
+
 	// red is the run's redactor (prepareRedactor), cloned for each run-directory file.
 	red *secrets.Redactor
 }

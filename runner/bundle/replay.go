@@ -152,6 +152,8 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 		Progress:  opts.Progress,
 		Logger:    opts.Logger,
 		Args:      opts.Args,
+		// A simulated replay asks nothing, so it runs nothing the bundle's plan names.
+		NoPlanProbes: opts.Simulate,
 	}
 	if !opts.Simulate {
 		// Before anything runs, the environment probe included.

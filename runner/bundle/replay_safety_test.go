@@ -123,6 +123,37 @@ func TestReplaySimulatedBundleWithoutFlag(t *testing.T) {
 	}
 }
 
+// A simulated bundle's replay asks nothing, so it runs nothing the bundle's plan names: a
+// tampered plan whose backend.command sits beside a "python" must not get that python run as
+// the environment probe (check_env, library versions).
+func TestReplaySimulatedRunsNothingThePlanNames(t *testing.T) {
+	venv := t.TempDir()
+	marker := filepath.Join(venv, "ran")
+	for _, name := range []string{"python", "python3", "sglang"} {
+		if err := os.WriteFile(filepath.Join(venv, name), []byte("#!/bin/sh\necho \"$0 $*\" >> "+marker+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := rebundle(t, bundleOf(t, fallbackPlan, nil), func(name string, data []byte) []byte {
+		if name == rundir.PlanFile {
+			return append(data, []byte("\n[backend]\ncommand = [\""+filepath.Join(venv, "sglang")+"\"]\n")...)
+		}
+		return data
+	})
+	var out bytes.Buffer
+	opts := replayOpts(t, &out)
+	opts.Simulate = false
+	if _, err := Replay(context.Background(), b, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "replaying it with the simulators") {
+		t.Fatalf("not replayed simulated:\n%s", out.String())
+	}
+	if got, err := os.ReadFile(marker); err == nil {
+		t.Errorf("a simulated replay ran what the bundle's plan names:\n%s", got)
+	}
+}
+
 // A real replay shows every probe it runs, exactly (check_env and the version script of the
 // Python beside backend.command included), and runs each once, not once to diff and again
 // for the run's manifest.
