@@ -97,13 +97,12 @@ func (o *Options) executorKind() string {
 	return plans.ExecutorLocal
 }
 
-// cellGPUs is how many GPUs cell c holds on a slot: gpus_per_cell when the plan sets it,
-// otherwise the cell's own --num-gpus or --tp-size, otherwise 1.
+// cellGPUs is how many GPUs cell c holds on a slot: the larger of gpus_per_cell (when the plan
+// sets it) and the cell's own --num-gpus or --tp-size, at least 1.
 func cellGPUs(c plans.Cell, perCell int) int {
-	if perCell > 0 {
-		return perCell
-	}
-	n := 1
+	// gpus_per_cell raises a cell's share, never lowers it below what its own --num-gpus /
+	// --tp-size asks for: fewer GPUs than ranks fails the cell with "invalid device ordinal".
+	n := max(perCell, 1)
 	args := c.Backend.ExtraArgs
 	for i, a := range args {
 		for _, flag := range []string{"--num-gpus", "--tp-size", "--tp"} {

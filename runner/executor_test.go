@@ -101,6 +101,13 @@ func TestGPUSlotsCellSize(t *testing.T) {
 			t.Errorf("cell %s (--num-gpus 2) holds GPUs %v; want two", id, r.GPUs)
 		}
 	}
+	// gpus_per_cell below a cell's own --num-gpus does not cut the cell down (it would fail
+	// with "invalid device ordinal" on too few GPUs).
+	for id, r := range runSlots(t, strings.Replace(body, "[executor]\n", "[executor]\ngpus_per_cell = 1\n", 1), "0") {
+		if len(r.GPUs) != 2 {
+			t.Errorf("cell %s (--num-gpus 2, gpus_per_cell = 1) holds GPUs %v; want two", id, r.GPUs)
+		}
+	}
 	for id, r := range runSlots(t, slotPlan(3, "4", "gpus_per_cell = 4\n"), "0") {
 		if !slices.Equal(r.GPUs, []int{0, 1, 2, 3}) {
 			t.Errorf("cell %s (gpus_per_cell = 4) holds GPUs %v; want all four", id, r.GPUs)
