@@ -37,7 +37,7 @@ func Check(ctx context.Context, nsysCmd []string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
-	out, err := run(ctx, append(append([]string(nil), nsysCmd...), "--version"))
+	out, err := run(ctx, append(append([]string(nil), nsysCmd...), "--version"), nil)
 	if err != nil {
 		return "", describe(ctx, nsysCmd, "--version", err, out)
 	}
@@ -94,7 +94,7 @@ func Export(ctx context.Context, nsysCmd []string, report string) (string, error
 		return "", fmt.Errorf("nsys: report %s is empty: collection never started (the application probably exited before [nsys] delay elapsed)", rep)
 	}
 	argv := append(append([]string(nil), nsysCmd...), "export", "--type", "sqlite", "--force-overwrite=true", "-o", out, rep)
-	text, err := run(ctx, argv)
+	text, err := run(ctx, argv, nil)
 	if err != nil {
 		return "", describe(ctx, nsysCmd, "export", err, text)
 	}
@@ -106,8 +106,9 @@ func Export(ctx context.Context, nsysCmd []string, report string) (string, error
 
 // run starts argv in its own process group, so that a timeout kills nsys and anything it
 // started, and returns the (tail of the) combined output.
-func run(ctx context.Context, argv []string) (string, error) {
+func run(ctx context.Context, argv []string, env []string) (string, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env // nil: the runner's own environment
 	var buf tailBuffer
 	cmd.Stdout = &buf
 	cmd.Stderr = &buf

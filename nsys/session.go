@@ -56,12 +56,14 @@ func SessionShutdownArgv(nsysCmd []string, session string) []string {
 }
 
 // Session runs one session command (SessionStartArgv, SessionStopArgv, SessionShutdownArgv)
-// and returns its error with the end of nsys's output, since that is where nsys explains it.
-func Session(ctx context.Context, argv []string) error {
+// with env, which must be the environment the session's `nsys launch` ran with (nsys finds a
+// session through it: its temporary directory, its user), and returns its error with the end
+// of nsys's output, since that is where nsys explains it.
+func Session(ctx context.Context, argv []string, env []string) error {
 	if len(argv) < 2 || argv[0] == "" {
 		return fmt.Errorf("nsys: empty nsys command; %s", notFoundHint)
 	}
-	text, err := run(ctx, argv)
+	text, err := run(ctx, argv, env)
 	if err != nil {
 		verb := "session command"
 		for _, a := range argv {

@@ -126,7 +126,7 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 		simScale := -1.0
 		if ss.opts.Simulate && ss.cur != nil {
 			// The scale the simulated server runs at: its environment's RUNNER_SIM_TIME_SCALE.
-			simScale = sim.TimeScale(sim.EnvMap(mergeEnv(ss.opts.Env, ss.cur.launch.Env)))
+			simScale = sim.TimeScale(sim.EnvMap(ss.cur.env(ss.opts)))
 		}
 		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, simScale)
 	} else {
@@ -379,7 +379,7 @@ func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *ser
 	start := nsys.SessionStartArgv(nsysCmd, srv.nsysSession, filepath.Join(rec.abs, rec.NSys.Report))
 	sr.Profile = &rundir.ProfileWindow{Kind: backends.WindowNSysSession, Request: map[string]any{"start": start}}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := nsys.Session(sctx, start)
+	err := nsys.Session(sctx, start, srv.env(ss.opts))
 	cancel()
 	if err != nil {
 		fail("nsys-start", fmt.Sprintf("%v; the server runs in nsys session %s", err, srv.nsysSession))
@@ -393,7 +393,7 @@ func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *ser
 	}
 	t0 := time.Now()
 	fctx, fcancel := context.WithTimeout(ctx, rec.Cell.Profile.FlushTimeout.Duration+time.Minute)
-	err = nsys.Session(fctx, nsys.SessionStopArgv(nsysCmd, srv.nsysSession))
+	err = nsys.Session(fctx, nsys.SessionStopArgv(nsysCmd, srv.nsysSession), srv.env(ss.opts))
 	fcancel()
 	sr.Profile.FlushNS = time.Since(t0).Nanoseconds()
 	if err != nil {

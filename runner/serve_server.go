@@ -140,7 +140,7 @@ func (ss *serveSession) spawn(ctx context.Context, rec cellRecord, srv *server) 
 	srv.cancel = cancel
 	ready, done := srv.proto.ReadyLine, srv.proto.ProfileDoneLine
 	spec := proc.Spec{
-		Argv: srv.launch.Argv, Env: mergeEnv(ss.opts.Env, srv.launch.Env), Dir: srv.launch.Dir, Log: srv.logf,
+		Argv: srv.launch.Argv, Env: srv.env(ss.opts), Dir: srv.launch.Dir, Log: srv.logf,
 		OnLine: func(l proc.Line) {
 			srv.watch.Line(l.No, l.Stream, l.Text)
 			if ready != "" && strings.Contains(l.Text, ready) {
@@ -278,7 +278,7 @@ func (ss *serveSession) stop(srv *server) {
 		// Ends the nsys session (nsys sends the server SIGTERM); the stop ladder below then
 		// finds the process group ending, or finishes it.
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := nsys.Session(sctx, nsys.SessionShutdownArgv(ss.opts.nsysCommand(), srv.nsysSession)); err != nil {
+		if err := nsys.Session(sctx, nsys.SessionShutdownArgv(ss.opts.nsysCommand(), srv.nsysSession), srv.env(ss.opts)); err != nil {
 			ss.opts.Logger.Warn("nsys shutdown", "server", srv.rel, "err", err)
 		}
 		cancel()
@@ -480,4 +480,11 @@ func wrapServerNSys(opts *Options, be backends.Server, c plans.Cell, session, re
 		return nsys.Launch(opts.nsysCommand(), c.NSys, session, argv), true
 	}
 	return nsys.WrapServer(opts.nsysCommand(), c.NSys, report, argv), false
+}
+
+// env is the environment the server runs with: the runner's, with the backend's on top. The
+// nsys session commands of a server in an interactive session run with it too, since nsys
+// finds a session through it (TMPDIR among others).
+func (srv *server) env(opts *Options) []string {
+	return mergeEnv(opts.Env, srv.launch.Env)
 }
