@@ -3,8 +3,10 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -152,5 +154,59 @@ requests = 1
 	r := serveResult(t, sum, sum.Cells[0].ID)
 	if r.Verdict != "timeout" || len(r.Reasons) == 0 || r.Reasons[0].Code != "server-not-ready" || !strings.Contains(r.Reasons[0].Message, "backend.url = http://127.0.0.1:"+strconv.Itoa(port)) {
 		t.Fatalf("result %+v", r)
+	}
+}
+
+// TestServeAttachSimulateMeasuresWallTime: under --simulate an attached server is whatever runs
+// at the URL, not the simulator, so its requests are timed on the client's clock. A server that
+// answers like sglang's /generate after 30 ms (no simulated-clock field in its chunks) got a
+// TTFT of 0 and no throughput when the simulated clock was used for it.
+func TestServeAttachSimulateMeasuresWallTime(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {})
+	mux.HandleFunc("/get_server_info", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"model_path": "m"}`)
+	})
+	mux.HandleFunc("/generate", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		time.Sleep(30 * time.Millisecond)
+		for k := 1; k <= 4; k++ {
+			fmt.Fprintf(w, "data: {\"text\": \"%s\", \"meta_info\": {\"prompt_tokens\": 8, \"completion_tokens\": %d}}\n\n", strings.Repeat("x", k), k)
+			f.Flush()
+			time.Sleep(2 * time.Millisecond)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	p := testPlan(t, `
+name = "attachwall"
+[backend]
+mode = "serve"
+model_type = "llm"
+url = "`+srv.URL+`"
+ready_timeout = "10s"
+[matrix]
+model = ["m"]
+prompt = ["hi"]
+input_len = [8]
+output_len = [4]
+[load]
+warmup = 0
+requests = 2
+`)
+	opts := simOptions(t) // --simulate
+	opts.Exe = "/nonexistent/runner"
+	sum, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := serveResult(t, sum, sum.Cells[0].ID)
+	if r.Serve == nil || r.Serve.LLM == nil {
+		t.Fatalf("no LLM result: %+v", r.Serve)
+	}
+	if l := r.Serve.LLM; l.TTFT.Median < 30 || l.OutputThroughput <= 0 {
+		t.Fatalf("TTFT median %v ms, output throughput %v: want at least the server's 30 ms and some tokens/s", l.TTFT.Median, l.OutputThroughput)
 	}
 }

@@ -124,8 +124,10 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 	var lerr error
 	if isLLMAPI(spec.API) {
 		simScale := -1.0
-		if ss.opts.Simulate && ss.cur != nil {
+		if ss.opts.Simulate && ss.cur != nil && ss.cur.url == "" {
 			// The scale the simulated server runs at: its environment's RUNNER_SIM_TIME_SCALE.
+			// An attached server (backend.url) is whatever runs there, not the simulator: its
+			// times are the client's own.
 			simScale = sim.TimeScale(sim.EnvMap(ss.cur.env(ss.opts)))
 		}
 		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, simScale)
