@@ -354,16 +354,16 @@ func (d *doc) fusions(s *Stage) error {
 func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush func(*table.Table) error, nameW int) error {
 	sub(stageTitle(rs.Stage))
 	if rs.Straggler == "" {
-		fmt.Fprintf(b, "No straggler: no rank is busier than the median (%s) by %s%% of it or more.\n", ms(rs.MedianBusyUS),
+		fmt.Fprintf(b, "No straggler: no rank's compute time exceeds the median (%s) by %s%% of it or more.\n", ms(rs.MedianComputeUS),
 			strconv.FormatFloat(StragglerMinPct, 'f', -1, 64))
 	} else {
-		lu := lineUnit(rs.StragglerGapUS, rs.MedianBusyUS)
+		lu := lineUnit(rs.StragglerGapUS, rs.MedianComputeUS)
 		var parts []string
 		for _, c := range rs.Culprits {
 			parts = append(parts, fmt.Sprintf("%s (+%s)", table.Shorten(c.Kernel, nameW/2), lu(c.DiffUS)))
 		}
-		fmt.Fprintf(b, "Straggler: %s, busy %s over the median %s (%s)", rs.Straggler, lu(rs.StragglerGapUS), lu(rs.MedianBusyUS),
-			pc(100*rs.StragglerGapUS/maxf(rs.MedianBusyUS, 1e-9)))
+		fmt.Fprintf(b, "Straggler: %s, compute %s over the median %s (%s)", rs.Straggler, lu(rs.StragglerGapUS), lu(rs.MedianComputeUS),
+			pc(100*rs.StragglerGapUS/maxf(rs.MedianComputeUS, 1e-9)))
 		if len(parts) > 0 {
 			b.WriteString("; kernels making the difference: " + strings.Join(parts, ", "))
 		}
@@ -378,20 +378,22 @@ func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush f
 	})
 	t := &table.Table{
 		Header: []string{"Rank", "Kernel time (" + u.Label + ")", "Busy (" + u.Label + ")", "Busy vs median (" + u.Label + ")",
-			"Collective (" + u.Label + ")", "Collective wait (" + u.Label + ")", "Note"},
-		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left},
+			"Compute (" + u.Label + ")", "Compute vs median (" + u.Label + ")", "Collective (" + u.Label + ")", "Collective wait (" + u.Label + ")", "Note"},
+		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left},
 	}
 	for _, r := range rs.Ranks {
 		mark := ""
 		if r.Rank == rs.Straggler {
 			mark = "straggler"
 		}
-		vs := u.Format(r.BusyVsMedianUS)
-		if r.BusyVsMedianUS > 0 {
-			vs = "+" + vs
+		signed := func(v float64) string {
+			if v > 0 {
+				return "+" + u.Format(v)
+			}
+			return u.Format(v)
 		}
-		t.Rows = append(t.Rows, []string{r.Rank, u.Format(r.KernelTimeUS), u.Format(r.BusyUS), vs,
-			u.Format(r.CollectiveUS), u.Format(r.CollectiveWaitUS), mark})
+		t.Rows = append(t.Rows, []string{r.Rank, u.Format(r.KernelTimeUS), u.Format(r.BusyUS), signed(r.BusyVsMedianUS),
+			u.Format(r.ComputeUS), signed(r.ComputeVsMedianUS), u.Format(r.CollectiveUS), u.Format(r.CollectiveWaitUS), mark})
 	}
 	return flush(t)
 }
@@ -432,8 +434,8 @@ func renderCSV(w io.Writer, r *Report) error {
 				}
 				// total_us is the busy time; the rationale column carries the other figures.
 				t.Rows = append(t.Rows, []string{"rank", rs.Stage, rr.Rank, "", f64(rr.BusyUS), "", "", "", "", "", verdict, "", "", "", "", "", "", "", "",
-					fmt.Sprintf("kernel_time_us=%s collective_us=%s collective_wait_us=%s busy_vs_median_us=%s",
-						f64(rr.KernelTimeUS), f64(rr.CollectiveUS), f64(rr.CollectiveWaitUS), f64(rr.BusyVsMedianUS))})
+					fmt.Sprintf("kernel_time_us=%s collective_us=%s collective_wait_us=%s busy_vs_median_us=%s compute_us=%s compute_vs_median_us=%s",
+						f64(rr.KernelTimeUS), f64(rr.CollectiveUS), f64(rr.CollectiveWaitUS), f64(rr.BusyVsMedianUS), f64(rr.ComputeUS), f64(rr.ComputeVsMedianUS))})
 			}
 		}
 	}
