@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -201,6 +202,10 @@ func TriageNsys(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, topts triage.Options, nopts NsysOptions) (*triage.Report, *nsysSession, error) {
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
+		var me *triage.MixedInputsError
+		if errors.As(err, &me) {
+			return nil, nil, &UsageError{Err: err}
+		}
 		return nil, nil, err
 	}
 	if err := checkFileRank(ctx, root, &in, dopts); err != nil {

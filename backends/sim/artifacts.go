@@ -93,8 +93,11 @@ func (g *gen) writeTrace(r *request, name string, cfg kinetogen.Config) error {
 }
 
 // rankScale is rank's kernel slowdown: the straggler's compute kernels run factor times longer,
-// and on the other ranks the collectives last longer by about the time they wait for it (a
+// and on the other ranks the collectives last longer by the time they wait for it (a
 // collective ends together on every rank).
+// slowGroups are the kernel groups a straggler rank runs slower: its compute.
+var slowGroups = []string{kinetogen.GroupGEMM, kinetogen.GroupAttention, kinetogen.GroupNorm, kinetogen.GroupModulation, kinetogen.GroupActivation}
+
 func rankScale(base map[string]float64, rank, slowRank int, factor float64) map[string]float64 {
 	if slowRank < 0 || factor == 1 {
 		return base
@@ -111,13 +114,14 @@ func rankScale(base map[string]float64, rank, slowRank int, factor float64) map[
 		}
 	}
 	if rank == slowRank {
-		for _, grp := range []string{kinetogen.GroupGEMM, kinetogen.GroupAttention, kinetogen.GroupNorm, kinetogen.GroupModulation, kinetogen.GroupActivation} {
+		for _, grp := range slowGroups {
 			mul(grp, factor)
 		}
 	} else {
-		// Compute is about ten times the collectives' time in a TP block, so a compute excess
-		// of (factor-1) on the straggler is about 10*(factor-1) of the others' collective time.
-		mul(kinetogen.GroupComm, 1+10*(factor-1))
+		// The others' all-reduces last as long as the straggler's extra compute before them,
+		// and the kernels after an all-reduce wait for it, so their stage windows end about
+		// when the straggler's does (a real TP run: fast ranks wait inside NCCL kernels).
+		mul(kinetogen.GroupComm, kinetogen.CommStretch(kinetogen.FlavorDiffusion, slowGroups, factor))
 	}
 	return out
 }

@@ -31,11 +31,49 @@ func TestRankScale(t *testing.T) {
 		t.Errorf("straggler scale %v", slow)
 	}
 	fast := rankScale(base, 0, 3, 1.5)
-	if fast[kinetogen.GroupComm] != 6 || fast[kinetogen.GroupGEMM] != 2 {
+	// The DiT block's slowed compute weighs 97 against 5 of all-reduce: 1 + 97*0.5/5.
+	if math.Abs(fast[kinetogen.GroupComm]-10.7) > 1e-9 || fast[kinetogen.GroupGEMM] != 2 {
 		t.Errorf("waiting rank scale %v", fast)
 	}
 	if base[kinetogen.GroupComm] != 0 || len(base) != 1 {
 		t.Errorf("rankScale modified its input: %v", base)
+	}
+}
+
+// TestSlowRankWindowsMatch: with a straggler the other ranks wait for it inside their
+// all-reduces, so every rank's denoising ends at about the same time (a real TP run), while the
+// straggler spends the extra time computing (issue 17 review: the simulated straggler used to
+// finish late alone, which no real TP run does).
+func TestSlowRankWindowsMatch(t *testing.T) {
+	type fig struct{ end, comm, first int64 }
+	walk := func(rank int) fig {
+		var f fig
+		f.first = -1
+		_, err := kinetogen.Walk(kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: 8, Steps: 3, Seed: 1, CommStream: true,
+			Rank: rank, WorldSize: 4, StepScale: rankScale(nil, rank, 3, 1.5)}, func(op *kinetogen.Op) {
+			if op.Kind != kinetogen.OpKernel && op.Kind != kinetogen.OpMemcpy {
+				return
+			}
+			if f.first < 0 || op.StartNS < f.first {
+				f.first = op.StartNS
+			}
+			f.end = max(f.end, op.StartNS+op.DurNS)
+			if op.Group == kinetogen.GroupComm {
+				f.comm += op.DurNS
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	fast, slow := walk(0), walk(3)
+	wf, ws := float64(fast.end-fast.first), float64(slow.end-slow.first)
+	if math.Abs(wf-ws) > 0.05*ws {
+		t.Errorf("GPU window: fast rank %.0f ns, straggler %.0f ns; want within 5%%", wf, ws)
+	}
+	if fast.comm < 3*slow.comm {
+		t.Errorf("collective time: fast rank %d ns, straggler %d ns; the fast rank should wait in its all-reduces", fast.comm, slow.comm)
 	}
 }
 

@@ -28,7 +28,8 @@
 //	                          conv, memcpy, comm); they lengthen logs, dumps and traces alike
 //	RUNNER_SIM_SLOW_RANK      R or R=factor (default factor 1.3): with --tp-size > 1, rank R's
 //	                          compute kernels run factor times longer and the other ranks'
-//	                          collectives wait for it (a straggler for `runner triage`)
+//	                          all-reduces last as long as its extra compute (a straggler for
+//	                          `runner triage`, named by compute time as in a real TP run)
 //	RUNNER_SIM_JITTER_SEED    integer mixed into the step-time jitter (default 0), so repeats of
 //	                          one cell can differ while staying reproducible
 //	RUNNER_SIM_NSYS_ACTIVITY  set by the nsys simulator for its child: file to append GPU activity to

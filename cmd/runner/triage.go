@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -181,6 +182,10 @@ func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *
 func printStats(c *cli.Context, std stdio, root string, dopts triage.DiscoverOptions, format string, log *slog.Logger) error {
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
+		var me *triage.MixedInputsError
+		if errors.As(err, &me) {
+			return &runner.UsageError{Err: err}
+		}
 		return err
 	}
 	for _, f := range in.Files {

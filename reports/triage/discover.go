@@ -269,9 +269,9 @@ func sniffTrace(path string) bool {
 // .sqlite/.nsys-rep files are nsys inputs (an export wins over its report); other *.json files
 // are sniffed, not parsed. A directory whose traces sit in several sub-directories is read as a
 // staged layout when the sub-directories carry stages (prefill/…, decode/…), otherwise the
-// newest sub-directory wins. The lowest rank is kept unless opts say otherwise, and per
-// (rank, stage) the newest file. server_args.json is looked for next to the traces, one level
-// up, and one level below the root.
+// newest sub-directory wins. A directory whose files are not one job's ranks is refused
+// (oneJob); the lowest rank is kept unless opts say otherwise. server_args.json is looked for
+// next to the traces, one level up, and one level below the root.
 func Discover(root string, opts DiscoverOptions) (Inputs, error) {
 	res := Inputs{Root: root}
 	st, err := os.Stat(root)
@@ -336,11 +336,13 @@ func Discover(root string, opts DiscoverOptions) (Inputs, error) {
 	cands = res.pickDirs(root, cands)
 	cands = dedupeNsys(cands)
 	cands = dropMerged(cands)
+	if err := oneJob(root, cands); err != nil {
+		return res, err
+	}
 	cands, err = res.pickRanks(cands, opts)
 	if err != nil {
 		return res, err
 	}
-	cands = res.newestPerStage(cands)
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
 		if a.Rank != b.Rank {
@@ -468,6 +470,68 @@ func dedupeNsys(cands []Input) []Input {
 	return out
 }
 
+// MixedInputsError is a directory whose traces are not the ranks of one job: Analyze would
+// compare unrelated traces as ranks (issue 17 review: an MPI nsys export read as "rank ?" beside
+// a DDP trace). The CLI makes it a usage error (exit 2).
+type MixedInputsError struct{ Msg string }
+
+func (e *MixedInputsError) Error() string { return e.Msg }
+
+// oneJob refuses a directory that mixes nsys exports and torch traces, in which two files
+// claim the same rank and stage (two jobs, or two profiles of one), or in which a file whose
+// name carries no rank sits beside other files of its stage or beside ranked files. Files of
+// one rank but different stages, an export beside its own report and merged traces beside
+// per-rank ones were settled before (dedupeNsys, dropMerged).
+func oneJob(root string, cands []Input) error {
+	if len(cands) < 2 {
+		return nil
+	}
+	var nsysF, kin, ranked, rankless []string
+	type key struct {
+		r RankID
+		s string
+	}
+	claims := map[key][]string{}
+	var order []key
+	for _, c := range cands {
+		if c.Format == FormatNsys {
+			nsysF = append(nsysF, c.Path)
+		} else {
+			kin = append(kin, c.Path)
+		}
+		if c.Rank.Primary() < 0 {
+			rankless = append(rankless, c.Path)
+		} else {
+			ranked = append(ranked, c.Path)
+		}
+		k := key{c.Rank, c.Stage}
+		if claims[k] == nil {
+			order = append(order, k)
+		}
+		claims[k] = append(claims[k], c.Path)
+	}
+	const fix = "pass one file, or a directory that holds the traces of one job only"
+	if len(nsysF) > 0 && len(kin) > 0 {
+		return &MixedInputsError{fmt.Sprintf("%s mixes nsys exports (%s) and torch-profiler traces (%s): they are not ranks of one job; %s", root, strings.Join(nsysF, ", "), strings.Join(kin, ", "), fix)}
+	}
+	if len(rankless) > 0 && len(ranked) > 0 {
+		return &MixedInputsError{fmt.Sprintf("%s holds traces whose names carry no rank (%s) beside per-rank traces (%s): which rank they are is unknown; %s", root, strings.Join(rankless, ", "), strings.Join(ranked, ", "), fix)}
+	}
+	for _, k := range order {
+		if ps := claims[k]; len(ps) > 1 {
+			what := "rank " + k.r.String()
+			if k.r.Primary() < 0 {
+				what = "no rank in their names"
+			}
+			if k.s != "" {
+				what += ", stage " + k.s
+			}
+			return &MixedInputsError{fmt.Sprintf("%s holds %d traces with %s (%s): they are different jobs or profiles, not ranks of one job; %s", root, len(ps), what, strings.Join(ps, ", "), fix)}
+		}
+	}
+	return nil
+}
+
 func dropMerged(cands []Input) []Input {
 	var rest []Input
 	for _, c := range cands {
@@ -540,35 +604,6 @@ func (res *Inputs) pickRanks(cands []Input, opts DiscoverOptions) ([]Input, erro
 		res.Warnings = append(res.Warnings, fmt.Sprintf("tables for %s only (the Ranks section compares %s); use --rank N or --all-ranks for another rank's tables", want.String(), strings.Join(names, ", ")))
 	}
 	return out, nil
-}
-
-func (res *Inputs) newestPerStage(cands []Input) []Input {
-	type key struct {
-		r RankID
-		s string
-	}
-	best := map[key]Input{}
-	var order []key
-	for _, c := range cands {
-		k := key{c.Rank, c.Stage}
-		b, ok := best[k]
-		if !ok {
-			order = append(order, k)
-			best[k] = c
-			continue
-		}
-		if c.ModTime.After(b.ModTime) || (c.ModTime.Equal(b.ModTime) && c.Path > b.Path) {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("ignored %s: %s is newer for the same rank and stage", b.Path, c.Path))
-			best[k] = c
-		} else {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("ignored %s: %s is newer for the same rank and stage", c.Path, b.Path))
-		}
-	}
-	out := make([]Input, 0, len(order))
-	for _, k := range order {
-		out = append(out, best[k])
-	}
-	return out
 }
 
 // serverArgs is the subset of SGLang's server_args.json that triage uses.

@@ -334,3 +334,32 @@ func TestFusionEvidenceComplete(t *testing.T) {
 		t.Errorf("table evidence %q, want %d kernels and a count", a, MaxEvidence)
 	}
 }
+
+// One unit per stage (issue 17 item 7): a kernel at 346.8 µs read 0.35 ms in the kernel table
+// and 346.8 µs in the overlap table of the same stage (TraceLens decode), and an empty fusion
+// table's header named µs beside ms tables.
+func TestRenderOneUnitPerStage(t *testing.T) {
+	r := &Report{Mode: ModeSingle, Stages: []Stage{{
+		Stage: "decode", KernelCount: 3, KernelTimeUS: 9690, BusyUS: 9690, WindowUS: 10370,
+		Kernels: []KernelRow{{Name: "gemm", Category: "gemm", TotalUS: 2420, Count: 1, SharePct: 25},
+			{Name: "add_rmsnorm_quant_kernel", Category: "norm", TotalUS: 346.8, Count: 1, SharePct: 3.6}},
+		Overlap: []OverlapRow{{Priority: "P2", Verdict: VerdictHeadroom, Kernel: "add_rmsnorm_quant_kernel", TotalUS: 346.8,
+			SharePct: 3.6, ExclusivePct: 100, DepRisk: DepHigh, Recommendation: RecCheckDeps}},
+		Summary: OverlapTotals{MultiStreamNS: 0, PeakStreams: 1, Streams: 1},
+	}}}
+	for _, f := range []string{FormatText, FormatMarkdown} {
+		var b strings.Builder
+		if err := Render(&b, r, f, 0); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if strings.Contains(out, "µs") {
+			t.Errorf("%s: a stage whose largest row is 2.42 ms writes µs somewhere:\n%s", f, out)
+		}
+		for _, h := range []string{"GPU time (ms)", "Related GPU time (ms)", "0.35", "Busy 9.69 ms, 2+-stream overlap 0.00 ms"} {
+			if !strings.Contains(out, h) {
+				t.Errorf("%s: output lacks %q:\n%s", f, h, out)
+			}
+		}
+	}
+}

@@ -44,7 +44,7 @@ var legendText = map[string]string{
 	"confidence " + ConfLow:    "confidence low: some parts matched only through Python locations, or never ran back to back",
 
 	"formal":          "formal trace: in two-trace mode, the trace whose times are reported (a mapping trace only supplies Python locations)",
-	"straggler":       "straggler: the rank with the longest busy time in a stage, by how much it exceeds the median rank; the kernels listed are those that ran longer on it than their median",
+	"straggler":       "straggler: the rank with the most compute time (busy time minus time in collectives) in a stage, by how much it exceeds the median rank; busy time does not show it, since the other ranks wait for it inside their collectives; the kernels listed are those that ran longer on it than their median",
 	"collective wait": "collective wait: a rank's time in communication kernels beyond the least any rank spent in them; a collective ends together on every rank, so the excess is waiting for the slowest rank (HTA's approach)",
 	"busy":            "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
 }

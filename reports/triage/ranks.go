@@ -18,8 +18,12 @@ type RankStage struct {
 	Ranks []RankRow `json:"ranks"`
 	// MedianBusyUS is the median of the ranks' busy times.
 	MedianBusyUS float64 `json:"median_busy_us"`
-	// Straggler is the rank with the longest busy time, and StragglerGapUS its busy time minus
-	// the median (0 with no gap: then no rank straggles).
+	// MedianComputeUS is the median of the ranks' compute times (busy minus collective time).
+	MedianComputeUS float64 `json:"median_compute_us"`
+	// Straggler is the rank with the longest compute time, and StragglerGapUS its compute time
+	// minus the median (0 with no gap: then no rank straggles). Busy time does not name it: in
+	// a TP run the fast ranks wait inside their collectives for the slow one, so busy time
+	// evens out (HTA separates computation from communication for the same reason).
 	Straggler      string  `json:"straggler"`
 	StragglerGapUS float64 `json:"straggler_gap_us"`
 	// Culprits are the kernels (collectives excluded: they are where the other ranks wait)
@@ -41,6 +45,11 @@ type RankRow struct {
 	CollectiveWaitUS float64 `json:"collective_wait_us"`
 	// BusyVsMedianUS is BusyUS minus the stage's median busy time.
 	BusyVsMedianUS float64 `json:"busy_vs_median_us"`
+	// ComputeUS is BusyUS minus CollectiveUS (at least 0): the time the rank's GPU was busy
+	// with work other than waiting in or running collectives.
+	ComputeUS float64 `json:"compute_us"`
+	// ComputeVsMedianUS is ComputeUS minus the stage's median compute time.
+	ComputeVsMedianUS float64 `json:"compute_vs_median_us"`
 }
 
 // RankKernelDiff is one kernel's excess on the straggler.
@@ -113,33 +122,36 @@ func buildRanks(stats []rankStat) *RankReport {
 	return rep
 }
 
-// StragglerMinPct is how much busier than the median rank (in % of the median's busy time) a
-// rank must be to be named the straggler: smaller gaps are run-to-run noise.
+// StragglerMinPct is how much more compute time than the median rank (in % of the median's
+// compute time) a rank must have to be named the straggler: smaller gaps are run-to-run noise.
 const StragglerMinPct = 5.0
 
 func compareRanks(stage string, ss []rankStat) RankStage {
 	sort.Slice(ss, func(i, j int) bool { return ss[i].rank.less(ss[j].rank) })
 	busy := make([]int64, len(ss))
+	comp := make([]int64, len(ss))
 	minComm := int64(-1)
 	for i, s := range ss {
 		busy[i] = s.busy
+		comp[i] = max(s.busy-s.comm, 0)
 		if minComm < 0 || s.comm < minComm {
 			minComm = s.comm
 		}
 	}
-	med := median(busy)
-	out := RankStage{Stage: stage, MedianBusyUS: us(med)}
+	med, medC := median(busy), median(comp)
+	out := RankStage{Stage: stage, MedianBusyUS: us(med), MedianComputeUS: us(medC)}
 	strag := 0
 	for i, s := range ss {
-		if s.busy > ss[strag].busy {
+		if comp[i] > comp[strag] {
 			strag = i
 		}
 		out.Ranks = append(out.Ranks, RankRow{Rank: rankLabel(s.rank), KernelTimeUS: us(s.kernel), BusyUS: us(s.busy),
-			CollectiveUS: us(s.comm), CollectiveWaitUS: us(s.comm - minComm), BusyVsMedianUS: us(s.busy - med)})
+			CollectiveUS: us(s.comm), CollectiveWaitUS: us(s.comm - minComm), BusyVsMedianUS: us(s.busy - med),
+			ComputeUS: us(comp[i]), ComputeVsMedianUS: us(comp[i] - medC)})
 	}
-	// Below StragglerMinPct of the median the busiest rank is noise (clock jitter, a late
-	// launch), not a straggler to chase.
-	if gap := ss[strag].busy - med; gap > 0 && float64(gap)*100 >= StragglerMinPct*float64(med) {
+	// Below StragglerMinPct of the median the rank with the most compute is noise (clock
+	// jitter, a late launch), not a straggler to chase.
+	if gap := comp[strag] - medC; gap > 0 && float64(gap)*100 >= StragglerMinPct*float64(medC) {
 		out.Straggler = rankLabel(ss[strag].rank)
 		out.StragglerGapUS = us(gap)
 		out.Culprits = culprits(ss, strag)

@@ -198,3 +198,28 @@ func TestLineUnit(t *testing.T) {
 		t.Errorf("busy %q and overlap %q are not in one unit", a, b)
 	}
 }
+
+// The straggler is the rank with the most compute, not the most busy time (issue 17 review):
+// in a TP run the fast ranks wait inside their all-reduces for the slow one, so every rank is
+// about as busy and a busy-time straggler disappears.
+func TestStragglerByCompute(t *testing.T) {
+	var ss []rankStat
+	for r := range 4 {
+		s := rankStat{rank: RankID{-1, -1, -1, -1, r}, stage: "denoise", busy: 100_000_000, comm: 30_000_000,
+			kernels: map[string]int64{"gemm": 70_000_000}, cats: map[string]string{"gemm": CatGEMM}}
+		if r == 2 {
+			s.busy, s.comm, s.kernels["gemm"] = 101_000_000, 5_000_000, 96_000_000
+		}
+		ss = append(ss, s)
+	}
+	rs := compareRanks("denoise", ss)
+	if rs.Straggler != "rank2" {
+		t.Fatalf("straggler %q, want rank2 (96 ms of compute against 70 ms; busy within 1%%)", rs.Straggler)
+	}
+	if rs.StragglerGapUS != 26_000 || rs.MedianComputeUS != 70_000 {
+		t.Errorf("gap %v µs over median compute %v µs, want 26000 over 70000", rs.StragglerGapUS, rs.MedianComputeUS)
+	}
+	if r := rs.Ranks[0]; r.ComputeUS != 70_000 || r.CollectiveWaitUS != 25_000 || r.BusyUS != 100_000 {
+		t.Errorf("rank0 row %+v", r)
+	}
+}

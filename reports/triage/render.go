@@ -104,8 +104,33 @@ func ms(usv float64) string {
 // lineUnit formats the times of one line of prose in one unit, chosen by the largest as the
 // tables choose theirs (issue 17: "Busy 2621.87 ms, 2+-stream overlap 0.0 µs").
 func lineUnit(usv ...float64) func(float64) string {
-	u := unitFor(len(usv), func(i int) float64 { return usv[i] })
+	return unitLine(unitFor(len(usv), func(i int) float64 { return usv[i] }))
+}
+
+// unitLine formats times of a line of prose in u, with the unit after each.
+func unitLine(u unit) func(float64) string {
 	return func(v float64) string { return u.Format(v) + " " + u.Label }
+}
+
+// stageUnit is the one time unit of a stage's kernel, overlap and fusion tables and their
+// summary lines (issue 17 item 7: add_rmsnorm_quant read 0.35 ms in the kernel table and
+// 346.8 µs in the overlap table): ms when the largest row of the three tables reaches a
+// millisecond, else µs; a stage without rows goes by its summed kernel time.
+func stageUnit(s *Stage) unit {
+	var vals []float64
+	for _, k := range s.Kernels {
+		vals = append(vals, k.TotalUS)
+	}
+	for _, o := range s.Overlap {
+		vals = append(vals, o.TotalUS)
+	}
+	for _, f := range s.Fusions {
+		vals = append(vals, f.RelatedUS)
+	}
+	if len(vals) == 0 {
+		vals = append(vals, s.KernelTimeUS)
+	}
+	return unitFor(len(vals), func(i int) float64 { return vals[i] })
 }
 
 func pc(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) + "%" }
@@ -241,10 +266,10 @@ func (d *doc) header(r *Report, cutoff float64) {
 
 // kernels writes one stage's kernel table.
 func (d *doc) kernels(s *Stage, cutoff float64) error {
-	lu := lineUnit(s.KernelTimeUS, s.BusyUS, s.WindowUS)
+	u := stageUnit(s)
+	lu := unitLine(u)
 	fmt.Fprintf(&d.b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
 		lu(s.KernelTimeUS), s.KernelCount, lu(s.BusyUS), lu(s.WindowUS))
-	u := unitFor(len(s.Kernels), func(i int) float64 { return s.Kernels[i].TotalUS })
 	disp := distinctShort(len(s.Kernels), func(i int) string { return s.Kernels[i].Name }, d.nameW)
 	gt := "GPU time (" + u.Label + ")"
 	t := &table.Table{
@@ -273,10 +298,10 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 // overlap writes one stage's overlap table.
 func (d *doc) overlap(s *Stage) error {
 	multi := pct(s.Summary.MultiStreamNS, int64(s.BusyUS*1000))
-	lu := lineUnit(s.BusyUS, us(s.Summary.MultiStreamNS))
+	u := stageUnit(s)
+	lu := unitLine(u)
 	fmt.Fprintf(&d.b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
 		lu(s.BusyUS), lu(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
-	u := unitFor(len(s.Overlap), func(i int) float64 { return s.Overlap[i].TotalUS })
 	disp := distinctShort(len(s.Overlap), func(i int) string { return s.Overlap[i].Kernel }, d.nameW)
 	t := &table.Table{
 		Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "GPU time (" + u.Label + ")", "Share", "Exclusive / hidden", "Dep risk", "Recommendation"},
@@ -293,7 +318,7 @@ func (d *doc) overlap(s *Stage) error {
 
 // fusions writes one stage's fusion table; in a terminal the rationales go under it.
 func (d *doc) fusions(s *Stage) error {
-	u := unitFor(len(s.Fusions), func(i int) float64 { return s.Fusions[i].RelatedUS })
+	u := stageUnit(s)
 	t := &table.Table{
 		Header: []string{"Pattern", "Status", "Confidence", "Related GPU time (" + u.Label + ")", "Share", "Evidence kernels", "Current kernel Python location", "Candidate fused Python path", "Rationale"},
 		Align:  []table.Align{table.Left, table.Left, table.Left, table.Right, table.Right},
@@ -329,16 +354,16 @@ func (d *doc) fusions(s *Stage) error {
 func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush func(*table.Table) error, nameW int) error {
 	sub(stageTitle(rs.Stage))
 	if rs.Straggler == "" {
-		fmt.Fprintf(b, "No straggler: no rank is busier than the median (%s) by %s%% of it or more.\n", ms(rs.MedianBusyUS),
+		fmt.Fprintf(b, "No straggler: no rank's compute time exceeds the median (%s) by %s%% of it or more.\n", ms(rs.MedianComputeUS),
 			strconv.FormatFloat(StragglerMinPct, 'f', -1, 64))
 	} else {
-		lu := lineUnit(rs.StragglerGapUS, rs.MedianBusyUS)
+		lu := lineUnit(rs.StragglerGapUS, rs.MedianComputeUS)
 		var parts []string
 		for _, c := range rs.Culprits {
 			parts = append(parts, fmt.Sprintf("%s (+%s)", table.Shorten(c.Kernel, nameW/2), lu(c.DiffUS)))
 		}
-		fmt.Fprintf(b, "Straggler: %s, busy %s over the median %s (%s)", rs.Straggler, lu(rs.StragglerGapUS), lu(rs.MedianBusyUS),
-			pc(100*rs.StragglerGapUS/maxf(rs.MedianBusyUS, 1e-9)))
+		fmt.Fprintf(b, "Straggler: %s, compute %s over the median %s (%s)", rs.Straggler, lu(rs.StragglerGapUS), lu(rs.MedianComputeUS),
+			pc(100*rs.StragglerGapUS/maxf(rs.MedianComputeUS, 1e-9)))
 		if len(parts) > 0 {
 			b.WriteString("; kernels making the difference: " + strings.Join(parts, ", "))
 		}
@@ -353,20 +378,22 @@ func renderRankStage(b *strings.Builder, rs RankStage, sub func(string), flush f
 	})
 	t := &table.Table{
 		Header: []string{"Rank", "Kernel time (" + u.Label + ")", "Busy (" + u.Label + ")", "Busy vs median (" + u.Label + ")",
-			"Collective (" + u.Label + ")", "Collective wait (" + u.Label + ")", "Note"},
-		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left},
+			"Compute (" + u.Label + ")", "Compute vs median (" + u.Label + ")", "Collective (" + u.Label + ")", "Collective wait (" + u.Label + ")", "Note"},
+		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Left},
 	}
 	for _, r := range rs.Ranks {
 		mark := ""
 		if r.Rank == rs.Straggler {
 			mark = "straggler"
 		}
-		vs := u.Format(r.BusyVsMedianUS)
-		if r.BusyVsMedianUS > 0 {
-			vs = "+" + vs
+		signed := func(v float64) string {
+			if v > 0 {
+				return "+" + u.Format(v)
+			}
+			return u.Format(v)
 		}
-		t.Rows = append(t.Rows, []string{r.Rank, u.Format(r.KernelTimeUS), u.Format(r.BusyUS), vs,
-			u.Format(r.CollectiveUS), u.Format(r.CollectiveWaitUS), mark})
+		t.Rows = append(t.Rows, []string{r.Rank, u.Format(r.KernelTimeUS), u.Format(r.BusyUS), signed(r.BusyVsMedianUS),
+			u.Format(r.ComputeUS), signed(r.ComputeVsMedianUS), u.Format(r.CollectiveUS), u.Format(r.CollectiveWaitUS), mark})
 	}
 	return flush(t)
 }
@@ -407,8 +434,8 @@ func renderCSV(w io.Writer, r *Report) error {
 				}
 				// total_us is the busy time; the rationale column carries the other figures.
 				t.Rows = append(t.Rows, []string{"rank", rs.Stage, rr.Rank, "", f64(rr.BusyUS), "", "", "", "", "", verdict, "", "", "", "", "", "", "", "",
-					fmt.Sprintf("kernel_time_us=%s collective_us=%s collective_wait_us=%s busy_vs_median_us=%s",
-						f64(rr.KernelTimeUS), f64(rr.CollectiveUS), f64(rr.CollectiveWaitUS), f64(rr.BusyVsMedianUS))})
+					fmt.Sprintf("kernel_time_us=%s collective_us=%s collective_wait_us=%s busy_vs_median_us=%s compute_us=%s compute_vs_median_us=%s",
+						f64(rr.KernelTimeUS), f64(rr.CollectiveUS), f64(rr.CollectiveWaitUS), f64(rr.BusyVsMedianUS), f64(rr.ComputeUS), f64(rr.ComputeVsMedianUS))})
 			}
 		}
 	}

@@ -376,25 +376,28 @@ const (
 // gen is the timeline model: one host thread launching onto one compute stream (plus an
 // optional comm stream); the GPU runs behind the CPU as in a GPU-bound inference step.
 type gen struct {
-	cfg    Config
-	sink   sink
-	rng    *rand.Rand
-	base   int64
-	pid    int
-	tid    int
-	dev    int
-	cpuT   int64 // host clock, ns relative to base
-	gpuT   map[int]int64
-	corr   int64
-	extID  int64
-	pyID   int64
-	graph  int32
-	stats  Stats
-	op     Op
-	scale  map[string]float64
-	stage  string
-	curPy  int64
-	frames []string
+	cfg  Config
+	sink sink
+	rng  *rand.Rand
+	base int64
+	pid  int
+	tid  int
+	dev  int
+	cpuT int64 // host clock, ns relative to base
+	gpuT map[int]int64
+	// reduced is set after an all-reduce: the next compute kernel consumes its output and
+	// waits for it, as a TP block's next layer does.
+	reduced bool
+	corr    int64
+	extID   int64
+	pyID    int64
+	graph   int32
+	stats   Stats
+	op      Op
+	scale   map[string]float64
+	stage   string
+	curPy   int64
+	frames  []string
 }
 
 type sink interface {
@@ -481,6 +484,34 @@ func newGen(cfg Config) (*gen, error) {
 		pyID:  1,
 	}
 	return g, nil
+}
+
+// CommStretch is the factor by which the collectives of a rank must run longer for it to wait
+// out a straggler whose kernels of groups run factor times longer: the straggler's extra time
+// in those groups per transformer layer, spread over the layer's collectives (a collective
+// ends together on every rank). Used by the simulator's RUNNER_SIM_SLOW_RANK.
+func CommStretch(flavor string, groups []string, factor float64) float64 {
+	layer := ditLayer
+	if flavor == FlavorLLM {
+		layer = llmLayerDecode
+	}
+	slow := map[string]bool{}
+	for _, g := range groups {
+		slow[g] = true
+	}
+	var comp, comm float64
+	for _, k := range layer {
+		switch {
+		case k.onComm:
+			comm += k.weight
+		case slow[k.group]:
+			comp += k.weight
+		}
+	}
+	if comm == 0 {
+		return 1
+	}
+	return 1 + comp*(factor-1)/comm
 }
 
 func (g *gen) factor(ks *kspec) float64 {
@@ -728,12 +759,17 @@ func (g *gen) gpuOp(ks *kspec, unit float64, corr, ext, launchEnd int64, graph i
 	if graph > 0 {
 		start = launchEnd
 	}
-	// comm waits for the compute stream's producer; compute does not wait for comm (overlap)
+	// comm waits for the compute stream's producer; compute waits for an all-reduce whose
+	// output it consumes (the next kernel after it), not for other comm (overlap)
 	ready := g.gpuT[computeStream]
 	if ks.onComm {
 		ready = max(ready, g.gpuT[commStream])
-	} else {
-		ready = g.gpuT[computeStream]
+		// Diffusion only: the LLM flavor keeps its all-reduces overlapping compute, the
+		// comm/compute overlap its tests look for.
+		g.reduced = ks.collect == "allreduce" && g.cfg.Flavor != FlavorLLM
+	} else if g.reduced {
+		ready = max(ready, g.gpuT[commStream])
+		g.reduced = false
 	}
 	if start < ready {
 		start = ready + int64(g.rng.IntN(1200))
