@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -91,7 +92,11 @@ comparison found a regression, 2 for unusable input.`,
 				if cur.Plan != "" {
 					title = "Run report: " + cur.Plan
 				}
-				rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(reportCells(dir))
+				cells, err := reportCells(dir)
+				if err != nil {
+					return nil, err
+				}
+				rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(cells)
 				return &readReport{rep: rep, regressed: res != nil && res.Regressed()}, nil
 			})
 			if err != nil {
@@ -136,11 +141,15 @@ type readReport struct {
 }
 
 // reportCells reads the run's cells, verdicts and timings from summary.json for the report's
-// cells table; a run without one (still in progress, or a single cell) gets no table.
-func reportCells(dir string) []render.CellLine {
+// cells table; a run without one (still in progress, or a single cell) gets no table. One that
+// cannot be read (not JSON, not a regular file) is an error that names it.
+func reportCells(dir string) ([]render.CellLine, error) {
 	s, err := rundir.ReadSummary(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, &exitError{code: runner.ExitUsage, err: err}
 	}
 	cells := make([]render.CellLine, 0, len(s.Cells))
 	for _, r := range s.Cells {
@@ -149,5 +158,5 @@ func reportCells(dir string) []render.CellLine {
 		line.LLM = runner.ReportLLMPoint(r.LLM)
 		cells = append(cells, line)
 	}
-	return cells
+	return cells, nil
 }
