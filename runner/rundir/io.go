@@ -27,7 +27,15 @@ type Redact func([]byte) []byte
 // of the run directory's files.
 func WriteFileAtomic(path string, data []byte) error {
 	// 0600: the run directory's records hold commands and environments.
-	f, err := createTemp(path, 0o600)
+	return WriteFileAtomicPerm(path, data, 0o600)
+}
+
+// WriteFileAtomicPerm is WriteFileAtomic for a file of mode perm (less the umask): a report
+// meant to be read by others. The rename replaces whatever the name is, a symlink included
+// (the link, never the file it points at); check the path first (CheckReplaceable,
+// CheckOutput).
+func WriteFileAtomicPerm(path string, data []byte, perm os.FileMode) error {
+	f, err := createTemp(path, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -94,6 +102,19 @@ func CheckOutput(path string, force bool) error {
 		return refuse("%s is not a directory; choose another path for %s", dir, filepath.Base(path))
 	}
 	return nil
+}
+
+// CheckReplaceable is the check of a file the runner owns and rewrites on every call, such as
+// runner report's report.md and report.html in the run directory: a regular file there is
+// replaced, and so is a symlink (the link, not the file it points at, which may belong to
+// anyone); anything else (a FIFO, a device, a directory, a socket) is not the runner's file
+// and is refused.
+func CheckReplaceable(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().IsRegular() || st.Mode()&fs.ModeSymlink != 0 {
+		return nil
+	}
+	return &OutputError{fmt.Errorf("%s exists and is %s, not a file the runner wrote; remove it or move it away", path, describeMode(st.Mode()))}
 }
 
 // Output is a file written as a stream (a rewritten trace, a bundle): a temporary file beside
