@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -18,6 +19,9 @@ var ExportFormats = []string{"bench_serving"}
 // a run directory.
 func ExportBenchServing(w io.Writer, cellDir string) error {
 	r, err := rundir.ReadResult(cellDir)
+	if errors.Is(err, rundir.ErrNotRegular) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w; give a cell directory (RUN_DIR/cells/ID) of an LLM serve run", err)
 	}

@@ -185,7 +185,7 @@ func Run(ctx context.Context, p *plans.Plan, opts Options) (*rundir.Summary, err
 // re-read from the run directory's plan.toml, so the cells are the ones of the original run.
 func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, error) {
 	opts.defaults()
-	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
+	p, _, err := rundir.ReadPlan(dir)
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w", dir, err)}
 	}

@@ -388,7 +388,7 @@ func cancelArray(dir string, recs []cellRecord, job *rundir.SlurmJob, ended map[
 // again from plan.toml (cells.json is redacted), so it is the one the run planned.
 func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellResult, error) {
 	opts.defaults()
-	p, err := plans.Load(filepath.Join(dir, rundir.PlanFile))
+	p, _, err := rundir.ReadPlan(dir)
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("exec-cell %s: %w", dir, err)}
 	}

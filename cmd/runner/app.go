@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/proc"
+	"github.com/sglprof/runner/runner/rundir"
 )
 
 // stdio is the process's standard streams, injected so commands can be tested in-process.
@@ -101,7 +102,9 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var pe *plans.Error
 	var ue *runner.UsageError
-	if errors.As(err, &pe) || errors.As(err, &ue) {
+	// A run directory's file that is not a regular file (rundir.ReadFile) is unusable input,
+	// as regularInput's refusals are.
+	if errors.As(err, &pe) || errors.As(err, &ue) || errors.Is(err, rundir.ErrNotRegular) {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return runner.ExitUsage
 	}

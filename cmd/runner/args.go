@@ -103,6 +103,18 @@ func routeFlag(appFlags, cmdFlags []cli.Flag, args []string, i int, global, loca
 	return i + 1
 }
 
+// skipFlags returns the index of the first argument from args[i] on that is not a flag,
+// skipping each flag's value as permuteArgs does (routeFlag): a global flag written after a
+// command (runner trace --log-level debug fix) takes its value too, so that value is not read
+// as a subcommand.
+func skipFlags(appFlags, cmdFlags []cli.Flag, args []string, i int) int {
+	var skipped []string
+	for i < len(args) && isFlag(args[i]) {
+		i = routeFlag(appFlags, cmdFlags, args, i, &skipped, &skipped)
+	}
+	return i
+}
+
 // takeFlags copies the flags (with their values) starting at args[i] to out and returns the
 // index of the first argument that is not a flag.
 func takeFlags(defs []cli.Flag, args []string, i int, out []string) (int, []string) {
@@ -207,7 +219,7 @@ func unknownCommand(app *cli.App, args []string) error {
 			return nil
 		}
 		path = append(path, cmd.Name)
-		i, _ = takeFlags(cmd.Flags, args, i+1, nil)
+		i = skipFlags(app.Flags, cmd.Flags, args, i+1)
 		cmds = cmd.Subcommands
 	}
 	return nil

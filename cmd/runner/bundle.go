@@ -51,7 +51,10 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			}
 			cells := splitList(c.String("cells"))
 			if c.Bool("issue") {
-				body, err := bundle.Issue(args[0], bundle.IssueOptions{Cells: cells, Env: os.Environ()})
+				// The issue body is only read and printed: Ctrl-C ends it even inside a read.
+				body, err := interruptibly(c.Context, func() (string, error) {
+					return bundle.Issue(args[0], bundle.IssueOptions{Cells: cells, Env: os.Environ()})
+				})
 				if err != nil {
 					return usageOr(err)
 				}

@@ -90,7 +90,7 @@ func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
 // planOf reads the plan.toml of a run directory for its [compare] table; a side that is not
 // a run directory, or a plan this runner cannot read, gives the defaults.
 func planOf(path string) *plans.Plan {
-	if p, err := plans.Load(filepath.Join(path, rundir.PlanFile)); err == nil {
+	if p, _, err := rundir.ReadPlan(path); err == nil {
 		return p
 	}
 	return &plans.Plan{}

@@ -21,7 +21,8 @@ bench_serving's results read the runner's.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "bench_serving", Usage: "output format: " + strings.Join(runner.ExportFormats, ", ")},
 		},
-		Action: func(c *cli.Context) error {
+		// It writes only stdout: interruptible ends it at Ctrl-C even inside a read.
+		Action: interruptible(func(c *cli.Context) error {
 			args, err := positional(c, 1, 1, "CELL_DIR")
 			if err != nil {
 				return err
@@ -30,6 +31,6 @@ bench_serving's results read the runner's.`,
 				return usageErr("--format %q: use one of %s", f, strings.Join(runner.ExportFormats, ", "))
 			}
 			return runner.ExportBenchServing(std.out, args[0])
-		},
+		}),
 	}
 }

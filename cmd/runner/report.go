@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -91,7 +93,11 @@ comparison found a regression, 2 for unusable input.`,
 				if cur.Plan != "" {
 					title = "Run report: " + cur.Plan
 				}
-				rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(reportCells(dir))
+				cells, err := reportCells(dir)
+				if err != nil {
+					return nil, err
+				}
+				rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(cells)
 				return &readReport{rep: rep, regressed: res != nil && res.Regressed()}, nil
 			})
 			if err != nil {
@@ -105,18 +111,29 @@ comparison found a regression, 2 for unusable input.`,
 			if err := render.WriteReportHTML(&html, rep); err != nil {
 				return err
 			}
-			for name, data := range map[string][]byte{reportMD: md.Bytes(), reportHTML: html.Bytes()} {
-				if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-					return fmt.Errorf("write %s: %w", name, err)
+			// The reports are the runner's files in the run directory, replaced on every call:
+			// through the atomic writer, so a symlink planted as report.md is replaced rather than
+			// written through, and after refusing a name that is something else (a FIFO would
+			// block the write). Both are checked before either is written.
+			files := []struct {
+				name string
+				data []byte
+			}{{reportMD, md.Bytes()}, {reportHTML, html.Bytes()}}
+			for _, f := range files {
+				if err := rundir.CheckReplaceable(filepath.Join(dir, f.name)); err != nil {
+					return usageErr("%v", err)
+				}
+			}
+			for _, f := range files {
+				if err := rundir.WriteFileAtomicPerm(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+					return err
 				}
 			}
 			if p := os.Getenv("GITHUB_STEP_SUMMARY"); p != "" {
-				f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-				if err == nil {
-					_, err = f.Write(md.Bytes())
-					err = errors.Join(err, f.Close())
-				}
-				if err != nil {
+				switch err := appendStepSummary(p, md.Bytes()); {
+				case errors.Is(err, rundir.ErrNotRegular):
+					fmt.Fprintf(std.err, "runner: warning: GITHUB_STEP_SUMMARY: %v; report.md was not appended to it\n", err)
+				case err != nil:
 					return fmt.Errorf("GITHUB_STEP_SUMMARY %s: %w", p, err)
 				}
 			}
@@ -129,6 +146,29 @@ comparison found a regression, 2 for unusable input.`,
 	}
 }
 
+// appendStepSummary appends md to the job summary file p (GitHub Actions' $GITHUB_STEP_SUMMARY),
+// creating it when missing. Only a regular file (or a link to one) is appended to: a FIFO
+// would block the write and a device is no summary. The path is checked before it is opened
+// and the open descriptor again, opened non-blocking so that not even the open can block.
+func appendStepSummary(p string, md []byte) error {
+	if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is %w (%s)", p, rundir.ErrNotRegular, st.Mode().Type())
+	}
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is %w (%s)", p, rundir.ErrNotRegular, st.Mode().Type())
+		}
+		return err
+	}
+	_, err = f.Write(md)
+	return errors.Join(err, f.Close())
+}
+
 // readReport is what runner report reads before it writes anything.
 type readReport struct {
 	rep       *render.Report
@@ -136,11 +176,15 @@ type readReport struct {
 }
 
 // reportCells reads the run's cells, verdicts and timings from summary.json for the report's
-// cells table; a run without one (still in progress, or a single cell) gets no table.
-func reportCells(dir string) []render.CellLine {
+// cells table; a run without one (still in progress, or a single cell) gets no table. One that
+// cannot be read (not JSON, not a regular file) is an error that names it.
+func reportCells(dir string) ([]render.CellLine, error) {
 	s, err := rundir.ReadSummary(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, &exitError{code: runner.ExitUsage, err: err}
 	}
 	cells := make([]render.CellLine, 0, len(s.Cells))
 	for _, r := range s.Cells {
@@ -149,5 +193,5 @@ func reportCells(dir string) []render.CellLine {
 		line.LLM = runner.ReportLLMPoint(r.LLM)
 		cells = append(cells, line)
 	}
-	return cells
+	return cells, nil
 }

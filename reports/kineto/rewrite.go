@@ -112,7 +112,9 @@ func (r *rewriter) fields(raw []byte, f *eventFields) (*fastjson.Value, bool) {
 }
 
 // finishDoc handles the walker's result: on input cut inside the event array the rewriter closes
-// the array and the document so the output stays valid JSON.
+// the array and the document so the output stays valid JSON. Input broken anywhere else is an
+// error, and what was written to the writer by then is not a trace: the callers discard it
+// (trace fix and slim never rename it into place, a bundle leaves the trace out).
 func (r *rewriter) finishDoc(werr error, closeEvents func() error, bareArray *bool) error {
 	if werr != nil {
 		var se *syntaxError
@@ -120,7 +122,7 @@ func (r *rewriter) finishDoc(werr error, closeEvents func() error, bareArray *bo
 			return werr
 		}
 		if !r.inEvents || r.done {
-			return fmt.Errorf("input is malformed or truncated outside traceEvents (%v); the output is incomplete", werr)
+			return fmt.Errorf("input is malformed or truncated outside traceEvents (%v); it cannot be rewritten", werr)
 		}
 		r.warnings = append(r.warnings, fmt.Sprintf("input is truncated or malformed at byte %d (%v); closed the event array there", se.Offset, se.Err))
 		if err := closeEvents(); err != nil {

@@ -62,10 +62,13 @@ func resolve(path string, only []string) (*source, error) {
 		}
 	}
 	s := &source{dir: dir}
-	if s.planRaw, err = os.ReadFile(filepath.Join(dir, rundir.PlanFile)); err != nil {
-		return nil, fmt.Errorf("bundle: %w; the run directory is incomplete", err)
+	s.plan, s.planRaw, s.planErr = rundir.ReadPlan(dir)
+	if s.planRaw == nil {
+		if errors.Is(s.planErr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("bundle: %w; the run directory is incomplete", s.planErr)
+		}
+		return nil, fmt.Errorf("bundle: %w", s.planErr)
 	}
-	s.plan, s.planErr = plans.Load(filepath.Join(dir, rundir.PlanFile))
 	cj, err := rundir.ReadCells(dir)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)

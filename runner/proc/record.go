@@ -144,7 +144,8 @@ func ReapRecorded(dir string) (int, error) {
 		if d.IsDir() && strings.Count(strings.TrimPrefix(p, dir), string(filepath.Separator)) > 3 {
 			return fs.SkipDir // records sit in cell directories, near the top
 		}
-		if !d.IsDir() && d.Name() == RecordFile {
+		// Only a regular file is a record: a FIFO planted under the name would block the read.
+		if d.Type().IsRegular() && d.Name() == RecordFile {
 			recs = append(recs, p)
 		}
 		return nil

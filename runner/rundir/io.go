@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
+
+	"github.com/sglprof/runner/plans"
 )
 
 // Redact rewrites a file's encoded JSON before it is written. The runner passes its secrets
@@ -23,7 +27,15 @@ type Redact func([]byte) []byte
 // of the run directory's files.
 func WriteFileAtomic(path string, data []byte) error {
 	// 0600: the run directory's records hold commands and environments.
-	f, err := createTemp(path, 0o600)
+	return WriteFileAtomicPerm(path, data, 0o600)
+}
+
+// WriteFileAtomicPerm is WriteFileAtomic for a file of mode perm (less the umask): a report
+// meant to be read by others. The rename replaces whatever the name is, a symlink included
+// (the link, never the file it points at); check the path first (CheckReplaceable,
+// CheckOutput).
+func WriteFileAtomicPerm(path string, data []byte, perm os.FileMode) error {
+	f, err := createTemp(path, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -92,6 +104,19 @@ func CheckOutput(path string, force bool) error {
 	return nil
 }
 
+// CheckReplaceable is the check of a file the runner owns and rewrites on every call, such as
+// runner report's report.md and report.html in the run directory: a regular file there is
+// replaced, and so is a symlink (the link, not the file it points at, which may belong to
+// anyone); anything else (a FIFO, a device, a directory, a socket) is not the runner's file
+// and is refused.
+func CheckReplaceable(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().IsRegular() || st.Mode()&fs.ModeSymlink != 0 {
+		return nil
+	}
+	return &OutputError{fmt.Errorf("%s exists and is %s, not a file the runner wrote; remove it or move it away", path, describeMode(st.Mode()))}
+}
+
 // Output is a file written as a stream (a rewritten trace, a bundle): a temporary file beside
 // its path, renamed over the path by Commit only when everything was written, so a failure or
 // an interruption leaves no empty or half-written file and an existing one untouched. Its mode
@@ -157,14 +182,85 @@ func encodeJSON(path string, v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ReadJSON decodes the JSON file path into v. A missing file is returned as os.ReadFile's
-// error (errors.Is fs.ErrNotExist holds); invalid JSON names the file.
+// ErrNotRegular is wrapped by the error of a reader given a path that is not a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadFile reads a file of the run directory. A path that is not a regular file (a FIFO, a
+// device, a socket, a directory; a symlink is followed) is refused with an error that names
+// it and wraps ErrNotRegular, without reading it: a FIFO planted in a run directory would
+// otherwise block the reader forever, past Ctrl-C. The file is checked before it is opened
+// (opening a device can have effects) and again on the open descriptor, which is opened
+// non-blocking so that a FIFO swapped in between cannot block the open either. A missing file
+// is returned as os.Open's error (errors.Is fs.ErrNotExist holds).
+func ReadFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, notRegular(path, st.Mode())
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, notRegular(path, st.Mode())
+	}
+	return io.ReadAll(f)
+}
+
+func notRegular(path string, mode fs.FileMode) error {
+	return fmt.Errorf("%s is %w (%s); refusing to read it", path, ErrNotRegular, describeMode(mode))
+}
+
+// describeMode names a file type for a person.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
+}
+
+// ReadJSON decodes the JSON file path into v through ReadFile (a path that is not a regular
+// file is refused). A missing file is returned as os.Open's error (errors.Is fs.ErrNotExist
+// holds); invalid JSON names the file.
 func ReadJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return err
 	}
 	return DecodeJSON(path, data, v)
+}
+
+// ReadPlan reads and parses dir/plan.toml, the plan a run was made from, through ReadFile.
+// raw is the file's bytes, returned also when they do not parse (err is then the plan's
+// *plans.Error) so that a bundle can still carry them; raw is nil when the file could not be
+// read.
+func ReadPlan(dir string) (p *plans.Plan, raw []byte, err error) {
+	path := filepath.Join(dir, PlanFile)
+	raw, err = ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read plan: %w", err)
+	}
+	if p, err = plans.Parse(path, raw); err != nil {
+		return nil, raw, err
+	}
+	p.Path = path
+	return p, raw, nil
 }
 
 // DecodeJSON decodes data, the content of the file name (a path or a bundle entry), into v.

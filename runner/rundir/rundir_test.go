@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,4 +197,23 @@ func FuzzDecodeResult(f *testing.F) {
 			t.Errorf("round trip differs:\n%s", d)
 		}
 	})
+}
+
+// A FIFO where a run directory's file belongs is refused, naming it, without blocking.
+func TestReadFileRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{CellsFile, PlanFile} {
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ReadCells(dir); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), CellsFile+" is not a regular file (a FIFO)") {
+		t.Errorf("ReadCells on a FIFO: %v", err)
+	}
+	if _, raw, err := ReadPlan(dir); !errors.Is(err, ErrNotRegular) || raw != nil {
+		t.Errorf("ReadPlan on a FIFO: %v (raw %q)", err, raw)
+	}
+	if _, err := ReadFile(dir); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("ReadFile on a directory: %v", err)
+	}
 }
