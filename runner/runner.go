@@ -270,15 +270,15 @@ func reapLeftovers(dir string, opts *Options) {
 }
 
 // leaveSlurm is the start of resuming a Slurm run with another executor (--executor local): it
-// refuses while the run's last array is still active (its tasks would run the same cells), and
-// reaps the cells' processes only when Slurm says the array is over. When Slurm cannot be asked
-// it reaps nothing and says so.
+// refuses while the run's last array is still active (its tasks would run the same cells in the
+// same directories), and also when Slurm cannot say (a cell Slurm still runs has no result yet,
+// so it would run twice at once); it reaps the cells' processes only when Slurm says the array
+// is over.
 func leaveSlurm(ctx context.Context, dir string, last rundir.SlurmJob, opts *Options) error {
 	active, err := arrayActive(ctx, last, opts)
 	switch {
 	case err != nil:
-		opts.Logger.Warn("resume: Slurm cannot say whether the run's last job array still runs, so the processes its cells recorded are not killed; scancel the job if it is still active",
-			"job", last.JobID, "err", err)
+		return fmt.Errorf("resume %s: Slurm cannot say whether job %s of this run still runs its cells (%w); resuming here could run a cell twice at once. Check with squeue -j %s, scancel it if it still runs, and resume again where Slurm answers", dir, last.JobID, err, last.JobID)
 	case active:
 		return fmt.Errorf("resume %s: Slurm job %s of this run is still active and runs its cells; wait for it with runner run --resume %s (without --executor local), or scancel %s first", dir, last.JobID, dir, last.JobID)
 	default:

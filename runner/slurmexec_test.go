@@ -235,3 +235,23 @@ func TestSlurmMarkerWarnsEarly(t *testing.T) {
 		t.Errorf("want one warning for task 0 naming %s; got %d: %s", dir, n, logs.String())
 	}
 }
+
+// TestLeaveSlurmRefusesWhenSlurmCannotSay: resuming a Slurm run with --executor local while
+// Slurm cannot be asked about its last array would run any cell Slurm still runs a second
+// time, in the same directory: it is refused, and nothing is reaped.
+func TestLeaveSlurmRefusesWhenSlurmCannotSay(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"squeue", "sacct", "scontrol"} {
+		script := "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n"
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	opts := Options{Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}}
+	opts.defaults()
+	err := leaveSlurm(context.Background(), dir, rundir.SlurmJob{JobID: "42", Cells: []string{"a", "b"}}, &opts)
+	if err == nil || !strings.Contains(err.Error(), "Slurm cannot say whether job 42") || !strings.Contains(err.Error(), "squeue -j 42") {
+		t.Fatalf("err = %v; want a refusal naming the job and how to check it", err)
+	}
+}
