@@ -288,3 +288,24 @@ func BenchmarkRedactLog(b *testing.B) {
 		})
 	}
 }
+
+// TestIsSecretName: a name is secret by its words, not by a substring (issue 14 review):
+// TOKENIZER_PATH and MAX_TOKENS are a model path and a count a bug report and a replay need.
+func TestIsSecretName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"HF_TOKEN": true, "GITHUB_TOKEN": true, "OPENAI_API_KEY": true, "WANDB_API_KEY": true,
+		"MY_SECRET": true, "DB_PASSWORD": true, "API_KEY": true, "SECRET_KEY_BASE": true,
+		"AWS_SECRET_ACCESS_KEY": true, "GOOGLE_APPLICATION_CREDENTIALS": true, "KEY": true,
+		"hf_token": true, "hf-token": true, "apiKey": true, "x-api-key": true, "APIKEY": true,
+		"accessToken": true, "ssl-keyfile-password": true, "API_KEYS": true, "EOS_TOKEN": true,
+		"TOKENIZER_PATH": false, "MAX_TOKENS": false, "MAX_NEW_TOKENS": false, "NUM_TOKENS": false,
+		"SGLANG_MAX_TOKENS": false, "TOKENIZERS_PARALLELISM": false, "PAD_TOKEN_ID": false,
+		"token_ids": false, "KEY_FILE": false, "PRIVATE_KEY_FILE": false, "HF_TOKEN_PATH": false,
+		"KEYS_PATH": false, "SSL_KEYFILE": false, "MONKEY_PATCH": false, "KV_CACHE_DTYPE": false,
+		"PWD": false, "tokenizer-path": false, "max_total_tokens": false, "": false,
+	} {
+		if got := IsSecretName(name); got != want {
+			t.Errorf("IsSecretName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
