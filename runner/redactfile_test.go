@@ -67,3 +67,43 @@ num_inference_steps = [4]
 		}
 	}
 }
+
+// TestRunDirKeepsNonSecretNames: variables whose names only contain a marker (TOKENIZER_PATH,
+// MAX_TOKENS) are not secrets, so their values, which are also the model path and a count,
+// are kept in cells.json and command.json (a redacted --model-path broke replay).
+func TestRunDirKeepsNonSecretNames(t *testing.T) {
+	opts := simOptions(t)
+	opts.Env = append(opts.Env, "MAX_TOKENS=131072")
+	plan := `name = "keep"
+[backend]
+env = { TOKENIZER_PATH = "Qwen/Qwen-Image", MAX_NEW_TOKENS = "4096" }
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+num_inference_steps = [4]
+`
+	sum, err := Run(t.Context(), testPlan(t, plan), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := os.ReadFile(filepath.Join(sum.RunDir, rundir.CellsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, _ := filepath.Glob(filepath.Join(sum.RunDir, rundir.CellsDir, "*", rundir.CommandFile))
+	if len(cmds) == 0 {
+		t.Fatal("no command.json")
+	}
+	cmd, _ := os.ReadFile(cmds[0])
+	for name, data := range map[string][]byte{"cells.json": cells, "command.json": cmd} {
+		if bytes.Contains(data, []byte(Redacted)) {
+			t.Errorf("%s redacts something in a run without secrets:\n%s", name, data)
+		}
+		if !bytes.Contains(data, []byte("Qwen/Qwen-Image")) {
+			t.Errorf("%s lacks the model path", name)
+		}
+	}
+	if !bytes.Contains(cells, []byte("4096")) {
+		t.Error("cells.json lacks MAX_NEW_TOKENS's value")
+	}
+}

@@ -20,18 +20,96 @@ import (
 // Redacted is what every secret is replaced with.
 const Redacted = "<redacted>"
 
-// secretMarkers mark variable names whose values must never be written down.
-var secretMarkers = []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}
+// secretMarkers are the words of a name that say it holds a secret (upper case). TOKENS is
+// not one: MAX_TOKENS and NUM_TOKENS are counts. The compounds are names written as one word
+// (apikey, accessToken splits at the case change but ACCESSTOKEN does not).
+var secretMarkers = map[string]bool{
+	"TOKEN": true, "KEY": true, "KEYS": true, "SECRET": true, "SECRETS": true,
+	"PASSWORD": true, "PASSWORDS": true, "PASSWD": true, "PASSPHRASE": true,
+	"CREDENTIAL": true, "CREDENTIALS": true,
+	"APIKEY": true, "APIKEYS": true, "ACCESSKEY": true, "SECRETKEY": true, "PRIVATEKEY": true,
+	"HFTOKEN": true, "ACCESSTOKEN": true, "AUTHTOKEN": true, "REFRESHTOKEN": true,
+}
 
-// IsSecretName reports whether an environment variable name looks like it holds a secret.
+// strongMarkers hold a secret whatever their value looks like (password: 1234); the others
+// (TOKEN, KEY, CREDENTIAL) do in free text only when the value looks like one (nameValue).
+var strongMarkers = map[string]bool{
+	"SECRET": true, "SECRETS": true, "PASSWORD": true, "PASSWORDS": true, "PASSWD": true, "PASSPHRASE": true,
+	"APIKEY": true, "APIKEYS": true, "ACCESSKEY": true, "SECRETKEY": true, "PRIVATEKEY": true,
+}
+
+// strongKeyPrefixes make KEY strong: API_KEY, ACCESS_KEY, PRIVATE_KEY, SECRET_KEY.
+var strongKeyPrefixes = map[string]bool{"API": true, "ACCESS": true, "PRIVATE": true, "SECRET": true}
+
+// referenceWords after the last marker say the value is where a secret is, not the secret:
+// KEY_FILE, HF_TOKEN_PATH, SSH_KEYS_DIR.
+var referenceWords = map[string]bool{"FILE": true, "FILES": true, "FILENAME": true, "PATH": true, "DIR": true}
+
+// tokenIDWords after TOKEN say it is a tokenizer's vocabulary entry: PAD_TOKEN_ID, token_ids.
+var tokenIDWords = map[string]bool{"ID": true, "IDS": true}
+
+// IsSecretName reports whether a variable, flag or key name names a secret: the rule of
+// secretName (docs/bundle.md lists it).
 func IsSecretName(name string) bool {
-	u := strings.ToUpper(name)
-	for _, m := range secretMarkers {
-		if strings.Contains(u, m) {
-			return true
+	ok, _ := secretName([]byte(name))
+	return ok
+}
+
+// secretName is the one word logic of secret names, for variables, flags, keys and query
+// parameters alike. A name is split into words at '_', '-', '.' and where a lower-case letter
+// is followed by an upper-case one (apiKey); it is secret when one of its words is a marker
+// (TOKEN, KEY, SECRET, PASSWORD, ... or a compound such as APIKEY), unless the word after the
+// last marker makes it a reference (KEY_FILE, HF_TOKEN_PATH) or a token id (PAD_TOKEN_ID).
+// strong: the last marker holds a secret whatever its value looks like.
+func secretName(name []byte) (secret, strong bool) {
+	var buf [16][2]int
+	words := buf[:0]
+	start := -1
+	for i := 0; i <= len(name); i++ {
+		sep := i == len(name) || name[i] == '_' || name[i] == '-' || name[i] == '.'
+		camel := !sep && i > 0 && 'A' <= name[i] && name[i] <= 'Z' && 'a' <= name[i-1] && name[i-1] <= 'z'
+		if (sep || camel) && start >= 0 {
+			words = append(words, [2]int{start, i})
+			start = -1
+		}
+		if !sep && start < 0 {
+			start = i
 		}
 	}
-	return false
+	var mb, nb, pb [16]byte
+	for k := len(words) - 1; k >= 0; k-- {
+		m := upperWord(mb[:0], name, words[k])
+		if !secretMarkers[string(m)] {
+			continue
+		}
+		strong = strongMarkers[string(m)]
+		if k+1 < len(words) {
+			next := upperWord(nb[:0], name, words[k+1])
+			if referenceWords[string(next)] || (string(m) == "TOKEN" && tokenIDWords[string(next)]) {
+				return false, false
+			}
+		}
+		if !strong && (string(m) == "KEY" || string(m) == "KEYS") && k > 0 {
+			strong = strongKeyPrefixes[string(upperWord(pb[:0], name, words[k-1]))]
+		}
+		return true, strong
+	}
+	return false, false
+}
+
+// upperWord appends the word w of name to dst in upper case; a word longer than any marker
+// comes back empty (dst's capacity is the longest that matters).
+func upperWord(dst, name []byte, w [2]int) []byte {
+	if w[1]-w[0] > cap(dst) {
+		return dst[:0]
+	}
+	for _, c := range name[w[0]:w[1]] {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // gitleaksTOML is gitleaks' default configuration (MIT, see NOTICE.gitleaks): the catalogue

@@ -287,11 +287,23 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 		if p < last || (ru.pre != nil && !ru.pre(line)) || (ru.boundary && p > 0 && isAlnum(line[p-1])) {
 			continue
 		}
-		m := ru.at.FindSubmatchIndex(line[p:])
+		var m []int
+		if ru.scan != nil {
+			m = ru.scan(line[p:])
+		} else {
+			m = ru.at.FindSubmatchIndex(line[p:])
+		}
 		if m == nil {
 			continue
 		}
 		s, e := secretSpan(m, ru)
+		kind := ru.kind
+		if ru.check != nil {
+			var url bool
+			if s, e, url = ru.check(line, p, m); url {
+				kind = KindURLCreds
+			}
+		}
 		if s < 0 || e <= s {
 			continue
 		}
@@ -302,7 +314,7 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 		out = append(out, line[last:s]...)
 		out = append(out, Redacted...)
 		last = e
-		r.count(ru)
+		r.count(kind, ru)
 	}
 	if out == nil {
 		return line
@@ -315,12 +327,13 @@ func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
-func (r *Redactor) count(ru *rule) {
+// count counts one replacement by ru, under kind (ru's, or what its check said it was).
+func (r *Redactor) count(kind string, ru *rule) {
 	name := ru.name
-	if name == "" {
-		name = ru.kind
+	if name == "" || kind != ru.kind {
+		name = kind
 	}
-	r.counts[[2]string{ru.kind, name}]++
+	r.counts[[2]string{kind, name}]++
 }
 
 // literalPass replaces the literal values of secret-named variables anywhere in b.

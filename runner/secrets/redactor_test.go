@@ -44,6 +44,21 @@ func TestRedactorShapes(t *testing.T) {
 		{`"key": "qwen-image/default/4st/s0"`, `"key": "qwen-image/default/4st/s0"`},
 		{"ServerArgs(api_key='abc123', hf_token=\"tok99\", tokenizer_path='Qwen/x', max_tokens=4)", "ServerArgs(api_key='<redacted>', hf_token=\"<redacted>\", tokenizer_path='Qwen/x', max_tokens=4)"},
 		{"--hf-token abc --api-key=xyz --tokenizer-path /m --max-tokens 10", "--hf-token <redacted> --api-key=<redacted> --tokenizer-path /m --max-tokens 10"},
+		// Names judged by IsSecretName's words in every shape (issue 14 review): query
+		// parameters and fragments, flags with '_', YAML keys.
+		{"GET https://hub.example.com/x?hf_token=abc123XYZ&rev=main", "GET https://hub.example.com/x?hf_token=<redacted>&rev=main"},
+		{"https://app.example.com/cb#access_token=abc123&state=s1", "https://app.example.com/cb#access_token=<redacted>&state=s1"},
+		{"https://x.io/?key=abc&page=2&sig=zz99", "https://x.io/?key=<redacted>&page=2&sig=<redacted>"},
+		{"https://x.io/v1?max_tokens=4096&tokenizer=Qwen", "https://x.io/v1?max_tokens=4096&tokenizer=Qwen"},
+		{"--hf_token abc --openai_api_key=xyz --max_new_tokens 10 --tokenizer_path /m", "--hf_token <redacted> --openai_api_key=<redacted> --max_new_tokens 10 --tokenizer_path /m"},
+		{"--ssl-keyfile /k.pem --key-file /k.pem", "--ssl-keyfile /k.pem --key-file /k.pem"},
+		{"hf_token: abcdefgh12345678", "hf_token: <redacted>"},
+		{"  wandb_api_key: abc", "  wandb_api_key: <redacted>"},
+		{`"accessToken": "abcdefgh1234"`, `"accessToken": "<redacted>"`},
+		{"TOKENIZER_PATH: Qwen/Qwen-Image PAD_TOKEN_ID=151643 KEY_FILE=/etc/k.pem", "TOKENIZER_PATH: Qwen/Qwen-Image PAD_TOKEN_ID=151643 KEY_FILE=/etc/k.pem"},
+		// sglang's own counters and a perf dump's numbers are no secrets.
+		{"Decode batch. #running-req: 64, #token: 53120, token usage: 0.41, #new-token: 512, #cached-token: 0", "Decode batch. #running-req: 64, #token: 53120, token usage: 0.41, #new-token: 512, #cached-token: 0"},
+		{`"output_token_throughput": 1234.56789, "token": "<pad>"`, `"output_token_throughput": 1234.56789, "token": "<pad>"`},
 		{"build corp-1234 done", "build <redacted> done"},
 		{"already <redacted> stays", "already <redacted> stays"},
 	} {
@@ -334,4 +349,60 @@ func BenchmarkRedactLog(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestIsSecretName: a name is secret by its words, not by a substring (issue 14 review):
+// TOKENIZER_PATH and MAX_TOKENS are a model path and a count a bug report and a replay need.
+func TestIsSecretName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"HF_TOKEN": true, "GITHUB_TOKEN": true, "OPENAI_API_KEY": true, "WANDB_API_KEY": true,
+		"MY_SECRET": true, "DB_PASSWORD": true, "API_KEY": true, "SECRET_KEY_BASE": true,
+		"AWS_SECRET_ACCESS_KEY": true, "GOOGLE_APPLICATION_CREDENTIALS": true, "KEY": true,
+		"hf_token": true, "hf-token": true, "apiKey": true, "x-api-key": true, "APIKEY": true,
+		"accessToken": true, "ssl-keyfile-password": true, "API_KEYS": true, "EOS_TOKEN": true,
+		"TOKENIZER_PATH": false, "MAX_TOKENS": false, "MAX_NEW_TOKENS": false, "NUM_TOKENS": false,
+		"SGLANG_MAX_TOKENS": false, "TOKENIZERS_PARALLELISM": false, "PAD_TOKEN_ID": false,
+		"token_ids": false, "KEY_FILE": false, "PRIVATE_KEY_FILE": false, "HF_TOKEN_PATH": false,
+		"KEYS_PATH": false, "SSL_KEYFILE": false, "MONKEY_PATCH": false, "KV_CACHE_DTYPE": false,
+		"PWD": false, "tokenizer-path": false, "max_total_tokens": false, "": false,
+	} {
+		if got := IsSecretName(name); got != want {
+			t.Errorf("IsSecretName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// FuzzScanAssign: scanAssign, the assignment rule's expression written by hand, gives the
+// submatches the expression gives, wherever one of the rule's keywords begins (where the
+// redactor calls it).
+func FuzzScanAssign(f *testing.F) {
+	for _, s := range []string{
+		"export HF_TOKEN=abc", `SECRET_KEY_BASE = "x"`, `{\"openai_api_key\": \"sk\"}`, "api_key='abc'",
+		"#token: 53120, token usage: 0.41", "?hf_token=X&y=1", "hf_token: ", "password:\t'", "key=\\'v'",
+		"TOKENIZER_PATH=/m", "passwd =  \\\"", "credentials:\r\fx", "passphrase=;", "PassWord: p,q",
+	} {
+		f.Add(s)
+	}
+	var re *regexp.Regexp
+	for _, ru := range builtinRules {
+		if ru.scan != nil {
+			re = ru.at
+		}
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		b := []byte(line)
+		for p := range b {
+			ok := false
+			for _, k := range assignKeywords {
+				ok = ok || hasPrefixFold(b[p:], k)
+			}
+			if !ok {
+				continue
+			}
+			want, got := re.FindSubmatchIndex(b[p:]), scanAssign(b[p:])
+			if fmt.Sprint(want) != fmt.Sprint(got) {
+				t.Fatalf("at %d of %q: the expression gives %v, scanAssign %v", p, line, want, got)
+			}
+		}
+	})
 }

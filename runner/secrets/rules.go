@@ -39,6 +39,13 @@ type rule struct {
 	// at, when set, is re anchored at its start: the rule's expression begins with one of
 	// its keywords, so it is tried only where a keyword is (see anchor).
 	at *regexp.Regexp
+	// check, when set, judges an anchored match (offsets in line[p:]) beyond what the
+	// expression can say: whether the name is secret (secretName) and where the value ends.
+	// s < 0: not a secret. url: count it as a URL credential.
+	check func(line []byte, p int, m []int) (s, e int, url bool)
+	// scan, when set, is at written by hand (the same submatches): sglang's logs hold
+	// "token" several times a line, and the expression cost more than the rest of redaction.
+	scan func(rest []byte) []int
 	// boundary: the keyword must not follow a letter or a digit (the sk- of task-… is no key).
 	// It is what `\b` meant, minus '_': a file named after a prompt puts '_' before a token
 	// (outputs/a_cat_sk-proj-…_20260101-000000_ab12cd34.png), and `\b` let it through.
@@ -53,46 +60,13 @@ func anchor(rules []rule) []rule {
 	return rules
 }
 
-// upperMarkers are the markers of environment-style names, with what may follow one that
-// ends a word of the name: '_' (more name), a separator, a quote or a space.
-var upperMarkers = [][]byte{[]byte("TOKEN"), []byte("KEY"), []byte("SECRET"), []byte("PASSWORD"), []byte("PASSWD"), []byte("CREDENTIAL"), []byte("CREDENTIALS")}
-
-func upperAssignment(line []byte) bool {
-	for _, m := range upperMarkers {
-		for off := 0; ; {
-			i := bytes.Index(line[off:], m)
-			if i < 0 {
-				break
-			}
-			j := off + i + len(m)
-			if j == len(line) {
-				break
-			}
-			switch line[j] {
-			case '_', '=', ':', '"', '\'', ' ', '\t', '\r', '\f':
-				return true
-			}
-			off = j
-		}
-	}
-	return false
-}
-
-var nameMarkers = []string{"token", "key", "secret", "password", "passwd", "credential"}
-
-// reprKeywords are the markers as a Python repr writes them: hf_token='...'.
-var reprKeywords = []string{"token='", `token="`, "api_key='", `api_key="`, "apikey='", `apikey="`, "secret='", `secret="`,
-	"password='", `password="`, "passwd='", `passwd="`, "credential='", `credential="`, "credentials='", `credentials="`}
-
-// strongKeywords are names that hold a secret whatever their value looks like.
-var strongKeywords = []string{"password", "passwd", "secret_key", "secret-key", "secret", "api_key", "api-key", "apikey", "private_key", "private-key", "privatekey", "access_key", "access-key", "accesskey"}
-
 // builtinRules are this project's name- and shape-based rules: what the catalogue does not
 // know (a value is secret because of the name it is given) and the older shapes it misses.
 var builtinRules = append(
 	[]rule{
 		{kind: KindBearer, re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, keywords: []string{"bearer"}},
-		{kind: KindURLCreds, re: regexp.MustCompile(`(?i)[?&;](?:access_token|auth_token|token|api_key|apikey|key|secret|password|passwd|sig|signature)=([^&\s"'#\\<>]+)`), group: 1, keywords: []string{"token=", "key=", "secret=", "password=", "passwd=", "sig=", "signature="}},
+		// Signed URLs (?sig=…): a query parameter named like a secret is the assignment rule's.
+		{kind: KindURLCreds, re: regexp.MustCompile(`(?i)[?&;#](?:sig|signature)=([^&\s"'#\\<>]+)`), group: 1, keywords: []string{"sig=", "signature="}},
 		// curl -u user:pass, --user user:pass (the password part).
 		{kind: KindFlag, re: regexp.MustCompile(`(?:^|[\s"'\[,])(?:-u|--user)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?[^\s'":]+:([^\s'"\\,]+)`), group: 1, keywords: []string{"-u"}},
 	},
@@ -108,28 +82,149 @@ var builtinRules = append(
 		// A token as the user of a URL (https://ghp_...@github.com): a user name that long is one.
 		{kind: KindURLCreds, re: regexp.MustCompile(`://([A-Za-z0-9_.~%+-]{16,})@`), group: 1, keywords: []string{"://"}, pre: hasAt},
 		{kind: KindAWSKey, re: regexp.MustCompile(`(?i)aws_secret_access_key["']?\s*[=:]\s*["']?([A-Za-z0-9/+=]{40})`), group: 1, keywords: []string{"aws_secret_access_key"}},
-		// Environment-style names are upper case, so "key" in JSON ("key": "qwen-image/...") is
-		// not one; the marker must end a word of the name, so MAX_TOKENS and TOKENIZER_PATH
-		// (counts and paths a bug report needs) are kept.
-		{kind: KindAssignment, re: regexp.MustCompile(`(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(?:_[A-Z0-9_]*)?\b["']?\s*[=:]\s*["']?([^\s"'\\,;}\]]+)`), group: 1, keywords: nameMarkers, pre: upperAssignment},
-		// Python reprs of server arguments: hf_token='...', api_key="...".
-		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:token|api_key|apikey|secret|password|passwd|credentials?)=['"]([^'"\s\\]+)['"]`), group: 1, keywords: reprKeywords},
-		// JSON and YAML keys whose name ends in a strong marker: "openai_api_key": "...",
-		// password: ..., x-api-key: ... (a header). "key" alone ("key": "qwen-image/...") is not one.
-		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:password|passwd|secret[_-]?key|secret|api[_-]?key|private[_-]?key|access[_-]?key)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?([^\s"',;}\]\\]+)`), group: 1, keywords: strongKeywords},
-		// ... and "...token": "value" with a quoted value of some length ("max_tokens": 4 is not).
-		{kind: KindAssignment, re: regexp.MustCompile(`(?i)(?:token|credentials?)(?:\\?["'])?[ \t]*[:=][ \t]*\\?["']([^\s"'\\]{8,})\\?["']`), group: 1, keywords: []string{"token", "credential"}, pre: hasQuote},
-		// Flags whose name ends in the marker: --hf-token X, --api-key=X (not --tokenizer-path),
-		// also as consecutive JSON array elements ("--api-key", "X").
-		{kind: KindFlag, re: regexp.MustCompile(`(?i)--[a-z0-9-]*(?:token|key|secret|password|passwd|credentials?)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?([^\s'"\\,]+)`), group: 1, keywords: []string{"--"}},
+		// NAME=value, NAME: value, "name": "value", name='value' and URL parameters
+		// (?hf_token=…, #access_token=…): anchored at a marker word, the whole name (scanned
+		// back from the marker) judged by secretName, the value by nameValue.
+		// The expression is what scanAssign does by hand, faster (FuzzScanAssign).
+		{kind: KindAssignment, re: regexp.MustCompile(`((?i:token|key|secret|passw(?:or)?d|passphrase|credential)[A-Za-z0-9_-]*)(\\?["'])?\s*([:=])\s*(\\?["'])?([^\s"',;}\]\\]+)`), keywords: assignKeywords, scan: scanAssign, check: nameValue},
+		// Flags whose name is secret: --hf-token X, --hf_token X, --api-key=X (not
+		// --tokenizer-path), also as consecutive JSON array elements ("--api-key", "X").
+		{kind: KindFlag, re: regexp.MustCompile(`--([A-Za-z][A-Za-z0-9_-]*)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?([^\s'"\\,]+)`), keywords: []string{"--"}, check: flagValue},
 	})...,
 )
 
 // hasAt: a URL credential needs an '@'.
 func hasAt(line []byte) bool { return bytes.IndexByte(line, '@') >= 0 }
 
-// hasQuote: a quoted value needs a quote.
-func hasQuote(line []byte) bool { return bytes.ContainsAny(line, `"'`) }
+// assignKeywords are the anchors of the assignment rule: the marker words of secretName
+// (a compound such as apikey holds one of them).
+var assignKeywords = []string{"token", "key", "secret", "passw", "passphrase", "credential"}
+
+// isNameByte: a byte of a variable, key, flag or parameter name.
+func isNameByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' }
+
+// nameValue is the secret of an assignment match m (offsets in line[p:], p the marker): the
+// name is the marker's whole word run (HF_TOKEN, not TOKEN), judged by secretName. A query
+// parameter or fragment (?hf_token=X, #access_token=X) gives its value up to the next '&'.
+// Elsewhere an upper-case (environment) name, a strong name (password, api_key) and a
+// Python keyword argument (hf_token='X') give any value; other names (a lower-case "token",
+// "cache_key") only a value that looks like a credential, 8 bytes or more and not a number,
+// so "#token: 53120" and "output_token_throughput": 1234.5678 in logs and perf dumps stay.
+// A bare lower-case "key" is a lookup key ("key": "qwen-image/default/4st/s0"), not a secret.
+func nameValue(line []byte, p int, m []int) (s, e int, url bool) {
+	start := p
+	for start > 0 && isNameByte(line[start-1]) {
+		start--
+	}
+	name := bytes.TrimLeft(line[start:p+m[3]], "-")
+	secret, strong := secretName(name)
+	if !secret {
+		return -1, -1, false
+	}
+	rest := line[p:]
+	vs, ve := m[10], m[11]
+	sep := rest[m[6]]
+	if start > 0 && bytes.IndexByte([]byte("?&#;"), line[start-1]) >= 0 && sep == '=' && m[6] == m[3] && m[8] < 0 {
+		e := vs
+		for e < len(rest) && bytes.IndexByte([]byte("&#\"'<> \t\r\n\f\\"), rest[e]) < 0 {
+			e++
+		}
+		return vs, e, true
+	}
+	lower := bytes.IndexFunc(name, func(r rune) bool { return 'a' <= r && r <= 'z' }) >= 0
+	switch {
+	case lower && len(name) == 3 && hasPrefixFold(name, "key"):
+		return -1, -1, false
+	case strong || !lower:
+		return vs, ve, false
+	case sep == '=' && m[8] == m[7]: // name='value', a keyword argument
+		return vs, ve, false
+	case ve-vs >= 8 && !isNumber(rest[vs:ve]):
+		return vs, ve, false
+	}
+	return -1, -1, false
+}
+
+// scanAssign is the assignment rule's anchored expression at the start of rest, by hand:
+// the submatch indexes FindSubmatchIndex would give, or nil. No step can backtrack: the name
+// is every name byte after the marker, and what follows a part never begins the part before.
+func scanAssign(rest []byte) []int {
+	n := 0
+	for _, k := range assignMarkers {
+		if hasPrefixFold(rest, k) {
+			n = len(k)
+			break
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	m := []int{0, 0, 0, 0, -1, -1, 0, 0, -1, -1, 0, 0}
+	i := n
+	for i < len(rest) && isNameByte(rest[i]) {
+		i++
+	}
+	m[3] = i
+	quote := func(i int) int { // the end of \?["'] at i, or -1
+		if i < len(rest) && rest[i] == '\\' {
+			i++
+		}
+		if i < len(rest) && (rest[i] == '"' || rest[i] == '\'') {
+			return i + 1
+		}
+		return -1
+	}
+	if q := quote(i); q >= 0 {
+		m[4], m[5], i = i, q, q
+	}
+	for i < len(rest) && isSpace(rest[i]) {
+		i++
+	}
+	if i == len(rest) || (rest[i] != ':' && rest[i] != '=') {
+		return nil
+	}
+	m[6], m[7] = i, i+1
+	i++
+	for i < len(rest) && isSpace(rest[i]) {
+		i++
+	}
+	if q := quote(i); q >= 0 {
+		m[8], m[9], i = i, q, q
+	}
+	j := i
+	for j < len(rest) && !isSpace(rest[j]) && bytes.IndexByte([]byte(`"',;}]\`), rest[j]) < 0 {
+		j++
+	}
+	if j == i {
+		return nil
+	}
+	m[10], m[11], m[1] = i, j, j
+	return m
+}
+
+// assignMarkers are the alternatives of the assignment rule's marker, in its order.
+var assignMarkers = []string{"token", "key", "secret", "password", "passwd", "passphrase", "credential"}
+
+// isSpace is `\s`.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
+
+// isNumber: b is made of the bytes of a decimal number (1234.5678, 1e-05).
+func isNumber(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// flagValue is the value of a flag match whose name is secret (--hf_token X, --api-key=X).
+func flagValue(line []byte, p int, m []int) (s, e int, url bool) {
+	if ok, _ := secretName(line[p+m[2] : p+m[3]]); !ok {
+		return -1, -1, false
+	}
+	return m[4], m[5], false
+}
 
 // entropy is the Shannon entropy of b in bits per byte, gitleaks' measure.
 func entropy(b []byte) float64 {
