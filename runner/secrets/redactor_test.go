@@ -152,7 +152,7 @@ func TestStreamLongLineKeepsSecretsWhole(t *testing.T) {
 	leaks := []string{"opaquevaluexyz123", "hunter2hunter2", "abcdefghijklmnop1234", strings.Repeat("A1b2C3d4E5", 4)[:36], "s3cretpassw0rd"}
 	for si, sec := range secrets {
 		for _, off := range probeOffsets() {
-			in := base[:off] + sec + ", " + base[off:]
+			in := base[:off] + " " + sec + ", " + base[off:] // a word of its own, as in a log
 			for _, workers := range []int{1, 2} {
 				r, _ := New(nil, nil)
 				var out bytes.Buffer
