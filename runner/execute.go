@@ -91,6 +91,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		interrupted = true
 	}
 	sum := buildSummary(p, dir, recs, opts.lost, interrupted)
+	sum.Simulated = opts.Simulate
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
 	// Write what can be written and always print the summary: on a full disk the table on the

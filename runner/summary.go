@@ -97,7 +97,11 @@ func fmtMS(ns int64) string {
 // renderSummaryMD renders summary.md: the table plus each cell's top three kernels.
 func renderSummaryMD(s *rundir.Summary) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Run summary: %s\n\n%s\n\n", s.Plan, countsLine(s))
+	fmt.Fprintf(&b, "# Run summary: %s\n\n", s.Plan)
+	if s.Simulated {
+		fmt.Fprintf(&b, "> **%s**\n\n", render.SimulatedNote)
+	}
+	fmt.Fprintf(&b, "%s\n\n", countsLine(s))
 	t := &table.Table{Header: []string{"Cell", "Verdict", "Wall", "E2E ms", "Mean step ms", "Top kernels"},
 		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left}}
 	for _, r := range s.Cells {

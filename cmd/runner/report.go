@@ -98,6 +98,9 @@ comparison found a regression, 2 for unusable input.`,
 					return nil, err
 				}
 				rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(cells)
+				if man, err := rundir.ReadManifest(dir); err == nil {
+					rep.Simulated = man.Simulated // the manifest says how the run was made
+				}
 				return &readReport{rep: rep, regressed: res != nil && res.Regressed()}, nil
 			})
 			if err != nil {

@@ -31,7 +31,13 @@ type Report struct {
 	// Cells lists every cell of the run with its verdict and timings (from summary.json), so
 	// a report without a baseline still shows what the run measured; see WithCells.
 	Cells []CellLine
+	// Simulated is set for a run of the simulators (its manifest says so): the report says so
+	// at the top, so invented timings are never read as measurements.
+	Simulated bool
 }
+
+// SimulatedNote is the banner of every output of a simulated run.
+const SimulatedNote = "Simulated run: sglang and nsys were replaced by the runner's built-in simulators; no GPU was used and the timings are invented, not measurements."
 
 // CellLine is one cell of the run as its summary recorded it.
 type CellLine struct {
@@ -245,6 +251,9 @@ func maxOf(v []float64) float64 {
 func WriteReportMarkdown(w io.Writer, r *Report) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n", table.EscapeMarkdown(r.Title))
+	if r.Simulated {
+		fmt.Fprintf(&b, "> **%s**\n\n", SimulatedNote)
+	}
 	fmt.Fprintf(&b, "Run %s", table.CodeSpan(r.RunDir))
 	if r.Baseline != "" {
 		fmt.Fprintf(&b, " against %s", table.CodeSpan(r.Baseline))
@@ -619,5 +628,6 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		Configs []htmlConfig
 		Sweep   []svgChart
 		LLM     template.HTML
-	}{r, rows, cs, sweepCharts(r.Cells), llm})
+		SimNote string
+	}{r, rows, cs, sweepCharts(r.Cells), llm, SimulatedNote})
 }
