@@ -595,7 +595,7 @@ func TestPriorityTable(t *testing.T) {
 		{VerdictOverlapped, CatCommunication, 5, 0.4, 0.6, DepLow, "P4", RecDefer},
 	}
 	for _, c := range cases {
-		p, rec := priority(c.verdict, c.cat, c.share, c.excl, c.hid, c.dep)
+		p, rec := priority(c.verdict, c.cat, 50_000, c.share, c.excl, c.hid, c.dep)
 		if p != c.p || rec != c.rec {
 			t.Errorf("priority(%+v) = %s %s, want %s %s", c, p, rec, c.p, c.rec)
 		}
