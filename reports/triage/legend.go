@@ -47,7 +47,10 @@ var legendText = map[string]string{
 	"formal":          "formal trace: in two-trace mode, the trace whose times are reported (a mapping trace only supplies Python locations)",
 	"straggler":       "straggler: the rank with the most compute time (busy time minus time in collectives) in a stage, by how much it exceeds the median rank; busy time does not show it, since the other ranks wait for it inside their collectives; the kernels listed are those that ran longer on it than their median",
 	"collective wait": "collective wait: a rank's time in communication kernels beyond the least any rank spent in them; a collective ends together on every rank, so the excess is waiting for the slowest rank (HTA's approach)",
-	"busy":            "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
+	// "sync" explains the Sync column of an nsys input's CUDA API table (the nsys package's
+	// SyncKind values: "yes" and "implicit").
+	"sync": "Sync (CUDA API calls): yes = the call waits for the GPU (…Synchronize) or polls it (…Query); implicit = a synchronous copy or memset (cudaMemcpy, cudaMemset, not their …Async forms) or cudaFree, which can block the host until earlier GPU work is done (a copy to pageable host memory returns only when complete; cudaFree synchronises the device); blank = does not wait for the GPU",
+	"busy": "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
 }
 
 // legend collects the words an output used.

@@ -190,6 +190,9 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 	}
 	d.header(r, cutoff)
 	d.leg.use("busy")
+	if r.API != nil {
+		d.leg.use("sync")
+	}
 	if r.Mode == ModeMappingFormal {
 		d.leg.use("formal")
 	}
