@@ -111,7 +111,9 @@ func APITable(rows []APICall) *table.Table {
 	for _, r := range rows {
 		sync := ""
 		if r.Sync {
-			sync = "yes"
+			if sync = SyncKind(r.Name); sync == "" {
+				sync = SyncExplicit
+			}
 		}
 		tb.Rows = append(tb.Rows, []string{r.Name, strconv.Itoa(r.Calls), us(u, r.TotalNS), strconv.FormatFloat(r.Percent, 'f', 1, 64),
 			us(u, r.MeanNS), us(u, r.MinNS), us(u, r.MaxNS), sync})

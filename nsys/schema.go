@@ -86,12 +86,43 @@ func IsGraphLaunch(name string) bool {
 	return strings.HasPrefix(name, "cudaGraphLaunch") || strings.HasPrefix(name, "cuGraphLaunch")
 }
 
-// IsSyncAPI reports whether an API call blocks the host on the device (the calls a CUDA API
-// summary flags as synchronisation).
-func IsSyncAPI(name string) bool {
-	return strings.Contains(name, "Synchronize") ||
+// The Sync column of the CUDA API table (SyncKind).
+const (
+	// SyncExplicit: the call waits for the device (…Synchronize) or polls it (…Query).
+	SyncExplicit = "yes"
+	// SyncImplicit: a synchronous copy or memset (cudaMemcpy, cudaMemset, cuMemcpyDtoH, ...,
+	// not their …Async forms) or a free (cudaFree, cuMemFree), which can block the host until
+	// the device's earlier work is done: a copy to pageable host memory returns when it is
+	// complete, and cudaFree synchronises the device.
+	SyncImplicit = "implicit"
+)
+
+// IsSyncAPI reports whether an API call blocks, or can block, the host on the device: an
+// explicit synchronisation or query, or an implicitly synchronising call (SyncKind).
+func IsSyncAPI(name string) bool { return SyncKind(name) != "" }
+
+// SyncKind is SyncExplicit, SyncImplicit or "" for an API call's name (runtime or driver, with
+// or without a _v<N>, _ptsz or _ptds suffix).
+func SyncKind(name string) string {
+	if strings.Contains(name, "Synchronize") ||
 		strings.HasPrefix(name, "cudaEventQuery") || strings.HasPrefix(name, "cudaStreamQuery") ||
-		strings.HasPrefix(name, "cuEventQuery") || strings.HasPrefix(name, "cuStreamQuery")
+		strings.HasPrefix(name, "cuEventQuery") || strings.HasPrefix(name, "cuStreamQuery") {
+		return SyncExplicit
+	}
+	if strings.Contains(name, "Async") {
+		return ""
+	}
+	base := name
+	if i := strings.IndexByte(base, '_'); i >= 0 {
+		base = base[:i]
+	}
+	switch {
+	case strings.HasPrefix(base, "cudaMemcpy"), strings.HasPrefix(base, "cuMemcpy"),
+		strings.HasPrefix(base, "cudaMemset"), strings.HasPrefix(base, "cuMemset"),
+		base == "cudaFree", base == "cuMemFree":
+		return SyncImplicit
+	}
+	return ""
 }
 
 // RangeLabel is the Range column of nvtx_sum: "domain:text", with an empty domain for the

@@ -187,8 +187,9 @@ type APICall struct {
 	MinNS   int64   `json:"min_ns"`
 	MaxNS   int64   `json:"max_ns"`
 	Percent float64 `json:"percent"` // of the summed time of all API calls
-	// Sync marks calls that block the host on the GPU (cudaStreamSynchronize, ...): time spent
-	// there is the host waiting, not launch overhead.
+	// Sync marks calls that block, or can block, the host on the GPU: explicit ones
+	// (cudaStreamSynchronize, ...) and implicit ones (a synchronous cudaMemcpy or cudaMemset,
+	// cudaFree); see SyncKind. Time spent there is the host waiting, not launch overhead.
 	Sync bool `json:"sync"`
 }
 

@@ -303,3 +303,43 @@ func TestKernelSummaryMatchesFullRead(t *testing.T) {
 		}
 	}
 }
+
+// Review of issue 17: the Sync column marked only *Synchronize and *Query; a synchronous
+// cudaMemcpy or cudaMemset and cudaFree (which synchronises the device) were blank.
+func TestSyncKind(t *testing.T) {
+	cases := map[string]string{
+		"cudaStreamSynchronize":       SyncExplicit,
+		"cudaDeviceSynchronize_v3020": SyncExplicit,
+		"cudaEventQuery_v3020":        SyncExplicit,
+		"cudaMemcpy_v3020":            SyncImplicit,
+		"cudaMemcpy2D_v3020":          SyncImplicit,
+		"cuMemcpyDtoH_v2":             SyncImplicit,
+		"cudaMemset_v3020":            SyncImplicit,
+		"cuMemsetD32_v2":              SyncImplicit,
+		"cudaFree_v2020":              SyncImplicit,
+		"cuMemFree_v2":                SyncImplicit,
+		"cudaMemcpyAsync_v3020":       "",
+		"cudaMemcpyAsync_ptsz":        "",
+		"cuMemcpyHtoDAsync_v2":        "",
+		"cudaMemsetAsync":             "",
+		"cudaFreeAsync":               "",
+		"cudaFreeHost":                "",
+		"cudaLaunchKernel_v7000":      "",
+		"cudaMalloc_v3020":            "",
+	}
+	for name, want := range cases {
+		if got := SyncKind(name); got != want {
+			t.Errorf("SyncKind(%q) = %q, want %q", name, got, want)
+		}
+		if IsSyncAPI(name) != (want != "") {
+			t.Errorf("IsSyncAPI(%q) = %v, want %v", name, IsSyncAPI(name), want != "")
+		}
+	}
+	tb := APITable([]APICall{{Name: "cudaMemcpy_v3020", Calls: 1, Sync: true}, {Name: "cudaStreamSynchronize", Calls: 1, Sync: true}})
+	if got := tb.Rows[0][len(tb.Rows[0])-1]; got != SyncImplicit {
+		t.Errorf("API table marks cudaMemcpy %q, want %q", got, SyncImplicit)
+	}
+	if got := tb.Rows[1][len(tb.Rows[1])-1]; got != SyncExplicit {
+		t.Errorf("API table marks cudaStreamSynchronize %q, want %q", got, SyncExplicit)
+	}
+}

@@ -104,7 +104,9 @@ func TestTriageNsysTablesAndScopes(t *testing.T) {
 	if err := triage.Render(&b, rep, "text", 0); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"== Kernel Table ==", "NVTX ranges", "Memory operations", "CUDA API calls", "nvtx: sglang:attention"} {
+	// The Sync column is explained in the legend, with both of its values (issue 17 review).
+	for _, want := range []string{"== Kernel Table ==", "NVTX ranges", "Memory operations", "CUDA API calls", "nvtx: sglang:attention",
+		"- Sync (CUDA API calls): " + nsys.SyncExplicit + " = ", nsys.SyncImplicit + " = "} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text output lacks %q", want)
 		}

@@ -255,6 +255,7 @@ type kagg struct {
 	count    int
 	rep      int32 // index into the stage op list of the longest op
 	repDur   int64
+	repStr   int32 // the stream of the longest op
 	sites    map[siteKey]int64
 	cur      siteKey // the last op's site, whose time since the site changed is curNS
 	curNS    int64   // -1 before the first op and after closeAggs
@@ -352,6 +353,47 @@ func adjacency(sw *Sweep, iv *spans, aggOf func(i int32) *kagg) map[uint64]int64
 type stageResult struct {
 	stage Stage
 	aggs  []*kagg
+	// main is the stage's main compute stream, the stream with the most kernel time (the
+	// lowest id of equal ones); an op on another stream already runs on a side stream.
+	main int32
+}
+
+// streamTotals sums kernel time per stream in O(1) per op (consecutive ops mostly share a
+// stream, and a map finds the others), for the stage's main stream.
+type streamTotals struct {
+	idx        map[int32]int
+	ids        []int32
+	ns         []int64
+	last       int
+	lastStream int32
+}
+
+func (s *streamTotals) add(stream int32, d int64) {
+	if s.idx == nil {
+		s.idx, s.last = map[int32]int{}, -1
+	}
+	if s.last < 0 || stream != s.lastStream {
+		j, ok := s.idx[stream]
+		if !ok {
+			j = len(s.ids)
+			s.idx[stream] = j
+			s.ids, s.ns = append(s.ids, stream), append(s.ns, 0)
+		}
+		s.last, s.lastStream = j, stream
+	}
+	s.ns[s.last] += d
+}
+
+// main is the stream with the most time, the lowest id of equal ones.
+func (s *streamTotals) main() int32 {
+	var best int32
+	var bestNS int64 = -1
+	for j, id := range s.ids {
+		if s.ns[j] > bestNS || s.ns[j] == bestNS && id < best {
+			best, bestNS = id, s.ns[j]
+		}
+	}
+	return best
 }
 
 // one reads and analyses one trace; formal is false for mapping traces (no tables needed).
@@ -770,10 +812,12 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	iv := &spans{ops: t.GPUOps, idx: ops}
 	var total int64
 	var first, last int64
+	var perStream streamTotals
 	for i, oi := range ops {
 		op := &t.GPUOps[oi]
 		d := op.Dur()
 		total += d
+		perStream.add(op.Stream, d)
 		if i == 0 || op.Start < first {
 			first = op.Start
 		}
@@ -791,11 +835,11 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 			aggs = append(aggs, g)
 		}
 		if g.add(d, c.opSite(oi)) {
-			g.rep = int32(i)
+			g.rep, g.repStr = int32(i), op.Stream
 		}
 	}
 	closeAggs(aggs)
-	res := stageResult{aggs: aggs, stage: Stage{Stage: label, KernelCount: len(ops), KernelTimeUS: us(total)}}
+	res := stageResult{aggs: aggs, main: perStream.main(), stage: Stage{Stage: label, KernelCount: len(ops), KernelTimeUS: us(total)}}
 	if len(ops) > 0 {
 		res.stage.WindowUS = us(last - first)
 	}
@@ -843,7 +887,7 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 			label, a.unmatchedN, pct(a.unmatchedNS, total), a.unmatchedFirst))
 	}
 	res.stage.Kernels = rows
-	res.stage.Overlap = a.overlapRows(aggs, total, rows, dep)
+	res.stage.Overlap = a.overlapRows(aggs, total, rows, dep, res.main)
 	res.stage.Fusions = a.cat.Match(rows, total, a.model, a.tp)
 	return res
 }

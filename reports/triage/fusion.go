@@ -204,13 +204,17 @@ var diffusionModels = []string{"flux", "qwen-image", "wan2", "wan-", "ltx", "z-i
 
 // frameworks infers which frameworks' code launched the kernels, from their Python sites and
 // the model name. An unknown framework is treated as SGLang (the runner's main target, and the
-// anchor's default); diffusion patterns then need a diffusion model name.
+// anchor's default); diffusion patterns then need a diffusion model name or, in an nsys export
+// (no Python frames), an NVTX range of a diffusion pipeline around the launches.
 func frameworks(rows []KernelRow, model string) map[string]bool {
 	fw := map[string]bool{}
+	diffusionNVTX := false
 	for _, r := range rows {
 		for _, l := range r.Locations {
 			s := strings.ToLower(l.Location)
 			switch {
+			case strings.HasPrefix(s, "nvtx: "):
+				diffusionNVTX = diffusionNVTX || diffusionRange(l.Location[len("nvtx: "):])
 			case strings.HasPrefix(s, "python/sglang/multimodal_gen/"):
 				fw["sglang-diffusion"], fw["sglang"] = true, true
 			case strings.HasPrefix(s, "python/sglang/"), strings.HasPrefix(s, "sgl_kernel/"):
@@ -234,7 +238,24 @@ func frameworks(rows []KernelRow, model string) map[string]bool {
 	if len(fw) == 0 {
 		fw["sglang"] = true
 	}
+	if diffusionNVTX {
+		fw["sglang-diffusion"] = true
+	}
 	return fw
+}
+
+// diffusionRange reports whether an NVTX range (as the kernel table labels it, numbers folded
+// to N, "domain:" before it outside the default domain) is a diffusion pipeline's: a pipeline
+// stage class (DenoisingStage, DecodingStage, ...) or a denoising step. LLM step ranges are not.
+func diffusionRange(name string) bool {
+	if i := strings.LastIndexByte(name, ':'); i >= 0 {
+		name = name[i+1:]
+	}
+	switch annotationStage(name) {
+	case "", StageExtend, StageDecode, StageMixed:
+		return false
+	}
+	return true
 }
 
 type rowText struct {

@@ -363,3 +363,48 @@ func TestRenderOneUnitPerStage(t *testing.T) {
 		}
 	}
 }
+
+// Review of issue 17: on the simulated Qwen-Image nsys cell, a Triton scale/shift kernel
+// (triton_poi_fused_add_mul_1) was the "add" of the residual add + RMSNorm pattern. A fused
+// add+mul is not a residual add.
+func TestFusionResidualAddExcludesAddMul(t *testing.T) {
+	const (
+		loc   = "python/sglang/srt/layers/layernorm.py:120 forward"
+		resid = "Fused residual add + RMSNorm"
+	)
+	norm := row("void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(...)", 5, loc)
+	addMul := row("triton_poi_fused_add_mul_1", 5, loc)
+	add := row("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int)", 5, loc)
+	got := DefaultCatalog().Match([]KernelRow{norm, addMul}, 100_000, "", 0)
+	if s, f := statusOf(got, resid); s != "absent" {
+		t.Errorf("RMSNorm + fused add*mul: %s %q %+v, want absent", resid, s, f)
+	}
+	got = DefaultCatalog().Match([]KernelRow{norm, addMul, add}, 100_000, "", 0)
+	if s, _ := statusOf(got, resid); s != StatusAvailable {
+		t.Errorf("RMSNorm + plain add: %s %q, want available (rows %+v)", resid, s, got)
+	}
+}
+
+// Review of issue 17: an nsys export has no Python frames, so the diffusion patterns never
+// applied to it; its NVTX ranges (DenoisingStage, denoising_step_N) say it is a diffusion
+// pipeline.
+func TestFusionDiffusionFromNVTX(t *testing.T) {
+	const plain = "Diffusion fused norm + scale + shift"
+	for _, tc := range []struct {
+		loc  string
+		want string
+	}{
+		{"nvtx: denoising_step_N", StatusPresent},
+		{"nvtx: DenoisingStage", StatusPresent},
+		{"nvtx: layers.N.attn", "absent"},
+		{"nvtx: step[DECODE bs=N]", "absent"},
+	} {
+		rows := []KernelRow{
+			row("fused_scale_shift_gate_kernel", 5, tc.loc),
+			row("void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(...)", 5, tc.loc),
+		}
+		if s, f := statusOf(DefaultCatalog().Match(rows, 100_000, "", 0), plain); s != tc.want {
+			t.Errorf("kernels under %q: %s %q %+v, want %q", tc.loc, plain, s, f, tc.want)
+		}
+	}
+}

@@ -11,8 +11,8 @@ import (
 // status or confidence (issue 17: "headroom", "formal", "check deps" were never explained).
 // The legend lists only the words the output used, each once.
 var legendText = map[string]string{
-	"P1": "act first: a large exclusive share with a clear action",
-	"P2": "worth a look once the dependencies are checked",
+	"P1": "act first: a large exclusive share (at least 1% of the stage and 10 microseconds summed) with a clear action",
+	"P2": "worth a look once the dependencies are checked (at least 1% of the stage and 10 microseconds summed)",
 	"P3": "exclusive but small or already low-risk: defer",
 	"P4": "little to gain, or the signal is unclear",
 	"P5": "below the reporting bar (skip)",
@@ -34,6 +34,7 @@ var legendText = map[string]string{
 	RecCopyAsync:  "pin + async copy: use pinned host memory and a non-blocking copy on a side stream, or move the copy out of the step loop; copies are never fused",
 	RecCopyPinned: "async or hoist copy: the host memory is already pinned; make the copy non-blocking on a side stream, or move it out of the step loop; copies are never fused",
 	RecCopyAvoid:  "avoid or hoist copy: write in place or preallocate, or move the copy/memset out of the step loop",
+	RecSideStream: "start earlier: the op already runs on its own stream, not the stage's main compute stream (the stream with the most kernel time), yet is exposed: issue it earlier or overlap it with independent compute on the main stream",
 
 	StatusPresent:   "fused path present: the family's fused kernel runs; any split launches that remain are named",
 	StatusAvailable: "split kernels, fusion available: the framework has a fused kernel for these launches",
@@ -46,7 +47,10 @@ var legendText = map[string]string{
 	"formal":          "formal trace: in two-trace mode, the trace whose times are reported (a mapping trace only supplies Python locations)",
 	"straggler":       "straggler: the rank with the most compute time (busy time minus time in collectives) in a stage, by how much it exceeds the median rank; busy time does not show it, since the other ranks wait for it inside their collectives; the kernels listed are those that ran longer on it than their median",
 	"collective wait": "collective wait: a rank's time in communication kernels beyond the least any rank spent in them; a collective ends together on every rank, so the excess is waiting for the slowest rank (HTA's approach)",
-	"busy":            "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
+	// "sync" explains the Sync column of an nsys input's CUDA API table (the nsys package's
+	// SyncKind values: "yes" and "implicit").
+	"sync": "Sync (CUDA API calls): yes = the call waits for the GPU (…Synchronize) or polls it (…Query); implicit = a synchronous copy or memset (cudaMemcpy, cudaMemset, not their …Async forms) or cudaFree, which can block the host until earlier GPU work is done (a copy to pageable host memory returns only when complete; cudaFree synchronises the device); blank = does not wait for the GPU",
+	"busy": "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
 }
 
 // legend collects the words an output used.

@@ -24,6 +24,9 @@ const (
 	OverlappedCommRatio = 0.5
 	// SkipShareBelowPct: rows whose share of the stage's kernel time is below this are P5.
 	SkipShareBelowPct = 1.0
+	// MinActNS: a headroom kernel needs at least this much summed time (and SkipShareBelowPct)
+	// to be P1 or P2; below it, it is P3 "defer" however large its share of a small stage.
+	MinActNS = 10_000
 	// DeferExclusiveRatio and SkipHiddenRatio drive the generic verdict chain of §6.6.
 	DeferExclusiveRatio = 0.85
 	SkipHiddenRatio     = 0.70

@@ -30,6 +30,11 @@ const (
 	// "Memcpy HtoD (Pinned -> Device)"): pinning is done, so a non-blocking copy on a side
 	// stream, or moving it out of the step loop.
 	RecCopyPinned = "async or hoist copy"
+	// RecSideStream replaces "try overlap" and the async-copy advice for an op that already
+	// runs on a side stream (not the stage's main compute stream) and is still exposed: it is
+	// asynchronous already, so the advice is to start it earlier or give it independent compute
+	// to overlap with.
+	RecSideStream = "start earlier"
 
 	DepHigh    = "high"
 	DepUnclear = "unclear"
@@ -49,7 +54,11 @@ type ovCand struct {
 // overlapRows selects and ranks the overlap table of one stage (anchor §6.4–6.6). Shares use
 // the same denominator as the kernel table (the stage's summed kernel time), so one kernel
 // shows one percentage everywhere (W7).
-func (a *analyzer) overlapRows(aggs []*kagg, total int64, rows []KernelRow, dep func(g *kagg) string) []OverlapRow {
+//
+// main is the stage's main compute stream: a communication kernel or copy whose longest
+// launch ran on another stream already runs on a side stream and is advised accordingly. The
+// rows come out by priority, then share.
+func (a *analyzer) overlapRows(aggs []*kagg, total int64, rows []KernelRow, dep func(g *kagg) string, main int32) []OverlapRow {
 	var head, low, comm []ovCand
 	for i, g := range aggs {
 		if g.total < MinOverlapKernelNS || g.total == 0 {
@@ -93,7 +102,7 @@ func (a *analyzer) overlapRows(aggs []*kagg, total int64, rows []KernelRow, dep 
 		if n == MaxHeadroomRows {
 			break
 		}
-		r := a.ovRow(dep, cd, total, VerdictHeadroom)
+		r := a.ovRow(dep, cd, total, VerdictHeadroom, main)
 		if r.Priority == "P5" {
 			continue
 		}
@@ -105,16 +114,24 @@ func (a *analyzer) overlapRows(aggs []*kagg, total int64, rows []KernelRow, dep 
 		if n == MaxLowROIRows {
 			break
 		}
-		out = append(out, a.ovRow(dep, cd, total, VerdictLowROI))
+		out = append(out, a.ovRow(dep, cd, total, VerdictLowROI, main))
 		n++
 	}
 	for _, cd := range comm {
-		out = append(out, a.ovRow(dep, cd, total, VerdictOverlapped))
+		out = append(out, a.ovRow(dep, cd, total, VerdictOverlapped, main))
 	}
+	// By priority, then share: P1 rows first whatever list they came from (a compute kernel's
+	// headroom score put a P2 above a P1 before).
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Priority != out[j].Priority {
+			return out[i].Priority < out[j].Priority
+		}
+		return out[i].SharePct > out[j].SharePct
+	})
 	return out
 }
 
-func (a *analyzer) ovRow(dep func(g *kagg) string, cd ovCand, total int64, verdict string) OverlapRow {
+func (a *analyzer) ovRow(dep func(g *kagg) string, cd ovCand, total int64, verdict string, main int32) OverlapRow {
 	g := cd.g
 	r := OverlapRow{
 		Verdict: verdict, Kernel: g.name, Category: g.cat, TotalUS: us(g.total),
@@ -124,9 +141,16 @@ func (a *analyzer) ovRow(dep func(g *kagg) string, cd ovCand, total int64, verdi
 	if len(cd.row.Locations) > 0 {
 		r.Scope = cd.row.Locations[0].Location
 	}
-	r.Priority, r.Recommendation = priority(verdict, g.cat, r.SharePct, cd.excl, cd.hid, r.DepRisk)
+	r.Priority, r.Recommendation = priority(verdict, g.cat, g.total, r.SharePct, cd.excl, cd.hid, r.DepRisk)
 	if adv := copyAdvice(g.name); adv != "" && (r.Recommendation == RecTryFusion || r.Recommendation == RecCheckDeps) {
 		r.Recommendation = adv
+	}
+	// "Run the collective on a side stream" and "make the copy non-blocking on a side stream"
+	// are wrong for an op that is there already (a DDP all-reduce on NCCL's stream, a pinned
+	// copy via cudaMemcpyAsync on its own stream): it is exposed because nothing independent
+	// runs beside it or because it starts late.
+	if g.repStr != main && (r.Recommendation == RecTryOverlap || r.Recommendation == RecCopyPinned) {
+		r.Recommendation = RecSideStream
 	}
 	return r
 }
@@ -151,11 +175,15 @@ func copyAdvice(name string) string {
 	return RecCopyAvoid
 }
 
-// priority implements the anchor's §6.6 decision table (v2 labels).
-func priority(verdict, cat string, share, excl, hid float64, dep string) (string, string) {
+// priority implements the anchor's §6.6 decision table (v2 labels), given the kernel's summed
+// time ns and its share of the stage. P1 and P2 need at least MinActNS as well as
+// SkipShareBelowPct: a few microseconds are a large share of a tiny stage, not a first action.
+func priority(verdict, cat string, ns int64, share, excl, hid float64, dep string) (string, string) {
 	switch {
 	case share < SkipShareBelowPct:
 		return "P5", RecSkip
+	case verdict == VerdictHeadroom && ns < MinActNS:
+		return "P3", RecDefer
 	case verdict == VerdictHeadroom && dep == DepLow && cat == CatCommunication:
 		return "P1", RecTryOverlap
 	case verdict == VerdictHeadroom && dep == DepLow:

@@ -154,7 +154,7 @@ type doc struct {
 
 func (d *doc) heading(s string) {
 	if d.md {
-		d.b.WriteString(s + "\n")
+		d.b.WriteString("## " + s + "\n")
 	} else {
 		d.b.WriteString("== " + s + " ==\n")
 	}
@@ -190,6 +190,9 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 	}
 	d.header(r, cutoff)
 	d.leg.use("busy")
+	if r.API != nil {
+		d.leg.use("sync")
+	}
 	if r.Mode == ModeMappingFormal {
 		d.leg.use("formal")
 	}
@@ -234,32 +237,46 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 }
 
 // header writes the report's title lines: mode, inputs, model, TP size and the cutoff.
+//
+// In Markdown the title is a heading and the other lines list items (as plain lines they made
+// one paragraph on GitHub), with the paths in code spans; text is unchanged.
 func (d *doc) header(r *Report, cutoff float64) {
 	b := &d.b
-	b.WriteString("Triage View\n")
-	b.WriteString("Mode: " + modeLabel(r.Mode) + "\n")
-	paths := make([]string, len(r.Inputs))
-	for i, in := range r.Inputs {
-		paths[i] = in.Path
-	}
-	if r.Mode == ModeMappingFormal {
-		mp := make([]string, len(r.Mapping))
-		for i, in := range r.Mapping {
-			mp[i] = in.Path
+	item, text, paths := "", func(s string) string { return s }, func(in []InputInfo) string {
+		ps := make([]string, len(in))
+		for i := range in {
+			ps[i] = in[i].Path
 		}
-		b.WriteString("Mapping traces: " + strings.Join(mp, ", ") + "\n")
-		b.WriteString("Formal traces: " + strings.Join(paths, ", ") + "\n")
+		return strings.Join(ps, ", ")
+	}
+	if d.md {
+		item, text = "- ", table.EscapeMarkdown
+		paths = func(in []InputInfo) string {
+			ps := make([]string, len(in))
+			for i := range in {
+				ps[i] = table.CodeSpan(in[i].Path)
+			}
+			return strings.Join(ps, ", ")
+		}
+		b.WriteString("# Triage View\n\n")
 	} else {
-		b.WriteString("Input traces: " + strings.Join(paths, ", ") + "\n")
+		b.WriteString("Triage View\n")
+	}
+	b.WriteString(item + "Mode: " + modeLabel(r.Mode) + "\n")
+	if r.Mode == ModeMappingFormal {
+		b.WriteString(item + "Mapping traces: " + paths(r.Mapping) + "\n")
+		b.WriteString(item + "Formal traces: " + paths(r.Inputs) + "\n")
+	} else {
+		b.WriteString(item + "Input traces: " + paths(r.Inputs) + "\n")
 	}
 	if r.Model != "" {
-		b.WriteString("Model: " + r.Model + "\n")
+		b.WriteString(item + "Model: " + text(r.Model) + "\n")
 	}
 	if r.TPSize > 0 {
-		b.WriteString("TP size: " + strconv.Itoa(r.TPSize) + "\n")
+		b.WriteString(item + "TP size: " + strconv.Itoa(r.TPSize) + "\n")
 	}
 	if cutoff > 0 {
-		fmt.Fprintf(b, "Rows under %s of the stage's kernel time are hidden (cutoff).\n", pc(cutoff))
+		fmt.Fprintf(b, "%sRows under %s of the stage's kernel time are hidden (cutoff).\n", item, pc(cutoff))
 	}
 	b.WriteString("\n")
 }

@@ -155,6 +155,7 @@ func (d *streamDev) flushAdj() {
 // streamState is one stream of a device as far as the pass got.
 type streamState struct {
 	active int     // ops running now (the sweep)
+	ns     int64   // summed kernel time, for the main stream
 	ring   []int32 // canonical ids of the last AdjacencyWindow ops, oldest first
 	prev   opRef   // the last op, the predecessor of the next one
 	hasPrv bool
@@ -230,6 +231,9 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 	// The representative is the longest op, the first in the input's own order (seq) among
 	// equally long ones, as in a held stage; the stream's time order can differ from it.
 	isRep := g.add(dur, k) || dur == g.repDur && seq < d.reps[cid].seq
+	if isRep {
+		g.repStr = op.Stream
+	}
 	me := opRef{start: op.Start, end: op.End, canon: cid, site: k}
 
 	s := d.lastState
@@ -240,6 +244,7 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 		}
 		d.lastState, d.lastStream = s, op.Stream
 	}
+	s.ns += dur
 	// Back-to-back pairs: this op with each of the stream's last AdjacencyWindow ops.
 	for _, p := range s.ring {
 		if p != cid {
@@ -276,6 +281,19 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 	d.sweep.add(s, op.Start, op.End, cid, d.hidden)
 }
 
+// mainStream is the stream with the most kernel time, the lowest id of equal ones (as a held
+// stage's streamTotals.main).
+func (d *streamDev) mainStream() int32 {
+	var best int32
+	var bestNS int64 = -1
+	for id, s := range d.streams {
+		if s.ns > bestNS || s.ns == bestNS && id < best {
+			best, bestNS = id, s.ns
+		}
+	}
+	return best
+}
+
 // hidden credits ns of hidden time to canonical id cid.
 func (d *streamDev) hidden(cid int32, ns int64) { d.byCanon[cid].hidden += ns }
 
@@ -284,7 +302,7 @@ func (a *analyzer) streamStage(c *traceCtx, label string, d *streamDev) stageRes
 	d.sweep.finish(d.hidden)
 	aggs := d.aggs
 	closeAggs(aggs)
-	res := stageResult{aggs: aggs, stage: Stage{Stage: label, KernelCount: d.count, KernelTimeUS: us(d.total)}}
+	res := stageResult{aggs: aggs, main: d.mainStream(), stage: Stage{Stage: label, KernelCount: d.count, KernelTimeUS: us(d.total)}}
 	if d.count > 0 {
 		res.stage.WindowUS = us(d.last - d.first)
 	}

@@ -595,7 +595,7 @@ func TestPriorityTable(t *testing.T) {
 		{VerdictOverlapped, CatCommunication, 5, 0.4, 0.6, DepLow, "P4", RecDefer},
 	}
 	for _, c := range cases {
-		p, rec := priority(c.verdict, c.cat, c.share, c.excl, c.hid, c.dep)
+		p, rec := priority(c.verdict, c.cat, 50_000, c.share, c.excl, c.hid, c.dep)
 		if p != c.p || rec != c.rec {
 			t.Errorf("priority(%+v) = %s %s, want %s %s", c, p, rec, c.p, c.rec)
 		}
@@ -821,6 +821,33 @@ func TestCopyAdvice(t *testing.T) {
 	} {
 		if got := copyAdvice(name); got != want {
 			t.Errorf("copyAdvice(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// Review of issue 17: triage.md's title lines ("Triage View", "Mode: ...", "Input traces: ...")
+// and section names rendered as one paragraph on GitHub. Markdown makes them a heading, list
+// items and section headings; text is unchanged.
+func TestMarkdownHeaderStructure(t *testing.T) {
+	r := &Report{Mode: ModeSingle, Model: "Qwen/Qwen3-8B", TPSize: 2, Inputs: []InputInfo{{Path: "runs/a_b/trace.json", Stage: StageAll}},
+		Stages: []Stage{{Stage: StageAll}}}
+	var md, txt strings.Builder
+	if err := Render(&md, r, FormatMarkdown, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(&txt, r, FormatText, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Triage View\n", "\n- Mode: single-trace\n", "\n- Input traces: `runs/a_b/trace.json`\n",
+		"\n- Model: Qwen/Qwen3-8B\n", "\n- TP size: 2\n", "\n- Rows under 1.0% ", "\n## Kernel Table\n", "\n## Overlap Opportunity Table\n",
+		"\n## Fuse Opportunity Table\n", "\n## Legend\n"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	for _, want := range []string{"Triage View\nMode: single-trace\nInput traces: runs/a_b/trace.json\n", "== Kernel Table ==\n"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, txt.String())
 		}
 	}
 }
