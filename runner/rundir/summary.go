@@ -9,7 +9,7 @@ type Summary struct {
 	Interrupted bool           `json:"interrupted"`
 	// Simulated is set for a run of the simulators (--simulate): its timings are invented.
 	Simulated bool `json:"simulated,omitempty"`
-	ExitCode    int            `json:"exit_code"`
+	ExitCode  int  `json:"exit_code"`
 	// Detached is set when runner run --detach returned after submitting a Slurm job array;
 	// no summary was written yet.
 	Detached bool `json:"-"`
