@@ -187,7 +187,7 @@ func countStatus(res *Result, status string) int {
 // WriteMarkdown renders a GitHub-flavoured table that fits a job summary.
 func WriteMarkdown(w io.Writer, res *Result) error {
 	fmt.Fprintf(w, "**%s**\n\n", table.EscapeMarkdown(Headline(res)))
-	fmt.Fprintf(w, "base `%s` → new `%s`\n\n", res.Base, res.New)
+	fmt.Fprintf(w, "base %s → new %s\n\n", table.CodeSpan(res.Base), table.CodeSpan(res.New))
 	t := &table.Table{Header: []string{"Config", "Metric", "Base", "New", "Delta", "", "Tolerance", "Verdict"},
 		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Right, table.Left},
 		Code:  []bool{true}} // the config column: the writer owns its backticks

@@ -114,8 +114,8 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 	v := buildView(s, entries)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Bug report bundle: %s\n\n", orDash(v.plan))
-	fmt.Fprintf(&b, "Made by `runner bundle` (runner %s) on %s from the run directory `%s`: %d cell(s). Secrets were redacted before anything was written (see [Redacted](#redacted)).\n\n",
-		meta.RunnerVersion, meta.Created.Format("2006-01-02 15:04 UTC"), meta.Run, len(meta.Cells))
+	fmt.Fprintf(&b, "Made by `runner bundle` (runner %s) on %s from the run directory %s: %d cell(s). Secrets were redacted before anything was written (see [Redacted](#redacted)).\n\n",
+		meta.RunnerVersion, meta.Created.Format("2006-01-02 15:04 UTC"), table.CodeSpan(meta.Run), len(meta.Cells))
 	for _, w := range meta.Warnings {
 		fmt.Fprintf(&b, "**Warning:** %s\n\n", w)
 	}
@@ -133,10 +133,10 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 		if c.command == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "`%s`:\n\n```sh\n%s\n```\n\n", c.id, shellCommand(c.command))
+		fmt.Fprintf(&b, "%s:\n\n```sh\n%s\n```\n\n", table.CodeSpan(c.id), shellCommand(c.command))
 	}
 	for _, srv := range v.servers {
-		fmt.Fprintf(&b, "Server `%s` (serve mode; its cells sent requests to it, see each cell's load.json):\n\n```sh\n%s\n```\n\n", srv.dir, shellCommand(srv.command))
+		fmt.Fprintf(&b, "Server %s (serve mode; its cells sent requests to it, see each cell's load.json):\n\n```sh\n%s\n```\n\n", table.CodeSpan(srv.dir), shellCommand(srv.command))
 	}
 	writeTimings(&b, v)
 	writeTopKernels(&b, v, 5)
@@ -231,7 +231,7 @@ func writeSymptom(b *strings.Builder, v view) {
 }
 
 func writeReason(b *strings.Builder, r backends.Reason, what string) {
-	fmt.Fprintf(b, "  - %s `%s`: %s\n", what, r.Code, oneLine(r.Message))
+	fmt.Fprintf(b, "  - %s %s: %s\n", what, table.CodeSpan(r.Code), oneLine(r.Message))
 	for _, l := range r.Lines {
 		fmt.Fprintf(b, "    > log.txt line %d: %s\n", l.Line, table.CodeSpan(oneLine(stripANSI(l.Text))))
 	}
@@ -443,10 +443,10 @@ func Issue(src string, opts IssueOptions) (string, error) {
 	w.WriteString("### Describe the bug\n\n")
 	writeSymptom(&w, v)
 	w.WriteString("\n### Reproduction\n\n")
-	fmt.Fprintf(&w, "Plan (`%s`, run `%s`):\n\n```toml\n%s```\n\n", orDash(v.plan), filepath.Base(s.dir), excerpt(v.planRaw, n))
+	fmt.Fprintf(&w, "Plan (%s, run %s):\n\n```toml\n%s```\n\n", table.CodeSpan(orDash(v.plan)), table.CodeSpan(filepath.Base(s.dir)), excerpt(v.planRaw, n))
 	for _, c := range v.cells {
 		if c.command != nil {
-			fmt.Fprintf(&w, "`%s`:\n\n```sh\n%s\n```\n\n", c.id, shellCommand(c.command))
+			fmt.Fprintf(&w, "%s:\n\n```sh\n%s\n```\n\n", table.CodeSpan(c.id), shellCommand(c.command))
 		}
 	}
 	w.WriteString("The logs, results and a slimmed trace are in a bundle: `runner bundle " + shellQuote(src) + "`, replayed with `runner replay <file>`.\n")
