@@ -39,7 +39,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "simulate", Usage: "use the built-in simulators of sglang and nsys (for a bundle of a simulated run, or to try the tool)"},
 			&cli.StringFlag{Name: "cells", Usage: "only these bundled cells: comma-separated `IDs`"},
-			&cli.StringFlag{Name: "output", Usage: "extract and run in the new directory `DIR` (default replay-<bundle name>)"},
+			&cli.StringFlag{Name: "output", Usage: "extract and run in the new directory `DIR` (default replay-<bundle name>, then -2, -3, ... when taken)"},
 			&cli.BoolFlag{Name: "no-bundle-env", Usage: "keep this machine's CUDA_/SGLANG_/NCCL_/... variables instead of the bundle's"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress lines"},
 			&cli.BoolFlag{Name: "yes", Usage: "run the bundle's commands without asking (a real replay shows them and asks first)"},

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sglprof/runner/backends"
@@ -185,6 +186,16 @@ func replayDir(bundlePath, output string) (string, error) {
 			base = strings.TrimSuffix(base, suf)
 		}
 		dir = "replay-" + strings.TrimSuffix(base, ".bundle")
+		// The default never meets an earlier replay: replaying the same bundle again (to see
+		// whether a failure is flaky) gets replay-<name>-2, -3, ... An --output the user names
+		// is taken as given, and refused when it holds something.
+		for n, try := 2, dir; ; n++ {
+			if ents, err := os.ReadDir(try); err != nil || len(ents) == 0 {
+				dir = try
+				break
+			}
+			try = dir + "-" + strconv.Itoa(n)
+		}
 	}
 	return filepath.Abs(dir)
 }
