@@ -3,6 +3,7 @@ package kineto
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -50,4 +51,29 @@ func TestReadRank(t *testing.T) {
 	if _, _, err := ReadRank(ctx, strings.NewReader(`{"traceEvents": [{"ph": "X"}]}`)); err == nil {
 		t.Error("cancelled: no error")
 	}
+}
+
+// FuzzReadRank: on any input ReadRank neither panics nor fails (an in-memory input can always
+// be read), and a header that states a rank before anything else yields exactly that rank,
+// whatever follows it.
+func FuzzReadRank(f *testing.F) {
+	f.Add([]byte(`{"distributedInfo": {"rank": 0}, "traceEvents": []}`), 3, []byte(`"traceEvents": [{"ph": "X"}]}`))
+	f.Add([]byte(`[{"ph": "X"}]`), 0, []byte(`}`))
+	f.Add([]byte("\x1f\x8b"), 7, []byte(`"traceEv`))
+	f.Fuzz(func(t *testing.T, data []byte, rank int, tail []byte) {
+		if _, _, err := ReadRank(context.Background(), bytes.NewReader(data)); err != nil && !(len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
+			t.Fatalf("ReadRank failed on a readable, non-gzip input: %v", err)
+		}
+		if rank < 0 {
+			rank = -rank
+		}
+		if rank < 0 { // the most negative int
+			rank = 0
+		}
+		doc := append([]byte(fmt.Sprintf(`{"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d}, `, rank, rank+1)), tail...)
+		got, ok, err := ReadRank(context.Background(), bytes.NewReader(doc))
+		if err != nil || !ok || got != rank {
+			t.Fatalf("ReadRank(%q) = %d, %v, %v; want %d", doc, got, ok, err, rank)
+		}
+	})
 }
