@@ -49,14 +49,8 @@ func (c Client) Tasks(ctx context.Context, jobID string, n int) ([]Task, error) 
 	if err != nil && !strings.Contains(err.Error(), "Invalid job id") {
 		return nil, err
 	}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 4 {
-			continue
-		}
-		for _, i := range indices(f[0], n) {
-			tasks[i] = Task{Index: i, State: f[1], Node: f[2], Reason: none(f[3])}
-		}
+	for i, t := range parseSqueue(out, n) {
+		tasks[i] = t
 	}
 	var missing bool
 	for _, t := range tasks {
@@ -96,6 +90,28 @@ func (c Client) sacct(ctx context.Context, jobID string, n int) (map[int]Task, e
 	if strings.Contains(out, "accounting storage is disabled") {
 		return nil, errors.New("sacct: accounting storage is disabled")
 	}
+	return parseSacct(out, n), nil
+}
+
+// parseSqueue reads `squeue -h -r -o %K|%T|%N|%r` output: the tasks still queued or running,
+// by array index (indices at or beyond n are dropped).
+func parseSqueue(out string, n int) map[int]Task {
+	res := map[int]Task{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.TrimSpace(line), "|")
+		if len(f) != 4 {
+			continue
+		}
+		for _, i := range indices(f[0], n) {
+			res[i] = Task{Index: i, State: f[1], Node: f[2], Reason: none(f[3])}
+		}
+	}
+	return res
+}
+
+// parseSacct reads `sacct -n -P -X -o JobID,State,NodeList,ExitCode,Reason` output: the ended
+// tasks by array index.
+func parseSacct(out string, n int) map[int]Task {
 	res := map[int]Task{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(strings.TrimSpace(line), "|")
@@ -116,7 +132,7 @@ func (c Client) sacct(ctx context.Context, jobID string, n int) (map[int]Task, e
 			res[i] = Task{Index: i, State: state, Node: none(f[2]), ExitCode: f[3], Reason: reason}
 		}
 	}
-	return res, nil
+	return res
 }
 
 // scontrol reads ended tasks from the controller's memory (kept for MinJobAge after the end).
@@ -125,6 +141,12 @@ func (c Client) scontrol(ctx context.Context, jobID string, n int) (map[int]Task
 	if err != nil {
 		return nil, err
 	}
+	return parseScontrol(out, n), nil
+}
+
+// parseScontrol reads `scontrol show job -o` output (one record a line, KEY=VALUE words): the
+// tasks the controller still remembers, by array index.
+func parseScontrol(out string, n int) map[int]Task {
 	res := map[int]Task{}
 	for _, line := range strings.Split(out, "\n") {
 		kv := fields(line)
@@ -137,7 +159,7 @@ func (c Client) scontrol(ctx context.Context, jobID string, n int) (map[int]Task
 			res[i] = t
 		}
 	}
-	return res, nil
+	return res
 }
 
 // fields splits one `scontrol show job -o` record into its KEY=VALUE pairs.
