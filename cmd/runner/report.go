@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -52,88 +53,17 @@ comparison found a regression, 2 for unusable input.`,
 			// Everything up to the report is read-only and runs under interruptibly, so Ctrl-C
 			// ends a read that does not watch the context (summary.json a FIFO); the files are
 			// written only after it.
-			rr, err := interruptibly(c.Context, func() (*readReport, error) {
-				cur, err := perf.Load(dir, perf.LoadOptions{Profilers: n.Profilers})
-				if err != nil {
-					return nil, &exitError{code: runner.ExitUsage, err: err}
-				}
-				hpath := n.History
-				if hpath == "" {
-					hpath = runner.HistoryPath(dir)
-				}
-				var db *history.DB
-				if _, err := os.Stat(hpath); err == nil {
-					if db, err = history.Open(c.Context, hpath); err != nil {
-						return nil, &exitError{code: runner.ExitUsage, err: err}
-					}
-					defer db.Close()
-				}
-				res, base, err := n.CompareBaseline(c.Context, cur, planOf(dir), db)
-				switch {
-				case errors.Is(err, runner.ErrNoHistory):
-					return nil, usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
-				case runner.NoBaselineYet(err):
-					fmt.Fprintf(std.err, "runner: %v\n", err)
-				case err != nil:
-					return nil, err
-				}
-				trend := map[string][]render.TrendPoint{}
-				if db != nil {
-					entries, err := db.List(c.Context, history.Filter{Plan: cur.Plan, GPU: cur.GPU})
-					if err != nil {
-						return nil, err
-					}
-					for _, e := range entries {
-						if e.Metric == perf.MetricE2E {
-							trend[e.Config] = append(trend[e.Config], render.TrendPoint{RunID: e.RunID, Time: e.Time, Median: e.Median})
-						}
-					}
-				}
-				title := "Run report"
-				if cur.Plan != "" {
-					title = "Run report: " + cur.Plan
-				}
-				cells, err := reportCells(dir)
-				if err != nil {
-					return nil, err
-				}
-				rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(cells)
-				if man, err := rundir.ReadManifest(dir); err == nil {
-					rep.Simulated = man.Simulated // the manifest says how the run was made
-				}
-				return &readReport{rep: rep, regressed: res != nil && res.Regressed()}, nil
-			})
+			rr, err := interruptibly(c.Context, func() (*readReport, error) { return readReportInputs(c.Context, std, dir, &n) })
 			if err != nil {
 				return err
 			}
 			rep := rr.rep
-			var md, html bytes.Buffer
-			if err := render.WriteReportMarkdown(&md, rep); err != nil {
+			md, err := writeReportFiles(dir, rep)
+			if err != nil {
 				return err
-			}
-			if err := render.WriteReportHTML(&html, rep); err != nil {
-				return err
-			}
-			// The reports are the runner's files in the run directory, replaced on every call:
-			// through the atomic writer, so a symlink planted as report.md is replaced rather than
-			// written through, and after refusing a name that is something else (a FIFO would
-			// block the write). Both are checked before either is written.
-			files := []struct {
-				name string
-				data []byte
-			}{{reportMD, md.Bytes()}, {reportHTML, html.Bytes()}}
-			for _, f := range files {
-				if err := rundir.CheckReplaceable(filepath.Join(dir, f.name)); err != nil {
-					return usageErr("%v", err)
-				}
-			}
-			for _, f := range files {
-				if err := rundir.WriteFileAtomicPerm(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
-					return err
-				}
 			}
 			if p := os.Getenv("GITHUB_STEP_SUMMARY"); p != "" {
-				switch err := appendStepSummary(p, md.Bytes()); {
+				switch err := appendStepSummary(p, md); {
 				case errors.Is(err, rundir.ErrNotRegular):
 					fmt.Fprintf(std.err, "runner: warning: GITHUB_STEP_SUMMARY: %v; report.md was not appended to it\n", err)
 				case err != nil:
@@ -147,6 +77,90 @@ comparison found a regression, 2 for unusable input.`,
 			return nil
 		},
 	}
+}
+
+// readReportInputs reads what a report of dir shows: its timings, the baseline comparison the
+// options ask for, the history trend and the cells. It only reads.
+func readReportInputs(ctx context.Context, std stdio, dir string, n *runner.NightlyOptions) (*readReport, error) {
+	cur, err := perf.Load(dir, perf.LoadOptions{Profilers: n.Profilers})
+	if err != nil {
+		return nil, &exitError{code: runner.ExitUsage, err: err}
+	}
+	hpath := n.History
+	if hpath == "" {
+		hpath = runner.HistoryPath(dir)
+	}
+	var db *history.DB
+	if _, err := os.Stat(hpath); err == nil {
+		if db, err = history.Open(ctx, hpath); err != nil {
+			return nil, &exitError{code: runner.ExitUsage, err: err}
+		}
+		defer db.Close()
+	}
+	res, base, err := n.CompareBaseline(ctx, cur, planOf(dir), db)
+	switch {
+	case errors.Is(err, runner.ErrNoHistory):
+		return nil, usageErr("--baseline history: no history database at %s; pass --history PATH", hpath)
+	case runner.NoBaselineYet(err):
+		fmt.Fprintf(std.err, "runner: %v\n", err)
+	case err != nil:
+		return nil, err
+	}
+	trend := map[string][]render.TrendPoint{}
+	if db != nil {
+		entries, err := db.List(ctx, history.Filter{Plan: cur.Plan, GPU: cur.GPU})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if e.Metric == perf.MetricE2E {
+				trend[e.Config] = append(trend[e.Config], render.TrendPoint{RunID: e.RunID, Time: e.Time, Median: e.Median})
+			}
+		}
+	}
+	title := "Run report"
+	if cur.Plan != "" {
+		title = "Run report: " + cur.Plan
+	}
+	cells, err := reportCells(dir)
+	if err != nil {
+		return nil, err
+	}
+	rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(cells)
+	if man, err := rundir.ReadManifest(dir); err == nil {
+		rep.Simulated = man.Simulated // the manifest says how the run was made
+	}
+	return &readReport{rep: rep, regressed: res != nil && res.Regressed()}, nil
+}
+
+// writeReportFiles renders rep and writes report.md and report.html into dir, returning the
+// Markdown (for $GITHUB_STEP_SUMMARY). The reports are the runner's files in the run
+// directory, replaced on every call: through the atomic writer, so a symlink planted as
+// report.md is replaced rather than written through, and after refusing a name that is
+// something else (a FIFO would block the write). Both are checked before either is written.
+func writeReportFiles(dir string, rep *render.Report) ([]byte, error) {
+	var md, html bytes.Buffer
+	if err := render.WriteReportMarkdown(&md, rep); err != nil {
+		return nil, err
+	}
+	if err := render.WriteReportHTML(&html, rep); err != nil {
+		return nil, err
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{{reportMD, md.Bytes()}, {reportHTML, html.Bytes()}}
+	for _, f := range files {
+		if err := rundir.CheckReplaceable(filepath.Join(dir, f.name)); err != nil {
+			return nil, usageErr("%v", err)
+		}
+	}
+	for _, f := range files {
+		if err := rundir.WriteFileAtomicPerm(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return md.Bytes(), nil
 }
 
 // appendStepSummary appends md to the job summary file p (GitHub Actions' $GITHUB_STEP_SUMMARY),
