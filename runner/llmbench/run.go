@@ -165,31 +165,8 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 		}
 	}
 
-	var sched []time.Duration
-	var arr *Arrivals
-	if cfg.Requests > 0 {
-		sched = Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
-	} else {
-		arr = NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
-	}
-	// sem holds the free concurrency slots, each with the (simulated) time it became free, so
-	// that under SimClock a request that waited for a slot starts when its slot's last request
-	// ended on the simulated clock.
-	var sem chan time.Duration
-	if cfg.MaxConcurrency > 0 {
-		sem = make(chan time.Duration, cfg.MaxConcurrency)
-		for range cfg.MaxConcurrency {
-			sem <- 0
-		}
-	}
-	// real maps a schedule offset to real time: the schedule itself, or under SimClock the
-	// simulated offset at the simulator's scale.
-	real := func(at time.Duration) time.Duration {
-		if cfg.SimClock {
-			return time.Duration(float64(at) * max(cfg.SimTimeScale, 0))
-		}
-		return at
-	}
+	next := arrivalsOf(cfg)
+	sem := slots(cfg.MaxConcurrency)
 	var (
 		mu      sync.Mutex
 		results []Result
@@ -197,36 +174,16 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 	)
 	start := time.Now()
 	for i := 0; ; i++ {
-		var at time.Duration
-		if sched != nil {
-			if i >= len(sched) {
-				break
-			}
-			at = sched[i]
-		} else {
-			at = arr.Next()
-			if i > 0 && at == 0 && !finiteRate(cfg.Rate) && cfg.MaxConcurrency == 0 {
-				// An unbounded burst for a duration would open requests without end.
-				return nil, 0, errors.New("a duration-bounded benchmark needs a finite request_rate or a max_concurrency")
-			}
-			if at >= cfg.Duration {
-				break
-			}
+		at, more, err := next(i)
+		if err != nil {
+			return nil, 0, err
 		}
-		if !sleepUntil(ctx, start.Add(real(at))) {
+		if !more || !sleepUntil(ctx, start.Add(cfg.realOffset(at))) {
 			break
 		}
-		simStart := at
-		if sem != nil {
-			var free time.Duration
-			select {
-			case free = <-sem:
-			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			simStart = max(at, free)
+		simStart, ok := acquire(ctx, sem, at)
+		if !ok {
+			break
 		}
 		late := time.Since(start) >= cfg.Duration
 		if cfg.SimClock {
@@ -268,6 +225,70 @@ func Run(ctx context.Context, cfg Config) ([]Result, time.Duration, error) {
 	}
 	sortByIndex(results)
 	return results, wall, ctx.Err()
+}
+
+// arrivalsOf returns the arrival offset of request i: from the fixed schedule of cfg.Requests
+// requests, or drawn for a duration-bounded run. more is false once the run has sent all it
+// should.
+func arrivalsOf(cfg Config) func(i int) (at time.Duration, more bool, err error) {
+	if cfg.Requests > 0 {
+		sched := Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
+		return func(i int) (time.Duration, bool, error) {
+			if i >= len(sched) {
+				return 0, false, nil
+			}
+			return sched[i], true, nil
+		}
+	}
+	arr := NewArrivals(cfg.Rate, cfg.Burstiness, cfg.Seed)
+	return func(i int) (time.Duration, bool, error) {
+		at := arr.Next()
+		if i > 0 && at == 0 && !finiteRate(cfg.Rate) && cfg.MaxConcurrency == 0 {
+			// An unbounded burst for a duration would open requests without end.
+			return 0, false, errors.New("a duration-bounded benchmark needs a finite request_rate or a max_concurrency")
+		}
+		return at, at < cfg.Duration, nil
+	}
+}
+
+// slots holds the free concurrency slots (nil: no max_concurrency), each with the (simulated)
+// time it became free, so that under SimClock a request that waited for a slot starts when its
+// slot's last request ended on the simulated clock.
+func slots(n int) chan time.Duration {
+	if n <= 0 {
+		return nil
+	}
+	sem := make(chan time.Duration, n)
+	for range n {
+		sem <- 0
+	}
+	return sem
+}
+
+// acquire takes a slot for a request due at at and returns when it starts: at, or later when
+// its slot was freed later on the simulated clock. ok is false when ctx ended first.
+func acquire(ctx context.Context, sem chan time.Duration, at time.Duration) (start time.Duration, ok bool) {
+	if sem == nil {
+		return at, true
+	}
+	select {
+	case free := <-sem:
+		if ctx.Err() != nil { // both were ready: a cancelled run starts nothing more
+			return 0, false
+		}
+		return max(at, free), true
+	case <-ctx.Done():
+		return 0, false
+	}
+}
+
+// realOffset maps a schedule offset to real time: the schedule itself, or under SimClock the
+// simulated offset at the simulator's scale.
+func (cfg Config) realOffset(at time.Duration) time.Duration {
+	if cfg.SimClock {
+		return time.Duration(float64(at) * max(cfg.SimTimeScale, 0))
+	}
+	return at
 }
 
 // sleepUntil waits for t or ctx; it reports whether t was reached.
