@@ -99,4 +99,8 @@ type EnvProbes struct {
 	// CheckEnv says that `python -m sglang.check_env` describes this program's environment.
 	// It is sglang's report; another program's interpreter need not have sglang at all.
 	CheckEnv bool
+	// Version are the arguments after the program's command that print its version
+	// (`sglang version`, `vllm --version`); the manifest records the answer under the backend's
+	// Name.
+	Version []string
 }

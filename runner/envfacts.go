@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/runner/rundir"
 	"regexp"
 	"strings"
@@ -83,7 +84,17 @@ func EnvFacts(m *rundir.Manifest) []EnvFact {
 		{"GPU memory", orDash(mem)},
 		{"Driver", driver},
 		{"CUDA", cuda},
-		{"sglang", sgl},
+	}
+	// The program's version is under its backend's name: sglang's (with the Python package
+	// as the fallback probe), or vLLM-Omni's `vllm --version`.
+	if p, ok := m.Probes[vllmomni.Kind]; ok {
+		v := unknown("vllm")
+		if p.Available {
+			v = firstLine(p.Output)
+		}
+		facts = append(facts, EnvFact{"vllm", v})
+	} else {
+		facts = append(facts, EnvFact{"sglang", sgl})
 	}
 	if p, ok := m.Probes["nsys"]; ok {
 		v := unknown("nsys")

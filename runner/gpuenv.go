@@ -9,11 +9,13 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/rundir"
@@ -34,6 +36,22 @@ func envProbes(c plans.Cell) backends.EnvProbes {
 		return backends.EnvProbes{Command: c.Backend.Command, CheckEnv: true}
 	}
 	return be.EnvProbes(c)
+}
+
+// versionProbe is the manifest's probe of the program's version: its name (the backend's, the
+// key the manifest records it under) and argv (the plan's command, or under --simulate the
+// backend's simulator, with the backend's version arguments).
+func versionProbe(c plans.Cell, opts *Options) (string, []string) {
+	be, err := pickBackend(c)
+	if err != nil {
+		return sglang.Kind, append(slices.Clone(opts.sglangCommand(c)), "version")
+	}
+	p := be.EnvProbes(c)
+	cmd := p.Command
+	if opts.Simulate {
+		cmd = []string{opts.Exe, "sim", be.Name()}
+	}
+	return be.Name(), append(slices.Clone(cmd), p.Version...)
 }
 
 // captureGPUEnv probes the GPU environment of a run. cells gives the backend command; the

@@ -210,6 +210,21 @@ prompt = ["a cat"]
 	if got, _ := os.ReadFile(calls); strings.Contains(string(got), "sglang.check_env") {
 		t.Errorf("vllm-omni ran check_env:\n%s", got)
 	}
+	// Its version is vLLM's (`vllm --version`, here the simulator's), under the backend's name:
+	// never `sglang version` recorded as "sglang".
+	if !has(cmds, []string{opts.Exe, "sim", "vllm-omni", "--version"}) || slices.ContainsFunc(cmds, func(c []string) bool { return slices.Contains(c, "sglang") }) {
+		t.Errorf("vllm-omni: version probe in %q", cmds)
+	}
+	man := captureManifest(context.Background(), vllm, "", vllm.Expand(), &opts, opts.Now())
+	if pr, ok := man.Probes["vllm-omni"]; !ok || !pr.Available || !strings.Contains(pr.Output, "0.11.0+sim") {
+		t.Errorf("vllm-omni: version probe %+v", man.Probes)
+	}
+	if _, ok := man.Probes["sglang"]; ok {
+		t.Errorf("vllm-omni: the manifest probed sglang: %+v", man.Probes["sglang"])
+	}
+	if facts := EnvFacts(man); !slices.ContainsFunc(facts, func(f EnvFact) bool { return f.Name == "vllm" && f.Value == "0.11.0+sim" }) {
+		t.Errorf("vllm-omni: env facts %+v", facts)
+	}
 
 	sgl := testPlan(t, twoCells)
 	cmds = ProbeCommands(sgl, opts)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/proc"
 	"github.com/sglprof/runner/runner/rundir"
@@ -99,8 +100,8 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 	}
 	probe("nvcc", "nvcc", "--version")
 	if len(cells) > 0 {
-		cmd := append(append([]string(nil), opts.sglangCommand(cells[0])...), "version")
-		if pr := probe("sglang", cmd...); !pr.Available && !opts.Simulate {
+		name, cmd := versionProbe(cells[0], opts)
+		if pr := probe(name, cmd...); !pr.Available && !opts.Simulate && name == sglang.Kind {
 			// Older builds have no `sglang version`; the Python package still knows.
 			probe("sglang-python", sglangPythonProbe...)
 		}

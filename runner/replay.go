@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/rundir"
@@ -127,8 +128,9 @@ func ProbeCommands(p *plans.Plan, opts Options) [][]string {
 		return out
 	}
 	c := cells[0]
-	out = append(out, append(append([]string(nil), opts.sglangCommand(c)...), "version"))
-	if !opts.Simulate {
+	name, version := versionProbe(c, &opts)
+	out = append(out, version)
+	if !opts.Simulate && name == sglang.Kind {
 		out = append(out, sglangPythonProbe)
 	}
 	probes := envProbes(c)

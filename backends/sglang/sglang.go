@@ -67,7 +67,7 @@ func (Backend) EnvProbes(c plans.Cell) backends.EnvProbes { return envProbes(c) 
 // envProbes are the environment probes of both sglang backends: sglang's own check_env
 // describes its environment, and backend.command is its program.
 func envProbes(c plans.Cell) backends.EnvProbes {
-	return backends.EnvProbes{Command: c.Backend.Command, CheckEnv: true}
+	return backends.EnvProbes{Command: c.Backend.Command, CheckEnv: true, Version: []string{"version"}}
 }
 
 // Launch implements backends.Backend: it builds the command (see Command) and creates the

@@ -66,6 +66,11 @@ type vllmSession struct {
 }
 
 func vllmMain(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-v") {
+		// argparse's version action: importlib.metadata.version("vllm") on stdout, exit 0.
+		fmt.Fprintln(stdout, vllmSimVersion)
+		return 0
+	}
 	va, ok := parseVLLMArgs(args, stderr)
 	if !ok {
 		return 2
@@ -124,6 +129,9 @@ type vllmArgs struct {
 
 // parseVLLMArgs parses `vllm serve MODEL [options]` as vLLM's argparse does; on a usage
 // error it prints argparse's message and reports false (exit status 2).
+// vllmSimVersion is what the simulated `vllm --version` prints.
+const vllmSimVersion = "0.11.0+sim"
+
 func parseVLLMArgs(args []string, stderr io.Writer) (vllmArgs, bool) {
 	if len(args) < 2 || args[0] != "serve" || strings.HasPrefix(args[1], "-") {
 		fmt.Fprint(stderr, "usage: vllm serve [model_tag] [options]\nvllm: error: the following arguments are required: model_tag\n")

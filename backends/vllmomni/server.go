@@ -46,7 +46,8 @@ func (Backend) ValidateCell(c plans.Cell) error {
 // the plan default "sglang"), without check_env, which is sglang's and fails in an
 // interpreter that has no sglang.
 func (Backend) EnvProbes(c plans.Cell) backends.EnvProbes {
-	return backends.EnvProbes{Command: Command(c)}
+	// `vllm --version` prints importlib.metadata.version("vllm") (vllm/entrypoints/cli/main.py).
+	return backends.EnvProbes{Command: Command(c), Version: []string{"--version"}}
 }
 
 // ServerKey implements backends.Server.
