@@ -307,24 +307,15 @@ func nsysProfile(ctx context.Context, args []string, env map[string]string, stdo
 	duration, _ := strconv.ParseFloat(opts["--duration"], 64)
 
 	stdout, stderr = lockWriters(stdout, stderr)
-	cmd := nsysAppCommand(app, env, actPath, stdout, stderr)
-
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "Error: failed to launch the application '%s': %v\n", app[0], err)
+	a, t0, stopSignals, ok := startNSysApp(app, opts, env, actPath, stdout, stderr)
+	if !ok {
 		return 1
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	defer stopSignals()
 	win := newCaptureWindow(opts, t0, delay, duration)
 	if delay == 0 {
 		fmt.Fprintln(stdout, "Collecting data...")
 	}
-	a := &nsysApp{cmd: cmd, opts: opts, done: done, sig: sig, prog: &progress{path: actPath}, stdout: stdout}
 	waitErr, interrupted := a.supervise(ctx, &win, delay, duration, scale)
 
 	rep := newNSysReport(opts, app, t0, win, waitErr, interrupted)
@@ -424,6 +415,26 @@ func newCaptureWindow(opts map[string]string, t0 time.Time, delay, duration floa
 }
 
 // nsysApp is a running profiled application and what nsys watches it through.
+// startNSysApp starts the application nsys profiles (nsys profile, nsys launch), its
+// activity going to actPath, with SIGINT and SIGTERM caught for supervise to forward; the
+// caller calls stopSignals when done. On a start failure it prints nsys's error and reports
+// false.
+func startNSysApp(app []string, opts, env map[string]string, actPath string, stdout, stderr io.Writer) (a *nsysApp, t0 time.Time, stopSignals func(), ok bool) {
+	cmd := nsysAppCommand(app, env, actPath, stdout, stderr)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	t0 = time.Now()
+	if err := cmd.Start(); err != nil {
+		signal.Stop(sig)
+		fmt.Fprintf(stderr, "Error: failed to launch the application '%s': %v\n", app[0], err)
+		return nil, t0, nil, false
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	a = &nsysApp{cmd: cmd, opts: opts, done: done, sig: sig, prog: &progress{path: actPath}, stdout: stdout}
+	return a, t0, func() { signal.Stop(sig) }, true
+}
+
 type nsysApp struct {
 	cmd    *exec.Cmd
 	opts   map[string]string

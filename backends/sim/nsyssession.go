@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // Interactive nsys sessions, as the Nsight Systems CLI has them: `nsys launch
@@ -165,43 +163,46 @@ func nsysLaunch(ctx context.Context, args []string, env map[string]string, stdou
 	defer os.RemoveAll(dir)
 	actPath := filepath.Join(dir, "activity.jsonl")
 	stdout, stderr = lockWriters(stdout, stderr)
-	cmd := nsysAppCommand(app, env, actPath, stdout, stderr)
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "Error: failed to launch the application '%s': %v\n", app[0], err)
+	a, t0, stopSignals, ok := startNSysApp(app, opts, env, actPath, stdout, stderr)
+	if !ok {
 		return 1
 	}
+	defer stopSignals()
 	s := nsysSession{PID: os.Getpid(), Act: actPath, Trace: opts["--trace"], StartNS: t0.UnixNano(), Command: app}
 	b, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(dir, "session.json"), b, 0o644); err != nil {
 		fmt.Fprintf(stderr, "Error: cannot record session '%s': %v\n", name, err)
-		cmd.Process.Kill()
-		cmd.Wait()
+		a.cmd.Process.Kill()
+		<-a.done
 		return 1
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	// Collection is off until `nsys start`: the window never stops the application.
 	win := captureWindow{collecting: true}
-	a := &nsysApp{cmd: cmd, opts: opts, done: done, sig: sig, prog: &progress{path: actPath}, stdout: stdout}
 	waitErr, _ := a.supervise(ctx, &win, 0, 0, 0)
 	rep := newNSysReport(opts, app, t0, win, waitErr, false)
 	return rep.AppExitCode
 }
 
-func nsysStart(args []string, env map[string]string, stdout, stderr io.Writer) int {
-	opts, err := sessionOpts("start", args, "--output", "--force-overwrite")
+// openSession parses a session command's options (--session and extra) and reads the session
+// it names; on failure it prints nsys's error and reports false.
+func openSession(verb string, args []string, stderr io.Writer, extra ...string) (map[string]string, string, *nsysSession, bool) {
+	opts, err := sessionOpts(verb, args, extra...)
 	if err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
-		return 1
+		return nil, "", nil, false
 	}
 	name := opts["--session"]
 	s, err := readSession(name)
 	if err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
+		return nil, "", nil, false
+	}
+	return opts, name, s, true
+}
+
+func nsysStart(args []string, env map[string]string, stdout, stderr io.Writer) int {
+	opts, name, s, ok := openSession("start", args, stderr, "--output", "--force-overwrite")
+	if !ok {
 		return 1
 	}
 	cpath := filepath.Join(sessionDir(name), "collection.json")
@@ -224,15 +225,8 @@ func nsysStart(args []string, env map[string]string, stdout, stderr io.Writer) i
 }
 
 func nsysStop(args []string, stdout, stderr io.Writer) int {
-	opts, err := sessionOpts("stop", args)
-	if err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
-		return 1
-	}
-	name := opts["--session"]
-	s, err := readSession(name)
-	if err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
+	_, name, s, ok := openSession("stop", args, stderr)
+	if !ok {
 		return 1
 	}
 	cpath := filepath.Join(sessionDir(name), "collection.json")
@@ -263,19 +257,13 @@ func nsysStop(args []string, stdout, stderr io.Writer) int {
 }
 
 func nsysShutdown(args []string, stderr io.Writer) int {
-	opts, err := sessionOpts("shutdown", args, "--kill")
-	if err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
-		return 1
-	}
-	name := opts["--session"]
-	s, err := readSession(name)
-	if err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
+	opts, name, s, ok := openSession("shutdown", args, stderr, "--kill")
+	if !ok {
 		return 1
 	}
 	// An open collection is cancelled: no report.
 	os.Remove(filepath.Join(sessionDir(name), "collection.json"))
+	var err error
 	switch k := opts["--kill"]; k {
 	case "none":
 		// nsys detaches its launch and leaves the application running; the simulator's launch
