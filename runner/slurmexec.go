@@ -166,8 +166,10 @@ func noteNode(job *rundir.SlurmJob, i int, res *rundir.CellResult, t slurm.Task)
 	if node == "" || i < 0 || i >= len(job.Cells) {
 		return
 	}
-	if len(job.Nodes) != len(job.Cells) {
-		job.Nodes = append(job.Nodes, make([]string, len(job.Cells)-len(job.Nodes))...)[:len(job.Cells)]
+	if len(job.Nodes) != len(job.Cells) { // one per task (an edited manifest may say otherwise)
+		nodes := make([]string, len(job.Cells))
+		copy(nodes, job.Nodes)
+		job.Nodes = nodes
 	}
 	job.Nodes[i] = node
 }

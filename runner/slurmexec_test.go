@@ -255,3 +255,15 @@ func TestLeaveSlurmRefusesWhenSlurmCannotSay(t *testing.T) {
 		t.Fatalf("err = %v; want a refusal naming the job and how to check it", err)
 	}
 }
+
+// TestNoteNodeFitsTheArray: the manifest's per-task nodes always end one per cell, whatever an
+// earlier (or edited) manifest held: more entries than cells made the old resize panic.
+func TestNoteNodeFitsTheArray(t *testing.T) {
+	for _, before := range [][]string{nil, {"a"}, {"a", "b", "c", "d", "e"}} {
+		job := &rundir.SlurmJob{JobID: "7", Cells: []string{"c0", "c1", "c2"}, Nodes: before}
+		noteNode(job, 1, nil, slurm.Task{Index: 1, State: "COMPLETED", Node: "n1"})
+		if len(job.Nodes) != 3 || job.Nodes[1] != "n1" {
+			t.Errorf("nodes %v after noting task 1 on n1 (before %v)", job.Nodes, before)
+		}
+	}
+}
