@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"github.com/xrash/smetrics"
 )
 
 // permuteArgs lets flags come anywhere before a `--`, as go test, kubectl and gh accept them:
@@ -237,7 +238,7 @@ func suggestCommand(cmds []*cli.Command, name string) string {
 			continue
 		}
 		for _, n := range c.Names() {
-			if d := levenshtein(name, n); d < bestD && d < len(name) {
+			if d := smetrics.WagnerFischer(name, n, 1, 1, 1); d < bestD && d < len(name) {
 				best, bestD = c.Name, d
 			}
 			if len(name) >= 2 && strings.HasPrefix(n, name) {
@@ -253,28 +254,6 @@ func suggestCommand(cmds []*cli.Command, name string) string {
 		return ""
 	}
 	return best
-}
-
-// levenshtein is the edit distance (insertions, deletions, substitutions) between a and b.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // quietUsage makes a command's usage error one line pointing at --help, instead of urfave/cli's
