@@ -17,14 +17,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // OpenTrace reads one trace file into the linked trace model: an nsys SQLite export through
@@ -102,20 +101,20 @@ func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Opti
 	}
 	rep, sess, err := triageWith(ctx, root, triage.DiscoverOptions{}, triage.Options{Logger: opts.Logger}, nopts)
 	if err != nil {
-		res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: fmt.Sprintf("triage of %s failed: %v", root, err)})
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: fmt.Sprintf("triage of %s failed: %v", root, err)})
 		return
 	}
 	if sess != nil && sess.coverage != nil && sess.coverage.Missed() {
-		res.Warnings = append(res.Warnings, backends.Reason{Code: "nsys-window", Message: strings.Join(sess.coverage.Warnings, "; ")})
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "nsys-window", Message: strings.Join(sess.coverage.Warnings, "; ")})
 	}
 	for _, f := range []struct{ name, format string }{{rundir.TriageMD, "md"}, {rundir.TriageJSON, "json"}} {
 		var b bytes.Buffer
 		if err := triage.Render(&b, rep, f.format, triage.DefaultCutoff); err != nil {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
 		if err := rundir.WriteFileAtomic(filepath.Join(rec.abs, f.name), b.Bytes()); err != nil {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
 	}
@@ -125,7 +124,7 @@ func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Opti
 			continue // said once, as the nsys-window warning above
 		}
 		if strings.Contains(w, "window") || strings.Contains(w, "no kernel") {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: w})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: w})
 		}
 	}
 }

@@ -23,8 +23,8 @@ import (
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/render/table"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // DefaultMaxSize is the default --max-size: small enough to attach to an issue or a chat.
