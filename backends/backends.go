@@ -6,7 +6,7 @@ package backends
 
 import (
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Directories every cell has inside its directory (DESIGN.md §4): the profiler's traces and
@@ -14,21 +14,6 @@ import (
 const (
 	TracesDir  = "traces"
 	OutputsDir = "outputs"
-)
-
-// The records a backend produces are part of the run directory's files (command.json,
-// cells.json, result.json), whose types the rundir package owns; these are their names here.
-type (
-	// Launch is the process for one cell: argv (never passed through a shell), the variables
-	// to add to the inherited environment, and the working directory.
-	Launch = rundir.Launch
-	// Evidence is one log line that supports a finding, with its 1-based line number in
-	// log.txt.
-	Evidence = rundir.Evidence
-	// Reason is one cause of a verdict (or a warning), with the log lines that show it.
-	Reason = rundir.Reason
-	// Exit is how the cell's process ended, as the runner's process layer saw it.
-	Exit = rundir.Exit
 )
 
 // Artifacts are the files a cell produced, as absolute paths.
@@ -41,10 +26,10 @@ type Artifacts struct {
 // Assessment is a backend's judgement of one finished cell (before timeouts and interrupts,
 // which the runner decides itself).
 type Assessment struct {
-	Verdict   string    `json:"verdict"` // plans.VerdictOK, VerdictInvalid or VerdictFailed
-	Reasons   []Reason  `json:"reasons,omitempty"`
-	Warnings  []Reason  `json:"warnings,omitempty"`
-	Artifacts Artifacts `json:"artifacts"`
+	Verdict   string          `json:"verdict"` // plans.VerdictOK, VerdictInvalid or VerdictFailed
+	Reasons   []rundir.Reason `json:"reasons,omitempty"`
+	Warnings  []rundir.Reason `json:"warnings,omitempty"`
+	Artifacts Artifacts       `json:"artifacts"`
 }
 
 // Watcher sees every log line of a cell as it is produced (stdout and stderr, '\r' progress
@@ -70,12 +55,12 @@ type Backend interface {
 	// Name is the plan's backend kind ("sglang").
 	Name() string
 	// Launch builds the process for cell c whose directory is cellDir (absolute, existing).
-	Launch(c plans.Cell, cellDir string) (Launch, error)
+	Launch(c plans.Cell, cellDir string) (rundir.Launch, error)
 	// NewWatcher returns the log watcher for one run of cell c.
 	NewWatcher(c plans.Cell) Watcher
 	// Assess judges the cell after its process ended: w is the watcher returned by NewWatcher
 	// for this run, exit how it ended. It looks for the artifacts the cell asked for.
-	Assess(c plans.Cell, cellDir string, w Watcher, exit Exit) Assessment
+	Assess(c plans.Cell, cellDir string, w Watcher, exit rundir.Exit) Assessment
 	// ValidateCell refuses, before anything runs, a cell whose plan this program cannot honour
 	// (an nsys option its server has no way to bracket the runner's window with); nil when the
 	// cell can run. The message says what to change in the plan; the runner reports it as a

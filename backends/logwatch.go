@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Bounds that keep a LogWatcher's memory constant however long or hostile the log is.
@@ -31,15 +33,15 @@ type Pattern struct {
 type LogWatcher struct {
 	patterns []Pattern
 	mu       sync.Mutex
-	evidence map[string][]Evidence
+	evidence map[string][]rundir.Evidence
 	counts   map[string]int
-	tail     [LogTail]Evidence
+	tail     [LogTail]rundir.Evidence
 	tailN    int
 }
 
 // NewLogWatcher returns a watcher for patterns.
 func NewLogWatcher(patterns []Pattern) *LogWatcher {
-	return &LogWatcher{patterns: patterns, evidence: map[string][]Evidence{}, counts: map[string]int{}}
+	return &LogWatcher{patterns: patterns, evidence: map[string][]rundir.Evidence{}, counts: map[string]int{}}
 }
 
 // Line implements Watcher; '\r'-separated progress frames are matched one by one.
@@ -47,7 +49,7 @@ func (w *LogWatcher) Line(lineNo int, stream, text string) {
 	clean := StripANSI(text)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.tail[w.tailN%LogTail] = Evidence{Line: lineNo, Text: clipLine(strings.TrimRight(clean, "\r\n")), Stream: stream}
+	w.tail[w.tailN%LogTail] = rundir.Evidence{Line: lineNo, Text: clipLine(strings.TrimRight(clean, "\r\n")), Stream: stream}
 	w.tailN++
 	for frame := range strings.SplitSeq(clean, "\r") {
 		for _, p := range w.patterns {
@@ -56,7 +58,7 @@ func (w *LogWatcher) Line(lineNo int, stream, text string) {
 			}
 			w.counts[p.Finding]++
 			if len(w.evidence[p.Finding]) < LogEvidence {
-				w.evidence[p.Finding] = append(w.evidence[p.Finding], Evidence{Line: lineNo, Text: clipLine(frame), Stream: stream})
+				w.evidence[p.Finding] = append(w.evidence[p.Finding], rundir.Evidence{Line: lineNo, Text: clipLine(frame), Stream: stream})
 			}
 		}
 	}
@@ -75,14 +77,14 @@ func (w *LogWatcher) Needles() []string {
 func (w *LogWatcher) TailLines() int { return LogTail }
 
 // Evidence returns the first LogEvidence lines that showed finding f.
-func (w *LogWatcher) Evidence(f string) []Evidence {
+func (w *LogWatcher) Evidence(f string) []rundir.Evidence {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.evidence[f])
 }
 
 // Tail implements ServerWatcher.
-func (w *LogWatcher) Tail(n int) []Evidence {
+func (w *LogWatcher) Tail(n int) []rundir.Evidence {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n = min(n, LogTail, w.tailN)
@@ -90,16 +92,16 @@ func (w *LogWatcher) Tail(n int) []Evidence {
 		return nil
 	}
 	k := min(LogTail, w.tailN)
-	all := make([]Evidence, 0, k)
+	all := make([]rundir.Evidence, 0, k)
 	for i := w.tailN - k; i < w.tailN; i++ {
 		all = append(all, w.tail[i%LogTail])
 	}
-	slices.SortStableFunc(all, func(a, b Evidence) int { return cmp.Compare(a.Line, b.Line) })
+	slices.SortStableFunc(all, func(a, b rundir.Evidence) int { return cmp.Compare(a.Line, b.Line) })
 	return all[len(all)-n:]
 }
 
 // Fatal implements ServerWatcher: the first fatal pattern, in table order, that matched.
-func (w *LogWatcher) Fatal() (string, Evidence, bool) {
+func (w *LogWatcher) Fatal() (string, rundir.Evidence, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, p := range w.patterns {
@@ -107,7 +109,7 @@ func (w *LogWatcher) Fatal() (string, Evidence, bool) {
 			return p.Finding, ev[0], true
 		}
 	}
-	return "", Evidence{}, false
+	return "", rundir.Evidence{}, false
 }
 
 // Mark implements ServerWatcher.

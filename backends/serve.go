@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Serve mode: one server process serves the requests of one or more cells, and the runner
@@ -62,7 +63,7 @@ type Server interface {
 	// with --strict-ports fails at start when one of them is taken).
 	PortFlags(c plans.Cell) []PortFlag
 	// ServerLaunch builds the server process of cell c at site.
-	ServerLaunch(c plans.Cell, site ServerSite) (Launch, error)
+	ServerLaunch(c plans.Cell, site ServerSite) (rundir.Launch, error)
 	// NewServerWatcher returns the watcher of one server's log (which outlives its cells).
 	NewServerWatcher(c plans.Cell) ServerWatcher
 	// Protocol says how the runner talks to the server of cell c.
@@ -163,7 +164,7 @@ type TraceReport struct {
 	// Traces are absolute paths in the cell's traces directory.
 	Traces []string
 	// Reasons fail the cell (codes trace-move, trace-check); Warnings do not.
-	Reasons, Warnings []Reason
+	Reasons, Warnings []rundir.Reason
 }
 
 // ServerWatcher watches a server's log. It is a Selective watcher that also answers the
@@ -171,10 +172,10 @@ type TraceReport struct {
 type ServerWatcher interface {
 	Selective
 	// Tail returns up to n of the last lines, oldest first.
-	Tail(n int) []Evidence
+	Tail(n int) []rundir.Evidence
 	// Fatal reports a finding that means the server will never be ready (rejected
 	// arguments, out of memory, a dead worker): its name and first line.
-	Fatal() (finding string, first Evidence, ok bool)
+	Fatal() (finding string, first rundir.Evidence, ok bool)
 	// Mark is the count of each finding so far.
 	Mark() Mark
 }
@@ -205,10 +206,10 @@ func ServerArgsKey(c plans.Cell, parts ...string) string {
 
 // ShowPort is the launch `runner plan` shows for a server cell whose port the runner picks at
 // run time: the placeholder instead of the port, no marker.
-func ShowPort(l Launch, c plans.Cell) Launch {
+func ShowPort(l rundir.Launch, c plans.Cell) rundir.Launch {
 	if c.Backend.URL != "" {
 		// An attached server (backend.url) runs no command of the runner's.
-		return Launch{Argv: []string{AttachedPlaceholder, c.Backend.URL}, Env: map[string]string{}}
+		return rundir.Launch{Argv: []string{AttachedPlaceholder, c.Backend.URL}, Env: map[string]string{}}
 	}
 	if c.Backend.Port == 0 {
 		for i := 1; i < len(l.Argv); i++ {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 func TestServerArgsKey(t *testing.T) {
@@ -36,7 +37,7 @@ func TestServerArgsKey(t *testing.T) {
 
 func TestShowPort(t *testing.T) {
 	var c plans.Cell
-	l := Launch{Argv: []string{"s", "--port", "30000", "--x"}, Env: map[string]string{EnvServerMarker: "m", "A": "1"}}
+	l := rundir.Launch{Argv: []string{"s", "--port", "30000", "--x"}, Env: map[string]string{EnvServerMarker: "m", "A": "1"}}
 	got := ShowPort(l, c)
 	if !slices.Equal(got.Argv, []string{"s", "--port", PortPlaceholder, "--x"}) || got.Env[EnvServerMarker] != "" || got.Env["A"] != "1" {
 		t.Fatalf("%+v", got)
@@ -52,7 +53,7 @@ func TestShowPort(t *testing.T) {
 func TestShowPortAttached(t *testing.T) {
 	c := plans.Cell{}
 	c.Backend.URL = "http://h:1"
-	l := ShowPort(Launch{Argv: []string{"sglang", "serve", "--port", "0"}, Env: map[string]string{"A": "1"}}, c)
+	l := ShowPort(rundir.Launch{Argv: []string{"sglang", "serve", "--port", "0"}, Env: map[string]string{"A": "1"}}, c)
 	if len(l.Argv) != 2 || l.Argv[0] != AttachedPlaceholder || l.Argv[1] != "http://h:1" || len(l.Env) != 0 {
 		t.Fatalf("launch %+v", l)
 	}

@@ -1,22 +1,12 @@
-// Package nsys is everything the runner does with NVIDIA Nsight Systems: wrapping a cell's
-// argv in `nsys profile` (Wrap), checking before a sweep that nsys is installed (Check),
-// turning the finished .nsys-rep report into a SQLite export with `nsys export --type sqlite`
-// (Export), and reading such exports — of every schema version from nsys 2022.2 on — into the
-// profiler-neutral trace model of reports/trace, so that triage treats nsys and torch-profiler
-// runs alike.
+// Package nsys is the command-line side of NVIDIA Nsight Systems: wrapping a cell's argv in
+// `nsys profile` (Wrap, WrapServer), the session commands that open and close a capture on a
+// running server (Launch, SessionStartArgv, SessionStopArgv, SessionShutdownArgv, Session),
+// checking before a sweep that nsys is installed (Check), turning the finished .nsys-rep
+// report into a SQLite export with `nsys export --type sqlite` (Export), and the paths of the
+// report and export beside a cell.
 //
-// The big tables of an export (kernels, runtime calls, NVTX events) are read straight from
-// SQLite's file format by a narrow read-only reader (sqlitefile.go, on the file mapped
-// read-only where the platform can), on several goroutines for the triage's lean read;
-// anything it does not expect sends the table through modernc.org/sqlite, which reads
-// everything else. docs/decisions.md says why.
-//
-// OpenStream and OpStream.Each (stream.go) deliver an export's GPU ops one at a time in time
-// order without holding them, in memory that does not grow with the number of kernels, for
-// exports that keep to its windows (one process, no NVTX ranges, tables close to time and call
-// order); ErrNotStreamable sends the others to ReadCapture.
-//
-// Only Check and Export start processes (through os/exec, with a context for their timeout);
-// Wrap and the path helpers are pure. The CLI facts used here are in
-// ref-trace-formats-and-analyzers.md §3.
+// Reading the exports is the job of the sub-package nsysdb; writing synthetic ones for tests
+// and the simulator is nsysgen's. Only Check, Export and Session start processes (through
+// os/exec with a context for their timeout; docs/architecture.md says why they do not go
+// through the runner's process owner); Wrap and the path helpers are pure.
 package nsys

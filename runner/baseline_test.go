@@ -15,7 +15,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // writeRun writes a finished run directory whose cells of configuration key took e2e × 10 ms

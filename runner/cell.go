@@ -18,8 +18,8 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // cellRecord is one entry of cells.json (rundir.CellRecord) with what the runner keeps of it
@@ -107,7 +107,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 	if err != nil {
 		res.End = opts.Now().UTC()
 		res.Verdict = plans.VerdictFailed
-		res.Reasons = append(res.Reasons, backends.Reason{Code: "log-create", Message: fmt.Sprintf("cannot create %s: %v; check free space and permissions of the output directory", logPath, err)})
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "log-create", Message: fmt.Sprintf("cannot create %s: %v; check free space and permissions of the output directory", logPath, err)})
 		return res
 	}
 	if err := opts.writeRedactedJSON(filepath.Join(rec.abs, rundir.CommandFile), redactLaunch(rec.Launch)); err != nil {
@@ -140,7 +140,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 	res.End = opts.Now().UTC()
 	res.Timings.WallNS = pres.End.Sub(pres.Start).Nanoseconds()
 	res.StoppedBy = pres.StoppedWith
-	exit := backends.Exit{Code: pres.ExitCode, Signal: pres.Signal}
+	exit := rundir.Exit{Code: pres.ExitCode, Signal: pres.Signal}
 	if pres.StartErr != nil {
 		exit.StartErr = pres.StartErr.Error()
 	}
@@ -152,19 +152,19 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 	res.Warnings = append(res.Warnings, a.Warnings...)
 	if pres.StartErr != nil {
 		res.Verdict = plans.VerdictFailed
-		res.Reasons = append([]backends.Reason{{Code: "start", Message: pres.StartErr.Error()}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "start", Message: pres.StartErr.Error()}}, res.Reasons...)
 	}
 	if logErr := errors.Join(pres.LogErr, cerr); logErr != nil {
 		res.Verdict = plans.VerdictFailed
-		res.Reasons = append(res.Reasons, backends.Reason{Code: "log-write", Message: fmt.Sprintf("writing %s failed: %v; the log is incomplete, so the cell cannot be trusted; free disk space and resume the run", logPath, logErr)})
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "log-write", Message: fmt.Sprintf("writing %s failed: %v; the log is incomplete, so the cell cannot be trusted; free disk space and resume the run", logPath, logErr)})
 	}
 	switch {
 	case pres.Interrupted:
 		res.Verdict = plans.VerdictInterrupted
-		res.Reasons = append([]backends.Reason{{Code: "interrupted", Message: fmt.Sprintf("stopped by the user (the process group was stopped with %s); `runner run --resume` runs this cell again", orNone(pres.StoppedWith))}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "interrupted", Message: fmt.Sprintf("stopped by the user (the process group was stopped with %s); `runner run --resume` runs this cell again", orNone(pres.StoppedWith))}}, res.Reasons...)
 	case pres.TimedOut:
 		res.Verdict = plans.VerdictTimeout
-		res.Reasons = append([]backends.Reason{{Code: "timeout", Message: fmt.Sprintf("still running after backend.timeout = %s; the process group was stopped with %s; raise backend.timeout in the plan if the model is just slow", c.Backend.Timeout.Duration, orNone(pres.StoppedWith))}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "timeout", Message: fmt.Sprintf("still running after backend.timeout = %s; the process group was stopped with %s; raise backend.timeout in the plan if the model is just slow", c.Backend.Timeout.Duration, orNone(pres.StoppedWith))}}, res.Reasons...)
 	}
 	if rec.NSys != nil && !pres.Interrupted {
 		nsysStep(ctx, rec, res, opts)
@@ -173,7 +173,7 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 		if d, err := perf.ReadDumpFile(a.Artifacts.PerfDump); err == nil {
 			fillTimings(&res.Timings, d)
 		} else {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "perf-dump-unreadable", Message: err.Error()})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "perf-dump-unreadable", Message: err.Error()})
 		}
 	}
 	if !opts.NoTriage && res.Verdict == plans.VerdictOK {
@@ -207,14 +207,14 @@ func nsysStep(ctx context.Context, rec cellRecord, res *cellResult, opts *Option
 		if res.Verdict == plans.VerdictOK {
 			res.Verdict = plans.VerdictFailed
 		}
-		res.Reasons = append(res.Reasons, backends.Reason{Code: "nsys-report-missing", Message: fmt.Sprintf("nsys wrote no report at %s; see log.txt for nsys's own messages", rep)})
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-report-missing", Message: fmt.Sprintf("nsys wrote no report at %s; see log.txt for nsys's own messages", rep)})
 		return
 	}
 	if _, err := nsys.Export(ctx, opts.nsysCommand(), base); err != nil {
 		if res.Verdict == plans.VerdictOK {
 			res.Verdict = plans.VerdictFailed
 		}
-		res.Reasons = append(res.Reasons, backends.Reason{Code: "nsys-export", Message: err.Error()})
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-export", Message: err.Error()})
 	}
 }
 

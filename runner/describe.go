@@ -7,7 +7,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // CellLaunch is what `runner plan` shows for one cell: the cell and the exact process it would
@@ -46,7 +46,7 @@ func Describe(p *plans.Plan, opts Options) ([]CellLaunch, error) {
 		// itself may create the cell's directories, which a dry listing must not.
 		launch := be.Launch
 		if pl, ok := be.(interface {
-			Command(plans.Cell, string) (backends.Launch, error)
+			Command(plans.Cell, string) (rundir.Launch, error)
 		}); ok {
 			launch = pl.Command
 		}

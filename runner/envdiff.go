@@ -2,7 +2,7 @@ package runner
 
 import (
 	"fmt"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 	"os"
 	"path/filepath"
 	"sort"

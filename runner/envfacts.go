@@ -3,7 +3,7 @@ package runner
 import (
 	"fmt"
 	"github.com/sglprof/runner/backends/vllmomni"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 	"regexp"
 	"strings"
 

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // runInOrder runs the cells recs[todo] one at a time (through the serve session ss when not
@@ -60,7 +59,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 			rec := recs[i]
 			opts.lost.add(rec.Cell.ID, &rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key,
 				Profiler: rec.Cell.Profiler, Verdict: plans.VerdictFailed,
-				Reasons: []backends.Reason{{Code: "run-write", Message: fmt.Sprintf("not run: the run directory's %s could not be written; free disk space", strings.Join(names, " and "))}}})
+				Reasons: []rundir.Reason{{Code: "run-write", Message: fmt.Sprintf("not run: the run directory's %s could not be written; free disk space", strings.Join(names, " and "))}}})
 		}
 	case opts.onSlurm:
 		var detached bool
@@ -156,7 +155,7 @@ func unwritten(res rundir.CellResult, err error) rundir.CellResult {
 	if res.Verdict != plans.VerdictInterrupted {
 		res.Verdict = plans.VerdictFailed
 	}
-	res.Reasons = append(append([]backends.Reason(nil), res.Reasons...), backends.Reason{Code: "result-write",
+	res.Reasons = append(append([]rundir.Reason(nil), res.Reasons...), rundir.Reason{Code: "result-write",
 		Message: fmt.Sprintf("%v; the cell's record is lost: free disk space and resume the run to measure it again", err)})
 	return res
 }
@@ -212,7 +211,7 @@ func readResult(cellDir string) (*rundir.CellResult, error) {
 	return r, nil
 }
 
-func reasonLine(r backends.Reason) string {
+func reasonLine(r rundir.Reason) string {
 	if len(r.Lines) > 0 {
 		return fmt.Sprintf("%s: %s (log line %d: %q)", r.Code, r.Message, r.Lines[0].Line, r.Lines[0].Text)
 	}
@@ -232,7 +231,7 @@ const maxQuotedLine = 120
 // causeLine is the one-line root cause of a cell's reasons for the terminal: the first reason
 // that is not a consequence, with the log line it was found on (not the line's text, which
 // can be hundreds of characters) and where the rest is. Empty when there is no reason.
-func causeLine(rs []backends.Reason, cellDir string) string {
+func causeLine(rs []rundir.Reason, cellDir string) string {
 	if len(rs) == 0 {
 		return ""
 	}

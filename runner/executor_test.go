@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // slotPlan is a plan of n equal simulated cells on GPU slots; extra is appended to [executor].

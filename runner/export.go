@@ -6,8 +6,8 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/llmbench"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // ExportFormats are the formats of `runner export`.

@@ -13,7 +13,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"github.com/sglprof/runner/runner/rundir"
 	"log/slog"
 	"os"
 	"strconv"
@@ -21,7 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/reports/rundir"
+
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/proc"
@@ -177,7 +177,7 @@ func gpuBefore(ctx context.Context, rec cellRecord, opts *Options, res *cellResu
 	chk := &GPUCheck{Devices: cudaDevices(mergeEnv(opts.Env, rec.Launch.Env))}
 	res.GPU = chk
 	defer func() { chk.CheckNS += time.Since(t0).Nanoseconds() - chk.WaitedNS }()
-	var fails []backends.Reason
+	var fails []rundir.Reason
 	chk.Start, fails = g.idle(ctx, rec.Cell, chk, res)
 	if rec.Cell.Gate.RequireLockedClocks {
 		fails = append(fails, g.requireLocked(ctx, chk)...)
@@ -194,7 +194,7 @@ func gpuClient(ctx context.Context, rec cellRecord, opts *Options, res *cellResu
 	}
 	chk := res.GPU
 	waited := chk.WaitedNS
-	var fails []backends.Reason
+	var fails []rundir.Reason
 	g := opts.guard()
 	chk.Client, fails = g.idle(ctx, rec.Cell, chk, res)
 	chk.CheckNS += time.Since(t0).Nanoseconds() - (chk.WaitedNS - waited)
@@ -204,27 +204,27 @@ func gpuClient(ctx context.Context, rec cellRecord, opts *Options, res *cellResu
 // idle takes a snapshot of the cell's GPUs and applies [gate] busy_gpu to the foreign compute
 // processes on them; a throttled GPU adds a warning to res. It returns the snapshot and the
 // reasons the cell must not go on.
-func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *GPUCheck, res *cellResult) (*gpu.Snapshot, []backends.Reason) {
+func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *GPUCheck, res *cellResult) (*gpu.Snapshot, []rundir.Reason) {
 	s := g.snapshot(ctx, chk.Devices)
 	foreign := gpu.Foreign(s.Apps, g.own)
 	if len(foreign) > 0 && c.Gate.BusyGPU == plans.BusyGPUWait {
 		s, foreign = g.wait(ctx, c, chk, s, foreign, res)
 	}
 	if msg := gpu.Throttled(s.GPUs); msg != "" {
-		g.warn(res, backends.Reason{Code: CodeGPUThrottled, Message: msg + " before the cell; its timings are lower than the GPU can reach; let it cool down, check its power limit, or keep this run out of comparisons"})
+		g.warn(res, rundir.Reason{Code: CodeGPUThrottled, Message: msg + " before the cell; its timings are lower than the GPU can reach; let it cool down, check its power limit, or keep this run out of comparisons"})
 	}
 	if len(foreign) == 0 {
 		return s, nil
 	}
 	chk.Foreign = foreign
-	r := backends.Reason{Code: CodeGPUBusy, Message: gpu.BusyMessage(foreign)}
+	r := rundir.Reason{Code: CodeGPUBusy, Message: gpu.BusyMessage(foreign)}
 	switch c.Gate.BusyGPU {
 	case plans.BusyGPUFail:
 		r.Message += `; [gate] busy_gpu = "fail": the cell was not started; stop that process, or set busy_gpu = "wait"`
-		return s, []backends.Reason{r}
+		return s, []rundir.Reason{r}
 	case plans.BusyGPUWait:
 		r.Message += fmt.Sprintf("; still there after [gate] busy_wait = %s: the cell was not started; stop that process or raise busy_wait", c.Gate.BusyWait.Duration)
-		return s, []backends.Reason{r}
+		return s, []rundir.Reason{r}
 	}
 	r.Message += `; set [gate] busy_gpu = "fail" or "wait" to refuse such cells`
 	g.warn(res, r)
@@ -251,23 +251,23 @@ func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *GPUCheck, s *gpu
 	}
 	chk.WaitedNS += time.Since(t0).Nanoseconds()
 	if len(foreign) == 0 {
-		g.warn(res, backends.Reason{Code: CodeGPUBusy, Message: fmt.Sprintf("waited %s for the GPU to come free ([gate] busy_gpu = \"wait\"): %s", time.Duration(chk.WaitedNS).Round(time.Millisecond), first)})
+		g.warn(res, rundir.Reason{Code: CodeGPUBusy, Message: fmt.Sprintf("waited %s for the GPU to come free ([gate] busy_gpu = \"wait\"): %s", time.Duration(chk.WaitedNS).Round(time.Millisecond), first)})
 	}
 	return s, foreign
 }
 
 // requireLocked fails the cell when the clocks are not locked or their state cannot be read.
-func (g *gpuGuard) requireLocked(ctx context.Context, chk *GPUCheck) []backends.Reason {
+func (g *gpuGuard) requireLocked(ctx context.Context, chk *GPUCheck) []rundir.Reason {
 	locked, err := g.clocksLocked(ctx)
 	if err != nil {
 		chk.ClockError = err.Error()
-		return []backends.Reason{{Code: CodeClocksUnknown, Message: fmt.Sprintf("[gate] require_locked_clocks = true, but the clock state could not be read (%v); the cell was not started; make nvidia-smi -q -d CLOCK,PERFORMANCE work on this machine or set require_locked_clocks = false", err)}}
+		return []rundir.Reason{{Code: CodeClocksUnknown, Message: fmt.Sprintf("[gate] require_locked_clocks = true, but the clock state could not be read (%v); the cell was not started; make nvidia-smi -q -d CLOCK,PERFORMANCE work on this machine or set require_locked_clocks = false", err)}}
 	}
 	chk.ClocksLocked = &locked
 	if locked {
 		return nil
 	}
-	return []backends.Reason{{Code: CodeClocksLocked, Message: "[gate] require_locked_clocks = true, but the GPU clocks float (application clocks at their defaults, auto boost on); the cell was not started; lock them, e.g. `sudo nvidia-smi -lgc <max SM MHz>` (and `-rgc` after), or set require_locked_clocks = false"}}
+	return []rundir.Reason{{Code: CodeClocksLocked, Message: "[gate] require_locked_clocks = true, but the GPU clocks float (application clocks at their defaults, auto boost on); the cell was not started; lock them, e.g. `sudo nvidia-smi -lgc <max SM MHz>` (and `-rgc` after), or set require_locked_clocks = false"}}
 }
 
 // gpuAfter takes the snapshot after a cell and adds warnings for memory nobody holds and for
@@ -302,23 +302,23 @@ func gpuAfter(ctx context.Context, opts *Options, res *cellResult, serve bool) {
 		}
 		chk.Leaked = leaked
 		if len(leaked) > 0 {
-			g.warn(res, backends.Reason{Code: CodeGPULeaked, Message: strings.Join(leaked, "; ") + "; the next cells share the GPU with it; find the holder with nvidia-smi and free the GPU"})
+			g.warn(res, rundir.Reason{Code: CodeGPULeaked, Message: strings.Join(leaked, "; ") + "; the next cells share the GPU with it; find the holder with nvidia-smi and free the GPU"})
 		}
 	}
 	if throttledBefore(chk) {
 		return
 	}
 	if msg := gpu.Throttled(chk.End.GPUs); msg != "" {
-		g.warn(res, backends.Reason{Code: CodeGPUThrottled, Message: msg + " at the end of the cell; part of its work ran at lower clocks; let the GPU cool down between cells or check its power limit"})
+		g.warn(res, rundir.Reason{Code: CodeGPUThrottled, Message: msg + " at the end of the cell; part of its work ran at lower clocks; let the GPU cool down between cells or check its power limit"})
 	}
 }
 
 // refuse fails the cell for fails, if any, and reports whether it may go on. A check cut short
 // by Ctrl-C (busy_gpu = "wait") makes the cell interrupted, so --resume runs it again.
-func (g *gpuGuard) refuse(ctx context.Context, res *cellResult, fails []backends.Reason) bool {
+func (g *gpuGuard) refuse(ctx context.Context, res *cellResult, fails []rundir.Reason) bool {
 	if ctx.Err() != nil {
 		res.Verdict = plans.VerdictInterrupted
-		res.Reasons = append(res.Reasons, backends.Reason{Code: "interrupted", Message: "stopped by the user during the GPU checks, before the cell started; `runner run --resume` runs this cell again"})
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "interrupted", Message: "stopped by the user during the GPU checks, before the cell started; `runner run --resume` runs this cell again"})
 		return false
 	}
 	if len(fails) == 0 {
@@ -334,7 +334,7 @@ func (g *gpuGuard) refuse(ctx context.Context, res *cellResult, fails []backends
 
 // warn adds a warning to the cell's result and says it on the log, so a terminal shows a busy
 // or throttled GPU as it happens and not only in result.json.
-func (g *gpuGuard) warn(res *cellResult, r backends.Reason) {
+func (g *gpuGuard) warn(res *cellResult, r rundir.Reason) {
 	res.Warnings = append(res.Warnings, r)
 	g.log.Warn(r.Message, "cell", res.ID, "code", r.Code)
 }

@@ -2,7 +2,7 @@ package runner
 
 import (
 	"context"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 	"os"
 	"os/exec"
 	"path/filepath"

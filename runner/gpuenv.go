@@ -17,8 +17,8 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/gpu"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // GPUEnv is the "gpu_env" object of manifest.json. Every part is best-effort; an empty value

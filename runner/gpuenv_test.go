@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/gpu"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // fakeVenv makes a directory with an `sglang` console script and a `python` beside it, first

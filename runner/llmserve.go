@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/stats"
 	"github.com/sglprof/runner/runner/llmbench"
 	"github.com/sglprof/runner/runner/load"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // bench_serving's defaults for what a plan leaves out: random-input-len 1024,

@@ -15,9 +15,9 @@ import (
 
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/llmbench"
 	"github.com/sglprof/runner/runner/load"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // startLLMSim starts the simulated LLM server in-process (scale: real seconds a simulated

@@ -14,11 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
 
@@ -289,7 +288,7 @@ func redactRecords(recs []cellRecord) []rundir.CellRecord {
 	return out
 }
 
-func redactLaunch(l backends.Launch) backends.Launch {
+func redactLaunch(l rundir.Launch) rundir.Launch {
 	l.Argv = redactArgs(l.Argv)
 	l.Env = redactEnvMap(l.Env)
 	return l

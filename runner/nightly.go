@@ -11,7 +11,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // NightlyOptions make a run end like a nightly job: its results are appended to the history

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
 )
 
-// openStream is the triage.Options.OpenStream hook: an nsys export that nsys.OpenStream can
+// openStream is the triage.Options.OpenStream hook: an nsys export that nsysdb.OpenStream can
 // deliver in time order (one process, no NVTX range) is triaged as its kernels go by, so the
 // triage's memory does not grow with their number. Everything else, and an export whose order
 // breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
@@ -29,7 +29,7 @@ func (s *nsysSession) openStream(ctx context.Context, path string) (*triage.OpSt
 			return nil, err
 		}
 	}
-	st, err := nsys.OpenStream(ctx, path, nsys.ReadOptions{Logger: s.log, SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true})
+	st, err := nsysdb.OpenStream(ctx, path, nsysdb.ReadOptions{Logger: s.log, SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true})
 	if err != nil {
 		return nil, notStreamable(err)
 	}
@@ -48,7 +48,7 @@ func (s *nsysSession) openStream(ctx context.Context, path string) (*triage.OpSt
 				if top == 0 {
 					top = DefaultAPITop
 				}
-				tb := nsys.Summaries(c, max(top, 0))
+				tb := nsysdb.Summaries(c, max(top, 0))
 				s.tables = &tb
 			}
 			return nil
@@ -57,10 +57,10 @@ func (s *nsysSession) openStream(ctx context.Context, path string) (*triage.OpSt
 	}, nil
 }
 
-// notStreamable marks the reader's nsys.ErrNotStreamable as the triage's, so that Analyze
+// notStreamable marks the reader's nsysdb.ErrNotStreamable as the triage's, so that Analyze
 // reads the export with open instead; other errors pass unchanged.
 func notStreamable(err error) error {
-	if errors.Is(err, nsys.ErrNotStreamable) {
+	if errors.Is(err, nsysdb.ErrNotStreamable) {
 		return fmt.Errorf("%w: %w", triage.ErrNotStreamable, err)
 	}
 	return err

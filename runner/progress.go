@@ -11,7 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Progress is told when cells start and end. cmd/runner picks a bar on a terminal and plain

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Issue 14: a run killed together with its cells' supervisors leaves processes.json behind;

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
 

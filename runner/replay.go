@@ -11,8 +11,8 @@ import (
 
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/gpu"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // RunCells is Run restricted to the cells whose IDs are in only (all cells when only is

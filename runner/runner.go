@@ -23,8 +23,8 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
 

@@ -12,10 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -162,7 +161,7 @@ func TestRedaction(t *testing.T) {
 	if !cmp.Equal(args, wantArgs) {
 		t.Errorf("redactArgs = %v, want %v", args, wantArgs)
 	}
-	l := redactLaunch(backends.Launch{Argv: []string{"x", "--password", "p"}, Env: map[string]string{"MY_PASSWORD": "p", "OK": "v"}})
+	l := redactLaunch(rundir.Launch{Argv: []string{"x", "--password", "p"}, Env: map[string]string{"MY_PASSWORD": "p", "OK": "v"}})
 	if l.Argv[2] != Redacted || l.Env["MY_PASSWORD"] != Redacted || l.Env["OK"] != "v" {
 		t.Errorf("redactLaunch = %+v", l)
 	}

@@ -39,8 +39,8 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // serveSession runs the serve cells of one execute call.
@@ -49,8 +49,8 @@ type serveSession struct {
 	opts    *Options
 	cur     *server
 	n       int
-	failed  map[string][]backends.Reason // server key -> why its server failed (shared restart)
-	pending []backends.Reason            // teardown problems charged to the next cell
+	failed  map[string][]rundir.Reason // server key -> why its server failed (shared restart)
+	pending []rundir.Reason            // teardown problems charged to the next cell
 	// attached are the servers the session attached to ([backend] url), for the manifest.
 	attached []rundir.AttachedServer
 }
@@ -59,7 +59,7 @@ func newServeSession(runDir string, opts *Options) *serveSession {
 	if abs, err := filepath.Abs(runDir); err == nil {
 		runDir = abs // the marker names the run wherever the runner was started from
 	}
-	ss := &serveSession{runDir: runDir, opts: opts, failed: map[string][]backends.Reason{}}
+	ss := &serveSession{runDir: runDir, opts: opts, failed: map[string][]rundir.Reason{}}
 	// A resumed run keeps its earlier servers' directories: number on from the highest.
 	ents, _ := os.ReadDir(filepath.Join(runDir, rundir.ServersDir))
 	for _, e := range ents {
@@ -109,7 +109,7 @@ type server struct {
 	url         string // [backend] url: a server the runner attached to (serve_attach.go)
 	be          backends.Server
 	proto       backends.Protocol
-	launch      backends.Launch
+	launch      rundir.Launch
 	cancel      context.CancelFunc
 	done        chan struct{}
 	pres        proc.Result
@@ -160,7 +160,7 @@ func (s *server) exited() bool {
 }
 
 // tail is the server log's last lines, for reasons that quote them.
-func (s *server) tail() []backends.Evidence { return s.watch.Tail(s.watch.TailLines()) }
+func (s *server) tail() []rundir.Evidence { return s.watch.Tail(s.watch.TailLines()) }
 
 // close stops the server in use, if any.
 func (ss *serveSession) close() {
@@ -172,8 +172,8 @@ func (ss *serveSession) close() {
 
 // cellFailer returns the function that records a non-ok verdict and its reasons on res: the
 // first non-ok verdict stands, except that an interrupt overrides it.
-func cellFailer(res *cellResult) func(string, ...backends.Reason) *cellResult {
-	return func(verdict string, rs ...backends.Reason) *cellResult {
+func cellFailer(res *cellResult) func(string, ...rundir.Reason) *cellResult {
+	return func(verdict string, rs ...rundir.Reason) *cellResult {
 		if res.Verdict == "" || res.Verdict == plans.VerdictOK || verdict == plans.VerdictInterrupted {
 			res.Verdict = verdict
 		}
@@ -243,7 +243,7 @@ func (ss *serveSession) runCell(ctx context.Context, rec cellRecord) *cellResult
 // cell's verdict and reasons: teardown problems of the previous server, the earlier failure of
 // the same server, or why this one did not start; or no verdict when the GPU guard refused the
 // cell before a server started (gpuBefore wrote its reasons into res).
-func (ss *serveSession) serverFor(ctx context.Context, rec cellRecord, res *cellResult) (*server, string, []backends.Reason) {
+func (ss *serveSession) serverFor(ctx context.Context, rec cellRecord, res *cellResult) (*server, string, []rundir.Reason) {
 	c := rec.Cell
 	if len(ss.pending) > 0 {
 		rs := ss.pending
@@ -252,7 +252,7 @@ func (ss *serveSession) serverFor(ctx context.Context, rec cellRecord, res *cell
 	}
 	be, err := serverOf(rec)
 	if err != nil {
-		return nil, plans.VerdictFailed, []backends.Reason{{Code: "server-command", Message: err.Error()}}
+		return nil, plans.VerdictFailed, []rundir.Reason{{Code: "server-command", Message: err.Error()}}
 	}
 	key := serverKey(be, c)
 	perCell := c.Backend.Restart == plans.RestartPerCell
@@ -301,11 +301,11 @@ func (ss *serveSession) judge(ctx context.Context, rec cellRecord, srv *server, 
 	c := rec.Cell
 	fail := cellFailer(res)
 	if ctx.Err() != nil {
-		fail(plans.VerdictInterrupted, backends.Reason{Code: "interrupted", Message: "stopped by the user; the server's process group was stopped; `runner run --resume` runs this cell again"})
+		fail(plans.VerdictInterrupted, rundir.Reason{Code: "interrupted", Message: "stopped by the user; the server's process group was stopped; `runner run --resume` runs this cell again"})
 	}
 	if timedOut {
 		res.Verdict = plans.VerdictTimeout
-		res.Reasons = append([]backends.Reason{{Code: "timeout", Message: fmt.Sprintf("the cell's requests were still running after backend.timeout = %s; the server (%s) is restarted for the next cell because it may still be busy with them; raise backend.timeout if the model is just slow", c.Backend.Timeout.Duration, srv.rel)}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "timeout", Message: fmt.Sprintf("the cell's requests were still running after backend.timeout = %s; the server (%s) is restarted for the next cell because it may still be busy with them; raise backend.timeout if the model is just slow", c.Backend.Timeout.Duration, srv.rel)}}, res.Reasons...)
 		ss.close()
 	}
 	if ctx.Err() == nil && res.Serve.Load != nil && res.Serve.Load.Statuses["error"] > 0 {
@@ -317,7 +317,7 @@ func (ss *serveSession) judge(ctx context.Context, rec cellRecord, srv *server, 
 		}
 	}
 	if srv.exited() && !timedOut && res.Verdict != plans.VerdictInterrupted {
-		fail(plans.VerdictFailed, backends.Reason{Code: "server-exited", Message: fmt.Sprintf("the server (%s) exited during the cell (exit %s); its last log lines follow; the next cell starts a new server", srv.rel, exitText(srv.pres)), Lines: srv.tail()})
+		fail(plans.VerdictFailed, rundir.Reason{Code: "server-exited", Message: fmt.Sprintf("the server (%s) exited during the cell (exit %s); its last log lines follow; the next cell starts a new server", srv.rel, exitText(srv.pres)), Lines: srv.tail()})
 	}
 	a := srv.be.AssessCell(c, srv.watch, mark)
 	res.Warnings = append(res.Warnings, a.Warnings...)

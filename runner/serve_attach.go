@@ -21,13 +21,13 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/load"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // attach returns the server of rec's cell at backend.url once it is ready. On failure it
 // returns nil, the cell's verdict and the reasons (the attempt is recorded).
-func (ss *serveSession) attach(ctx context.Context, rec cellRecord, be backends.Server, key string) (*server, string, []backends.Reason) {
+func (ss *serveSession) attach(ctx context.Context, rec cellRecord, be backends.Server, key string) (*server, string, []rundir.Reason) {
 	c := rec.Cell
 	ss.n++
 	rel := filepath.Join(rundir.ServersDir, strconv.Itoa(ss.n))
@@ -35,7 +35,7 @@ func (ss *serveSession) attach(ctx context.Context, rec cellRecord, be backends.
 	// The traces directory exists for every server; an attached sglang server writes into the
 	// cell's (output_dir), so it stays empty.
 	if err := os.MkdirAll(filepath.Join(dir, backends.TracesDir), 0o755); err != nil {
-		return nil, plans.VerdictFailed, []backends.Reason{{Code: "server-dir", Message: fmt.Sprintf("cannot create %s: %v; check the output directory", dir, err)}}
+		return nil, plans.VerdictFailed, []rundir.Reason{{Code: "server-dir", Message: fmt.Sprintf("cannot create %s: %v; check the output directory", dir, err)}}
 	}
 	base := strings.TrimSuffix(c.Backend.URL, "/")
 	port := 0

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends/sim"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // startAttachTarget runs a simulated server in this process, as a server someone else

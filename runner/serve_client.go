@@ -22,8 +22,8 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/load"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // client runs the cell's client phase: warmup, profiling window, measured requests, flush,
@@ -42,8 +42,8 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 		}
 	}
 	sr.API = spec.API
-	fail := func(code, msg string, lines ...backends.Evidence) {
-		cellFailer(res)(plans.VerdictFailed, backends.Reason{Code: code, Message: msg, Lines: lines})
+	fail := func(code, msg string, lines ...rundir.Evidence) {
+		cellFailer(res)(plans.VerdictFailed, rundir.Reason{Code: code, Message: msg, Lines: lines})
 	}
 	reqf, err := os.Create(filepath.Join(rec.abs, rundir.RequestsFile))
 	if err != nil {
@@ -99,7 +99,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 
 // open opens the cell's window (POST /start_profile with the backend's body) and records it
 // in sr; a cell without a window needs no call. It reports whether the client phase can go on.
-func (ss *serveSession) open(ctx context.Context, srv *server, win backends.Window, sr *rundir.ServeResult, fail func(string, string, ...backends.Evidence)) bool {
+func (ss *serveSession) open(ctx context.Context, srv *server, win backends.Window, sr *rundir.ServeResult, fail func(string, string, ...rundir.Evidence)) bool {
 	if win.Kind == "" {
 		return true
 	}
@@ -135,7 +135,7 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 		sum, _, lerr = load.Run(ctx, cfg)
 	}
 	if lerr != nil && ctx.Err() == nil {
-		fail(plans.VerdictFailed, backends.Reason{Code: "load", Message: lerr.Error()})
+		fail(plans.VerdictFailed, rundir.Reason{Code: "load", Message: lerr.Error()})
 	}
 	sr.Load = &sum
 	var simE2E int64
@@ -155,7 +155,7 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 		ss.opts.Logger.Warn("load.json", "err", err)
 	}
 	if ls := rec.Cell.Load; ctx.Err() == nil && sum.Count > 0 && sum.ErrorRate > ls.MaxErrorRate {
-		fail(plans.VerdictFailed, backends.Reason{Code: "error-rate", Message: fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, rundir.RequestsFile, firstError(rec.abs))})
+		fail(plans.VerdictFailed, rundir.Reason{Code: "error-rate", Message: fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, rundir.RequestsFile, firstError(rec.abs))})
 	}
 }
 
@@ -219,7 +219,7 @@ func (ss *serveSession) reportWait(c plans.Cell, what string, ft time.Duration) 
 // the flush timeout as the client timeout; a refused stop is a window that stopped by itself
 // (after num_steps) when the protocol has a profile-done line, waited for then; and then the
 // backend's wait for the traces to be final. It reports whether the window closed.
-func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, win backends.Window, window *rundir.ProfileWindow, dirs backends.TraceDirs, doneBefore int, fail func(string, string, ...backends.Evidence)) bool {
+func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, win backends.Window, window *rundir.ProfileWindow, dirs backends.TraceDirs, doneBefore int, fail func(string, string, ...rundir.Evidence)) bool {
 	ft := c.Profile.FlushTimeout.Duration
 	if ft <= 0 {
 		ft = 10 * time.Minute
@@ -255,7 +255,7 @@ func (ss *serveSession) flush(ctx context.Context, c plans.Cell, srv *server, wi
 
 // waitDone waits, for at most left, until the server logs its profile-done line once more
 // than doneBefore times: the close of a window that /stop_profile refused (code, body).
-func (ss *serveSession) waitDone(ctx context.Context, srv *server, code int, body string, doneBefore int, left, ft time.Duration, fail func(string, string, ...backends.Evidence)) bool {
+func (ss *serveSession) waitDone(ctx context.Context, srv *server, code int, body string, doneBefore int, left, ft time.Duration, fail func(string, string, ...rundir.Evidence)) bool {
 	deadline := time.NewTimer(left)
 	defer deadline.Stop()
 	for {
@@ -287,7 +287,7 @@ func perfTimings(dir string, res *cellResult) int64 {
 	for i, p := range paths {
 		d, err := perf.ReadDumpFile(p)
 		if err != nil {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "perf-dump-unreadable", Message: err.Error()})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "perf-dump-unreadable", Message: err.Error()})
 			continue
 		}
 		if i == 0 {
@@ -373,7 +373,7 @@ func entryNames(dir string) map[string]bool {
 // nsysWindow runs the measured requests inside an nsys collection of the server's session:
 // `nsys start` right before them, `nsys stop` (which writes the report) right after. The
 // server keeps running; the report is exported when the cell ends (nsysStep).
-func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *server, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult, fail func(string, string, ...backends.Evidence)) {
+func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *server, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult, fail func(string, string, ...rundir.Evidence)) {
 	if ctx.Err() != nil {
 		return
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/load"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // serverCommand is the argv prefix of a server: the backend's program, or under --simulate
@@ -35,14 +35,14 @@ func (o *Options) serverCommand(be backends.Server, c plans.Cell) []string {
 
 // start launches the server for rec's cell and waits until it is ready. On failure it returns
 // nil, the verdict for the cell and the reasons (the server is stopped and recorded).
-func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.Server, key string) (*server, string, []backends.Reason) {
+func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.Server, key string) (*server, string, []rundir.Reason) {
 	c := rec.Cell
 	opts := ss.opts
 	ss.n++
 	rel := filepath.Join(rundir.ServersDir, strconv.Itoa(ss.n))
 	dir, _ := filepath.Abs(filepath.Join(ss.runDir, rel))
-	failed := func(code, msg string) (*server, string, []backends.Reason) {
-		return nil, plans.VerdictFailed, []backends.Reason{{Code: code, Message: msg}}
+	failed := func(code, msg string) (*server, string, []rundir.Reason) {
+		return nil, plans.VerdictFailed, []rundir.Reason{{Code: code, Message: msg}}
 	}
 	site, err := ss.site(be, c, dir)
 	if err != nil {
@@ -166,7 +166,7 @@ func (ss *serveSession) spawn(ctx context.Context, rec cellRecord, srv *server) 
 
 // waitReady polls GET /health until 200 while the process lives, then waits for the readiness
 // line (a short grace: a healthy /health is the stronger signal), then records the served model.
-func (ss *serveSession) waitReady(ctx context.Context, c plans.Cell, srv *server) (string, []backends.Reason) {
+func (ss *serveSession) waitReady(ctx context.Context, c plans.Cell, srv *server) (string, []rundir.Reason) {
 	timeout := c.Backend.ReadyTimeout.Duration
 	if timeout <= 0 {
 		timeout = 20 * time.Minute
@@ -181,11 +181,11 @@ func (ss *serveSession) waitReady(ctx context.Context, c plans.Cell, srv *server
 	var healthySince time.Time
 	for {
 		if f, ev, ok := srv.watch.Fatal(); ok {
-			return plans.VerdictFailed, []backends.Reason{{Code: "server-" + f, Message: fmt.Sprintf("the server (%s) logged a fatal error before it was ready: %s; the last log lines follow", srv.rel, ev.Text), Lines: srv.tail()}}
+			return plans.VerdictFailed, []rundir.Reason{{Code: "server-" + f, Message: fmt.Sprintf("the server (%s) logged a fatal error before it was ready: %s; the last log lines follow", srv.rel, ev.Text), Lines: srv.tail()}}
 		}
 		if srv.exited() {
 			tail := srv.tail()
-			return plans.VerdictFailed, []backends.Reason{{Code: "server-exited", Message: fmt.Sprintf("the server (%s) exited with %s before it was ready; the last %d log lines follow", srv.rel, exitText(srv.pres), len(tail)), Lines: tail}}
+			return plans.VerdictFailed, []rundir.Reason{{Code: "server-exited", Message: fmt.Sprintf("the server (%s) exited with %s before it was ready; the last %d log lines follow", srv.rel, exitText(srv.pres), len(tail)), Lines: tail}}
 		}
 		if healthySince.IsZero() && get(ctx, hc, base+"/health") == http.StatusOK {
 			healthySince = time.Now()
@@ -200,12 +200,12 @@ func (ss *serveSession) waitReady(ctx context.Context, c plans.Cell, srv *server
 		}
 		select {
 		case <-ctx.Done():
-			return plans.VerdictInterrupted, []backends.Reason{{Code: "interrupted", Message: "stopped by the user while the server was starting"}}
+			return plans.VerdictInterrupted, []rundir.Reason{{Code: "interrupted", Message: "stopped by the user while the server was starting"}}
 		case <-deadline.C:
 			if srv.url != "" {
-				return plans.VerdictTimeout, []backends.Reason{{Code: "server-not-ready", Message: fmt.Sprintf("the server at backend.url = %s was not ready after backend.ready_timeout = %s (GET /health never answered 200); check that it runs and is reachable from here, or raise ready_timeout", srv.url, timeout)}}
+				return plans.VerdictTimeout, []rundir.Reason{{Code: "server-not-ready", Message: fmt.Sprintf("the server at backend.url = %s was not ready after backend.ready_timeout = %s (GET /health never answered 200); check that it runs and is reachable from here, or raise ready_timeout", srv.url, timeout)}}
 			}
-			return plans.VerdictTimeout, []backends.Reason{{Code: "server-not-ready", Message: fmt.Sprintf("the server (%s) was not ready after backend.ready_timeout = %s (GET /health never answered 200); its process group was stopped; raise ready_timeout if the model loads slowly; the last log lines follow", srv.rel, timeout), Lines: srv.tail()}}
+			return plans.VerdictTimeout, []rundir.Reason{{Code: "server-not-ready", Message: fmt.Sprintf("the server (%s) was not ready after backend.ready_timeout = %s (GET /health never answered 200); its process group was stopped; raise ready_timeout if the model loads slowly; the last log lines follow", srv.rel, timeout), Lines: srv.tail()}}
 		case <-srv.done:
 		case <-tick.C:
 		}
@@ -297,7 +297,7 @@ func (ss *serveSession) stop(srv *server) {
 		ss.opts.Logger.Warn("server.json", "err", err)
 	}
 	if len(problems) > 0 && r.Failure == "" {
-		ss.pending = append(ss.pending, backends.Reason{Code: "server-teardown", Message: fmt.Sprintf("the previous server (%s) did not go away cleanly: %s; this cell was not run so that it does not measure a GPU shared with leftovers; free the GPU and resume the run", srv.rel, strings.Join(problems, "; "))})
+		ss.pending = append(ss.pending, rundir.Reason{Code: "server-teardown", Message: fmt.Sprintf("the previous server (%s) did not go away cleanly: %s; this cell was not run so that it does not measure a GPU shared with leftovers; free the GPU and resume the run", srv.rel, strings.Join(problems, "; "))})
 	}
 	ss.opts.Logger.Info("server stopped", "server", srv.rel, "stopped_with", r.StoppedWith, "port_free", r.PortFree)
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 func serveResult(t *testing.T, sum *rundir.Summary, id string) *rundir.CellResult {

@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/slurm"
 )
 
@@ -318,7 +317,7 @@ func collectTask(dir string, rec cellRecord, job rundir.SlurmJob, t slurm.Task, 
 		if o.Interrupted {
 			res.Verdict = plans.VerdictInterrupted // --resume runs it again
 		}
-		res.Reasons = append([]backends.Reason{{Code: o.Code, Message: o.Message}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: o.Code, Message: o.Message}}, res.Reasons...)
 		if res.Slurm == nil {
 			res.Slurm = &rundir.SlurmTask{JobID: job.JobID, Task: t.Index, Node: t.Node}
 		}
@@ -329,7 +328,7 @@ func collectTask(dir string, rec cellRecord, job rundir.SlurmJob, t slurm.Task, 
 				"path", dir, "task", t.Index, "state", t.State)
 		}
 		res = rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
-			Verdict: plans.VerdictFailed, Reasons: []backends.Reason{{Code: o.Code, Message: o.Message}},
+			Verdict: plans.VerdictFailed, Reasons: []rundir.Reason{{Code: o.Code, Message: o.Message}},
 			Start: job.Submitted, End: opts.Now().UTC(),
 			Slurm: &rundir.SlurmTask{JobID: job.JobID, Task: t.Index, Node: t.Node, State: t.State}}
 		if o.Interrupted {
@@ -377,7 +376,7 @@ func cancelArray(dir string, recs []cellRecord, job *rundir.SlurmJob, ended map[
 		}
 		res = rundir.CellResult{ID: rec.Cell.ID, Index: rec.Cell.Index, Key: rec.Cell.Key, Profiler: rec.Cell.Profiler,
 			Verdict: plans.VerdictInterrupted, Start: job.Submitted, End: opts.Now().UTC(),
-			Reasons: []backends.Reason{{Code: "interrupted", Message: "Ctrl-C: the runner cancelled Slurm job " + job.JobID + " (scancel); runner run --resume " + dir + " runs the cell again"}},
+			Reasons: []rundir.Reason{{Code: "interrupted", Message: "Ctrl-C: the runner cancelled Slurm job " + job.JobID + " (scancel); runner run --resume " + dir + " runs the cell again"}},
 			Slurm:   &rundir.SlurmTask{JobID: job.JobID, Task: i}}
 		if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.ResultFile), &res, nil); err != nil {
 			opts.Logger.Error("cannot write result", "cell", rec.Cell.ID, "err", err)

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/slurm"
 	"github.com/sglprof/runner/runner/slurm/slurmtest"
 )
@@ -139,9 +138,9 @@ func TestExecCellKeepsAnExistingResult(t *testing.T) {
 // itself (FAILED, COMPLETED) keeps the cell's own result, and an ok cell stays ok.
 func TestCollectTaskSlurmOutcomeWins(t *testing.T) {
 	byUser := rundir.CellResult{ID: "000-c", Verdict: plans.VerdictInterrupted,
-		Reasons: []backends.Reason{{Code: "interrupted", Message: "stopped by the user (the process group was stopped with SIGINT)"}},
+		Reasons: []rundir.Reason{{Code: "interrupted", Message: "stopped by the user (the process group was stopped with SIGINT)"}},
 		Slurm:   &rundir.SlurmTask{JobID: "42", Task: 0, Node: "n1"}}
-	failed := rundir.CellResult{ID: "000-c", Verdict: plans.VerdictFailed, Reasons: []backends.Reason{{Code: "exit", Message: "exit status 1"}}}
+	failed := rundir.CellResult{ID: "000-c", Verdict: plans.VerdictFailed, Reasons: []rundir.Reason{{Code: "exit", Message: "exit status 1"}}}
 	ok := rundir.CellResult{ID: "000-c", Verdict: plans.VerdictOK}
 	for _, tc := range []struct {
 		state       string

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sglprof/runner/reports/render"
 	"github.com/sglprof/runner/reports/render/table"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // WriteSummaryTable prints the end-of-run table: cell, verdict (with a warning count), wall,

@@ -4,31 +4,31 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // TestCauseLine: the terminal shows one reason per cell, the root cause, never the quoted log
 // text, and says where the others are (issue 18).
 func TestCauseLine(t *testing.T) {
 	long := strings.Repeat("CUDA out of memory. ", 20)
-	ev := []backends.Evidence{{Line: 23, Text: long}}
+	ev := []rundir.Evidence{{Line: 23, Text: long}}
 	cases := []struct {
 		name string
-		rs   []backends.Reason
+		rs   []rundir.Reason
 		want string
 	}{
 		{"none", nil, ""},
-		{"consequences after the cause", []backends.Reason{
+		{"consequences after the cause", []rundir.Reason{
 			{Code: "exit-status", Message: "sglang exited with status 1.", Lines: ev},
 			{Code: "cuda-oom", Message: "CUDA ran out of memory.", Lines: ev},
 			{Code: "perf-dump-missing", Message: "no dump"},
 		}, "cuda-oom: CUDA ran out of memory. (log.txt line 23; 2 more in cells/c/result.json)"},
-		{"interrupted first", []backends.Reason{
+		{"interrupted first", []rundir.Reason{
 			{Code: "interrupted", Message: "stopped by the user"},
 			{Code: "exit-status", Message: "sglang exited with status 130."},
 			{Code: "trace-missing", Message: "no trace"},
 		}, "interrupted: stopped by the user (2 more in cells/c/result.json)"},
-		{"only consequences", []backends.Reason{
+		{"only consequences", []rundir.Reason{
 			{Code: "exit-status", Message: "sglang exited with status 1."},
 		}, "exit-status: sglang exited with status 1."},
 	}

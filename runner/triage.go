@@ -17,14 +17,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // OpenTrace reads one trace file into the linked trace model: an nsys SQLite export through
@@ -34,7 +34,7 @@ import (
 // Open function every triage in the runner uses.
 func OpenTrace(ctx context.Context, path string) (*trace.Trace, error) {
 	if nsysInput(path) {
-		return nsys.Read(ctx, path, nsys.ReadOptions{})
+		return nsysdb.Read(ctx, path, nsysdb.ReadOptions{})
 	}
 	t, err := kineto.ReadFile(ctx, path, kineto.Options{})
 	if err != nil {
@@ -102,20 +102,20 @@ func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Opti
 	}
 	rep, sess, err := triageWith(ctx, root, triage.DiscoverOptions{}, triage.Options{Logger: opts.Logger}, nopts)
 	if err != nil {
-		res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: fmt.Sprintf("triage of %s failed: %v", root, err)})
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: fmt.Sprintf("triage of %s failed: %v", root, err)})
 		return
 	}
 	if sess != nil && sess.coverage != nil && sess.coverage.Missed() {
-		res.Warnings = append(res.Warnings, backends.Reason{Code: "nsys-window", Message: strings.Join(sess.coverage.Warnings, "; ")})
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "nsys-window", Message: strings.Join(sess.coverage.Warnings, "; ")})
 	}
 	for _, f := range []struct{ name, format string }{{rundir.TriageMD, "md"}, {rundir.TriageJSON, "json"}} {
 		var b bytes.Buffer
 		if err := triage.Render(&b, rep, f.format, triage.DefaultCutoff); err != nil {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
 		if err := rundir.WriteFileAtomic(filepath.Join(rec.abs, f.name), b.Bytes()); err != nil {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: err.Error()})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: err.Error()})
 			return
 		}
 	}
@@ -125,7 +125,7 @@ func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Opti
 			continue // said once, as the nsys-window warning above
 		}
 		if strings.Contains(w, "window") || strings.Contains(w, "no kernel") {
-			res.Warnings = append(res.Warnings, backends.Reason{Code: "triage", Message: w})
+			res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: w})
 		}
 	}
 }
@@ -156,7 +156,7 @@ func cellWindowOptions(rec cellRecord, res *cellResult) NsysOptions {
 // to end from the denoising stage's start. It is an estimate (host gaps between stages are
 // not in the dump) used only when the export has no NVTX step ranges; nil when the dump has no
 // steps or no readable timestamp.
-func StepTimings(d *perf.Dump) []nsys.Step {
+func StepTimings(d *perf.Dump) []nsysdb.Step {
 	if d == nil || len(d.DenoiseSteps) == 0 {
 		return nil
 	}
@@ -177,9 +177,9 @@ func StepTimings(d *perf.Dump) []nsys.Step {
 		}
 		at += st.Dur.Nanoseconds()
 	}
-	steps := make([]nsys.Step, len(d.DenoiseSteps))
+	steps := make([]nsysdb.Step, len(d.DenoiseSteps))
 	for i, dur := range d.DenoiseSteps {
-		steps[i] = nsys.Step{Index: i, Start: at, End: at + dur.Nanoseconds()}
+		steps[i] = nsysdb.Step{Index: i, Start: at, End: at + dur.Nanoseconds()}
 		at += dur.Nanoseconds()
 	}
 	return steps
@@ -408,7 +408,7 @@ type NsysOptions struct {
 	TotalSteps int
 	// StepTimings are the run's steps on the Unix clock (see StepTimings), for exports without
 	// NVTX step ranges.
-	StepTimings []nsys.Step
+	StepTimings []nsysdb.Step
 	// Env, when not nil, is the environment whose PATH finds nsys to export the .nsys-rep
 	// reports a directory holds without their SQLite export (ExportReport); nil leaves such a
 	// report to the reader, whose error says how to export it.
@@ -426,10 +426,10 @@ type nsysSession struct {
 	opts     NsysOptions
 	log      *slog.Logger
 	pending  map[*trace.Trace]*nsysTrace
-	tables   *nsys.Tables // of the first nsys input
-	inputs   int          // nsys inputs read
-	streamed string       // the export whose stream was read last (openStream), until open runs
-	coverage *nsys.Coverage
+	tables   *nsysdb.Tables // of the first nsys input
+	inputs   int            // nsys inputs read
+	streamed string         // the export whose stream was read last (openStream), until open runs
+	coverage *nsysdb.Coverage
 }
 
 // nsysTrace is what the hooks need of one read export.
@@ -465,7 +465,7 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 		}
 	}
 	s.streamed = ""
-	c, err := nsys.ReadCapture(ctx, path, nsys.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels,
+	c, err := nsysdb.ReadCapture(ctx, path, nsysdb.ReadOptions{Logger: s.log, AllowNoKernels: s.opts.AllowNoKernels,
 		SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: !s.opts.noCompact})
 	if err != nil {
 		return nil, err
@@ -496,12 +496,12 @@ func (s *nsysSession) open(ctx context.Context, path string) (*trace.Trace, erro
 			if top == 0 {
 				top = DefaultAPITop
 			}
-			tb := nsys.Summaries(c, max(top, 0))
+			tb := nsysdb.Summaries(c, max(top, 0))
 			s.tables = &tb
 		})
 	}
 	if len(t.Annotations) > 0 {
-		run(func() { scopeIdx = nsys.Scopes(t, nil) })
+		run(func() { scopeIdx = nsysdb.Scopes(t, nil) })
 	}
 	switch {
 	case s.opts.StageRE != nil:
@@ -627,13 +627,13 @@ func nonNilSlice[T any](s []T) []T {
 // authoritative when NVTX was traced (they come from the same capture, so none means no step
 // was captured); the perf dump's step timings, an estimate on another clock, are used only when
 // NVTX was not traced. nil when neither can say.
-func windowCoverage(c *nsys.Capture, o NsysOptions) *nsys.Coverage {
-	if o.NVTXTraced || len(nsys.StepsFromNVTX(c.Trace, nil)) > 0 {
-		cov := nsys.CoverFromNVTX(c, nil, o.TotalSteps)
+func windowCoverage(c *nsysdb.Capture, o NsysOptions) *nsysdb.Coverage {
+	if o.NVTXTraced || len(nsysdb.StepsFromNVTX(c.Trace, nil)) > 0 {
+		cov := nsysdb.CoverFromNVTX(c, nil, o.TotalSteps)
 		return &cov
 	}
 	if len(o.StepTimings) > 0 && c.WindowEnd > c.WindowStart {
-		if cov, ok := nsys.CoverFromTimings(c, o.StepTimings); ok {
+		if cov, ok := nsysdb.CoverFromTimings(c, o.StepTimings); ok {
 			if o.TotalSteps > 0 {
 				cov.TotalSteps = o.TotalSteps
 			}
@@ -649,8 +649,8 @@ func windowCoverage(c *nsys.Capture, o NsysOptions) *nsys.Coverage {
 // layers.3.attn → layers.N.attn), as a Python location is one code line for every loop
 // iteration: otherwise a kernel's time would be split over 50 step or 60 layer sites.
 //
-// idx is nsys.Scopes(c.Trace, nil), computed by the caller (nil when there is no range).
-func scopeLabels(c *nsys.Capture, idx []int32) []trace.NameID {
+// idx is nsysdb.Scopes(c.Trace, nil), computed by the caller (nil when there is no range).
+func scopeLabels(c *nsysdb.Capture, idx []int32) []trace.NameID {
 	t := c.Trace
 	if len(t.Annotations) == 0 || idx == nil {
 		return nil // no NVTX range, so no op has a scope (nil reads as "none" for every op)
@@ -696,7 +696,7 @@ func foldNumbers(s string) string { return decimalRun.ReplaceAllString(s, "N") }
 // stageLabels gives every GPU op the name of the innermost range matching re around its launch
 // ("" outside every match).
 func stageLabels(t *trace.Trace, re *regexp.Regexp) []string {
-	idx := nsys.StageScopes(t, re)
+	idx := nsysdb.StageScopes(t, re)
 	out := make([]string, len(idx))
 	for i, a := range idx {
 		if a >= 0 && int(a) < len(t.Annotations) {
@@ -711,9 +711,9 @@ func stageLabels(t *trace.Trace, re *regexp.Regexp) []string {
 // CSV (times in microseconds as in the rest of the CSV). Their JSON is the nsys rows under
 // "nvtx", "memory_ops" and "api".
 type (
-	nvtxSection   []nsys.NVTXRange
-	memorySection []nsys.MemoryOp
-	apiSection    []nsys.APICall
+	nvtxSection   []nsysdb.NVTXRange
+	memorySection []nsysdb.MemoryOp
+	apiSection    []nsysdb.APICall
 )
 
 func usOf(ns int64) float64 { return float64(ns) / 1e3 }
@@ -722,7 +722,7 @@ func usOf(ns int64) float64 { return float64(ns) / 1e3 }
 func usv(ns int64) string { return strconv.FormatFloat(usOf(ns), 'g', -1, 64) }
 
 // Table is the NVTX range summary.
-func (s nvtxSection) Table() *table.Table { return nsys.NVTXTable(s) }
+func (s nvtxSection) Table() *table.Table { return nsysdb.NVTXTable(s) }
 
 // CSVRows: "name" is the range and "category" its NVTX domain.
 func (s nvtxSection) CSVRows() []triage.CSVRow {
@@ -735,7 +735,7 @@ func (s nvtxSection) CSVRows() []triage.CSVRow {
 }
 
 // Table is the memory-operation summary.
-func (s memorySection) Table() *table.Table { return nsys.MemoryTable(s) }
+func (s memorySection) Table() *table.Table { return nsysdb.MemoryTable(s) }
 
 // CSVRows: "name" is the operation.
 func (s memorySection) CSVRows() []triage.CSVRow {
@@ -748,7 +748,7 @@ func (s memorySection) CSVRows() []triage.CSVRow {
 }
 
 // Table is the CUDA API summary.
-func (s apiSection) Table() *table.Table { return nsys.APITable(s) }
+func (s apiSection) Table() *table.Table { return nsysdb.APITable(s) }
 
 // CSVRows: "name" is the call, "category" "sync" for a synchronising call and "share_pct" its
 // share of all API time.
@@ -797,14 +797,14 @@ func ExportReport(ctx context.Context, report string, env []string, log *slog.Lo
 	return nsys.Export(ctx, []string{exe}, report)
 }
 
-// TriageKernelsOnly triages one nsys export from SQL per-name sums (nsys.KernelSummary): the
+// TriageKernelsOnly triages one nsys export from SQL per-name sums (nsysdb.KernelSummary): the
 // kernel and fusion tables without loading a single kernel, so memory grows with the number of
 // kernel names only. A torch trace is refused: its kernels must be read anyway.
 func TriageKernelsOnly(ctx context.Context, path string, topts triage.Options) (*triage.Report, error) {
 	if !isSQLite(path) {
 		return nil, &UsageError{fmt.Errorf("--kernels-only needs an nsys SQLite export; %s is not one", path)}
 	}
-	stats, err := nsys.KernelSummary(ctx, path, nsys.Demangled)
+	stats, err := nsysdb.KernelSummary(ctx, path, nsysdb.Demangled)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/nsys/nsysgen"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/trace"
@@ -106,7 +106,7 @@ func TestTriageNsysTablesAndScopes(t *testing.T) {
 	}
 	// The Sync column is explained in the legend, with both of its values (issue 17 review).
 	for _, want := range []string{"== Kernel Table ==", "NVTX ranges", "Memory operations", "CUDA API calls", "nvtx: sglang:attention",
-		"- Sync (CUDA API calls): " + nsys.SyncExplicit + " = ", nsys.SyncImplicit + " = "} {
+		"- Sync (CUDA API calls): " + nsysdb.SyncExplicit + " = ", nsysdb.SyncImplicit + " = "} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text output lacks %q", want)
 		}
@@ -177,12 +177,12 @@ func TestTriageNsysBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if _, err := TriagePath(ctx, other, triage.DiscoverOptions{}, triage.Options{}); !errors.Is(err, nsys.ErrNotExport) {
+	if _, err := TriagePath(ctx, other, triage.DiscoverOptions{}, triage.Options{}); !errors.Is(err, nsysdb.ErrNotExport) {
 		t.Errorf("non-export: err = %v, want ErrNotExport", err)
 	}
 	// An export without kernels fails for `runner triage` ...
 	empty := wireExport(t, false)
-	if _, err := TriagePath(ctx, empty, triage.DiscoverOptions{}, triage.Options{}); !errors.Is(err, nsys.ErrNoKernels) {
+	if _, err := TriagePath(ctx, empty, triage.DiscoverOptions{}, triage.Options{}); !errors.Is(err, nsysdb.ErrNoKernels) {
 		t.Errorf("no kernels: err = %v, want ErrNoKernels", err)
 	}
 	// ... while a run cell gets an empty report whose warnings say why and which steps the
@@ -200,8 +200,8 @@ func TestTriageNsysBadInputs(t *testing.T) {
 }
 
 func TestWindowCoverage(t *testing.T) {
-	c := &nsys.Capture{Trace: trace.New("x", "nsys"), SessionStartUnixNs: 1_000_000_000_000, WindowStart: 10_000, WindowEnd: 50_000}
-	steps := []nsys.Step{
+	c := &nsysdb.Capture{Trace: trace.New("x", "nsys"), SessionStartUnixNs: 1_000_000_000_000, WindowStart: 10_000, WindowEnd: 50_000}
+	steps := []nsysdb.Step{
 		{Index: 0, Start: 1_000_000_000_000, End: 1_000_000_020_000},
 		{Index: 1, Start: 1_000_000_020_000, End: 1_000_000_040_000},
 		{Index: 2, Start: 1_000_000_040_000, End: 1_000_000_060_000},
@@ -235,7 +235,7 @@ func TestStepTimings(t *testing.T) {
 	}
 	steps := StepTimings(d)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	want := []nsys.Step{
+	want := []nsysdb.Step{
 		{Index: 0, Start: t0 + 1e9, End: t0 + 4e9},
 		{Index: 1, Start: t0 + 4e9, End: t0 + 9e9},
 	}

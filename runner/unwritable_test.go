@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // blockWrite makes the atomic write of path fail, as a full disk would, for root too: the

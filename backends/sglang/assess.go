@@ -11,6 +11,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Reason and warning codes Assess produces. They are stable: result.json, summaries and CI
@@ -43,14 +44,14 @@ const (
 
 type finding struct {
 	sev severity
-	r   backends.Reason
+	r   rundir.Reason
 }
 
 // Assess implements backends.Backend. See the package documentation of the codes above for
 // what each one means; the verdict is the worst severity among the reasons (ok < invalid <
 // failed). w should be the watcher from NewWatcher for this run; any other value is treated as
 // a watcher that saw no lines.
-func (Backend) Assess(c plans.Cell, cellDir string, bw backends.Watcher, exit backends.Exit) backends.Assessment {
+func (Backend) Assess(c plans.Cell, cellDir string, bw backends.Watcher, exit rundir.Exit) backends.Assessment {
 	w, ok := bw.(*Watcher)
 	if !ok || w == nil {
 		w = NewWatcher()
@@ -91,13 +92,13 @@ func (Backend) Assess(c plans.Cell, cellDir string, bw backends.Watcher, exit ba
 type findings []finding
 
 // add appends one finding.
-func (found *findings) add(s severity, code, msg string, lines []backends.Evidence) {
-	*found = append(*found, finding{s, backends.Reason{Code: code, Message: msg, Lines: lines}})
+func (found *findings) add(s severity, code, msg string, lines []rundir.Evidence) {
+	*found = append(*found, finding{s, rundir.Reason{Code: code, Message: msg, Lines: lines}})
 }
 
 // logFindings adds what the log and the exit status say: a diffusers fallback, an OOM, a dead
 // worker or failed generation (only without an OOM), a bad exit.
-func (found *findings) logFindings(c plans.Cell, w *Watcher, exit backends.Exit, nsysCut bool) {
+func (found *findings) logFindings(c plans.Cell, w *Watcher, exit rundir.Exit, nsysCut bool) {
 	if ev := w.Evidence(FindingFallback); len(ev) > 0 {
 		sev := sevInvalid
 		if c.Gate.DiffusersFallback == "warn" {
@@ -181,7 +182,7 @@ func (found findings) assessment() backends.Assessment {
 
 // exitProblem describes a process that did not exit cleanly, quoting the argparse complaint if
 // there is one and the last lines of the log.
-func exitProblem(c plans.Cell, w *Watcher, exit backends.Exit) (string, []backends.Evidence) {
+func exitProblem(c plans.Cell, w *Watcher, exit rundir.Exit) (string, []rundir.Evidence) {
 	var msg string
 	switch {
 	case exit.StartErr != "":
@@ -197,7 +198,7 @@ func exitProblem(c plans.Cell, w *Watcher, exit backends.Exit) (string, []backen
 	default:
 		return "", nil
 	}
-	var lines []backends.Evidence
+	var lines []rundir.Evidence
 	if un := w.Evidence(FindingUnrecognized); len(un) > 0 {
 		msg += " It rejected a flag (" + strings.TrimSpace(un[0].Text) + "): compare backend.extra_args with `sglang generate --help` of this build."
 		lines = append(lines, un...)
@@ -252,7 +253,7 @@ func findTraces(dir string, w *Watcher) (traces, outside []string) {
 }
 
 // traceMissingMessage says which trace is missing and the most likely reason.
-func traceMissingMessage(dir string, w *Watcher, saveErr []backends.Evidence, crashed bool) string {
+func traceMissingMessage(dir string, w *Watcher, saveErr []rundir.Evidence, crashed bool) string {
 	tdir := filepath.Join(dir, TracesDir)
 	var b strings.Builder
 	fmt.Fprintf(&b, "the torch profiler trace is missing: profiler dir %s has no *.trace.json.gz", tdir)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 const goodDump = `{"timestamp":"2025-12-20T16:45:15.602292+00:00","request_id":"r","commit_hash":"N/A","tag":"cli_generate",
@@ -87,7 +88,7 @@ func okLog(f cellFixture) []string {
 	}
 }
 
-func assess(t *testing.T, c plans.Cell, dir string, exit backends.Exit, lines ...string) backends.Assessment {
+func assess(t *testing.T, c plans.Cell, dir string, exit rundir.Exit, lines ...string) backends.Assessment {
 	t.Helper()
 	b := New()
 	w := b.NewWatcher(c)
@@ -97,7 +98,7 @@ func assess(t *testing.T, c plans.Cell, dir string, exit backends.Exit, lines ..
 	return b.Assess(c, dir, w, exit)
 }
 
-func codes(rs []backends.Reason) []string {
+func codes(rs []rundir.Reason) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.Code)
@@ -105,7 +106,7 @@ func codes(rs []backends.Reason) []string {
 	return out
 }
 
-func reason(t *testing.T, rs []backends.Reason, code string) backends.Reason {
+func reason(t *testing.T, rs []rundir.Reason, code string) rundir.Reason {
 	t.Helper()
 	for _, r := range rs {
 		if r.Code == code {
@@ -113,7 +114,7 @@ func reason(t *testing.T, rs []backends.Reason, code string) backends.Reason {
 		}
 	}
 	t.Fatalf("no reason %q among %q", code, codes(rs))
-	return backends.Reason{}
+	return rundir.Reason{}
 }
 
 func wantVerdict(t *testing.T, a backends.Assessment, verdict string, reasons, warnings []string) {
@@ -125,7 +126,7 @@ func wantVerdict(t *testing.T, a backends.Assessment, verdict string, reasons, w
 
 func TestAssessOK(t *testing.T) {
 	f := newCellDir(t)
-	a := assess(t, torchCell(), f.dir, backends.Exit{}, okLog(f)...)
+	a := assess(t, torchCell(), f.dir, rundir.Exit{}, okLog(f)...)
 	wantVerdict(t, a, plans.VerdictOK, nil, nil)
 	if len(a.Artifacts.Traces) != 1 || a.Artifacts.Traces[0] != f.trace {
 		t.Errorf("traces %q", a.Artifacts.Traces)
@@ -142,7 +143,7 @@ func TestAssessOKWithoutLogLines(t *testing.T) {
 	// No trace or metrics line (older build, or lines lost): the glob and the requested path
 	// still find the artifacts.
 	f := newCellDir(t)
-	a := assess(t, torchCell(), f.dir, backends.Exit{})
+	a := assess(t, torchCell(), f.dir, rundir.Exit{})
 	wantVerdict(t, a, plans.VerdictOK, nil, nil)
 	if len(a.Artifacts.Traces) != 1 || a.Artifacts.PerfDump != f.dump {
 		t.Errorf("artifacts %+v", a.Artifacts)
@@ -152,7 +153,7 @@ func TestAssessOKWithoutLogLines(t *testing.T) {
 func TestAssessNoProfilerNeedsNoTrace(t *testing.T) {
 	f := newCellDir(t)
 	os.Remove(f.trace)
-	a := assess(t, baseCell(), f.dir, backends.Exit{}, "[12-20 16:45:16] Metrics dumped to: "+f.dump)
+	a := assess(t, baseCell(), f.dir, rundir.Exit{}, "[12-20 16:45:16] Metrics dumped to: "+f.dump)
 	wantVerdict(t, a, plans.VerdictOK, nil, nil)
 }
 
@@ -163,7 +164,7 @@ func TestAssessFallback(t *testing.T) {
 		"[12-20 16:44:30] Loaded diffusers pipeline: QwenImagePipeline",
 	}, okLog(f)...)
 
-	a := assess(t, torchCell(), f.dir, backends.Exit{}, lines...)
+	a := assess(t, torchCell(), f.dir, rundir.Exit{}, lines...)
 	wantVerdict(t, a, plans.VerdictInvalid, []string{CodeFallback}, nil)
 	r := reason(t, a.Reasons, CodeFallback)
 	if len(r.Lines) != 2 || r.Lines[0].Line != 1 || r.Lines[1].Line != 2 || !strings.Contains(r.Lines[1].Text, "Loaded diffusers pipeline: QwenImagePipeline") {
@@ -177,7 +178,7 @@ func TestAssessFallback(t *testing.T) {
 
 	warn := torchCell()
 	warn.Gate.DiffusersFallback = "warn"
-	a = assess(t, warn, f.dir, backends.Exit{}, lines...)
+	a = assess(t, warn, f.dir, rundir.Exit{}, lines...)
 	wantVerdict(t, a, plans.VerdictOK, nil, []string{CodeFallback})
 	if len(a.Warnings[0].Lines) != 2 {
 		t.Errorf("warning lines %+v", a.Warnings[0].Lines)
@@ -187,7 +188,7 @@ func TestAssessFallback(t *testing.T) {
 func TestAssessFallbackThatCrashedIsFailed(t *testing.T) {
 	f := newCellDir(t)
 	os.Remove(f.dump)
-	a := assess(t, baseCell(), f.dir, backends.Exit{Code: 1},
+	a := assess(t, baseCell(), f.dir, rundir.Exit{Code: 1},
 		"[12-20 16:44:30] Loaded diffusers pipeline: FluxPipeline",
 		"AttributeError: 'NoneType' object has no attribute 'begin_request'")
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeFallback, CodeExitStatus, CodePerfDumpMissing}, nil)
@@ -197,7 +198,7 @@ func TestAssessOOM(t *testing.T) {
 	f := newCellDir(t)
 	os.Remove(f.trace)
 	os.Remove(f.dump)
-	a := assess(t, torchCell(), f.dir, backends.Exit{Code: 1},
+	a := assess(t, torchCell(), f.dir, rundir.Exit{Code: 1},
 		"[12-20 16:44:10] Processing prompt 1/1: p",
 		"[12-20 16:44:20] Failed to generate output for prompt 1: CUDA out of memory. Tried to allocate 20.00 GiB",
 		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.06 GiB is free.",
@@ -224,13 +225,13 @@ func TestAssessOOMWithExitZero(t *testing.T) {
 	// sglang can report a failed prompt and still exit 0: the log decides.
 	f := newCellDir(t)
 	lines := append(okLog(f), "torch.OutOfMemoryError: CUDA out of memory.")
-	a := assess(t, torchCell(), f.dir, backends.Exit{}, lines...)
+	a := assess(t, torchCell(), f.dir, rundir.Exit{}, lines...)
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeOOM}, nil)
 }
 
 func TestAssessWorkerDeadAndGenerateFailed(t *testing.T) {
 	f := newCellDir(t)
-	a := assess(t, baseCell(), f.dir, backends.Exit{},
+	a := assess(t, baseCell(), f.dir, rundir.Exit{},
 		"[12-20 16:44:20] Failed to generate output for prompt 1: ValueError('bad')",
 		"[12-20 16:44:21] Rank 0 scheduler is dead. Please check if there are relevant logs.")
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeWorkerDead, CodeGenerateFailed}, nil)
@@ -247,7 +248,7 @@ func TestAssessUnrecognizedArguments(t *testing.T) {
 		lines = append(lines, "   [--flag-"+string(rune('a'+i))+" X]")
 	}
 	lines = append(lines, "sglang generate: error: unrecognized arguments: --bogus-flag 3", "")
-	a := assess(t, torchCell(), f.dir, backends.Exit{Code: 2}, lines...)
+	a := assess(t, torchCell(), f.dir, rundir.Exit{Code: 2}, lines...)
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeExitStatus, CodeTraceMissing, CodePerfDumpMissing}, nil)
 	r := reason(t, a.Reasons, CodeExitStatus)
 	if !strings.Contains(r.Message, "status 2") || !strings.Contains(r.Message, "unrecognized arguments: --bogus-flag 3") || !strings.Contains(r.Message, "extra_args") {
@@ -264,7 +265,7 @@ func TestAssessUnrecognizedArguments(t *testing.T) {
 
 func TestAssessExitWithoutLog(t *testing.T) {
 	f := newCellDir(t)
-	a := assess(t, torchCell(), f.dir, backends.Exit{Code: 139})
+	a := assess(t, torchCell(), f.dir, rundir.Exit{Code: 139})
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeExitStatus}, nil)
 	if r := a.Reasons[0]; !strings.Contains(r.Message, "status 139") || len(r.Lines) != 0 {
 		t.Errorf("%+v", r)
@@ -273,13 +274,13 @@ func TestAssessExitWithoutLog(t *testing.T) {
 
 func TestAssessSignalAndStartError(t *testing.T) {
 	f := newCellDir(t)
-	a := assess(t, baseCell(), f.dir, backends.Exit{Code: -1, Signal: "killed"}, "working")
+	a := assess(t, baseCell(), f.dir, rundir.Exit{Code: -1, Signal: "killed"}, "working")
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeExitStatus}, nil)
 	if m := a.Reasons[0].Message; !strings.Contains(m, `signal "killed"`) {
 		t.Errorf("message %q", m)
 	}
 
-	a = assess(t, baseCell(), f.dir, backends.Exit{Code: -1, StartErr: `exec: "sglang": executable file not found in $PATH`})
+	a = assess(t, baseCell(), f.dir, rundir.Exit{Code: -1, StartErr: `exec: "sglang": executable file not found in $PATH`})
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeExitStatus}, nil)
 	if m := a.Reasons[0].Message; !strings.Contains(m, "could not be started") || !strings.Contains(m, `"sglang"`) {
 		t.Errorf("message %q", m)
@@ -307,7 +308,7 @@ func TestAssessTraceMissing(t *testing.T) {
 			if tt.logPath {
 				lines = append(lines, "Saved profiler traces to: "+cyan+f.trace+reset)
 			}
-			a := assess(t, torchCell(), f.dir, backends.Exit{}, lines...)
+			a := assess(t, torchCell(), f.dir, rundir.Exit{}, lines...)
 			wantVerdict(t, a, plans.VerdictFailed, []string{CodeTraceMissing}, nil)
 			r := a.Reasons[0]
 			if !strings.Contains(r.Message, "profiler dir "+filepath.Join(f.dir, "traces")) || !strings.Contains(r.Message, tt.want) {
@@ -347,7 +348,7 @@ func TestAssessTraceUnusable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newCellDir(t)
 			write(t, f.trace, tt.data)
-			a := assess(t, torchCell(), f.dir, backends.Exit{}, okLog(f)...)
+			a := assess(t, torchCell(), f.dir, rundir.Exit{}, okLog(f)...)
 			wantVerdict(t, a, plans.VerdictFailed, []string{CodeTraceTruncated}, nil)
 			if m := a.Reasons[0].Message; !strings.Contains(m, f.trace) || !strings.Contains(m, tt.want) {
 				t.Errorf("message %q lacks %q", m, tt.want)
@@ -367,7 +368,7 @@ func TestAssessMultiMemberGzipIsComplete(t *testing.T) {
 	one := gzipBytes(t)
 	write(t, f.trace, append(append([]byte(nil), one...), one...))
 	lines := append(okLog(f), "[12-20 16:45:15] Multiple gzip headers detected")
-	a := assess(t, torchCell(), f.dir, backends.Exit{}, lines...)
+	a := assess(t, torchCell(), f.dir, rundir.Exit{}, lines...)
 	wantVerdict(t, a, plans.VerdictOK, nil, []string{CodeTraceSaveFailed})
 }
 
@@ -376,7 +377,7 @@ func TestAssessTraceInOldestBuildsLogsDir(t *testing.T) {
 	os.Remove(f.trace)
 	old := filepath.Join(f.dir, "logs", "mocked_fake_id_for_offline_generate-global-rank0.trace.json.gz")
 	write(t, old, gzipBytes(t))
-	a := assess(t, torchCell(), f.dir, backends.Exit{})
+	a := assess(t, torchCell(), f.dir, rundir.Exit{})
 	wantVerdict(t, a, plans.VerdictOK, nil, nil)
 	if len(a.Artifacts.Traces) != 1 || a.Artifacts.Traces[0] != old {
 		t.Errorf("traces %q", a.Artifacts.Traces)
@@ -388,7 +389,7 @@ func TestAssessTraceOutsideCell(t *testing.T) {
 	os.Remove(f.trace)
 	elsewhere := filepath.Join(t.TempDir(), "r-5_steps-global-rank0.trace.json.gz")
 	write(t, elsewhere, gzipBytes(t))
-	a := assess(t, torchCell(), f.dir, backends.Exit{}, "Saving profiler traces to: "+elsewhere)
+	a := assess(t, torchCell(), f.dir, rundir.Exit{}, "Saving profiler traces to: "+elsewhere)
 	wantVerdict(t, a, plans.VerdictOK, nil, []string{CodeTraceOutsideCell})
 	if len(a.Artifacts.Traces) != 1 || a.Artifacts.Traces[0] != elsewhere {
 		t.Errorf("traces %q", a.Artifacts.Traces)
@@ -397,7 +398,7 @@ func TestAssessTraceOutsideCell(t *testing.T) {
 
 func TestAssessRelativeTracePath(t *testing.T) {
 	f := newCellDir(t)
-	a := assess(t, torchCell(), f.dir, backends.Exit{}, "Saved profiler traces to: traces/"+filepath.Base(f.trace))
+	a := assess(t, torchCell(), f.dir, rundir.Exit{}, "Saved profiler traces to: traces/"+filepath.Base(f.trace))
 	wantVerdict(t, a, plans.VerdictOK, nil, nil)
 	if len(a.Artifacts.Traces) != 1 {
 		t.Errorf("traces %q (a relative path must not be listed twice)", a.Artifacts.Traces)
@@ -408,7 +409,7 @@ func TestAssessPerfDump(t *testing.T) {
 	t.Run("missing, not printed", func(t *testing.T) {
 		f := newCellDir(t)
 		os.Remove(f.dump)
-		a := assess(t, torchCell(), f.dir, backends.Exit{})
+		a := assess(t, torchCell(), f.dir, rundir.Exit{})
 		wantVerdict(t, a, plans.VerdictFailed, []string{CodePerfDumpMissing}, nil)
 		if m := a.Reasons[0].Message; !strings.Contains(m, f.dump) || !strings.Contains(m, "printed no 'Metrics dumped to:' line") {
 			t.Errorf("message %q", m)
@@ -420,7 +421,7 @@ func TestAssessPerfDump(t *testing.T) {
 	t.Run("missing, printed", func(t *testing.T) {
 		f := newCellDir(t)
 		os.Remove(f.dump)
-		a := assess(t, torchCell(), f.dir, backends.Exit{}, "[Performance] Metrics dumped to: /nowhere/perf.json")
+		a := assess(t, torchCell(), f.dir, rundir.Exit{}, "[Performance] Metrics dumped to: /nowhere/perf.json")
 		wantVerdict(t, a, plans.VerdictFailed, []string{CodePerfDumpMissing}, nil)
 		if m := a.Reasons[0].Message; !strings.Contains(m, "printed 'Metrics dumped to: /nowhere/perf.json' but that file does not exist") {
 			t.Errorf("message %q", m)
@@ -431,7 +432,7 @@ func TestAssessPerfDump(t *testing.T) {
 		os.Remove(f.dump)
 		other := filepath.Join(t.TempDir(), "p.json")
 		write(t, other, []byte(goodDump))
-		a := assess(t, torchCell(), f.dir, backends.Exit{}, "Metrics dumped to: "+cyan+other+reset)
+		a := assess(t, torchCell(), f.dir, rundir.Exit{}, "Metrics dumped to: "+cyan+other+reset)
 		wantVerdict(t, a, plans.VerdictOK, nil, nil)
 		if a.Artifacts.PerfDump != other {
 			t.Errorf("perf dump %q", a.Artifacts.PerfDump)
@@ -440,7 +441,7 @@ func TestAssessPerfDump(t *testing.T) {
 	t.Run("unreadable", func(t *testing.T) {
 		f := newCellDir(t)
 		write(t, f.dump, []byte(`{"total_duration_ms": 12, "steps": [`))
-		a := assess(t, torchCell(), f.dir, backends.Exit{})
+		a := assess(t, torchCell(), f.dir, rundir.Exit{})
 		wantVerdict(t, a, plans.VerdictFailed, []string{CodePerfDumpMissing}, nil)
 		if m := a.Reasons[0].Message; !strings.Contains(m, "unreadable") || !strings.Contains(m, f.dump) {
 			t.Errorf("message %q", m)
@@ -458,16 +459,16 @@ func TestAssessNsysDurationCut(t *testing.T) {
 	c := baseCell()
 	c.Profiler = plans.ProfilerNsys
 	c.NSys.Duration = plans.Duration{Duration: 30 * time.Second}
-	a := assess(t, c, f.dir, backends.Exit{Code: 143}, "  40%|████      | 20/50")
+	a := assess(t, c, f.dir, rundir.Exit{Code: 143}, "  40%|████      | 20/50")
 	wantVerdict(t, a, plans.VerdictOK, nil, []string{CodeExitStatus, CodePerfDumpMissing})
 
 	// Without a duration nsys lets the application finish, so the same exit is a failure, and
 	// an OOM is a failure whatever nsys did.
 	c.NSys.Duration = plans.Duration{}
-	a = assess(t, c, f.dir, backends.Exit{Code: 143})
+	a = assess(t, c, f.dir, rundir.Exit{Code: 143})
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeExitStatus, CodePerfDumpMissing}, nil)
 	c.NSys.Duration = plans.Duration{Duration: 30 * time.Second}
-	a = assess(t, c, f.dir, backends.Exit{Code: 1}, "torch.OutOfMemoryError: CUDA out of memory.")
+	a = assess(t, c, f.dir, rundir.Exit{Code: 1}, "torch.OutOfMemoryError: CUDA out of memory.")
 	wantVerdict(t, a, plans.VerdictFailed, []string{CodeOOM}, []string{CodeExitStatus, CodePerfDumpMissing})
 }
 
@@ -479,7 +480,7 @@ func (otherWatcher) Line(int, string, string) {}
 func TestAssessForeignWatcher(t *testing.T) {
 	f := newCellDir(t)
 	for _, w := range []backends.Watcher{nil, otherWatcher{}, (*Watcher)(nil)} {
-		a := New().Assess(torchCell(), f.dir, w, backends.Exit{})
+		a := New().Assess(torchCell(), f.dir, w, rundir.Exit{})
 		wantVerdict(t, a, plans.VerdictOK, nil, nil)
 	}
 }

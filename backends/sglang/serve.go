@@ -10,6 +10,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Serve mode (ref-sglang-interfaces.md §A.8, §B): one `sglang serve` (or `python -m
@@ -73,22 +74,22 @@ func ServerKey(c plans.Cell) string {
 // argv = command [serve --model-type T] --model-path M --host 127.0.0.1 --port P
 // [--strict-ports (diffusion)] extra_args...; the runner appends the other ports strict mode
 // checks (StrictPorts, PortArgs).
-func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (backends.Launch, error) {
+func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (rundir.Launch, error) {
 	if len(c.Backend.Command) == 0 || c.Backend.Command[0] == "" {
-		return backends.Launch{}, fmt.Errorf("sglang serve: cell %s has an empty backend.command; set it to [\"sglang\"] or [\"python\", \"-m\", \"sglang.launch_server\"]", c.ID)
+		return rundir.Launch{}, fmt.Errorf("sglang serve: cell %s has an empty backend.command; set it to [\"sglang\"] or [\"python\", \"-m\", \"sglang.launch_server\"]", c.ID)
 	}
 	if c.Model == "" {
-		return backends.Launch{}, fmt.Errorf("sglang serve: cell %s has no model; add one to matrix.model", c.ID)
+		return rundir.Launch{}, fmt.Errorf("sglang serve: cell %s has no model; add one to matrix.model", c.ID)
 	}
 	if port <= 0 || port > 65535 {
-		return backends.Launch{}, fmt.Errorf("sglang serve: port %d out of range", port)
+		return rundir.Launch{}, fmt.Errorf("sglang serve: port %d out of range", port)
 	}
 	if dir == "" || traceDir == "" {
-		return backends.Launch{}, errors.New("sglang serve: empty server directory")
+		return rundir.Launch{}, errors.New("sglang serve: empty server directory")
 	}
 	mt := ModelType(c)
 	if mt != ModelTypeDiffusion && mt != ModelTypeLLM {
-		return backends.Launch{}, fmt.Errorf("sglang serve: backend.model_type = %q; use \"diffusion\" or \"llm\"", mt)
+		return rundir.Launch{}, fmt.Errorf("sglang serve: backend.model_type = %q; use \"diffusion\" or \"llm\"", mt)
 	}
 	host := c.Backend.Host
 	if host == "" {
@@ -97,7 +98,7 @@ func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (backen
 	argv := append([]string(nil), c.Backend.Command...)
 	if isLaunchServer(c.Backend.Command) {
 		if mt != ModelTypeLLM {
-			return backends.Launch{}, fmt.Errorf("sglang serve: cell %s: sglang.launch_server serves LLMs only, but the model type is %s; use backend.command = [\"sglang\"]", c.ID, mt)
+			return rundir.Launch{}, fmt.Errorf("sglang serve: cell %s: sglang.launch_server serves LLMs only, but the model type is %s; use backend.command = [\"sglang\"]", c.ID, mt)
 		}
 	} else {
 		argv = append(argv, "serve", "--model-type", mt)
@@ -116,7 +117,7 @@ func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (backen
 	env[EnvProfilerDir] = traceDir
 	env[EnvDiffusionProfilerDir] = traceDir
 	env[EnvServerMarker] = marker
-	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
+	return rundir.Launch{Argv: argv, Env: env, Dir: dir}, nil
 }
 
 // PortPlaceholder is backends.PortPlaceholder.
@@ -135,24 +136,24 @@ func NewServe() backends.Server { return ServeBackend{} }
 func (ServeBackend) Name() string { return Kind }
 
 // Launch implements backends.Backend.
-func (b ServeBackend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (b ServeBackend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	dir, err := filepath.Abs(cellDir)
 	if err != nil {
-		return backends.Launch{}, err
+		return rundir.Launch{}, err
 	}
 	for _, d := range []string{TracesDir, OutputsDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return backends.Launch{}, fmt.Errorf("sglang serve: create %s: %w; check that the run directory is writable", d, err)
+			return rundir.Launch{}, fmt.Errorf("sglang serve: create %s: %w; check that the run directory is writable", d, err)
 		}
 	}
 	return b.Command(c, dir)
 }
 
 // Command is Launch without creating the cell's directories: what `runner plan` shows.
-func (ServeBackend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (ServeBackend) Command(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	dir, err := filepath.Abs(cellDir)
 	if err != nil {
-		return backends.Launch{}, err
+		return rundir.Launch{}, err
 	}
 	port := c.Backend.Port
 	if port == 0 {
@@ -163,7 +164,7 @@ func (ServeBackend) Command(c plans.Cell, cellDir string) (backends.Launch, erro
 	const serverTraces = "<run>/servers/<n>/traces"
 	l, err := ServerCommand(c, port, dir, serverTraces, "")
 	if err != nil {
-		return backends.Launch{}, err
+		return rundir.Launch{}, err
 	}
 	// The other ports strict mode checks are chosen at run time too (StrictPorts).
 	for _, f := range StrictPorts(c) {
@@ -179,7 +180,7 @@ func (ServeBackend) NewWatcher(plans.Cell) backends.Watcher { return NewWatcher(
 
 // Assess implements backends.Backend for a server log: the gates of generate (diffusers
 // fallback, CUDA OOM, rejected arguments, dead scheduler). Artifacts are the runner's.
-func (ServeBackend) Assess(c plans.Cell, _ string, bw backends.Watcher, exit backends.Exit) backends.Assessment {
+func (ServeBackend) Assess(c plans.Cell, _ string, bw backends.Watcher, exit rundir.Exit) backends.Assessment {
 	a := backends.Assessment{Verdict: plans.VerdictOK}
 	w, ok := bw.(*Watcher)
 	if !ok {
@@ -187,18 +188,18 @@ func (ServeBackend) Assess(c plans.Cell, _ string, bw backends.Watcher, exit bac
 	}
 	if ev := w.Evidence(FindingUnrecognized); len(ev) > 0 {
 		a.Verdict = plans.VerdictFailed
-		a.Reasons = append(a.Reasons, backends.Reason{Code: string(FindingUnrecognized), Message: "the server rejected its arguments: " + ev[0].Text + "; fix backend.extra_args (diffusion `sglang serve` takes server arguments only, sampling and profiling flags go into requests)", Lines: ev})
+		a.Reasons = append(a.Reasons, rundir.Reason{Code: string(FindingUnrecognized), Message: "the server rejected its arguments: " + ev[0].Text + "; fix backend.extra_args (diffusion `sglang serve` takes server arguments only, sampling and profiling flags go into requests)", Lines: ev})
 	}
 	if ev := w.Evidence(FindingOOM); len(ev) > 0 {
 		a.Verdict = plans.VerdictFailed
-		a.Reasons = append(a.Reasons, backends.Reason{Code: string(FindingOOM), Message: "the server ran out of GPU memory; lower the resolution or batch, or free the GPU (check for leftover scheduler processes with nvidia-smi)", Lines: ev})
+		a.Reasons = append(a.Reasons, rundir.Reason{Code: string(FindingOOM), Message: "the server ran out of GPU memory; lower the resolution or batch, or free the GPU (check for leftover scheduler processes with nvidia-smi)", Lines: ev})
 	}
 	if ev := w.Evidence(FindingWorkerDead); len(ev) > 0 {
 		a.Verdict = plans.VerdictFailed
-		a.Reasons = append(a.Reasons, backends.Reason{Code: string(FindingWorkerDead), Message: "the server's scheduler died; see the server log", Lines: ev})
+		a.Reasons = append(a.Reasons, rundir.Reason{Code: string(FindingWorkerDead), Message: "the server's scheduler died; see the server log", Lines: ev})
 	}
 	if ev := w.Evidence(FindingFallback); len(ev) > 0 {
-		r := backends.Reason{Code: string(FindingFallback), Message: "the server fell back to the diffusers backend, so it does not measure sglang's native engine; pass --model-id or --backend sglang in backend.extra_args (or set gate.diffusers_fallback = \"warn\")", Lines: ev}
+		r := rundir.Reason{Code: string(FindingFallback), Message: "the server fell back to the diffusers backend, so it does not measure sglang's native engine; pass --model-id or --backend sglang in backend.extra_args (or set gate.diffusers_fallback = \"warn\")", Lines: ev}
 		if c.Gate.DiffusersFallback == "warn" {
 			a.Warnings = append(a.Warnings, r)
 		} else {

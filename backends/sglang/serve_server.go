@@ -11,6 +11,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // The methods of backends.Server for sglang's two servers (ref-sglang-interfaces.md §A.8,
@@ -48,7 +49,7 @@ func (ServeBackend) PortFlags(c plans.Cell) []backends.PortFlag { return StrictP
 
 // ServerLaunch implements backends.Server with ServerCommand, and the ports the runner chose
 // for PortFlags appended (PortArgs).
-func (ServeBackend) ServerLaunch(c plans.Cell, site backends.ServerSite) (backends.Launch, error) {
+func (ServeBackend) ServerLaunch(c plans.Cell, site backends.ServerSite) (rundir.Launch, error) {
 	c.Backend.Command = site.Command
 	l, err := ServerCommand(c, site.Port, site.Dir, site.TraceDir, site.Marker)
 	if err != nil {
@@ -56,7 +57,7 @@ func (ServeBackend) ServerLaunch(c plans.Cell, site backends.ServerSite) (backen
 	}
 	ports, err := PortArgs(StrictPorts(c), site.Ports)
 	if err != nil {
-		return backends.Launch{}, err
+		return rundir.Launch{}, err
 	}
 	l.Argv = append(l.Argv, ports...)
 	return l, nil
@@ -157,7 +158,7 @@ func (ServeBackend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.T
 		r.Traces = append(r.Traces, filepath.Join(d.Cell, t))
 	}
 	for _, p := range problems {
-		r.Reasons = append(r.Reasons, backends.Reason{Code: "trace-check", Message: p})
+		r.Reasons = append(r.Reasons, rundir.Reason{Code: "trace-check", Message: p})
 	}
 	return r
 }
@@ -218,13 +219,13 @@ func CheckServeTraces(dir string, ranks int) ([]string, []string) {
 var fatalFindings = []Finding{FindingUnrecognized, FindingOOM, FindingWorkerDead}
 
 // Fatal implements backends.ServerWatcher.
-func (w *Watcher) Fatal() (string, backends.Evidence, bool) {
+func (w *Watcher) Fatal() (string, rundir.Evidence, bool) {
 	for _, f := range fatalFindings {
 		if ev := w.Evidence(f); len(ev) > 0 {
 			return string(f), ev[0], true
 		}
 	}
-	return "", backends.Evidence{}, false
+	return "", rundir.Evidence{}, false
 }
 
 // Mark implements backends.ServerWatcher.
@@ -243,10 +244,10 @@ func (w *Watcher) Mark() backends.Mark {
 // only if it happens again while it runs. A diffusers fallback is the server's and makes every
 // cell it serves invalid.
 func (b ServeBackend) AssessCell(c plans.Cell, sw backends.ServerWatcher, since backends.Mark) backends.Assessment {
-	a := b.Assess(c, "", sw, backends.Exit{})
+	a := b.Assess(c, "", sw, rundir.Exit{})
 	now := sw.Mark()
 	a.Verdict = plans.VerdictOK
-	var kept []backends.Reason
+	var kept []rundir.Reason
 	for _, r := range a.Reasons {
 		switch {
 		case (r.Code == string(FindingOOM) || r.Code == string(FindingWorkerDead)) && now[r.Code] == since[r.Code]:

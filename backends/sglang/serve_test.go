@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 func serveCell() plans.Cell {
@@ -100,16 +100,16 @@ func TestServeAssessGates(t *testing.T) {
 	w := NewWatcher()
 	w.Line(1, "stderr", "Model acme/x is not in sglang's native registry. Falling back to diffusers backend.")
 	c := serveCell()
-	a := ServeBackend{}.Assess(c, "", w, backends.Exit{})
+	a := ServeBackend{}.Assess(c, "", w, rundir.Exit{})
 	if a.Verdict != plans.VerdictInvalid || a.Reasons[0].Code != string(FindingFallback) || a.Reasons[0].Lines[0].Line != 1 {
 		t.Fatalf("fallback: %+v", a)
 	}
 	c.Gate.DiffusersFallback = "warn"
-	if a := (ServeBackend{}).Assess(c, "", w, backends.Exit{}); a.Verdict != plans.VerdictOK || len(a.Warnings) != 1 {
+	if a := (ServeBackend{}).Assess(c, "", w, rundir.Exit{}); a.Verdict != plans.VerdictOK || len(a.Warnings) != 1 {
 		t.Fatalf("fallback as warning: %+v", a)
 	}
 	w.Line(2, "stderr", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
-	if a := (ServeBackend{}).Assess(c, "", w, backends.Exit{}); a.Verdict != plans.VerdictFailed || a.Reasons[0].Code != string(FindingOOM) {
+	if a := (ServeBackend{}).Assess(c, "", w, rundir.Exit{}); a.Verdict != plans.VerdictFailed || a.Reasons[0].Code != string(FindingOOM) {
 		t.Fatalf("oom: %+v", a)
 	}
 }

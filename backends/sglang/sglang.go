@@ -16,6 +16,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Kind and Mode are the plan values this backend serves.
@@ -72,15 +73,15 @@ func envProbes(c plans.Cell) backends.EnvProbes {
 
 // Launch implements backends.Backend: it builds the command (see Command) and creates the
 // cell's traces/ and outputs/ directories.
-func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (b Backend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	l, err := b.Command(c, cellDir)
 	if err != nil {
-		return backends.Launch{}, err
+		return rundir.Launch{}, err
 	}
 	for _, d := range []string{TracesDir, OutputsDir} {
 		p := filepath.Join(l.Dir, d)
 		if err := os.MkdirAll(p, 0o755); err != nil {
-			return backends.Launch{}, fmt.Errorf("sglang: create %s: %w; check that the run directory is writable", p, err)
+			return rundir.Launch{}, fmt.Errorf("sglang: create %s: %w; check that the run directory is writable", p, err)
 		}
 	}
 	return l, nil
@@ -97,25 +98,25 @@ func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
 // It is attached with "=": argparse reads a separate token that starts with '-' (and has no
 // space, or starts like a registered short option, "-h...") as an option, so `--prompt -x`
 // fails and `--prompt "-hello"` asks for help, while "--prompt=TEXT" hands any text over.
-func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (Backend) Command(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	if c.Backend.Kind != "" && c.Backend.Kind != Kind {
-		return backends.Launch{}, fmt.Errorf("sglang: cell %s has backend kind %q; this backend only runs %q", c.ID, c.Backend.Kind, Kind)
+		return rundir.Launch{}, fmt.Errorf("sglang: cell %s has backend kind %q; this backend only runs %q", c.ID, c.Backend.Kind, Kind)
 	}
 	if c.Backend.Mode != "" && c.Backend.Mode != Mode {
-		return backends.Launch{}, fmt.Errorf("sglang: cell %s has backend mode %q; only %q is implemented (one process per cell)", c.ID, c.Backend.Mode, Mode)
+		return rundir.Launch{}, fmt.Errorf("sglang: cell %s has backend mode %q; only %q is implemented (one process per cell)", c.ID, c.Backend.Mode, Mode)
 	}
 	if len(c.Backend.Command) == 0 || c.Backend.Command[0] == "" {
-		return backends.Launch{}, fmt.Errorf("sglang: cell %s has an empty backend.command; set it to [\"sglang\"] or the path of the sglang executable", c.ID)
+		return rundir.Launch{}, fmt.Errorf("sglang: cell %s has an empty backend.command; set it to [\"sglang\"] or the path of the sglang executable", c.ID)
 	}
 	if c.Model == "" {
-		return backends.Launch{}, fmt.Errorf("sglang: cell %s has no model; add one to matrix.model", c.ID)
+		return rundir.Launch{}, fmt.Errorf("sglang: cell %s has no model; add one to matrix.model", c.ID)
 	}
 	if cellDir == "" {
-		return backends.Launch{}, errors.New("sglang: empty cell directory")
+		return rundir.Launch{}, errors.New("sglang: empty cell directory")
 	}
 	dir, err := filepath.Abs(cellDir)
 	if err != nil {
-		return backends.Launch{}, fmt.Errorf("sglang: cell directory %s: %w", cellDir, err)
+		return rundir.Launch{}, fmt.Errorf("sglang: cell directory %s: %w", cellDir, err)
 	}
 
 	argv := append([]string(nil), c.Backend.Command...)
@@ -129,18 +130,18 @@ func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 	if (w == 0 || h == 0) && c.Resolution.Preset != "" {
 		size, ok := presets[c.Resolution.Preset]
 		if !ok {
-			return backends.Launch{}, fmt.Errorf("sglang: cell %s has unknown resolution preset %q; use 720p, 1080p, 2k, 4k or WxH", c.ID, c.Resolution.Preset)
+			return rundir.Launch{}, fmt.Errorf("sglang: cell %s has unknown resolution preset %q; use 720p, 1080p, 2k, 4k or WxH", c.ID, c.Resolution.Preset)
 		}
 		w, h = size[0], size[1]
 	}
 	if w < 0 || h < 0 || (w == 0) != (h == 0) {
-		return backends.Launch{}, fmt.Errorf("sglang: cell %s has resolution %dx%d; both sides must be positive (or both 0 for the model default)", c.ID, w, h)
+		return rundir.Launch{}, fmt.Errorf("sglang: cell %s has resolution %dx%d; both sides must be positive (or both 0 for the model default)", c.ID, w, h)
 	}
 	if w > 0 {
 		argv = append(argv, "--width", strconv.Itoa(w), "--height", strconv.Itoa(h))
 	}
 	if c.Steps < 0 {
-		return backends.Launch{}, fmt.Errorf("sglang: cell %s has %d inference steps; use a positive number (or 0 for the model default)", c.ID, c.Steps)
+		return rundir.Launch{}, fmt.Errorf("sglang: cell %s has %d inference steps; use a positive number (or 0 for the model default)", c.ID, c.Steps)
 	}
 	if c.Steps > 0 {
 		argv = append(argv, "--num-inference-steps", strconv.Itoa(c.Steps))
@@ -174,7 +175,7 @@ func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 	env[EnvProfilerDir] = traces
 	env[EnvDiffusionProfilerDir] = traces
 
-	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
+	return rundir.Launch{Argv: argv, Env: env, Dir: dir}, nil
 }
 
 // NewWatcher implements backends.Backend: every run of a cell gets a fresh *Watcher, which

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // TestAgainstSimulator runs the argv and env the backend builds through the sglang simulator
@@ -66,7 +66,7 @@ func TestAgainstSimulator(t *testing.T) {
 					w.Line(n, "stderr", frame)
 				}
 			}
-			a := b.Assess(c, dir, w, backends.Exit{Code: code})
+			a := b.Assess(c, dir, w, rundir.Exit{Code: code})
 			var got []string
 			for _, r := range a.Reasons {
 				got = append(got, r.Code)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Finding names what a log line showed. They are the keys of Watcher.Evidence.
@@ -109,17 +110,17 @@ const (
 type Watcher struct {
 	mu       sync.Mutex
 	lines    int
-	evidence map[Finding][]backends.Evidence
+	evidence map[Finding][]rundir.Evidence
 	counts   map[Finding]int
 	traces   []string
 	metrics  []string
-	tail     [TailLines]backends.Evidence
+	tail     [TailLines]rundir.Evidence
 	tailN    int // number of lines ever added to tail
 }
 
 // NewWatcher returns an empty watcher.
 func NewWatcher() *Watcher {
-	return &Watcher{evidence: map[Finding][]backends.Evidence{}, counts: map[Finding]int{}}
+	return &Watcher{evidence: map[Finding][]rundir.Evidence{}, counts: map[Finding]int{}}
 }
 
 // Line implements backends.Watcher. text may contain ANSI colour codes and '\r' progress
@@ -130,7 +131,7 @@ func (w *Watcher) Line(lineNo int, stream, text string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lines++
-	w.tail[w.tailN%TailLines] = backends.Evidence{Line: lineNo, Text: clip(strings.TrimRight(clean, "\r\n")), Stream: stream}
+	w.tail[w.tailN%TailLines] = rundir.Evidence{Line: lineNo, Text: clip(strings.TrimRight(clean, "\r\n")), Stream: stream}
 	w.tailN++
 	if !mayMatch(clean) {
 		return
@@ -149,7 +150,7 @@ func (w *Watcher) match(lineNo int, stream, frame string) {
 			if strings.Contains(frame, s) {
 				w.counts[p.finding]++
 				if len(w.evidence[p.finding]) < MaxEvidence {
-					w.evidence[p.finding] = append(w.evidence[p.finding], backends.Evidence{Line: lineNo, Text: clip(frame), Stream: stream})
+					w.evidence[p.finding] = append(w.evidence[p.finding], rundir.Evidence{Line: lineNo, Text: clip(frame), Stream: stream})
 				}
 				break
 			}
@@ -202,10 +203,10 @@ func clip(s string) string {
 }
 
 // Evidence returns the first MaxEvidence lines that showed finding f.
-func (w *Watcher) Evidence(f Finding) []backends.Evidence {
+func (w *Watcher) Evidence(f Finding) []rundir.Evidence {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]backends.Evidence(nil), w.evidence[f]...)
+	return append([]rundir.Evidence(nil), w.evidence[f]...)
 }
 
 // Count is how many lines showed finding f (not bounded by MaxEvidence).
@@ -252,7 +253,7 @@ func (w *Watcher) Lines() int {
 }
 
 // Tail returns up to n of the last lines seen (n ≤ TailLines), oldest first, ANSI stripped.
-func (w *Watcher) Tail(n int) []backends.Evidence {
+func (w *Watcher) Tail(n int) []rundir.Evidence {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n = min(n, TailLines, w.tailN)
@@ -260,13 +261,13 @@ func (w *Watcher) Tail(n int) []backends.Evidence {
 		return nil
 	}
 	k := min(TailLines, w.tailN)
-	all := make([]backends.Evidence, 0, k)
+	all := make([]rundir.Evidence, 0, k)
 	for i := w.tailN - k; i < w.tailN; i++ {
 		all = append(all, w.tail[i%TailLines])
 	}
 	// A selective process layer hands over the last lines after the child exited, behind any
 	// selected line among them, so arrival order is not log order; line numbers are.
-	slices.SortStableFunc(all, func(a, b backends.Evidence) int { return cmp.Compare(a.Line, b.Line) })
+	slices.SortStableFunc(all, func(a, b rundir.Evidence) int { return cmp.Compare(a.Line, b.Line) })
 	return all[len(all)-n:]
 }
 

@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 const (
@@ -81,7 +80,7 @@ func TestWatcherFindings(t *testing.T) {
 		for _, f := range all {
 			ev := w.Evidence(f)
 			if f == tt.want {
-				want := []backends.Evidence{{Line: 7, Text: StripANSI(tt.line), Stream: "stdout"}}
+				want := []rundir.Evidence{{Line: 7, Text: StripANSI(tt.line), Stream: "stdout"}}
 				if diff := cmp.Diff(want, ev); diff != "" {
 					t.Errorf("%q: evidence for %s (-want +got):\n%s", tt.line, f, diff)
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // The methods of backends.Server for `vllm serve MODEL --omni` (ref-sglang-interfaces.md §C):
@@ -58,7 +59,7 @@ func (Backend) ServerKey(c plans.Cell) string { return ServerKey(c) }
 func (Backend) PortFlags(plans.Cell) []backends.PortFlag { return nil }
 
 // ServerLaunch implements backends.Server with ServerCommand.
-func (Backend) ServerLaunch(c plans.Cell, site backends.ServerSite) (backends.Launch, error) {
+func (Backend) ServerLaunch(c plans.Cell, site backends.ServerSite) (rundir.Launch, error) {
 	return ServerCommand(c, site.Command, site.Port, site.Dir, site.TraceDir, site.Marker)
 }
 
@@ -109,7 +110,7 @@ func (Backend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceR
 	if c.Profiler != plans.ProfilerTorch {
 		return r // an nsys window: the capture is in nsys's report
 	}
-	fail := func(code, msg string) { r.Reasons = append(r.Reasons, backends.Reason{Code: code, Message: msg}) }
+	fail := func(code, msg string) { r.Reasons = append(r.Reasons, rundir.Reason{Code: code, Message: msg}) }
 	for _, s := range Sessions(d.Server, d.Before) {
 		name := filepath.Base(s.Dir)
 		dst := filepath.Join(d.Cell, name)
@@ -140,11 +141,11 @@ func (Backend) AssessCell(c plans.Cell, sw backends.ServerWatcher, since backend
 	}
 	if ev := w.Evidence(FindingUnrecognized); len(ev) > 0 {
 		a.Verdict = plans.VerdictFailed
-		a.Reasons = append(a.Reasons, backends.Reason{Code: FindingUnrecognized, Message: "the server rejected its arguments: " + ev[0].Text + "; fix backend.extra_args (`vllm serve` takes server arguments only; sampling parameters go into requests)", Lines: ev})
+		a.Reasons = append(a.Reasons, rundir.Reason{Code: FindingUnrecognized, Message: "the server rejected its arguments: " + ev[0].Text + "; fix backend.extra_args (`vllm serve` takes server arguments only; sampling parameters go into requests)", Lines: ev})
 	}
 	if ev := w.Evidence(FindingOOM); len(ev) > 0 && sw.Mark()[FindingOOM] > since[FindingOOM] {
 		a.Verdict = plans.VerdictFailed
-		a.Reasons = append(a.Reasons, backends.Reason{Code: FindingOOM, Message: "the server ran out of GPU memory; lower the resolution or batch, or free the GPU (check for leftover processes with nvidia-smi)", Lines: ev})
+		a.Reasons = append(a.Reasons, rundir.Reason{Code: FindingOOM, Message: "the server ran out of GPU memory; lower the resolution or batch, or free the GPU (check for leftover processes with nvidia-smi)", Lines: ev})
 	}
 	return a
 }

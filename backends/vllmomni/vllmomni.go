@@ -20,6 +20,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Kind is the plan's backend.kind for vLLM-Omni.
@@ -74,15 +75,15 @@ func ProfilerConfig(c plans.Cell, traceDir string) (string, error) {
 
 // ServerCommand builds `vllm serve MODEL --omni --host 127.0.0.1 --port P
 // [--profiler-config JSON] extra_args...` for the server of cell c.
-func ServerCommand(c plans.Cell, command []string, port int, dir, traceDir, marker string) (backends.Launch, error) {
+func ServerCommand(c plans.Cell, command []string, port int, dir, traceDir, marker string) (rundir.Launch, error) {
 	if len(command) == 0 || command[0] == "" {
-		return backends.Launch{}, fmt.Errorf("vllm-omni: cell %s has an empty backend.command; set it to [\"vllm\"]", c.ID)
+		return rundir.Launch{}, fmt.Errorf("vllm-omni: cell %s has an empty backend.command; set it to [\"vllm\"]", c.ID)
 	}
 	if c.Model == "" {
-		return backends.Launch{}, fmt.Errorf("vllm-omni: cell %s has no model; add one to matrix.model", c.ID)
+		return rundir.Launch{}, fmt.Errorf("vllm-omni: cell %s has no model; add one to matrix.model", c.ID)
 	}
 	if port <= 0 || port > 65535 {
-		return backends.Launch{}, fmt.Errorf("vllm-omni: port %d out of range", port)
+		return rundir.Launch{}, fmt.Errorf("vllm-omni: port %d out of range", port)
 	}
 	host := c.Backend.Host
 	if host == "" {
@@ -92,7 +93,7 @@ func ServerCommand(c plans.Cell, command []string, port int, dir, traceDir, mark
 	argv = append(argv, "serve", c.Model, "--omni", "--host", host, "--port", strconv.Itoa(port))
 	pc, err := ProfilerConfig(c, traceDir)
 	if err != nil {
-		return backends.Launch{}, err
+		return rundir.Launch{}, err
 	}
 	if pc != "" {
 		argv = append(argv, "--profiler-config", pc)
@@ -103,7 +104,7 @@ func ServerCommand(c plans.Cell, command []string, port int, dir, traceDir, mark
 		env[k] = v
 	}
 	env[backends.EnvServerMarker] = marker
-	return backends.Launch{Argv: argv, Env: env, Dir: dir}, nil
+	return rundir.Launch{Argv: argv, Env: env, Dir: dir}, nil
 }
 
 // ServerKey is the server arguments plus the profiler: the profiler configuration is a
@@ -132,24 +133,24 @@ func (Backend) Name() string { return Kind }
 
 // Launch implements backends.Backend: the server command with placeholders for what is only
 // known at run time.
-func (b Backend) Launch(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (b Backend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
 		if err := os.MkdirAll(filepath.Join(cellDir, d), 0o755); err != nil {
-			return backends.Launch{}, fmt.Errorf("vllm-omni: create %s: %w", d, err)
+			return rundir.Launch{}, fmt.Errorf("vllm-omni: create %s: %w", d, err)
 		}
 	}
 	return b.Command(c, cellDir)
 }
 
 // Command is Launch without creating the cell's directories: what `runner plan` shows.
-func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
+func (Backend) Command(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	port := c.Backend.Port
 	if port == 0 {
 		port = 8000
 	}
 	l, err := ServerCommand(c, Command(c), port, "<run>/servers/<n>", "/<run>/servers/<n>/traces", "")
 	if err != nil {
-		return backends.Launch{}, err
+		return rundir.Launch{}, err
 	}
 	return backends.ShowPort(l, c), nil
 }
@@ -158,7 +159,7 @@ func (Backend) Command(c plans.Cell, cellDir string) (backends.Launch, error) {
 func (b Backend) NewWatcher(c plans.Cell) backends.Watcher { return b.NewServerWatcher(c) }
 
 // Assess implements backends.Backend: the log gates of AssessCell over the whole log.
-func (b Backend) Assess(c plans.Cell, _ string, w backends.Watcher, _ backends.Exit) backends.Assessment {
+func (b Backend) Assess(c plans.Cell, _ string, w backends.Watcher, _ rundir.Exit) backends.Assessment {
 	sw, ok := w.(backends.ServerWatcher)
 	if !ok {
 		return backends.Assessment{Verdict: plans.VerdictOK}

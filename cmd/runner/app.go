@@ -15,9 +15,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // stdio is the process's standard streams, injected so commands can be tested in-process.

@@ -20,8 +20,8 @@ import (
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // comparisonFlags are shared by compare, report and run.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // writeSyntheticRun writes a finished run directory of cells cells (configs × repeats) with

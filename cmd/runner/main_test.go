@@ -21,7 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/sglprof/runner/backends/sim"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output")

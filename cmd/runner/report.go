@@ -15,8 +15,8 @@ import (
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Files `runner report` writes into the run directory.

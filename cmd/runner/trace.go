@@ -10,8 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sglprof/runner/reports/kineto"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/triage"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 func traceCommand(std stdio) *cli.Command {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/triage"
@@ -195,7 +195,7 @@ func printStats(c *cli.Context, std stdio, root string, dopts triage.DiscoverOpt
 	}
 	tf := table.Format(format)
 	for i, f := range in.Files {
-		capt, err := nsys.ReadCapture(c.Context, f.Path, nsys.ReadOptions{Logger: log})
+		capt, err := nsysdb.ReadCapture(c.Context, f.Path, nsysdb.ReadOptions{Logger: log})
 		if err != nil {
 			return err
 		}
@@ -209,12 +209,12 @@ func printStats(c *cli.Context, std stdio, root string, dopts triage.DiscoverOpt
 			enc := json.NewEncoder(std.out)
 			enc.SetIndent("", "  ")
 			enc.SetEscapeHTML(false)
-			if err := enc.Encode(nsys.Stats(capt)); err != nil {
+			if err := enc.Encode(nsysdb.Stats(capt)); err != nil {
 				return err
 			}
 			continue
 		}
-		for j, r := range nsys.Stats(capt) {
+		for j, r := range nsysdb.Stats(capt) {
 			if j > 0 {
 				fmt.Fprintln(std.out)
 			}

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,6 +28,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/stats"
 )
 
 // FileName is the default database name inside a plan's output directory.
@@ -500,7 +500,7 @@ func historyRow(key, metric string, cur []float64, pts []point, opts BaselineOpt
 		if len(win) == 0 {
 			return false, 0, 0
 		}
-		b := median(win)
+		b := stats.Median(stats.Sorted(win))
 		if perf.HigherIsBetter(metric) {
 			return b-vals[i] > tol.Limit(b), b, len(win)
 		}
@@ -535,19 +535,6 @@ func historyRow(key, metric string, cur []float64, pts []point, opts BaselineOpt
 		row.Note = fmt.Sprintf("first violation: a regression needs %d consecutive violations", opts.Consecutive)
 	}
 	return row
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	n := len(s)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Table is the history listing as a table: one row per entry, commits cut to 12 characters,

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Metric names. A stage metric is StagePrefix + the stage's class name

@@ -76,3 +76,37 @@ func FuzzPercentile(f *testing.F) {
 		}
 	})
 }
+
+func TestMedianMeanStdDev(t *testing.T) {
+	odd := []float64{1, 2, 10}
+	even := []int64{1, 2, 4, 10}
+	if got := Median(odd); got != 2 {
+		t.Errorf("Median(odd) = %v, want 2", got)
+	}
+	if got := Median(even); got != 3 {
+		t.Errorf("Median(even) = %v, want 3 (mean of the middle two)", got)
+	}
+	if got := LowerMedian(even); got != 2 {
+		t.Errorf("LowerMedian(even) = %v, want 2", got)
+	}
+	if got := LowerMedian([]int64{}); got != 0 {
+		t.Errorf("LowerMedian(empty) = %v, want 0", got)
+	}
+	if got := Mean(even); got != 4.25 {
+		t.Errorf("Mean = %v, want 4.25", got)
+	}
+	// numpy.std([1, 2, 10]) = 4.0277..., numpy.std([1, 2, 10], ddof=1) = 4.9328...
+	if got := StdDev(odd, 0); math.Abs(got-4.027681991198191) > 1e-12 {
+		t.Errorf("StdDev ddof=0 = %v", got)
+	}
+	if got := StdDev(odd, 1); math.Abs(got-4.932882862316247) > 1e-12 {
+		t.Errorf("StdDev ddof=1 = %v", got)
+	}
+	if !math.IsNaN(StdDev([]float64{3}, 1)) || !math.IsNaN(Mean([]float64{})) || !math.IsNaN(Median([]float64{})) {
+		t.Error("too few samples must give NaN")
+	}
+	in := []int64{3, 1, 2}
+	if s := Sorted(in); s[0] != 1 || in[0] != 3 {
+		t.Errorf("Sorted = %v and changed its input to %v", s, in)
+	}
+}

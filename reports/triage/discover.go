@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/trace"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Stage labels derived from file names and annotations.

@@ -2,6 +2,8 @@ package triage
 
 import (
 	"sort"
+
+	"github.com/sglprof/runner/reports/stats"
 )
 
 // RankReport is the multi-rank view of a tensor-parallel run (issue 17): per stage, every
@@ -138,7 +140,7 @@ func compareRanks(stage string, ss []rankStat) RankStage {
 			minComm = s.comm
 		}
 	}
-	med, medC := median(busy), median(comp)
+	med, medC := stats.LowerMedian(stats.Sorted(busy)), stats.LowerMedian(stats.Sorted(comp))
 	out := RankStage{Stage: stage, MedianBusyUS: us(med), MedianComputeUS: us(medC)}
 	strag := 0
 	for i, s := range ss {
@@ -172,7 +174,7 @@ func culprits(ss []rankStat, strag int) []RankKernelDiff {
 		for i, s := range ss {
 			vals[i] = s.kernels[name]
 		}
-		m := median(vals)
+		m := stats.LowerMedian(stats.Sorted(vals))
 		if t > m {
 			out = append(out, RankKernelDiff{Kernel: name, Category: cat, StragglerUS: us(t), MedianUS: us(m), DiffUS: us(t - m)})
 		}
@@ -187,17 +189,6 @@ func culprits(ss []rankStat, strag int) []RankKernelDiff {
 		out = out[:MaxCulprits]
 	}
 	return out
-}
-
-// median of vs (the lower middle value for an even count, so that with two ranks the faster
-// one is the reference and the gap is the whole difference).
-func median(vs []int64) int64 {
-	s := append([]int64(nil), vs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s) == 0 {
-		return 0
-	}
-	return s[(len(s)-1)/2]
 }
 
 func rankLabel(r RankID) string {

@@ -20,11 +20,12 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/render/table"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // DefaultMaxSize is the default --max-size: small enough to attach to an issue or a chat.
@@ -418,12 +419,12 @@ func (b *builder) nsysSummaries(ctx context.Context, c rundir.CellRecord, dir, r
 			continue
 		}
 		base := strings.TrimSuffix(filepath.Base(exp), nsys.SQLiteExt)
-		capt, err := nsys.ReadCapture(ctx, exp, nsys.ReadOptions{})
+		capt, err := nsysdb.ReadCapture(ctx, exp, nsysdb.ReadOptions{})
 		if err != nil {
 			b.omitted = append(b.omitted, Omission{Path: path.Join(rel, "nsys", filepath.Base(exp)), Reason: "the nsys export could not be summarised: " + b.red.String(err.Error())})
 			continue
 		}
-		for _, rep := range nsys.Stats(capt) {
+		for _, rep := range nsysdb.Stats(capt) {
 			var buf bytes.Buffer
 			if err := table.WriteCSV(&buf, rep.Table()); err != nil {
 				return fmt.Errorf("bundle: %s: %w", exp, err)

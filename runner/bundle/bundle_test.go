@@ -18,8 +18,8 @@ import (
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // TestMain lets the test binary stand in for the runner binary under --simulate: the runner

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // family is one credential format of the corpus: text builds the line that carries secret

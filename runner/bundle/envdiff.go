@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Fact is one row of the environment table (runner.EnvFact, whose owner is the runner's

@@ -12,11 +12,10 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/render/table"
 
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // view is what the README and the issue body are made of, read back from the redacted
@@ -33,13 +32,13 @@ type view struct {
 
 type serverView struct {
 	dir     string
-	command *backends.Launch
+	command *rundir.Launch
 }
 
 type cellView struct {
 	id       string
 	result   *rundir.CellResult
-	command  *backends.Launch
+	command  *rundir.Launch
 	triageMD string
 }
 
@@ -80,7 +79,7 @@ func buildView(s *source, entries []entry) view {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.name, "servers/") && path.Base(e.name) == rundir.CommandFile {
-			var l backends.Launch
+			var l rundir.Launch
 			if rundir.DecodeJSON(e.name, entryBytes(e), &l) == nil {
 				v.servers = append(v.servers, serverView{dir: path.Dir(e.name), command: &l})
 			}
@@ -96,7 +95,7 @@ func buildView(s *source, entries []entry) view {
 			}
 		}
 		if e, ok := byName[path.Join(rel, rundir.CommandFile)]; ok {
-			var l backends.Launch
+			var l rundir.Launch
 			if rundir.DecodeJSON(e.name, entryBytes(e), &l) == nil {
 				cv.command = &l
 			}
@@ -230,7 +229,7 @@ func writeSymptom(b *strings.Builder, v view) {
 	}
 }
 
-func writeReason(b *strings.Builder, r backends.Reason, what string) {
+func writeReason(b *strings.Builder, r rundir.Reason, what string) {
 	fmt.Fprintf(b, "  - %s %s: %s\n", what, table.CodeSpan(r.Code), oneLine(r.Message))
 	for _, l := range r.Lines {
 		fmt.Fprintf(b, "    > log.txt line %d: %s\n", l.Line, table.CodeSpan(oneLine(stripANSI(l.Text))))
@@ -347,7 +346,7 @@ func excerpt(s string, n int) string {
 }
 
 // shellCommand renders a launch as a copy-pasteable shell command.
-func shellCommand(l *backends.Launch) string {
+func shellCommand(l *rundir.Launch) string {
 	var b strings.Builder
 	if l.Dir != "" {
 		fmt.Fprintf(&b, "cd %s && \\\n", shellQuote(l.Dir))

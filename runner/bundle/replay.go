@@ -16,12 +16,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // ReplayOptions configure Replay.
@@ -298,7 +297,7 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 			differ = append(differ, l.Cell.ID+": the bundle records no command")
 			continue
 		}
-		if !slices.Equal(normArgv(rec), normArgv(&backends.Launch{Argv: l.Argv, Dir: l.Dir})) {
+		if !slices.Equal(normArgv(rec), normArgv(&rundir.Launch{Argv: l.Argv, Dir: l.Dir})) {
 			differ = append(differ, fmt.Sprintf("%s: the bundle recorded %s", l.Cell.ID, strings.Join(rec.Argv, " ")))
 		}
 	}
@@ -479,7 +478,7 @@ func compareCell(bundleCell, replayCell string, co *compare.Options, sameMode bo
 
 // reasonCodes are the sorted codes of a cell's reasons: the part of a verdict that must
 // reproduce (messages carry paths and times that differ by design).
-func reasonCodes(rs []backends.Reason) []string {
+func reasonCodes(rs []rundir.Reason) []string {
 	var out []string
 	for _, r := range rs {
 		if !slices.Contains(out, r.Code) {
@@ -519,7 +518,7 @@ func argvDiff(bundleCell, replayCell string) []string {
 	return out
 }
 
-func normArgv(l *backends.Launch) []string {
+func normArgv(l *rundir.Launch) []string {
 	out := make([]string, len(l.Argv))
 	exe := ""
 	if len(l.Argv) > 2 && l.Argv[1] == "sim" {

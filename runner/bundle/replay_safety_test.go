@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // rebundle rewrites the bundle at path with edit applied to each file (name, content).
@@ -48,7 +47,7 @@ func realBundle(t *testing.T, plan func([]byte) []byte) string {
 		}
 		// The commands a real run would have recorded: the plan's sglang, not the simulator.
 		if strings.HasSuffix(name, "/"+rundir.CommandFile) {
-			var l backends.Launch
+			var l rundir.Launch
 			if err := json.Unmarshal(data, &l); err != nil {
 				t.Fatal(err)
 			}

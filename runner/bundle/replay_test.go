@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 const fallbackPlan = `name = "fallback"

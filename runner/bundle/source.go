@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/secrets"
 )
 

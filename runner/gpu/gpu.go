@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // GPUQuery is the --query-gpu field list of a Snapshot, in the order ParseGPUs reads it.

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/stats"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Stats, SLO and Summary are the run directory's types (rundir owns result.json's schema).

@@ -28,8 +28,8 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/stats"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // APIs a cell can drive.

@@ -1,4 +1,4 @@
-package nsys
+package nsysdb
 
 import (
 	"context"
@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // (as on a fresh clone).
 func fixture(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join("..", "..", "shared", "fixtures", name)
+	p := filepath.Join("..", "..", "..", "shared", "fixtures", name)
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("fixture %s not available (%v); it lives in ../shared/fixtures beside the checkout", name, err)
 	}

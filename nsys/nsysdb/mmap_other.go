@@ -1,6 +1,6 @@
 //go:build !unix
 
-package nsys
+package nsysdb
 
 import "os"
 

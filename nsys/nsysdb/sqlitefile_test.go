@@ -1,4 +1,4 @@
-package nsys
+package nsysdb
 
 import (
 	"bytes"
@@ -111,7 +111,7 @@ func exportsUnderTest(t *testing.T) map[string]string {
 	}
 	paths["large"] = largeExport(t, 3000, 1)
 	paths["large-2ranks"] = largeExport(t, 2000, 2)
-	if p := filepath.Join("..", "..", "shared", "fixtures", pipit); fileExists(p) {
+	if p := filepath.Join("..", "..", "..", "shared", "fixtures", pipit); fileExists(p) {
 		paths["pipit"] = p
 	}
 	return paths

@@ -1,4 +1,4 @@
-package nsys
+package nsysdb
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sglprof/runner/reports/stats"
 	"github.com/sglprof/runner/reports/trace"
 )
 
@@ -58,19 +59,10 @@ func summarise(groups []*group) []StatsRow {
 		all += sum
 		n := len(g.durs)
 		mean := float64(sum) / float64(n)
-		var med float64
-		if n%2 == 1 {
-			med = float64(g.durs[n/2])
-		} else {
-			med = (float64(g.durs[n/2-1]) + float64(g.durs[n/2])) / 2
-		}
+		med := stats.Median(g.durs)
 		var sd float64
 		if n > 1 {
-			var ss float64
-			for _, d := range g.durs {
-				ss += (float64(d) - mean) * (float64(d) - mean)
-			}
-			sd = math.Sqrt(ss / float64(n-1)) // sample standard deviation, like nsys's stdev()
+			sd = stats.StdDev(g.durs, 1) // sample standard deviation, like nsys's stdev()
 		}
 		rows = append(rows, StatsRow{
 			TotalNS: sum, Instances: int64(n), AvgNS: round1(mean), MedNS: round1(med),

@@ -1,4 +1,4 @@
-package nsys
+package nsysdb
 
 import (
 	"cmp"
