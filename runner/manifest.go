@@ -215,6 +215,17 @@ const Redacted = secrets.Redacted
 // (secrets.IsSecretName).
 func IsSecretName(name string) bool { return secrets.IsSecretName(name) }
 
+// CapturedEnvName reports whether a run records the variable name in its manifest (CaptureEnv):
+// a bundle's manifest that lists any other was edited.
+func CapturedEnvName(name string) bool {
+	for _, p := range envPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // CaptureEnv keeps the variables that matter for a GPU run, with secret values redacted.
 func CaptureEnv(env []string) map[string]string {
 	out := map[string]string{}
@@ -223,14 +234,7 @@ func CaptureEnv(env []string) map[string]string {
 		if !ok {
 			continue
 		}
-		keep := false
-		for _, p := range envPrefixes {
-			if strings.HasPrefix(k, p) {
-				keep = true
-				break
-			}
-		}
-		if !keep {
+		if !CapturedEnvName(k) {
 			continue
 		}
 		if IsSecretName(k) {

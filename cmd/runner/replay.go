@@ -27,9 +27,17 @@ cell whether the verdict and the timings reproduced, e.g.
 
 The outcome is also written to DIR/replay.json.
 
-A bundle of a simulated run replays with the simulators (its manifest says simulated). A real
-replay first prints the exact commands (the environment probe included) and asks; --yes runs
-them without asking, and without a terminal and --yes it refuses (exit 2). When plan.toml's
+Everything in a bundle is untrusted, its claim to be simulated included. Before anything
+runs, replay prints what the bundle's plan would run, set and contact on this machine: the
+environment probes and every command, the variables of [backend.env] (loader and interpreter
+variables such as LD_PRELOAD and PYTHONPATH marked DANGEROUS) and those of its manifest, the
+Slurm options and setup lines, every network target (backend.url, a fixed host or port), and
+every file of the bundle that is a program or library or that the plan names. Then it asks;
+--yes runs it all without asking, and without a terminal and --yes it runs nothing (exit 2).
+A bundle of a simulated run replays with the simulators, and asks only when its plan sets,
+runs or contacts any of the above. --simulate runs the built-in simulators only: it drops
+[backend.env], backend.url, a fixed host or port, the Slurm executor (options and setup
+lines) and the manifest's variables, says what it dropped, and asks nothing. When plan.toml's
 commands differ from the argv the bundle recorded in command.json (an edited bundle), replay
 refuses unless --trust-plan. A failed replay removes the directory it created.
 
@@ -37,12 +45,12 @@ Redacted secrets are not in the bundle: export them before replaying (replay nam
 ones). Exit status: 0 everything reproduced, 3 a verdict did not, 4 the verdicts did but a
 timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "simulate", Usage: "use the built-in simulators of sglang and nsys (for a bundle of a simulated run, or to try the tool)"},
+			&cli.BoolFlag{Name: "simulate", Usage: "run the built-in simulators of sglang and nsys only, dropping everything of the bundle's plan that sets, runs or contacts anything (nothing is asked)"},
 			&cli.StringFlag{Name: "cells", Usage: "only these bundled cells: comma-separated `IDs`"},
 			&cli.StringFlag{Name: "output", Usage: "extract and run in the new directory `DIR` (default replay-<bundle name>, then -2, -3, ... when taken)"},
 			&cli.BoolFlag{Name: "no-bundle-env", Usage: "keep this machine's CUDA_/SGLANG_/NCCL_/... variables instead of the bundle's"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress lines"},
-			&cli.BoolFlag{Name: "yes", Usage: "run the bundle's commands without asking (a real replay shows them and asks first)"},
+			&cli.BoolFlag{Name: "yes", Usage: "run what the replay lists (commands, variables, setup lines, network targets) without asking; read the list first"},
 			&cli.BoolFlag{Name: "trust-plan", Usage: "run plan.toml's commands even where they differ from the argv the bundle recorded"},
 		},
 		Action: func(c *cli.Context) error {

@@ -30,8 +30,12 @@ type ReplayOptions struct {
 	Output string
 	// Cells restricts the replay to these bundled cells.
 	Cells []string
-	// Simulate, Exe, Env, Progress, Logger and Args are passed to the runner (runner.Options).
+	// Simulate (--simulate) runs the built-in simulators only: everything of the bundle's plan
+	// that sets, runs or contacts anything is dropped (runner.SimulatorOnly), and so are the
+	// manifest's variables; nothing is asked. Without it, a bundle whose manifest says
+	// simulated replays with the simulators too, but keeps (and asks about) all of that.
 	Simulate bool
+	// Exe, Env, Progress, Logger and Args are passed to the runner (runner.Options).
 	Exe      string
 	Env      []string
 	Progress runner.Progress
@@ -44,10 +48,10 @@ type ReplayOptions struct {
 	NoBundleEnv bool
 	// Extract bounds the extraction.
 	Extract ExtractOptions
-	// Yes runs a real (not simulated) replay's commands without asking.
+	// Yes runs what the replay lists (commands, variables, setup lines, network targets)
+	// without asking.
 	Yes bool
-	// Confirm asks whether to run the commands just shown; nil (no terminal) refuses a real
-	// replay unless Yes.
+	// Confirm asks whether to run what was just listed; nil (no terminal) refuses unless Yes.
 	Confirm func(prompt string) (bool, error)
 	// TrustPlan runs plan.toml's commands even when they differ from the argv the bundle
 	// recorded in command.json.
@@ -98,10 +102,13 @@ type ReplayResult struct {
 // Replay extracts a bundle into a new directory, shows how this machine differs from the
 // bundle's environment, runs the bundled cells again through the runner with the same argv
 // and environment (secrets must be set again: it says which are missing), and compares each
-// cell's verdict and timings with the bundled result. A bundle of a simulated run replays
-// simulated. A real replay first shows the exact commands and needs a confirmation
-// (opts.Yes or opts.Confirm), and refuses commands that differ from the ones the bundle
-// recorded unless opts.TrustPlan. A failed replay removes what it created.
+// cell's verdict and timings with the bundled result. Everything in the bundle is untrusted,
+// its claim to be simulated included: before anything runs, replay lists every command,
+// variable, Slurm option and setup line, network target and bundle file that can be run or
+// loaded, and needs a confirmation (opts.Yes or opts.Confirm); it refuses commands that
+// differ from the ones the bundle recorded unless opts.TrustPlan. A bundle of a simulated run
+// replays simulated, asking only when its plan sets, runs or contacts anything; opts.Simulate
+// drops all of that and asks nothing. A failed replay removes what it created.
 func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *ReplayResult, err error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
@@ -130,35 +137,42 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 	if err != nil {
 		return nil, err
 	}
-	if st.bman.Simulated && !opts.Simulate {
-		if opts.Exe == "" {
-			return nil, fmt.Errorf("replay: the bundled run was simulated, and the runner's own binary (the simulators) was not found")
-		}
-		opts.Simulate = true
-		fmt.Fprintln(out, "the bundled run was simulated (its manifest says so): replaying it with the simulators")
-	}
-	if !st.bman.Simulated && opts.Simulate {
-		fmt.Fprintln(out, "warning: the bundled run was real and this replay is simulated; the timings cannot reproduce")
+	// The bundle's claim to be simulated picks the simulators, nothing more: what its plan
+	// sets, runs or contacts is asked about like a real replay's commands, unless --simulate
+	// drops all of it first.
+	simulate := opts.Simulate || st.bman.Simulated
+	if simulate && opts.Exe == "" {
+		return nil, fmt.Errorf("replay: the simulators are the runner's own binary, which was not found")
 	}
 	env := slices.Clone(opts.Env)
-	writeSecrets(out, st.plan, &st.bman, st.meta, env)
-	warnRedactedArgv(out, st)
 	ropts := runner.Options{
 		OutputDir: st.plan.OutputDir,
-		Simulate:  opts.Simulate,
+		Simulate:  simulate,
 		Exe:       opts.Exe,
 		Env:       env,
 		Out:       out,
 		Progress:  opts.Progress,
 		Logger:    opts.Logger,
 		Args:      opts.Args,
-		// A simulated replay asks nothing, so it runs nothing the bundle's plan names.
-		NoPlanProbes: opts.Simulate,
+		// The simulators replace backend.command, so the Python beside it is not probed
+		// either: under them, nothing the plan names runs as a probe.
+		NoPlanProbes: simulate,
 	}
-	if !opts.Simulate {
-		// Before anything runs, the environment probe included.
-		if err := confirmCommands(st, ropts, opts); err != nil {
-			return nil, err
+	warnRedactedArgv(out, st)
+	var setEnv []string // the bundle manifest's variables, KEY=VALUE, that the replay sets
+	if opts.Simulate {
+		simulatorOnly(out, st)
+	} else {
+		writeSecrets(out, st.plan, &st.bman, st.meta, env)
+		if !opts.NoBundleEnv {
+			setEnv = bundleEnv(out, &st.bman, env)
+		}
+		exp := runner.PlanExposure(st.plan, ropts)
+		if st.bman.Simulated && exp.Empty() && len(setEnv) == 0 {
+			// Nothing to drop: this is the replay --simulate would run.
+			fmt.Fprintln(out, "the bundled run was simulated (its manifest says so) and its plan sets, runs and contacts nothing beyond the simulators: replaying it with the simulators")
+		} else if err := confirmReplay(st, ropts, opts, exp, setEnv); err != nil {
+			return nil, err // before anything ran, the environment probe included
 		}
 	}
 	here := runner.ProbeEnvironment(ctx, st.plan, ropts)
@@ -166,14 +180,19 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 	if err := WriteDiff(out, DiffManifests(&st.bman, here)); err != nil {
 		return nil, err
 	}
-	if !opts.NoBundleEnv {
-		ropts.Env = bundleEnv(out, &st.bman, env)
+	if len(setEnv) > 0 {
+		names := make([]string, len(setEnv))
+		for i, kv := range setEnv {
+			names[i], _, _ = strings.Cut(kv, "=")
+		}
+		ropts.Env = append(ropts.Env, setEnv...)
+		fmt.Fprintf(out, "replay sets %d variable(s) to the bundle's values (--no-bundle-env keeps this machine's): %s\n", len(names), strings.Join(names, ", "))
 	}
 	sum, err := runner.RunCells(ctx, st.plan, st.cells, ropts)
 	if err != nil {
 		return nil, err
 	}
-	return st.outcome(out, sum, opts.Simulate)
+	return st.outcome(out, sum, simulate)
 }
 
 // replayDir is the replay's directory: the given one, else replay-<bundle name>.
@@ -273,14 +292,19 @@ func warnRedactedArgv(out io.Writer, st *replaySetup) {
 	}
 }
 
-// confirmCommands shows the exact commands a real replay runs, refuses those that differ
-// from the argv the bundle recorded (a tampered plan.toml) unless TrustPlan, and asks.
-func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) error {
+// confirmReplay shows everything a replay of the bundle's plan runs, sets and contacts on
+// this machine, refuses commands that differ from the argv the bundle recorded (a tampered
+// plan.toml) unless TrustPlan, and asks. Without Yes and without a terminal (Confirm nil) it
+// refuses: nothing from a bundle runs unasked.
+func confirmReplay(st *replaySetup, ropts runner.Options, opts ReplayOptions, exp runner.Exposure, setEnv []string) error {
 	launches, err := runner.Describe(st.plan, ropts)
 	if err != nil {
 		return &runner.UsageError{Err: fmt.Errorf("replay: %w", err)}
 	}
 	out := opts.Out
+	if st.bman.Simulated {
+		fmt.Fprintln(out, "the bundled run was simulated (its manifest says so), but nothing in a bundle is trusted, that claim included: its plan sets, runs or contacts what follows on this machine (--simulate drops all of it and runs the built-in simulators only)")
+	}
 	var differ []string
 	fmt.Fprintln(out, "replay runs the bundled plan's backend; first the environment probes, once each (and the GPU guard's nvidia-smi queries):")
 	for _, argv := range runner.ProbeCommands(st.plan, ropts) {
@@ -292,6 +316,9 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 			continue
 		}
 		fmt.Fprintf(out, "  %s: %s\n", l.Cell.ID, shellArgv(l.Argv))
+		if l.Cell.Backend.URL != "" {
+			continue // an attached server: no process to compare, its URL is listed below
+		}
 		rec, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, l.Cell.ID))
 		if err != nil {
 			differ = append(differ, l.Cell.ID+": the bundle records no command")
@@ -301,6 +328,7 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 			differ = append(differ, fmt.Sprintf("%s: the bundle recorded %s", l.Cell.ID, strings.Join(rec.Argv, " ")))
 		}
 	}
+	writeExposure(out, st.bdir, exp, setEnv)
 	if len(differ) > 0 && !opts.TrustPlan {
 		return &runner.UsageError{Err: fmt.Errorf("replay: plan.toml's commands differ from the argv the bundle recorded (%s); the bundle may have been edited: check plan.toml and pass --trust-plan to run its commands anyway", strings.Join(differ, "; "))}
 	}
@@ -308,9 +336,9 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 		return nil
 	}
 	if opts.Confirm == nil {
-		return &runner.UsageError{Err: errors.New("replay: these commands run on this machine; pass --yes to run them without asking (or --simulate to use the simulators)")}
+		return &runner.UsageError{Err: errors.New("replay: nothing was run: the bundle's plan runs, sets or contacts what is listed above on this machine; read the list, then pass --yes to run it without asking, or run replay in a terminal to be asked (--simulate replays with the built-in simulators only, without any of it)")}
 	}
-	ok, err := opts.Confirm("Run them? [y/N] ")
+	ok, err := opts.Confirm("Run all of the above? [y/N] ")
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -320,24 +348,148 @@ func confirmCommands(st *replaySetup, ropts runner.Options, opts ReplayOptions) 
 	return nil
 }
 
-// bundleEnv sets the variables the bundle's manifest recorded (CUDA_*, SGLANG_*, ...) that
-// differ here, and says which.
+// maxListedFiles bounds the bundle files the confirmation names one by one: a hostile bundle
+// may hold a hundred thousand.
+const maxListedFiles = 20
+
+// writeExposure lists, after the commands, what else the plan sets, runs and contacts, and
+// the bundle's files that can be run or loaded.
+func writeExposure(out io.Writer, bdir string, exp runner.Exposure, setEnv []string) {
+	list := func(title string, lines []string) {
+		if len(lines) == 0 {
+			return
+		}
+		fmt.Fprintln(out, title)
+		for _, l := range lines {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
+	}
+	var env, menv []string
+	for _, e := range exp.Env {
+		env = append(env, e.String())
+	}
+	for _, kv := range setEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		menv = append(menv, runner.NewEnvSetting(k, v).String())
+	}
+	list("with these variables from the bundle's plan ([backend.env]) in every process the cells start:", env)
+	list("and these from the bundle's manifest (--no-bundle-env keeps this machine's):", menv)
+	list("on Slurm: sbatch, with these options from the bundle's plan ([executor.slurm]):", exp.Slurm)
+	list("and these setup lines, which a shell runs on the node before each cell:", exp.Setup)
+	list("contacting:", exp.Network)
+	list("reading or running these paths the plan names:", exp.Files)
+	files, more := bundleCode(bdir, append(exp.Values, setEnvValues(setEnv)...))
+	if more > 0 {
+		files = append(files, fmt.Sprintf("... and %d more", more))
+	}
+	list("files from the bundle that are programs or libraries, or that the plan names (anything that points at them runs or loads them):", files)
+}
+
+func setEnvValues(setEnv []string) []string {
+	out := make([]string, len(setEnv))
+	for i, kv := range setEnv {
+		_, out[i], _ = strings.Cut(kv, "=")
+	}
+	return out
+}
+
+// codeSuffixes are the names of files that a loader or an interpreter runs.
+var codeSuffixes = []string{".so", ".dylib", ".py", ".pyc", ".pth", ".sh", ".bash", ".pl", ".rb", ".js"}
+
+// bundleCode lists the files of the extracted bundle (as paths under it) that can be run or
+// loaded, and why: programs and libraries (ELF, "#!", a library or script name) and any file
+// one of values names. A bundle that runner bundle wrote holds none of either. It lists at
+// most maxListedFiles and counts the rest.
+func bundleCode(bdir string, values []string) (files []string, more int) {
+	_ = filepath.WalkDir(bdir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(bdir, path)
+		var why []string
+		if kind := codeKind(path, d.Name()); kind != "" {
+			why = append(why, kind)
+		}
+		for _, v := range values {
+			if strings.Contains(v, rel) || strings.Contains(v, path) {
+				why = append(why, fmt.Sprintf("named by the plan (%q)", v))
+				break
+			}
+		}
+		if len(why) == 0 {
+			return nil
+		}
+		if len(files) == maxListedFiles {
+			more++
+			return nil
+		}
+		files = append(files, path+": "+strings.Join(why, ", "))
+		return nil
+	})
+	return files, more
+}
+
+// codeKind says what kind of program or library the file is ("" when it is neither), by its
+// first bytes, then by its name.
+func codeKind(path, name string) string {
+	if f, err := os.Open(path); err == nil {
+		var head [4]byte
+		n, _ := io.ReadFull(f, head[:])
+		f.Close()
+		switch {
+		case n == 4 && string(head[:]) == "\x7fELF":
+			return "an ELF program or shared library"
+		case n >= 2 && string(head[:2]) == "#!":
+			return "a script (#!)"
+		}
+	}
+	for _, suf := range codeSuffixes {
+		if strings.HasSuffix(name, suf) || strings.Contains(name, suf+".") {
+			return "a library or script by its name"
+		}
+	}
+	return ""
+}
+
+// simulatorOnly makes the replay run the built-in simulators only (--simulate): everything
+// the bundle's plan would set, run or contact is dropped, and so are the variables of its
+// manifest, and it says what went.
+func simulatorOnly(out io.Writer, st *replaySetup) {
+	dropped := runner.SimulatorOnly(st.plan)
+	if len(st.bman.Env) > 0 {
+		dropped = append(dropped, fmt.Sprintf("the %d variable(s) the bundle's manifest recorded (as with --no-bundle-env)", len(st.bman.Env)))
+	}
+	fmt.Fprintln(out, "simulated replay (--simulate): only the runner's built-in simulators run; nothing from the bundle's plan is run, set in the environment or contacted")
+	for _, d := range dropped {
+		fmt.Fprintf(out, "  dropped: %s\n", d)
+	}
+	if !st.bman.Simulated {
+		fmt.Fprintln(out, "warning: the bundled run was real and this replay is simulated; the timings cannot reproduce")
+	}
+}
+
+// bundleEnv returns the variables the bundle's manifest recorded (CUDA_*, SGLANG_*, ...) that
+// differ here, as KEY=VALUE, for the replay to set. A variable a run never records (LD_PRELOAD
+// in an edited manifest) is ignored, with a warning, and so is a redacted one.
 func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
-	var set []string
+	var set, ignored []string
 	for _, k := range sortedKeys(bman.Env) {
 		v := bman.Env[k]
+		if !runner.CapturedEnvName(k) {
+			ignored = append(ignored, k)
+			continue
+		}
 		if v == Redacted || strings.Contains(v, Redacted) {
 			continue
 		}
 		if cur, ok := lookupEnv(env, k); !ok || cur != v {
-			env = append(env, k+"="+v)
-			set = append(set, k)
+			set = append(set, k+"="+v)
 		}
 	}
-	if len(set) > 0 {
-		fmt.Fprintf(out, "replay sets %d variable(s) to the bundle's values (--no-bundle-env keeps this machine's): %s\n", len(set), strings.Join(set, ", "))
+	if len(ignored) > 0 {
+		fmt.Fprintf(out, "warning: the bundle's manifest lists %s, which no run records (the bundle was edited); not set\n", strings.Join(ignored, ", "))
 	}
-	return env
+	return set
 }
 
 // outcome compares the replayed cells with the bundle's, prints and writes the outcome.

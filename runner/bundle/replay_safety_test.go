@@ -17,12 +17,21 @@ import (
 // rebundle rewrites the bundle at path with edit applied to each file (name, content).
 func rebundle(t *testing.T, path string, edit func(name string, data []byte) []byte) string {
 	t.Helper()
+	return rebundleAdd(t, path, edit, nil)
+}
+
+// rebundleAdd is rebundle that also adds the files of add (archive name, content).
+func rebundleAdd(t *testing.T, path string, edit func(name string, data []byte) []byte, add map[string][]byte) string {
+	t.Helper()
 	var entries []entry
 	for name, data := range readArchive(t, path) {
 		if strings.HasSuffix(name, " (decompressed)") {
 			continue
 		}
 		data = edit(name, data)
+		entries = append(entries, entry{name: name, data: data, size: int64(len(data))})
+	}
+	for name, data := range add {
 		entries = append(entries, entry{name: name, data: data, size: int64(len(data))})
 	}
 	out := filepath.Join(t.TempDir(), "edited.tar.gz")

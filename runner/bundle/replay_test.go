@@ -126,6 +126,9 @@ func TestReplaySecretsAndEnvironment(t *testing.T) {
 	b := bundleOf(t, secretPlan, secretEnv())
 	var out bytes.Buffer
 	opts := replayOpts(t, &out, "HF_TOKEN=hf_fromthismachine", "SGLANG_EXTRA_FLAG=here")
+	// The plan's [backend.env] is kept only by a replay that lists it and is told to run it
+	// (--simulate drops it).
+	opts.Simulate, opts.Yes = false, true
 	res, err := Replay(context.Background(), b, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +141,7 @@ func TestReplaySecretsAndEnvironment(t *testing.T) {
 		"$SGLANG_EXTRA_FLAG",
 		"reproduced: invalid (diffusers-fallback)",
 		"its argv holds a redacted value",
+		"  HF_TOKEN=<redacted>\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
