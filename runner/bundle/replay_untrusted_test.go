@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // Everything in a bundle is untrusted, its manifest's "simulated": true included. These tests
