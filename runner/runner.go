@@ -181,7 +181,8 @@ func Run(ctx context.Context, p *plans.Plan, opts Options) (*rundir.Summary, err
 }
 
 // Resume finishes the cells of an existing run directory that have no result.json, and re-runs
-// cells recorded as interrupted (their old directory is kept under interrupted/). The plan is
+// cells recorded as interrupted; each reruns in an empty cell directory (setAside keeps the old
+// attempt's directory under interrupted/ or unreadable/). The plan is
 // re-read from the run directory's plan.toml, so the cells are the ones of the original run.
 func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, error) {
 	opts.defaults()
@@ -287,17 +288,26 @@ func leaveSlurm(ctx context.Context, dir string, last rundir.SlurmJob, opts *Opt
 	return nil
 }
 
-// setAside moves the directory of a cell that must run again out of the way, so that nothing is
-// overwritten: one whose result says "interrupted" (it measured nothing) to
-// interrupted/<id>-<n>/, one whose result.json cannot be read (empty, not JSON, an unknown
-// verdict: a crash or a full disk while it was written) to unreadable/<id>-<n>/, with a warning.
+// setAside moves the directory of a cell that must run again out of the way, so that the rerun
+// starts from an empty cell directory and nothing is overwritten or deleted: one whose result
+// says "interrupted" (it measured nothing) to interrupted/<id>-<n>/; one without a result that
+// still holds files (an attempt killed together with the runner, by SIGKILL, a crash or a lost
+// node: an empty trace, a log cut short) also to interrupted/<id>-<n>/, with a note, since a
+// partial file left beside the rerun's would be judged as the rerun's (an empty trace failed a
+// good rerun as trace-truncated); one whose result.json cannot be read (empty, not JSON, an
+// unknown verdict: a crash or a full disk while it was written) to unreadable/<id>-<n>/, with a
+// warning. The old directories sit beside cells/, so no report, triage or bundle, which read
+// cells/<id>/, takes their files for the cell's.
 func setAside(dir string, c plans.Cell, opts *Options) error {
 	cellDir := filepath.Join(dir, rundir.CellsDir, c.ID)
 	r, err := readResult(cellDir)
-	into := "interrupted"
+	into, partial := "interrupted", false
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
+		if !holdsFiles(cellDir) {
+			return nil // never started: only the empty directories prepareCells made
+		}
+		partial = true
 	case err != nil:
 		into = "unreadable"
 	case r.Verdict != plans.VerdictInterrupted:
@@ -314,12 +324,32 @@ func setAside(dir string, c plans.Cell, opts *Options) error {
 		if err := os.Rename(cellDir, dst); err != nil {
 			return fmt.Errorf("resume: set aside %s cell %s: %w", into, c.ID, err)
 		}
-		if into == "unreadable" {
+		switch {
+		case into == "unreadable":
 			opts.Logger.Warn("resume: the cell's result cannot be read; it runs again (its old directory is kept)",
 				"cell", c.ID, "err", err, "moved_to", dst)
+		case partial:
+			opts.Logger.Warn("resume: the cell's earlier attempt ended without a result (the runner was killed while it ran); it runs again in an empty directory (the attempt's files are kept)",
+				"cell", c.ID, "moved_to", dst)
 		}
 		return nil
 	}
+}
+
+// holdsFiles reports whether the directory tree at dir holds anything but directories (a file,
+// a link, a FIFO: nothing is opened). It stops at the first one.
+func holdsFiles(dir string) bool {
+	found := errors.New("found")
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // an unreadable part: judge by what can be seen
+		}
+		if !d.IsDir() {
+			return found
+		}
+		return nil
+	})
+	return errors.Is(err, found)
 }
 
 // preflight checks, before the first cell starts, what would otherwise fail in the middle of
