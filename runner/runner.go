@@ -257,17 +257,81 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	return execute(ctx, p, dir, recs, man, &opts)
 }
 
-// reapLeftovers kills what a killed run left running (proc.ReapRecorded: the processes its
-// cells' supervisors recorded, when the supervisors died too), so that a resumed cell does not
-// meet a stale server on its port or its GPU.
+// reapLeftovers kills what a killed run left running (the processes its cells' and servers'
+// supervisors recorded, when the supervisors died too), so that a resumed cell does not meet a
+// stale server on its port or its GPU. It reads the records only where the runner writes them
+// (recordPaths), and Record.Reap signals only processes that carry the record's token: every
+// other process a record names is left alone, and said so, with its pid and why. A record is
+// removed once it names nothing alive, and kept otherwise (with the cell, under interrupted/).
 func reapLeftovers(dir string, opts *Options) {
-	n, err := proc.ReapRecorded(dir)
-	if err != nil {
-		opts.Logger.Warn("resume: process records", "err", err)
+	for _, path := range recordPaths(dir) {
+		rel, _ := filepath.Rel(dir, path)
+		rec, err := readRecord(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			opts.Logger.Warn("resume: process record not used; nothing it names was signalled", "record", rel, "err", err)
+			continue
+		}
+		n, spared := rec.Reap()
+		for _, s := range spared {
+			opts.Logger.Warn("resume: left alone a process that a process record names: "+s.Why, "pid", s.PID, "name", s.Name, "record", rel)
+		}
+		if n > 0 {
+			opts.Logger.Warn("resume: killed processes that the interrupted run left running", "count", n, "record", rel)
+		}
+		if len(spared) == 0 {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				opts.Logger.Warn("resume: process record", "record", rel, "err", err)
+			}
+		}
 	}
-	if n > 0 {
-		opts.Logger.Warn("resume: killed processes that the interrupted run left running", "count", n)
+}
+
+// recordPaths lists the process records a run may have left, at exactly the paths the runner
+// writes them (never a search of the run directory, which may hold anything): one per cell of
+// cells.json (cells/<id>/processes.json) and one per numbered server directory of serve mode
+// (servers/<n>/processes.json).
+func recordPaths(dir string) []string {
+	var out []string
+	if saved, err := rundir.ReadCells(dir); err == nil {
+		for _, c := range saved.Cells {
+			if c.Cell.ID != "" && filepath.Base(c.Cell.ID) == c.Cell.ID {
+				out = append(out, filepath.Join(rundir.CellDir(dir, c.Cell.ID), proc.RecordFile))
+			}
+		}
 	}
+	ents, _ := os.ReadDir(filepath.Join(dir, rundir.ServersDir))
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 && e.Name() == strconv.Itoa(n) {
+			out = append(out, filepath.Join(dir, rundir.ServersDir, e.Name(), proc.RecordFile))
+		}
+	}
+	return out
+}
+
+// maxRecord bounds the size of a process record: a record lists a cell's processes, a few
+// dozen bytes each.
+const maxRecord = 4 << 20
+
+// readRecord reads a process record through the run directory's reader, refusing a link (a
+// record is a file the supervisor wrote in place) and one too large to be a record.
+func readRecord(path string) (proc.Record, error) {
+	var rec proc.Record
+	st, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return rec, err
+	case !st.Mode().IsRegular():
+		return rec, fmt.Errorf("%s is not a regular file (%s); the runner writes records as files", path, st.Mode().Type())
+	case st.Size() > maxRecord:
+		return rec, fmt.Errorf("%s is %d bytes, more than a process record ever holds (%d); remove it after checking that none of the run's processes still runs", path, st.Size(), maxRecord)
+	}
+	if err := rundir.ReadJSON(path, &rec); err != nil {
+		return rec, fmt.Errorf("%w; remove it after checking that none of the run's processes still runs", err)
+	}
+	return rec, nil
 }
 
 // leaveSlurm is the start of resuming a Slurm run with another executor (--executor local): it
