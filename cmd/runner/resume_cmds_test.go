@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -65,4 +66,35 @@ func cmdForeign(ts *testscript.TestScript, neg bool, args []string) {
 	default:
 		ts.Fatalf("usage: foreign start VAR [-token] RECORD... | foreign alive VAR")
 	}
+}
+
+// supervisor stop|kill RECORD: signal the supervisor a cell's process record names. stop waits
+// (up to 60s) until the record lists at least two processes besides the supervisor (the cell's
+// program and the grandchild it started), then sends SIGSTOP, so that the supervisor cannot
+// react when the runner is killed next; kill sends SIGKILL. Together they make the case where
+// the runner and the supervisor both die and only the record is left.
+func cmdSupervisor(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 || (args[0] != "stop" && args[0] != "kill") {
+		ts.Fatalf("usage: supervisor stop|kill RECORD")
+	}
+	var rec proc.Record
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(ts.MkAbs(args[1]))
+		if err == nil && json.Unmarshal(b, &rec) == nil && (args[0] == "kill" || len(rec.Processes) >= 2) {
+			break
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("supervisor: %s does not list the cell's processes after 60s (%v)", args[1], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st, ok := proc.ReadStat(rec.Supervisor.PID); !ok || st.Start != rec.Supervisor.Start {
+		ts.Fatalf("supervisor: %d is not running", rec.Supervisor.PID)
+	}
+	sig := syscall.SIGSTOP
+	if args[0] == "kill" {
+		sig = syscall.SIGKILL
+	}
+	ts.Check(syscall.Kill(rec.Supervisor.PID, sig))
 }
