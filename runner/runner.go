@@ -181,7 +181,8 @@ func Run(ctx context.Context, p *plans.Plan, opts Options) (*rundir.Summary, err
 }
 
 // Resume finishes the cells of an existing run directory that have no result.json, and re-runs
-// cells recorded as interrupted (their old directory is kept under interrupted/). The plan is
+// cells recorded as interrupted; each reruns in an empty cell directory (setAside keeps the old
+// attempt's directory under interrupted/ or unreadable/). The plan is
 // re-read from the run directory's plan.toml, so the cells are the ones of the original run.
 func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, error) {
 	opts.defaults()
@@ -256,17 +257,81 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	return execute(ctx, p, dir, recs, man, &opts)
 }
 
-// reapLeftovers kills what a killed run left running (proc.ReapRecorded: the processes its
-// cells' supervisors recorded, when the supervisors died too), so that a resumed cell does not
-// meet a stale server on its port or its GPU.
+// reapLeftovers kills what a killed run left running (the processes its cells' and servers'
+// supervisors recorded, when the supervisors died too), so that a resumed cell does not meet a
+// stale server on its port or its GPU. It reads the records only where the runner writes them
+// (recordPaths), and Record.Reap signals only processes that carry the record's token: every
+// other process a record names is left alone, and said so, with its pid and why. A record is
+// removed once it names nothing alive, and kept otherwise (with the cell, under interrupted/).
 func reapLeftovers(dir string, opts *Options) {
-	n, err := proc.ReapRecorded(dir)
-	if err != nil {
-		opts.Logger.Warn("resume: process records", "err", err)
+	for _, path := range recordPaths(dir) {
+		rel, _ := filepath.Rel(dir, path)
+		rec, err := readRecord(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			opts.Logger.Warn("resume: process record not used; nothing it names was signalled", "record", rel, "err", err)
+			continue
+		}
+		n, spared := rec.Reap()
+		for _, s := range spared {
+			opts.Logger.Warn("resume: left alone a process that a process record names: "+s.Why, "pid", s.PID, "name", s.Name, "record", rel)
+		}
+		if n > 0 {
+			opts.Logger.Warn("resume: killed processes that the interrupted run left running", "count", n, "record", rel)
+		}
+		if len(spared) == 0 {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				opts.Logger.Warn("resume: process record", "record", rel, "err", err)
+			}
+		}
 	}
-	if n > 0 {
-		opts.Logger.Warn("resume: killed processes that the interrupted run left running", "count", n)
+}
+
+// recordPaths lists the process records a run may have left, at exactly the paths the runner
+// writes them (never a search of the run directory, which may hold anything): one per cell of
+// cells.json (cells/<id>/processes.json) and one per numbered server directory of serve mode
+// (servers/<n>/processes.json).
+func recordPaths(dir string) []string {
+	var out []string
+	if saved, err := rundir.ReadCells(dir); err == nil {
+		for _, c := range saved.Cells {
+			if c.Cell.ID != "" && filepath.Base(c.Cell.ID) == c.Cell.ID {
+				out = append(out, filepath.Join(rundir.CellDir(dir, c.Cell.ID), proc.RecordFile))
+			}
+		}
 	}
+	ents, _ := os.ReadDir(filepath.Join(dir, rundir.ServersDir))
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 && e.Name() == strconv.Itoa(n) {
+			out = append(out, filepath.Join(dir, rundir.ServersDir, e.Name(), proc.RecordFile))
+		}
+	}
+	return out
+}
+
+// maxRecord bounds the size of a process record: a record lists a cell's processes, a few
+// dozen bytes each.
+const maxRecord = 4 << 20
+
+// readRecord reads a process record through the run directory's reader, refusing a link (a
+// record is a file the supervisor wrote in place) and one too large to be a record.
+func readRecord(path string) (proc.Record, error) {
+	var rec proc.Record
+	st, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return rec, err
+	case !st.Mode().IsRegular():
+		return rec, fmt.Errorf("%s is not a regular file (%s); the runner writes records as files", path, st.Mode().Type())
+	case st.Size() > maxRecord:
+		return rec, fmt.Errorf("%s is %d bytes, more than a process record ever holds (%d); remove it after checking that none of the run's processes still runs", path, st.Size(), maxRecord)
+	}
+	if err := rundir.ReadJSON(path, &rec); err != nil {
+		return rec, fmt.Errorf("%w; remove it after checking that none of the run's processes still runs", err)
+	}
+	return rec, nil
 }
 
 // leaveSlurm is the start of resuming a Slurm run with another executor (--executor local): it
@@ -287,17 +352,26 @@ func leaveSlurm(ctx context.Context, dir string, last rundir.SlurmJob, opts *Opt
 	return nil
 }
 
-// setAside moves the directory of a cell that must run again out of the way, so that nothing is
-// overwritten: one whose result says "interrupted" (it measured nothing) to
-// interrupted/<id>-<n>/, one whose result.json cannot be read (empty, not JSON, an unknown
-// verdict: a crash or a full disk while it was written) to unreadable/<id>-<n>/, with a warning.
+// setAside moves the directory of a cell that must run again out of the way, so that the rerun
+// starts from an empty cell directory and nothing is overwritten or deleted: one whose result
+// says "interrupted" (it measured nothing) to interrupted/<id>-<n>/; one without a result that
+// still holds files (an attempt killed together with the runner, by SIGKILL, a crash or a lost
+// node: an empty trace, a log cut short) also to interrupted/<id>-<n>/, with a note, since a
+// partial file left beside the rerun's would be judged as the rerun's (an empty trace failed a
+// good rerun as trace-truncated); one whose result.json cannot be read (empty, not JSON, an
+// unknown verdict: a crash or a full disk while it was written) to unreadable/<id>-<n>/, with a
+// warning. The old directories sit beside cells/, so no report, triage or bundle, which read
+// cells/<id>/, takes their files for the cell's.
 func setAside(dir string, c plans.Cell, opts *Options) error {
 	cellDir := filepath.Join(dir, rundir.CellsDir, c.ID)
 	r, err := readResult(cellDir)
-	into := "interrupted"
+	into, partial := "interrupted", false
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
+		if !holdsFiles(cellDir) {
+			return nil // never started: only the empty directories prepareCells made
+		}
+		partial = true
 	case err != nil:
 		into = "unreadable"
 	case r.Verdict != plans.VerdictInterrupted:
@@ -314,12 +388,32 @@ func setAside(dir string, c plans.Cell, opts *Options) error {
 		if err := os.Rename(cellDir, dst); err != nil {
 			return fmt.Errorf("resume: set aside %s cell %s: %w", into, c.ID, err)
 		}
-		if into == "unreadable" {
+		switch {
+		case into == "unreadable":
 			opts.Logger.Warn("resume: the cell's result cannot be read; it runs again (its old directory is kept)",
 				"cell", c.ID, "err", err, "moved_to", dst)
+		case partial:
+			opts.Logger.Warn("resume: the cell's earlier attempt ended without a result (the runner was killed while it ran); it runs again in an empty directory (the attempt's files are kept)",
+				"cell", c.ID, "moved_to", dst)
 		}
 		return nil
 	}
+}
+
+// holdsFiles reports whether the directory tree at dir holds anything but directories (a file,
+// a link, a FIFO: nothing is opened). It stops at the first one.
+func holdsFiles(dir string) bool {
+	found := errors.New("found")
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // an unreadable part: judge by what can be seen
+		}
+		if !d.IsDir() {
+			return found
+		}
+		return nil
+	})
+	return errors.Is(err, found)
 }
 
 // preflight checks, before the first cell starts, what would otherwise fail in the middle of

@@ -92,6 +92,7 @@ func TestScripts(t *testing.T) {
 			"samecells":    cmdSameCells,
 			"jsonhas":      cmdJSONHas,
 			"portfree":     cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)
+			"foreign": cmdForeign, "supervisor": cmdSupervisor, // resume scripts (resume_cmds_test.go)
 		},
 	})
 }

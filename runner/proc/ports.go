@@ -1,8 +1,11 @@
 package proc
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -81,16 +84,79 @@ func Cmdline(pid int) string {
 
 // EnvOf returns the value of key in the environment of pid ("" when absent or unreadable).
 func EnvOf(pid int, key string) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	var val string
+	_, _ = scanEnviron(pid, func(kv []byte) bool {
+		k, v, ok := bytes.Cut(kv, []byte("="))
+		if ok && string(k) == key {
+			val = string(v)
+		}
+		return ok && string(k) == key
+	})
+	return val
+}
+
+// Bounds of what scanEnviron reads. The kernel limits one element to 128 KiB
+// (MAX_ARG_STRLEN) and a process's arguments and environment together to a
+// quarter of its stack limit (2 MiB by default); more is not an environment
+// the runner gave.
+const (
+	maxEnvEntry = 1 << 20
+	maxEnviron  = 16 << 20
+)
+
+// scanEnviron calls fn with each element (KEY=VALUE) of process pid's
+// environment as it started (/proc/PID/environ) until fn returns true, and
+// reports whether it did. It reads in chunks, so memory stays bounded
+// whatever the process holds: a larger environment or element is an error.
+func scanEnviron(pid int, fn func(kv []byte) bool) (bool, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
-		return ""
+		return false, err
 	}
-	for kv := range bytes.SplitSeq(b, []byte{0}) {
-		if k, v, ok := bytes.Cut(kv, []byte("=")); ok && string(k) == key {
-			return string(v)
+	defer f.Close()
+	return scanEnv(f, maxEnviron, fn)
+}
+
+// scanEnv is scanEnviron on any NUL-separated list of at most limit bytes.
+func scanEnv(r io.Reader, limit int64, fn func(kv []byte) bool) (bool, error) {
+	sc := bufio.NewScanner(&cappedReader{r: r, left: limit})
+	sc.Buffer(make([]byte, 0, 64<<10), maxEnvEntry)
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		if i := bytes.IndexByte(data, 0); i >= 0 {
+			return i + 1, data[:i], nil
+		}
+		if atEOF && len(data) > 0 {
+			return len(data), data, nil // a last element without its NUL
+		}
+		return 0, nil, nil
+	})
+	for sc.Scan() {
+		if fn(sc.Bytes()) {
+			return true, nil
 		}
 	}
-	return ""
+	return false, sc.Err()
+}
+
+// cappedReader reads r and fails once more than left bytes came.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, errors.New("environment larger than the kernel allows")
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return 0, errors.New("environment larger than the kernel allows")
+	}
+	return n, err
 }
 
 // PidsWithEnv lists the processes other than ours whose environment has key=value; none for

@@ -41,7 +41,7 @@
 // Every child runs under a supervisor, the running binary re-executed, which
 // is a child subreaper: it kills all the child's descendants, also those
 // that left the process group, when the child is done, on a second stop, or
-// when the runner dies, and records them for ReapRecorded (supervise_linux.go,
+// when the runner dies, and records them for Record.Reap (supervise_linux.go,
 // record.go).
 //
 // Linux is the target. Process-group membership is read from /proc, and the
@@ -184,7 +184,10 @@ type Spec struct {
 
 	// Record is where the child's supervisor keeps the list of the child's
 	// processes while it runs (RecordFile in the cell's directory), for
-	// ReapRecorded after a runner that was killed; "" keeps none.
+	// Record.Reap after a runner that was killed; "" keeps none. With a
+	// record, Run gives the child's environment a fresh random token
+	// (TokenEnv), which the record holds too, so that only processes of this
+	// run are ever reaped.
 	Record string
 
 	// Test switches of file mode's follower, options rather than package
@@ -249,6 +252,15 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	res := Result{ExitCode: -1}
 	if !startable(ctx, s, &res) {
 		return res
+	}
+	if s.Record != "" {
+		// Every process of the run inherits the token; the supervisor
+		// writes it into the record (supervise_linux.go).
+		if tok, err := newToken(); err == nil {
+			s.Env = withToken(s.Env, tok)
+		} else {
+			log.Warn("no process token: a later --resume cannot prove these processes are the runner's and will leave them alone", "err", err)
+		}
 	}
 
 	var out *output

@@ -30,7 +30,8 @@ import (
 //     handler sees) or asked for an immediate stop (the second Ctrl-C);
 //
 // and it keeps a record of them (pid and start time, so a reused pid is not
-// killed) in Spec.Record, which ReapRecorded reads when a run is resumed,
+// killed, and the run's process token from its environment, which Run put
+// there) in Spec.Record, which Record.Reap acts on when a run is resumed,
 // for the case where the supervisor itself was killed.
 //
 // The supervisor talks to Run over a status pipe (fd 3): "pid N" once the
@@ -321,13 +322,16 @@ func (sv *supervisor) writeRecord() {
 	if !ok {
 		return
 	}
-	rec := Record{Supervisor: ProcessID{PID: sv.self, Start: me.Start}, Processes: Descendants(sv.self)}
+	rec := Record{Supervisor: ProcessID{PID: sv.self, Start: me.Start}, Processes: Descendants(sv.self), Token: os.Getenv(TokenEnv)}
 	b := rec.encode()
 	if string(b) == sv.lastRecord {
 		return
 	}
 	tmp := sv.record + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err == nil && os.Rename(tmp, sv.record) == nil {
+	// 0600: the token is for the runner, not for other users of the machine
+	// (a temporary file a killed supervisor left keeps its mode: replace it).
+	os.Remove(tmp)
+	if err := os.WriteFile(tmp, b, 0o600); err == nil && os.Rename(tmp, sv.record) == nil {
 		sv.lastRecord = string(b)
 	}
 }

@@ -1,9 +1,10 @@
 package proc
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -92,7 +94,8 @@ func TestRunnerKilledLeavesNothing(t *testing.T) {
 }
 
 // When the supervisor dies as well (SIGKILL to it and the runner), the
-// record left in the cell directory lets ReapRecorded kill the grandchild.
+// record left in the cell directory lets Record.Reap kill the grandchild,
+// which carries the record's token like every process of the run.
 func TestReapRecordedKillsSurvivors(t *testing.T) {
 	r, e, dir := startEscape(t)
 	rec := filepath.Join(dir, RecordFile)
@@ -104,6 +107,12 @@ func TestReapRecordedKillsSurvivors(t *testing.T) {
 		}
 		return slices.ContainsFunc(got.Processes, func(p ProcessID) bool { return p.PID == e.pid })
 	})
+	if !validToken(got.Token) {
+		t.Fatalf("the record holds no valid token: %q", got.Token)
+	}
+	if st, err := os.Stat(rec); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("record mode %v, %v; want 0600 (it holds the token)", st.Mode(), err)
+	}
 	syscall.Kill(got.Supervisor.PID, syscall.SIGKILL)
 	r.Process.Kill()
 	r.Wait()
@@ -111,35 +120,176 @@ func TestReapRecordedKillsSurvivors(t *testing.T) {
 	if gone(e.pid) {
 		t.Fatal("the grandchild died with its supervisor; this test needs it to survive")
 	}
-	n, err := ReapRecorded(filepath.Dir(dir))
-	if err != nil || n < 1 {
-		t.Fatalf("ReapRecorded = %d, %v; want the grandchild killed", n, err)
+	n, spared := got.Reap()
+	if n < 1 || len(spared) > 0 {
+		t.Fatalf("Reap = %d, %+v; want the grandchild killed and nothing spared", n, spared)
 	}
 	waitFor(t, 10*time.Second, "the grandchild to end and the port to be free", func() bool { return gone(e.pid) && portFree(e.port) })
-	if _, err := os.Stat(rec); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("record still there: %v", err)
+}
+
+// startSleep starts `sh -c 'sleep 300 & wait'` (a process and its child)
+// outside Run, with env added to ours, and returns both identities.
+func startSleep(t *testing.T, env ...string) (parent, child ProcessID) {
+	t.Helper()
+	c := exec.Command("sh", "-c", "sleep 300 & echo started; wait")
+	c.Env = append(os.Environ(), env...)
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Skipf("no sh: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, d := range Descendants(c.Process.Pid) {
+			syscall.Kill(d.PID, syscall.SIGKILL)
+		}
+		c.Process.Kill()
+		c.Wait()
+	})
+	b := make([]byte, 8)
+	if _, err := io.ReadFull(out, b); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := ReadStat(c.Process.Pid)
+	ds := Descendants(c.Process.Pid)
+	if !ok || len(ds) != 1 {
+		t.Fatalf("stat %v, children %v", ok, ds)
+	}
+	return ProcessID{PID: c.Process.Pid, Start: st.Start}, ds[0]
+}
+
+// Issue 22: a record is data anyone can write, naming any process by its
+// pid and true start time. Reap signals none that lacks the record's token,
+// neither a named one nor its descendants, and says why it left each alone.
+func TestReapSparesForeignProcesses(t *testing.T) {
+	parent, child := startSleep(t)
+	token, err := newToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		rec  Record
+		why  string
+	}{
+		{"no token", Record{Supervisor: parent, Processes: []ProcessID{parent, child}}, "no process token"},
+		{"malformed token", Record{Supervisor: parent, Token: "x", Processes: []ProcessID{child}}, "no process token"},
+		{"another token", Record{Supervisor: parent, Token: token, Processes: []ProcessID{child}}, "does not carry"},
+		{"reused pid", Record{Processes: []ProcessID{{PID: parent.PID, Start: parent.Start + 1}}, Token: token}, "another process"},
+	} {
+		n, spared := tc.rec.Reap()
+		if n != 0 {
+			t.Fatalf("%s: Reap killed %d", tc.name, n)
+		}
+		if len(spared) == 0 || spared[0].PID != parent.PID || spared[0].Name != "sh" || !strings.Contains(spared[0].Why, tc.why) {
+			t.Errorf("%s: spared %+v; want pid %d (sh) first, because %q", tc.name, spared, parent.PID, tc.why)
+		}
+		if gone(parent.PID) || gone(child.PID) {
+			t.Fatalf("%s: a foreign process was killed", tc.name)
+		}
 	}
 }
 
-// A record naming a pid that now belongs to another process (a different
-// start time) kills nothing.
-func TestReapRecordedSparesReusedPID(t *testing.T) {
-	dir := t.TempDir()
-	me, ok := ReadStat(os.Getpid())
-	if !ok {
-		t.Skip("no /proc")
-	}
-	rec := Record{Supervisor: ProcessID{PID: os.Getpid(), Start: me.Start + 1}, Processes: []ProcessID{{PID: os.Getpid(), Start: me.Start + 7}}}
-	if err := os.WriteFile(filepath.Join(dir, RecordFile), rec.encode(), 0o644); err != nil {
+// A process of the run (it carries the token) is killed, but a descendant
+// that dropped the token from its environment cannot prove it is the run's:
+// it is left alone, with the reason.
+func TestReapChecksEveryDescendant(t *testing.T) {
+	token, err := newToken()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := ReapRecorded(dir); n != 0 || err != nil {
-		t.Fatalf("ReapRecorded = %d, %v; want 0 (start times differ)", n, err)
+	// env -u: the child sleep starts without the token.
+	c := exec.Command("sh", "-c", "env -u "+TokenEnv+" sleep 300 & echo started; wait")
+	c.Env = withToken(os.Environ(), token)
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Skipf("no sh: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, RecordFile), []byte("{garbage"), 0o644); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	io.ReadFull(out, make([]byte, 8))
+	ds := Descendants(c.Process.Pid)
+	st, _ := ReadStat(c.Process.Pid)
+	if len(ds) != 1 {
+		t.Fatalf("children %v", ds)
 	}
-	if _, err := ReapRecorded(dir); err == nil || !strings.Contains(err.Error(), "remove it by hand") {
-		t.Errorf("garbage record: err %v", err)
+	t.Cleanup(func() { syscall.Kill(ds[0].PID, syscall.SIGKILL) })
+	// The child is a fork of the shell, with the token, until env has exec'd sleep.
+	waitFor(t, 10*time.Second, "the child to run sleep", func() bool { return comm(ds[0].PID) == "sleep" })
+	n, spared := Record{Token: token, Processes: []ProcessID{{PID: c.Process.Pid, Start: st.Start}}}.Reap()
+	if n != 1 || len(spared) != 1 || spared[0].PID != ds[0].PID || !strings.Contains(spared[0].Why, "descends from a process of the run, but its environment does not carry") {
+		t.Fatalf("Reap = %d, %+v; want the shell killed and its token-less child %d spared", n, spared, ds[0].PID)
 	}
+	c.Wait()
+	if gone(ds[0].PID) {
+		t.Error("the child without the token was killed")
+	}
+}
+
+// holdsEntry is scanEnv asked for one whole element.
+func holdsEntry(r io.Reader, entry string, limit int64) (bool, error) {
+	return scanEnv(r, limit, func(kv []byte) bool { return string(kv) == entry })
+}
+
+func TestScanEnv(t *testing.T) {
+	const e = TokenEnv + "=0123"
+	for _, tc := range []struct {
+		env  string
+		want bool
+	}{
+		{e + "\x00", true},
+		{e, true}, // a last element without its NUL
+		{"A=1\x00" + e + "\x00B=2\x00", true},
+		{"A=1\x00" + e + "4\x00", false},
+		{"X" + e + "\x00", false},
+		{"A=1\x00B=2\x00", false},
+		{"", false},
+	} {
+		for _, r := range []func(string) io.Reader{
+			func(s string) io.Reader { return strings.NewReader(s) },
+			func(s string) io.Reader { return iotest.OneByteReader(strings.NewReader(s)) },
+		} {
+			if got, err := holdsEntry(r(tc.env), e, 1<<20); got != tc.want || err != nil {
+				t.Errorf("holdsEntry(%q) = %v, %v; want %v", tc.env, got, err, tc.want)
+			}
+		}
+	}
+	big := strings.Repeat("A=1\x00", 1<<16) + e + "\x00"
+	if got, err := holdsEntry(strings.NewReader(big), e, 1<<20); !got || err != nil {
+		t.Errorf("entry after 256 KiB: %v, %v", got, err)
+	}
+	if _, err := holdsEntry(strings.NewReader(big), e, 1<<10); err == nil {
+		t.Error("no error past the limit")
+	}
+	if _, err := holdsEntry(strings.NewReader(strings.Repeat("A", 2*maxEnvEntry)), e, 4*maxEnvEntry); err == nil {
+		t.Error("no error for an element longer than the kernel allows")
+	}
+	// EnvOf reads a live process's environment through it.
+	if got := EnvOf(os.Getpid(), "PATH"); got != os.Getenv("PATH") {
+		t.Errorf("EnvOf(self, PATH) = %q", got)
+	}
+}
+
+// FuzzScanEnv: the chunked scan finds exactly the whole elements of the list.
+func FuzzScanEnv(f *testing.F) {
+	f.Add([]byte("A=1\x00K=v\x00"), "K=v", uint8(3))
+	f.Add([]byte("K=v"), "K=v", uint8(1))
+	f.Fuzz(func(t *testing.T, env []byte, entry string, chunk uint8) {
+		if strings.IndexByte(entry, 0) >= 0 {
+			return
+		}
+		elems := strings.Split(string(env), "\x00")
+		if elems[len(elems)-1] == "" {
+			elems = elems[:len(elems)-1] // the terminator of the last element
+		}
+		want := slices.Contains(elems, entry)
+		r := io.Reader(bytes.NewReader(env))
+		if chunk%2 == 1 {
+			r = iotest.OneByteReader(r)
+		}
+		got, err := holdsEntry(r, entry, 1<<20)
+		if err != nil || got != want {
+			t.Fatalf("holdsEntry(%q, %q) = %v, %v; want %v", env, entry, got, err, want)
+		}
+	})
 }
