@@ -358,7 +358,8 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 }
 
 // validateDataset checks load.dataset and, for sharegpt, that dataset_path is a ShareGPT file;
-// a relative path is made relative to the plan file's directory.
+// a relative path is made absolute from the plan file's directory, unless the plan is a copy
+// whose dataset was resolved already (ParseOptions.DatasetPath).
 func (d *decoder) validateDataset(l *LoadSpec, planFile string) {
 	k := path("load", "dataset")
 	if !d.check(k...) {
@@ -382,12 +383,25 @@ func (d *decoder) validateDataset(l *LoadSpec, planFile string) {
 		d.missing(kp, `dataset = "sharegpt" needs dataset_path: a local ShareGPT JSON file (it is never downloaded)`)
 		return
 	}
-	if !filepath.IsAbs(l.DatasetPath) && planFile != "" {
-		l.DatasetPath = filepath.Join(filepath.Dir(planFile), l.DatasetPath)
+	hint := "give the path of a local ShareGPT JSON file (relative paths start at the plan's directory)"
+	switch {
+	case d.opts.DatasetPath != "":
+		l.DatasetPath = d.opts.DatasetPath
+		hint = "this is the file the run read its dataset from (cells.json \"dataset\"); put it back there"
+	case !filepath.IsAbs(l.DatasetPath) && planFile != "":
+		// Absolute, so that the path means the same file from any directory: a Slurm task's,
+		// a later --resume's. The run directory records it (cells.json) because its copy of
+		// the plan sits elsewhere.
+		dir, err := filepath.Abs(filepath.Dir(planFile))
+		if err != nil {
+			d.addKey(kp, fmt.Sprintf("%v; give an absolute dataset_path", err))
+			return
+		}
+		l.DatasetPath = filepath.Join(dir, l.DatasetPath)
 	}
 	f, err := os.Open(l.DatasetPath)
 	if err != nil {
-		d.addKey(kp, fmt.Sprintf("%v; give the path of a local ShareGPT JSON file (relative paths start at the plan's directory)", err))
+		d.addKey(kp, fmt.Sprintf("%v; %s", err, hint))
 		return
 	}
 	defer f.Close()

@@ -2,6 +2,9 @@ package plans
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -196,5 +199,49 @@ func TestLLMCellsJSONRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(string(data), `"slo_ttft":"200ms"`) || !strings.Contains(string(data), `"server_args":["--tp-size","1"]`) {
 		t.Errorf("cells.json lacks the LLM fields:\n%s", data[:min(len(data), 3000)])
+	}
+}
+
+// A relative dataset_path starts at the plan file's directory and comes out absolute, whatever
+// the working directory: a run's records name the file that later readers (a Slurm task, a
+// --resume from elsewhere) open. A copy of the plan that sits elsewhere (a run directory's
+// plan.toml) reads the file it is given (ParseOptions.DatasetPath) instead.
+func TestDatasetPathResolvedOnce(t *testing.T) {
+	dir := t.TempDir()
+	sample, err := os.ReadFile(filepath.Join("..", "testdata", "sharegpt-sample.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ds1.json"), sample, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := llmMin + "[load]\ndataset = \"sharegpt\"\ndataset_path = \"ds1.json\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "plan.toml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A relative plan path from another working directory.
+	t.Chdir(filepath.Dir(dir))
+	p, err := Load(filepath.Join(filepath.Base(dir), "plan.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "ds1.json"); p.Load.DatasetPath != want {
+		t.Errorf("dataset_path = %q, want %q (absolute, from the plan's directory)", p.Load.DatasetPath, want)
+	}
+	// The run directory's copy, parsed with the recorded file.
+	copyDir := t.TempDir()
+	p, err = ParseWith(filepath.Join(copyDir, "plan.toml"), []byte(src), ParseOptions{DatasetPath: filepath.Join(dir, "ds1.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "ds1.json"); p.Load.DatasetPath != want {
+		t.Errorf("with the recorded path: dataset_path = %q, want %q", p.Load.DatasetPath, want)
+	}
+	// The recorded file gone: the error says it was the run's file, at the plan's line.
+	_, err = ParseWith(filepath.Join(copyDir, "plan.toml"), []byte(src), ParseOptions{DatasetPath: filepath.Join(copyDir, "gone.json")})
+	var perr *Error
+	if !errors.As(err, &perr) || len(perr.Problems) != 1 || perr.Problems[0].Line != 10 ||
+		!strings.Contains(perr.Problems[0].Msg, "gone.json") || !strings.Contains(perr.Problems[0].Msg, "the file the run read its dataset from") {
+		t.Errorf("recorded file missing: %v", err)
 	}
 }

@@ -28,11 +28,27 @@ func Load(path string) (*Plan, error) {
 	return p, nil
 }
 
-// Parse decodes, defaults and validates a plan. name is used in error messages only (usually
-// the file path). Every problem in the file is reported at once in a *Error; a TOML syntax error
-// stops decoding, so it is reported alone.
+// Parse decodes, defaults and validates a plan. name is the plan file's path (a relative
+// dataset_path starts at its directory) and names the file in error messages. Every problem in
+// the file is reported at once in a *Error; a TOML syntax error stops decoding, so it is
+// reported alone.
 func Parse(name string, data []byte) (*Plan, error) {
-	d := &decoder{src: string(data), file: name, bad: map[string]bool{}, reported: map[string]bool{}}
+	return ParseWith(name, data, ParseOptions{})
+}
+
+// ParseOptions change how ParseWith reads a copy of a plan that no longer sits where it was
+// written: a run directory's plan.toml or a bundle's. Relative paths in the plan start at the
+// directory of the file it was copied from, which the copy's own directory is not.
+type ParseOptions struct {
+	// DatasetPath, when not empty, is the file a sharegpt plan's load.dataset_path names,
+	// already resolved: the path a run recorded when it started (cells.json "dataset"), or a
+	// bundle's copy of that file. The plan's own dataset_path is then not resolved again.
+	DatasetPath string
+}
+
+// ParseWith is Parse with opts.
+func ParseWith(name string, data []byte, opts ParseOptions) (*Plan, error) {
+	d := &decoder{src: string(data), file: name, opts: opts, bad: map[string]bool{}, reported: map[string]bool{}}
 	if pr, deep := nestingProblem(d.src); deep {
 		return nil, &Error{File: name, Problems: []Problem{pr}}
 	}
@@ -189,6 +205,7 @@ type rawBundle struct {
 type decoder struct {
 	src      string
 	file     string // the plan's path as given to Parse (relative dataset paths start at its directory)
+	opts     ParseOptions
 	lines    []string
 	md       toml.MetaData
 	syntax   bool

@@ -290,6 +290,8 @@ func TestServeDefaults(t *testing.T) {
 
 func TestServeExplicitValuesKept(t *testing.T) {
 	p, err := Load("testdata/full-serve.toml")
+	// A relative dataset_path comes out absolute, from the plan's directory.
+	sample, _ := filepath.Abs(filepath.Join("testdata", "../../testdata/sharegpt-sample.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +304,7 @@ func TestServeExplicitValuesKept(t *testing.T) {
 	}
 	want := LoadSpec{API: "completions", Warmup: 2, Requests: 8, Concurrency: 4, MaxErrorRate: 0.25, RequestTimeout: Duration{2 * time.Minute},
 		RequestRate: 4, Burstiness: 0.5, MaxConcurrency: 16, Duration: Duration{time.Minute}, Dataset: "sharegpt",
-		RandomRangeRatio: 0.5, DatasetPath: filepath.Join("testdata", "../../testdata/sharegpt-sample.json"),
+		RandomRangeRatio: 0.5, DatasetPath: sample,
 		SLOTTFT: Duration{200 * time.Millisecond}, SLOTPOT: Duration{50 * time.Millisecond}}
 	if l != want {
 		t.Errorf("load = %+v, want %+v", l, want)

@@ -58,10 +58,11 @@ func startRun(ctx context.Context, p *plans.Plan, dir string, cells []plans.Cell
 	if err != nil {
 		return nil, err
 	}
+	dataset := datasetRecord(ctx, p, opts)
 	records := []earlyWrite{
 		{rundir.PlanFile, func() error { return rundir.WriteFileAtomic(filepath.Join(dir, rundir.PlanFile), p.Source) }},
 		{rundir.CellsFile, func() error {
-			return opts.writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Cells: redactRecords(recs)})
+			return opts.writeRedactedJSON(filepath.Join(dir, rundir.CellsFile), rundir.Cells{Dataset: dataset, Cells: redactRecords(recs)})
 		}},
 	}
 	for _, w := range records {

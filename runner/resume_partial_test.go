@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 const torchCell = `name = "partial"

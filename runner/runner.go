@@ -197,6 +197,7 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	if err != nil {
 		return nil, &UsageError{fmt.Errorf("resume %s: %w; is this a run directory?", dir, err)}
 	}
+	warnDatasetChanged(ctx, saved.Dataset, &opts)
 	// The run may hold a subset of the plan's cells (runner replay --cells): resume exactly the
 	// cells cells.json lists, each of which the plan must still expand to.
 	byID := map[string]plans.Cell{}

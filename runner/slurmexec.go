@@ -396,6 +396,9 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 	if err := opts.prepareRedactor(p); err != nil {
 		return nil, fmt.Errorf("exec-cell %s: %w", dir, err)
 	}
+	if saved, err := rundir.ReadCells(dir); err == nil {
+		warnDatasetChanged(ctx, saved.Dataset, &opts)
+	}
 	cells := p.Expand()
 	i := slices.IndexFunc(cells, func(c plans.Cell) bool { return c.ID == id })
 	if i < 0 {

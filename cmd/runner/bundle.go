@@ -26,8 +26,11 @@ Secrets are redacted before anything is written: values of secret-looking variab
 Face tokens, bearer tokens, credentials in URLs, AWS keys and the plan's [bundle] redact
 patterns, in every text file. The README lists what was redacted (names and kinds, never values).
 
---max-size is enforced by dropping traces first, then cutting logs to their head and tail; the
-README and the message say what was left out.
+The run's dataset file (a sharegpt plan's dataset_path) goes in as dataset/<name>, redacted,
+and replay reads it; a file over --max-dataset-size is left out.
+
+--max-size is enforced by dropping traces first, then cutting logs to their head and tail, then
+dropping the dataset; the README and the message say what was left out.
 
 --issue prints a Markdown issue body (symptom, plan excerpt, commands, environment, top kernels,
 comparison) to stdout instead, ready to paste into a GitHub issue.`,
@@ -36,6 +39,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing bundle file at -o"},
 			&cli.BoolFlag{Name: "with-traces", Usage: "include the full traces and nsys reports instead of slimmed traces"},
 			&cli.StringFlag{Name: "max-size", Value: "50MB", Usage: "largest bundle to write, e.g. 50MB or 1GiB"},
+			&cli.StringFlag{Name: "max-dataset-size", Value: "16MiB", Usage: "largest dataset file (load.dataset_path) to include, e.g. 16MiB; a bigger one is left out"},
 			&cli.StringFlag{Name: "cells", Usage: "only these cells: comma-separated `IDs`"},
 			&cli.IntFlag{Name: "trace-steps", Value: bundle.DefaultTraceSteps, Usage: "steps a slimmed trace keeps"},
 			&cli.BoolFlag{Name: "issue", Usage: "print a Markdown issue body to stdout instead of writing a bundle"},
@@ -65,6 +69,10 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			if err != nil || size == 0 {
 				return usageErr("--max-size %q: want a size such as 50MB or 1GiB", c.String("max-size"))
 			}
+			dsSize, err := humanize.ParseBytes(c.String("max-dataset-size"))
+			if err != nil || dsSize == 0 {
+				return usageErr("--max-dataset-size %q: want a size such as 16MiB or 100MB", c.String("max-dataset-size"))
+			}
 			if c.Int("trace-steps") < 1 {
 				return usageErr("--trace-steps must be at least 1")
 			}
@@ -75,6 +83,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 				WithTraces: c.Bool("with-traces"),
 				TraceSteps: c.Int("trace-steps"),
 				MaxSize:    int64(size),
+				MaxDataset: int64(dsSize),
 				Env:        os.Environ(),
 				Logger:     log,
 			})

@@ -2,6 +2,9 @@ package rundir
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,6 +196,18 @@ var ErrNotRegular = errors.New("not a regular file")
 // non-blocking so that a FIFO swapped in between cannot block the open either. A missing file
 // is returned as os.Open's error (errors.Is fs.ErrNotExist holds).
 func ReadFile(path string) ([]byte, error) {
+	f, err := OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// OpenFile opens a file to be read as a stream (a dataset, a file to hash), with ReadFile's
+// checks: a path that is not a regular file is refused, wrapping ErrNotRegular, before it is
+// opened and again on the open descriptor. The caller closes the file.
+func OpenFile(path string) (*os.File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -204,14 +219,15 @@ func ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	if st, err = f.Stat(); err != nil {
+		f.Close()
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
+		f.Close()
 		return nil, notRegular(path, st.Mode())
 	}
-	return io.ReadAll(f)
+	return f, nil
 }
 
 func notRegular(path string, mode fs.FileMode) error {
@@ -249,18 +265,78 @@ func ReadJSON(path string, v any) error {
 // ReadPlan reads and parses dir/plan.toml, the plan a run was made from, through ReadFile.
 // raw is the file's bytes, returned also when they do not parse (err is then the plan's
 // *plans.Error) so that a bundle can still carry them; raw is nil when the file could not be
-// read.
+// read. plan.toml is the plan as written, and its relative paths start at the directory of the
+// file it was copied from, not at dir: its dataset is the file cells.json recorded when the
+// run started (Cells.Dataset), so every reader of the run (exec-cell on a Slurm node, --resume,
+// a bundle) reads the file the run read. A run directory without that record (written before
+// it existed, or a plan without a dataset file) resolves relative paths at dir.
 func ReadPlan(dir string) (p *plans.Plan, raw []byte, err error) {
 	path := filepath.Join(dir, PlanFile)
 	raw, err = ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read plan: %w", err)
 	}
-	if p, err = plans.Parse(path, raw); err != nil {
+	var opts plans.ParseOptions
+	if c, err := ReadCells(dir); err == nil && c.Dataset != nil {
+		opts.DatasetPath = c.Dataset.Path
+	}
+	if p, err = plans.ParseWith(path, raw, opts); err != nil {
 		return nil, raw, err
 	}
 	p.Path = path
 	return p, raw, nil
+}
+
+// Fingerprint reads the file at path (through OpenFile) and returns its absolute path, size
+// and SHA-256: what a run records of an input file it reads (cells.json "dataset"), so that a
+// later reader can tell whether the file changed. ctx ends the read early.
+func Fingerprint(ctx context.Context, path string) (*InputFile, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := OpenFile(abs)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, ctxReader{ctx, f})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", abs, err)
+	}
+	return &InputFile{Path: abs, Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// Changed says how the file at f.Path now differs from what f recorded ("" when it is the
+// same file content: same size and SHA-256), or why it cannot be read.
+func (f *InputFile) Changed(ctx context.Context) string {
+	now, err := Fingerprint(ctx, f.Path)
+	switch {
+	case err != nil:
+		return err.Error()
+	case now.Bytes != f.Bytes:
+		return fmt.Sprintf("%s is %d bytes, it was %d when the run started", f.Path, now.Bytes, f.Bytes)
+	case f.SHA256 != "" && now.SHA256 != f.SHA256:
+		return fmt.Sprintf("%s has other content (sha256 %.12s, it was %.12s when the run started)", f.Path, now.SHA256, f.SHA256)
+	}
+	return ""
+}
+
+// ContextReader returns r, ending a read loop once ctx is done: Ctrl-C ends the reading of a
+// big file (hashing it, bundling it) within one read instead of after it.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // DecodeJSON decodes data, the content of the file name (a path or a bundle entry), into v.

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +36,13 @@ const DefaultMaxSize = 50 << 20
 // DefaultTraceSteps is how many steps a slimmed trace keeps.
 const DefaultTraceSteps = 2
 
+// DefaultMaxDataset is the default --max-dataset-size: a sampled or hand-made ShareGPT file
+// fits, a whole public dataset (hundreds of MB, downloadable by its name) does not.
+const DefaultMaxDataset = 16 << 20
+
+// DatasetDir is the bundle's directory of the run's dataset file.
+const DatasetDir = "dataset"
+
 // Names of the files a bundle adds to the run directory's own.
 const (
 	ReadmeFile   = "README.md"
@@ -58,6 +67,9 @@ type Options struct {
 	TraceSteps int
 	// MaxSize bounds the archive in bytes; 0 means DefaultMaxSize.
 	MaxSize int64
+	// MaxDataset bounds the run's dataset file (a sharegpt plan's load.dataset_path) in
+	// bytes: a bigger one is left out, and the bundle says so; 0 means DefaultMaxDataset.
+	MaxDataset int64
 	// Env is the environment of the bundling process (KEY=VALUE): values of secret-named
 	// variables in it are searched for literally in every file.
 	Env []string
@@ -79,6 +91,9 @@ func (o *Options) defaults() {
 	}
 	if o.TraceSteps <= 0 {
 		o.TraceSteps = DefaultTraceSteps
+	}
+	if o.MaxDataset <= 0 {
+		o.MaxDataset = DefaultMaxDataset
 	}
 }
 
@@ -107,7 +122,11 @@ type Metadata struct {
 	Traces        string      `json:"traces"` // "slim", "full" or "none"
 	Redactions    []Redaction `json:"redactions"`
 	Omitted       []Omission  `json:"omitted,omitempty"`
-	Files         []FileInfo  `json:"files"`
+	// Dataset is the bundle's copy of the run's dataset file (dataset/<name>), which a replay
+	// reads instead of the plan's dataset_path; "" when the run read none or the bundle left
+	// it out (Omitted says why).
+	Dataset string     `json:"dataset,omitempty"`
+	Files   []FileInfo `json:"files"`
 	// Warnings are problems that weakened the bundle without stopping it.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -125,7 +144,7 @@ type entry struct {
 	data  []byte
 	file  string // staged file (when data is nil)
 	size  int64
-	kind  string // "trace", "log", "text", "binary"
+	kind  string // "trace", "log", "text", "dataset", "binary"
 	note  string
 	cell  string
 	trunc bool // a log truncated to head and tail
@@ -231,6 +250,7 @@ var levels = []string{
 	"without traces",
 	"without traces, logs cut to 256 KiB head and tail",
 	"without traces, logs cut to 16 KiB head and tail",
+	"without traces or the dataset, logs cut to 16 KiB head and tail",
 }
 
 func defaultName(s *source) string {
@@ -252,8 +272,10 @@ type builder struct {
 	stage   string
 	entries []entry
 	omitted []Omission // files left out whatever the size
-	traces  string
-	file    string // the archive's name, for the README's replay command
+	// warnings are problems found while collecting, for bundle.json's Warnings.
+	warnings []string
+	traces   string
+	file     string // the archive's name, for the README's replay command
 }
 
 // text adds a text file, redacted.
@@ -294,7 +316,12 @@ func (b *builder) stageStream(path string, gunzip, gz bool) (string, int64, erro
 		return "", 0, fmt.Errorf("bundle: %w", err)
 	}
 	defer in.Close()
-	var r io.Reader = ctxReader{b.ctx, in}
+	return b.stageReader(in, path, gunzip, gz)
+}
+
+// stageReader is stageStream of an open file (path names it in errors).
+func (b *builder) stageReader(in io.Reader, path string, gunzip, gz bool) (string, int64, error) {
+	var r io.Reader = rundir.ContextReader(b.ctx, in)
 	if gunzip {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
@@ -384,7 +411,61 @@ func (b *builder) collect(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := b.dataset(); err != nil {
+		return err
+	}
 	return b.servers()
+}
+
+// dataset adds the run's dataset file (the one cells.json recorded: plan.toml's dataset_path
+// is relative to a directory the bundle does not have), redacted like every text file, as
+// dataset/<name>; replay points the plan at it. A file over MaxDataset, or one that cannot be
+// read, is left out, and the bundle says so and where the run read it.
+func (b *builder) dataset() error {
+	rec := b.s.dataset
+	if rec == nil || rec.Path == "" {
+		return nil
+	}
+	base := filepath.Base(rec.Path)
+	if base == "." || base == ".." || base == string(filepath.Separator) {
+		base = "dataset.json"
+	}
+	name := path.Join(DatasetDir, base)
+	where := b.red.String(rec.Path)
+	leaveOut := func(why string) {
+		b.omitted = append(b.omitted, Omission{Path: name, Reason: why + "; the run read it from " + where + ", where a replay without it looks"})
+	}
+	f, err := rundir.OpenFile(rec.Path)
+	if err != nil {
+		leaveOut("the run's dataset cannot be read (" + b.red.String(err.Error()) + ")")
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	if st.Size() > b.opts.MaxDataset {
+		leaveOut(fmt.Sprintf("%s, over --max-dataset-size %s", humanize.IBytes(uint64(st.Size())), humanize.IBytes(uint64(b.opts.MaxDataset))))
+		return nil
+	}
+	// The redacted copy is staged while the original is hashed, to tell whether it is still
+	// the file the run read.
+	h := sha256.New()
+	before := b.red.Count()
+	staged, n, err := b.stageReader(io.TeeReader(f, h), rec.Path, false, false)
+	if err != nil {
+		return err
+	}
+	note := "the run's dataset (load.dataset_path), redacted; replay reads it"
+	if k := b.red.Count() - before; k > 0 {
+		note = fmt.Sprintf("the run's dataset (load.dataset_path) with %d secrets redacted, so a replay's prompts differ from the run's there; replay reads it", k)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); rec.SHA256 != "" && sum != rec.SHA256 {
+		b.warnings = append(b.warnings, fmt.Sprintf("the dataset %s changed since the run started (sha256 %.12s, it was %.12s); the bundle holds the file as it is now", where, sum, rec.SHA256))
+	}
+	b.entries = append(b.entries, entry{name: name, file: staged, size: n, kind: "dataset", note: note})
+	return nil
 }
 
 // servers adds the server directories (servers/<n>/: command.json, server.json, log.txt) that
@@ -514,14 +595,15 @@ func slimFile(ctx context.Context, p string, w io.Writer, steps int) (kineto.Sli
 }
 
 // logKeep is how much of a log's head and tail each size level keeps (0 = whole).
-var logKeep = []int64{0, 0, 256 << 10, 16 << 10}
+var logKeep = []int64{0, 0, 256 << 10, 16 << 10, 16 << 10}
 
 // degrade returns the entries of a size level and what that level leaves out.
 func (b *builder) degrade(level int) ([]entry, []Omission) {
 	omitted := append([]Omission(nil), b.omitted...)
 	var out []entry
 	for _, e := range b.entries {
-		if level >= 1 && e.kind == "trace" {
+		// The dataset goes last: without it a replay elsewhere cannot run at all.
+		if level >= 1 && e.kind == "trace" || level >= 4 && e.kind == "dataset" {
 			omitted = append(omitted, Omission{Path: e.name, Reason: fmt.Sprintf("dropped to stay under --max-size %s", humanize.IBytes(uint64(b.opts.MaxSize)))})
 			continue
 		}
@@ -587,6 +669,7 @@ func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 	if m.Plan == "" && b.s.plan != nil {
 		m.Plan = b.s.plan.Name
 	}
+	m.Warnings = append(m.Warnings, b.warnings...)
 	if b.s.planErr != nil {
 		m.Warnings = append(m.Warnings, "plan.toml does not load with this runner ("+b.red.Clone().String(b.s.planErr.Error())+"), so its [bundle] redact patterns were not applied and its backend.env values were not searched for literally; only the built-in secret patterns were. Check the bundle before sharing it.")
 	}
@@ -594,6 +677,9 @@ func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 	for _, e := range entries {
 		m.Files = append(m.Files, FileInfo{Path: e.name, Bytes: e.size, Note: e.note})
 		hasTrace = hasTrace || e.kind == "trace"
+		if e.kind == "dataset" {
+			m.Dataset = e.name
+		}
 	}
 	if !hasTrace {
 		m.Traces = "none"
@@ -671,7 +757,7 @@ func writeArchive(ctx context.Context, out string, entries []entry) (*rundir.Out
 		if err != nil {
 			return fail(err)
 		}
-		_, err = io.CopyN(tw, ctxReader{ctx, src}, e.size)
+		_, err = io.CopyN(tw, rundir.ContextReader(ctx, src), e.size)
 		src.Close()
 		if err != nil {
 			return fail(err)
@@ -691,18 +777,4 @@ func writeArchive(ctx context.Context, out string, entries []entry) (*rundir.Out
 func isRegular(p string) bool {
 	st, err := os.Lstat(p)
 	return err == nil && st.Mode().IsRegular()
-}
-
-// ctxReader stops a read loop once ctx is done, so Ctrl-C ends the bundling of a big file
-// within one read instead of after it.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -133,7 +133,7 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 			removeReplay(dir, statErr == nil)
 		}
 	}()
-	st, err := openBundle(f, bundlePath, dir, opts)
+	st, err := openBundle(ctx, f, bundlePath, dir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ type replaySetup struct {
 }
 
 // openBundle extracts the bundle into dir/bundle and reads its metadata, plan and manifest.
-func openBundle(f io.Reader, bundlePath, dir string, opts ReplayOptions) (*replaySetup, error) {
+func openBundle(ctx context.Context, f io.Reader, bundlePath, dir string, opts ReplayOptions) (*replaySetup, error) {
 	st := &replaySetup{dir: dir, bdir: filepath.Join(dir, "bundle")}
 	if _, err := Extract(f, st.bdir, opts.Extract); err != nil {
 		var ee *ExtractError
@@ -263,7 +263,15 @@ func openBundle(f io.Reader, bundlePath, dir string, opts ReplayOptions) (*repla
 		}
 		st.cells = opts.Cells
 	}
-	p, err := plans.Load(filepath.Join(st.bdir, rundir.PlanFile))
+	dataset, err := st.dataset(ctx, opts.Out)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := rundir.ReadFile(filepath.Join(st.bdir, rundir.PlanFile))
+	if err != nil {
+		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundle has no plan: %w; is this a bundle written by `runner bundle`?", err)}
+	}
+	p, err := plans.ParseWith(filepath.Join(st.bdir, rundir.PlanFile), raw, plans.ParseOptions{DatasetPath: dataset})
 	if err != nil {
 		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(st.bdir, rundir.PlanFile))}
 	}
@@ -277,6 +285,44 @@ func openBundle(f io.Reader, bundlePath, dir string, opts ReplayOptions) (*repla
 	p.Path = filepath.Join(st.bdir, rundir.PlanFile)
 	st.plan = p
 	return st, nil
+}
+
+// dataset is the file the replayed plan reads as its dataset, and says which: the bundle's
+// copy, or, when the bundle left it out, the file the run recorded (cells.json "dataset"),
+// which is there only on the run's machine or a shared filesystem. "" when the run read no
+// dataset file (or the bundle predates the record): the plan's own dataset_path stands.
+func (st *replaySetup) dataset(ctx context.Context, out io.Writer) (string, error) {
+	if st.meta.Dataset != "" {
+		rel := filepath.FromSlash(st.meta.Dataset)
+		if !filepath.IsLocal(rel) {
+			return "", &runner.UsageError{Err: fmt.Errorf("replay: bundle.json names a dataset outside the bundle (%q); the bundle was edited", st.meta.Dataset)}
+		}
+		p := filepath.Join(st.bdir, rel)
+		if _, err := os.Stat(p); err != nil {
+			return "", &runner.UsageError{Err: fmt.Errorf("replay: bundle.json names the dataset %s, which the bundle does not hold (%w); the bundle was edited or cut", st.meta.Dataset, err)}
+		}
+		fmt.Fprintf(out, "dataset: the bundled copy %s\n", p)
+		return p, nil
+	}
+	cells, err := rundir.ReadCells(st.bdir)
+	if err != nil || cells.Dataset == nil || cells.Dataset.Path == "" {
+		return "", nil
+	}
+	rec := cells.Dataset
+	why := "it is not in the bundle"
+	for _, o := range st.meta.Omitted {
+		if strings.HasPrefix(o.Path, DatasetDir+"/") {
+			why = o.Reason
+		}
+	}
+	if _, err := os.Stat(rec.Path); err != nil {
+		return "", &runner.UsageError{Err: fmt.Errorf("replay: the bundle left out the dataset (%s), and %s is not here (%w): put a copy of the run's dataset there and replay again", why, rec.Path, err)}
+	}
+	fmt.Fprintf(out, "dataset: the bundle left it out; reading %s, the file the run recorded\n", rec.Path)
+	if change := rec.Changed(ctx); change != "" {
+		fmt.Fprintf(out, "warning: the dataset is not the run's: %s\n", change)
+	}
+	return rec.Path, nil
 }
 
 // warnRedactedArgv says which cells run with a redaction marker in their argv.

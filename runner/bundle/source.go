@@ -28,6 +28,7 @@ type source struct {
 	plan     *plans.Plan // nil when plan.toml no longer decodes
 	planErr  error
 	cells    []rundir.CellRecord
+	dataset  *rundir.InputFile // the run's dataset file (cells.json "dataset"), nil when none
 	manifest rundir.Manifest
 	selected []rundir.CellRecord // the cells going into the bundle, in run order
 }
@@ -73,7 +74,7 @@ func resolve(path string, only []string) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
-	s.cells = cj.Cells
+	s.cells, s.dataset = cj.Cells, cj.Dataset
 	if m, err := rundir.ReadManifest(dir); err == nil {
 		s.manifest = *m
 	} else if !errors.Is(err, fs.ErrNotExist) {
