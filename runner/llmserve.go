@@ -194,7 +194,7 @@ func writeLLMRecords(cellDir string, requests io.Writer, rs []llmbench.Result) e
 			return fmt.Errorf("request records: %w", err)
 		}
 		if err := lenc.Encode(load.Record{Index: r.Index, Status: status, StartNS: int64(r.Start), LatencyNS: int64(r.E2E),
-			Tokens: r.OutputTokens, Error: r.Error}); err != nil {
+			Tokens: r.OutputTokens, Error: r.Error, Violation: r.Violation}); err != nil {
 			f.Close()
 			return fmt.Errorf("request records: %w", err)
 		}
@@ -216,6 +216,11 @@ func llmLoadSummary(rs []llmbench.Result, wall time.Duration) rundir.LoadSummary
 	for i := range rs {
 		if !rs[i].OK() {
 			s.Errors++
+			if rs[i].Violation {
+				if s.ProtocolViolations++; s.FirstViolation == "" {
+					s.FirstViolation = rs[i].Error
+				}
+			}
 			continue
 		}
 		lat = append(lat, int64(rs[i].E2E))

@@ -103,6 +103,10 @@ func simNS(ms float64) int64 { return int64(ms * 1e6) }
 // abort ends a stream without [DONE], as a server that dies mid-response does.
 func abort() { panic(http.ErrAbortHandler) }
 
+// badCompletionTokens is what the bad-counts failure mode reports in the last /generate chunk
+// (its OpenAI usage says -5): counts a hostile server sent, which the runner must refuse.
+const badCompletionTokens = 50_000_000
+
 // streamGenerate is /generate with stream: true. Each chunk carries the text so far and
 // meta_info with the cumulative completion_tokens (upstream's non-incremental stream output).
 func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
@@ -115,10 +119,14 @@ func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
 	}
 	_, err := s.llmRun(in, out, func(n int, ms float64) {
 		var finish any
+		reported := n
 		if n == out {
 			finish = map[string]any{"type": "length", "length": out}
+			if s.k.fail["bad-counts"] {
+				reported = badCompletionTokens
+			}
 		}
-		e.send(map[string]any{"text": strings.Repeat(" the", n), "meta_info": meta(n, finish, ms), SimElapsedField: simNS(ms)})
+		e.send(map[string]any{"text": strings.Repeat(" the", n), "meta_info": meta(reported, finish, ms), SimElapsedField: simNS(ms)})
 	})
 	if err != nil {
 		abort()
@@ -190,6 +198,9 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 	}
 	id := strings.ReplaceAll(uuid4(), "-", "")
 	usage := map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+	if s.k.fail["bad-counts"] {
+		usage["completion_tokens"] = -5
+	}
 	if !q.Stream {
 		if _, err := s.llmRun(in, out, nil); err != nil {
 			http.Error(w, "server shutting down", http.StatusServiceUnavailable)

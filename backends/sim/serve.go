@@ -11,7 +11,8 @@ package sim
 // crash-load (a traceback during weight loading, exit 1), oom (CUDA OOM during loading, exit
 // 1), crash (the scheduler dies on the second generation request, the process exits 1),
 // slow-flush (a profiler flush takes an hour of simulated time), http-500 (every third
-// generation request answers HTTP 500).
+// generation request answers HTTP 500), bad-counts (a streamed LLM response reports 50 million
+// completion tokens in its last /generate chunk, -5 in its OpenAI usage).
 
 import (
 	"bufio"

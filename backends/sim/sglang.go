@@ -87,7 +87,7 @@ const DefaultTimeScale = 0.002
 // Failure modes accepted in RUNNER_SIM_FAIL.
 var failModes = []string{"oom", "crash", "hang", "hang-hard", "slow", "trace-fail", "trace-truncated", "no-perf-dump", "escape",
 	// server modes (serve.go)
-	"never-ready", "crash-load", "slow-flush", "http-500"}
+	"never-ready", "crash-load", "slow-flush", "http-500", "bad-counts"}
 
 // ANSI colours sglang puts into its log text (logging_utils.py).
 const (

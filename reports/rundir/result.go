@@ -149,4 +149,10 @@ type LoadSummary struct {
 	MeanInferenceTimeS float64        `json:"mean_inference_time_s,omitempty"`
 	MaxPeakMemoryMB    float64        `json:"max_peak_memory_mb,omitempty"`
 	Statuses           map[string]int `json:"statuses,omitempty"`
+	// ProtocolViolations counts the failed requests whose server broke the API's contract (a
+	// token count beyond max_tokens or negative, an over-long line or response, a redirect);
+	// FirstViolation is the first one's reason. They are among Errors, and they fail the cell
+	// whatever max_error_rate allows: the server's numbers cannot be trusted.
+	ProtocolViolations int    `json:"protocol_violations,omitempty"`
+	FirstViolation     string `json:"first_protocol_violation,omitempty"`
 }

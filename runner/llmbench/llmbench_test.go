@@ -439,13 +439,23 @@ func FuzzStream(f *testing.F) {
 	f.Add("data: {\"text\":\"a\",\"meta_info\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n", APIGenerate)
 	f.Add("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n", APICompletions)
 	f.Add("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\ndata: {\"error\":\"oom\"}\n", APIChat)
+	f.Add("data: {\"text\":\"a\",\"meta_info\":{\"completion_tokens\":1}}\n\ndata: {\"text\":\"ab\",\"meta_info\":{\"completion_tokens\":50000000}}\n\ndata: [DONE]\n\n", APIGenerate)
+	f.Add("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":-1,\"completion_tokens\":-5}}\n\ndata: [DONE]\n", APIChat)
+	const maxTokens = 16
 	f.Fuzz(func(t *testing.T, body, api string) {
 		var r Result
 		tick := time.Unix(0, 0)
 		now := func() time.Time { tick = tick.Add(time.Millisecond); return tick }
-		err := stream(strings.NewReader(body), api, time.Unix(0, 0), now, false, &r)
+		err := stream(strings.NewReader(body), api, asked{maxTokens: maxTokens, maxPrompt: 1 << 20}, time.Unix(0, 0), now, false, &r)
 		if err == nil && !strings.Contains(body, "[DONE]") {
 			t.Fatal("a stream without [DONE] completed")
+		}
+		// What the server reports never makes the record grow past what was asked.
+		if len(r.ITL) > maxTokens {
+			t.Fatalf("%d ITLs for a request of %d tokens", len(r.ITL), maxTokens)
+		}
+		if err == nil && (r.OutputTokens < 0 || r.OutputTokens > maxTokens || r.InputTokens < 0) {
+			t.Fatalf("a completed stream recorded %d/%d tokens", r.InputTokens, r.OutputTokens)
 		}
 		for _, d := range r.ITL {
 			if d < 0 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sglprof/runner/runner/load"
 )
 
 // Config is one cell's benchmark.
@@ -58,7 +60,8 @@ type Config struct {
 
 // NewClient returns an HTTP client for conc requests in flight: net/http with enough idle
 // connections that no request waits for a dial after warmup, and no overall timeout (each
-// request carries its own deadline).
+// request carries its own deadline). It follows no redirect (the request fails naming where
+// it pointed: see do) and reads at most load.MaxResponseHeader bytes of response headers.
 func NewClient(conc int) *http.Client {
 	conc = max(conc, 1)
 	t := &http.Transport{
@@ -69,8 +72,11 @@ func NewClient(conc int) *http.Client {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
+		// The servers' headers are bounded as runner/load bounds them.
+		MaxResponseHeaderBytes: load.MaxResponseHeader,
 	}
-	return &http.Client{Transport: t}
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &http.Client{Transport: t, CheckRedirect: noRedirect}
 }
 
 // prepared is a configuration checked and turned into what the requests need.
@@ -98,6 +104,10 @@ func prepare(cfg Config) (*prepared, error) {
 	}
 	p.bodies = make([][]byte, len(cfg.Prompts))
 	for i, pr := range cfg.Prompts {
+		if pr.OutputLen < 1 {
+			// Every count the server reports is checked against it (see stream).
+			return nil, fmt.Errorf("prompt %d asks for %d output tokens; want at least 1", i, pr.OutputLen)
+		}
 		b, err := Body(cfg.API, cfg.Model, pr)
 		if err != nil {
 			return nil, err

@@ -49,6 +49,7 @@ func newH1(base string) *h1 {
 // h1conn is one worker's connection.
 type h1conn struct {
 	c      net.Conn
+	lim    *boundedReader // c, as br reads it
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	reused bool // it has carried a response: the server may have closed it while idle
@@ -59,8 +60,39 @@ func (h *h1) dial(ctx context.Context) (*h1conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h1conn{c: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 16<<10)}, nil
+	lim := &boundedReader{r: c, left: MaxResponseHeader, err: errHeaderTooLong}
+	return &h1conn{c: c, lim: lim, br: bufio.NewReaderSize(lim, 16<<10), bw: bufio.NewWriterSize(c, 16<<10)}, nil
 }
+
+// boundedReader reads the connection under a budget, as net/http's Transport bounds a
+// response's headers: http.ReadResponse reads a status line and headers of any length (and a
+// chunked body's trailers), so without it a server's endless header line would be held whole.
+// The budget counts bytes off the wire, which br may have read ahead by up to its size.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+	err  error // returned once the budget is spent
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, b.err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// limit sets the budget of what follows.
+func (b *boundedReader) limit(n int64, err error) { b.left, b.err = n, err }
+
+var (
+	errHeaderTooLong = fmt.Errorf("server sent response headers longer than %d MiB; not read further", MaxResponseHeader>>20)
+	errBodyTooLong   = violationf("server sent more than %d MiB after the headers of one response (body, chunk framing, trailers); not read further", (MaxResponseBody+MaxResponseHeader)>>20)
+)
 
 // worker is the state one load goroutine reuses across its requests.
 type worker struct {
@@ -191,6 +223,9 @@ func (h *h1) once(ctx context.Context, w *worker, method, path string, body []by
 		}
 		return 0, nil, 0, err
 	}
+	// One header budget for the informational responses and the answer together, so an
+	// endless run of 103s ends too.
+	cn.lim.limit(MaxResponseHeader, errHeaderTooLong)
 	if _, err := cn.br.Peek(1); err != nil {
 		if cn.reused && ctx.Err() == nil && (err == io.EOF || isReset(err)) {
 			return 0, nil, 0, fmt.Errorf("%w: %v", errRetry, err)
@@ -202,23 +237,27 @@ func (h *h1) once(ctx context.Context, w *worker, method, path string, body []by
 		resp, err = http.ReadResponse(cn.br, nil) // informational (103 Early Hints): the answer follows
 	}
 	if err != nil {
+		if errors.Is(err, errHeaderTooLong) {
+			return 0, nil, 0, errHeaderTooLong // as itself: not a closed idle connection to retry
+		}
 		return 0, nil, 0, err
 	}
-	b, err := readBody(resp.Body, w.buf[:0], maxBody)
+	// The body (readBody stops at MaxResponseBody of it) with its chunk framing and trailers,
+	// which net/http reads into memory as it reads headers.
+	cn.lim.limit(MaxResponseBody+MaxResponseHeader, errBodyTooLong)
+	b, err := readBody(resp.Body, w.buf[:0])
 	w.buf = b
 	n := int64(len(b))
-	if err == nil {
-		var m int64
-		m, err = io.Copy(io.Discard, resp.Body)
-		n += m
-	}
 	resp.Body.Close()
 	if err != nil {
-		return resp.StatusCode, b, n, fmt.Errorf("reading the response: %w", err)
+		return resp.StatusCode, b, n, err
 	}
 	cn.reused = true
 	if resp.Close || resp.StatusCode == http.StatusSwitchingProtocols {
 		w.close()
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return resp.StatusCode, b, n, redirectError(resp)
 	}
 	return resp.StatusCode, b, n, nil
 }

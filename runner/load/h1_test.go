@@ -186,7 +186,7 @@ func TestRunConnectionCloseAndChunked(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 3, Concurrency: 1,
-		Build: func(int, bool) (Request, error) { return Build(Spec{API: APICompletions, OutputLen: 2}, true) }})
+		Build: func(int, bool) (Request, error) { return Build(Spec{API: APICompletions, OutputLen: 8}, true) }})
 	if err != nil || sum.Errors != 0 {
 		t.Fatalf("err %v summary %+v", err, sum)
 	}

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 
@@ -42,6 +44,38 @@ const (
 
 // MaxErrorBody bounds the error body kept per request.
 const MaxErrorBody = 2048
+
+// Bounds on what a server's response may make a client read (docs/serve.md). A response
+// beyond them fails its request, marked as a protocol violation, without being read further.
+const (
+	// MaxResponseHeader bounds a response's status line and headers (and a chunked body's
+	// trailers): real servers send well under a kilobyte.
+	MaxResponseHeader = 1 << 20
+	// MaxResponseBody bounds a response body. The body is held whole while it is parsed, so a
+	// worker holds at most this much; an image response carries its images base64-encoded,
+	// which 64 MiB allows up to about 48 MB of PNG.
+	MaxResponseBody = 64 << 20
+)
+
+// violation is a response that breaks the API's contract or the bounds above: the request
+// fails with it and its record is marked (Record.Violation).
+type violation struct{ msg string }
+
+func (v *violation) Error() string { return v.msg }
+
+func violationf(format string, args ...any) error {
+	return &violation{msg: fmt.Sprintf(format, args...)}
+}
+
+// redirectError is the error of a 3xx response: the client follows no redirect, since a 307 to
+// another port would measure another server.
+func redirectError(resp *http.Response) error {
+	loc, err := resp.Location()
+	if err != nil {
+		return violationf("server answered %d redirect without a usable Location; not followed", resp.StatusCode)
+	}
+	return violationf("server answered %d redirect to %s; not followed", resp.StatusCode, clip([]byte(loc.String())))
+}
 
 // Spec describes the requests of one cell.
 type Spec struct {
@@ -196,6 +230,10 @@ type Record struct {
 	Tokens         int     `json:"tokens,omitempty"`
 	Error          string  `json:"error,omitempty"`
 	Body           string  `json:"body,omitempty"` // error responses: the first MaxErrorBody bytes
+	// Violation marks an Error that is the server breaking the API's contract (a count beyond
+	// what was asked or negative, a response over the bounds, a redirect): its numbers cannot
+	// be trusted, so such a request fails its cell whatever max_error_rate allows.
+	Violation bool `json:"protocol_violation,omitempty"`
 }
 
 // OK reports whether the request succeeded.
@@ -219,7 +257,16 @@ func NewTransport(concurrency int) *http.Transport {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
+		// Headers are bounded as the package's own client bounds them.
+		MaxResponseHeaderBytes: MaxResponseHeader,
 	}
+}
+
+// newClient is the net/http client of a run without Config.Client: it follows no redirect
+// (the response comes back as the 3xx it is, and send fails it).
+func newClient(concurrency int) *http.Client {
+	return &http.Client{Transport: NewTransport(concurrency),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Run sends the warmup requests (sequentially), then the measured requests with
@@ -242,9 +289,8 @@ func Run(ctx context.Context, cfg Config) (Summary, []Record, error) {
 		l.h1 = newH1(cfg.BaseURL)
 	}
 	if l.client == nil && l.h1 == nil {
-		tr := NewTransport(conc)
-		defer tr.CloseIdleConnections()
-		l.client = &http.Client{Transport: tr}
+		l.client = newClient(conc)
+		defer l.client.CloseIdleConnections()
 	}
 	var enc *json.Encoder
 	var encMu sync.Mutex
@@ -380,7 +426,8 @@ func (l *loader) do(ctx context.Context, w *worker, req Request, base time.Time)
 	}
 	rec.LatencyNS = time.Since(t0).Nanoseconds()
 	if err != nil {
-		rec.Error = err.Error()
+		var v *violation
+		rec.Error, rec.Violation = err.Error(), errors.As(err, &v)
 		return rec
 	}
 	if status < 200 || status >= 300 {
@@ -391,6 +438,10 @@ func (l *loader) do(ctx context.Context, w *worker, req Request, base time.Time)
 	p := l.pp.Get()
 	parseResponse(&rec, body, p)
 	l.pp.Put(p)
+	if msg := checkReported(&rec, req); msg != "" {
+		rec.Error, rec.Violation = msg, true
+		return rec
+	}
 	if rec.Images == 0 {
 		rec.Images = req.Images
 	}
@@ -398,6 +449,25 @@ func (l *loader) do(ctx context.Context, w *worker, req Request, base time.Time)
 		rec.Tokens = req.Tokens
 	}
 	return rec
+}
+
+// checkReported checks what a successful response reported against what its request asked:
+// no count or time below zero, no more images than n, no more tokens than max_tokens. It says
+// what is wrong, or "".
+func checkReported(rec *Record, req Request) string {
+	switch {
+	case rec.Tokens < 0:
+		return fmt.Sprintf("server reported %d completion tokens; a count cannot be negative", rec.Tokens)
+	case req.Tokens > 0 && rec.Tokens > req.Tokens:
+		return fmt.Sprintf("server reported %d completion tokens for a request of max_tokens %d", rec.Tokens, req.Tokens)
+	case req.Images > 0 && rec.Images > req.Images:
+		return fmt.Sprintf("server returned %d images for a request of n = %d", rec.Images, req.Images)
+	case rec.InferenceTimeS < 0:
+		return fmt.Sprintf("server reported inference_time_s %g; a time cannot be negative", rec.InferenceTimeS)
+	case rec.PeakMemoryMB < 0:
+		return fmt.Sprintf("server reported peak_memory_mb %g; a memory size cannot be negative", rec.PeakMemoryMB)
+	}
+	return ""
 }
 
 // parseResponse records what a successful response says about itself: its id (images,
@@ -432,16 +502,20 @@ func finite(f float64) float64 {
 	return f
 }
 
+// clip keeps the first MaxErrorBody bytes of a server's text, printable: invalid UTF-8 and
+// control characters (NUL, ESC, ...) become '?', so a hostile answer cannot drive a terminal
+// that shows the cell's reasons.
 func clip(b []byte) string {
 	if len(b) > MaxErrorBody {
 		b = b[:MaxErrorBody]
 	}
-	return strings.ToValidUTF8(string(b), "?")
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return '?'
+		}
+		return r
+	}, string(b)) // an invalid byte reads as utf8.RuneError
 }
-
-// maxBody bounds the part of a response body that is kept (images can be large b64 PNGs);
-// the rest is counted and discarded.
-const maxBody = 64 << 20
 
 // send sends one request and reads the response into w.buf, which the worker reuses (a fresh
 // io.ReadAll buffer per response was the largest single allocation of the client). The body
@@ -467,36 +541,39 @@ func (l *loader) send(ctx context.Context, w *worker, method, path string, body 
 		return 0, nil, 0, err
 	}
 	defer resp.Body.Close()
-	b, err := readBody(resp.Body, w.buf[:0], maxBody)
+	b, err := readBody(resp.Body, w.buf[:0])
 	w.buf = b
-	n := int64(len(b))
-	if m, _ := io.Copy(io.Discard, resp.Body); m > 0 {
-		n += m
-	}
 	if err != nil {
-		return resp.StatusCode, b, n, fmt.Errorf("reading the response: %w", err)
+		return resp.StatusCode, b, int64(len(b)), err
 	}
-	return resp.StatusCode, b, n, nil
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return resp.StatusCode, b, int64(len(b)), redirectError(resp)
+	}
+	return resp.StatusCode, b, int64(len(b)), nil
 }
 
 var jsonContentType = []string{"application/json"}
 
-// readBody appends r to b until EOF or until b holds limit bytes.
-func readBody(r io.Reader, b []byte, limit int) ([]byte, error) {
-	for len(b) < limit {
+// readBody appends the body r to b until EOF. A body longer than MaxResponseBody is a
+// violation, and nothing more of it is read.
+func readBody(r io.Reader, b []byte) ([]byte, error) {
+	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		m, err := r.Read(b[len(b):min(cap(b), limit)])
+		// One byte past the bound tells a body of exactly MaxResponseBody from a longer one.
+		m, err := r.Read(b[len(b):min(cap(b), MaxResponseBody+1)])
 		b = b[:len(b)+m]
+		if len(b) > MaxResponseBody {
+			return b[:MaxResponseBody], violationf("server sent a response body longer than %d MiB; not read further", MaxResponseBody>>20)
+		}
 		if err == io.EOF {
 			return b, nil
 		}
 		if err != nil {
-			return b, err
+			return b, fmt.Errorf("reading the response: %w", err)
 		}
 	}
-	return b, nil
 }
 
 // Summarize computes the summary of measured records over wall.
@@ -515,6 +592,11 @@ func Summarize(recs []Record, wall time.Duration) Summary {
 		s.Statuses[key]++
 		if !r.OK() {
 			s.Errors++
+			if r.Violation {
+				if s.ProtocolViolations++; s.FirstViolation == "" {
+					s.FirstViolation = r.Error
+				}
+			}
 			continue
 		}
 		lat = append(lat, r.LatencyNS)

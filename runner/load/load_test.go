@@ -366,6 +366,7 @@ func FuzzParseResponse(f *testing.F) {
 	f.Add([]byte(`{"data":{}}`))
 	f.Add([]byte(`{"inference_time_s":1e999,"peak_memory_mb":-1e999}`))
 	f.Add([]byte(``))
+	f.Add([]byte(`{"usage":{"completion_tokens":-5},"data":[{},{},{}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p fastjson.Parser
 		var r Record
@@ -375,6 +376,11 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		if _, err := json.Marshal(r); err != nil {
 			t.Fatalf("record does not encode: %v", err)
+		}
+		// A response that passes the check reports nothing beyond what was asked.
+		if checkReported(&r, Request{Images: 2, Tokens: 8}) == "" &&
+			(r.Tokens < 0 || r.Tokens > 8 || r.Images > 2 || r.InferenceTimeS < 0 || r.PeakMemoryMB < 0) {
+			t.Fatalf("record %+v passed the check", r)
 		}
 	})
 }
