@@ -250,8 +250,13 @@ func TestLeaveSlurmRefusesWhenSlurmCannotSay(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}}
 	opts.defaults()
-	err := leaveSlurm(context.Background(), dir, rundir.SlurmJob{JobID: "42", Cells: []string{"a", "b"}}, &opts)
-	if err == nil || !strings.Contains(err.Error(), "Slurm cannot say whether job 42") || !strings.Contains(err.Error(), "squeue -j 42") {
+	tag, err := slurmTag(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := slurm.JobName(tag, 1)
+	err = leaveSlurm(context.Background(), dir, []rundir.SlurmJob{{JobID: "42", Name: name, Cells: []string{"a", "b"}}}, &opts)
+	if err == nil || !strings.Contains(err.Error(), "Slurm cannot say whether this run's array "+name+" (job 42)") || !strings.Contains(err.Error(), "squeue -n "+name) {
 		t.Fatalf("err = %v; want a refusal naming the job and how to check it", err)
 	}
 }
