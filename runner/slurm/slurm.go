@@ -1,9 +1,11 @@
 // Package slurm hands a run's cells to Slurm, the scheduler GPU clusters already run: one batch
 // script per run, submitted as a job array with one task per cell (`sbatch --array=0-N%max`),
 // each task running `runner exec-cell RUN_DIR CELL_ID` on its node against the shared run
-// directory. It polls the array with squeue, reads each finished task's state from sacct (or,
-// where accounting is off, scontrol), cancels it with scancel, and says what a task's end means
-// for its cell (a time limit, a node failure, a preemption, a cancellation).
+// directory. It names each array after the run (JobName) so that a run finds its own arrays by
+// name and never takes another job for one (FindJobs), polls the array with squeue, reads each
+// finished task's state from sacct (or, where accounting is off, scontrol), cancels it with
+// scancel, and says what a task's end means for its cell (a time limit, a node failure, a
+// preemption, a cancellation).
 //
 // It only talks to the Slurm commands; which cells to submit and what a cell does are the
 // runner's (runner/executor.go). Every command runs with the caller's environment, so
