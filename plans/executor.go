@@ -3,6 +3,7 @@ package plans
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -230,5 +231,71 @@ func (d *decoder) validateExecutor(p *Plan) {
 	}
 	if e.Kind == ExecutorSlurm && e.HasGPUs() {
 		d.addKey(path("executor", "gpus"), `executor.gpus is for kind = "local"; with Slurm, ask for GPUs with [executor.slurm] gpus_per_task`)
+	}
+	d.validateSlurmValues(s)
+}
+
+// The forms of the [executor.slurm] values that become #SBATCH directives. Each is what sbatch
+// itself accepts for the option, narrowed to characters that cannot end or split a directive
+// (no whitespace, quotes, '#', '\'), so a value is one option's value and never smuggles
+// another option in (time = "00:05:00 --chdir=/srv").
+var (
+	// slurmTimeRE: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or no limit.
+	slurmTimeRE = regexp.MustCompile(`^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|(?i:unlimited|infinite))$`)
+	// slurmNameRE: a partition, account or QOS name (a partition may be a comma list).
+	slurmNameRE     = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	slurmNameListRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$`)
+	// slurmMemRE: a size with an optional unit (K, M, G, T), e.g. "64G"; 0 means all of a node's.
+	slurmMemRE = regexp.MustCompile(`^\d+[KMGTkmgt]?$`)
+	// slurmConstraintRE: node features joined by & | , with counts (*2), brackets and parentheses.
+	slurmConstraintRE = regexp.MustCompile(`^[A-Za-z0-9_.:&|,*!()\[\]-]+$`)
+	// sbatchOptionRE: one extra_sbatch element: a long option with or without "=value", or a
+	// short option without a value. The value may hold anything but a line break (it is quoted).
+	sbatchOptionRE = regexp.MustCompile(`^(--[A-Za-z0-9][A-Za-z0-9-]*(=[^\x00-\x1f\x7f]*)?|-[A-Za-z])$`)
+)
+
+// sbatchReserved are the sbatch options the runner sets itself or that break its use of sbatch:
+// the array's job name (it finds the array by it), --array, --output (the tasks' output files),
+// --wrap (the script is the job), --wait and --test-only (sbatch must submit and return).
+// sbatch also takes any unambiguous prefix of a long option, so a prefix of one is refused too.
+var sbatchReserved = []string{"job-name", "array", "output", "wrap", "wait", "test-only"}
+
+// sbatchReservedShort are the short forms of sbatchReserved.
+const sbatchReservedShort = "JaoW"
+
+// validateSlurmValues checks every [executor.slurm] value that becomes an #SBATCH directive,
+// before anything is created: sbatch's own error would come after the run directory exists, and
+// a value with a space in it would be read as two options.
+func (d *decoder) validateSlurmValues(s *SlurmSpec) {
+	for _, f := range []struct {
+		key, v string
+		re     *regexp.Regexp
+		want   string
+	}{
+		{"partition", s.Partition, slurmNameListRE, `a partition name such as "gpu" (or a list: "gpu,gpu-large")`},
+		{"account", s.Account, slurmNameRE, `an account name such as "perf"`},
+		{"qos", s.QOS, slurmNameRE, `a QOS name such as "normal"`},
+		{"time", s.Time, slurmTimeRE, `a Slurm time limit: minutes ("90"), "HH:MM:SS" ("01:30:00"), "D-HH:MM:SS" ("1-12:00:00") or "UNLIMITED"`},
+		{"mem", s.Mem, slurmMemRE, `a size such as "64G" (K, M, G or T; a bare number is MB)`},
+		{"constraint", s.Constraint, slurmConstraintRE, `node features such as "h100" or "h100&ib", without spaces`},
+	} {
+		if f.v != "" && !f.re.MatchString(f.v) {
+			d.addKey(path("executor", "slurm", f.key), fmt.Sprintf("executor.slurm.%s = %q is not %s", f.key, f.v, f.want))
+		}
+	}
+	k := path("executor", "slurm", "extra_sbatch")
+	for i, x := range s.ExtraSbatch {
+		name, _, _ := strings.Cut(strings.TrimLeft(x, "-"), "=")
+		lower := strings.ToLower(x)
+		switch {
+		case !sbatchOptionRE.MatchString(x):
+			d.addElem(k, i, x, fmt.Sprintf(`%q is not one sbatch option: give each option as its own element, "--name" or "--name=value" (e.g. "--exclusive", "--gres=gpu:2"), without a line break`, x))
+		case strings.Contains(lower, "hetjob") || strings.Contains(lower, "packjob"):
+			d.addElem(k, i, x, fmt.Sprintf("%q contains the word sbatch may take for the separator of a heterogeneous job's components; the runner submits one job array", x))
+		case strings.HasPrefix(x, "--") && slices.ContainsFunc(sbatchReserved, func(r string) bool { return strings.HasPrefix(r, name) }):
+			d.addElem(k, i, x, fmt.Sprintf("%q sets (or abbreviates) an option the runner sets itself or needs unset (--%s); remove it", x, strings.Join(sbatchReserved, ", --")))
+		case !strings.HasPrefix(x, "--") && strings.Contains(sbatchReservedShort, name):
+			d.addElem(k, i, x, fmt.Sprintf("%q is an option the runner sets itself or needs unset (-J, -a, -o, -W); remove it", x))
+		}
 	}
 }

@@ -64,6 +64,12 @@ var badCases = []struct {
 	{"syntax error unterminated string",
 		"name = \"t\n",
 		[]want{{"", 1, 0, []string{"TOML syntax error"}}}},
+	{"slurm time smuggles an option",
+		minimal + "[executor.slurm]\ntime = \"00:05:00 --chdir=/srv\"\n",
+		[]want{{"executor.slurm.time", 6, 1, []string{"not a Slurm time limit"}}}},
+	{"slurm extra_sbatch element is two options",
+		minimal + "[executor.slurm]\nextra_sbatch = [\"--exclusive\", \"--exclusive --chdir=/srv\"]\n",
+		[]want{{"executor.slurm.extra_sbatch[1]", 6, 0, []string{"not one sbatch option"}}}},
 	{"unknown key names key and line",
 		minimal + "[nsys]\ntrce = [\"cuda\"]\n",
 		[]want{
@@ -585,6 +591,50 @@ func TestExecutorGPUsStringIsAListIntegerACount(t *testing.T) {
 		pe := parseErr(t, minimal+"[executor]\n"+src+"\n")
 		if len(pe.Problems) != 1 || pe.Problems[0].Line != 6 || !strings.Contains(pe.Problems[0].Msg, "at least 1") {
 			t.Errorf("%s: %v", src, pe)
+		}
+	}
+}
+
+// TestSlurmDirectiveValues: every [executor.slurm] value that becomes an #SBATCH directive is
+// checked at validation, before anything is created: a value that would be read as two options
+// (time = "00:05:00 --chdir=/srv"), that is not the option's form, or an extra_sbatch element
+// that is not one option or sets what the runner sets itself. What sbatch accepts passes.
+func TestSlurmDirectiveValues(t *testing.T) {
+	good := minimal + `[executor.slurm]
+partition = "gpu,gpu-large"
+account = "perf_team"
+qos = "normal"
+time = "1-12:00:00"
+mem = "64G"
+constraint = "h100&[ib|roce]"
+extra_sbatch = ["--exclusive", "--gres=gpu:2", "--comment=nightly run #3", "-k", "--open-mode=append", "--wait-all-nodes=1"]
+`
+	mustParse(t, good)
+	for _, tm := range []string{"90", "30:00", "01:30:00", "2-0", "2-12:30", "UNLIMITED", "infinite"} {
+		mustParse(t, minimal+"[executor.slurm]\ntime = \""+tm+"\"\n")
+	}
+	for _, tc := range []struct{ src, key, word string }{
+		{`time = "00:05:00 --chdir=/srv"`, "executor.slurm.time", "time limit"},
+		{`time = "1h"`, "executor.slurm.time", "time limit"},
+		{`partition = "gpu --chdir=/srv"`, "executor.slurm.partition", "partition name"},
+		{`account = "a\"b"`, "executor.slurm.account", "account name"},
+		{`qos = "normal,high"`, "executor.slurm.qos", "QOS name"},
+		{`mem = "64 G"`, "executor.slurm.mem", "size"},
+		{`constraint = "h100 #x"`, "executor.slurm.constraint", "node features"},
+		{`extra_sbatch = ["--exclusive --chdir=/srv"]`, "executor.slurm.extra_sbatch[0]", "not one sbatch option"},
+		{`extra_sbatch = ["--comment=a\nb"]`, "executor.slurm.extra_sbatch[0]", "not one sbatch option"},
+		{`extra_sbatch = ["-N 2"]`, "executor.slurm.extra_sbatch[0]", "not one sbatch option"},
+		{`extra_sbatch = ["exclusive"]`, "executor.slurm.extra_sbatch[0]", "not one sbatch option"},
+		{`extra_sbatch = ["--exclusive", "--job-name=x"]`, "executor.slurm.extra_sbatch[1]", "runner sets itself"},
+		{`extra_sbatch = ["--job=x"]`, "executor.slurm.extra_sbatch[0]", "runner sets itself"},
+		{`extra_sbatch = ["--output=/tmp/x"]`, "executor.slurm.extra_sbatch[0]", "runner sets itself"},
+		{`extra_sbatch = ["--wait"]`, "executor.slurm.extra_sbatch[0]", "runner sets itself"},
+		{`extra_sbatch = ["-J"]`, "executor.slurm.extra_sbatch[0]", "runner sets itself"},
+		{`extra_sbatch = ["--comment=my HetJob"]`, "executor.slurm.extra_sbatch[0]", "heterogeneous"},
+	} {
+		pe := parseErr(t, minimal+"[executor.slurm]\n"+tc.src+"\n")
+		if len(pe.Problems) != 1 || pe.Problems[0].Key != tc.key || !strings.Contains(pe.Problems[0].Msg, tc.word) {
+			t.Errorf("%s: %v; want one problem at %s saying %q", tc.src, pe, tc.key, tc.word)
 		}
 	}
 }

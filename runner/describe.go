@@ -33,6 +33,11 @@ func Describe(p *plans.Plan, opts Options) ([]CellLaunch, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Executor.Kind == plans.ExecutorSlurm {
+		if err := checkSlurmRunDir(filepath.Join(output, p.Name)); err != nil {
+			return nil, err
+		}
+	}
 	var out []CellLaunch
 	for _, c := range p.Expand() {
 		be, err := backendFor(c)

@@ -39,6 +39,11 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if opts.OutputDir != "" {
 		output = opts.OutputDir
 	}
+	if opts.onSlurm {
+		if err := checkSlurmRunDir(filepath.Join(output, p.Name)); err != nil {
+			return nil, err
+		}
+	}
 	start := opts.Now()
 	dir, err := rundir.Create(output, p.Name, start)
 	if err != nil {

@@ -225,17 +225,27 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	if err = resolveExecutor(ctx, p, cells, &opts); err != nil {
 		return nil, err
 	}
+	if opts.onSlurm {
+		if err := checkSlurmRunDir(dir); err != nil {
+			return nil, err
+		}
+	}
 	// The processes a run's cells recorded are leftovers only once nothing runs them: a Slurm
 	// array that may still be active runs its cells right now (on the test cluster, on this very
-	// machine), so they are reaped only after Slurm says the array is over.
-	arrays := manErr == nil && len(man.Slurm) > 0
+	// machine), so they are reaped only after Slurm says the array is over. The arrays are the
+	// manifest's and, should the manifest have lost them, the batch scripts in slurm/.
+	var recorded []rundir.SlurmJob
+	if manErr == nil {
+		recorded = man.Slurm
+	}
+	arrays := len(recorded) > 0 || lastScript(dir) > 0
 	switch {
 	case !arrays:
 		reapLeftovers(dir, &opts)
 	case opts.onSlurm:
-		// runOnSlurm waits for or collects the last array first, then reaps and sets aside.
+		// runOnSlurm finds, waits for or collects the last array first, then reaps and sets aside.
 	default:
-		if err := leaveSlurm(ctx, dir, man.Slurm[len(man.Slurm)-1], &opts); err != nil {
+		if err := leaveSlurm(ctx, dir, recorded, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -336,20 +346,34 @@ func readRecord(path string) (proc.Record, error) {
 }
 
 // leaveSlurm is the start of resuming a Slurm run with another executor (--executor local): it
-// refuses while the run's last array is still active (its tasks would run the same cells in the
-// same directories), and also when Slurm cannot say (a cell Slurm still runs has no result yet,
-// so it would run twice at once); it reaps the cells' processes only when Slurm says the array
-// is over.
-func leaveSlurm(ctx context.Context, dir string, last rundir.SlurmJob, opts *Options) error {
-	active, err := arrayActive(ctx, last, opts)
-	switch {
-	case err != nil:
-		return fmt.Errorf("resume %s: Slurm cannot say whether job %s of this run still runs its cells (%w); resuming here could run a cell twice at once. Check with squeue -j %s, scancel it if it still runs, and resume again where Slurm answers", dir, last.JobID, err, last.JobID)
-	case active:
-		return fmt.Errorf("resume %s: Slurm job %s of this run is still active and runs its cells; wait for it with runner run --resume %s (without --executor local), or scancel %s first", dir, last.JobID, dir, last.JobID)
-	default:
-		reapLeftovers(dir, opts)
+// refuses while the run's last array (found by its job name, findOwnArray) is still active (its
+// tasks would run the same cells in the same directories), and also when Slurm cannot say (a
+// cell Slurm still runs has no result yet, so it would run twice at once); it reaps the cells'
+// processes only when Slurm says the array is over.
+func leaveSlurm(ctx context.Context, dir string, arrays []rundir.SlurmJob, opts *Options) error {
+	if err := checkUnrecordedArray(ctx, dir, arrays, opts); err != nil {
+		return fmt.Errorf("resume %s: %w", dir, err)
 	}
+	if len(arrays) > 0 {
+		last := arrays[len(arrays)-1]
+		found, err := findOwnArray(ctx, dir, &last, opts)
+		active := false
+		if err == nil && found {
+			active, err = arrayActive(ctx, last, opts)
+		}
+		switch {
+		case err != nil:
+			array := last.Name
+			if last.JobID != "" {
+				array += " (job " + last.JobID + ")"
+			}
+			return fmt.Errorf("resume %s: Slurm cannot say whether this run's array %s still runs its cells (%w); resuming here could run a cell twice at once. Check with squeue -n %s, scancel it if it still runs, and resume again where Slurm answers",
+				dir, array, err, last.Name)
+		case active:
+			return fmt.Errorf("resume %s: Slurm job %s of this run is still active and runs its cells; wait for it with runner run --resume %s (without --executor local), or scancel %s first", dir, last.JobID, dir, last.JobID)
+		}
+	}
+	reapLeftovers(dir, opts)
 	return nil
 }
 

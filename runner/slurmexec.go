@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sglprof/runner/plans"
@@ -79,29 +81,63 @@ func checkSlurm(ctx context.Context, opts *Options) error {
 	return nil
 }
 
+// checkSlurmRunDir refuses, before anything is created or submitted, a run directory path (or
+// the directory a new one goes under) that no batch script can name: slurm.CheckRunDir.
+func checkSlurmRunDir(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if err := slurm.CheckRunDir(abs); err != nil {
+		return &UsageError{fmt.Errorf("executor slurm: %w (--output, or output_dir in the plan)", err)}
+	}
+	return nil
+}
+
 // runOnSlurm runs the cells recs[todo] as a job array and waits for it (unless opts.Detach),
-// first dealing with the last array of a resumed run: one still active is waited for (its
-// tasks are running cells, not leftovers), one that ended while no runner watched it (--detach,
-// a killed runner) is collected, so that its tasks get their Slurm states. Only then are the
-// processes the cells recorded reaped and the interrupted cells set aside. It reports whether
-// the run was interrupted and whether the runner returned before the cells ended (detached).
+// first dealing with the last array of a resumed run, found by its name (findOwnArray): one
+// still active is waited for (its tasks are running cells, not leftovers), one that ended while
+// no runner watched it (--detach, a killed runner) is collected, so that its tasks get their
+// Slurm states. Only then are the processes the cells recorded reaped and the interrupted cells
+// set aside. It reports whether the run was interrupted and whether the runner returned before
+// the cells ended (detached).
 func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, man *rundir.Manifest, opts *Options) (interrupted, detached bool, err error) {
-	if len(man.Slurm) > 0 {
-		last := &man.Slurm[len(man.Slurm)-1]
-		active, err := arrayActive(ctx, *last, opts)
-		if err != nil {
-			return false, false, fmt.Errorf("%w; nothing was killed or resubmitted: run runner run --resume %s again once Slurm answers", err, dir)
+	if len(man.Slurm) > 0 || lastScript(dir) > 0 {
+		again := fmt.Sprintf("nothing was killed or resubmitted: run runner run --resume %s again once Slurm answers", dir)
+		if err := checkUnrecordedArray(ctx, dir, man.Slurm, opts); err != nil {
+			return false, false, err
 		}
-		if active {
-			if opts.Detach {
+		if len(man.Slurm) > 0 {
+			last := &man.Slurm[len(man.Slurm)-1]
+			recorded := last.JobID
+			found, err := findOwnArray(ctx, dir, last, opts)
+			if err != nil {
+				return false, false, fmt.Errorf("%w; %s", err, again)
+			}
+			if last.JobID != recorded {
+				if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
+					opts.Logger.Warn("manifest.json", "err", err)
+				}
+			}
+			var active bool
+			if found {
+				if active, err = arrayActive(ctx, *last, opts); err != nil {
+					return false, false, fmt.Errorf("%w; %s", err, again)
+				}
+			}
+			switch {
+			case active && opts.Detach:
 				fmt.Fprintf(opts.Out, "Slurm job %s of this run is still active; runner run --resume %s waits for it\n", last.JobID, dir)
 				return false, true, nil
+			case active:
+				if interrupted := waitArray(ctx, dir, recs, last, opts); interrupted {
+					return true, false, nil
+				}
+			case found:
+				if err := collectArray(ctx, dir, recs, last, opts); err != nil {
+					return false, false, err
+				}
 			}
-			if interrupted := waitArray(ctx, dir, recs, last, opts); interrupted {
-				return true, false, nil
-			}
-		} else if err := collectArray(ctx, dir, recs, last, opts); err != nil {
-			return false, false, err
 		}
 		// Slurm says no task of the run runs any more: what the cells recorded is a leftover.
 		reapLeftovers(dir, opts)
@@ -113,12 +149,11 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 		return false, false, nil
 	}
 	t0 := time.Now()
-	job, err := submitArray(ctx, p, dir, recs, todo, len(man.Slurm)+1, opts)
-	if err != nil {
+	if err := submitArray(ctx, p, dir, recs, todo, man, opts); err != nil {
 		return false, false, err
 	}
+	job := &man.Slurm[len(man.Slurm)-1]
 	job.OverheadNS = time.Since(t0).Nanoseconds()
-	man.Slurm = append(man.Slurm, job)
 	if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		opts.Logger.Warn("manifest.json", "err", err)
 	}
@@ -126,7 +161,116 @@ func runOnSlurm(ctx context.Context, p *plans.Plan, dir string, recs []cellRecor
 		fmt.Fprintf(opts.Out, "submitted Slurm job %s (%d cells); runner run --resume %s waits for it and writes the summary\n", job.JobID, len(job.Cells), dir)
 		return false, true, nil
 	}
-	return waitArray(ctx, dir, recs, &man.Slurm[len(man.Slurm)-1], opts), false, nil
+	return waitArray(ctx, dir, recs, job, opts), false, nil
+}
+
+// slurmTag is the run's id in its arrays' job names: slurm.RunTag of the run directory's
+// absolute path, symlinks resolved, so that a run resumed through another path to the same
+// directory still finds its arrays.
+func slurmTag(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("executor slurm: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	return slurm.RunTag(abs), nil
+}
+
+// findOwnArray finds the Slurm job of job, an array record of the run's manifest, by the one
+// thing that ties a job to this run: its name, which must carry this run's id (slurm.JobName),
+// and this user. The recorded job id is only a hint: a runner killed right after sbatch
+// recorded none, and an edited manifest may name anybody's job. So only a job found this way is
+// waited for, collected or cancelled; job.JobID is set to it. It reports false when Slurm knows
+// no such job (the array was never submitted, or ended longer ago than Slurm remembers), and an
+// error when Slurm cannot be asked or several jobs carry the name.
+func findOwnArray(ctx context.Context, dir string, job *rundir.SlurmJob, opts *Options) (bool, error) {
+	tag, err := slurmTag(dir)
+	if err != nil {
+		return false, err
+	}
+	if !slurm.IsJobNameOf(tag, job.Name) {
+		opts.Logger.Warn(fmt.Sprintf("executor slurm: manifest.json records Slurm job %q under the name %q, which does not carry this run's id (job names of this run are %s<n>); that job is not waited for, collected or cancelled",
+			job.JobID, job.Name, strings.TrimSuffix(slurm.JobName(tag, 0), "0")))
+		return false, nil
+	}
+	jobs, err := opts.slurmClient().FindJobs(ctx, job.Name, os.Getuid(), job.Submitted.Add(-24*time.Hour))
+	if err != nil {
+		return false, fmt.Errorf("executor slurm: look for this run's job %s: %w", job.Name, err)
+	}
+	switch len(jobs) {
+	case 0:
+		if job.JobID != "" {
+			opts.Logger.Warn(fmt.Sprintf("executor slurm: Slurm knows no job of this user named %s (it ended longer ago than Slurm remembers, or was never this run's); job %s that manifest.json records is left alone",
+				job.Name, job.JobID))
+		}
+		return false, nil
+	case 1:
+		switch id := jobs[0].ID; {
+		case job.JobID == "":
+			opts.Logger.Warn(fmt.Sprintf("executor slurm: found Slurm job %s (%s), which the interrupted runner submitted without recording its id", id, job.Name))
+		case job.JobID != id:
+			opts.Logger.Warn(fmt.Sprintf("executor slurm: manifest.json records job %s for this run's array %s, but Slurm's job of that name is %s; job %s is left alone",
+				job.JobID, job.Name, id, job.JobID))
+		}
+		job.JobID = jobs[0].ID
+		return true, nil
+	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return false, fmt.Errorf("executor slurm: %d Slurm jobs of this user are named %s (%s), the name of one of this run's arrays: scancel those that are not this run's (squeue -n %s)",
+		len(jobs), job.Name, strings.Join(ids, ", "), job.Name)
+}
+
+// lastScript is the highest n of the run directory's slurm/job-<n>.sbatch, 0 when there is none.
+func lastScript(dir string) int {
+	names, _ := filepath.Glob(filepath.Join(dir, slurm.MarkerDir, "job-*.sbatch"))
+	last := 0
+	for _, name := range names {
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), "job-"), ".sbatch"))
+		if err == nil && n > last {
+			last = n
+		}
+	}
+	return last
+}
+
+// checkUnrecordedArray refuses to go on while Slurm still runs an array of this run that the
+// manifest does not record (manifest.json lost or rewritten): its cells are unknown, so nothing
+// may be reaped or submitted beside it. Arrays are submitted one after another, each after the
+// last ended, so only the newest batch script's can still run; it is looked up by its job name.
+func checkUnrecordedArray(ctx context.Context, dir string, recorded []rundir.SlurmJob, opts *Options) error {
+	n := lastScript(dir)
+	if n == 0 {
+		return nil
+	}
+	tag, err := slurmTag(dir)
+	if err != nil {
+		return err
+	}
+	name := slurm.JobName(tag, n)
+	if slices.ContainsFunc(recorded, func(j rundir.SlurmJob) bool { return j.Name == name }) {
+		return nil
+	}
+	script := filepath.Join(dir, slurm.MarkerDir, "job-"+strconv.Itoa(n)+".sbatch")
+	since := time.Now()
+	if st, err := os.Lstat(script); err == nil {
+		since = st.ModTime()
+	}
+	jobs, err := opts.slurmClient().FindJobs(ctx, name, os.Getuid(), since.Add(-24*time.Hour))
+	if err != nil {
+		return fmt.Errorf("executor slurm: look for this run's job %s (%s): %w; nothing was killed or resubmitted: run runner run --resume %s again once Slurm answers", name, script, err, dir)
+	}
+	for _, j := range jobs {
+		if j.Active {
+			return fmt.Errorf("executor slurm: Slurm job %s (%s, submitted from %s) of this run is still active, but manifest.json does not record it, so which cells it runs is unknown; wait until it ends (squeue -j %s) or scancel %s, then resume again",
+				j.ID, name, script, j.ID, j.ID)
+		}
+	}
+	return nil
 }
 
 // collectArray collects every ended task of job, an array that ended while no runner waited for
@@ -199,14 +343,21 @@ func withoutResult(recs []cellRecord) []int {
 }
 
 // submitArray writes the batch script of the cells recs[todo] as slurm/job-<n>.sbatch (n counts
-// the run's arrays from 1) and submits it.
-func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, n int, opts *Options) (rundir.SlurmJob, error) {
+// the run's arrays from 1, and skips any script already there: an earlier array may still run
+// from it, and its tasks' output is kept), records the array in the manifest (job id still
+// empty), then submits it and sets the job id. The record before sbatch is what lets a
+// runner killed in between be resumed: its job name finds the array (findOwnArray).
+func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, todo []int, man *rundir.Manifest, opts *Options) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return rundir.SlurmJob{}, err
+		return err
+	}
+	tag, err := slurmTag(dir)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Join(abs, slurm.MarkerDir), 0o755); err != nil {
-		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
+		return fmt.Errorf("executor slurm: %w", err)
 	}
 	ids := make([]string, len(todo))
 	for i, j := range todo {
@@ -220,20 +371,41 @@ func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellReco
 		execArgs = append(execArgs, "--no-triage")
 	}
 	s := p.Executor.Slurm
-	script := slurm.Script(slurm.Config{Partition: s.Partition, Account: s.Account, QOS: s.QOS, Time: s.Time,
+	cfg := slurm.Config{Partition: s.Partition, Account: s.Account, QOS: s.QOS, Time: s.Time,
 		GPUsPerTask: s.GPUsPerTask, CPUsPerTask: s.CPUsPerTask, Mem: s.Mem, Constraint: s.Constraint,
-		MaxParallel: s.MaxParallel, ExtraSbatch: s.ExtraSbatch, Setup: s.Setup},
-		slurm.Array{Cells: ids, Runner: []string{opts.Exe}, ExecArgs: execArgs, RunDir: abs, Name: p.Name})
-	rel := filepath.Join(slurm.MarkerDir, "job-"+strconv.Itoa(n)+".sbatch")
-	if err := rundir.WriteFileAtomic(filepath.Join(abs, rel), []byte(script)); err != nil {
-		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: %w", err)
+		MaxParallel: s.MaxParallel, ExtraSbatch: s.ExtraSbatch, Setup: s.Setup}
+	var rel, name string
+	for n := len(man.Slurm) + 1; ; n++ {
+		if n > len(man.Slurm)+10000 {
+			return fmt.Errorf("executor slurm: no unused batch script name in %s", filepath.Join(abs, slurm.MarkerDir))
+		}
+		name = slurm.JobName(tag, n)
+		script, err := slurm.Script(cfg, slurm.Array{Cells: ids, Runner: []string{opts.Exe}, ExecArgs: execArgs, RunDir: abs, Name: name})
+		if err != nil {
+			return &UsageError{fmt.Errorf("executor slurm: %w", err)}
+		}
+		rel = filepath.Join(slurm.MarkerDir, "job-"+strconv.Itoa(n)+".sbatch")
+		err = rundir.WriteFileNew(filepath.Join(abs, rel), []byte(script))
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("executor slurm: %w", err)
+		}
+		break
+	}
+	man.Slurm = append(man.Slurm, rundir.SlurmJob{Name: name, Script: rel, Cells: ids, Submitted: opts.Now().UTC()})
+	if err := opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
+		man.Slurm = man.Slurm[:len(man.Slurm)-1]
+		return fmt.Errorf("executor slurm: the array must be recorded in manifest.json before it is submitted, and it cannot be (%w); nothing was submitted: free disk space and run runner run --resume %s", err, dir)
 	}
 	id, err := opts.slurmClient().Submit(ctx, filepath.Join(abs, rel))
 	if err != nil {
-		return rundir.SlurmJob{}, fmt.Errorf("executor slurm: submit %s: %w", rel, err)
+		return fmt.Errorf("executor slurm: submit %s: %w", rel, err)
 	}
-	opts.Logger.Info("submitted Slurm job array", "job", id, "cells", len(ids))
-	return rundir.SlurmJob{JobID: id, Script: rel, Cells: ids, Submitted: opts.Now().UTC()}, nil
+	man.Slurm[len(man.Slurm)-1].JobID = id
+	opts.Logger.Info("submitted Slurm job array", "job", id, "name", name, "cells", len(ids))
+	return nil
 }
 
 // arrayActive reports whether any task of job is still queued or running.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -249,8 +250,13 @@ func TestLeaveSlurmRefusesWhenSlurmCannotSay(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}}
 	opts.defaults()
-	err := leaveSlurm(context.Background(), dir, rundir.SlurmJob{JobID: "42", Cells: []string{"a", "b"}}, &opts)
-	if err == nil || !strings.Contains(err.Error(), "Slurm cannot say whether job 42") || !strings.Contains(err.Error(), "squeue -j 42") {
+	tag, err := slurmTag(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := slurm.JobName(tag, 1)
+	err = leaveSlurm(context.Background(), dir, []rundir.SlurmJob{{JobID: "42", Name: name, Cells: []string{"a", "b"}}}, &opts)
+	if err == nil || !strings.Contains(err.Error(), "Slurm cannot say whether this run's array "+name+" (job 42)") || !strings.Contains(err.Error(), "squeue -n "+name) {
 		t.Fatalf("err = %v; want a refusal naming the job and how to check it", err)
 	}
 }
@@ -263,6 +269,51 @@ func TestNoteNodeFitsTheArray(t *testing.T) {
 		noteNode(job, 1, nil, slurm.Task{Index: 1, State: "COMPLETED", Node: "n1"})
 		if len(job.Nodes) != 3 || job.Nodes[1] != "n1" {
 			t.Errorf("nodes %v after noting task 1 on n1 (before %v)", job.Nodes, before)
+		}
+	}
+}
+
+// TestFindOwnArrayActsOnlyOnTheRunsJobs: a recorded array is found by its name among this user's
+// jobs, whatever job id the manifest records; a name without this run's id, a job of another
+// user with the run's name, and a job id that Slurm lists under another name are never taken
+// for the run's; two jobs of the user with the run's name are refused rather than guessed.
+func TestFindOwnArrayActsOnlyOnTheRunsJobs(t *testing.T) {
+	dir := t.TempDir()
+	tag, err := slurmTag(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := slurm.JobName(tag, 1)
+	uid := strconv.Itoa(os.Getuid())
+	for _, tc := range []struct {
+		what, squeue string
+		job          rundir.SlurmJob
+		found        bool
+		id, err      string
+	}{
+		{"the recorded id is not the named job", "50|" + name + "|" + uid + "|RUNNING\n", rundir.SlurmJob{JobID: "7", Name: name}, true, "50", ""},
+		{"no id was recorded", "50|" + name + "|" + uid + "|PENDING\n", rundir.SlurmJob{Name: name}, true, "50", ""},
+		{"another user's job with the run's name", "50|" + name + "|" + uid + "1|RUNNING\n", rundir.SlurmJob{JobID: "50", Name: name}, false, "50", ""},
+		{"a name without the run's id", "7|sleep|" + uid + "|RUNNING\n", rundir.SlurmJob{JobID: "7", Name: "sleep"}, false, "7", ""},
+		{"two jobs with the run's name", "50|" + name + "|" + uid + "|RUNNING\n51|" + name + "|" + uid + "|RUNNING\n", rundir.SlurmJob{JobID: "50", Name: name}, false, "50", "2 Slurm jobs of this user are named " + name + " (50, 51)"},
+	} {
+		bin := t.TempDir()
+		script := "#!/bin/sh\ncat <<'EOF'\n" + tc.squeue + "EOF\n"
+		if err := os.WriteFile(filepath.Join(bin, "squeue"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "sacct"), []byte("#!/bin/sh\necho 'Slurm accounting storage is disabled'\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// exec.Command looks commands up in the test's own PATH, not in Options.Env.
+		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		var log bytes.Buffer
+		opts := Options{Env: []string{"PATH=" + os.Getenv("PATH")}, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+		opts.defaults()
+		job := tc.job
+		found, err := findOwnArray(context.Background(), dir, &job, &opts)
+		if found != tc.found || job.JobID != tc.id || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: found %v, job %q, err %v; want %v, %q, %q\n%s", tc.what, found, job.JobID, err, tc.found, tc.id, tc.err, log.String())
 		}
 	}
 }

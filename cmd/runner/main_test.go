@@ -89,6 +89,8 @@ func TestScripts(t *testing.T) {
 			// Slurm executor scripts (slurm_test.go).
 			"slurmcluster": cmdSlurmCluster,
 			"slurmcancel":  cmdSlurmCancel,
+			"slurmsubmit":  cmdSlurmSubmit,
+			"slurmsetjob":  cmdSlurmSetJob,
 			"samecells":    cmdSameCells,
 			"jsonhas":      cmdJSONHas,
 			"portfree":     cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)

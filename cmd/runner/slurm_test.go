@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -69,6 +70,43 @@ func cmdSlurmCancel(ts *testscript.TestScript, neg bool, args []string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		ts.Fatalf("scancel: %v: %s", err, out)
 	}
+}
+
+// slurmsubmit VAR SBATCH_ARGS... submits a job that is not the runner's (sbatch --parsable
+// SBATCH_ARGS, e.g. --wrap 'sleep 600') and sets VAR to its job id.
+func cmdSlurmSubmit(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: slurmsubmit VAR SBATCH_ARGS...")
+	}
+	cmd := exec.Command("sbatch", append([]string{"--parsable"}, args[1:]...)...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+ts.Getenv("SLURM_CONF"))
+	cmd.Dir = ts.MkAbs(".")
+	out, err := cmd.Output()
+	if err != nil {
+		ts.Fatalf("sbatch: %v: %s", err, out)
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	ts.Setenv(args[0], id)
+}
+
+// slurmsetjob RUN INDEX JOBID edits the run's manifest.json as someone else might: array INDEX
+// now names job JOBID.
+func cmdSlurmSetJob(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: slurmsetjob RUN INDEX JOBID")
+	}
+	path := filepath.Join(ts.MkAbs(args[0]), rundir.ManifestFile)
+	var m map[string]any
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(path)), &m))
+	arrays, _ := m["slurm"].([]any)
+	i, err := strconv.Atoi(args[1])
+	if err != nil || i < 0 || i >= len(arrays) {
+		ts.Fatalf("slurmsetjob: %s records %d arrays, no array %s", path, len(arrays), args[1])
+	}
+	arrays[i].(map[string]any)["job_id"] = args[2]
+	b, err := json.MarshalIndent(m, "", "  ")
+	ts.Check(err)
+	ts.Check(os.WriteFile(path, b, 0o600))
 }
 
 // samecells A B checks that two run directories hold the same cells with the same verdicts and

@@ -57,6 +57,27 @@ func WriteFileAtomicPerm(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
+// WriteFileNew writes data to a new file at path and never replaces an existing one: when path
+// exists it returns an error that matches fs.ErrExist, so the caller can pick another name
+// (the Slurm executor's numbered batch scripts: a resubmission must not overwrite the script an
+// earlier array may still be running from). A write that fails removes the file again; a crash
+// in the middle of it can leave it short, which is why callers use the file only after this
+// returns.
+func WriteFileNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // createTemp creates a new temporary file beside path (".NAME.tmp-N", so a listing shows what
 // it is for) with perm less the umask, as os.OpenFile applies it; os.CreateTemp would always
 // give 0600.

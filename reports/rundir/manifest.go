@@ -43,9 +43,14 @@ type AttachedServer struct {
 	Info   json.RawMessage `json:"info,omitempty"`
 }
 
-// SlurmJob is one job array a run submitted.
+// SlurmJob is one job array a run submitted. It is recorded before sbatch runs (Name, Script,
+// Cells, with an empty JobID) and again with the job id sbatch printed, so a runner killed in
+// between leaves a record by which --resume finds the array.
 type SlurmJob struct {
-	JobID  string   `json:"job_id"`
+	JobID string `json:"job_id"` // "" until sbatch has answered
+	// Name is the job's name (slurm.JobName): it carries the run's id, and only a job of this
+	// user with this name is waited for, collected or cancelled as the run's, whatever JobID says.
+	Name   string   `json:"name,omitempty"`
 	Script string   `json:"script"` // relative to the run directory
 	Cells  []string `json:"cells"`  // task i runs Cells[i]
 	// Nodes are the nodes the tasks ran on, filled as the runner collects them: task i ran on

@@ -1,9 +1,11 @@
 // Package slurm hands a run's cells to Slurm, the scheduler GPU clusters already run: one batch
 // script per run, submitted as a job array with one task per cell (`sbatch --array=0-N%max`),
 // each task running `runner exec-cell RUN_DIR CELL_ID` on its node against the shared run
-// directory. It polls the array with squeue, reads each finished task's state from sacct (or,
-// where accounting is off, scontrol), cancels it with scancel, and says what a task's end means
-// for its cell (a time limit, a node failure, a preemption, a cancellation).
+// directory. It names each array after the run (JobName) so that a run finds its own arrays by
+// name and never takes another job for one (FindJobs), polls the array with squeue, reads each
+// finished task's state from sacct (or, where accounting is off, scontrol), cancels it with
+// scancel, and says what a task's end means for its cell (a time limit, a node failure, a
+// preemption, a cancellation).
 //
 // It only talks to the Slurm commands; which cells to submit and what a cell does are the
 // runner's (runner/executor.go). Every command runs with the caller's environment, so
@@ -12,9 +14,12 @@ package slurm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -46,7 +51,7 @@ type Array struct {
 	ExecArgs []string
 	// RunDir is the run directory, absolute, on a file system the nodes share.
 	RunDir string
-	// Name is the job name (the plan's).
+	// Name is the job name (JobName: it carries the run's id, and --resume finds the array by it).
 	Name string
 }
 
@@ -61,29 +66,88 @@ func Marker(jobID string, index int) string {
 	return MarkerDir + "/started-" + jobID + "_" + strconv.Itoa(index)
 }
 
-// Script returns the batch script of a run's job array. Cell ids and paths are quoted for the
-// shell; the array index picks the cell.
-func Script(cfg Config, a Array) string {
+// TaskOutput is the file Slurm writes task index's stdout and stderr to, relative to the run
+// directory. It is named by the array's job id like the markers, so an array submitted again
+// for the same cells never overwrites an earlier one's output.
+func TaskOutput(jobID string, index int) string {
+	return MarkerDir + "/task-" + jobID + "_" + strconv.Itoa(index) + ".out"
+}
+
+// JobName is the name of the run's array number n (its slurm/job-<n>.sbatch): "runner-", the
+// run's id (RunTag) and n. The name is what ties a Slurm job to a run: `runner run --resume`
+// finds the array by it (the job id may not have been recorded when the runner was killed right
+// after sbatch, and the recorded one may have been edited), and acts on no job without it.
+func JobName(tag string, n int) string { return jobNamePrefix + tag + "-" + strconv.Itoa(n) }
+
+const jobNamePrefix = "runner-"
+
+// RunTag is the id of the run whose run directory is at path dir (absolute, symlinks resolved):
+// 12 hex digits of its SHA-256. It is derived from the directory's path rather than recorded
+// in it, so that neither an edited record nor a copy of the directory elsewhere can claim
+// another run's jobs, and it still exists when the manifest does not.
+func RunTag(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:6])
+}
+
+// IsJobNameOf reports whether name is one of JobName(tag, n).
+func IsJobNameOf(tag, name string) bool {
+	rest, ok := strings.CutPrefix(name, jobNamePrefix+tag+"-")
+	if !ok || rest == "" || len(rest) > 9 {
+		return false
+	}
+	return strings.Trim(rest, "0123456789") == ""
+}
+
+// Script returns the batch script of a run's job array. It refuses (rather than writes) a
+// directive sbatch would read differently from what is meant; the plan's values are validated
+// earlier (package plans, with the key's name), so an error here means a caller bypassed that.
+//
+// How sbatch reads the #SBATCH lines (Slurm's src/sbatch/opt.c, _get_argument; checked against
+// sbatch 22.05): every such line before the first command is split into arguments at
+// whitespace; single or double quotes group characters, whitespace included; a backslash makes
+// the next character literal, inside quotes too; an unquoted '#' ends the line. The arguments
+// of all lines form one argv, parsed like the command line's. So each value is written inside
+// double quotes with '\' and '"' escaped, and a line break, which would end the line, is
+// refused. Older sbatch versions also take the words "hetjob" and "packjob" anywhere on an
+// #SBATCH line for the separator of a heterogeneous job's components, so those are refused too.
+//
+// The --output path is then a Slurm filename pattern (%A, %a, %j... are replaced): a '%' of
+// the run directory is written as "%%", and a backslash is refused, because a backslash
+// anywhere in the path makes Slurm replace no pattern at all (every task would write one file
+// literally named task-%A_%a.out).
+//
+// Cell ids and paths are quoted for the shell; the array index picks the cell.
+func Script(cfg Config, a Array) (string, error) {
+	if err := CheckRunDir(a.RunDir); err != nil {
+		return "", err
+	}
 	var b strings.Builder
+	var errs []error
 	b.WriteString("#!/bin/bash\n")
-	fmt.Fprintf(&b, "#SBATCH --job-name=%s\n", sbatchValue("runner-"+a.Name))
+	directive := func(name, v string) {
+		if v == "" {
+			return
+		}
+		if msg := directiveProblem(v); msg != "" {
+			errs = append(errs, fmt.Errorf("sbatch --%s=%q: %s", name, v, msg))
+			return
+		}
+		fmt.Fprintf(&b, "#SBATCH --%s=%s\n", name, directiveQuote(v))
+	}
+	directive("job-name", a.Name)
 	arr := fmt.Sprintf("0-%d", len(a.Cells)-1)
 	if cfg.MaxParallel > 0 {
 		arr += fmt.Sprintf("%%%d", cfg.MaxParallel)
 	}
 	fmt.Fprintf(&b, "#SBATCH --array=%s\n", arr)
-	fmt.Fprintf(&b, "#SBATCH --output=%s\n", sbatchValue(a.RunDir+"/"+MarkerDir+"/task-%a.out"))
-	opt := func(name, v string) {
-		if v != "" {
-			fmt.Fprintf(&b, "#SBATCH --%s=%s\n", name, sbatchValue(v))
-		}
-	}
-	opt("partition", cfg.Partition)
-	opt("account", cfg.Account)
-	opt("qos", cfg.QOS)
-	opt("time", cfg.Time)
-	opt("mem", cfg.Mem)
-	opt("constraint", cfg.Constraint)
+	directive("output", strings.ReplaceAll(a.RunDir, "%", "%%")+"/"+MarkerDir+"/task-%A_%a.out")
+	directive("partition", cfg.Partition)
+	directive("account", cfg.Account)
+	directive("qos", cfg.QOS)
+	directive("time", cfg.Time)
+	directive("mem", cfg.Mem)
+	directive("constraint", cfg.Constraint)
 	if cfg.GPUsPerTask > 0 {
 		fmt.Fprintf(&b, "#SBATCH --gpus-per-task=%d\n", cfg.GPUsPerTask)
 		b.WriteString("#SBATCH --ntasks=1\n")
@@ -92,7 +156,20 @@ func Script(cfg Config, a Array) string {
 		fmt.Fprintf(&b, "#SBATCH --cpus-per-task=%d\n", cfg.CPUsPerTask)
 	}
 	for _, x := range cfg.ExtraSbatch {
-		fmt.Fprintf(&b, "#SBATCH %s\n", strings.ReplaceAll(x, "\n", " "))
+		opt, v, hasValue := strings.Cut(x, "=")
+		switch {
+		case !extraOptionRE.MatchString(opt):
+			errs = append(errs, fmt.Errorf("extra sbatch option %q: not one option (--name or --name=value)", x))
+		case hasValue && directiveProblem(v) != "":
+			errs = append(errs, fmt.Errorf("extra sbatch option %q: %s", x, directiveProblem(v)))
+		case hasValue:
+			fmt.Fprintf(&b, "#SBATCH %s=%s\n", opt, directiveQuote(v))
+		default:
+			fmt.Fprintf(&b, "#SBATCH %s\n", opt)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", err
 	}
 	b.WriteString("set -u\n")
 	b.WriteString("cells=(")
@@ -121,16 +198,51 @@ func Script(cfg Config, a Array) string {
 		b.WriteString(Quote(w))
 	}
 	b.WriteString(" \"$rundir\" \"$cell\"\n")
-	return b.String()
+	return b.String(), nil
+}
+
+// extraOptionRE is one sbatch option as extra_sbatch gives it, before any "=value": a long
+// option, or a short one (which then takes no value here: "-N2" or "-N 2" would be one
+// argument or two, so values go with the long form).
+var extraOptionRE = regexp.MustCompile(`^(--[A-Za-z0-9][A-Za-z0-9-]*|-[A-Za-z])$`)
+
+// CheckRunDir says why a run directory at path dir (or under it) cannot be named in a batch
+// script's directives (its --output), or nil. A space, quotes, '#' and '%' are fine (quoted,
+// and '%' doubled); see Script for what is not.
+func CheckRunDir(dir string) error {
+	if msg := directiveProblem(dir); msg != "" {
+		return fmt.Errorf("the path %q cannot hold a Slurm run's directory: it %s; choose another output directory", dir, msg)
+	}
+	if strings.ContainsRune(dir, '\\') {
+		return fmt.Errorf("the path %q cannot hold a Slurm run's directory: it contains a backslash, and a backslash anywhere in sbatch's --output path turns off Slurm's %%A/%%a replacement, so every task would write to one file; choose another output directory", dir)
+	}
+	return nil
+}
+
+// directiveProblem says why v cannot be the value of an #SBATCH directive even quoted, or "".
+func directiveProblem(v string) string {
+	if strings.ContainsAny(v, "\n\r\x00") {
+		return "contains a line break or a NUL byte, which ends an #SBATCH line"
+	}
+	lower := strings.ToLower(v)
+	for _, w := range []string{"hetjob", "packjob"} {
+		if strings.Contains(lower, w) {
+			return fmt.Sprintf("contains %q, which sbatch may take for the separator of a heterogeneous job's components", w)
+		}
+	}
+	return ""
+}
+
+// directiveQuote quotes v for an #SBATCH line: inside double quotes, with '\' and '"'
+// escaped by a backslash (see Script).
+func directiveQuote(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
 }
 
 // Quote quotes s for a POSIX shell.
 func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
-
-// sbatchValue keeps a #SBATCH value on one line.
-func sbatchValue(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
 
 // Client runs the Slurm commands.
 type Client struct {

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Task is one array task's state as Slurm reports it.
 type Task struct {
+	// JobID is the array's job id (Tasks fills it in).
+	JobID    string `json:"job_id,omitempty"`
 	Index    int    `json:"index"`
 	State    string `json:"state"` // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
 	Node     string `json:"node,omitempty"`
@@ -43,13 +46,14 @@ func (t Task) EndedBySlurm() bool {
 func (c Client) Tasks(ctx context.Context, jobID string, n int) ([]Task, error) {
 	tasks := make([]Task, n)
 	for i := range tasks {
-		tasks[i] = Task{Index: i}
+		tasks[i] = Task{JobID: jobID, Index: i}
 	}
 	out, err := c.run(ctx, "squeue", "-h", "-r", "-j", jobID, "-o", "%K|%T|%N|%r")
 	if err != nil && !strings.Contains(err.Error(), "Invalid job id") {
 		return nil, err
 	}
 	for i, t := range parseSqueue(out, n) {
+		t.JobID = jobID
 		tasks[i] = t
 	}
 	var missing bool
@@ -73,6 +77,7 @@ func (c Client) Tasks(ctx context.Context, jobID string, n int) ([]Task, error) 
 			continue
 		}
 		if t, ok := ended[i]; ok {
+			t.JobID = jobID
 			tasks[i] = t
 		} else {
 			tasks[i].State = "UNKNOWN"
@@ -236,5 +241,64 @@ func OutcomeOf(t Task) Outcome {
 	case "UNKNOWN":
 		return Outcome{true, "slurm-unknown", "Slurm no longer knows the task (it ended longer ago than the controller keeps records); runner run --resume runs the cell again"}
 	}
-	return Outcome{false, "slurm-task-failed", fmt.Sprintf("the Slurm task ended %s%s (exit %s) without writing the cell's result; see slurm/task-%d.out in the run directory", t.State, where, t.ExitCode, t.Index)}
+	return Outcome{false, "slurm-task-failed", fmt.Sprintf("the Slurm task ended %s%s (exit %s) without writing the cell's result; see %s in the run directory", t.State, where, t.ExitCode, TaskOutput(t.JobID, t.Index))}
+}
+
+// Job is a Slurm job FindJobs found: an array's job id, and whether any of its tasks is still
+// queued or running.
+type Job struct {
+	ID     string
+	Active bool
+}
+
+// FindJobs returns the jobs named name that belong to the user uid, each array once: squeue
+// for the jobs the controller still holds (queued, running, and ended within its MinJobAge),
+// then, when it holds none, sacct for jobs that ended since since (where accounting is off,
+// sacct fails and nothing more is found). A job of another user is never returned, whatever
+// its name. The error is squeue's: without it nobody can say whether such a job runs.
+func (c Client) FindJobs(ctx context.Context, name string, uid int, since time.Time) ([]Job, error) {
+	out, err := c.run(ctx, "squeue", "-h", "-t", "all", "-n", name, "-o", "%F|%j|%U|%T")
+	if err != nil {
+		return nil, err
+	}
+	if jobs := parseFound(out, name, uid, true); len(jobs) > 0 {
+		return jobs, nil
+	}
+	out, err = c.run(ctx, "sacct", "-n", "-X", "-P", "--name", name, "-S", since.Local().Format("2006-01-02T15:04:05"), "-E", "now",
+		"-o", "JobID,JobName,UID,State")
+	if err != nil || strings.Contains(out, "accounting storage is disabled") {
+		return nil, nil
+	}
+	return parseFound(out, name, uid, false), nil
+}
+
+// parseFound reads `squeue -o %F|%j|%U|%T` (squeue true) or `sacct -P -o
+// JobID,JobName,UID,State` lines: the jobs named name of user uid, by array job id (sacct's
+// "12_3", "12_[4-5]" and "12+0" are job 12), in the order first seen. A job squeue lists with
+// a task not yet ended is active; what only sacct knows has ended.
+func parseFound(out, name string, uid int, squeue bool) []Job {
+	var jobs []Job
+	seen := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.TrimSpace(line), "|")
+		if len(f) != 4 || f[1] != name || f[2] != strconv.Itoa(uid) {
+			continue
+		}
+		id := f[0]
+		if i := strings.IndexAny(id, "_+."); i >= 0 {
+			id = id[:i]
+		}
+		if id == "" || strings.Trim(id, "0123456789") != "" || len(id) > 18 {
+			continue
+		}
+		state, _, _ := strings.Cut(f[3], " ") // "CANCELLED by 0"
+		active := squeue && !(Task{State: state}).Done()
+		if i, ok := seen[id]; ok {
+			jobs[i].Active = jobs[i].Active || active
+			continue
+		}
+		seen[id] = len(jobs)
+		jobs = append(jobs, Job{ID: id, Active: active})
+	}
+	return jobs
 }
