@@ -157,7 +157,7 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 	if ctx.Err() == nil && sum.ProtocolViolations > 0 {
 		// Not excused by max_error_rate: a server that reports more tokens than it was asked
 		// for, or answers for another server, makes every number of the cell suspect.
-		fail(plans.VerdictFailed, backends.Reason{Code: "server-protocol", Message: fmt.Sprintf("%d of %d requests got an answer that breaks the API's contract, which [load] max_error_rate does not excuse; first: %s; see %s", sum.ProtocolViolations, sum.Count, sum.FirstViolation, rundir.RequestsFile)})
+		fail(plans.VerdictFailed, rundir.Reason{Code: "server-protocol", Message: fmt.Sprintf("%d of %d requests got an answer that breaks the API's contract, which [load] max_error_rate does not excuse; first: %s; see %s", sum.ProtocolViolations, sum.Count, sum.FirstViolation, rundir.RequestsFile)})
 	}
 	if ls := rec.Cell.Load; ctx.Err() == nil && sum.Count > 0 && sum.ErrorRate > ls.MaxErrorRate {
 		fail(plans.VerdictFailed, rundir.Reason{Code: "error-rate", Message: fmt.Sprintf("%d of %d requests failed (%.0f%%), more than [load] max_error_rate = %g; see %s%s", sum.Errors, sum.Count, 100*sum.ErrorRate, ls.MaxErrorRate, rundir.RequestsFile, firstError(rec.abs))})

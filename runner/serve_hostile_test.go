@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/runner/rundir"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // TestServeHostileServerCounts: an attached server whose stream reports counts it was not asked
