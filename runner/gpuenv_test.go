@@ -11,6 +11,7 @@ import (
 
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/envfacts"
 	"github.com/sglprof/runner/runner/gpu"
 )
 
@@ -88,7 +89,7 @@ func TestDiffEnv(t *testing.T) {
 	a, b := manifestWith("2.5.1", "550.54.15", true), manifestWith("2.6.0", "560.28.03", true)
 	b.Env["NCCL_ALGO"] = "Ring"
 	got := map[string]compare.EnvChange{}
-	for _, c := range DiffEnv(a, b) {
+	for _, c := range envfacts.DiffEnv(a, b) {
 		got[c.Name] = c
 	}
 	if c := got["torch"]; c.Base != "2.5.1" || c.New != "2.6.0" {
@@ -103,7 +104,7 @@ func TestDiffEnv(t *testing.T) {
 	if len(got) != 3 {
 		t.Errorf("changes %+v, want torch, Driver and $NCCL_ALGO only", got)
 	}
-	if d := DiffEnv(a, a); len(d) != 0 {
+	if d := envfacts.DiffEnv(a, a); len(d) != 0 {
 		t.Errorf("a run differs from itself: %+v", d)
 	}
 }
@@ -222,7 +223,7 @@ prompt = ["a cat"]
 	if _, ok := man.Probes["sglang"]; ok {
 		t.Errorf("vllm-omni: the manifest probed sglang: %+v", man.Probes["sglang"])
 	}
-	if facts := EnvFacts(man); !slices.ContainsFunc(facts, func(f EnvFact) bool { return f.Name == "vllm" && f.Value == "0.11.0+sim" }) {
+	if facts := envfacts.EnvFacts(man); !slices.ContainsFunc(facts, func(f envfacts.EnvFact) bool { return f.Name == "vllm" && f.Value == "0.11.0+sim" }) {
 		t.Errorf("vllm-omni: env facts %+v", facts)
 	}
 
