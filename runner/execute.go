@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/render"
 	"github.com/sglprof/runner/reports/rundir"
 )
 
@@ -100,7 +101,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		early = append(early, w.write())
 	}
 	werr := errors.Join(append(early, opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))...)
-	if err := WriteSummaryTable(opts.Out, sum); err != nil {
+	if err := render.SummaryTable(opts.Out, sum); err != nil {
 		return sum, errors.Join(werr, err)
 	}
 	if errors.Join(early...) != nil {

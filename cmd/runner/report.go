@@ -207,7 +207,7 @@ func reportCells(dir string) ([]render.CellLine, error) {
 	for _, r := range s.Cells {
 		line := render.CellLine{ID: r.ID, Profiler: r.Profiler, Verdict: r.Verdict,
 			E2E: float64(r.E2ENS), Step: float64(r.MeanDenoiseStepNS), Warnings: len(r.Warnings), Cause: r.Cause, Key: r.Key}
-		line.LLM = runner.ReportLLMPoint(r.LLM)
+		line.LLM = render.LLMPointOf(r.LLM)
 		cells = append(cells, line)
 	}
 	return cells, nil
