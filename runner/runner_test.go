@@ -250,24 +250,6 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// Both progress displays can show the serve session's status lines (the flush wait).
-func TestProgressShowsStatus(t *testing.T) {
-	var b bytes.Buffer
-	var p Progress = NewLineProgress(&b)
-	sr, ok := p.(StatusReporter)
-	if !ok {
-		t.Fatal("line progress does not implement StatusReporter")
-	}
-	c := plans.Cell{ID: "000-x"}
-	sr.Status(c, "waiting for the profiler flush")
-	if !strings.Contains(b.String(), "000-x: waiting for the profiler flush") {
-		t.Errorf("status line missing: %q", b.String())
-	}
-	if _, ok := NewBarProgress(&b).(StatusReporter); !ok {
-		t.Error("bar progress does not implement StatusReporter")
-	}
-}
-
 // An interrupted run exits with ExitInterrupted whatever its cells' verdicts.
 func TestExitCodeInterrupted(t *testing.T) {
 	s := &rundir.Summary{
