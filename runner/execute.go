@@ -13,6 +13,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/render"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // runInOrder runs the cells recs[todo] one at a time (through the serve session ss when not
@@ -266,12 +267,12 @@ func causeLine(rs []rundir.Reason, cellDir string) string {
 
 func exitCodeFor(s *rundir.Summary) int {
 	if s.Interrupted {
-		return ExitInterrupted
+		return exitcode.Interrupted
 	}
 	for _, row := range s.Cells {
 		if row.Verdict != plans.VerdictOK {
-			return ExitCellsFailed
+			return exitcode.CellsFailed
 		}
 	}
-	return ExitOK
+	return exitcode.OK
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/envfacts"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/gpu"
 )
 
@@ -55,7 +56,7 @@ func TestManifestCheckEnv(t *testing.T) {
 	opts = simOptions(t)
 	fakeVenv(t, &opts, `echo "No module named sglang" >&2; exit 1`, `{"python": "3.12.1"}`)
 	sum, _, man := runGPUPlan(t, "", opts)
-	if sum.ExitCode != ExitOK || !strings.Contains(man.GPUEnv.CheckEnvError, "No module named sglang") || man.GPUEnv.Versions.Python != "3.12.1" {
+	if sum.ExitCode != exitcode.OK || !strings.Contains(man.GPUEnv.CheckEnvError, "No module named sglang") || man.GPUEnv.Versions.Python != "3.12.1" {
 		t.Errorf("no sglang: exit %d, gpu_env %+v", sum.ExitCode, man.GPUEnv)
 	}
 
@@ -64,7 +65,7 @@ func TestManifestCheckEnv(t *testing.T) {
 	opts.CheckEnvTimeout = 300 * time.Millisecond
 	fakeVenv(t, &opts, `sleep 30`, `{}`)
 	sum, _, man = runGPUPlan(t, "", opts)
-	if sum.ExitCode != ExitOK || !strings.Contains(man.GPUEnv.CheckEnvError, "timed out after 300ms") {
+	if sum.ExitCode != exitcode.OK || !strings.Contains(man.GPUEnv.CheckEnvError, "timed out after 300ms") {
 		t.Errorf("hang: exit %d, gpu_env %+v", sum.ExitCode, man.GPUEnv)
 	}
 

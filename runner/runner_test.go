@@ -15,6 +15,7 @@ import (
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -95,8 +96,8 @@ func TestDiskFullFailsCellAndRunContinues(t *testing.T) {
 	if !strings.Contains(strings.Join(sum.Cells[0].Reasons, " "), "log-write") {
 		t.Errorf("reasons %q lack log-write", sum.Cells[0].Reasons)
 	}
-	if sum.ExitCode != ExitCellsFailed {
-		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	if sum.ExitCode != exitcode.CellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, exitcode.CellsFailed)
 	}
 }
 
@@ -109,7 +110,7 @@ func TestResumeRunsOnlyMissingCells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.ExitCode != ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Fatalf("exit %d: %+v", sum.ExitCode, sum.Cells)
 	}
 	second := filepath.Join(sum.RunDir, rundir.CellsDir, sum.Cells[1].ID, rundir.ResultFile)
@@ -122,7 +123,7 @@ func TestResumeRunsOnlyMissingCells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum2.ExitCode != ExitOK || sum2.Counts[plans.VerdictOK] != 2 {
+	if sum2.ExitCode != exitcode.OK || sum2.Counts[plans.VerdictOK] != 2 {
 		t.Fatalf("resume: exit %d counts %v", sum2.ExitCode, sum2.Counts)
 	}
 	after, _ := os.ReadFile(first)
@@ -218,10 +219,10 @@ func TestExitCodes(t *testing.T) {
 		interrupted bool
 		want        int
 	}{
-		{[]string{"ok", "ok"}, false, ExitOK},
-		{[]string{"ok", "invalid"}, false, ExitCellsFailed},
-		{[]string{"timeout"}, false, ExitCellsFailed},
-		{[]string{"ok", rundir.VerdictNotRun}, true, ExitInterrupted},
+		{[]string{"ok", "ok"}, false, exitcode.OK},
+		{[]string{"ok", "invalid"}, false, exitcode.CellsFailed},
+		{[]string{"timeout"}, false, exitcode.CellsFailed},
+		{[]string{"ok", rundir.VerdictNotRun}, true, exitcode.Interrupted},
 	} {
 		s := &rundir.Summary{Interrupted: tc.interrupted}
 		for _, v := range tc.verdicts {
@@ -250,7 +251,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// An interrupted run exits with ExitInterrupted whatever its cells' verdicts.
+// An interrupted run exits with exitcode.Interrupted whatever its cells' verdicts.
 func TestExitCodeInterrupted(t *testing.T) {
 	s := &rundir.Summary{
 		Cells: []rundir.SummaryRow{
@@ -258,7 +259,7 @@ func TestExitCodeInterrupted(t *testing.T) {
 		},
 		Counts: map[string]int{"ok": 1, "invalid": 1, rundir.VerdictNotRun: 1}, Interrupted: true,
 	}
-	if got := exitCodeFor(s); got != ExitInterrupted {
-		t.Errorf("exit code %d, want %d for an interrupted run", got, ExitInterrupted)
+	if got := exitCodeFor(s); got != exitcode.Interrupted {
+		t.Errorf("exit code %d, want %d for an interrupted run", got, exitcode.Interrupted)
 	}
 }
