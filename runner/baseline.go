@@ -9,6 +9,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // BaselineHistory is the baseline that compares with the rolling median of the history
@@ -41,7 +42,7 @@ func NoBaselineYet(err error) bool {
 // profilers of n and returned as base. The plan p gives the [compare] rules; n's flags
 // override them. The result records the profilers compared.
 //
-// A baseline that cannot be read, or shares no configuration with cur, is a *UsageError (exit
+// A baseline that cannot be read, or shares no configuration with cur, is a *exitcode.UsageError (exit
 // 2); a history without an earlier run of cur's configurations is NoBaselineYet; other history
 // errors are returned as they are.
 func (n NightlyOptions) CompareBaseline(ctx context.Context, cur *perf.Set, p *plans.Plan, db *history.DB) (res *compare.Result, base *perf.Set, err error) {
@@ -63,10 +64,10 @@ func (n NightlyOptions) CompareBaseline(ctx context.Context, cur *perf.Set, p *p
 	default:
 		base, err = perf.Load(n.Baseline, perf.LoadOptions{Profilers: n.Profilers})
 		if err != nil {
-			return nil, nil, &UsageError{fmt.Errorf("baseline %s: %w", n.Baseline, err)}
+			return nil, nil, &exitcode.UsageError{Err: fmt.Errorf("baseline %s: %w", n.Baseline, err)}
 		}
 		if res, err = compare.Compare(base, cur, co); err != nil {
-			return nil, base, &UsageError{err}
+			return nil, base, &exitcode.UsageError{Err: err}
 		}
 		applyEnvDiff(res, base.Source, cur.Source, n.IgnoreEnv)
 	}

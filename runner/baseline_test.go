@@ -16,6 +16,7 @@ import (
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // writeRun writes a finished run directory whose cells of configuration key took e2e × 10 ms
@@ -79,7 +80,7 @@ func TestCompareBaseline(t *testing.T) {
 		t.Errorf("run directory baseline: base %v, regressed %v, profilers %v; want the base set, a regression, the default profilers", b, res.Regressed(), res.Profilers)
 	}
 
-	var ue *UsageError
+	var ue *exitcode.UsageError
 	for name, n := range map[string]NightlyOptions{
 		"missing":           {Baseline: filepath.Join(root, "missing")},
 		"nothing in common": {Baseline: other},

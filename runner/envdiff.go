@@ -2,10 +2,11 @@ package runner
 
 import (
 	"fmt"
-	"github.com/sglprof/runner/reports/rundir"
 	"os"
 	"path/filepath"
-	"sort"
+
+	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/envfacts"
 
 	"github.com/sglprof/runner/reports/compare"
 )
@@ -30,62 +31,6 @@ func manifestFor(path string) (*rundir.Manifest, bool) {
 	return nil, false
 }
 
-// DiffEnv lists what differs between the environments of two runs: the facts of EnvFacts
-// (GPU, driver, CUDA, torch, triton, flashinfer, NCCL, sglang, clock state, ...) and the
-// variables that matter (the manifests' env, already redacted), sorted facts first.
-func DiffEnv(base, cur *rundir.Manifest) []compare.EnvChange {
-	var out []compare.EnvChange
-	cf := map[string]string{}
-	for _, f := range EnvFacts(cur) {
-		cf[f.Name] = f.Value
-	}
-	for _, f := range EnvFacts(base) {
-		if v, ok := cf[f.Name]; !ok {
-			out = append(out, compare.EnvChange{Name: f.Name, Base: f.Value, New: "(not probed)"})
-		} else if v != f.Value {
-			out = append(out, compare.EnvChange{Name: f.Name, Base: f.Value, New: v})
-		}
-	}
-	names := map[string]bool{}
-	for k := range base.Env {
-		names[k] = true
-	}
-	for k := range cur.Env {
-		names[k] = true
-	}
-	keys := make([]string, 0, len(names))
-	for k := range names {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b, inB := base.Env[k]
-		c, inC := cur.Env[k]
-		if !inB {
-			b = "(unset)"
-		}
-		if !inC {
-			c = "(unset)"
-		}
-		if b != c {
-			out = append(out, compare.EnvChange{Name: "$" + k, Base: b, New: c})
-		}
-	}
-	return out
-}
-
-// clockState is the "GPU clocks" fact of a manifest: ClockStateLocked, ClockStateFloating or
-// "" when unknown.
-func clockState(m *rundir.Manifest) string {
-	if m.GPUEnv == nil || m.GPUEnv.ClocksLocked == nil {
-		return ""
-	}
-	if *m.GPUEnv.ClocksLocked {
-		return ClockStateLocked
-	}
-	return ClockStateFloating
-}
-
 // applyEnvDiff adds the env diff of the two sides to res when both have a manifest. Runs
 // whose clock states differ (one locked, one floating) get no regression called, unless
 // ignore (--ignore-env): a floating clock moves every timing by itself.
@@ -95,8 +40,8 @@ func applyEnvDiff(res *compare.Result, basePath, curPath string, ignore bool) {
 	if !ok1 || !ok2 {
 		return
 	}
-	res.Env = &compare.EnvDiff{Checked: true, Changes: DiffEnv(bm, cm)}
-	b, c := clockState(bm), clockState(cm)
+	res.Env = &compare.EnvDiff{Checked: true, Changes: envfacts.DiffEnv(bm, cm)}
+	b, c := envfacts.ClockState(bm), envfacts.ClockState(cm)
 	if b == "" || c == "" || b == c {
 		return
 	}

@@ -11,7 +11,9 @@ import (
 	"sync"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/render"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // runInOrder runs the cells recs[todo] one at a time (through the serve session ss when not
@@ -100,7 +102,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		early = append(early, w.write())
 	}
 	werr := errors.Join(append(early, opts.writeRedactedJSON(filepath.Join(dir, rundir.ManifestFile), man), writeSummaryFiles(dir, sum))...)
-	if err := WriteSummaryTable(opts.Out, sum); err != nil {
+	if err := render.SummaryTable(opts.Out, sum); err != nil {
 		return sum, errors.Join(werr, err)
 	}
 	if errors.Join(early...) != nil {
@@ -265,12 +267,12 @@ func causeLine(rs []rundir.Reason, cellDir string) string {
 
 func exitCodeFor(s *rundir.Summary) int {
 	if s.Interrupted {
-		return ExitInterrupted
+		return exitcode.Interrupted
 	}
 	for _, row := range s.Cells {
 		if row.Verdict != plans.VerdictOK {
-			return ExitCellsFailed
+			return exitcode.CellsFailed
 		}
 	}
-	return ExitOK
+	return exitcode.OK
 }

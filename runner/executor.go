@@ -13,6 +13,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // The executor decides where and when a cell's process runs; what a cell does (launch, gate,
@@ -44,7 +45,7 @@ func resolveExecutor(ctx context.Context, p *plans.Plan, cells []plans.Cell, opt
 		return checkSlurm(ctx, opts)
 	}
 	if opts.Detach {
-		return &UsageError{errors.New("--detach needs the Slurm executor ([executor] kind = \"slurm\" or --executor slurm)")}
+		return &exitcode.UsageError{Err: errors.New("--detach needs the Slurm executor ([executor] kind = \"slurm\" or --executor slurm)")}
 	}
 	if !e.HasGPUs() {
 		return nil
@@ -59,7 +60,7 @@ func resolveExecutor(ctx context.Context, p *plans.Plan, cells []plans.Cell, opt
 	}
 	ids, err := e.GPUIDs(visible)
 	if err != nil {
-		return &UsageError{fmt.Errorf("[executor] %w", err)}
+		return &exitcode.UsageError{Err: fmt.Errorf("[executor] %w", err)}
 	}
 	if err := cellsFit(cells, ids, e.GPUsPerCell); err != nil {
 		return err
@@ -82,7 +83,7 @@ func cellsFit(cells []plans.Cell, ids []int, perCell int) error {
 			if perCell > 0 {
 				why = "[executor] gpus_per_cell"
 			}
-			return &UsageError{fmt.Errorf("cell %s needs %d GPUs (%s), but [executor] gpus gives %d (%s); give the executor more GPUs or lower %s",
+			return &exitcode.UsageError{Err: fmt.Errorf("cell %s needs %d GPUs (%s), but [executor] gpus gives %d (%s); give the executor more GPUs or lower %s",
 				c.ID, need, why, len(ids), gpuList(ids), why)}
 		}
 	}

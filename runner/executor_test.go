@@ -14,6 +14,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // slotPlan is a plan of n equal simulated cells on GPU slots; extra is appended to [executor].
@@ -126,7 +127,7 @@ func TestGPUSlotsBeyondMachine(t *testing.T) {
 	opts := simOptions(t)
 	opts.Env = append(opts.Env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	_, err := Run(context.Background(), testPlan(t, slotPlan(2, `"0,1,2"`, "")), opts)
-	var ue *UsageError
+	var ue *exitcode.UsageError
 	if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "names GPU 2, but nvidia-smi reports 2 GPU(s)") {
 		t.Fatalf("err = %v; want a usage error naming GPU 2", err)
 	}

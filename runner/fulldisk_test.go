@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // fillOnStart fills the file system of path when the first cell starts.
@@ -77,8 +78,8 @@ func TestFullDiskTmpfs(t *testing.T) {
 			t.Errorf("summary table lacks %s:\n%s", row.ID, out.String())
 		}
 	}
-	if sum.ExitCode != ExitCellsFailed {
-		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	if sum.ExitCode != exitcode.CellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, exitcode.CellsFailed)
 	}
 
 	if err := os.Remove(filler); err != nil {

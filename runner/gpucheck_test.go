@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"github.com/sglprof/runner/reports/rundir"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sglprof/runner/reports/rundir"
+
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/gpu"
 )
 
@@ -125,7 +127,7 @@ func TestGPUBusyWarns(t *testing.T) {
 	opts := simOptions(t)
 	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
 	sum, rs, man := runGPUPlan(t, "", opts)
-	if sum.ExitCode != ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Fatalf("exit %d, want 0 (busy_gpu = warn)", sum.ExitCode)
 	}
 	for _, r := range rs {
@@ -157,7 +159,7 @@ func TestGPUBusyFails(t *testing.T) {
 	opts := simOptions(t)
 	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
 	sum, rs, _ := runGPUPlan(t, "[gate]\nbusy_gpu = \"fail\"\n", opts)
-	if sum.ExitCode != ExitCellsFailed {
+	if sum.ExitCode != exitcode.CellsFailed {
 		t.Fatalf("exit %d, want 3", sum.ExitCode)
 	}
 	for _, r := range rs {
@@ -175,7 +177,7 @@ func TestGPUBusyOnlyTheCellsGPUs(t *testing.T) {
 	opts := simOptions(t)
 	newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
 	sum, rs, _ := runGPUPlan(t, "[gate]\nbusy_gpu = \"fail\"\n[backend]\nenv = { CUDA_VISIBLE_DEVICES = \"1\" }\n", opts)
-	if sum.ExitCode != ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Fatalf("exit %d, want 0: %+v", sum.ExitCode, rs[0].Reasons)
 	}
 	if got := rs[0].GPU.Devices; len(got) != 1 || got[0] != 1 || len(rs[0].GPU.Start.GPUs) != 1 {
@@ -192,7 +194,7 @@ func TestGPUBusyWait(t *testing.T) {
 	opts.gpu = newGPUGuard(&opts)
 	opts.gpu.poll = 20 * time.Millisecond
 	sum, rs, _ := runGPUPlan(t, "[gate]\nbusy_gpu = \"wait\"\nbusy_wait = \"30s\"\n", opts)
-	if sum.ExitCode != ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Fatalf("exit %d: %+v", sum.ExitCode, rs[0].Reasons)
 	}
 	if msg := warning(rs[0], CodeGPUBusy); !strings.HasPrefix(msg, "waited ") || !strings.Contains(msg, "pid 4242") || rs[0].GPU.WaitedNS <= 0 {
@@ -208,7 +210,7 @@ func TestGPUBusyWait(t *testing.T) {
 	opts.gpu = newGPUGuard(&opts)
 	opts.gpu.poll = 20 * time.Millisecond
 	sum, rs, _ = runGPUPlan(t, "[gate]\nbusy_gpu = \"wait\"\nbusy_wait = \"100ms\"\n", opts)
-	if sum.ExitCode != ExitCellsFailed || !strings.Contains(reason(rs[0], CodeGPUBusy), "still there after [gate] busy_wait = 100ms") {
+	if sum.ExitCode != exitcode.CellsFailed || !strings.Contains(reason(rs[0], CodeGPUBusy), "still there after [gate] busy_wait = 100ms") {
 		t.Errorf("exit %d, reasons %+v", sum.ExitCode, rs[0].Reasons)
 	}
 }
@@ -234,21 +236,21 @@ func TestRequireLockedClocks(t *testing.T) {
 	opts := simOptions(t)
 	newSMI(t, &opts, nil, false)
 	sum, rs, _ := runGPUPlan(t, gate, opts)
-	if sum.ExitCode != ExitCellsFailed || !strings.Contains(reason(rs[0], CodeClocksLocked), "nvidia-smi -lgc") {
+	if sum.ExitCode != exitcode.CellsFailed || !strings.Contains(reason(rs[0], CodeClocksLocked), "nvidia-smi -lgc") {
 		t.Errorf("unlocked: exit %d, reasons %+v", sum.ExitCode, rs[0].Reasons)
 	}
 
 	opts = simOptions(t)
 	newSMI(t, &opts, map[string]string{"clock.txt": smiLocked}, false)
 	sum, rs, _ = runGPUPlan(t, gate, opts)
-	if sum.ExitCode != ExitOK || rs[0].GPU.ClocksLocked == nil || !*rs[0].GPU.ClocksLocked {
+	if sum.ExitCode != exitcode.OK || rs[0].GPU.ClocksLocked == nil || !*rs[0].GPU.ClocksLocked {
 		t.Errorf("locked: exit %d, check %+v", sum.ExitCode, rs[0].GPU)
 	}
 
 	opts = simOptions(t)
 	opts.Env = append(opts.Env, "PATH="+t.TempDir()+":/usr/bin:/bin") // no nvidia-smi
 	sum, rs, _ = runGPUPlan(t, gate, opts)
-	if sum.ExitCode != ExitCellsFailed || !strings.Contains(reason(rs[0], CodeClocksUnknown), "clock state could not be read") {
+	if sum.ExitCode != exitcode.CellsFailed || !strings.Contains(reason(rs[0], CodeClocksUnknown), "clock state could not be read") {
 		t.Errorf("no nvidia-smi: exit %d, reasons %+v", sum.ExitCode, rs[0].Reasons)
 	}
 }
@@ -278,7 +280,7 @@ func TestGPUProbeUnavailable(t *testing.T) {
 				newSMI(t, &opts, tc.files, tc.hang)
 			}
 			sum, rs, man := runGPUPlan(t, "", opts)
-			if sum.ExitCode != ExitOK {
+			if sum.ExitCode != exitcode.OK {
 				t.Fatalf("exit %d: %+v", sum.ExitCode, rs[0].Reasons)
 			}
 			for _, r := range rs {
@@ -376,7 +378,7 @@ requests = 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.ExitCode != ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Fatalf("summary %+v", sum)
 	}
 	for _, row := range sum.Cells {

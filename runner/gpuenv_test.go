@@ -11,6 +11,8 @@ import (
 
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/envfacts"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/gpu"
 )
 
@@ -54,7 +56,7 @@ func TestManifestCheckEnv(t *testing.T) {
 	opts = simOptions(t)
 	fakeVenv(t, &opts, `echo "No module named sglang" >&2; exit 1`, `{"python": "3.12.1"}`)
 	sum, _, man := runGPUPlan(t, "", opts)
-	if sum.ExitCode != ExitOK || !strings.Contains(man.GPUEnv.CheckEnvError, "No module named sglang") || man.GPUEnv.Versions.Python != "3.12.1" {
+	if sum.ExitCode != exitcode.OK || !strings.Contains(man.GPUEnv.CheckEnvError, "No module named sglang") || man.GPUEnv.Versions.Python != "3.12.1" {
 		t.Errorf("no sglang: exit %d, gpu_env %+v", sum.ExitCode, man.GPUEnv)
 	}
 
@@ -63,7 +65,7 @@ func TestManifestCheckEnv(t *testing.T) {
 	opts.CheckEnvTimeout = 300 * time.Millisecond
 	fakeVenv(t, &opts, `sleep 30`, `{}`)
 	sum, _, man = runGPUPlan(t, "", opts)
-	if sum.ExitCode != ExitOK || !strings.Contains(man.GPUEnv.CheckEnvError, "timed out after 300ms") {
+	if sum.ExitCode != exitcode.OK || !strings.Contains(man.GPUEnv.CheckEnvError, "timed out after 300ms") {
 		t.Errorf("hang: exit %d, gpu_env %+v", sum.ExitCode, man.GPUEnv)
 	}
 
@@ -88,7 +90,7 @@ func TestDiffEnv(t *testing.T) {
 	a, b := manifestWith("2.5.1", "550.54.15", true), manifestWith("2.6.0", "560.28.03", true)
 	b.Env["NCCL_ALGO"] = "Ring"
 	got := map[string]compare.EnvChange{}
-	for _, c := range DiffEnv(a, b) {
+	for _, c := range envfacts.DiffEnv(a, b) {
 		got[c.Name] = c
 	}
 	if c := got["torch"]; c.Base != "2.5.1" || c.New != "2.6.0" {
@@ -103,7 +105,7 @@ func TestDiffEnv(t *testing.T) {
 	if len(got) != 3 {
 		t.Errorf("changes %+v, want torch, Driver and $NCCL_ALGO only", got)
 	}
-	if d := DiffEnv(a, a); len(d) != 0 {
+	if d := envfacts.DiffEnv(a, a); len(d) != 0 {
 		t.Errorf("a run differs from itself: %+v", d)
 	}
 }
@@ -222,7 +224,7 @@ prompt = ["a cat"]
 	if _, ok := man.Probes["sglang"]; ok {
 		t.Errorf("vllm-omni: the manifest probed sglang: %+v", man.Probes["sglang"])
 	}
-	if facts := EnvFacts(man); !slices.ContainsFunc(facts, func(f EnvFact) bool { return f.Name == "vllm" && f.Value == "0.11.0+sim" }) {
+	if facts := envfacts.EnvFacts(man); !slices.ContainsFunc(facts, func(f envfacts.EnvFact) bool { return f.Name == "vllm" && f.Value == "0.11.0+sim" }) {
 		t.Errorf("vllm-omni: env facts %+v", facts)
 	}
 

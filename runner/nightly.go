@@ -12,6 +12,7 @@ import (
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // NightlyOptions make a run end like a nightly job: its results are appended to the history
@@ -125,8 +126,8 @@ func nightly(ctx context.Context, p *plans.Plan, dir string, sum *rundir.Summary
 	if err != nil {
 		return fmt.Errorf("write %s: %w", rundir.CompareMD, err)
 	}
-	if res.Regressed() && sum.ExitCode == ExitOK {
-		sum.ExitCode = ExitRegression
+	if res.Regressed() && sum.ExitCode == exitcode.OK {
+		sum.ExitCode = exitcode.Regression
 		return writeSummaryFiles(dir, sum)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -42,7 +43,7 @@ func startStray(t *testing.T, env ...string) (proc.ProcessID, <-chan struct{}) {
 func runWithoutResult(t *testing.T, opts Options) (string, string) {
 	t.Helper()
 	sum, err := Run(context.Background(), testPlan(t, twoCells), opts)
-	if err != nil || sum.ExitCode != ExitOK {
+	if err != nil || sum.ExitCode != exitcode.OK {
 		t.Fatalf("run: %v, %+v", err, sum)
 	}
 	cell := filepath.Join(sum.RunDir, rundir.CellsDir, sum.Cells[1].ID)
@@ -118,7 +119,7 @@ func TestResumeSparesForeignProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.ExitCode != ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Errorf("resume: exit %d, %+v", sum.ExitCode, sum.Cells)
 	}
 	select {

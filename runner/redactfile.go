@@ -5,6 +5,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/secrets"
 )
 
@@ -14,7 +15,7 @@ import (
 func (o *Options) prepareRedactor(p *plans.Plan) error {
 	red, err := secrets.ForRun(p.Backend.Env, o.Env, p.Bundle.Redact)
 	if err != nil {
-		return &UsageError{err}
+		return &exitcode.UsageError{Err: err}
 	}
 	o.red = red
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/gpu"
 )
 
@@ -93,7 +94,7 @@ type earlyWrite struct {
 // selectCells keeps the cells named in only, in plan order.
 func selectCells(all []plans.Cell, only []string) ([]plans.Cell, error) {
 	if len(all) == 0 {
-		return nil, &UsageError{errors.New("the plan expands to no cells")}
+		return nil, &exitcode.UsageError{Err: errors.New("the plan expands to no cells")}
 	}
 	if len(only) == 0 {
 		return all, nil
@@ -115,7 +116,7 @@ func selectCells(all []plans.Cell, only []string) ([]plans.Cell, error) {
 		for i, c := range all {
 			ids[i] = c.ID
 		}
-		return nil, &UsageError{fmt.Errorf("the plan has no cell %s; its cells are: %s", strings.Join(missing, ", "), strings.Join(ids, ", "))}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("the plan has no cell %s; its cells are: %s", strings.Join(missing, ", "), strings.Join(ids, ", "))}
 	}
 	slices.SortFunc(out, func(a, b plans.Cell) int { return a.Index - b.Index })
 	return out, nil

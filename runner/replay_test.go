@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 func TestRunCellsRunsOnlyTheNamedCells(t *testing.T) {
@@ -34,7 +35,7 @@ func TestRunCellsRunsOnlyTheNamedCells(t *testing.T) {
 func TestRunCellsUnknownCell(t *testing.T) {
 	p := testPlan(t, twoCells)
 	_, err := RunCells(context.Background(), p, []string{"009-nope"}, simOptions(t))
-	var ue *UsageError
+	var ue *exitcode.UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "the plan has no cell 009-nope; its cells are: 000-qwen-image-default-s0-none-r1, 001-qwen-image-default-s0-none-r2") {
 		t.Fatalf("err = %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 const torchCell = `name = "partial"
@@ -29,7 +30,7 @@ func TestResumeSetsAsidePartialAttempt(t *testing.T) {
 	p := testPlan(t, torchCell)
 	opts := simOptions(t)
 	sum, err := Run(context.Background(), p, opts)
-	if err != nil || sum.ExitCode != ExitOK {
+	if err != nil || sum.ExitCode != exitcode.OK {
 		t.Fatalf("run: %v, %+v", err, sum)
 	}
 	id := sum.Cells[0].ID
@@ -59,7 +60,7 @@ func TestResumeSetsAsidePartialAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum2.Counts[plans.VerdictOK] != 1 || sum2.ExitCode != ExitOK {
+	if sum2.Counts[plans.VerdictOK] != 1 || sum2.ExitCode != exitcode.OK {
 		t.Fatalf("resume: exit %d, cells %+v; want the rerun ok", sum2.ExitCode, sum2.Cells)
 	}
 	if _, err := os.Stat(filepath.Join(cell, empty)); err == nil {

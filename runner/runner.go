@@ -24,18 +24,9 @@ import (
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/proc"
 	"github.com/sglprof/runner/runner/secrets"
-)
-
-// Exit codes of DESIGN.md §5.
-const (
-	ExitOK          = 0
-	ExitError       = 1
-	ExitUsage       = 2
-	ExitCellsFailed = 3
-	ExitRegression  = 4
-	ExitInterrupted = 130
 )
 
 // Options configure a run. cmd/runner fills them from flags, the environment and the terminal.
@@ -117,13 +108,6 @@ func (o *Options) defaults() {
 	}
 }
 
-// UsageError marks an error the user can fix by changing the command line or the plan; the
-// CLI maps it to exit code 2.
-type UsageError struct{ Err error }
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
 // sglangCommand and nsysCommand are the argv prefixes of the external programs, replaced by
 // the simulators under --simulate.
 func (o *Options) sglangCommand(c plans.Cell) []string {
@@ -150,7 +134,7 @@ func backendFor(c plans.Cell) (backends.Backend, error) {
 		return nil, err
 	}
 	if err := be.ValidateCell(c); err != nil {
-		return nil, &UsageError{err}
+		return nil, &exitcode.UsageError{Err: err}
 	}
 	return be, nil
 }
@@ -166,15 +150,15 @@ func pickBackend(c plans.Cell) (backends.Backend, error) {
 	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == backends.ModeServe:
 		return vllmomni.New(), nil
 	case c.Backend.Mode == backends.ModeServe:
-		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\" or \"vllm-omni\"", c.Backend.Kind)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\" or \"vllm-omni\"", c.Backend.Kind)}
 	default:
-		return nil, &UsageError{fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
 	}
 }
 
 // Run executes every cell of plan p in a new run directory and returns the summary. A plan or
 // environment problem found before the first cell starts is returned as an error (a
-// *UsageError for problems the user must fix in the plan); cell failures are not errors, they
+// *exitcode.UsageError for problems the user must fix in the plan); cell failures are not errors, they
 // are in the summary and its ExitCode.
 func Run(ctx context.Context, p *plans.Plan, opts Options) (*rundir.Summary, error) {
 	return RunCells(ctx, p, nil, opts)
@@ -188,14 +172,14 @@ func Resume(ctx context.Context, dir string, opts Options) (*rundir.Summary, err
 	opts.defaults()
 	p, _, err := rundir.ReadPlan(dir)
 	if err != nil {
-		return nil, &UsageError{fmt.Errorf("resume %s: %w", dir, err)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("resume %s: %w", dir, err)}
 	}
 	if err := opts.prepareRedactor(p); err != nil {
 		return nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	saved, err := rundir.ReadCells(dir)
 	if err != nil {
-		return nil, &UsageError{fmt.Errorf("resume %s: %w; is this a run directory?", dir, err)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("resume %s: %w; is this a run directory?", dir, err)}
 	}
 	warnDatasetChanged(ctx, saved.Dataset, &opts)
 	// The run may hold a subset of the plan's cells (runner replay --cells): resume exactly the

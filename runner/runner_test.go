@@ -15,6 +15,7 @@ import (
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -95,8 +96,8 @@ func TestDiskFullFailsCellAndRunContinues(t *testing.T) {
 	if !strings.Contains(strings.Join(sum.Cells[0].Reasons, " "), "log-write") {
 		t.Errorf("reasons %q lack log-write", sum.Cells[0].Reasons)
 	}
-	if sum.ExitCode != ExitCellsFailed {
-		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	if sum.ExitCode != exitcode.CellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, exitcode.CellsFailed)
 	}
 }
 
@@ -109,7 +110,7 @@ func TestResumeRunsOnlyMissingCells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.ExitCode != ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Fatalf("exit %d: %+v", sum.ExitCode, sum.Cells)
 	}
 	second := filepath.Join(sum.RunDir, rundir.CellsDir, sum.Cells[1].ID, rundir.ResultFile)
@@ -122,7 +123,7 @@ func TestResumeRunsOnlyMissingCells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum2.ExitCode != ExitOK || sum2.Counts[plans.VerdictOK] != 2 {
+	if sum2.ExitCode != exitcode.OK || sum2.Counts[plans.VerdictOK] != 2 {
 		t.Fatalf("resume: exit %d counts %v", sum2.ExitCode, sum2.Counts)
 	}
 	after, _ := os.ReadFile(first)
@@ -212,62 +213,16 @@ func TestProbeRecordsMissingAndTimeout(t *testing.T) {
 	}
 }
 
-// The summary files are rendered reports: golden files pin their layout.
-func TestSummaryGolden(t *testing.T) {
-	s := &rundir.Summary{
-		Plan: "qwen-image", RunDir: "runs/qwen-image/20261121T180000Z-abcdef",
-		Cells: []rundir.SummaryRow{
-			{ID: "000-qwen-image-1024x1024-s0-none-r1", Verdict: "ok", WallNS: 21_500_000_000, E2ENS: 20_327_600_000, MeanDenoiseStepNS: 400_400_000,
-				Warnings: []string{"perf-dump-missing: no dump; expected when nsys stops the application"}},
-			{ID: "001-qwen-image-1024x1024-s0-torch-r1", Verdict: "ok", WallNS: 24_100_000_000, E2ENS: 20_890_900_000, MeanDenoiseStepNS: 411_600_000,
-				TopKernels: []rundir.KernelShare{{Name: "void flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1> > > >", Category: "attention", SharePct: 34.7}, {Name: "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT", Category: "gemm", SharePct: 31.9}}},
-			{ID: "002-acme-model-default-s0-none-r1", Verdict: "invalid", WallNS: 3_000_000_000, Reasons: []string{"diffusers-fallback: sglang ran the diffusers backend | quoted", "perf-dump-missing: no dump"},
-				Cause: "diffusers-fallback: sglang ran the diffusers backend (log.txt line 2; 1 more in cells/002-acme-model-default-s0-none-r1/result.json)"},
-			{ID: "003-acme-model-default-s0-none-r2", Verdict: rundir.VerdictNotRun},
-		},
-		Counts: map[string]int{"ok": 2, "invalid": 1, rundir.VerdictNotRun: 1}, Interrupted: true,
-	}
-	s.ExitCode = exitCodeFor(s)
-	if s.ExitCode != ExitInterrupted {
-		t.Errorf("exit code %d, want %d for an interrupted run", s.ExitCode, ExitInterrupted)
-	}
-	var table bytes.Buffer
-	if err := WriteSummaryTable(&table, s); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "summary.txt.golden", table.Bytes())
-	golden(t, "summary.md.golden", renderSummaryMD(s))
-}
-
-// TestSummaryMarkdownNastyKernel: a kernel name with "|" and a newline stays inside the Top
-// kernels cell of summary.md (the row stays one line with six cells).
-func TestSummaryMarkdownNastyKernel(t *testing.T) {
-	s := &rundir.Summary{Plan: "p", RunDir: "runs/p/x", Counts: map[string]int{"ok": 1}, Cells: []rundir.SummaryRow{
-		{ID: "000-c", Verdict: "ok", WallNS: 1e9, TopKernels: []rundir.KernelShare{{Name: "k<a|b>\nnext", Category: "gemm", SharePct: 50}, {Name: "plain", Category: "other", SharePct: 10}}},
-	}}
-	var row string
-	for _, l := range strings.Split(string(renderSummaryMD(s)), "\n") {
-		if strings.HasPrefix(l, "| 000-c ") {
-			row = l
-		}
-	}
-	// "<" outside a code span becomes "&lt;": GitHub took "<a|b>" for a tag and dropped it.
-	want := `| 000-c | ok | 1.0s | - | - | k&lt;a\|b><br>next (gemm, 50.0%)<br>plain (other, 10.0%) |`
-	if row != want {
-		t.Errorf("row:\n%s\nwant:\n%s", row, want)
-	}
-}
-
 func TestExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		verdicts    []string
 		interrupted bool
 		want        int
 	}{
-		{[]string{"ok", "ok"}, false, ExitOK},
-		{[]string{"ok", "invalid"}, false, ExitCellsFailed},
-		{[]string{"timeout"}, false, ExitCellsFailed},
-		{[]string{"ok", rundir.VerdictNotRun}, true, ExitInterrupted},
+		{[]string{"ok", "ok"}, false, exitcode.OK},
+		{[]string{"ok", "invalid"}, false, exitcode.CellsFailed},
+		{[]string{"timeout"}, false, exitcode.CellsFailed},
+		{[]string{"ok", rundir.VerdictNotRun}, true, exitcode.Interrupted},
 	} {
 		s := &rundir.Summary{Interrupted: tc.interrupted}
 		for _, v := range tc.verdicts {
@@ -296,20 +251,15 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// Both progress displays can show the serve session's status lines (the flush wait).
-func TestProgressShowsStatus(t *testing.T) {
-	var b bytes.Buffer
-	var p Progress = NewLineProgress(&b)
-	sr, ok := p.(StatusReporter)
-	if !ok {
-		t.Fatal("line progress does not implement StatusReporter")
+// An interrupted run exits with exitcode.Interrupted whatever its cells' verdicts.
+func TestExitCodeInterrupted(t *testing.T) {
+	s := &rundir.Summary{
+		Cells: []rundir.SummaryRow{
+			{ID: "000", Verdict: "ok"}, {ID: "001", Verdict: "invalid"}, {ID: "002", Verdict: rundir.VerdictNotRun},
+		},
+		Counts: map[string]int{"ok": 1, "invalid": 1, rundir.VerdictNotRun: 1}, Interrupted: true,
 	}
-	c := plans.Cell{ID: "000-x"}
-	sr.Status(c, "waiting for the profiler flush")
-	if !strings.Contains(b.String(), "000-x: waiting for the profiler flush") {
-		t.Errorf("status line missing: %q", b.String())
-	}
-	if _, ok := NewBarProgress(&b).(StatusReporter); !ok {
-		t.Error("bar progress does not implement StatusReporter")
+	if got := exitCodeFor(s); got != exitcode.Interrupted {
+		t.Errorf("exit code %d, want %d for an interrupted run", got, exitcode.Interrupted)
 	}
 }

@@ -407,3 +407,12 @@ func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *ser
 		fail("nsys-stop", fmt.Sprintf("%v; the report of the cell's window was not written", err))
 	}
 }
+
+// shorten cuts s to n runes, marking the cut, so one error message cannot flood a summary line.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

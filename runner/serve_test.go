@@ -14,6 +14,7 @@ import (
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 func serveResult(t *testing.T, sum *rundir.Summary, id string) *rundir.CellResult {
@@ -113,14 +114,14 @@ output_len = [4]
 profilers = ["nsys"]
 `)
 	_, err := Run(context.Background(), p, simOptions(t))
-	var ue *UsageError
+	var ue *exitcode.UsageError
 	if err == nil || !strings.Contains(err.Error(), "nsys") || !asUsage(err, &ue) {
 		t.Fatalf("err = %v", err)
 	}
 }
 
-func asUsage(err error, ue **UsageError) bool {
-	u, ok := err.(*UsageError)
+func asUsage(err error, ue **exitcode.UsageError) bool {
+	u, ok := err.(*exitcode.UsageError)
 	*ue = u
 	return ok
 }
@@ -259,7 +260,7 @@ func TestBackendForValidatesCell(t *testing.T) {
 	c := plans.Cell{ID: "000-x", Model: "Qwen/Qwen-Image", Profiler: plans.ProfilerNsys}
 	c.Backend = plans.Backend{Kind: vllmomni.Kind, Mode: "serve", Command: []string{"sglang"}}
 	_, err := backendFor(c)
-	var ue *UsageError
+	var ue *exitcode.UsageError
 	if !errors.As(err, &ue) || err.Error() != vllmomni.New().ValidateCell(c).Error() {
 		t.Fatalf("nsys without a capture range: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/slurm"
 )
 
@@ -89,7 +90,7 @@ func checkSlurmRunDir(path string) error {
 		return err
 	}
 	if err := slurm.CheckRunDir(abs); err != nil {
-		return &UsageError{fmt.Errorf("executor slurm: %w (--output, or output_dir in the plan)", err)}
+		return &exitcode.UsageError{Err: fmt.Errorf("executor slurm: %w (--output, or output_dir in the plan)", err)}
 	}
 	return nil
 }
@@ -382,7 +383,7 @@ func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellReco
 		name = slurm.JobName(tag, n)
 		script, err := slurm.Script(cfg, slurm.Array{Cells: ids, Runner: []string{opts.Exe}, ExecArgs: execArgs, RunDir: abs, Name: name})
 		if err != nil {
-			return &UsageError{fmt.Errorf("executor slurm: %w", err)}
+			return &exitcode.UsageError{Err: fmt.Errorf("executor slurm: %w", err)}
 		}
 		rel = filepath.Join(slurm.MarkerDir, "job-"+strconv.Itoa(n)+".sbatch")
 		err = rundir.WriteFileNew(filepath.Join(abs, rel), []byte(script))
@@ -563,7 +564,7 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 	opts.defaults()
 	p, _, err := rundir.ReadPlan(dir)
 	if err != nil {
-		return nil, &UsageError{fmt.Errorf("exec-cell %s: %w", dir, err)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("exec-cell %s: %w", dir, err)}
 	}
 	if err := opts.prepareRedactor(p); err != nil {
 		return nil, fmt.Errorf("exec-cell %s: %w", dir, err)
@@ -574,7 +575,7 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 	cells := p.Expand()
 	i := slices.IndexFunc(cells, func(c plans.Cell) bool { return c.ID == id })
 	if i < 0 {
-		return nil, &UsageError{fmt.Errorf("exec-cell: the plan of %s has no cell %q", dir, id)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("exec-cell: the plan of %s has no cell %q", dir, id)}
 	}
 	c := cells[i]
 	// An interrupted or unreadable result is set aside; any other result is a measurement,
@@ -583,7 +584,7 @@ func ExecCell(ctx context.Context, dir, id string, opts Options) (*rundir.CellRe
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(rundir.CellDir(dir, id), rundir.ResultFile)); err == nil {
-		return nil, &UsageError{fmt.Errorf("exec-cell: cell %s of %s already has a result; it is not run again (runner run --resume runs only cells without one)", id, dir)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("exec-cell: cell %s of %s already has a result; it is not run again (runner run --resume runs only cells without one)", id, dir)}
 	}
 	recs, err := prepareCells(dir, []plans.Cell{c}, &opts)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/slurm"
 	"github.com/sglprof/runner/runner/slurm/slurmtest"
 )
@@ -124,7 +125,7 @@ func TestExecCellKeepsAnExistingResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = ExecCell(context.Background(), sum.RunDir, id, opts)
-	var ue *UsageError
+	var ue *exitcode.UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "already has a result") {
 		t.Fatalf("err = %v; want a refusal", err)
 	}

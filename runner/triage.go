@@ -25,6 +25,7 @@ import (
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // OpenTrace reads one trace file into the linked trace model: an nsys SQLite export through
@@ -204,7 +205,7 @@ func triageWith(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 	if err != nil {
 		var me *triage.MixedInputsError
 		if errors.As(err, &me) {
-			return nil, nil, &UsageError{Err: err}
+			return nil, nil, &exitcode.UsageError{Err: err}
 		}
 		return nil, nil, err
 	}
@@ -256,9 +257,9 @@ func checkFileRank(ctx context.Context, root string, in *triage.Inputs, dopts tr
 		return nil
 	}
 	if got < 0 {
-		return &UsageError{Err: fmt.Errorf("--rank %d: %s is one trace whose name and header (distributedInfo) carry no rank; drop --rank, or pass the directory that holds every rank's trace", *dopts.Rank, root)}
+		return &exitcode.UsageError{Err: fmt.Errorf("--rank %d: %s is one trace whose name and header (distributedInfo) carry no rank; drop --rank, or pass the directory that holds every rank's trace", *dopts.Rank, root)}
 	}
-	return &UsageError{Err: fmt.Errorf("--rank %d: %s is the trace of rank %d (%s); pass rank %d's file, or the directory that holds every rank's trace", *dopts.Rank, root, got, from, *dopts.Rank)}
+	return &exitcode.UsageError{Err: fmt.Errorf("--rank %d: %s is the trace of rank %d (%s); pass rank %d's file, or the directory that holds every rank's trace", *dopts.Rank, root, got, from, *dopts.Rank)}
 }
 
 // topKernels takes the first n kernel rows of the stage with the most kernel time, which for a
@@ -312,7 +313,7 @@ func ResolveCell(path string) (cellDir string, res *rundir.CellResult, root stri
 
 // ResolveRunDir handles `runner triage RUN_DIR` (or RUN_DIR/cells): a run holds one trace set
 // per profiled cell, so triaging "the run" is ambiguous. When exactly one cell has traces it
-// returns that cell's directory and a note saying so; when several have, a *UsageError that
+// returns that cell's directory and a note saying so; when several have, a *exitcode.UsageError that
 // names them and the per-cell triage.md already written; a path that is not a run directory
 // comes back unchanged with no note.
 func ResolveRunDir(path string) (resolved, note string, err error) {
@@ -325,7 +326,7 @@ func ResolveRunDir(path string) (resolved, note string, err error) {
 	}
 	entries, err := os.ReadDir(filepath.Join(run, rundir.CellsDir))
 	if err != nil {
-		return "", "", &UsageError{Err: fmt.Errorf("%s is a run directory without readable cells: %w", run, err)}
+		return "", "", &exitcode.UsageError{Err: fmt.Errorf("%s is a run directory without readable cells: %w", run, err)}
 	}
 	var traced []string
 	for _, e := range entries {
@@ -335,7 +336,7 @@ func ResolveRunDir(path string) (resolved, note string, err error) {
 	}
 	switch len(traced) {
 	case 0:
-		return "", "", &UsageError{Err: fmt.Errorf("%s is a run directory and none of its cells has traces (only profilers torch and nsys write them)", run)}
+		return "", "", &exitcode.UsageError{Err: fmt.Errorf("%s is a run directory and none of its cells has traces (only profilers torch and nsys write them)", run)}
 	case 1:
 		cell := filepath.Join(run, rundir.CellsDir, traced[0])
 		return cell, fmt.Sprintf("triaging cell %s, the only cell of the run with traces", traced[0]), nil
@@ -344,7 +345,7 @@ func ResolveRunDir(path string) (resolved, note string, err error) {
 	if len(list) > 4 {
 		list = append(append([]string(nil), list[:4]...), fmt.Sprintf("and %d more", len(traced)-4))
 	}
-	return "", "", &UsageError{Err: fmt.Errorf("%s is a run directory with %d cells that have traces (%s); triage reads one: pass a cell, such as %s (each cell's triage is already in its triage.md)",
+	return "", "", &exitcode.UsageError{Err: fmt.Errorf("%s is a run directory with %d cells that have traces (%s); triage reads one: pass a cell, such as %s (each cell's triage is already in its triage.md)",
 		run, len(traced), strings.Join(list, ", "), filepath.Join(run, rundir.CellsDir, traced[0]))}
 }
 
@@ -802,7 +803,7 @@ func ExportReport(ctx context.Context, report string, env []string, log *slog.Lo
 // kernel names only. A torch trace is refused: its kernels must be read anyway.
 func TriageKernelsOnly(ctx context.Context, path string, topts triage.Options) (*triage.Report, error) {
 	if !isSQLite(path) {
-		return nil, &UsageError{fmt.Errorf("--kernels-only needs an nsys SQLite export; %s is not one", path)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("--kernels-only needs an nsys SQLite export; %s is not one", path)}
 	}
 	stats, err := nsysdb.KernelSummary(ctx, path, nsysdb.Demangled)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // blockWrite makes the atomic write of path fail, as a full disk would, for root too: the
@@ -74,8 +75,8 @@ func TestUnwritableFilesStillSummarize(t *testing.T) {
 	if !strings.Contains(strings.Join(sum.Cells[0].Reasons, " "), "result-write") {
 		t.Errorf("reasons %q lack result-write", sum.Cells[0].Reasons)
 	}
-	if sum.ExitCode != ExitCellsFailed {
-		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	if sum.ExitCode != exitcode.CellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, exitcode.CellsFailed)
 	}
 	for _, id := range []string{recs[0].Cell.ID, recs[1].Cell.ID} {
 		if !strings.Contains(out.String(), id) {
@@ -98,7 +99,7 @@ func TestResumeRerunsUnreadableResults(t *testing.T) {
 	p := testPlan(t, strings.Replace(twoCells, "repeats = 2", "repeats = 3", 1))
 	opts := simOptions(t)
 	sum, err := Run(context.Background(), p, opts)
-	if err != nil || sum.ExitCode != ExitOK {
+	if err != nil || sum.ExitCode != exitcode.OK {
 		t.Fatalf("run: %v %+v", err, sum)
 	}
 	bad := map[string]string{sum.Cells[0].ID: "", sum.Cells[1].ID: "{\"verdict\": ", sum.Cells[2].ID: `{"verdict": "great"}`}
@@ -165,8 +166,8 @@ func TestUnwritableStartStillSummarizes(t *testing.T) {
 	if sum == nil {
 		t.Fatal("no summary")
 	}
-	if sum.ExitCode != ExitCellsFailed {
-		t.Errorf("exit code %d, want %d", sum.ExitCode, ExitCellsFailed)
+	if sum.ExitCode != exitcode.CellsFailed {
+		t.Errorf("exit code %d, want %d", sum.ExitCode, exitcode.CellsFailed)
 	}
 	for _, row := range sum.Cells {
 		if row.Verdict != plans.VerdictFailed || !strings.Contains(strings.Join(row.Reasons, " "), "run-write") {

@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -42,7 +43,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // usageErr marks a command-line mistake (exit 2).
 func usageErr(format string, a ...any) error {
-	return &exitError{code: runner.ExitUsage, err: fmt.Errorf(format, a...)}
+	return &exitError{code: exitcode.Usage, err: fmt.Errorf(format, a...)}
 }
 
 // run is the whole program: it builds the CLI, runs it and maps the outcome to an exit code.
@@ -101,26 +102,26 @@ func exitCode(err error, stderr io.Writer) int {
 		return ee.code
 	}
 	var pe *plans.Error
-	var ue *runner.UsageError
+	var ue *exitcode.UsageError
 	// A run directory's file that is not a regular file (rundir.ReadFile) is unusable input,
 	// as regularInput's refusals are.
 	if errors.As(err, &pe) || errors.As(err, &ue) || errors.Is(err, rundir.ErrNotRegular) {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
-		return runner.ExitUsage
+		return exitcode.Usage
 	}
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "runner: interrupted")
-		return runner.ExitInterrupted
+		return exitcode.Interrupted
 	}
 	msg := err.Error()
 	// urfave/cli reports flag-parsing problems as plain errors; they are usage errors.
 	if strings.HasPrefix(msg, "flag provided but not defined") || strings.HasPrefix(msg, "invalid value") ||
 		strings.Contains(msg, "flag needs an argument") || strings.HasPrefix(msg, "No help topic") {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
-		return runner.ExitUsage
+		return exitcode.Usage
 	}
 	fmt.Fprintf(stderr, "runner: %v\n", err)
-	return runner.ExitError
+	return exitcode.Error
 }
 
 func newApp(io stdio) *cli.App {
@@ -155,7 +156,7 @@ func newApp(io stdio) *cli.App {
 			exportCommand(io),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
-			return &exitError{code: runner.ExitUsage, err: err}
+			return &exitError{code: exitcode.Usage, err: err}
 		},
 		// The global flags are checked once for every command, also those that log nothing.
 		Before: func(c *cli.Context) error {
@@ -210,7 +211,7 @@ func loadPlan(path string) (*plans.Plan, error) {
 		if errors.As(err, &pe) {
 			return nil, err
 		}
-		return nil, &exitError{code: runner.ExitUsage, err: err}
+		return nil, &exitError{code: exitcode.Usage, err: err}
 	}
 	return p, nil
 }

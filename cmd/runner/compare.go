@@ -19,6 +19,7 @@ import (
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/runner/exitcode"
 
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
@@ -164,7 +165,7 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 				if n.Baseline != runner.BaselineHistory {
 					err = fmt.Errorf("new: %w", err)
 				}
-				return &exitError{code: runner.ExitUsage, err: err}
+				return &exitError{code: exitcode.Usage, err: err}
 			}
 			var db *history.DB
 			if n.Baseline == runner.BaselineHistory {
@@ -176,19 +177,19 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 					return usageErr("history database %s: %v; runs append to it as they finish, or pass --history PATH", path, err)
 				}
 				if db, err = history.Open(c.Context, path); err != nil {
-					return &exitError{code: runner.ExitUsage, err: err}
+					return &exitError{code: exitcode.Usage, err: err}
 				}
 				defer db.Close()
 			}
 			res, base, err := n.CompareBaseline(c.Context, cur, planOf(newPath), db)
 			if err != nil {
-				return &exitError{code: runner.ExitUsage, err: err}
+				return &exitError{code: exitcode.Usage, err: err}
 			}
 			if err := compare.Write(std.out, format, res, base, cur); err != nil {
 				return err
 			}
 			if res.Regressed() {
-				return &exitError{code: runner.ExitRegression}
+				return &exitError{code: exitcode.Regression}
 			}
 			return nil
 		}),
@@ -234,7 +235,7 @@ func historyCommand(std stdio) *cli.Command {
 			}
 			db, err := history.Open(c.Context, path)
 			if err != nil {
-				return &exitError{code: runner.ExitUsage, err: err}
+				return &exitError{code: exitcode.Usage, err: err}
 			}
 			defer db.Close()
 			entries, err := db.List(c.Context, f)

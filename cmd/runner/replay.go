@@ -9,7 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/bundle"
 )
 
@@ -96,7 +95,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 				}
 			}
 			if !c.Bool("no-progress") {
-				opts.Progress = runner.NewLineProgress(std.err)
+				opts.Progress = newLineProgress(std.err)
 			}
 			if opts.Simulate {
 				fmt.Fprintln(std.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")

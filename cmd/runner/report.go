@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/reports/render"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // Files `runner report` writes into the run directory.
@@ -72,7 +73,7 @@ comparison found a regression, 2 for unusable input.`,
 			}
 			fmt.Fprintf(std.out, "%s\n%s\n%s\n", rep.Headline, filepath.Join(dir, reportMD), filepath.Join(dir, reportHTML))
 			if rr.regressed {
-				return &exitError{code: runner.ExitRegression}
+				return &exitError{code: exitcode.Regression}
 			}
 			return nil
 		},
@@ -84,7 +85,7 @@ comparison found a regression, 2 for unusable input.`,
 func readReportInputs(ctx context.Context, std stdio, dir string, n *runner.NightlyOptions) (*readReport, error) {
 	cur, err := perf.Load(dir, perf.LoadOptions{Profilers: n.Profilers})
 	if err != nil {
-		return nil, &exitError{code: runner.ExitUsage, err: err}
+		return nil, &exitError{code: exitcode.Usage, err: err}
 	}
 	hpath := n.History
 	if hpath == "" {
@@ -93,7 +94,7 @@ func readReportInputs(ctx context.Context, std stdio, dir string, n *runner.Nigh
 	var db *history.DB
 	if _, err := os.Stat(hpath); err == nil {
 		if db, err = history.Open(ctx, hpath); err != nil {
-			return nil, &exitError{code: runner.ExitUsage, err: err}
+			return nil, &exitError{code: exitcode.Usage, err: err}
 		}
 		defer db.Close()
 	}
@@ -201,13 +202,13 @@ func reportCells(dir string) ([]render.CellLine, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &exitError{code: runner.ExitUsage, err: err}
+		return nil, &exitError{code: exitcode.Usage, err: err}
 	}
 	cells := make([]render.CellLine, 0, len(s.Cells))
 	for _, r := range s.Cells {
 		line := render.CellLine{ID: r.ID, Profiler: r.Profiler, Verdict: r.Verdict,
 			E2E: float64(r.E2ENS), Step: float64(r.MeanDenoiseStepNS), Warnings: len(r.Warnings), Cause: r.Cause, Key: r.Key}
-		line.LLM = runner.ReportLLMPoint(r.LLM)
+		line.LLM = render.LLMPointOf(r.LLM)
 		cells = append(cells, line)
 	}
 	return cells, nil

@@ -125,9 +125,9 @@ func runOptions(c *cli.Context, std stdio, log *slog.Logger) (runner.Options, er
 	switch {
 	case c.Bool("no-progress"):
 	case isTerminal(std.err) && os.Getenv("CI") == "":
-		opts.Progress = runner.NewBarProgress(std.err)
+		opts.Progress = newBarProgress(std.err)
 	default:
-		opts.Progress = runner.NewLineProgress(std.err)
+		opts.Progress = newLineProgress(std.err)
 	}
 	if dir := c.String("resume"); dir != "" && !opts.Simulate && simulatedRun(dir) {
 		if exe == "" {

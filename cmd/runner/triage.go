@@ -16,6 +16,7 @@ import (
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/triage"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 func triageCommand(std stdio) *cli.Command {
@@ -167,7 +168,7 @@ func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *
 		return "", err
 	}
 	if res != nil && res.Verdict == plans.VerdictInvalid && !c.Bool("force") {
-		return "", &exitError{code: runner.ExitCellsFailed, err: &runner.GateError{Cell: cell, Result: res}}
+		return "", &exitError{code: exitcode.CellsFailed, err: &runner.GateError{Cell: cell, Result: res}}
 	}
 	if runner.IsNsysReport(root) {
 		if root, err = runner.ExportReport(c.Context, root, os.Environ(), log); err != nil {
@@ -184,7 +185,7 @@ func printStats(c *cli.Context, std stdio, root string, dopts triage.DiscoverOpt
 	if err != nil {
 		var me *triage.MixedInputsError
 		if errors.As(err, &me) {
-			return &runner.UsageError{Err: err}
+			return &exitcode.UsageError{Err: err}
 		}
 		return err
 	}

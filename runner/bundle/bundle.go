@@ -25,6 +25,7 @@ import (
 	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/runner/exitcode"
 
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
@@ -212,10 +213,10 @@ func Create(ctx context.Context, src string, opts Options) (*Result, error) {
 // errors are usage errors: the user chooses another -o.
 func checkOutput(out, src string, force bool) error {
 	if err := rundir.CheckOutput(out, force); err != nil {
-		return &runner.UsageError{Err: fmt.Errorf("bundle: -o %w", err)}
+		return &exitcode.UsageError{Err: fmt.Errorf("bundle: -o %w", err)}
 	}
 	if within(out, src) {
-		return &runner.UsageError{Err: fmt.Errorf("bundle: -o %s is inside the run directory being bundled (%s); write the bundle elsewhere", out, src)}
+		return &exitcode.UsageError{Err: fmt.Errorf("bundle: -o %s is inside the run directory being bundled (%s); write the bundle elsewhere", out, src)}
 	}
 	return nil
 }

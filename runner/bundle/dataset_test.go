@@ -15,6 +15,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // dataToken is a credential inside a prompt of the dataset; internalName matches the plan's
@@ -89,7 +90,7 @@ func datasetRun(t *testing.T, dataset []byte) (run, ds string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.ExitCode != runner.ExitOK {
+	if sum.ExitCode != exitcode.OK {
 		t.Fatalf("the run failed: exit %d", sum.ExitCode)
 	}
 	return sum.RunDir, ds
@@ -132,7 +133,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, buf.String())
 	}
-	if rep.ExitCode == runner.ExitCellsFailed || len(rep.Cells) != 2 || !rep.Cells[0].VerdictReproduced || !rep.Cells[1].VerdictReproduced {
+	if rep.ExitCode == exitcode.CellsFailed || len(rep.Cells) != 2 || !rep.Cells[0].VerdictReproduced || !rep.Cells[1].VerdictReproduced {
 		t.Errorf("replay: exit %d, cells %+v\n%s", rep.ExitCode, rep.Cells, buf.String())
 	}
 	cells, err := rundir.ReadCells(rep.RunDir)
@@ -164,7 +165,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 	}
 	buf.Reset()
 	_, err = Replay(context.Background(), small, replayOpts(t, &buf))
-	var ue *runner.UsageError
+	var ue *exitcode.UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "the bundle left out the dataset") || !strings.Contains(err.Error(), ds+" is not here") {
 		t.Errorf("replay without any dataset: %v", err)
 	}

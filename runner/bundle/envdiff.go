@@ -6,14 +6,8 @@ import (
 
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/envfacts"
 )
-
-// Fact is one row of the environment table (runner.EnvFact, whose owner is the runner's
-// manifest).
-type Fact = runner.EnvFact
-
-// Facts lists the environment of a manifest in a fixed order (runner.EnvFacts).
-func Facts(m *rundir.Manifest) []Fact { return runner.EnvFacts(m) }
 
 // Diff is one difference between the bundle's environment and this machine's.
 type Diff struct {
@@ -23,7 +17,7 @@ type Diff struct {
 
 // DiffManifests compares the environment facts and the variables that matter (the manifests'
 // env) of the bundle and of this machine, through the one env diff of two runs
-// (runner.DiffEnv). The bundle's manifest is redacted, so this machine's secret-named
+// (envfacts.DiffEnv). The bundle's manifest is redacted, so this machine's secret-named
 // variables are too before comparing: a redacted value only differs when it is missing.
 func DiffManifests(bundle, here *rundir.Manifest) []Diff {
 	h := *here
@@ -35,7 +29,7 @@ func DiffManifests(bundle, here *rundir.Manifest) []Diff {
 		h.Env[k] = v
 	}
 	var out []Diff
-	for _, c := range runner.DiffEnv(bundle, &h) {
+	for _, c := range envfacts.DiffEnv(bundle, &h) {
 		out = append(out, Diff{Name: c.Name, Bundle: c.Base, Here: c.New})
 	}
 	return out

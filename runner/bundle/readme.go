@@ -14,6 +14,7 @@ import (
 
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/runner/envfacts"
 
 	"github.com/sglprof/runner/reports/rundir"
 )
@@ -257,7 +258,7 @@ func stripANSI(s string) string {
 
 func writeEnvTable(b *strings.Builder, m *rundir.Manifest) {
 	facts := &table.Table{Header: []string{"", ""}}
-	for _, f := range Facts(m) {
+	for _, f := range envfacts.EnvFacts(m) {
 		facts.Rows = append(facts.Rows, []string{f.Name, f.Value})
 	}
 	writeTable(b, facts)

@@ -21,6 +21,7 @@ import (
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // ReplayOptions configure Replay.
@@ -61,9 +62,9 @@ type ReplayOptions struct {
 // Replay exit codes (on top of the runner's): every cell reproduced, a verdict did not, or
 // the verdicts did but a metric moved beyond its tolerance.
 const (
-	ExitReproduced     = runner.ExitOK
-	ExitVerdictDiffers = runner.ExitCellsFailed
-	ExitMetricsDiffer  = runner.ExitRegression
+	ExitReproduced     = exitcode.OK
+	ExitVerdictDiffers = exitcode.CellsFailed
+	ExitMetricsDiffer  = exitcode.Regression
 )
 
 // MetricDiff is one timing of a cell in the bundle and in the replay.
@@ -120,12 +121,12 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 	}
 	f, err := os.Open(bundlePath)
 	if err != nil {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w", err)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("replay: %w", err)}
 	}
 	defer f.Close()
 	ents, statErr := os.ReadDir(dir)
 	if statErr == nil && len(ents) > 0 {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %s already exists and is not empty; choose a new directory with --output", dir)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("replay: %s already exists and is not empty; choose a new directory with --output", dir)}
 	}
 	// A failed replay leaves nothing that would block the next attempt.
 	defer func() {
@@ -246,19 +247,19 @@ func openBundle(ctx context.Context, f io.Reader, bundlePath, dir string, opts R
 	if _, err := Extract(f, st.bdir, opts.Extract); err != nil {
 		var ee *ExtractError
 		if errors.As(err, &ee) {
-			return nil, &runner.UsageError{Err: fmt.Errorf("replay %s: %w", bundlePath, err)}
+			return nil, &exitcode.UsageError{Err: fmt.Errorf("replay %s: %w", bundlePath, err)}
 		}
 		return nil, err
 	}
 	fmt.Fprintf(opts.Out, "bundle extracted to %s\n", st.bdir)
 	if err := rundir.ReadJSON(filepath.Join(st.bdir, MetadataFile), &st.meta); err != nil {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w; is this a bundle written by `runner bundle`?", err)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("replay: %w; is this a bundle written by `runner bundle`?", err)}
 	}
 	st.cells = st.meta.Cells
 	if len(opts.Cells) > 0 {
 		for _, id := range opts.Cells {
 			if !slices.Contains(st.meta.Cells, id) {
-				return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundle has no cell %s; it has: %s", id, strings.Join(st.meta.Cells, ", "))}
+				return nil, &exitcode.UsageError{Err: fmt.Errorf("replay: the bundle has no cell %s; it has: %s", id, strings.Join(st.meta.Cells, ", "))}
 			}
 		}
 		st.cells = opts.Cells
@@ -269,11 +270,11 @@ func openBundle(ctx context.Context, f io.Reader, bundlePath, dir string, opts R
 	}
 	raw, err := rundir.ReadFile(filepath.Join(st.bdir, rundir.PlanFile))
 	if err != nil {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundle has no plan: %w; is this a bundle written by `runner bundle`?", err)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("replay: the bundle has no plan: %w; is this a bundle written by `runner bundle`?", err)}
 	}
 	p, err := plans.ParseWith(filepath.Join(st.bdir, rundir.PlanFile), raw, plans.ParseOptions{DatasetPath: dataset})
 	if err != nil {
-		return nil, &runner.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(st.bdir, rundir.PlanFile))}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("replay: the bundled plan does not load (%w); fix %s (a [bundle] redact pattern may have redacted part of it) and replay the directory's cells with `runner run`", err, filepath.Join(st.bdir, rundir.PlanFile))}
 	}
 	if m, err := rundir.ReadManifest(st.bdir); err == nil {
 		st.bman = *m
@@ -295,11 +296,11 @@ func (st *replaySetup) dataset(ctx context.Context, out io.Writer) (string, erro
 	if st.meta.Dataset != "" {
 		rel := filepath.FromSlash(st.meta.Dataset)
 		if !filepath.IsLocal(rel) {
-			return "", &runner.UsageError{Err: fmt.Errorf("replay: bundle.json names a dataset outside the bundle (%q); the bundle was edited", st.meta.Dataset)}
+			return "", &exitcode.UsageError{Err: fmt.Errorf("replay: bundle.json names a dataset outside the bundle (%q); the bundle was edited", st.meta.Dataset)}
 		}
 		p := filepath.Join(st.bdir, rel)
 		if _, err := os.Stat(p); err != nil {
-			return "", &runner.UsageError{Err: fmt.Errorf("replay: bundle.json names the dataset %s, which the bundle does not hold (%w); the bundle was edited or cut", st.meta.Dataset, err)}
+			return "", &exitcode.UsageError{Err: fmt.Errorf("replay: bundle.json names the dataset %s, which the bundle does not hold (%w); the bundle was edited or cut", st.meta.Dataset, err)}
 		}
 		fmt.Fprintf(out, "dataset: the bundled copy %s\n", p)
 		return p, nil
@@ -316,7 +317,7 @@ func (st *replaySetup) dataset(ctx context.Context, out io.Writer) (string, erro
 		}
 	}
 	if _, err := os.Stat(rec.Path); err != nil {
-		return "", &runner.UsageError{Err: fmt.Errorf("replay: the bundle left out the dataset (%s), and %s is not here (%w): put a copy of the run's dataset there and replay again", why, rec.Path, err)}
+		return "", &exitcode.UsageError{Err: fmt.Errorf("replay: the bundle left out the dataset (%s), and %s is not here (%w): put a copy of the run's dataset there and replay again", why, rec.Path, err)}
 	}
 	fmt.Fprintf(out, "dataset: the bundle left it out; reading %s, the file the run recorded\n", rec.Path)
 	if change := rec.Changed(ctx); change != "" {
@@ -345,7 +346,7 @@ func warnRedactedArgv(out io.Writer, st *replaySetup) {
 func confirmReplay(st *replaySetup, ropts runner.Options, opts ReplayOptions, exp runner.Exposure, setEnv []string) error {
 	launches, err := runner.Describe(st.plan, ropts)
 	if err != nil {
-		return &runner.UsageError{Err: fmt.Errorf("replay: %w", err)}
+		return &exitcode.UsageError{Err: fmt.Errorf("replay: %w", err)}
 	}
 	out := opts.Out
 	if st.bman.Simulated {
@@ -376,20 +377,20 @@ func confirmReplay(st *replaySetup, ropts runner.Options, opts ReplayOptions, ex
 	}
 	writeExposure(out, st.bdir, exp, setEnv)
 	if len(differ) > 0 && !opts.TrustPlan {
-		return &runner.UsageError{Err: fmt.Errorf("replay: plan.toml's commands differ from the argv the bundle recorded (%s); the bundle may have been edited: check plan.toml and pass --trust-plan to run its commands anyway", strings.Join(differ, "; "))}
+		return &exitcode.UsageError{Err: fmt.Errorf("replay: plan.toml's commands differ from the argv the bundle recorded (%s); the bundle may have been edited: check plan.toml and pass --trust-plan to run its commands anyway", strings.Join(differ, "; "))}
 	}
 	if opts.Yes {
 		return nil
 	}
 	if opts.Confirm == nil {
-		return &runner.UsageError{Err: errors.New("replay: nothing was run: the bundle's plan runs, sets or contacts what is listed above on this machine; read the list, then pass --yes to run it without asking, or run replay in a terminal to be asked (--simulate replays with the built-in simulators only, without any of it)")}
+		return &exitcode.UsageError{Err: errors.New("replay: nothing was run: the bundle's plan runs, sets or contacts what is listed above on this machine; read the list, then pass --yes to run it without asking, or run replay in a terminal to be asked (--simulate replays with the built-in simulators only, without any of it)")}
 	}
 	ok, err := opts.Confirm("Run all of the above? [y/N] ")
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	if !ok {
-		return &runner.UsageError{Err: errors.New("replay: not confirmed; nothing was run")}
+		return &exitcode.UsageError{Err: errors.New("replay: not confirmed; nothing was run")}
 	}
 	return nil
 }
@@ -565,7 +566,7 @@ func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool
 		}
 	}
 	if sum.Interrupted {
-		res.ExitCode = runner.ExitInterrupted
+		res.ExitCode = exitcode.Interrupted
 	}
 	if err := res.writeFile(filepath.Join(st.dir, ReplayFile)); err != nil {
 		return res, err

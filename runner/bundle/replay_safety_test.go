@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // rebundle rewrites the bundle at path with edit applied to each file (name, content).
@@ -77,7 +77,7 @@ func TestReplayRealNeedsYes(t *testing.T) {
 	opts := replayOpts(t, &out)
 	opts.Simulate = false
 	_, err := Replay(context.Background(), b, opts)
-	var ue *runner.UsageError
+	var ue *exitcode.UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "pass --yes") {
 		t.Fatalf("err = %v, want a usage error asking for --yes", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 const fallbackPlan = `name = "fallback"
@@ -82,7 +82,7 @@ func TestReplayReproducesFallback(t *testing.T) {
 	opts = replayOpts(t, &out)
 	opts.Cells = []string{"009-nope"}
 	_, err = Replay(context.Background(), b, opts)
-	var ue *runner.UsageError
+	var ue *exitcode.UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "the bundle has no cell 009-nope; it has: 000-unknown-model-default-s0-none-r1, 001-qwen-image-default-s0-none-r1") {
 		t.Errorf("err = %v", err)
 	}
@@ -243,7 +243,7 @@ func TestReplayRefusesBadBundles(t *testing.T) {
 		var out bytes.Buffer
 		opts := replayOpts(t, &out)
 		_, err := Replay(context.Background(), tc.file, opts)
-		var ue *runner.UsageError
+		var ue *exitcode.UsageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want a usage error containing %q", filepath.Base(tc.file), err, tc.want)
 		}

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // Everything in a bundle is untrusted, its manifest's "simulated": true included. These tests
@@ -230,7 +230,7 @@ func TestReplayTamperedSimulatedNeedsYes(t *testing.T) {
 	for _, tc := range tampered(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Replay(context.Background(), tc.bundle, tc.opts)
-			var ue *runner.UsageError
+			var ue *exitcode.UsageError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "pass --yes") || !strings.Contains(err.Error(), "in a terminal") {
 				t.Errorf("err = %v, want a usage error saying to pass --yes or run in a terminal\n%s", err, tc.out)
 			}

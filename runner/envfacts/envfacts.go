@@ -1,11 +1,19 @@
-package runner
+// Package envfacts turns a run's manifest into the environment facts maintainers ask for
+// first (GPU, driver, CUDA, torch, triton, flashinfer, NCCL, sglang or vLLM, clock state, ...)
+// and lists what differs between the environments of two runs. compare, report and replay
+// show these facts; a difference in clock state holds back a regression call (runner's
+// baseline resolution). It reads no file and runs nothing: the manifest is its input.
+package envfacts
 
 import (
 	"fmt"
-	"github.com/sglprof/runner/backends/vllmomni"
-	"github.com/sglprof/runner/reports/rundir"
 	"regexp"
+	"sort"
 	"strings"
+
+	"github.com/sglprof/runner/backends/vllmomni"
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/rundir"
 
 	"github.com/dustin/go-humanize"
 )
@@ -142,7 +150,7 @@ var topoLink = regexp.MustCompile(`^(NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC)$`)
 
 // gpuEnvFacts are the facts of the GPU environment (runner/gpuenv.go); none for a manifest
 // written before it existed, so such manifests read as they did.
-func gpuEnvFacts(e *GPUEnv) []EnvFact {
+func gpuEnvFacts(e *rundir.GPUEnv) []EnvFact {
 	if e == nil {
 		return nil
 	}
@@ -209,3 +217,59 @@ const (
 	ClockStateLocked   = "locked"
 	ClockStateFloating = "not locked"
 )
+
+// DiffEnv lists what differs between the environments of two runs: the facts of EnvFacts
+// (GPU, driver, CUDA, torch, triton, flashinfer, NCCL, sglang, clock state, ...) and the
+// variables that matter (the manifests' env, already redacted), sorted facts first.
+func DiffEnv(base, cur *rundir.Manifest) []compare.EnvChange {
+	var out []compare.EnvChange
+	cf := map[string]string{}
+	for _, f := range EnvFacts(cur) {
+		cf[f.Name] = f.Value
+	}
+	for _, f := range EnvFacts(base) {
+		if v, ok := cf[f.Name]; !ok {
+			out = append(out, compare.EnvChange{Name: f.Name, Base: f.Value, New: "(not probed)"})
+		} else if v != f.Value {
+			out = append(out, compare.EnvChange{Name: f.Name, Base: f.Value, New: v})
+		}
+	}
+	names := map[string]bool{}
+	for k := range base.Env {
+		names[k] = true
+	}
+	for k := range cur.Env {
+		names[k] = true
+	}
+	keys := make([]string, 0, len(names))
+	for k := range names {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b, inB := base.Env[k]
+		c, inC := cur.Env[k]
+		if !inB {
+			b = "(unset)"
+		}
+		if !inC {
+			c = "(unset)"
+		}
+		if b != c {
+			out = append(out, compare.EnvChange{Name: "$" + k, Base: b, New: c})
+		}
+	}
+	return out
+}
+
+// ClockState is the "GPU clocks" fact of a manifest: ClockStateLocked, ClockStateFloating or
+// "" when unknown.
+func ClockState(m *rundir.Manifest) string {
+	if m.GPUEnv == nil || m.GPUEnv.ClocksLocked == nil {
+		return ""
+	}
+	if *m.GPUEnv.ClocksLocked {
+		return ClockStateLocked
+	}
+	return ClockStateFloating
+}
