@@ -183,11 +183,11 @@ func buildSummary(p *plans.Plan, dir string, recs []cellRecord, lost *lostResult
 				row.LLM = rundir.NewLLMRow(r.Serve.LLM)
 			}
 			for _, rs := range r.Reasons {
-				row.Reasons = append(row.Reasons, reasonLine(rs))
+				row.Reasons = append(row.Reasons, rs.Line())
 			}
 			row.Cause = causeLine(r.Reasons, rec.Dir)
 			for _, rs := range r.Warnings {
-				row.Warnings = append(row.Warnings, reasonLine(rs))
+				row.Warnings = append(row.Warnings, rs.Line())
 			}
 		case !errors.Is(err, fs.ErrNotExist):
 			row.Reasons = []string{"result-unreadable: " + err.Error() + "; `runner run --resume` runs the cell again"}
@@ -211,13 +211,6 @@ func readResult(cellDir string) (*rundir.CellResult, error) {
 		return nil, fmt.Errorf("%s holds verdict %q, which is none of %s", filepath.Join(cellDir, rundir.ResultFile), r.Verdict, strings.Join(plans.Verdicts, ", "))
 	}
 	return r, nil
-}
-
-func reasonLine(r rundir.Reason) string {
-	if len(r.Lines) > 0 {
-		return fmt.Sprintf("%s: %s (log line %d: %q)", r.Code, r.Message, r.Lines[0].Line, r.Lines[0].Text)
-	}
-	return r.Code + ": " + r.Message
 }
 
 // consequenceCodes are reasons that follow from another one (the program died, so it wrote no

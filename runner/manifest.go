@@ -122,7 +122,7 @@ var sglangPythonProbe = []string{"python3", "-c", "import importlib.metadata as 
 // like every child of the runner, so a probe outlives neither its timeout nor a killed runner.
 func runProbe(ctx context.Context, argv []string, env []string, timeout time.Duration) rundir.Probe {
 	pr := rundir.Probe{Command: argv}
-	path, err := lookPath(argv[0], env)
+	path, err := proc.LookPath(argv[0], env)
 	if err != nil {
 		pr.Error = "unavailable: " + err.Error()
 		return pr

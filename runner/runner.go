@@ -452,7 +452,7 @@ func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
 			continue
 		}
 		seen[cmd[0]] = true
-		if _, err := lookPath(cmd[0], opts.Env); err != nil {
+		if _, err := proc.LookPath(cmd[0], opts.Env); err != nil {
 			return fmt.Errorf("%s not found: %w; install it, activate its environment, or set backend.command in the plan (or use --simulate)", cmd[0], err)
 		}
 	}
@@ -488,32 +488,6 @@ func simJitterSeed(env []string, repeat int) string {
 		return base // the simulator refuses it with a message that names the variable
 	}
 	return strconv.FormatInt(n*1_000_003+int64(repeat), 10)
-}
-
-// lookPath resolves name like exec.LookPath but against the PATH of env, the environment the
-// cells will see, instead of the runner's own.
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		if isExecutable(name) {
-			return name, nil
-		}
-		return "", fmt.Errorf("%s is not an executable file", name)
-	}
-	for _, d := range filepath.SplitList(envValue(env, "PATH")) {
-		if d == "" {
-			d = "."
-		}
-		p := filepath.Join(d, name)
-		if isExecutable(p) {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%q is not on PATH", name)
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 // mergeEnv returns base with extra added; an extra key replaces the inherited value.

@@ -16,6 +16,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/proc"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -184,16 +185,16 @@ func TestLookPathUsesGivenPATH(t *testing.T) {
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lookPath("fake-sglang", []string{"PATH=" + dir}); err != nil {
+	if _, err := proc.LookPath("fake-sglang", []string{"PATH=" + dir}); err != nil {
 		t.Errorf("lookPath with the directory on PATH: %v", err)
 	}
-	if _, err := lookPath("fake-sglang", []string{"PATH=/nonexistent"}); err == nil {
+	if _, err := proc.LookPath("fake-sglang", []string{"PATH=/nonexistent"}); err == nil {
 		t.Error("lookPath found a program that is not on the given PATH")
 	}
 	if err := os.Chmod(exe, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lookPath(exe, nil); err == nil {
+	if _, err := proc.LookPath(exe, nil); err == nil {
 		t.Error("lookPath accepted a file that is not executable")
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/triage"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/analysis"
 	"github.com/sglprof/runner/runner/exitcode"
 )
 
@@ -75,13 +75,13 @@ func triageAction(c *cli.Context, std stdio) error {
 		if c.Bool("stats") || topts.Mapping != nil {
 			return usageErr("--kernels-only takes one nsys export, without --stats or two-trace mode")
 		}
-		rep, err := runner.TriageKernelsOnly(c.Context, root, topts)
+		rep, err := analysis.TriageKernelsOnly(c.Context, root, topts)
 		if err != nil {
 			return err
 		}
 		return triage.Render(std.out, rep, format, c.Float64("cutoff"))
 	}
-	rep, err := runner.TriageNsys(c.Context, root, dopts, topts, nopts)
+	rep, err := analysis.TriageNsys(c.Context, root, dopts, topts, nopts)
 	if err != nil {
 		return err
 	}
@@ -90,11 +90,11 @@ func triageAction(c *cli.Context, std stdio) error {
 
 // triageOptions validates the triage flags that need no input and turns them into the
 // discovery, triage and nsys options.
-func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.DiscoverOptions, triage.Options, runner.NsysOptions, error) {
+func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.DiscoverOptions, triage.Options, analysis.NsysOptions, error) {
 	var (
 		dopts triage.DiscoverOptions
 		topts triage.Options
-		nopts runner.NsysOptions
+		nopts analysis.NsysOptions
 		err   error
 	)
 	switch format {
@@ -113,7 +113,7 @@ func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.Disc
 		dopts.Rank = &r
 	}
 	topts = triage.Options{Logger: log}
-	nopts = runner.NsysOptions{Env: os.Environ()}
+	nopts = analysis.NsysOptions{Env: os.Environ()}
 	if re := c.String("nvtx-stage"); re != "" {
 		if nopts.StageRE, err = regexp.Compile(re); err != nil {
 			return dopts, topts, nopts, usageErr("--nvtx-stage: %v", err)
@@ -145,7 +145,7 @@ func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *
 			return "", fmt.Errorf("--mapping: %w", err)
 		}
 		topts.Mapping = &min
-		topts.OpenMapping = runner.OpenMappingTrace
+		topts.OpenMapping = analysis.OpenMappingTrace
 		return formal, nil
 	}
 	args, err := positional(c, 1, 1, "FILE|DIR")
@@ -156,22 +156,22 @@ func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *
 	if err := regularInput(args[0], "pass a trace file or the directory the profiler wrote"); err != nil {
 		return "", err
 	}
-	in, note, err := runner.ResolveRunDir(args[0])
+	in, note, err := analysis.ResolveRunDir(args[0])
 	if err != nil {
 		return "", err
 	}
 	if note != "" {
 		fmt.Fprintf(std.err, "runner: %s\n", note)
 	}
-	cell, res, root, err := runner.ResolveCell(in)
+	cell, res, root, err := analysis.ResolveCell(in)
 	if err != nil {
 		return "", err
 	}
 	if res != nil && res.Verdict == plans.VerdictInvalid && !c.Bool("force") {
-		return "", &exitError{code: exitcode.CellsFailed, err: &runner.GateError{Cell: cell, Result: res}}
+		return "", &exitError{code: exitcode.CellsFailed, err: &analysis.GateError{Cell: cell, Result: res}}
 	}
-	if runner.IsNsysReport(root) {
-		if root, err = runner.ExportReport(c.Context, root, os.Environ(), log); err != nil {
+	if analysis.IsNsysReport(root) {
+		if root, err = analysis.ExportReport(c.Context, root, os.Environ(), log); err != nil {
 			return "", err
 		}
 	}

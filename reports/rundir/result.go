@@ -1,6 +1,7 @@
 package rundir
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sglprof/runner/plans"
@@ -155,4 +156,12 @@ type LoadSummary struct {
 	// whatever max_error_rate allows: the server's numbers cannot be trusted.
 	ProtocolViolations int    `json:"protocol_violations,omitempty"`
 	FirstViolation     string `json:"first_protocol_violation,omitempty"`
+}
+
+// Line is the reason on one line: its code and message, and the first log line that shows it.
+func (r Reason) Line() string {
+	if len(r.Lines) > 0 {
+		return fmt.Sprintf("%s: %s (log line %d: %q)", r.Code, r.Message, r.Lines[0].Line, r.Lines[0].Text)
+	}
+	return r.Code + ": " + r.Message
 }

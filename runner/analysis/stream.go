@@ -1,4 +1,4 @@
-package runner
+package analysis
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // triage's memory does not grow with their number. Everything else, and an export whose order
 // breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
 // want NVTX ranges and the held capture, so they are not streamed.
-func (s *nsysSession) openStream(ctx context.Context, path string) (*triage.OpStream, error) {
+func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream, error) {
 	if s.opts.held || !nsysInput(path) || s.opts.Window || s.opts.StageRE != nil || s.opts.AllowNoKernels {
 		return nil, nil
 	}

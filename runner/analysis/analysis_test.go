@@ -1,4 +1,4 @@
-package runner
+package analysis
 
 import (
 	"bytes"
@@ -191,7 +191,7 @@ func TestTriageNsysBadInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Stages) != 0 || len(rep.Warnings) == 0 || rep.Warnings[0] != windowPrefix+"steps 0-1 of 2 captured (0 full, 2 partial)" {
+	if len(rep.Stages) != 0 || len(rep.Warnings) == 0 || rep.Warnings[0] != WindowPrefix+"steps 0-1 of 2 captured (0 full, 2 partial)" {
 		t.Fatalf("stages %d, warnings %q", len(rep.Stages), rep.Warnings)
 	}
 	if !strings.Contains(strings.Join(rep.Warnings, "\n"), "no CUDA kernels") {
@@ -327,7 +327,7 @@ func TestCompactLaunchesKeepsTheReport(t *testing.T) {
 			if tc.name == "nvtx-default-stages" && (!strings.Contains(full, `"stage": "DenoisingStage"`) || !strings.Contains(full, `"stage": "DecodingStage"`) || !strings.Contains(full, `"stage": "unannotated"`)) {
 				t.Errorf("no DenoisingStage stage from the denoising_step_N ranges:\n%s", full[:min(len(full), 2000)])
 			}
-			s := newNsysSession(NsysOptions{StageRE: tc.re}, nil)
+			s := newSession(NsysOptions{StageRE: tc.re}, nil)
 			tr, err := s.open(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
