@@ -36,9 +36,6 @@ const (
 	CodeClocksUnknown = "gpu-clocks-unknown"
 )
 
-// GPUCheck is the "gpu" object of result.json: what the guard saw on the cell's GPUs.
-type GPUCheck = rundir.GPUCheck
-
 // gpuGuard runs the checks of one run. After a probe that is missing or hangs it stops asking
 // for the rest of the run, so a hung nvidia-smi costs one timeout, not one per cell.
 type gpuGuard struct {
@@ -174,7 +171,7 @@ func cudaDevices(env []string) []int {
 func gpuBefore(ctx context.Context, rec cellRecord, opts *Options, res *cellResult) bool {
 	g := opts.guard()
 	t0 := time.Now()
-	chk := &GPUCheck{Devices: cudaDevices(mergeEnv(opts.Env, rec.Launch.Env))}
+	chk := &rundir.GPUCheck{Devices: cudaDevices(mergeEnv(opts.Env, rec.Launch.Env))}
 	res.GPU = chk
 	defer func() { chk.CheckNS += time.Since(t0).Nanoseconds() - chk.WaitedNS }()
 	var fails []rundir.Reason
@@ -190,7 +187,7 @@ func gpuBefore(ctx context.Context, rec cellRecord, opts *Options, res *cellResu
 func gpuClient(ctx context.Context, rec cellRecord, opts *Options, res *cellResult) bool {
 	t0 := time.Now()
 	if res.GPU == nil {
-		res.GPU = &GPUCheck{Devices: cudaDevices(mergeEnv(opts.Env, rec.Launch.Env))}
+		res.GPU = &rundir.GPUCheck{Devices: cudaDevices(mergeEnv(opts.Env, rec.Launch.Env))}
 	}
 	chk := res.GPU
 	waited := chk.WaitedNS
@@ -204,7 +201,7 @@ func gpuClient(ctx context.Context, rec cellRecord, opts *Options, res *cellResu
 // idle takes a snapshot of the cell's GPUs and applies [gate] busy_gpu to the foreign compute
 // processes on them; a throttled GPU adds a warning to res. It returns the snapshot and the
 // reasons the cell must not go on.
-func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *GPUCheck, res *cellResult) (*gpu.Snapshot, []rundir.Reason) {
+func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *rundir.GPUCheck, res *cellResult) (*gpu.Snapshot, []rundir.Reason) {
 	s := g.snapshot(ctx, chk.Devices)
 	foreign := gpu.Foreign(s.Apps, g.own)
 	if len(foreign) > 0 && c.Gate.BusyGPU == plans.BusyGPUWait {
@@ -232,7 +229,7 @@ func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *GPUCheck, res *c
 }
 
 // wait polls until the foreign processes are gone, busy_wait ran out or the run was stopped.
-func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *GPUCheck, s *gpu.Snapshot, foreign []gpu.App, res *cellResult) (*gpu.Snapshot, []gpu.App) {
+func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *rundir.GPUCheck, s *gpu.Snapshot, foreign []gpu.App, res *cellResult) (*gpu.Snapshot, []gpu.App) {
 	t0 := time.Now()
 	first := gpu.BusyMessage(foreign)
 	deadline := t0.Add(c.Gate.BusyWait.Duration)
@@ -257,7 +254,7 @@ func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *GPUCheck, s *gpu
 }
 
 // requireLocked fails the cell when the clocks are not locked or their state cannot be read.
-func (g *gpuGuard) requireLocked(ctx context.Context, chk *GPUCheck) []rundir.Reason {
+func (g *gpuGuard) requireLocked(ctx context.Context, chk *rundir.GPUCheck) []rundir.Reason {
 	locked, err := g.clocksLocked(ctx)
 	if err != nil {
 		chk.ClockError = err.Error()
@@ -340,7 +337,7 @@ func (g *gpuGuard) warn(res *cellResult, r rundir.Reason) {
 }
 
 // throttledBefore reports whether a warning for throttling was already given before the cell.
-func throttledBefore(chk *GPUCheck) bool {
+func throttledBefore(chk *rundir.GPUCheck) bool {
 	for _, s := range []*gpu.Snapshot{chk.Start, chk.Client} {
 		if s != nil && gpu.Throttled(s.GPUs) != "" {
 			return true

@@ -21,10 +21,6 @@ import (
 	"github.com/sglprof/runner/runner/gpu"
 )
 
-// GPUEnv is the "gpu_env" object of manifest.json. Every part is best-effort; an empty value
-// comes with the error that says why.
-type GPUEnv = rundir.GPUEnv
-
 // envProbes are the environment probes of cell c's backend (Backend.EnvProbes): the command
 // whose interpreter they ask, the plan's own even under --simulate, and whether check_env
 // applies. captureGPUEnv runs them and ProbeCommands lists them, so both follow this one
@@ -57,9 +53,9 @@ func versionProbe(c plans.Cell, opts *Options) (string, []string) {
 // captureGPUEnv probes the GPU environment of a run. cells gives the backend command; the
 // plan's own command is used even under --simulate, since the simulator replaces sglang's
 // work, not the machine the user wants described.
-func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *GPUEnv {
+func captureGPUEnv(ctx context.Context, cells []plans.Cell, opts *Options) *rundir.GPUEnv {
 	g := opts.guard()
-	e := &GPUEnv{}
+	e := &rundir.GPUEnv{}
 	if ds, err := g.prober.Devices(ctx); err != nil {
 		e.DevicesError = err.Error()
 		g.failed(err.Error())

@@ -82,7 +82,7 @@ func manifestWith(torch, driver string, locked bool) *rundir.Manifest {
 	return &rundir.Manifest{
 		GPUs:   []rundir.GPUInfo{{Name: "NVIDIA H100 80GB HBM3", Driver: driver}},
 		Env:    map[string]string{"CUDA_VISIBLE_DEVICES": "0"},
-		GPUEnv: &GPUEnv{ClocksLocked: &locked, Interpreter: "/venv/bin/python", Versions: gpuVersions(torch)},
+		GPUEnv: &rundir.GPUEnv{ClocksLocked: &locked, Interpreter: "/venv/bin/python", Versions: gpuVersions(torch)},
 	}
 }
 
