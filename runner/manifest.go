@@ -287,13 +287,19 @@ func redactRecords(recs []cellRecord) []rundir.CellRecord {
 	for i, r := range recs {
 		r.Launch = redactLaunch(r.Launch)
 		r.Cell.Backend.Env = redactEnvMap(r.Cell.Backend.Env)
+		r.Cell.Backend.Command = secrets.Argv(r.Cell.Backend.Command)
+		r.Cell.Backend.ExtraArgs = secrets.Argv(r.Cell.Backend.ExtraArgs)
 		out[i] = r.CellRecord
 	}
 	return out
 }
 
+// redactLaunch hides the secrets of a launch's argv and environment before it is written
+// down: by name (redactArgs, redactEnvMap), then as the rules see the argv on one line
+// (secrets.Argv: sshpass -p X, PGPASSWORD=X), since the run directory's JSON writes it one
+// element to a line.
 func redactLaunch(l rundir.Launch) rundir.Launch {
-	l.Argv = redactArgs(l.Argv)
+	l.Argv = secrets.Argv(redactArgs(l.Argv))
 	l.Env = redactEnvMap(l.Env)
 	return l
 }

@@ -61,7 +61,9 @@ func (ss *serveSession) attach(ctx context.Context, rec cellRecord, be backends.
 // detach ends the use of an attached server: its record is written; the server runs on.
 func (ss *serveSession) detach(srv *server) {
 	srv.rec.End = ss.opts.Now().UTC()
-	if err := rundir.WriteJSON(filepath.Join(srv.dir, rundir.ServerFile), srv.rec, nil); err != nil {
+	// Through the run's redactor: the server's own description (sglang's server_args) holds
+	// its api_key and hf_token.
+	if err := ss.opts.writeRedactedJSON(filepath.Join(srv.dir, rundir.ServerFile), srv.rec); err != nil {
 		ss.opts.Logger.Warn("server.json", "err", err)
 	}
 	ss.opts.Logger.Info("detached from the server", "server", srv.rel, "url", srv.url)

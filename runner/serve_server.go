@@ -74,7 +74,8 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.S
 	proto := be.Protocol(c)
 	srv := &server{key: key, n: ss.n, dir: dir, rel: rel, port: site.Port, host: c.Backend.Host, be: be, proto: proto,
 		launch: launch, nsysSession: session, done: make(chan struct{}), watch: be.NewServerWatcher(c), logf: logf, changed: make(chan struct{})}
-	srv.rec = rundir.ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: launch.Argv, Env: redactLaunch(launch).Env, Dir: dir, Port: site.Port, ModelType: proto.ModelType, Start: opts.Now().UTC()}
+	shown := redactLaunch(launch)
+	srv.rec = rundir.ServerRecord{N: ss.n, Kind: c.Backend.Kind, Argv: shown.Argv, Env: shown.Env, Dir: dir, Port: site.Port, ModelType: proto.ModelType, Start: opts.Now().UTC()}
 	srv.rec.GPUMemBefore = gpuMemory(ctx, opts)
 	ss.spawn(ctx, rec, srv)
 	verdict, rs := ss.waitReady(ctx, c, srv)
@@ -293,7 +294,7 @@ func (ss *serveSession) stop(srv *server) {
 		r.PID = srv.pres.PID
 	}
 	problems := ss.leftovers(srv)
-	if err := rundir.WriteJSON(filepath.Join(srv.dir, rundir.ServerFile), r, nil); err != nil {
+	if err := ss.opts.writeRedactedJSON(filepath.Join(srv.dir, rundir.ServerFile), r); err != nil {
 		ss.opts.Logger.Warn("server.json", "err", err)
 	}
 	if len(problems) > 0 && r.Failure == "" {

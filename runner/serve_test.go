@@ -269,3 +269,40 @@ func TestBackendForValidatesCell(t *testing.T) {
 		t.Fatalf("with cudaProfilerApi: %v, %v", be, err)
 	}
 }
+
+// TestServerRecordRedacted: servers/<n>/server.json goes through the run's redactor like the
+// other run-directory JSON: a secret flag's value in the server's argv, a password variable of
+// [backend.env] whose name says so in other words (PGPASSWORD), and a docker login password
+// inside an argument were written as given.
+func TestServerRecordRedacted(t *testing.T) {
+	apiKey, pgPass, dockerPass := "k9Xv2LpQ7rT4wZ1m", "pw5Hq8Nz3Rb6", "dl2Mx9Vc4Ks7"
+	p := testPlan(t, `
+name = "srvred"
+[backend]
+mode = "serve"
+extra_args = ["--api-key", "`+apiKey+`", "--revision", "docker login -u bob -p `+dockerPass+` reg.example.com"]
+env = { PGPASSWORD = "`+pgPass+`" }
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+[load]
+warmup = 0
+requests = 1
+`)
+	sum, err := Run(context.Background(), p, simOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(sum.RunDir, rundir.ServersDir, "1", rundir.ServerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"--api-key"`) || !strings.Contains(string(b), `"PGPASSWORD"`) {
+		t.Fatalf("server.json does not record the argv and environment:\n%s", b)
+	}
+	for _, s := range []string{apiKey, pgPass, dockerPass} {
+		if strings.Contains(string(b), s) {
+			t.Errorf("server.json holds %q:\n%s", s, b)
+		}
+	}
+}

@@ -6,7 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +88,35 @@ func corpus(r *rand.Rand) []family {
 	add("aws-key-id", "AKIA"+s, "AKIA"+s)
 	s = randStr(r, alnum, 40)
 	add("bearer", s, "Authorization: Bearer "+s)
+	// Passwords of command lines, as a setup line, a wrapper script or a log writes them, and
+	// variables whose name says password in other words (PGPASSWORD, MYSQL_PWD, DB_PASS,
+	// REDIS_AUTH).
+	s = randStr(r, alnum, 20)
+	add("mysql-attached-p", s, "mysql -u root -p"+s+" -h db.example.com app")
+	s = randStr(r, alnum, 20)
+	add("mysql-quoted-p", s, "mariadb -uroot -p'"+s+"' -e 'select 1'")
+	s = randStr(r, alnum, 20)
+	add("docker-login-p", s, "docker login -u bob -p "+s+" registry.example.com")
+	s = randStr(r, alnum, 20)
+	add("docker-login-password", s, "docker login --username bob --password "+s+" registry.example.com")
+	s = randStr(r, alnum, 20)
+	add("docker-login-password-eq", s, "podman login --password="+s+" quay.io")
+	s = randStr(r, alnum, 20)
+	add("sshpass-p", s, "sshpass -p "+s+" ssh -p 22 bob@gpu-node-1 nvidia-smi")
+	s, s2 := randStr(r, alnum, 12), randStr(r, alnum, 12)
+	add("sshpass-quoted", s+"\n"+s2, `sshpass -p "`+s+" "+s2+`" scp -P 2222 x bob@h:`)
+	s = randStr(r, "0123456789abcdef", 40)
+	add("wandb-login", s, "wandb login "+s)
+	s = randStr(r, alnum, 20)
+	add("pgpassword-prefix", s, "PGPASSWORD="+s+" psql -h db.example.com -U app")
+	s = randStr(r, alnum, 20)
+	add("mysql-pwd-prefix", s, "MYSQL_PWD="+s+" mysql -u root app")
+	s = randStr(r, alnum, 20)
+	add("db-pass", s, "export DB_PASS="+s)
+	s = randStr(r, alnum, 20)
+	add("redis-auth", s, "REDIS_AUTH="+s+" redis-cli ping")
+	s = randStr(r, alnum+"/+", 40)
+	add("aws-configure-set", s, "aws configure set aws_secret_access_key "+s)
 	// What only the plan's [bundle] redact pattern (corpusPattern) knows is secret.
 	s = randStr(r, alnum, 20)
 	add("plan-pattern", "corpint-"+s, "ticket corpint-"+s+" filed")
@@ -138,9 +170,39 @@ func TestSecretCorpus(t *testing.T) {
 			places["file-name"] = append(places["file-name"], f)
 		}
 	}
+	// Variables of [backend.env] whose name says password in other words, with values of no
+	// particular shape.
+	for _, name := range []string{"PGPASSWORD", "MYSQL_PWD", "DB_PASS", "REDIS_AUTH", "SSHPASS", "REDISCLI_AUTH"} {
+		s := randStr(rng, alnum, 14)
+		places["plan-env-name"] = append(places["plan-env-name"], family{name, s, s})
+	}
+	// The plan's backend.command, one argument to an element and one element to a line (the
+	// simulator replaces it, so nothing of it runs): no line holds both a flag and its value.
+	secret := func(name string, n int, set string) string {
+		s := randStr(rng, set, n)
+		places["command"] = append(places["command"], family{"command " + name, s, s})
+		return s
+	}
+	command := []string{
+		"sshpass", "-p", secret("sshpass -p", 18, alnum),
+		"ssh", "-p", "22", "bob@gpu-node-1",
+		"env", "PGPASSWORD=" + secret("PGPASSWORD", 18, alnum), "MYSQL_PWD=" + secret("MYSQL_PWD", 18, alnum),
+		"sh", "-c", "mysql -p" + secret("mysql -pX", 18, alnum) + " -e 'select 1' && docker login -u bob -p " +
+			secret("docker login -p", 18, alnum) + " registry.example.com && wandb login " + secret("wandb login", 40, "0123456789abcdef"),
+		"docker", "login", "--password", secret("docker login --password", 18, alnum),
+		"aws", "configure", "set", "aws_secret_access_key", secret("aws configure set", 40, alnum),
+		"sglang",
+	}
+	var commandTOML []string
+	for _, a := range command {
+		commandTOML = append(commandTOML, "  "+tomlString(a)+",\n")
+	}
 	var planEnv, procEnv, argv, prompt []string
 	for i, f := range places["plan-env"] {
 		planEnv = append(planEnv, fmt.Sprintf("APP_SETTING_%d = %s", i, tomlString(f.text)))
+	}
+	for _, f := range places["plan-env-name"] {
+		planEnv = append(planEnv, fmt.Sprintf("%s = %s", f.name, tomlString(f.text)))
 	}
 	for i, f := range places["env"] {
 		procEnv = append(procEnv, fmt.Sprintf("SGLANG_EXTRA_%d=%s", i, f.text))
@@ -148,12 +210,15 @@ func TestSecretCorpus(t *testing.T) {
 	for _, f := range places["argv"] {
 		argv = append(argv, f.text)
 	}
+	argv = append(argv, corpusKeep...)
 	for _, f := range places["prompt"] {
 		prompt = append(prompt, f.text)
 	}
 	plan := `name = "corpus"
 [backend]
 env = { ` + strings.Join(planEnv, ", ") + ` }
+command = [
+` + strings.Join(commandTOML, "") + `]
 extra_args = ["--negative-prompt", ` + tomlString(strings.Join(argv, " ; ")) + `]
 [matrix]
 model = ["Qwen/Qwen-Image"]
@@ -171,6 +236,14 @@ redact = [` + tomlString(corpusPattern) + `]
 	}
 	cell := cells[0]
 	plant(t, cell, places)
+	lf, err := os.OpenFile(filepath.Join(cell, rundir.LogFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range corpusKeep {
+		fmt.Fprintf(lf, "[2026-11-24 10:00:02] %s\n", k)
+	}
+	lf.Close()
 
 	// The raw plan holds the argv samples: the test can fail.
 	raw, _ := os.ReadFile(filepath.Join(run, rundir.PlanFile))
@@ -178,36 +251,71 @@ redact = [` + tomlString(corpusPattern) + `]
 		t.Fatal("plan.toml does not hold the planted samples; the test plants nothing")
 	}
 
-	outputs := map[string][]byte{}
-	for _, f := range []string{rundir.CellsFile, rundir.ManifestFile} {
-		outputs["run/"+f], _ = os.ReadFile(filepath.Join(run, f))
+	outputs := corpusOutputs(t, run, cell, procEnv, rundir.CellsFile, rundir.ManifestFile)
+	if _, ok := outputs["bundle(with-traces=true)/cells/"+filepath.Base(cell)+"/perf.json"]; !ok {
+		t.Error("the bundle holds no perf.json: the perf place is not checked")
 	}
-	outputs["run/cell/command.json"], _ = os.ReadFile(filepath.Join(cell, rundir.CommandFile))
+	checkSurvivors(t, places, outputs)
+	// No false positive: a port flag, counts, paths and a password prompt stay as they were,
+	// in the run directory's argv and in the bundled log.
+	logName := "bundle(with-traces=false)/cells/" + filepath.Base(cell) + "/" + rundir.LogFile
+	for _, k := range corpusKeep {
+		js, _ := json.Marshal(k)
+		if !bytes.Contains(outputs["run/"+rundir.CellsFile], js[1:len(js)-1]) {
+			t.Errorf("%q was redacted in the run directory's %s", k, rundir.CellsFile)
+		}
+		if !bytes.Contains(outputs[logName], []byte(k)) {
+			t.Errorf("%q was redacted in the bundled %s", k, rundir.LogFile)
+		}
+	}
+}
+
+// corpusOutputs is every file a secret of a run must not reach: the run directory's files
+// named by runFiles and the cell's command.json, every file of a default and of a
+// --with-traces bundle, and the --issue body of cell.
+func corpusOutputs(t *testing.T, run, cell string, env []string, runFiles ...string) map[string][]byte {
+	t.Helper()
+	outputs := map[string][]byte{}
+	for _, f := range runFiles {
+		b, err := os.ReadFile(filepath.Join(run, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs["run/"+filepath.ToSlash(f)] = b
+	}
+	if b, err := os.ReadFile(filepath.Join(cell, rundir.CommandFile)); err == nil {
+		outputs["run/cell/command.json"] = b // a serve cell has none
+	}
 	for _, withTraces := range []bool{false, true} {
 		out := filepath.Join(t.TempDir(), "b.tar.gz")
-		if _, err := Create(context.Background(), run, Options{Output: out, Env: procEnv, WithTraces: withTraces}); err != nil {
+		if _, err := Create(context.Background(), run, Options{Output: out, Env: env, WithTraces: withTraces}); err != nil {
 			t.Fatal(err)
 		}
 		for n, d := range readArchive(t, out) {
 			outputs[fmt.Sprintf("bundle(with-traces=%v)/%s", withTraces, n)] = d
 		}
 	}
-	body, err := Issue(cell, IssueOptions{Env: procEnv})
+	body, err := Issue(cell, IssueOptions{Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
 	outputs["issue"] = []byte(body)
-	if _, ok := outputs["bundle(with-traces=true)/cells/"+filepath.Base(cell)+"/perf.json"]; !ok {
-		t.Error("the bundle holds no perf.json: the perf place is not checked")
-	}
+	return outputs
+}
 
+// checkSurvivors fails t for every line of every sample of places found in outputs, as
+// written or as a JSON string holds it, and for every .json output that redaction left
+// invalid.
+func checkSurvivors(t *testing.T, places map[string][]family, outputs map[string][]byte) {
+	t.Helper()
 	for name, data := range outputs {
 		if strings.HasSuffix(name, ".json") && !json.Valid(data) {
 			t.Errorf("%s is no longer valid JSON after redaction", name)
 		}
 	}
-	survivors := 0
+	survivors, n := 0, 0
 	for place, fams := range places {
+		n += len(fams)
 		for _, f := range fams {
 			for _, part := range strings.Split(f.secret, "\n") {
 				js, _ := json.Marshal(part)
@@ -220,7 +328,18 @@ redact = [` + tomlString(corpusPattern) + `]
 			}
 		}
 	}
-	t.Logf("%d families x %d places, %d outputs, %d survivors", len(places["log"]), len(places), len(outputs), survivors)
+	t.Logf("%d samples in %d places, %d outputs, %d survivors", n, len(places), len(outputs), survivors)
+}
+
+// corpusKeep are texts that look like the command lines of the corpus but hold no secret: a
+// port flag (-p of ssh and docker run), mysql's -p with a space (it prompts; the next word is
+// the database), counts and paths. TestSecretCorpus plants them in the argv and the log and
+// asserts they survive.
+var corpusKeep = []string{
+	"ssh -p 22 bob@gpu-node-1", "docker run -p 8080:80 nginx", "sshpass -f /etc/pw ssh -p 2222 host",
+	"mysql -u root -p appdb", "wandb login --relogin", "SGLANG_MAX_TOKENS=4096",
+	"TOKENIZER_PATH=/models/Qwen/Qwen-Image", "PWD=/home/bob", "auth_type=basic", "first_pass=3",
+	"Qwen/Qwen-Image", "aws configure set region us-east-1",
 }
 
 // plant writes the log, trace and perf samples into a finished cell.
@@ -317,4 +436,68 @@ func rewriteGz(t *testing.T, path string, edit func([]byte) []byte) {
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSecretCorpusAttachedServer: what an attached server says about itself (its
+// server-info answer: sglang's server_args hold api_key and hf_token, and a URL may carry a
+// password) is recorded in servers/<n>/server.json and the manifest; no sample of it, nor of
+// the corpus planted in it, survives in those files, in a bundle or in an --issue body.
+func TestSecretCorpusAttachedServer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 22))
+	places := map[string][]family{"server-info": corpus(rng)}
+	apiKey, hfToken, urlPass := randStr(rng, alnum, 24), randStr(rng, alnum, 30), randStr(rng, alnum, 16)
+	places["server-args"] = []family{{"api_key", apiKey, apiKey}, {"hf_token", hfToken, hfToken}, {"url-password", urlPass, urlPass}}
+	var notes []string
+	for _, f := range places["server-info"] {
+		notes = append(notes, f.text)
+	}
+	info, _ := json.Marshal(map[string]any{
+		"model_path": "m", "api_key": apiKey, "hf_token": hfToken, "tokenizer_path": "Qwen/Qwen3-8B",
+		"model_loader_extra_config": "https://bob:" + urlPass + "@hub.example.com/m", "notes": notes,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {})
+	mux.HandleFunc("/get_server_info", func(w http.ResponseWriter, _ *http.Request) { w.Write(info) })
+	mux.HandleFunc("/generate", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for k := 1; k <= 4; k++ {
+			fmt.Fprintf(w, "data: {\"text\": \"%s\", \"meta_info\": {\"prompt_tokens\": 8, \"completion_tokens\": %d}}\n\n", strings.Repeat("x", k), k)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	run := simRun(t, `name = "corpus-attach"
+[backend]
+mode = "serve"
+model_type = "llm"
+url = "`+srv.URL+`"
+ready_timeout = "10s"
+[matrix]
+model = ["m"]
+prompt = ["hi"]
+input_len = [8]
+output_len = [4]
+[load]
+warmup = 0
+requests = 1
+[profile]
+profilers = ["none"]
+[bundle]
+redact = [`+tomlString(corpusPattern)+`]
+`, nil)
+	cells, _ := filepath.Glob(filepath.Join(run, rundir.CellsDir, "*"))
+	if len(cells) != 1 {
+		t.Fatalf("want one cell, got %v", cells)
+	}
+	server := filepath.Join(rundir.ServersDir, "1", rundir.ServerFile)
+	outputs := corpusOutputs(t, run, cells[0], nil, rundir.CellsFile, rundir.ManifestFile, server)
+	// The server's record holds its info (the test can fail), and the bundle holds the record.
+	if !bytes.Contains(outputs["run/"+filepath.ToSlash(server)], []byte(`"tokenizer_path": "Qwen/Qwen3-8B"`)) {
+		t.Fatalf("server.json does not hold the server's info:\n%s", outputs["run/"+filepath.ToSlash(server)])
+	}
+	if _, ok := outputs["bundle(with-traces=false)/"+filepath.ToSlash(server)]; !ok {
+		t.Error("the bundle holds no server.json: the place is not checked")
+	}
+	checkSurvivors(t, places, outputs)
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner/secrets"
+	"github.com/sglprof/runner/runner"
 )
 
 // source is a run directory read for bundling.
@@ -113,14 +113,10 @@ func (s *source) cellDir(c rundir.CellRecord) string {
 	return filepath.Join(s.dir, rundir.CellsDir, c.Cell.ID)
 }
 
-// redactor is the run's redactor (secrets.ForRun, the one the runner wrote the run directory
-// with) given the bundling process's environment, normally the one the run had: the plan's
-// backend.env (plan.toml keeps them as written) and env are searched for literally.
+// redactor is the run's redactor (runner.PlanRedactor, the one the runner wrote the run
+// directory with) given the bundling process's environment, normally the one the run had: the
+// plan's backend.env (plan.toml keeps them as written) and env are searched for literally, and
+// so are the secrets of the plan's command lines.
 func (s *source) redactor(env []string) (*Redactor, error) {
-	var planEnv map[string]string
-	var patterns []string
-	if s.plan != nil {
-		planEnv, patterns = s.plan.Backend.Env, s.plan.Bundle.Redact
-	}
-	return secrets.ForRun(planEnv, env, patterns)
+	return runner.PlanRedactor(s.plan, env)
 }

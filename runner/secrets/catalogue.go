@@ -9,6 +9,7 @@
 package secrets
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"regexp"
@@ -29,21 +30,31 @@ var secretMarkers = map[string]bool{
 	"CREDENTIAL": true, "CREDENTIALS": true,
 	"APIKEY": true, "APIKEYS": true, "ACCESSKEY": true, "SECRETKEY": true, "PRIVATEKEY": true,
 	"HFTOKEN": true, "ACCESSTOKEN": true, "AUTHTOKEN": true, "REFRESHTOKEN": true,
+	"SSHPASS": true,
 }
+
+// lastWordMarkers are abbreviations that say password or credential only as the last word of
+// a name of two words or more: MYSQL_PWD, DB_PASS, REDIS_AUTH, REDISCLI_AUTH. Alone or
+// followed by another word they are something else: PWD is the working directory, PASS_THROUGH
+// and AUTH_TYPE are settings. They are weak (the value must look like a secret in lower-case
+// free text), since first_pass or use_auth may hold a count or a switch.
+var lastWordMarkers = map[string]bool{"PWD": true, "PASS": true, "AUTH": true}
 
 // strongMarkers hold a secret whatever their value looks like (password: 1234); the others
 // (TOKEN, KEY, CREDENTIAL) do in free text only when the value looks like one (nameValue).
 var strongMarkers = map[string]bool{
 	"SECRET": true, "SECRETS": true, "PASSWORD": true, "PASSWORDS": true, "PASSWD": true, "PASSPHRASE": true,
 	"APIKEY": true, "APIKEYS": true, "ACCESSKEY": true, "SECRETKEY": true, "PRIVATEKEY": true,
+	"SSHPASS": true,
 }
 
 // strongKeyPrefixes make KEY strong: API_KEY, ACCESS_KEY, PRIVATE_KEY, SECRET_KEY.
 var strongKeyPrefixes = map[string]bool{"API": true, "ACCESS": true, "PRIVATE": true, "SECRET": true}
 
 // referenceWords after the last marker say the value is where a secret is, not the secret:
-// KEY_FILE, HF_TOKEN_PATH, SSH_KEYS_DIR.
-var referenceWords = map[string]bool{"FILE": true, "FILES": true, "FILENAME": true, "PATH": true, "DIR": true}
+// KEY_FILE, HF_TOKEN_PATH, SSH_KEYS_DIR, --password-stdin (docker login's, which takes no
+// value: the next word is the registry).
+var referenceWords = map[string]bool{"FILE": true, "FILES": true, "FILENAME": true, "PATH": true, "DIR": true, "STDIN": true}
 
 // tokenIDWords after TOKEN say it is a tokenizer's vocabulary entry: PAD_TOKEN_ID, token_ids.
 var tokenIDWords = map[string]bool{"ID": true, "IDS": true}
@@ -58,9 +69,11 @@ func IsSecretName(name string) bool {
 // secretName is the one word logic of secret names, for variables, flags, keys and query
 // parameters alike. A name is split into words at '_', '-', '.' and where a lower-case letter
 // is followed by an upper-case one (apiKey); it is secret when one of its words is a marker
-// (TOKEN, KEY, SECRET, PASSWORD, ... or a compound such as APIKEY), unless the word after the
-// last marker makes it a reference (KEY_FILE, HF_TOKEN_PATH) or a token id (PAD_TOKEN_ID).
-// strong: the last marker holds a secret whatever its value looks like.
+// (TOKEN, KEY, SECRET, PASSWORD, ... or a compound such as APIKEY, or a word that ends in
+// PASSWORD or PASSWD: PGPASSWORD), or its last word is PWD, PASS or AUTH after another
+// (MYSQL_PWD), unless the word after the last marker makes it a reference (KEY_FILE,
+// HF_TOKEN_PATH) or a token id (PAD_TOKEN_ID). strong: the last marker holds a secret
+// whatever its value looks like.
 func secretName(name []byte) (secret, strong bool) {
 	var buf [16][2]int
 	words := buf[:0]
@@ -76,13 +89,19 @@ func secretName(name []byte) (secret, strong bool) {
 			start = i
 		}
 	}
-	var mb, nb, pb [16]byte
+	var mb, nb, pb [32]byte
 	for k := len(words) - 1; k >= 0; k-- {
 		m := upperWord(mb[:0], name, words[k])
-		if !secretMarkers[string(m)] {
+		if k == len(words)-1 && k > 0 && lastWordMarkers[string(m)] {
+			return true, false
+		}
+		// A compound ending in PASSWORD (PGPASSWORD, MONGOROOTPASSWORD) is a strong marker.
+		// sudo's NOPASSWD tag is none.
+		compound := (bytes.HasSuffix(m, []byte("PASSWORD")) || bytes.HasSuffix(m, []byte("PASSWD"))) && string(m) != "NOPASSWD"
+		if !secretMarkers[string(m)] && !compound {
 			continue
 		}
-		strong = strongMarkers[string(m)]
+		strong = strongMarkers[string(m)] || compound
 		if k+1 < len(words) {
 			next := upperWord(nb[:0], name, words[k+1])
 			if referenceWords[string(next)] || (string(m) == "TOKEN" && tokenIDWords[string(next)]) {
@@ -97,8 +116,8 @@ func secretName(name []byte) (secret, strong bool) {
 	return false, false
 }
 
-// upperWord appends the word w of name to dst in upper case; a word longer than any marker
-// comes back empty (dst's capacity is the longest that matters).
+// upperWord appends the word w of name to dst in upper case; a word longer than dst's
+// capacity (longer than any marker, or a PASSWORD compound worth knowing) comes back empty.
 func upperWord(dst, name []byte, w [2]int) []byte {
 	if w[1]-w[0] > cap(dst) {
 		return dst[:0]

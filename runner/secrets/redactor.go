@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -95,14 +96,19 @@ type Redactor struct {
 	literals []literal
 	set      *ruleSet
 	counts   map[[2]string]int
-	stamp    []int  // scratch: per rule, the last line (+1) it was chosen for
-	pick     []int  // scratch: the rules chosen for the current line
-	hits     []hit  // scratch: the anchored rules' keywords on the current line
-	scratch  []byte // scratch: Stream's output
+	stamp    []int    // scratch: per rule, the last line (+1) it was chosen for
+	pick     []int    // scratch: the rules chosen for the current line
+	hits     []hit    // scratch: the anchored rules' keywords on the current line
+	spans    []span   // scratch: the secrets the anchored rules found on the current line
+	found    [][2]int // scratch: the spans of one command rule hit
+	scratch  []byte   // scratch: Stream's output
+	// onFound, when set, is told every secret a rule replaces (commandLiterals collects them).
+	onFound func(kind, name string, v []byte)
 }
 
 type literal struct {
 	name  string
+	kind  string // what it is counted under; "": KindEnv
 	value []byte
 }
 
@@ -127,17 +133,101 @@ func New(env []string, extra []string) (*Redactor, error) {
 }
 
 // ForRun builds the redactor of one run's files, the one way both writers of those files get
-// theirs: the runner for cells.json, command.json and manifest.json, the bundle for every file
-// it packs. It searches literally for the values of the secret-named variables of the plan's
-// [backend.env] and of env (the runner's environment when it runs, the bundling shell's when
-// it bundles), so a token a probe or a backend prints in free text is caught whatever its
-// shape, and it applies the plan's [bundle] redact patterns.
-func ForRun(planEnv map[string]string, env []string, patterns []string) (*Redactor, error) {
+// theirs: the runner for cells.json, command.json, manifest.json and server.json, the bundle
+// for every file it packs. It searches literally for the values of the secret-named variables
+// of the plan's [backend.env] and of env (the runner's environment when it runs, the bundling
+// shell's when it bundles), so a token a probe or a backend prints in free text is caught
+// whatever its shape, and it applies the plan's [bundle] redact patterns.
+//
+// commands are the plan's command lines (backend.command, extra_args, setup lines, each an
+// argv): the secrets the rules find in them (sshpass -p X, --api-key X, PGPASSWORD=X) are
+// searched for literally too. A file that writes an argv one element to a line (the run
+// directory's JSON, a plan's multi-line array) puts a flag and its value on different lines,
+// where no rule sees them together; the value itself is found wherever it is.
+func ForRun(planEnv map[string]string, env []string, patterns []string, commands ...[]string) (*Redactor, error) {
 	all := make([]string, 0, len(planEnv)+len(env))
 	for k, v := range planEnv {
 		all = append(all, k+"="+v)
 	}
-	return New(append(all, env...), patterns)
+	r, err := New(append(all, env...), patterns)
+	if err != nil {
+		return nil, err
+	}
+	r.literals = append(r.literals, commandLiterals(r.Clone(), commands)...)
+	sortLiterals(r.literals)
+	return r, nil
+}
+
+// commandLiterals are the secrets r's rules find in commands (each written as a one-line
+// array), as literals counted under the kind and name of the rule that found them (what the
+// rule would have counted had it seen the value beside its flag), as written and as a JSON
+// string holds them. A number is left to the rules: the value of a flag that is secret only by
+// its name (--token-limit 100000) would otherwise be replaced inside every number of a perf
+// dump.
+func commandLiterals(r *Redactor, commands [][]string) []literal {
+	seen := map[string]bool{}
+	for _, l := range r.literals {
+		seen[string(l.value)] = true
+	}
+	var out []literal
+	add := func(kind, name string, v []byte) {
+		if len(v) < minLiteral || isNumber(v) || seen[string(v)] {
+			return
+		}
+		seen[string(v)] = true
+		out = append(out, literal{name: name, kind: kind, value: bytes.Clone(v)})
+	}
+	r.onFound = func(kind, name string, v []byte) {
+		add(kind, name, v) // as the JSON line holds it
+		var raw string
+		if json.Unmarshal(append(append([]byte{'"'}, v...), '"'), &raw) == nil {
+			add(kind, name, []byte(raw))
+		}
+	}
+	for _, argv := range commands {
+		r.Bytes(argvLine(argv))
+	}
+	return out
+}
+
+// argvLine is argv as a one-line JSON array (what a TOML plan's one-line array looks like to
+// the rules: "--api-key", "X").
+func argvLine(argv []string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(argv) != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// Argv returns argv with the secrets of its arguments replaced, as the catalogue and the
+// name-based rules find them when the arguments are written on one line: a flag's value in
+// the next element (--api-key X, sshpass -p X), NAME=value elements, mysql -pX. argv itself
+// is not modified. A file that records an argv one element to a line (cells.json,
+// command.json, server.json) is redacted line by line afterwards, where a flag and its value
+// are never seen together.
+func Argv(argv []string) []string {
+	r, err := Default()
+	if err != nil || len(argv) == 0 {
+		return argv // the embedded catalogue parses (TestRedactorShapes); no rules, no change
+	}
+	line := argvLine(argv)
+	red := r.Bytes(line)
+	if bytes.Equal(red, line) {
+		return argv
+	}
+	var out []string
+	if json.Unmarshal(red, &out) == nil && len(out) == len(argv) {
+		return out
+	}
+	// A replacement that crossed an element's end: each element on its own.
+	out = make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = r.String(a)
+	}
+	return out
 }
 
 var (
@@ -190,8 +280,14 @@ func literals(env []string) []literal {
 			out = append(out, literal{name: k, value: js[1 : len(js)-1]})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return len(out[i].value) > len(out[j].value) })
+	sortLiterals(out)
 	return out
+}
+
+// sortLiterals puts the longest values first, so a value that contains another is replaced
+// whole.
+func sortLiterals(ls []literal) {
+	sort.SliceStable(ls, func(i, j int) bool { return len(ls[i].value) > len(ls[j].value) })
 }
 
 // Clone returns a redactor with the same secrets and rules and fresh counts.
@@ -277,14 +373,22 @@ func (r *Redactor) lineRules(line []byte, base int) []byte {
 }
 
 // applyAt runs each anchored rule where its keyword was found: a regular expression that
-// starts with its keyword need not be tried at every byte of the line.
+// starts with its keyword need not be tried at every byte of the line. Every rule is tried on
+// the line as it came, and the secrets found are replaced in the order they appear, a secret
+// that overlaps one before it being left to that one.
 func (r *Redactor) applyAt(line []byte, base int) []byte {
-	var out []byte
-	last := 0
+	r.spans = r.spans[:0]
 	for _, h := range r.hits {
 		ru := &r.set.rules[h.rule]
 		p := h.pos - base
-		if p < last || (ru.pre != nil && !ru.pre(line)) || (ru.boundary && p > 0 && isAlnum(line[p-1])) {
+		if (ru.pre != nil && !ru.pre(line)) || (ru.boundary && p > 0 && isAlnum(line[p-1])) {
+			continue
+		}
+		if ru.spans != nil {
+			r.found = ru.spans(line, p, r.found[:0])
+			for _, f := range r.found {
+				r.spans = append(r.spans, span{s: f[0], e: f[1], rule: h.rule, kind: ru.kind})
+			}
 			continue
 		}
 		var m []int
@@ -304,17 +408,27 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 				kind = KindURLCreds
 			}
 		}
-		if s < 0 || e <= s {
+		if s >= 0 && e > s {
+			r.spans = append(r.spans, span{s: s + p, e: e + p, rule: h.rule, kind: kind})
+		}
+	}
+	// The hits come in order of their keyword, and most secrets follow their keyword before
+	// the next one: the spans are nearly sorted already.
+	slices.SortStableFunc(r.spans, func(a, b span) int { return a.s - b.s })
+	var out []byte
+	last := 0
+	for _, sp := range r.spans {
+		ru := &r.set.rules[sp.rule]
+		if sp.s < last || string(line[sp.s:sp.e]) == Redacted || (ru.entropy > 0 && entropy(line[sp.s:sp.e]) < ru.entropy) {
 			continue
 		}
-		s, e = s+p, e+p
-		if s < last || string(line[s:e]) == Redacted || (ru.entropy > 0 && entropy(line[s:e]) < ru.entropy) {
-			continue
+		name := r.count(sp.kind, ru)
+		if r.onFound != nil {
+			r.onFound(sp.kind, name, line[sp.s:sp.e])
 		}
-		out = append(out, line[last:s]...)
+		out = append(out, line[last:sp.s]...)
 		out = append(out, Redacted...)
-		last = e
-		r.count(kind, ru)
+		last = sp.e
 	}
 	if out == nil {
 		return line
@@ -322,18 +436,26 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 	return append(out, line[last:]...)
 }
 
+// span is a secret an anchored rule found in a line, and the kind it is counted under.
+type span struct {
+	s, e, rule int
+	kind       string
+}
+
 // isAlnum: an ASCII letter or digit.
 func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
-// count counts one replacement by ru, under kind (ru's, or what its check said it was).
-func (r *Redactor) count(kind string, ru *rule) {
+// count counts one replacement by ru, under kind (ru's, or what its check said it was), and
+// returns the name it was counted under.
+func (r *Redactor) count(kind string, ru *rule) string {
 	name := ru.name
 	if name == "" || kind != ru.kind {
 		name = kind
 	}
 	r.counts[[2]string{kind, name}]++
+	return name
 }
 
 // literalPass replaces the literal values of secret-named variables anywhere in b.
@@ -341,7 +463,11 @@ func (r *Redactor) literalPass(b []byte) []byte {
 	for _, l := range r.literals {
 		if n := bytes.Count(b, l.value); n > 0 {
 			b = bytes.ReplaceAll(b, l.value, []byte(Redacted))
-			r.counts[[2]string{KindEnv, l.name}] += n
+			kind := l.kind
+			if kind == "" {
+				kind = KindEnv
+			}
+			r.counts[[2]string{kind, l.name}] += n
 		}
 	}
 	return b
@@ -411,6 +537,9 @@ func (r *Redactor) apply(b []byte, ru *rule) []byte {
 		}
 		if string(b[s:e]) == Redacted || (ru.entropy > 0 && entropy(b[s:e]) < ru.entropy) {
 			continue
+		}
+		if r.onFound != nil {
+			r.onFound(ru.kind, name, b[s:e])
 		}
 		out = append(out, b[last:s]...)
 		out = append(out, Redacted...)

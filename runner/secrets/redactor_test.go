@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,32 @@ func TestRedactorShapes(t *testing.T) {
 		{`"output_token_throughput": 1234.56789, "token": "<pad>"`, `"output_token_throughput": 1234.56789, "token": "<pad>"`},
 		{"build corp-1234 done", "build <redacted> done"},
 		{"already <redacted> stays", "already <redacted> stays"},
+		// Names that say password in other words, in any shape.
+		{"PGPASSWORD=pg1 psql -h db", "PGPASSWORD=<redacted> psql -h db"},
+		{"MYSQL_PWD=my1 mysql -u root", "MYSQL_PWD=<redacted> mysql -u root"},
+		{`export DB_PASS=db1 REDIS_AUTH="re1"`, `export DB_PASS=<redacted> REDIS_AUTH="<redacted>"`},
+		{`{"SSHPASS": "ss1", "PWD": "/home/bob", "AUTH_TYPE": "basic"}`, `{"SSHPASS": "<redacted>", "PWD": "/home/bob", "AUTH_TYPE": "basic"}`},
+		{"first_pass=3 use_auth: true db_pass: hunter2hunter2", "first_pass=3 use_auth: true db_pass: <redacted>"},
+		{"bob ALL=(ALL) NOPASSWD: ALL", "bob ALL=(ALL) NOPASSWD: ALL"},
+		// Passwords on a program's command line, and the -p that is a port.
+		{"mysql -u root -pS3cr3t -h db app", "mysql -u root -p<redacted> -h db app"},
+		{"mysql -u root -p app; mysqldump --password=S3cr3t app", "mysql -u root -p app; mysqldump --password=<redacted> app"},
+		{`mariadb -p'two words' -e 'select 1'`, `mariadb -p'<redacted>' -e 'select 1'`},
+		{"sshpass -p pw1 ssh -p 22 bob@host", "sshpass -p <redacted> ssh -p 22 bob@host"},
+		{"sshpass -ppw1 scp -P 2222 a b:", "sshpass -p<redacted> scp -P 2222 a b:"},
+		{`sshpass -e -p "pw 1" ssh host`, `sshpass -e -p "<redacted>" ssh host`},
+		{`{"setup": ["sshpass -p \"pw 1\" ssh host"]}`, `{"setup": ["sshpass -p \"<redacted>\" ssh host"]}`},
+		{`["sshpass", "-p", "pw1", "ssh", "-p", "22", "host"]`, `["sshpass", "-p", "<redacted>", "ssh", "-p", "22", "host"]`},
+		{"docker login -u bob -p pw1 reg.io && docker run -p 8080:80 nginx", "docker login -u bob -p <redacted> reg.io && docker run -p 8080:80 nginx"},
+		{"podman login --password pw1 quay.io; helm registry login --password=pw2 r.io", "podman login --password <redacted> quay.io; helm registry login --password=<redacted> r.io"},
+		{"docker login --password-stdin reg.io; docker run -p 5432:5432 postgres", "docker login --password-stdin reg.io; docker run -p 5432:5432 postgres"},
+		{"wandb login 0123456789abcdef0123456789abcdef01234567", "wandb login <redacted>"},
+		{"wandb login --relogin --host https://wandb.example.com k3yk3yk3yk3y", "wandb login --relogin --host https://wandb.example.com <redacted>"},
+		{"run `wandb login` to log in", "run `wandb login` to log in"},
+		{"aws configure set aws_secret_access_key abc/def+ghi", "aws configure set aws_secret_access_key <redacted>"},
+		{"aws configure set region us-east-1; npm config set _authToken npm_tok1", "aws configure set region us-east-1; npm config set _authToken <redacted>"},
+		{"docker run -p 3306:3306 mysql:8.0 --port 3306", "docker run -p 3306:3306 mysql:8.0 --port 3306"},
+		{"pymysql -pX", "pymysql -pX"},
 	} {
 		if got := r.String(tc.in); got != tc.want {
 			t.Errorf("redact(%q)\n got %q\nwant %q", tc.in, got, tc.want)
@@ -212,6 +239,8 @@ func FuzzRedact(f *testing.F) {
 	f.Add(`{"env": {"X": "`, "supersecretvalue", `"}}`)
 	f.Add("https://u:", "pass", "@host/")
 	f.Add("Authorization: Bearer ", "tok.en-value_123", "\n")
+	f.Add("sshpass -p '", "pw 1", "' ssh -p 22 host")
+	f.Add(`["mysql", "-p`, "pw1", `", "db"]`)
 	f.Fuzz(func(t *testing.T, pre, secret, post string) {
 		r, err := New([]string{"MY_TOKEN=" + secret}, nil)
 		if err != nil {
@@ -265,6 +294,8 @@ func FuzzKeywords(f *testing.F) {
 		"https://u:p@h", "AKIAIOSFODNN7EXAMPLE", "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
 		"hf_abcdefghijklmnopqrstu", "MY_CREDENTIALS:val", "x PASSWD\t= y", "--token\rx", "HF_TOKEN\f=x",
 		"curl -U a:b", "https://x.io/?ACCESS_TOKEN=abc", `"X-Api-Key": "v"`, "sk-ABCDEFGHIJKLMNOPQRSTUVWX",
+		"PGPASSWORD=x", "MYSQL_PWD=x", "redis_auth: x", "mysql -pX", "sshpass -p x ssh", "docker login -p x r",
+		"wandb login 0123456789abcdef", "aws configure set aws_secret_access_key x",
 	} {
 		f.Add(s)
 	}
@@ -365,6 +396,10 @@ func TestIsSecretName(t *testing.T) {
 		"token_ids": false, "KEY_FILE": false, "PRIVATE_KEY_FILE": false, "HF_TOKEN_PATH": false,
 		"KEYS_PATH": false, "SSL_KEYFILE": false, "MONKEY_PATCH": false, "KV_CACHE_DTYPE": false,
 		"PWD": false, "tokenizer-path": false, "max_total_tokens": false, "": false,
+		"PGPASSWORD": true, "MYSQL_PWD": true, "DB_PASS": true, "REDIS_AUTH": true, "SSHPASS": true,
+		"REDISCLI_AUTH": true, "MONGO_INITDB_ROOT_PASSWORD": true, "db_pass": true, "MONGOROOTPASSWORD": true,
+		"OLDPWD": false, "PASS_THROUGH": false, "AUTH_TYPE": false, "AUTH": false, "PASS": false,
+		"NOPASSWD": false, "PGPASSFILE": false, "PGPASSWORD_FILE": false, "BYPASS": false,
 	} {
 		if got := IsSecretName(name); got != want {
 			t.Errorf("IsSecretName(%q) = %v, want %v", name, got, want)
@@ -405,4 +440,113 @@ func FuzzScanAssign(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzCommandSpans: the command rule's scanner finds, wherever one of its programs begins a
+// word, every secret its expression (commandExpr, the simplest form of each program's command
+// line) finds there, with the same bounds.
+func FuzzCommandSpans(f *testing.F) {
+	for _, s := range []string{
+		"mysql -u root -pS3cret db", "mariadb-dump -pX --all", "sshpass -p pw ssh -p 22 h", "sshpass -e -ppw ssh",
+		"docker login -u bob -p pw reg", "helm registry login --password pw r", "podman login --password=pw q",
+		"wandb login 0123456789abcdef0123456789abcdef01234567", "wandb login --relogin abcdefgh1",
+		"aws configure set aws_secret_access_key abc/def", "aws configure set default.aws_secret_access_key x",
+		"docker run -p 8080:80 img login -p 1", "/usr/bin/mysql -p'x y' -pz", `["sshpass", "-p", "x"]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		b := []byte(line)
+		for p := range b {
+			ok := false
+			for _, k := range commandKeywords {
+				ok = ok || hasPrefixFold(b[p:], k)
+			}
+			if !ok || (p > 0 && isAlnum(b[p-1])) {
+				continue
+			}
+			m := commandExpr.FindSubmatchIndex(b[p:])
+			if m == nil || m[0] != 0 {
+				continue
+			}
+			s, e := secretSpan(m, &rule{firstGroup: true})
+			got := commandSpans(b, p, nil)
+			found := false
+			for _, sp := range got {
+				found = found || (sp[0] == p+s && sp[1] == p+e)
+			}
+			if !found {
+				t.Fatalf("at %d of %q: the expression finds %q, the scanner %v", p, line, b[p+s:p+e], got)
+			}
+		}
+	})
+}
+
+// TestArgv: an argv recorded one element to a line loses the secrets the rules see when it
+// is written on one line, and nothing else.
+func TestArgv(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"sshpass", "-p", "pw1", "ssh", "-p", "22", "host"}, []string{"sshpass", "-p", Redacted, "ssh", "-p", "22", "host"}},
+		{[]string{"env", "PGPASSWORD=pg1", "psql"}, []string{"env", "PGPASSWORD=" + Redacted, "psql"}},
+		{[]string{"docker", "login", "--password", "pw1", "reg"}, []string{"docker", "login", "--password", Redacted, "reg"}},
+		{[]string{"aws", "configure", "set", "aws_secret_access_key", "abc"}, []string{"aws", "configure", "set", "aws_secret_access_key", Redacted}},
+		{[]string{"sglang", "serve", "--api-key", "k1", "--model-path", "Qwen/Qwen-Image", "--max-tokens", "4096"}, []string{"sglang", "serve", "--api-key", Redacted, "--model-path", "Qwen/Qwen-Image", "--max-tokens", "4096"}},
+		{[]string{"docker", "run", "-p", "8080:80", "nginx"}, []string{"docker", "run", "-p", "8080:80", "nginx"}},
+		{[]string{"say \"hi\" <b>&amp;"}, []string{"say \"hi\" <b>&amp;"}},
+		{nil, nil},
+	} {
+		in := slices.Clone(tc.in)
+		if got := Argv(in); !slices.Equal(got, tc.want) {
+			t.Errorf("Argv(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if !slices.Equal(in, tc.in) {
+			t.Errorf("Argv modified its argument: %q", in)
+		}
+	}
+}
+
+// TestForRunCommandLiterals: the secrets of a plan's command lines are searched for
+// literally, so an argv written one element to a line (the run directory's JSON, a plan's
+// multi-line array) or a value echoed on its own loses them too; a secret shorter than
+// minLiteral is left to the rules.
+func TestForRunCommandLiterals(t *testing.T) {
+	r, err := ForRun(nil, nil, nil,
+		[]string{"sshpass", "-p", "sshpw12", "sglang", "--api-key", "apikey1"},
+		[]string{"docker login -u bob -p dockpw1 reg.io"}, []string{"wandb login 0123456789abcdef0123456789abcdef01234567"},
+		[]string{"mysql -pab db"}, []string{"ssh -p 22 host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "\"argv\": [\n  \"sshpass\",\n  \"-p\",\n  \"sshpw12\",\n  \"--api-key\",\n  \"apikey1\"\n]\n" +
+		"login with dockpw1 and key 0123456789abcdef0123456789abcdef01234567\nab db -p 22\n"
+	want := "\"argv\": [\n  \"sshpass\",\n  \"-p\",\n  \"<redacted>\",\n  \"--api-key\",\n  \"<redacted>\"\n]\n" +
+		"login with <redacted> and key <redacted>\nab db -p 22\n"
+	if got := r.String(in); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	var kinds []string
+	for _, x := range r.Report() {
+		kinds = append(kinds, x.Kind+"/"+x.Name)
+		if strings.Contains(x.Name, "pw1") {
+			t.Errorf("the report names a value: %+v", x)
+		}
+	}
+	if !slices.Contains(kinds, "command/command") || !slices.Contains(kinds, "flag/flag") {
+		t.Errorf("report %v: want the command and flag literals under the rules that found them", kinds)
+	}
+}
+
+// TestForRunCommandLiteralsShapes: a command line's secret is searched for as written and as
+// a JSON string holds it; a number found by a name-only flag is left to the rules, so the
+// numbers of a perf dump keep their digits.
+func TestForRunCommandLiteralsShapes(t *testing.T) {
+	r, err := ForRun(nil, nil, nil, []string{"sshpass", "-p", `pw"quote1`, "x", "--token-limit", "100000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "echo pw\"quote1\n{\"v\": \"pw\\\"quote1\", \"n\": 1000000}\n"
+	want := "echo <redacted>\n{\"v\": \"<redacted>\", \"n\": 1000000}\n"
+	if got := r.String(in); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

@@ -18,6 +18,7 @@ const (
 	KindAWSKey     = "aws-key"        // AKIA.../ASIA... access key ids and aws_secret_access_key values
 	KindSKKey      = "sk-key"         // OpenAI-style sk-... keys of any generation
 	KindPlan       = "plan-pattern"   // a [bundle] redact pattern of the plan
+	KindCommand    = "command"        // sshpass -p X, docker login -p X, mysql -pX, wandb login KEY, aws configure set NAME X
 )
 
 // rule is one regular expression; group is the submatch that holds the secret (0 = all;
@@ -46,6 +47,9 @@ type rule struct {
 	// scan, when set, is at written by hand (the same submatches): sglang's logs hold
 	// "token" several times a line, and the expression cost more than the rest of redaction.
 	scan func(rest []byte) []int
+	// spans, when set, finds the rule's secrets by hand instead of at and check, all of them
+	// from the keyword at p of line (a command line can hold several): offsets in line.
+	spans func(line []byte, p int, out [][2]int) [][2]int
 	// boundary: the keyword must not follow a letter or a digit (the sk- of task-… is no key).
 	// It is what `\b` meant, minus '_': a file named after a prompt puts '_' before a token
 	// (outputs/a_cat_sk-proj-…_20260101-000000_ab12cd34.png), and `\b` let it through.
@@ -86,19 +90,23 @@ var builtinRules = append(
 		// (?hf_token=…, #access_token=…): anchored at a marker word, the whole name (scanned
 		// back from the marker) judged by secretName, the value by nameValue.
 		// The expression is what scanAssign does by hand, faster (FuzzScanAssign).
-		{kind: KindAssignment, re: regexp.MustCompile(`((?i:token|key|secret|passw(?:or)?d|passphrase|credential)[A-Za-z0-9_-]*)(\\?["'])?\s*([:=])\s*(\\?["'])?([^\s"',;}\]\\]+)`), keywords: assignKeywords, scan: scanAssign, check: nameValue},
+		{kind: KindAssignment, re: regexp.MustCompile(`((?i:token|key|secret|pass|pwd|auth|credential)[A-Za-z0-9_-]*)(\\?["'])?\s*([:=])\s*(\\?["'])?([^\s"',;}\]\\]+)`), keywords: assignKeywords, scan: scanAssign, check: nameValue},
 		// Flags whose name is secret: --hf-token X, --hf_token X, --api-key=X (not
 		// --tokenizer-path), also as consecutive JSON array elements ("--api-key", "X").
 		{kind: KindFlag, re: regexp.MustCompile(`--([A-Za-z][A-Za-z0-9_-]*)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?([^\s'"\\,]+)`), keywords: []string{"--"}, check: flagValue},
+		// Passwords on a program's command line (command.go): commandExpr is what the scanner
+		// finds at the least (FuzzCommandSpans).
+		{kind: KindCommand, re: commandExpr, keywords: commandKeywords, spans: commandSpans, boundary: true},
 	})...,
 )
 
 // hasAt: a URL credential needs an '@'.
 func hasAt(line []byte) bool { return bytes.IndexByte(line, '@') >= 0 }
 
-// assignKeywords are the anchors of the assignment rule: the marker words of secretName
-// (a compound such as apikey holds one of them).
-var assignKeywords = []string{"token", "key", "secret", "passw", "passphrase", "credential"}
+// assignKeywords are the anchors of the assignment rule: the marker words of secretName (a
+// compound such as apikey or pgpassword holds one of them; pass stands for password,
+// passwd and passphrase too).
+var assignKeywords = []string{"token", "key", "secret", "pass", "pwd", "auth", "credential"}
 
 // isNameByte: a byte of a variable, key, flag or parameter name.
 func isNameByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' }
@@ -150,7 +158,7 @@ func nameValue(line []byte, p int, m []int) (s, e int, url bool) {
 // is every name byte after the marker, and what follows a part never begins the part before.
 func scanAssign(rest []byte) []int {
 	n := 0
-	for _, k := range assignMarkers {
+	for _, k := range assignKeywords {
 		if hasPrefixFold(rest, k) {
 			n = len(k)
 			break
@@ -201,9 +209,6 @@ func scanAssign(rest []byte) []int {
 	m[10], m[11], m[1] = i, j, j
 	return m
 }
-
-// assignMarkers are the alternatives of the assignment rule's marker, in its order.
-var assignMarkers = []string{"token", "key", "secret", "password", "passwd", "passphrase", "credential"}
 
 // isSpace is `\s`.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
