@@ -84,7 +84,7 @@ func (Backend) Assess(c plans.Cell, cellDir string, bw backends.Watcher, exit ru
 	}
 
 	a := found.assessment()
-	a.Artifacts = backends.Artifacts{Traces: traces, PerfDump: dump, Outputs: listFiles(filepath.Join(dir, OutputsDir))}
+	a.Artifacts = backends.Artifacts{Traces: traces, PerfDump: dump, Outputs: listFiles(filepath.Join(dir, backends.OutputsDir))}
 	return a
 }
 
@@ -240,7 +240,7 @@ func findTraces(dir string, w *Watcher) (traces, outside []string) {
 			addTrace(p)
 		}
 	}
-	for _, sub := range []string{TracesDir, "logs"} {
+	for _, sub := range []string{backends.TracesDir, "logs"} {
 		matches, _ := filepath.Glob(filepath.Join(dir, sub, "*.trace.json.gz"))
 		sort.Strings(matches)
 		for _, p := range matches {
@@ -254,7 +254,7 @@ func findTraces(dir string, w *Watcher) (traces, outside []string) {
 
 // traceMissingMessage says which trace is missing and the most likely reason.
 func traceMissingMessage(dir string, w *Watcher, saveErr []rundir.Evidence, crashed bool) string {
-	tdir := filepath.Join(dir, TracesDir)
+	tdir := filepath.Join(dir, backends.TracesDir)
 	var b strings.Builder
 	fmt.Fprintf(&b, "the torch profiler trace is missing: profiler dir %s has no *.trace.json.gz", tdir)
 	switch logged := w.TracePaths(); {

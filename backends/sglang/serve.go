@@ -141,7 +141,7 @@ func (b ServeBackend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error
 	if err != nil {
 		return rundir.Launch{}, err
 	}
-	for _, d := range []string{TracesDir, OutputsDir} {
+	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return rundir.Launch{}, fmt.Errorf("sglang serve: create %s: %w; check that the run directory is writable", d, err)
 		}

@@ -25,12 +25,9 @@ const (
 	Mode = "generate"
 )
 
-// Names of the files and directories a cell uses inside its directory (DESIGN.md §4).
-const (
-	PerfDumpFile = "perf.json"
-	TracesDir    = backends.TracesDir
-	OutputsDir   = backends.OutputsDir
-)
+// PerfDumpFile is the perf dump sglang writes inside the cell's directory; the traces and
+// outputs directories are the ones every backend uses (backends.TracesDir, OutputsDir).
+const PerfDumpFile = "perf.json"
 
 // Environment variables through which sglang picks its torch-profiler directory: newer builds
 // read the diffusion-specific one first, older builds only the generic one, the oldest always
@@ -78,7 +75,7 @@ func (b Backend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	if err != nil {
 		return rundir.Launch{}, err
 	}
-	for _, d := range []string{TracesDir, OutputsDir} {
+	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
 		p := filepath.Join(l.Dir, d)
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return rundir.Launch{}, fmt.Errorf("sglang: create %s: %w; check that the run directory is writable", p, err)
@@ -149,7 +146,7 @@ func (Backend) Command(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	argv = append(argv,
 		"--seed", strconv.FormatInt(c.Seed, 10),
 		"--perf-dump-path", filepath.Join(dir, PerfDumpFile),
-		"--output-path", filepath.Join(dir, OutputsDir),
+		"--output-path", filepath.Join(dir, backends.OutputsDir),
 	)
 	if c.Profiler == plans.ProfilerTorch {
 		argv = append(argv, "--profile")
@@ -171,7 +168,7 @@ func (Backend) Command(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	// Always set, also for cells without the torch profiler: a stray --profile in extra_args
 	// then still writes into the cell instead of ./logs, and the plan cannot point the traces
 	// somewhere Assess does not look.
-	traces := filepath.Join(dir, TracesDir)
+	traces := filepath.Join(dir, backends.TracesDir)
 	env[EnvProfilerDir] = traces
 	env[EnvDiffusionProfilerDir] = traces
 
