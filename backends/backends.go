@@ -9,7 +9,7 @@ import (
 	"github.com/sglprof/runner/reports/rundir"
 )
 
-// Directories every cell has inside its directory (DESIGN.md §4): the profiler's traces and
+// Directories every cell has inside its directory: the profiler's traces and
 // the generated images and videos.
 const (
 	TracesDir  = "traces"
@@ -73,7 +73,7 @@ type Backend interface {
 	EnvProbes(c plans.Cell) EnvProbes
 }
 
-// EnvProbes are the environment probes of a backend's program beyond the GPUs (issue 19):
+// EnvProbes are the environment probes of a backend's program beyond the GPUs:
 // the runner finds the Python beside Command's executable and asks it for the library
 // versions (torch, CUDA runtime, triton, flashinfer, NCCL), and for `python -m
 // sglang.check_env` when CheckEnv is set.

@@ -8,7 +8,7 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// Attaching to a running server (issue 13 item 8): [backend] url names a server the runner did
+// Attaching to a running server: [backend] url names a server the runner did
 // not start. Its load and profiling windows run against it; nothing is started or stopped, so
 // every key that would have shaped the server process is refused, as are the profilers that
 // need the process (nsys wraps it) or its configuration (vLLM-Omni's trace directory is a

@@ -2,7 +2,7 @@ package plans
 
 import "testing"
 
-// attachBadCases are the bad inputs of backend.url (issue 13 item 8).
+// attachBadCases are the bad inputs of backend.url.
 var attachBadCases = []struct {
 	name string
 	src  string
@@ -58,7 +58,7 @@ func TestAttachRefusesNumSteps(t *testing.T) {
 		[]want{{"profile.num_steps", 10, 1, []string{"drop num_steps"}}}}})
 }
 
-// capture-range keys (issue 13 item 6).
+// capture-range keys.
 var captureBadCases = []struct {
 	name string
 	src  string

@@ -38,7 +38,7 @@ func planWithUnknownKeys(size int) []byte {
 	return []byte(b.String())
 }
 
-// BenchmarkParseUnknownKeys judges a 1 MB plan made of unknown keys (issue 14: 8k keys took
+// BenchmarkParseUnknownKeys judges a 1 MB plan made of unknown keys (8k keys took
 // 31 s when each problem's position was looked up from scratch). Figures: docs/performance.md.
 func BenchmarkParseUnknownKeys(b *testing.B) {
 	parseBench(b, planWithUnknownKeys(1<<20), true)

@@ -10,7 +10,7 @@ import (
 )
 
 // A plan with thousands of unknown keys lists MaxProblems of them, at their lines, and counts
-// the rest (issue 14: listing every one, each position found from scratch, took 31 s for 8k
+// the rest (listing every one, each position found from scratch, took 31 s for 8k
 // keys and over 14 minutes for 100k).
 func TestManyProblemsCapped(t *testing.T) {
 	src := planWithUnknownKeys(100 << 10) // about 8k keys
@@ -54,7 +54,7 @@ func TestManyDuplicatesCapped(t *testing.T) {
 }
 
 // An array nested 100,000 deep is refused at the bracket that crosses MaxNesting, before it is
-// decoded (issue 14: 53 s, 545 MB and a 1.7 MB error message).
+// decoded (53 s, 545 MB and a 1.7 MB error message).
 func TestDeepNestingRefused(t *testing.T) {
 	const depth = 100000
 	src := minimal + "seed = " + strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth) + "\n"

@@ -2,7 +2,7 @@ package plans
 
 import "testing"
 
-// The shipped nightly plan (issue 18) is a valid plan whose unprofiled cells have enough
+// The shipped nightly plan is a valid plan whose unprofiled cells have enough
 // repeats for a confidence interval (what --baseline history compares), and whose name is the
 // directory the GitHub Actions example reads the run from (runs/nightly/).
 func TestNightlyPlan(t *testing.T) {

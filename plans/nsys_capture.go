@@ -6,7 +6,7 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// nsys capture ranges on servers (issue 13 item 6): with capture_range = "cudaProfilerApi" the
+// nsys capture ranges on servers: with capture_range = "cudaProfilerApi" the
 // server runs under `nsys profile --capture-range=cudaProfilerApi --capture-range-end=...` and
 // nsys collects only between the application's cudaProfilerStart and cudaProfilerStop, which
 // the runner's own /start_profile and /stop_profile make the server call.

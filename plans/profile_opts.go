@@ -6,7 +6,7 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// Profiler options of a serve window (issue 13 item 7): what a user sets on the profiler
+// Profiler options of a serve window: what a user sets on the profiler
 // besides when it runs. sglang takes them in the body of POST /start_profile (ProfileReqInput),
 // vLLM-Omni in --profiler-config (vLLM's ProfilerConfig). docs/upstream.md names the fields.
 

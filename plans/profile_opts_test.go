@@ -9,7 +9,7 @@ import (
 // vllmMin is the smallest valid vLLM-Omni serve plan ([profile] on line 8).
 const vllmMin = serveMin + "kind = \"vllm-omni\"\n[profile]\n"
 
-// profileOptBadCases are the bad inputs of the profiler options (issue 13 item 7).
+// profileOptBadCases are the bad inputs of the profiler options.
 var profileOptBadCases = []struct {
 	name string
 	src  string

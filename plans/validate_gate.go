@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The [gate] keys of the GPU noise guard (issue 19): what a foreign compute process on a cell's
+// The [gate] keys of the GPU noise guard: what a foreign compute process on a cell's
 // GPUs does to the cell, how long "wait" waits, and whether unlocked clocks fail it.
 const (
 	BusyGPUWarn = "warn"

@@ -116,7 +116,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		// The records were written at the second try: the cells can run now.
 		return sum, fmt.Errorf("no cell was run: the run directory's records could not be written at the start (a full disk?); they are now: `runner run --resume %s` runs the cells", dir)
 	}
-	// History and baseline comparison (issue 6); may turn the exit code into 4.
+	// History and baseline comparison; may turn the exit code into 4.
 	if err := nightly(ctx, p, dir, sum, opts); err != nil {
 		return sum, err
 	}

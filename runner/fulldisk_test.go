@@ -44,7 +44,7 @@ func (f fillOnStart) CellStart(n, _ int, _ plans.Cell) {
 
 // A real full disk (a small tmpfs, so root only; skipped otherwise): every cell fails with its
 // reasons, the summary is printed, the error names --resume, and once space is freed --resume
-// measures the cells (issue 14: the run ended with only "write manifest.json: no space left").
+// measures the cells (the run ended with only "write manifest.json: no space left").
 func TestFullDiskTmpfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")

@@ -1,6 +1,6 @@
 package runner
 
-// The GPU noise guard (issue 19). Before each cell, and before each serve cell's client phase,
+// The GPU noise guard. Before each cell, and before each serve cell's client phase,
 // the runner asks nvidia-smi (runner/gpu) which compute processes hold the GPUs the cell uses
 // and how their clocks stand; after the cell it asks again for leaked memory and throttling.
 // What it saw goes into result.json ("gpu"); [gate] busy_gpu and require_locked_clocks decide

@@ -1,6 +1,6 @@
 package runner
 
-// The environment a maintainer asks for (issue 19): once per run, the GPUs' fixed
+// The environment a maintainer asks for: once per run, the GPUs' fixed
 // configuration, topology and clock-lock state from nvidia-smi, and, when the backend's
 // program is Python-based, the torch, CUDA runtime, triton, flashinfer and NCCL versions of its
 // interpreter, and `python -m sglang.check_env` where the backend says it applies

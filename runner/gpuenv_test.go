@@ -171,7 +171,7 @@ func gpuVersions(torch string) gpu.Versions {
 	return gpu.Versions{Python: "3.11.9", Torch: torch, CUDA: "12.4"}
 }
 
-// The environment probes follow the backend's EnvProbes (issue 12 item 3): a vLLM-Omni plan
+// The environment probes follow the backend's EnvProbes: a vLLM-Omni plan
 // asks the Python beside vllm (its default command) for the library versions and runs no
 // check_env, in the manifest and in the list `runner replay` shows alike; an sglang plan
 // asks backend.command's Python, check_env included.

@@ -19,7 +19,7 @@ func fakeSecret(t *testing.T) string {
 
 // The run directory's files go through the run's redactor: the plan's [bundle] redact
 // patterns, the values of secret-named variables of the plan's [backend.env] and of the
-// runner's environment, wherever they appear in free text (issue 14 and 19): a check_env that
+// runner's environment, wherever they appear in free text: a check_env that
 // prints HF_TOKEN's value, a plan value passed as an innocent argument.
 func TestRunDirRedactsRunSecrets(t *testing.T) {
 	hf, wandb, planTok, pattern := fakeSecret(t), fakeSecret(t), fakeSecret(t), "corpint-"+fakeSecret(t)

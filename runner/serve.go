@@ -1,6 +1,6 @@
 package runner
 
-// Serve mode ([backend] mode = "serve", issue 5): a serve cell is a client phase against a
+// Serve mode ([backend] mode = "serve"): a serve cell is a client phase against a
 // server process the runner owns. Cells whose servers are equal (the backend's ServerKey:
 // command, model, extra args, env, port and what else its server depends on) share one
 // server, started when the first of them runs and stopped when a cell needs a different

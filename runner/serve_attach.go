@@ -1,6 +1,6 @@
 package runner
 
-// Attaching to a running server ([backend] url, issue 13 item 8): the cells run their load
+// Attaching to a running server ([backend] url): the cells run their load
 // and profiling windows against a server the runner did not start. Nothing is started or
 // stopped and no port is chosen; readiness is still checked (GET /health within
 // backend.ready_timeout), and servers/<n>/server.json and manifest.json (`attached`) hold the URL and the server's own

@@ -25,7 +25,7 @@ func listenForever() {
 }
 
 // The hint for a port held by a server an earlier run left behind names the server's process
-// group, not its pid (issue 14: `kill -TERM -4814` for group 4813). The listener here is not
+// group, not its pid (`kill -TERM -4814` for group 4813). The listener here is not
 // its group's leader, as a server under a wrapper or the supervisor is not.
 func TestPortOwnerHintNamesProcessGroup(t *testing.T) {
 	leader := exec.Command("sleep", "60")

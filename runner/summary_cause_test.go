@@ -8,7 +8,7 @@ import (
 )
 
 // TestCauseLine: the terminal shows one reason per cell, the root cause, never the quoted log
-// text, and says where the others are (issue 18).
+// text, and says where the others are.
 func TestCauseLine(t *testing.T) {
 	long := strings.Repeat("CUDA out of memory. ", 20)
 	ev := []rundir.Evidence{{Line: 23, Text: long}}

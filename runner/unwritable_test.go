@@ -39,7 +39,7 @@ func (b blockOnStart) CellStart(_, _ int, c plans.Cell) {
 	}
 }
 
-// When result.json, manifest.json and summary.md cannot be written (issue 14: a full disk ended
+// When result.json, manifest.json and summary.md cannot be written (a full disk ended
 // the run with only "write manifest.json: no space left"), the run writes what it can, the cell
 // whose record is lost is failed, the summary table is printed, and the error says how to
 // recover.
@@ -92,7 +92,7 @@ func TestUnwritableFilesStillSummarize(t *testing.T) {
 }
 
 // A result.json that is empty, not JSON, or holds an unknown verdict is not a measurement
-// (issue 14: --resume showed such a cell as not-run and never re-ran it, and copied an unknown
+// (--resume showed such a cell as not-run and never re-ran it, and copied an unknown
 // verdict into the summary): the summary says so, and --resume moves the cell aside, warns and
 // runs it again.
 func TestResumeRerunsUnreadableResults(t *testing.T) {
@@ -142,7 +142,7 @@ func TestResumeRerunsUnreadableResults(t *testing.T) {
 	}
 }
 
-// When the records written before the first cell cannot be (issue 14: a full disk at the start
+// When the records written before the first cell cannot be (a full disk at the start
 // ended the run with only "write cells.json: no space left", exit 1, no verdicts, no table), no
 // cell runs, each is failed with run-write, the table is printed, and the error lists the files
 // not written and says what to do; nothing claims a result on disk.

@@ -18,7 +18,7 @@ import (
 // §B): the LLM server (`sglang serve --model-type llm`, `python -m sglang.launch_server`) and
 // the diffusion server both profile in a window opened and closed over HTTP and write into the
 // directory the window names (the cell's). The diffusion images API takes no per-request
-// profiling fields upstream (docs/upstream.md, issue 13 item 1).
+// profiling fields upstream (docs/upstream.md).
 
 // Executable implements backends.Server: backend.command.
 func (ServeBackend) Executable(c plans.Cell) []string { return c.Backend.Command }

@@ -2,7 +2,7 @@ package sim
 
 import "os"
 
-// nsys capture ranges in the simulated servers (issue 13 item 6). Under the nsys simulator a
+// nsys capture ranges in the simulated servers. Under the nsys simulator a
 // server reports its GPU work to the activity file (activity.go); a cudaProfilerStart or
 // cudaProfilerStop call becomes a cap record, and nsys --capture-range=cudaProfilerApi keeps
 // only the activity between them. SGLang's LLM scheduler calls them for /start_profile and

@@ -1218,7 +1218,7 @@ func sanitize(s string) string {
 	return string(b)
 }
 
-// The escape mode (issue 14): a grandchild that leaves the process group and the session
+// The escape mode: a grandchild that leaves the process group and the session
 // (setsid), as a daemonising worker does, and holds a port, out of reach of any group signal.
 const (
 	envEscapePort   = "RUNNER_SIM_ESCAPE_PORT"

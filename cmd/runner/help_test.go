@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// TestHelpGolden reads every command's help once (issue 18): each is compared with its golden
+// TestHelpGolden reads every command's help once: each is compared with its golden
 // file in testdata/help (-update rewrites them), and no option line may show two defaults or
 // a placeholder cut out of its usage sentence by urfave/cli's backquote rule.
 func TestHelpGolden(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/sglprof/runner/plans"
 )
 
-// TestREADME keeps the README true (issue 18): it stays under 15 KB; every section is in its
+// TestREADME keeps the README true: it stays under 15 KB; every section is in its
 // contents list; every repository path it names exists; every link into docs/ lands on a
 // heading that exists; it links to nothing outside the repository but web pages; every fenced
 // TOML block is a valid plan; and a block marked `<!-- file: PATH -->` is that file verbatim.

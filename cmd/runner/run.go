@@ -33,7 +33,7 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			&cli.StringFlag{Name: "output", Usage: "put the run under `DIR` instead of the plan's output_dir"},
 			&cli.BoolFlag{Name: "no-triage", Usage: "do not triage the traces of each cell"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar or progress lines"},
-			// Issue 6: history and baseline comparison at the end of the run.
+			// History and baseline comparison at the end of the run.
 			&cli.StringFlag{Name: "baseline", Usage: "end with a comparison against `history` (rolling median of the history database) or a run directory; a regression exits 4"},
 			&cli.BoolFlag{Name: "no-history", Usage: "do not append this run to the history database"},
 			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestNightlyWorkflow keeps docs/github-actions-nightly.yml true (issue 18): it is YAML-shaped
+// TestNightlyWorkflow keeps docs/github-actions-nightly.yml true: it is YAML-shaped
 // (the top-level keys a workflow needs, no tabs), the plan and package it names exist, and every
 // runner command it runs exists with the flags it passes, so a renamed command or flag breaks
 // this test instead of someone's nightly job.

@@ -6,7 +6,7 @@ import (
 )
 
 // StatusEnvDiffers marks a row that would be a regression but is not called one, because the
-// two runs measured under different clock states (issue 19): a floating clock against a
+// two runs measured under different clock states: a floating clock against a
 // locked one moves every timing, so the difference proves nothing about the software.
 const StatusEnvDiffers = "env-differs"
 

@@ -67,7 +67,7 @@ func TestManyStagesPipelineOrder(t *testing.T) {
 }
 
 // BenchmarkCompareManyStages: `runner compare` on two perf dumps of 10k and 100k stages each
-// (issue 14: 100k took over 60 s while every sort comparison searched the stage list). It
+// (100k took over 60 s while every sort comparison searched the stage list). It
 // reports CPU time per operation too: on a shared machine wall time measures the neighbours.
 // Figures: docs/performance.md.
 func BenchmarkCompareManyStages(b *testing.B) {

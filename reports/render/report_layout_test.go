@@ -54,7 +54,7 @@ type probeResult struct {
 }
 
 // TestReportLayoutWidths opens report.html at a phone's, a small laptop's and a desktop's
-// width (390, 800, 1400 px) in headless Chromium (issue 18): nothing may overflow the
+// width (390, 800, 1400 px) in headless Chromium: nothing may overflow the
 // viewport (no page-wide horizontal scroll; charts scale down; tables scroll inside their
 // own box), and the Verdict column stays in view. It keeps the screenshots in
 // $REPORT_SCREENSHOTS when that is set, for a person to look at.

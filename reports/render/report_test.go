@@ -88,7 +88,7 @@ func buildNoBaselineReport(t *testing.T) *Report {
 }
 
 // TestReportNoBaseline: without a baseline the report shows every cell's verdict and
-// timings, and says why cells were not compared (issue 18).
+// timings, and says why cells were not compared.
 func TestReportNoBaseline(t *testing.T) {
 	r := buildNoBaselineReport(t)
 	var md, html bytes.Buffer

@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-// Names of the files and directories of a run directory (DESIGN.md §4):
+// Names of the files and directories of a run directory:
 //
 //	<output>/<plan>/<UTC time>-<id>/
 //	  plan.toml  cells.json  manifest.json  summary.md  summary.json  [compare.json compare.md]

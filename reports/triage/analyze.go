@@ -695,7 +695,7 @@ func (a *analyzer) otherRanks(ctx context.Context, files []Input) ([]rankStat, e
 // 8 ranks of 100 MB in 4 s on two cores).
 const OtherRankWorkers = 2
 
-// sortStagesByStart puts stages in pipeline order: by their first op's start (issue 17: the
+// sortStagesByStart puts stages in pipeline order: by their first op's start (the
 // diffusion stages came out alphabetically, decoding before denoising before text encoding).
 // SGLang's LLM stages keep their fixed order; ops outside every annotation and the "all" stage go
 // last.

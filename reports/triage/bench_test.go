@@ -69,7 +69,7 @@ func BenchmarkAnalyzeMappingFormal(b *testing.B) {
 	}
 }
 
-// longName is a unique 1 KB kernel name of identifiers and template arguments (issue 14: the
+// longName is a unique 1 KB kernel name of identifiers and template arguments (the
 // classifier ran at 1.5 MB/s on such names).
 func longName(i int) string {
 	var b strings.Builder
@@ -98,7 +98,7 @@ func BenchmarkClassifyLongNames(b *testing.B) {
 }
 
 // longNameTrace is a Kineto trace of n kernels, each with a unique 1 KB name (unique=true) or
-// one of a handful of ordinary names, for comparing triage speed on hostile names (issue 14).
+// one of a handful of ordinary names, for comparing triage speed on hostile names.
 func longNameTrace(n int, unique bool) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"schemaVersion":1,"traceEvents":[`)

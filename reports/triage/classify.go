@@ -38,7 +38,7 @@ type classRule struct {
 	sub string
 	re  *regexp.Regexp
 	// need holds literals one of which every match of re contains (nil: unknown); a name
-	// without any of them skips the regexp (issue 14: regexps over unique 1 KB names ran at
+	// without any of them skips the regexp (regexps over unique 1 KB names ran at
 	// 0.16 MB/s).
 	need []string
 }

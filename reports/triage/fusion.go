@@ -282,7 +282,7 @@ type candidate struct {
 // Match evaluates the catalog against a stage's kernel rows (all of them, whatever the
 // cutoff). total is the stage's summed kernel time in ns, the share denominator.
 //
-// Each kernel row is evidence for at most one fusion row (issue 17): patterns take their
+// Each kernel row is evidence for at most one fusion row: patterns take their
 // kernels in order of specificity (see orderCandidates), and a pattern whose required parts
 // were all taken by a more specific one is dropped. The shares of a stage's fusion rows
 // therefore add up to at most the share of the kernels they cite.
@@ -329,7 +329,7 @@ func rowTexts(rows []KernelRow) []rowText {
 
 // candidates collects, per pattern that applies to the framework and model, the rows that
 // match its fused keywords and its split groups. Rows are the outer loop so that each name's
-// byte pairs are recorded once for all patterns (issue 14: unique 1 KB names).
+// byte pairs are recorded once for all patterns (unique 1 KB names).
 func (c *Catalog) candidates(rows []KernelRow, texts []rowText, model string) []*candidate {
 	fw := frameworks(rows, model)
 	var all []*candidate
@@ -423,7 +423,7 @@ func distinctCover(groups [][]member, gi int, used []int) bool {
 // relate keeps, of each split group, only the kernels related to the rest of the pattern: a
 // kernel that ran directly next to (the launch before or after, on the same stream) a kernel
 // of another of the pattern's groups. A GELU MLP's activation and a multiply elsewhere in the
-// stage are both in the stage, but not one gated activation (issue 17). It repeats until
+// stage are both in the stage, but not one gated activation. It repeats until
 // nothing more drops, since dropping a kernel can leave its neighbour unrelated. Communication
 // groups run on their own stream and are exempt, and so is a group whose every other group is
 // communication. Rows without adjacency (built by hand, or per-name sums) keep every kernel.

@@ -335,7 +335,7 @@ func TestFusionEvidenceComplete(t *testing.T) {
 	}
 }
 
-// One unit per stage (issue 17 item 7): a kernel at 346.8 µs read 0.35 ms in the kernel table
+// One unit per stage: a kernel at 346.8 µs read 0.35 ms in the kernel table
 // and 346.8 µs in the overlap table of the same stage (TraceLens decode), and an empty fusion
 // table's header named µs beside ms tables.
 func TestRenderOneUnitPerStage(t *testing.T) {

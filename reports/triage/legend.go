@@ -8,7 +8,7 @@ import (
 )
 
 // legendText explains every word a triage table uses as a verdict, priority, risk, advice,
-// status or confidence (issue 17: "headroom", "formal", "check deps" were never explained).
+// status or confidence ("headroom", "formal", "check deps" were never explained).
 // The legend lists only the words the output used, each once.
 var legendText = map[string]string{
 	"P1": "act first: a large exclusive share (at least 1% of the stage and 10 microseconds summed) with a clear action",
@@ -99,7 +99,7 @@ func maxf(a, b float64) float64 {
 }
 
 // distinctShort shortens n names to width for one table, widening the names that would
-// otherwise print the same (issue 17: add and threshold_backward both showed as
+// otherwise print the same (add and threshold_backward both showed as
 // vectorized_elementwise_kernel<…>) until they differ; names equal in full stay equal.
 func distinctShort(n int, nameAt func(i int) string, width int) []string {
 	out := make([]string, n)

@@ -157,7 +157,7 @@ func (a *analyzer) ovRow(dep func(g *kagg) string, cd ovCand, total int64, verdi
 
 // copyAdvice is the recommendation for a runtime copy or memset (torch "Memcpy HtoD (…)", nsys
 // "[CUDA memcpy Host-to-Device]", HIP hipMemcpy…), or "" for a kernel: a copy is not fused
-// with kernels, it is made asynchronous, avoided or moved out of the loop (issue 17).
+// with kernels, it is made asynchronous, avoided or moved out of the loop.
 func copyAdvice(name string) string {
 	s := strings.ToLower(name)
 	if !strings.HasPrefix(s, "memcpy") && !strings.HasPrefix(s, "memset") && !strings.HasPrefix(s, "[cuda mem") &&

@@ -6,7 +6,7 @@ import (
 	"github.com/sglprof/runner/reports/stats"
 )
 
-// RankReport is the multi-rank view of a tensor-parallel run (issue 17): per stage, every
+// RankReport is the multi-rank view of a tensor-parallel run: per stage, every
 // rank's kernel and busy time side by side, the straggler, and the time each rank spends in
 // collectives and waiting in them. It is present in a Report only when traces of two or more
 // ranks were read.

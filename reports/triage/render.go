@@ -102,7 +102,7 @@ func ms(usv float64) string {
 }
 
 // lineUnit formats the times of one line of prose in one unit, chosen by the largest as the
-// tables choose theirs (issue 17: "Busy 2621.87 ms, 2+-stream overlap 0.0 µs").
+// tables choose theirs ("Busy 2621.87 ms, 2+-stream overlap 0.0 µs").
 func lineUnit(usv ...float64) func(float64) string {
 	return unitLine(unitFor(len(usv), func(i int) float64 { return usv[i] }))
 }
@@ -113,7 +113,7 @@ func unitLine(u unit) func(float64) string {
 }
 
 // stageUnit is the one time unit of a stage's kernel, overlap and fusion tables and their
-// summary lines (issue 17 item 7: add_rmsnorm_quant read 0.35 ms in the kernel table and
+// summary lines (add_rmsnorm_quant read 0.35 ms in the kernel table and
 // 346.8 µs in the overlap table): ms when the largest row of the three tables reaches a
 // millisecond, else µs; a stage without rows goes by its summed kernel time.
 func stageUnit(s *Stage) unit {

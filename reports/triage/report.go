@@ -100,7 +100,7 @@ type KernelRow struct {
 // AdjacencyWindow is how many following ops on the same stream count as "back to back" for the
 // fusion table's split-kernel test (a fusion joins kernels that run next to each other). It is
 // 1, the very next launch: with 3, a GELU MLP's activation, its down-projection GEMM and the
-// block's gate multiply read as a split SwiGLU (issue 17).
+// block's gate multiply read as a split SwiGLU.
 const AdjacencyWindow = 1
 
 func adjKey(a, b int) uint64 {

@@ -186,7 +186,7 @@ func TestFusionsOnGolden(t *testing.T) {
 		st[f.Pattern] = f.Status
 	}
 	// The fused add+RMSNorm kernel is the norm part of the TP all-reduce fusion, the more
-	// specific pattern, so it is cited there and not again in its own row (issue 17).
+	// specific pattern, so it is cited there and not again in its own row.
 	if st["FlashInfer unified allreduce_fusion (all-reduce + residual + RMSNorm)"] != StatusAvailable || st["Fused residual add + RMSNorm"] != "" {
 		t.Errorf("all-reduce fusion should cite the fused add+RMSNorm kernel alone; fusions: %v", st)
 	}

@@ -146,7 +146,7 @@ func TestClassifier(t *testing.T) {
 		{"void rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, int)", CatRoPE},
 		{"void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)", CatMemory},
 		{"Memcpy DtoD (Device -> Device)", CatMemory},
-		{"[CUDA memcpy Host-to-Device]", CatMemory}, // nsys names the same copy so (issue 17)
+		{"[CUDA memcpy Host-to-Device]", CatMemory}, // nsys names the same copy so
 		{"[CUDA memcpy Device-to-Host]", CatMemory},
 		{"[CUDA memset]", CatMemory},
 		{"Memcpy HtoD (Pageable -> Device)", CatMemory},
@@ -508,7 +508,7 @@ func TestFusionGates(t *testing.T) {
 		t.Errorf("fused qknorm rope: %q", s)
 	}
 	// ...and the in-place QK-norm kernel beside a separate RoPE is the norm part of the more
-	// specific QK-norm + RoPE fusion: cited once, there (issue 17).
+	// specific QK-norm + RoPE fusion: cited once, there.
 	m = cat.Match([]KernelRow{row("fused_qknorm_warp", 5), row("void rotary_embedding_kernel<bf16>", 5)}, 100_000, "", 0)
 	if s, _ := statusOf(m, "In-place QK RMSNorm"); s != "absent" {
 		t.Errorf("in-place qknorm cited twice: %q", s)
@@ -708,7 +708,7 @@ func TestStageFilter(t *testing.T) {
 	}
 }
 
-// Split kernels are evidence only when they run back to back on one stream (issue 17): a gate
+// Split kernels are evidence only when they run back to back on one stream: a gate
 // activation with its multiply as the very next launch is a SwiGLU candidate; with any kernel
 // between them (the old window of 3 ops accepted two) it is not.
 func TestFusionAdjacency(t *testing.T) {
@@ -771,7 +771,7 @@ func TestMergeRuns32(t *testing.T) {
 	}
 }
 
-// The byte-pair prefilter and the regexp window (issue 14) must not change any category: on
+// The byte-pair prefilter and the regexp window must not change any category: on
 // names long enough to use them, Classify agrees with a plain first-match over every rule.
 func TestClassifyPrefilterAgrees(t *testing.T) {
 	c := DefaultClassifier()

@@ -76,7 +76,7 @@ const MaxLine = 1 << 20
 // marker (a few dozen bytes, even with ANSI colour codes inside) that
 // straddles a MaxLine cut is therefore whole in one of the two pieces, in
 // Spec.Select and in OnLine alike: without it, a marker placed across the
-// cut went unseen and the cell passed the gate (issue 14).
+// cut went unseen and the cell passed the gate.
 const Overlap = 4 << 10
 
 // Defaults applied when the corresponding Spec field is zero. The interrupt

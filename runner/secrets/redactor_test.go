@@ -30,7 +30,7 @@ func TestRedactorShapes(t *testing.T) {
 		{"git clone https://bob:pa55word@github.com/x.git", "git clone https://<redacted>@github.com/x.git"},
 		{"https://github.com/x.git and user@host", "https://github.com/x.git and user@host"},
 		{"id AKIAIOSFODNN7EXAMPLE.", "id <redacted>."},
-		// A file named after a prompt: '_' before the key, where `\b` did not match (issue 14).
+		// A file named after a prompt: '_' before the key, where `\b` did not match.
 		{"Output saved to outputs/a_cat_sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX_20260101-000000_ab12cd34.png", "Output saved to outputs/a_cat_<redacted>.png"},
 		{"outputs/a_cat_AKIAIOSFODNN7EXAMPLE_20260101-000000_ab12cd34.png", "outputs/a_cat_<redacted>_20260101-000000_ab12cd34.png"},
 		{"AKIAIOSFODNN7EXAMPLE AKIAIOSFODNN7EXAMPLF", "<redacted> <redacted>"},

@@ -4,7 +4,7 @@ import "strconv"
 
 // TimeUnit is one table's time unit: ms when its largest value reaches a millisecond, else µs.
 // Every time column of a table uses the one unit, written in the header, so a column never mixes
-// "812 µs" with "1.2 ms" (issue 17); triage's kernel, overlap, fusion and ranks tables and the nsys
+// "812 µs" with "1.2 ms"; triage's kernel, overlap, fusion and ranks tables and the nsys
 // tables all choose it here.
 type TimeUnit struct {
 	// Label is "ms" or "µs", for the header: "GPU time (ms)".
