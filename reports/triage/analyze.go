@@ -691,7 +691,7 @@ func (a *analyzer) otherRanks(ctx context.Context, files []Input) ([]rankStat, e
 	return stats, nil
 }
 
-// OtherRankWorkers is how many untabled ranks' traces Analyze reads at once (issue 17's goal:
+// OtherRankWorkers is how many untabled ranks' traces Analyze reads at once (the goal:
 // 8 ranks of 100 MB in 4 s on two cores).
 const OtherRankWorkers = 2
 

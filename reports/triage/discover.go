@@ -471,7 +471,7 @@ func dedupeNsys(cands []Input) []Input {
 }
 
 // MixedInputsError is a directory whose traces are not the ranks of one job: Analyze would
-// compare unrelated traces as ranks (issue 17 review: an MPI nsys export read as "rank ?" beside
+// compare unrelated traces as ranks (an MPI nsys export read as "rank ?" beside
 // a DDP trace). The CLI makes it a usage error (exit 2).
 type MixedInputsError struct{ Msg string }
 
