@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,7 +30,20 @@ var update = flag.Bool("update", false, "rewrite testscript files with the actua
 
 // TestMain makes the test binary act as `runner`, and as fake `sglang` and `nsys` programs
 // (the simulators) when testscript runs it under those names.
+//
+// The scripts spend most of their time waiting on the processes they start (the runner, its
+// cells, servers and simulators), not on the CPU, so when the test binary itself runs (not one
+// of its commands) and -test.parallel was not given, they run at 4 × GOMAXPROCS at once
+// instead of go test's default of GOMAXPROCS.
 func TestMain(m *testing.M) {
+	if !slices.Contains([]string{"runner", "sglang", "nsys"}, filepath.Base(os.Args[0])) {
+		flag.Parse()
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+		if !set {
+			_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
+		}
+	}
 	testscript.Main(m, map[string]func(){
 		"runner": func() { os.Exit(run(os.Args, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})) },
 		"sglang": func() {
