@@ -26,6 +26,7 @@ import (
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/secrets"
 
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
@@ -113,16 +114,16 @@ type FileInfo struct {
 
 // Metadata is bundle.json: what the bundle holds and how it was made, read back by replay.
 type Metadata struct {
-	Format        int         `json:"format"`
-	RunnerVersion string      `json:"runner_version"`
-	Created       time.Time   `json:"created"`
-	Plan          string      `json:"plan"`
-	Run           string      `json:"run"` // the run directory's name (<time>-<id>)
-	Simulated     bool        `json:"simulated"`
-	Cells         []string    `json:"cells"`
-	Traces        string      `json:"traces"` // "slim", "full" or "none"
-	Redactions    []Redaction `json:"redactions"`
-	Omitted       []Omission  `json:"omitted,omitempty"`
+	Format        int                 `json:"format"`
+	RunnerVersion string              `json:"runner_version"`
+	Created       time.Time           `json:"created"`
+	Plan          string              `json:"plan"`
+	Run           string              `json:"run"` // the run directory's name (<time>-<id>)
+	Simulated     bool                `json:"simulated"`
+	Cells         []string            `json:"cells"`
+	Traces        string              `json:"traces"` // "slim", "full" or "none"
+	Redactions    []secrets.Redaction `json:"redactions"`
+	Omitted       []Omission          `json:"omitted,omitempty"`
 	// Dataset is the bundle's copy of the run's dataset file (dataset/<name>), which a replay
 	// reads instead of the plan's dataset_path; "" when the run read none or the bundle left
 	// it out (Omitted says why).
@@ -268,7 +269,7 @@ func defaultName(s *source) string {
 type builder struct {
 	ctx     context.Context // Ctrl-C: checked between the chunks of every file read
 	s       *source
-	red     *Redactor
+	red     *secrets.Redactor
 	opts    *Options
 	stage   string
 	entries []entry

@@ -20,6 +20,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // TestMain lets the test binary stand in for the runner binary under --simulate: the runner
@@ -225,7 +226,7 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 			t.Errorf("redaction %+v has no count", r)
 		}
 	}
-	for _, k := range []string{KindEnv, KindHFToken, KindBearer, KindURLCreds, KindAWSKey, KindPlan, KindAssignment, KindFlag} {
+	for _, k := range []string{secrets.KindEnv, secrets.KindHFToken, secrets.KindBearer, secrets.KindURLCreds, secrets.KindAWSKey, secrets.KindPlan, secrets.KindAssignment, secrets.KindFlag} {
 		if !kinds[k] {
 			t.Errorf("no %s redaction reported: %+v", k, res.Metadata.Redactions)
 		}
@@ -562,7 +563,7 @@ func TestBundleStopsOnCancel(t *testing.T) {
 	if err := os.WriteFile(big, bytes.Repeat([]byte("a line of log text\n"), 1<<16), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	red, _ := NewRedactor(nil, nil)
+	red, _ := secrets.New(nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	b := &builder{ctx: ctx, red: red, stage: dir}

@@ -16,6 +16,7 @@ import (
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // dataToken is a credential inside a prompt of the dataset; internalName matches the plan's
@@ -118,7 +119,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 		t.Fatalf("the dataset is not bundled (bundle.json dataset %q, omitted %v)", res.Metadata.Dataset, res.Metadata.Omitted)
 	case bytes.Contains(got, []byte(dataToken)) || bytes.Contains(got, []byte(internalName)):
 		t.Errorf("a secret survived in the bundled dataset:\n%s", got)
-	case !bytes.Contains(got, []byte(Redacted)) || !bytes.Contains(got, []byte("bimetallic strip")):
+	case !bytes.Contains(got, []byte(secrets.Redacted)) || !bytes.Contains(got, []byte("bimetallic strip")):
 		t.Errorf("the bundled dataset is not the run's, redacted:\n%s", got)
 	}
 	for name, b := range files {

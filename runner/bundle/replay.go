@@ -22,6 +22,7 @@ import (
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // ReplayOptions configure Replay.
@@ -59,14 +60,6 @@ type ReplayOptions struct {
 	TrustPlan bool
 }
 
-// Replay exit codes (on top of the runner's): every cell reproduced, a verdict did not, or
-// the verdicts did but a metric moved beyond its tolerance.
-const (
-	ExitReproduced     = exitcode.OK
-	ExitVerdictDiffers = exitcode.CellsFailed
-	ExitMetricsDiffer  = exitcode.Regression
-)
-
 // MetricDiff is one timing of a cell in the bundle and in the replay.
 type MetricDiff struct {
 	Name      string  `json:"name"`
@@ -94,10 +87,13 @@ type CellOutcome struct {
 
 // ReplayResult is what Replay did.
 type ReplayResult struct {
-	Dir      string        `json:"dir"`     // the replay directory
-	RunDir   string        `json:"run_dir"` // the new run directory
-	Cells    []CellOutcome `json:"cells"`   // in run order
-	ExitCode int           `json:"exit_code"`
+	Dir    string        `json:"dir"`     // the replay directory
+	RunDir string        `json:"run_dir"` // the new run directory
+	Cells  []CellOutcome `json:"cells"`   // in run order
+	// ExitCode is the replay's exit status: exitcode.OK when every cell reproduced,
+	// exitcode.CellsFailed when a verdict did not, exitcode.Regression when the verdicts did
+	// but a metric moved beyond its tolerance, exitcode.Interrupted when the run was stopped.
+	ExitCode int `json:"exit_code"`
 }
 
 // Replay extracts a bundle into a new directory, shows how this machine differs from the
@@ -331,7 +327,7 @@ func warnRedactedArgv(out io.Writer, st *replaySetup) {
 	for _, id := range st.cells {
 		if cmd, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, id)); err == nil {
 			for _, a := range cmd.Argv {
-				if strings.Contains(a, Redacted) {
+				if strings.Contains(a, secrets.Redacted) {
 					fmt.Fprintf(out, "warning: %s: its argv holds a redacted value (%q); it runs with the marker in its place\n", id, a)
 				}
 			}
@@ -526,7 +522,7 @@ func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
 			ignored = append(ignored, k)
 			continue
 		}
-		if v == Redacted || strings.Contains(v, Redacted) {
+		if v == secrets.Redacted || strings.Contains(v, secrets.Redacted) {
 			continue
 		}
 		if cur, ok := lookupEnv(env, k); !ok || cur != v {
@@ -551,18 +547,18 @@ func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool
 		res.Cells = append(res.Cells, o)
 		writeOutcome(out, o)
 	}
-	res.ExitCode = ExitReproduced
+	res.ExitCode = exitcode.OK
 	for _, o := range res.Cells {
 		switch {
 		case !o.VerdictReproduced:
-			res.ExitCode = ExitVerdictDiffers
-		case !o.MetricsReproduced && res.ExitCode == ExitReproduced:
-			res.ExitCode = ExitMetricsDiffer
+			res.ExitCode = exitcode.CellsFailed
+		case !o.MetricsReproduced && res.ExitCode == exitcode.OK:
+			res.ExitCode = exitcode.Regression
 		}
 	}
 	if sameMode {
-		if cmp := runCompare(out, st.bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == ExitReproduced {
-			res.ExitCode = ExitMetricsDiffer
+		if cmp := runCompare(out, st.bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == exitcode.OK {
+			res.ExitCode = exitcode.Regression
 		}
 	}
 	if sum.Interrupted {
@@ -591,12 +587,12 @@ func lookupEnv(env []string, key string) (string, bool) {
 func writeSecrets(out io.Writer, p *plans.Plan, bman *rundir.Manifest, meta Metadata, env []string) {
 	names := map[string]bool{}
 	for k, v := range p.Backend.Env {
-		if strings.Contains(v, Redacted) {
+		if strings.Contains(v, secrets.Redacted) {
 			names[k] = true
 		}
 	}
 	for k, v := range bman.Env {
-		if v == Redacted {
+		if v == secrets.Redacted {
 			names[k] = true
 		}
 	}

@@ -126,7 +126,7 @@ func TestReplaySimulatedBundleWithoutFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "replaying it with the simulators") || res.ExitCode != ExitReproduced {
+	if !strings.Contains(out.String(), "replaying it with the simulators") || res.ExitCode != exitcode.OK {
 		t.Errorf("exit %d:\n%s", res.ExitCode, out.String())
 	}
 }

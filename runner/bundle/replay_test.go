@@ -12,6 +12,7 @@ import (
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 const fallbackPlan = `name = "fallback"
@@ -57,7 +58,7 @@ func TestReplayReproducesFallback(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
 	}
-	if res.ExitCode != ExitReproduced {
+	if res.ExitCode != exitcode.OK {
 		t.Errorf("exit %d, want 0", res.ExitCode)
 	}
 	if !strings.HasPrefix(res.RunDir, filepath.Join(opts.Output, "runs")) {
@@ -102,7 +103,7 @@ num_inference_steps = [3]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != ExitVerdictDiffers || !strings.Contains(out.String(), "000-qwen-image-default-s0-none-r1: not reproduced: bundle failed (") || !strings.Contains(out.String(), "replay ok") {
+	if res.ExitCode != exitcode.CellsFailed || !strings.Contains(out.String(), "000-qwen-image-default-s0-none-r1: not reproduced: bundle failed (") || !strings.Contains(out.String(), "replay ok") {
 		t.Errorf("exit %d:\n%s", res.ExitCode, out.String())
 	}
 	// A slower original: same verdict, timings beyond tolerance.
@@ -117,7 +118,7 @@ num_inference_steps = [3]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != ExitMetricsDiffer || !strings.Contains(out.String(), "verdict reproduced (ok), timings did not") || !strings.Contains(out.String(), "(beyond ") {
+	if res.ExitCode != exitcode.Regression || !strings.Contains(out.String(), "verdict reproduced (ok), timings did not") || !strings.Contains(out.String(), "(beyond ") {
 		t.Errorf("exit %d:\n%s", res.ExitCode, out.String())
 	}
 }
@@ -190,7 +191,7 @@ func TestDiffManifests(t *testing.T) {
 			"nvcc":   {Available: true, Output: "Cuda compilation tools, release 12.4, V12.4.131"},
 			"sglang": {Available: true, Output: "sglang version: 0.5.9\ngit revision: abc"},
 		},
-		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": Redacted, "NCCL_DEBUG": "INFO"},
+		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": secrets.Redacted, "NCCL_DEBUG": "INFO"},
 	}
 	b := &rundir.Manifest{
 		Runner: rundir.RunnerInfo{Version: "v1.0.0"},

@@ -116,7 +116,7 @@ func (s *source) cellDir(c rundir.CellRecord) string {
 // redactor is the run's redactor (secrets.ForRun, the one the runner wrote the run directory
 // with) given the bundling process's environment, normally the one the run had: the plan's
 // backend.env (plan.toml keeps them as written) and env are searched for literally.
-func (s *source) redactor(env []string) (*Redactor, error) {
+func (s *source) redactor(env []string) (*secrets.Redactor, error) {
 	var planEnv map[string]string
 	var patterns []string
 	if s.plan != nil {
