@@ -22,6 +22,7 @@ import (
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/exposure"
 	"github.com/sglprof/runner/runner/secrets"
 )
 
@@ -33,7 +34,7 @@ type ReplayOptions struct {
 	// Cells restricts the replay to these bundled cells.
 	Cells []string
 	// Simulate (--simulate) runs the built-in simulators only: everything of the bundle's plan
-	// that sets, runs or contacts anything is dropped (runner.SimulatorOnly), and so are the
+	// that sets, runs or contacts anything is dropped (exposure.SimulatorOnly), and so are the
 	// manifest's variables; nothing is asked. Without it, a bundle whose manifest says
 	// simulated replays with the simulators too, but keeps (and asks about) all of that.
 	Simulate bool
@@ -164,7 +165,7 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 		if !opts.NoBundleEnv {
 			setEnv = bundleEnv(out, &st.bman, env)
 		}
-		exp := runner.PlanExposure(st.plan, ropts)
+		exp := exposure.Of(st.plan, ropts.Executor, ropts.Simulate)
 		if st.bman.Simulated && exp.Empty() && len(setEnv) == 0 {
 			// Nothing to drop: this is the replay --simulate would run.
 			fmt.Fprintln(out, "the bundled run was simulated (its manifest says so) and its plan sets, runs and contacts nothing beyond the simulators: replaying it with the simulators")
@@ -339,7 +340,7 @@ func warnRedactedArgv(out io.Writer, st *replaySetup) {
 // this machine, refuses commands that differ from the argv the bundle recorded (a tampered
 // plan.toml) unless TrustPlan, and asks. Without Yes and without a terminal (Confirm nil) it
 // refuses: nothing from a bundle runs unasked.
-func confirmReplay(st *replaySetup, ropts runner.Options, opts ReplayOptions, exp runner.Exposure, setEnv []string) error {
+func confirmReplay(st *replaySetup, ropts runner.Options, opts ReplayOptions, exp exposure.Exposure, setEnv []string) error {
 	launches, err := runner.Describe(st.plan, ropts)
 	if err != nil {
 		return &exitcode.UsageError{Err: fmt.Errorf("replay: %w", err)}
@@ -397,7 +398,7 @@ const maxListedFiles = 20
 
 // writeExposure lists, after the commands, what else the plan sets, runs and contacts, and
 // the bundle's files that can be run or loaded.
-func writeExposure(out io.Writer, bdir string, exp runner.Exposure, setEnv []string) {
+func writeExposure(out io.Writer, bdir string, exp exposure.Exposure, setEnv []string) {
 	list := func(title string, lines []string) {
 		if len(lines) == 0 {
 			return
@@ -413,7 +414,7 @@ func writeExposure(out io.Writer, bdir string, exp runner.Exposure, setEnv []str
 	}
 	for _, kv := range setEnv {
 		k, v, _ := strings.Cut(kv, "=")
-		menv = append(menv, runner.NewEnvSetting(k, v).String())
+		menv = append(menv, exposure.NewEnvSetting(k, v).String())
 	}
 	list("with these variables from the bundle's plan ([backend.env]) in every process the cells start:", env)
 	list("and these from the bundle's manifest (--no-bundle-env keeps this machine's):", menv)
@@ -498,7 +499,7 @@ func codeKind(path, name string) string {
 // the bundle's plan would set, run or contact is dropped, and so are the variables of its
 // manifest, and it says what went.
 func simulatorOnly(out io.Writer, st *replaySetup) {
-	dropped := runner.SimulatorOnly(st.plan)
+	dropped := exposure.SimulatorOnly(st.plan)
 	if len(st.bman.Env) > 0 {
 		dropped = append(dropped, fmt.Sprintf("the %d variable(s) the bundle's manifest recorded (as with --no-bundle-env)", len(st.bman.Env)))
 	}
