@@ -21,6 +21,7 @@ import (
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/envfacts"
 	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/exposure"
 	"github.com/sglprof/runner/runner/secrets"
@@ -519,7 +520,7 @@ func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
 	var set, ignored []string
 	for _, k := range sortedKeys(bman.Env) {
 		v := bman.Env[k]
-		if !runner.CapturedEnvName(k) {
+		if !envfacts.CapturedEnvName(k) {
 			ignored = append(ignored, k)
 			continue
 		}
