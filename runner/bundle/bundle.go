@@ -29,7 +29,6 @@ import (
 	"github.com/sglprof/runner/runner/secrets"
 
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
 )
 
 // DefaultMaxSize is the default --max-size: small enough to attach to an issue or a chat.
@@ -79,6 +78,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RunnerVersion is the version of the runner making the bundle, which bundle.json and the
+	// README record (cmd/runner passes the runner's own; the run's version is in its manifest).
+	RunnerVersion string
 }
 
 func (o *Options) defaults() {
@@ -659,7 +661,7 @@ func headTail(e entry, keep int64) ([]byte, error) {
 func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 	m := Metadata{
 		Format:        1,
-		RunnerVersion: runner.RunnerVersion(),
+		RunnerVersion: b.opts.RunnerVersion,
 		Created:       b.opts.Now().UTC().Truncate(time.Second),
 		Plan:          b.s.manifest.Plan,
 		Run:           filepath.Base(b.s.dir),
