@@ -42,9 +42,22 @@ func TestReadmeGolden(t *testing.T) {
 	if _, err := Create(context.Background(), goldenRun, Options{Output: out, Now: now, RunnerVersion: "VERSION"}); err != nil {
 		t.Fatal(err)
 	}
-	files := readArchive(t, out)
-	checkGolden(t, "readme.golden", string(files[ReadmeFile]))
-	checkGolden(t, "bundle_json.golden", string(files[MetadataFile]))
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	if _, err := Extract(f, dir, ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for golden, name := range map[string]string{"readme.golden": ReadmeFile, "bundle_json.golden": MetadataFile} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, golden, string(got))
+	}
 }
 
 func TestIssueGolden(t *testing.T) {

@@ -1,4 +1,4 @@
-package bundle
+package runner
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/bundle"
 	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/secrets"
 )
@@ -87,7 +87,7 @@ func datasetRun(t *testing.T, dataset []byte) (run, ds string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := runner.Run(context.Background(), p, simOptions(t, nil))
+	sum, err := Run(context.Background(), p, bundleSimOptions(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func datasetRun(t *testing.T, dataset []byte) (run, ds string) {
 func TestBundleCarriesDataset(t *testing.T) {
 	run, ds := datasetRun(t, shareGPT(4, func(int) string { return "My token is " + dataToken + " on " + internalName + "." }))
 	out := filepath.Join(t.TempDir(), "b.tar.gz")
-	res, err := Create(context.Background(), run, Options{Output: out})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 
 	// Over MaxDataset: left out, and said so.
 	small := filepath.Join(t.TempDir(), "small.tar.gz")
-	res, err = Create(context.Background(), run, Options{Output: small, MaxDataset: 100})
+	res, err = bundle.Create(context.Background(), run, bundle.Options{Output: small, MaxDataset: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 		t.Error("a dataset over MaxDataset was bundled")
 	}
 	if !hasOmission(res.Metadata.Omitted, "dataset/ds1.json", "over --max-dataset-size 100 B") ||
-		!strings.Contains(string(files[ReadmeFile]), "over --max-dataset-size") {
+		!strings.Contains(string(files[bundle.ReadmeFile]), "over --max-dataset-size") {
 		t.Errorf("the bundle does not say the dataset was left out: %+v", res.Metadata.Omitted)
 	}
 	// Its replay reads the recorded file while it is there, and otherwise says where it was.
@@ -183,7 +183,7 @@ func TestBundleMaxSizeDropsDatasetLast(t *testing.T) {
 		}
 		return string(b)
 	}))
-	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 100 << 10})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 100 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestBundleMaxSizeDropsDatasetLast(t *testing.T) {
 	}
 }
 
-func hasOmission(os []Omission, path, reason string) bool {
+func hasOmission(os []bundle.Omission, path, reason string) bool {
 	for _, o := range os {
 		if o.Path == path && strings.Contains(o.Reason, reason) {
 			return true

@@ -1,4 +1,4 @@
-package bundle
+package runner
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/bundle"
 )
 
 // family is one credential format of the corpus: text builds the line that carries secret
@@ -185,14 +186,14 @@ redact = [` + tomlString(corpusPattern) + `]
 	outputs["run/cell/command.json"], _ = os.ReadFile(filepath.Join(cell, rundir.CommandFile))
 	for _, withTraces := range []bool{false, true} {
 		out := filepath.Join(t.TempDir(), "b.tar.gz")
-		if _, err := Create(context.Background(), run, Options{Output: out, Env: procEnv, WithTraces: withTraces}); err != nil {
+		if _, err := bundle.Create(context.Background(), run, bundle.Options{Output: out, Env: procEnv, WithTraces: withTraces}); err != nil {
 			t.Fatal(err)
 		}
 		for n, d := range readArchive(t, out) {
 			outputs[fmt.Sprintf("bundle(with-traces=%v)/%s", withTraces, n)] = d
 		}
 	}
-	body, err := Issue(cell, IssueOptions{Env: procEnv})
+	body, err := bundle.Issue(cell, bundle.IssueOptions{Env: procEnv})
 	if err != nil {
 		t.Fatal(err)
 	}
