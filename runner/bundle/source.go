@@ -1,7 +1,9 @@
 // Package bundle turns a run directory into one redacted .tar.gz a maintainer on another
-// machine can read and replay (`runner bundle`, `runner bundle --issue`), and replays such a
-// bundle (`runner replay`): safe extraction, the same cells with the same argv and
-// environment, an environment diff, and a per-cell verdict of whether the result reproduced.
+// machine can read and replay (`runner bundle`, `runner bundle --issue`), and holds the
+// bundle's side of a replay (`runner replay`, which the runner's Replay drives): safe
+// extraction, the bundled plan readied for this machine, the list to confirm before anything
+// runs, an environment diff, and a per-cell verdict of whether the result reproduced. It runs
+// nothing itself, so it never imports the orchestrator.
 //
 // Secrets never reach the archive: every text file goes through a Redactor before it is
 // written, and binary files that contain a secret are left out.
