@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/envfacts"
 	"github.com/sglprof/runner/runner/proc"
 	"github.com/sglprof/runner/runner/secrets"
 )
@@ -205,26 +206,8 @@ func hostInfo() rundir.HostInfo {
 	return h
 }
 
-// envPrefixes are the variables that change what sglang, CUDA and NCCL do.
-var envPrefixes = []string{"CUDA_", "SGLANG_", "NCCL_", "HF_", "TORCH_", "PYTORCH_", "VLLM_", "NVIDIA_"}
-
 // Redacted replaces the value of a secret-looking variable.
 const Redacted = secrets.Redacted
-
-// IsSecretName reports whether an environment variable name looks like it holds a secret
-// (secrets.IsSecretName).
-func IsSecretName(name string) bool { return secrets.IsSecretName(name) }
-
-// CapturedEnvName reports whether a run records the variable name in its manifest (CaptureEnv):
-// a bundle's manifest that lists any other was edited.
-func CapturedEnvName(name string) bool {
-	for _, p := range envPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
 
 // CaptureEnv keeps the variables that matter for a GPU run, with secret values redacted.
 func CaptureEnv(env []string) map[string]string {
@@ -234,10 +217,10 @@ func CaptureEnv(env []string) map[string]string {
 		if !ok {
 			continue
 		}
-		if !CapturedEnvName(k) {
+		if !envfacts.CapturedEnvName(k) {
 			continue
 		}
-		if IsSecretName(k) {
+		if secrets.IsSecretName(k) {
 			v = Redacted
 		}
 		out[k] = v
@@ -255,7 +238,7 @@ func redactArgs(args []string) []string {
 			continue
 		}
 		name, _, hasEq := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !IsSecretName(strings.ReplaceAll(name, "-", "_")) {
+		if !secrets.IsSecretName(strings.ReplaceAll(name, "-", "_")) {
 			continue
 		}
 		if hasEq {
@@ -274,7 +257,7 @@ func redactEnvMap(env map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(env))
 	for k, v := range env {
-		if IsSecretName(k) {
+		if secrets.IsSecretName(k) {
 			v = Redacted
 		}
 		out[k] = v

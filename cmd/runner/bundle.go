@@ -8,6 +8,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/urfave/cli/v2"
 
+	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/bundle"
 )
 
@@ -86,6 +87,8 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 				MaxDataset: int64(dsSize),
 				Env:        os.Environ(),
 				Logger:     log,
+				// bundle.json records the version of the runner that made the bundle.
+				RunnerVersion: runner.RunnerVersion(),
 			})
 			if err != nil {
 				return usageOr(err)

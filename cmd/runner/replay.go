@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/sglprof/runner/runner/bundle"
+	"github.com/sglprof/runner/runner"
 )
 
 func replayCommand(std stdio) *cli.Command {
@@ -68,7 +68,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 			if err != nil && c.Bool("simulate") {
 				return fmt.Errorf("--simulate: cannot find the runner's own binary: %w", err)
 			}
-			opts := bundle.ReplayOptions{
+			opts := runner.ReplayOptions{
 				Output:      c.String("output"),
 				Cells:       splitList(c.String("cells")),
 				Simulate:    c.Bool("simulate"),
@@ -100,7 +100,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 			if opts.Simulate {
 				fmt.Fprintln(std.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
 			}
-			res, err := bundle.Replay(c.Context, args[0], opts)
+			res, err := runner.Replay(c.Context, args[0], opts)
 			if err != nil {
 				return err
 			}

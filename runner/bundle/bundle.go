@@ -26,9 +26,9 @@ import (
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/secrets"
 
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
 )
 
 // DefaultMaxSize is the default --max-size: small enough to attach to an issue or a chat.
@@ -78,6 +78,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RunnerVersion is the version of the runner making the bundle, which bundle.json and the
+	// README record (cmd/runner passes the runner's own; the run's version is in its manifest).
+	RunnerVersion string
 }
 
 func (o *Options) defaults() {
@@ -113,16 +116,16 @@ type FileInfo struct {
 
 // Metadata is bundle.json: what the bundle holds and how it was made, read back by replay.
 type Metadata struct {
-	Format        int         `json:"format"`
-	RunnerVersion string      `json:"runner_version"`
-	Created       time.Time   `json:"created"`
-	Plan          string      `json:"plan"`
-	Run           string      `json:"run"` // the run directory's name (<time>-<id>)
-	Simulated     bool        `json:"simulated"`
-	Cells         []string    `json:"cells"`
-	Traces        string      `json:"traces"` // "slim", "full" or "none"
-	Redactions    []Redaction `json:"redactions"`
-	Omitted       []Omission  `json:"omitted,omitempty"`
+	Format        int                 `json:"format"`
+	RunnerVersion string              `json:"runner_version"`
+	Created       time.Time           `json:"created"`
+	Plan          string              `json:"plan"`
+	Run           string              `json:"run"` // the run directory's name (<time>-<id>)
+	Simulated     bool                `json:"simulated"`
+	Cells         []string            `json:"cells"`
+	Traces        string              `json:"traces"` // "slim", "full" or "none"
+	Redactions    []secrets.Redaction `json:"redactions"`
+	Omitted       []Omission          `json:"omitted,omitempty"`
 	// Dataset is the bundle's copy of the run's dataset file (dataset/<name>), which a replay
 	// reads instead of the plan's dataset_path; "" when the run read none or the bundle left
 	// it out (Omitted says why).
@@ -268,7 +271,7 @@ func defaultName(s *source) string {
 type builder struct {
 	ctx     context.Context // Ctrl-C: checked between the chunks of every file read
 	s       *source
-	red     *Redactor
+	red     *secrets.Redactor
 	opts    *Options
 	stage   string
 	entries []entry
@@ -658,7 +661,7 @@ func headTail(e entry, keep int64) ([]byte, error) {
 func (b *builder) metadata(entries []entry, omitted []Omission) Metadata {
 	m := Metadata{
 		Format:        1,
-		RunnerVersion: runner.RunnerVersion(),
+		RunnerVersion: b.opts.RunnerVersion,
 		Created:       b.opts.Now().UTC().Truncate(time.Second),
 		Plan:          b.s.manifest.Plan,
 		Run:           filepath.Base(b.s.dir),

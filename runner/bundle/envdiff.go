@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/envfacts"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // Diff is one difference between the bundle's environment and this machine's.
@@ -23,8 +23,8 @@ func DiffManifests(bundle, here *rundir.Manifest) []Diff {
 	h := *here
 	h.Env = make(map[string]string, len(here.Env))
 	for k, v := range here.Env {
-		if runner.IsSecretName(k) {
-			v = Redacted
+		if secrets.IsSecretName(k) {
+			v = secrets.Redacted
 		}
 		h.Env[k] = v
 	}

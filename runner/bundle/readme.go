@@ -15,6 +15,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/runner/envfacts"
+	"github.com/sglprof/runner/runner/secrets"
 
 	"github.com/sglprof/runner/reports/rundir"
 )
@@ -172,7 +173,7 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 	if len(meta.Redactions) == 0 {
 		b.WriteString("Nothing secret-looking was found.\n")
 	} else {
-		b.WriteString("Each secret was replaced by `" + Redacted + "`. Names and kinds only, never values:\n\n")
+		b.WriteString("Each secret was replaced by `" + secrets.Redacted + "`. Names and kinds only, never values:\n\n")
 		red := &table.Table{Header: []string{"kind", "name", "count"}, Align: []table.Align{table.Left, table.Left, table.Right}}
 		for _, r := range meta.Redactions {
 			red.Rows = append(red.Rows, []string{r.Kind, r.Name, strconv.Itoa(r.Count)})
@@ -183,11 +184,11 @@ func renderReadme(s *source, meta Metadata, entries []entry, file string) string
 }
 
 // secretNames are the variables whose values were redacted, which a replay needs again.
-func secretNames(rs []Redaction) []string {
+func secretNames(rs []secrets.Redaction) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, r := range rs {
-		if r.Kind == KindEnv && !seen[r.Name] {
+		if r.Kind == secrets.KindEnv && !seen[r.Name] {
 			seen[r.Name] = true
 			out = append(out, r.Name)
 		}

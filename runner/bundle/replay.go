@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,52 +19,26 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/envfacts"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/exposure"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
-// ReplayOptions configure Replay.
-type ReplayOptions struct {
+// OpenOptions configure OpenReplay.
+type OpenOptions struct {
 	// Output is the new directory the bundle is extracted to (Output/bundle) and run in
 	// (Output/runs); it must not exist or be empty. "" means replay-<bundle name>.
 	Output string
 	// Cells restricts the replay to these bundled cells.
 	Cells []string
-	// Simulate (--simulate) runs the built-in simulators only: everything of the bundle's plan
-	// that sets, runs or contacts anything is dropped (runner.SimulatorOnly), and so are the
-	// manifest's variables; nothing is asked. Without it, a bundle whose manifest says
-	// simulated replays with the simulators too, but keeps (and asks about) all of that.
-	Simulate bool
-	// Exe, Env, Progress, Logger and Args are passed to the runner (runner.Options).
-	Exe      string
-	Env      []string
-	Progress runner.Progress
-	Logger   *slog.Logger
-	Args     []string
-	// Out receives the environment diff, the run's summary table and the per-cell outcome.
-	Out io.Writer
-	// NoBundleEnv runs with this machine's variables instead of setting the ones the bundle's
-	// manifest recorded (CUDA_*, SGLANG_*, NCCL_*, ...).
-	NoBundleEnv bool
 	// Extract bounds the extraction.
 	Extract ExtractOptions
-	// Yes runs what the replay lists (commands, variables, setup lines, network targets)
-	// without asking.
-	Yes bool
-	// Confirm asks whether to run what was just listed; nil (no terminal) refuses unless Yes.
-	Confirm func(prompt string) (bool, error)
-	// TrustPlan runs plan.toml's commands even when they differ from the argv the bundle
-	// recorded in command.json.
-	TrustPlan bool
+	// Out receives what the replay says about the bundle: where it was extracted, which
+	// dataset it reads, the secrets and variables it takes, the confirmation list and the
+	// per-cell outcome.
+	Out io.Writer
 }
-
-// Replay exit codes (on top of the runner's): every cell reproduced, a verdict did not, or
-// the verdicts did but a metric moved beyond its tolerance.
-const (
-	ExitReproduced     = exitcode.OK
-	ExitVerdictDiffers = exitcode.CellsFailed
-	ExitMetricsDiffer  = exitcode.Regression
-)
 
 // MetricDiff is one timing of a cell in the bundle and in the replay.
 type MetricDiff struct {
@@ -92,29 +65,27 @@ type CellOutcome struct {
 	ArgvDiff          []string     `json:"argv_diff,omitempty"`
 }
 
-// ReplayResult is what Replay did.
+// ReplayResult is what a replay did (the runner's Replay, through Outcome).
 type ReplayResult struct {
-	Dir      string        `json:"dir"`     // the replay directory
-	RunDir   string        `json:"run_dir"` // the new run directory
-	Cells    []CellOutcome `json:"cells"`   // in run order
-	ExitCode int           `json:"exit_code"`
+	Dir    string        `json:"dir"`     // the replay directory
+	RunDir string        `json:"run_dir"` // the new run directory
+	Cells  []CellOutcome `json:"cells"`   // in run order
+	// ExitCode is the replay's exit status: exitcode.OK when every cell reproduced,
+	// exitcode.CellsFailed when a verdict did not, exitcode.Regression when the verdicts did
+	// but a metric moved beyond its tolerance, exitcode.Interrupted when the run was stopped.
+	ExitCode int `json:"exit_code"`
 }
 
-// Replay extracts a bundle into a new directory, shows how this machine differs from the
-// bundle's environment, runs the bundled cells again through the runner with the same argv
-// and environment (secrets must be set again: it says which are missing), and compares each
-// cell's verdict and timings with the bundled result. Everything in the bundle is untrusted,
-// its claim to be simulated included: before anything runs, replay lists every command,
-// variable, Slurm option and setup line, network target and bundle file that can be run or
-// loaded, and needs a confirmation (opts.Yes or opts.Confirm); it refuses commands that
-// differ from the ones the bundle recorded unless opts.TrustPlan. A bundle of a simulated run
-// replays simulated, asking only when its plan sets, runs or contacts anything; opts.Simulate
-// drops all of that and asks nothing. A failed replay removes what it created.
-func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *ReplayResult, err error) {
+// OpenReplay extracts a bundle into a new replay directory (OpenOptions.Output, else
+// replay-<bundle name>, then -2, -3, ...) and reads what a replay needs from it: bundle.json,
+// the cells to replay, the dataset, the plan (its run directory moved under the replay
+// directory) and the bundled run's manifest. Everything in the bundle is untrusted; what its
+// plan runs is for the caller to list and confirm (Confirm) before it runs anything. On an
+// error it removes what it created; after it, Discard does.
+func OpenReplay(ctx context.Context, bundlePath string, opts OpenOptions) (st *Replay, err error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	out := opts.Out
 	dir, err := replayDir(bundlePath, opts.Output)
 	if err != nil {
 		return nil, err
@@ -134,66 +105,48 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 			removeReplay(dir, statErr == nil)
 		}
 	}()
-	st, err := openBundle(ctx, f, bundlePath, dir, opts)
+	st, err = openBundle(ctx, f, bundlePath, dir, opts)
 	if err != nil {
 		return nil, err
 	}
-	// The bundle's claim to be simulated picks the simulators, nothing more: what its plan
-	// sets, runs or contacts is asked about like a real replay's commands, unless --simulate
-	// drops all of it first.
-	simulate := opts.Simulate || st.bman.Simulated
-	if simulate && opts.Exe == "" {
-		return nil, fmt.Errorf("replay: the simulators are the runner's own binary, which was not found")
+	st.existed = statErr == nil
+	return st, nil
+}
+
+// Discard removes what the replay created, for a replay that failed after OpenReplay: the
+// replay directory, or its contents when it existed (empty) before.
+func (st *Replay) Discard() { removeReplay(st.dir, st.existed) }
+
+// Plan is the bundled plan the cells run with: its dataset is the bundle's copy (or the file
+// the run recorded), its run directory is under the replay directory, and SetUp adjusts it to
+// this machine.
+func (st *Replay) Plan() *plans.Plan { return st.plan }
+
+// Cells are the IDs of the bundled cells to replay.
+func (st *Replay) Cells() []string { return st.cells }
+
+// Manifest is the bundled run's manifest.json (empty when the bundle holds none). Its claim to
+// be simulated is the bundle's, untrusted like the rest.
+func (st *Replay) Manifest() *rundir.Manifest { return &st.bman }
+
+// SetUp readies the bundled plan for this machine and says what it did. It warns about argv
+// that holds a redaction marker. With simulatorsOnly (--simulate) it drops everything of the
+// plan that sets, runs or contacts anything (exposure.SimulatorOnly) and the manifest's
+// variables. Otherwise it takes the secrets the bundle redacted from env (this machine's
+// environment; a missing one is named and dropped from backend.env) and, unless noBundleEnv,
+// returns the variables of the bundled manifest that differ here, as KEY=VALUE, for the run
+// to set.
+func (st *Replay) SetUp(env []string, simulatorsOnly, noBundleEnv bool) (setEnv []string) {
+	warnRedactedArgv(st.out, st)
+	if simulatorsOnly {
+		simulatorOnly(st.out, st)
+		return nil
 	}
-	env := slices.Clone(opts.Env)
-	ropts := runner.Options{
-		OutputDir: st.plan.OutputDir,
-		Simulate:  simulate,
-		Exe:       opts.Exe,
-		Env:       env,
-		Out:       out,
-		Progress:  opts.Progress,
-		Logger:    opts.Logger,
-		Args:      opts.Args,
-		// The simulators replace backend.command, so the Python beside it is not probed
-		// either: under them, nothing the plan names runs as a probe.
-		NoPlanProbes: simulate,
+	writeSecrets(st.out, st.plan, &st.bman, st.meta, env)
+	if !noBundleEnv {
+		setEnv = bundleEnv(st.out, &st.bman, env)
 	}
-	warnRedactedArgv(out, st)
-	var setEnv []string // the bundle manifest's variables, KEY=VALUE, that the replay sets
-	if opts.Simulate {
-		simulatorOnly(out, st)
-	} else {
-		writeSecrets(out, st.plan, &st.bman, st.meta, env)
-		if !opts.NoBundleEnv {
-			setEnv = bundleEnv(out, &st.bman, env)
-		}
-		exp := runner.PlanExposure(st.plan, ropts)
-		if st.bman.Simulated && exp.Empty() && len(setEnv) == 0 {
-			// Nothing to drop: this is the replay --simulate would run.
-			fmt.Fprintln(out, "the bundled run was simulated (its manifest says so) and its plan sets, runs and contacts nothing beyond the simulators: replaying it with the simulators")
-		} else if err := confirmReplay(st, ropts, opts, exp, setEnv); err != nil {
-			return nil, err // before anything ran, the environment probe included
-		}
-	}
-	here := runner.ProbeEnvironment(ctx, st.plan, ropts)
-	ropts.Probed = here // each probe runs once: the run's manifest takes what was just probed
-	if err := WriteDiff(out, DiffManifests(&st.bman, here)); err != nil {
-		return nil, err
-	}
-	if len(setEnv) > 0 {
-		names := make([]string, len(setEnv))
-		for i, kv := range setEnv {
-			names[i], _, _ = strings.Cut(kv, "=")
-		}
-		ropts.Env = append(ropts.Env, setEnv...)
-		fmt.Fprintf(out, "replay sets %d variable(s) to the bundle's values (--no-bundle-env keeps this machine's): %s\n", len(names), strings.Join(names, ", "))
-	}
-	sum, err := runner.RunCells(ctx, st.plan, st.cells, ropts)
-	if err != nil {
-		return nil, err
-	}
-	return st.outcome(out, sum, simulate)
+	return setEnv
 }
 
 // replayDir is the replay's directory: the given one, else replay-<bundle name>.
@@ -232,18 +185,22 @@ func removeReplay(dir string, existed bool) {
 	}
 }
 
-// replaySetup is an extracted bundle, ready to run.
-type replaySetup struct {
+// Replay is a bundle extracted for replay (OpenReplay): its cells, the plan that runs them,
+// the bundled run's manifest and results. The runner drives a replay through it: SetUp,
+// Confirm, then it runs the cells, and Outcome compares them with the bundled ones.
+type Replay struct {
 	dir, bdir string
 	meta      Metadata
 	cells     []string
 	plan      *plans.Plan
 	bman      rundir.Manifest
+	out       io.Writer
+	existed   bool // dir existed (empty) before the replay: Discard empties it
 }
 
 // openBundle extracts the bundle into dir/bundle and reads its metadata, plan and manifest.
-func openBundle(ctx context.Context, f io.Reader, bundlePath, dir string, opts ReplayOptions) (*replaySetup, error) {
-	st := &replaySetup{dir: dir, bdir: filepath.Join(dir, "bundle")}
+func openBundle(ctx context.Context, f io.Reader, bundlePath, dir string, opts OpenOptions) (*Replay, error) {
+	st := &Replay{dir: dir, bdir: filepath.Join(dir, "bundle"), out: opts.Out}
 	if _, err := Extract(f, st.bdir, opts.Extract); err != nil {
 		var ee *ExtractError
 		if errors.As(err, &ee) {
@@ -292,7 +249,7 @@ func openBundle(ctx context.Context, f io.Reader, bundlePath, dir string, opts R
 // copy, or, when the bundle left it out, the file the run recorded (cells.json "dataset"),
 // which is there only on the run's machine or a shared filesystem. "" when the run read no
 // dataset file (or the bundle predates the record): the plan's own dataset_path stands.
-func (st *replaySetup) dataset(ctx context.Context, out io.Writer) (string, error) {
+func (st *Replay) dataset(ctx context.Context, out io.Writer) (string, error) {
 	if st.meta.Dataset != "" {
 		rel := filepath.FromSlash(st.meta.Dataset)
 		if !filepath.IsLocal(rel) {
@@ -327,11 +284,11 @@ func (st *replaySetup) dataset(ctx context.Context, out io.Writer) (string, erro
 }
 
 // warnRedactedArgv says which cells run with a redaction marker in their argv.
-func warnRedactedArgv(out io.Writer, st *replaySetup) {
+func warnRedactedArgv(out io.Writer, st *Replay) {
 	for _, id := range st.cells {
 		if cmd, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, id)); err == nil {
 			for _, a := range cmd.Argv {
-				if strings.Contains(a, Redacted) {
+				if strings.Contains(a, secrets.Redacted) {
 					fmt.Fprintf(out, "warning: %s: its argv holds a redacted value (%q); it runs with the marker in its place\n", id, a)
 				}
 			}
@@ -339,53 +296,81 @@ func warnRedactedArgv(out io.Writer, st *replaySetup) {
 	}
 }
 
-// confirmReplay shows everything a replay of the bundle's plan runs, sets and contacts on
-// this machine, refuses commands that differ from the argv the bundle recorded (a tampered
-// plan.toml) unless TrustPlan, and asks. Without Yes and without a terminal (Confirm nil) it
+// Confirmation is what running the replay's plan does on this machine, as the runner works it
+// out, for Confirm to list, and how to ask.
+type Confirmation struct {
+	// Probes are the environment probes' commands (the runner's ProbeCommands).
+	Probes [][]string
+	// Commands are the plan's cells' commands (the runner's Describe); those of cells not
+	// replayed are skipped.
+	Commands []CellCommand
+	// Exposure is what the plan sets, runs and contacts beyond the commands (exposure.Of).
+	Exposure exposure.Exposure
+	// SetEnv are the manifest's variables the replay sets, KEY=VALUE (SetUp).
+	SetEnv []string
+	// Yes runs what is listed without asking.
+	Yes bool
+	// Ask asks whether to run what was just listed; nil (no terminal) refuses unless Yes.
+	Ask func(prompt string) (bool, error)
+	// TrustPlan runs plan.toml's commands even when they differ from the argv the bundle
+	// recorded in command.json.
+	TrustPlan bool
+}
+
+// CellCommand is the process a cell of the replay's plan starts.
+type CellCommand struct {
+	Cell string
+	Argv []string
+	// Dir is the cell's directory, which argv may name; it is compared with the bundle's
+	// record as a placeholder.
+	Dir string
+	// Attached is a cell of an attached server (backend.url): no process is started for it.
+	Attached bool
+}
+
+// Confirm shows everything a replay of the bundle's plan runs, sets and contacts on this
+// machine (c), refuses commands that differ from the argv the bundle recorded (a tampered
+// plan.toml) unless c.TrustPlan, and asks. Without c.Yes and without a terminal (c.Ask nil) it
 // refuses: nothing from a bundle runs unasked.
-func confirmReplay(st *replaySetup, ropts runner.Options, opts ReplayOptions, exp runner.Exposure, setEnv []string) error {
-	launches, err := runner.Describe(st.plan, ropts)
-	if err != nil {
-		return &exitcode.UsageError{Err: fmt.Errorf("replay: %w", err)}
-	}
-	out := opts.Out
+func (st *Replay) Confirm(c Confirmation) error {
+	out := st.out
 	if st.bman.Simulated {
 		fmt.Fprintln(out, "the bundled run was simulated (its manifest says so), but nothing in a bundle is trusted, that claim included: its plan sets, runs or contacts what follows on this machine (--simulate drops all of it and runs the built-in simulators only)")
 	}
 	var differ []string
 	fmt.Fprintln(out, "replay runs the bundled plan's backend; first the environment probes, once each (and the GPU guard's nvidia-smi queries):")
-	for _, argv := range runner.ProbeCommands(st.plan, ropts) {
+	for _, argv := range c.Probes {
 		fmt.Fprintf(out, "  %s\n", shellArgv(argv))
 	}
 	fmt.Fprintln(out, "then these commands:")
-	for _, l := range launches {
-		if !slices.Contains(st.cells, l.Cell.ID) {
+	for _, l := range c.Commands {
+		if !slices.Contains(st.cells, l.Cell) {
 			continue
 		}
-		fmt.Fprintf(out, "  %s: %s\n", l.Cell.ID, shellArgv(l.Argv))
-		if l.Cell.Backend.URL != "" {
+		fmt.Fprintf(out, "  %s: %s\n", l.Cell, shellArgv(l.Argv))
+		if l.Attached {
 			continue // an attached server: no process to compare, its URL is listed below
 		}
-		rec, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, l.Cell.ID))
+		rec, err := rundir.ReadCommand(filepath.Join(st.bdir, rundir.CellsDir, l.Cell))
 		if err != nil {
-			differ = append(differ, l.Cell.ID+": the bundle records no command")
+			differ = append(differ, l.Cell+": the bundle records no command")
 			continue
 		}
 		if !slices.Equal(normArgv(rec), normArgv(&rundir.Launch{Argv: l.Argv, Dir: l.Dir})) {
-			differ = append(differ, fmt.Sprintf("%s: the bundle recorded %s", l.Cell.ID, strings.Join(rec.Argv, " ")))
+			differ = append(differ, fmt.Sprintf("%s: the bundle recorded %s", l.Cell, strings.Join(rec.Argv, " ")))
 		}
 	}
-	writeExposure(out, st.bdir, exp, setEnv)
-	if len(differ) > 0 && !opts.TrustPlan {
+	writeExposure(out, st.bdir, c.Exposure, c.SetEnv)
+	if len(differ) > 0 && !c.TrustPlan {
 		return &exitcode.UsageError{Err: fmt.Errorf("replay: plan.toml's commands differ from the argv the bundle recorded (%s); the bundle may have been edited: check plan.toml and pass --trust-plan to run its commands anyway", strings.Join(differ, "; "))}
 	}
-	if opts.Yes {
+	if c.Yes {
 		return nil
 	}
-	if opts.Confirm == nil {
+	if c.Ask == nil {
 		return &exitcode.UsageError{Err: errors.New("replay: nothing was run: the bundle's plan runs, sets or contacts what is listed above on this machine; read the list, then pass --yes to run it without asking, or run replay in a terminal to be asked (--simulate replays with the built-in simulators only, without any of it)")}
 	}
-	ok, err := opts.Confirm("Run all of the above? [y/N] ")
+	ok, err := c.Ask("Run all of the above? [y/N] ")
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -401,7 +386,7 @@ const maxListedFiles = 20
 
 // writeExposure lists, after the commands, what else the plan sets, runs and contacts, and
 // the bundle's files that can be run or loaded.
-func writeExposure(out io.Writer, bdir string, exp runner.Exposure, setEnv []string) {
+func writeExposure(out io.Writer, bdir string, exp exposure.Exposure, setEnv []string) {
 	list := func(title string, lines []string) {
 		if len(lines) == 0 {
 			return
@@ -417,7 +402,7 @@ func writeExposure(out io.Writer, bdir string, exp runner.Exposure, setEnv []str
 	}
 	for _, kv := range setEnv {
 		k, v, _ := strings.Cut(kv, "=")
-		menv = append(menv, runner.NewEnvSetting(k, v).String())
+		menv = append(menv, exposure.NewEnvSetting(k, v).String())
 	}
 	list("with these variables from the bundle's plan ([backend.env]) in every process the cells start:", env)
 	list("and these from the bundle's manifest (--no-bundle-env keeps this machine's):", menv)
@@ -501,8 +486,8 @@ func codeKind(path, name string) string {
 // simulatorOnly makes the replay run the built-in simulators only (--simulate): everything
 // the bundle's plan would set, run or contact is dropped, and so are the variables of its
 // manifest, and it says what went.
-func simulatorOnly(out io.Writer, st *replaySetup) {
-	dropped := runner.SimulatorOnly(st.plan)
+func simulatorOnly(out io.Writer, st *Replay) {
+	dropped := exposure.SimulatorOnly(st.plan)
 	if len(st.bman.Env) > 0 {
 		dropped = append(dropped, fmt.Sprintf("the %d variable(s) the bundle's manifest recorded (as with --no-bundle-env)", len(st.bman.Env)))
 	}
@@ -522,11 +507,11 @@ func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
 	var set, ignored []string
 	for _, k := range sortedKeys(bman.Env) {
 		v := bman.Env[k]
-		if !runner.CapturedEnvName(k) {
+		if !envfacts.CapturedEnvName(k) {
 			ignored = append(ignored, k)
 			continue
 		}
-		if v == Redacted || strings.Contains(v, Redacted) {
+		if v == secrets.Redacted || strings.Contains(v, secrets.Redacted) {
 			continue
 		}
 		if cur, ok := lookupEnv(env, k); !ok || cur != v {
@@ -539,8 +524,11 @@ func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
 	return set
 }
 
-// outcome compares the replayed cells with the bundle's, prints and writes the outcome.
-func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool) (*ReplayResult, error) {
+// Outcome compares the replayed cells (the run sum) with the bundle's, prints the outcome and
+// writes it to replay.json in the replay directory. simulate says whether the replay ran the
+// simulators: timings are compared only when the bundled run was the same kind.
+func (st *Replay) Outcome(sum *rundir.Summary, simulate bool) (*ReplayResult, error) {
+	out := st.out
 	res := &ReplayResult{Dir: st.dir, RunDir: sum.RunDir}
 	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(st.cells), sum.RunDir)
 	co := compare.FromPlan(st.plan.Compare)
@@ -551,18 +539,18 @@ func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool
 		res.Cells = append(res.Cells, o)
 		writeOutcome(out, o)
 	}
-	res.ExitCode = ExitReproduced
+	res.ExitCode = exitcode.OK
 	for _, o := range res.Cells {
 		switch {
 		case !o.VerdictReproduced:
-			res.ExitCode = ExitVerdictDiffers
-		case !o.MetricsReproduced && res.ExitCode == ExitReproduced:
-			res.ExitCode = ExitMetricsDiffer
+			res.ExitCode = exitcode.CellsFailed
+		case !o.MetricsReproduced && res.ExitCode == exitcode.OK:
+			res.ExitCode = exitcode.Regression
 		}
 	}
 	if sameMode {
-		if cmp := runCompare(out, st.bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == ExitReproduced {
-			res.ExitCode = ExitMetricsDiffer
+		if cmp := runCompare(out, st.bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == exitcode.OK {
+			res.ExitCode = exitcode.Regression
 		}
 	}
 	if sum.Interrupted {
@@ -591,12 +579,12 @@ func lookupEnv(env []string, key string) (string, bool) {
 func writeSecrets(out io.Writer, p *plans.Plan, bman *rundir.Manifest, meta Metadata, env []string) {
 	names := map[string]bool{}
 	for k, v := range p.Backend.Env {
-		if strings.Contains(v, Redacted) {
+		if strings.Contains(v, secrets.Redacted) {
 			names[k] = true
 		}
 	}
 	for k, v := range bman.Env {
-		if v == Redacted {
+		if v == secrets.Redacted {
 			names[k] = true
 		}
 	}

@@ -1,7 +1,9 @@
 // Package bundle turns a run directory into one redacted .tar.gz a maintainer on another
-// machine can read and replay (`runner bundle`, `runner bundle --issue`), and replays such a
-// bundle (`runner replay`): safe extraction, the same cells with the same argv and
-// environment, an environment diff, and a per-cell verdict of whether the result reproduced.
+// machine can read and replay (`runner bundle`, `runner bundle --issue`), and holds the
+// bundle's side of a replay (`runner replay`, which the runner's Replay drives): safe
+// extraction, the bundled plan readied for this machine, the list to confirm before anything
+// runs, an environment diff, and a per-cell verdict of whether the result reproduced. It runs
+// nothing itself, so it never imports the orchestrator.
 //
 // Secrets never reach the archive: every text file goes through a Redactor before it is
 // written, and binary files that contain a secret are left out.
@@ -18,7 +20,8 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exposure"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // source is a run directory read for bundling.
@@ -113,10 +116,10 @@ func (s *source) cellDir(c rundir.CellRecord) string {
 	return filepath.Join(s.dir, rundir.CellsDir, c.Cell.ID)
 }
 
-// redactor is the run's redactor (runner.PlanRedactor, the one the runner wrote the run
+// redactor is the run's redactor (exposure.Redactor, the one the runner wrote the run
 // directory with) given the bundling process's environment, normally the one the run had: the
 // plan's backend.env (plan.toml keeps them as written) and env are searched for literally, and
 // so are the secrets of the plan's command lines.
-func (s *source) redactor(env []string) (*Redactor, error) {
-	return runner.PlanRedactor(s.plan, env)
+func (s *source) redactor(env []string) (*secrets.Redactor, error) {
+	return exposure.Redactor(s.plan, env)
 }

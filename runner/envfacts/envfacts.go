@@ -2,7 +2,9 @@
 // first (GPU, driver, CUDA, torch, triton, flashinfer, NCCL, sglang or vLLM, clock state, ...)
 // and lists what differs between the environments of two runs. compare, report and replay
 // show these facts; a difference in clock state holds back a regression call (runner's
-// baseline resolution). It reads no file and runs nothing: the manifest is its input.
+// baseline resolution). It also names the variables a manifest records (CapturedEnvName), which
+// the runner captures and a replay checks a bundle's manifest against. It reads no file and runs
+// nothing: the manifest is its input.
 package envfacts
 
 import (
@@ -17,6 +19,21 @@ import (
 
 	"github.com/dustin/go-humanize"
 )
+
+// envPrefixes are the variables that change what sglang, CUDA and NCCL do: the ones a run
+// records in its manifest.
+var envPrefixes = []string{"CUDA_", "SGLANG_", "NCCL_", "HF_", "TORCH_", "PYTORCH_", "VLLM_", "NVIDIA_"}
+
+// CapturedEnvName reports whether a run records the variable name in its manifest's env (the
+// runner's CaptureEnv keeps only these): a bundle's manifest that lists any other was edited.
+func CapturedEnvName(name string) bool {
+	for _, p := range envPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // EnvFact is one row of the environment table: what maintainers ask for first (GPU, driver,
 // CUDA, sglang version, ...), as read from a manifest.

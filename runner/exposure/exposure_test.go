@@ -1,9 +1,12 @@
-package runner
+package exposure
 
 import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 func TestEnvDanger(t *testing.T) {
@@ -19,12 +22,12 @@ func TestEnvDanger(t *testing.T) {
 			t.Errorf("%s is marked dangerous: %s", name, why)
 		}
 	}
-	if s := NewEnvSetting("HF_TOKEN", "hf_secret").String(); s != "HF_TOKEN="+Redacted {
+	if s := NewEnvSetting("HF_TOKEN", "hf_secret").String(); s != "HF_TOKEN="+secrets.Redacted {
 		t.Errorf("a secret is listed as %q", s)
 	}
 }
 
-// PlanExposure lists what a plan sets, runs and contacts beyond argv, and SimulatorOnly
+// Of lists what a plan sets, runs and contacts beyond argv, and SimulatorOnly
 // removes exactly that: after it, a simulated run of the plan exposes nothing.
 func TestPlanExposureAndSimulatorOnly(t *testing.T) {
 	for _, tc := range []struct {
@@ -69,8 +72,11 @@ prompt = ["p"]
 `, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := testPlan(t, tc.body)
-			exp := PlanExposure(p, Options{Simulate: true})
+			p, err := plans.Parse("plan.toml", []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			exp := Of(p, "", true)
 			var got []string
 			for _, e := range exp.Env {
 				got = append(got, e.String())
@@ -88,7 +94,7 @@ prompt = ["p"]
 			if (len(dropped) == 0) != (len(tc.want) == 0) {
 				t.Errorf("dropped %q", dropped)
 			}
-			if after := PlanExposure(p, Options{Simulate: true}); !after.Empty() {
+			if after := Of(p, "", true); !after.Empty() {
 				t.Errorf("after SimulatorOnly the plan still exposes %+v", after)
 			}
 			if len(p.Expand()) != 1 {

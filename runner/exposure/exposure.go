@@ -1,25 +1,30 @@
-package runner
+// Package exposure says what in a plan runs code or reaches the network on this machine.
+//
+// A plan names more than the argv of its cells (runner.Describe): variables set in every
+// process, Slurm directives and setup lines that a shell runs on the node, and servers the
+// runner contacts. A plan from someone else (a bug bundle) is untrusted, so `runner replay`
+// lists all of it before it asks (Of), and a simulated replay drops all of it
+// (SimulatorOnly). Both walk the same fields, here, so a new key that can run code or reach
+// the network is added to both at once. The package knows plans and secret names only, so the
+// orchestrator and the bundle library both use it without either importing the other.
+package exposure
 
 import (
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/secrets"
 )
-
-// A plan names more than the argv Describe lists: variables set in every process, Slurm
-// directives and setup lines that a shell runs on the node, and servers the runner contacts.
-// A plan from someone else (a bug bundle) is untrusted, so `runner replay` lists all of it
-// before it asks (Exposure), and a simulated replay drops all of it (SimulatorOnly). Both
-// walk the same fields, here, so a new key that can run code or reach the network is added
-// to both at once.
 
 // EnvSetting is one variable a plan (or a bundle's manifest) sets in the processes it starts.
 type EnvSetting struct {
 	Name string
-	// Value is shown as is, except a secret-named variable's, which is Redacted.
+	// Value is shown as is, except a secret-named variable's, which is secrets.Redacted.
 	Value string
 	// Danger says how the variable can load or run code, or redirect traffic, in a process
 	// that inherits it; "" for an ordinary one.
@@ -38,8 +43,8 @@ func (e EnvSetting) String() string {
 // NewEnvSetting describes NAME=value for a listing: the value redacted when the name looks
 // secret, the danger when it has one.
 func NewEnvSetting(name, value string) EnvSetting {
-	if IsSecretName(name) {
-		value = Redacted
+	if secrets.IsSecretName(name) {
+		value = secrets.Redacted
 	}
 	return EnvSetting{Name: name, Value: value, Danger: EnvDanger(name)}
 }
@@ -112,8 +117,8 @@ func EnvDanger(name string) string {
 	return ""
 }
 
-// Exposure is what a plan makes this machine set, run or contact beyond the argv Describe
-// and ProbeCommands list.
+// Exposure is what a plan makes this machine set, run or contact beyond the argv of its
+// cells and of the environment probes (runner.Describe, runner.ProbeCommands).
 type Exposure struct {
 	// Env are the variables of [backend.env], by name.
 	Env []EnvSetting
@@ -139,18 +144,20 @@ func (e Exposure) Empty() bool {
 	return len(e.Env) == 0 && len(e.Slurm) == 0 && len(e.Setup) == 0 && len(e.Network) == 0
 }
 
-// PlanExposure lists what p sets, runs and contacts beyond its cells' argv, as RunCells with
-// opts would (opts.Executor overrides the plan's executor, as it does for a run).
-func PlanExposure(p *plans.Plan, opts Options) Exposure {
+// Of lists what p sets, runs and contacts beyond its cells' argv, as a run of it would:
+// executor, when not "", overrides the plan's executor kind (as runner.Options.Executor does
+// for a run), and under simulate the simulators replace backend.command, so its program is
+// not listed as a file that runs.
+func Of(p *plans.Plan, executor string, simulate bool) Exposure {
 	var e Exposure
 	b := p.Backend
-	for _, k := range sortedKeys(b.Env) {
+	for _, k := range slices.Sorted(maps.Keys(b.Env)) {
 		e.Env = append(e.Env, NewEnvSetting(k, b.Env[k]))
 		e.Values = append(e.Values, b.Env[k])
 	}
 	kind := p.Executor.Kind
-	if opts.Executor != "" {
-		kind = opts.Executor
+	if executor != "" {
+		kind = executor
 	}
 	if kind == plans.ExecutorSlurm {
 		s := p.Executor.Slurm
@@ -186,7 +193,7 @@ func PlanExposure(p *plans.Plan, opts Options) Exposure {
 		}
 		e.Network = append(e.Network, "server "+net.JoinHostPort(host, port)+" (backend.host/port): the server listens there and the runner connects to it")
 	}
-	if !opts.Simulate && len(b.Command) > 0 {
+	if !simulate && len(b.Command) > 0 {
 		e.Files = append(e.Files, b.Command[0])
 	}
 	e.Values = append(e.Values, b.Command...)
@@ -203,7 +210,7 @@ func PlanExposure(p *plans.Plan, opts Options) Exposure {
 	return e
 }
 
-// SimulatorOnly removes from p everything PlanExposure lists, so that only the runner's
+// SimulatorOnly removes from p everything Of lists, so that only the runner's
 // built-in simulators run (they replace backend.command, which is never run under them): no
 // [backend.env], no attached server (the simulated server stands in for it), no host other
 // than loopback and no fixed port, no Slurm (the cells run on this machine). It returns one line per thing it removed, for the
@@ -213,7 +220,7 @@ func SimulatorOnly(p *plans.Plan) []string {
 	var dropped []string
 	b := &p.Backend
 	if len(b.Env) > 0 {
-		names := sortedKeys(b.Env)
+		names := slices.Sorted(maps.Keys(b.Env))
 		dropped = append(dropped, fmt.Sprintf("[backend.env]: %d variable(s): %s", len(names), strings.Join(names, ", ")))
 		b.Env = nil
 	}
@@ -242,4 +249,36 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Redactor is the redactor of the files of a run of p (secrets.ForRun), the one the
+// runner writes the run directory with and a bundle of the run packs it with: it knows the
+// values of p's [backend.env] and of env's secret-named variables, p's [bundle] redact
+// patterns, and the secrets the rules find in p's command lines (planCommands). p may be nil
+// (a run directory whose plan does not load): then only env and the rules.
+func Redactor(p *plans.Plan, env []string) (*secrets.Redactor, error) {
+	if p == nil {
+		return secrets.ForRun(nil, env, nil)
+	}
+	return secrets.ForRun(p.Backend.Env, env, p.Bundle.Redact, Commands(p)...)
+}
+
+// Commands are the command lines of p, each an argv: backend.command and extra_args as one,
+// each Slurm setup line and sbatch directive, the attached server's URL, and each
+// [backend.env] entry as NAME=value (a value may itself be a command line).
+func Commands(p *plans.Plan) [][]string {
+	out := [][]string{append(slices.Clone(p.Backend.Command), p.Backend.ExtraArgs...)}
+	for _, l := range p.Executor.Slurm.Setup {
+		out = append(out, []string{l})
+	}
+	for _, l := range p.Executor.Slurm.ExtraSbatch {
+		out = append(out, []string{l})
+	}
+	if p.Backend.URL != "" {
+		out = append(out, []string{p.Backend.URL})
+	}
+	for k, v := range p.Backend.Env {
+		out = append(out, []string{k + "=" + v})
+	}
+	return out
 }

@@ -1,36 +1,26 @@
-package bundle
+package runner
 
 import (
 	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/bundle"
+	"github.com/sglprof/runner/runner/secrets"
 )
-
-// TestMain lets the test binary stand in for the runner binary under --simulate: the runner
-// re-executes Exe as `Exe sim sglang ...`.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == "sim" {
-		code, _ := sim.Main(context.Background(), os.Args[2:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr)
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
 
 // Secrets planted in a simulated run: in the plan's env, in argv, in the process environment
 // and in the log. None of them may survive in any byte of the bundle.
@@ -69,14 +59,14 @@ profilers = ["torch"]
 redact = ["internal-[a-z0-9]+"]
 `
 
-func simOptions(t *testing.T, env []string) runner.Options {
+func bundleSimOptions(t *testing.T, env []string) Options {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	env = append([]string{"PATH=" + os.Getenv("PATH"), "RUNNER_SIM_TIME_SCALE=0"}, env...)
-	return runner.Options{Simulate: true, Exe: exe, Env: env, OutputDir: t.TempDir()}
+	return Options{Simulate: true, Exe: exe, Env: env, OutputDir: t.TempDir()}
 }
 
 // simRun runs a plan under the simulators and returns the run directory.
@@ -86,7 +76,7 @@ func simRun(t *testing.T, body string, env []string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := runner.Run(context.Background(), p, simOptions(t, env))
+	sum, err := Run(context.Background(), p, bundleSimOptions(t, env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +174,7 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), "b.tar.gz")
-	res, err := Create(context.Background(), run, Options{Output: out, Env: secretEnv()})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: out, Env: secretEnv()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +215,7 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 			t.Errorf("redaction %+v has no count", r)
 		}
 	}
-	for _, k := range []string{KindEnv, KindHFToken, KindBearer, KindURLCreds, KindAWSKey, KindPlan, KindAssignment, KindFlag} {
+	for _, k := range []string{secrets.KindEnv, secrets.KindHFToken, secrets.KindBearer, secrets.KindURLCreds, secrets.KindAWSKey, secrets.KindPlan, secrets.KindAssignment, secrets.KindFlag} {
 		if !kinds[k] {
 			t.Errorf("no %s redaction reported: %+v", k, res.Metadata.Redactions)
 		}
@@ -243,7 +233,7 @@ func TestBundleRedactsPlantedSecrets(t *testing.T) {
 
 func TestIssueBody(t *testing.T) {
 	run := simRun(t, secretPlan, secretEnv())
-	body, err := Issue(filepath.Join(run, rundir.CellsDir, "000-unknown-model-default-s0-torch-r1"), IssueOptions{Env: secretEnv()})
+	body, err := bundle.Issue(filepath.Join(run, rundir.CellsDir, "000-unknown-model-default-s0-torch-r1"), bundle.IssueOptions{Env: secretEnv()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +257,7 @@ prompt = ["a cat"]
 num_inference_steps = [3]
 `, nil)
 	out := filepath.Join(t.TempDir(), "one.tar.gz")
-	res, err := Create(context.Background(), run, Options{Output: out, Cells: []string{"001-unknown-model-default-s0-none-r1"}})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: out, Cells: []string{"001-unknown-model-default-s0-none-r1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +269,7 @@ num_inference_steps = [3]
 		t.Errorf("cells = %v", res.Metadata.Cells)
 	}
 	// A cell directory selects its own cell.
-	res, err = Create(context.Background(), filepath.Join(run, "cells", "000-qwen-image-default-s0-none-r1"), Options{Output: out + "2"})
+	res, err = bundle.Create(context.Background(), filepath.Join(run, "cells", "000-qwen-image-default-s0-none-r1"), bundle.Options{Output: out + "2"})
 	if err != nil || len(res.Metadata.Cells) != 1 || res.Metadata.Cells[0] != "000-qwen-image-default-s0-none-r1" {
 		t.Errorf("cell dir: %v %+v", err, res)
 	}
@@ -292,9 +282,9 @@ num_inference_steps = [3]
 		{filepath.Join(run, "nope"), nil, "give a run directory"},
 		{run, []string{"007-nothing"}, "the run has no cell 007-nothing; its cells are: 000-qwen-image-default-s0-none-r1, 001-unknown-model-default-s0-none-r1"},
 	} {
-		_, err := Create(context.Background(), tc.src, Options{Output: filepath.Join(t.TempDir(), "x.tar.gz"), Cells: tc.cells})
+		_, err := bundle.Create(context.Background(), tc.src, bundle.Options{Output: filepath.Join(t.TempDir(), "x.tar.gz"), Cells: tc.cells})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Create(%s, %v) = %v, want an error containing %q", tc.src, tc.cells, err, tc.want)
+			t.Errorf("bundle.Create(%s, %v) = %v, want an error containing %q", tc.src, tc.cells, err, tc.want)
 		}
 	}
 }
@@ -325,7 +315,7 @@ profilers = ["torch"]
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	full, err := Create(context.Background(), run, Options{Output: filepath.Join(dir, "full.tar.gz")})
+	full, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(dir, "full.tar.gz")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +324,7 @@ profilers = ["torch"]
 	}
 	// Under the full size by less than the slimmed trace: the traces go first.
 	limit := full.Bytes - 4096
-	res, err := Create(context.Background(), run, Options{Output: filepath.Join(dir, "notrace.tar.gz"), MaxSize: limit})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(dir, "notrace.tar.gz"), MaxSize: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +339,7 @@ profilers = ["torch"]
 		t.Error("the log was cut although dropping the traces was enough")
 	}
 	// 300 KiB: only a cut log fits.
-	res, err = Create(context.Background(), run, Options{Output: filepath.Join(dir, "cut.tar.gz"), MaxSize: 300 << 10})
+	res, err = bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(dir, "cut.tar.gz"), MaxSize: 300 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +355,7 @@ profilers = ["torch"]
 		t.Error("README does not say the log was cut")
 	}
 	// 20 KiB cannot hold even the cut bundle: a clear error, no file.
-	_, err = Create(context.Background(), run, Options{Output: filepath.Join(dir, "tiny.tar.gz"), MaxSize: 20 << 10})
+	_, err = bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(dir, "tiny.tar.gz"), MaxSize: 20 << 10})
 	if err == nil || !strings.Contains(err.Error(), "stays over --max-size") || !strings.Contains(err.Error(), "--cells") {
 		t.Errorf("err = %v", err)
 	}
@@ -388,7 +378,7 @@ num_inference_steps = [4]
 profilers = ["torch", "nsys"]
 `, nil)
 	dir := t.TempDir()
-	res, err := Create(context.Background(), run, Options{Output: filepath.Join(dir, "t.tar.gz"), WithTraces: true})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(dir, "t.tar.gz"), WithTraces: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +428,7 @@ num_inference_steps = [3]
 	if err := os.Symlink(secret, filepath.Join(cell, rundir.TriageMD)); err != nil {
 		t.Skip(err)
 	}
-	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "l.tar.gz")})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(t.TempDir(), "l.tar.gz")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,18 +437,6 @@ num_inference_steps = [3]
 			t.Errorf("%s: a symlink in the run directory was followed", n)
 		}
 	}
-}
-
-// walkFiles lists the regular files under dir.
-func walkFiles(t *testing.T, dir string) []string {
-	var out []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			out = append(out, p)
-		}
-		return nil
-	})
-	return out
 }
 
 func TestReadmeWorstRegressions(t *testing.T) {
@@ -472,7 +450,7 @@ func TestReadmeWorstRegressions(t *testing.T) {
 	os.WriteFile(filepath.Join(run, rundir.CompareFile), data, 0o644)
 	os.WriteFile(filepath.Join(run, rundir.CompareMD), []byte("| config | metric |\n"), 0o644)
 	out := filepath.Join(t.TempDir(), "c.tar.gz")
-	if _, err := Create(context.Background(), run, Options{Output: out}); err != nil {
+	if _, err := bundle.Create(context.Background(), run, bundle.Options{Output: out}); err != nil {
 		t.Fatal(err)
 	}
 	files := readArchive(t, out)
@@ -515,7 +493,7 @@ num_inference_steps = [3]
 	if err := os.WriteFile(filepath.Join(cell, rundir.LogFile), big.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 1 << 20})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +516,7 @@ func TestBundlePlanThatNoLongerLoads(t *testing.T) {
 	run := simRun(t, fallbackPlan, nil)
 	// A plan key this runner does not know (as from a newer runner), with a secret beside it.
 	os.WriteFile(filepath.Join(run, rundir.PlanFile), []byte(fallbackPlan+"future_key = 1\n[backend]\nenv = { API_TOKEN = \"tok-secret-value\" }\n"), 0o644)
-	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz")})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(t.TempDir(), "b.tar.gz")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,30 +529,6 @@ func TestBundlePlanThatNoLongerLoads(t *testing.T) {
 	}
 	if bytes.Contains(files["plan.toml"], []byte("tok-secret-value")) {
 		t.Error("the built-in patterns did not redact the plan")
-	}
-}
-
-// TestBundleStopsOnCancel: a cancelled context reaches the read loop of a streamed file and
-// the archive writer, so Ctrl-C stops bundling a big log at once.
-func TestBundleStopsOnCancel(t *testing.T) {
-	dir := t.TempDir()
-	big := filepath.Join(dir, "log.txt")
-	if err := os.WriteFile(big, bytes.Repeat([]byte("a line of log text\n"), 1<<16), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	red, _ := NewRedactor(nil, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	b := &builder{ctx: ctx, red: red, stage: dir}
-	if _, _, err := b.stageStream(big, false, false); !errors.Is(err, context.Canceled) {
-		t.Errorf("stageStream with a cancelled context: err = %v, want context.Canceled", err)
-	}
-	out := filepath.Join(dir, "b.tar.gz")
-	if _, _, err := writeArchive(ctx, out, []entry{{name: "log.txt", file: big, size: 19 << 16}}); !errors.Is(err, context.Canceled) {
-		t.Errorf("writeArchive with a cancelled context: err = %v, want context.Canceled", err)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Error("a cancelled bundle left its archive")
 	}
 }
 
@@ -605,31 +559,16 @@ num_inference_steps = [2]
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "sl.tar.gz")
-	if _, err := Create(context.Background(), run, Options{Output: out}); err != nil {
+	if _, err := bundle.Create(context.Background(), run, bundle.Options{Output: out}); err != nil {
 		t.Fatal(err)
 	}
 	files := readArchive(t, out)
 	if !strings.Contains(string(files["slurm/job-1.sbatch"]), "--array=0-0") {
-		t.Errorf("slurm/job-1.sbatch missing from the bundle; files: %v", sortedKeys(files))
+		t.Errorf("slurm/job-1.sbatch missing from the bundle; files: %v", slices.Sorted(maps.Keys(files)))
 	}
 	for name := range files {
 		if strings.Contains(name, "outside") {
 			t.Errorf("bundled %s from outside the run directory", name)
 		}
-	}
-}
-
-// TestReadmeCodeCells: the README's cell ids and kernel names are code columns of the table
-// model, so a "~" or "<" in a kernel name shows literally inside its code span (before, the
-// backticks were the caller's and the writer's "\\~" showed its backslash) and a "|" cannot end
-// the cell.
-func TestReadmeCodeCells(t *testing.T) {
-	v := view{cells: []cellView{{id: "000-c", result: &rundir.CellResult{TopKernels: []rundir.KernelShare{
-		{Name: "void k<float>|x ~Foo()", Category: "gemm", TotalUS: 2, SharePct: 50}}}}}}
-	var b strings.Builder
-	writeTopKernels(&b, v, 3)
-	want := "| `000-c` | `void k<float>\\|x ~Foo()` | gemm | 2.0 | 50.0% |\n"
-	if !strings.Contains(b.String(), want) {
-		t.Errorf("top kernels:\n%s\nwant the row:\n%s", b.String(), want)
 	}
 }

@@ -1,4 +1,4 @@
-package bundle
+package runner
 
 import (
 	"bytes"

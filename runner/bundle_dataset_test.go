@@ -1,4 +1,4 @@
-package bundle
+package runner
 
 import (
 	"bytes"
@@ -14,8 +14,9 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/bundle"
 	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // dataToken is a credential inside a prompt of the dataset; internalName matches the plan's
@@ -86,7 +87,7 @@ func datasetRun(t *testing.T, dataset []byte) (run, ds string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := runner.Run(context.Background(), p, simOptions(t, nil))
+	sum, err := Run(context.Background(), p, bundleSimOptions(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func datasetRun(t *testing.T, dataset []byte) (run, ds string) {
 func TestBundleCarriesDataset(t *testing.T) {
 	run, ds := datasetRun(t, shareGPT(4, func(int) string { return "My token is " + dataToken + " on " + internalName + "." }))
 	out := filepath.Join(t.TempDir(), "b.tar.gz")
-	res, err := Create(context.Background(), run, Options{Output: out})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 		t.Fatalf("the dataset is not bundled (bundle.json dataset %q, omitted %v)", res.Metadata.Dataset, res.Metadata.Omitted)
 	case bytes.Contains(got, []byte(dataToken)) || bytes.Contains(got, []byte(internalName)):
 		t.Errorf("a secret survived in the bundled dataset:\n%s", got)
-	case !bytes.Contains(got, []byte(Redacted)) || !bytes.Contains(got, []byte("bimetallic strip")):
+	case !bytes.Contains(got, []byte(secrets.Redacted)) || !bytes.Contains(got, []byte("bimetallic strip")):
 		t.Errorf("the bundled dataset is not the run's, redacted:\n%s", got)
 	}
 	for name, b := range files {
@@ -143,7 +144,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 
 	// Over MaxDataset: left out, and said so.
 	small := filepath.Join(t.TempDir(), "small.tar.gz")
-	res, err = Create(context.Background(), run, Options{Output: small, MaxDataset: 100})
+	res, err = bundle.Create(context.Background(), run, bundle.Options{Output: small, MaxDataset: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestBundleCarriesDataset(t *testing.T) {
 		t.Error("a dataset over MaxDataset was bundled")
 	}
 	if !hasOmission(res.Metadata.Omitted, "dataset/ds1.json", "over --max-dataset-size 100 B") ||
-		!strings.Contains(string(files[ReadmeFile]), "over --max-dataset-size") {
+		!strings.Contains(string(files[bundle.ReadmeFile]), "over --max-dataset-size") {
 		t.Errorf("the bundle does not say the dataset was left out: %+v", res.Metadata.Omitted)
 	}
 	// Its replay reads the recorded file while it is there, and otherwise says where it was.
@@ -182,7 +183,7 @@ func TestBundleMaxSizeDropsDatasetLast(t *testing.T) {
 		}
 		return string(b)
 	}))
-	res, err := Create(context.Background(), run, Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 100 << 10})
+	res, err := bundle.Create(context.Background(), run, bundle.Options{Output: filepath.Join(t.TempDir(), "b.tar.gz"), MaxSize: 100 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestBundleMaxSizeDropsDatasetLast(t *testing.T) {
 	}
 }
 
-func hasOmission(os []Omission, path, reason string) bool {
+func hasOmission(os []bundle.Omission, path, reason string) bool {
 	for _, o := range os {
 		if o.Path == path && strings.Contains(o.Reason, reason) {
 			return true

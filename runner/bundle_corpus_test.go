@@ -1,4 +1,4 @@
-package bundle
+package runner
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/bundle"
 )
 
 // family is one credential format of the corpus: text builds the line that carries secret
@@ -288,14 +289,14 @@ func corpusOutputs(t *testing.T, run, cell string, env []string, runFiles ...str
 	}
 	for _, withTraces := range []bool{false, true} {
 		out := filepath.Join(t.TempDir(), "b.tar.gz")
-		if _, err := Create(context.Background(), run, Options{Output: out, Env: env, WithTraces: withTraces}); err != nil {
+		if _, err := bundle.Create(context.Background(), run, bundle.Options{Output: out, Env: env, WithTraces: withTraces}); err != nil {
 			t.Fatal(err)
 		}
 		for n, d := range readArchive(t, out) {
 			outputs[fmt.Sprintf("bundle(with-traces=%v)/%s", withTraces, n)] = d
 		}
 	}
-	body, err := Issue(cell, IssueOptions{Env: env})
+	body, err := bundle.Issue(cell, bundle.IssueOptions{Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
