@@ -206,9 +206,6 @@ func hostInfo() rundir.HostInfo {
 	return h
 }
 
-// Redacted replaces the value of a secret-looking variable.
-const Redacted = secrets.Redacted
-
 // CaptureEnv keeps the variables that matter for a GPU run, with secret values redacted.
 func CaptureEnv(env []string) map[string]string {
 	out := map[string]string{}
@@ -221,7 +218,7 @@ func CaptureEnv(env []string) map[string]string {
 			continue
 		}
 		if secrets.IsSecretName(k) {
-			v = Redacted
+			v = secrets.Redacted
 		}
 		out[k] = v
 	}
@@ -242,9 +239,9 @@ func redactArgs(args []string) []string {
 			continue
 		}
 		if hasEq {
-			out[i] = a[:strings.Index(a, "=")+1] + Redacted
+			out[i] = a[:strings.Index(a, "=")+1] + secrets.Redacted
 		} else if i+1 < len(out) {
-			out[i+1] = Redacted
+			out[i+1] = secrets.Redacted
 			i++
 		}
 	}
@@ -258,7 +255,7 @@ func redactEnvMap(env map[string]string) map[string]string {
 	out := make(map[string]string, len(env))
 	for k, v := range env {
 		if secrets.IsSecretName(k) {
-			v = Redacted
+			v = secrets.Redacted
 		}
 		out[k] = v
 	}

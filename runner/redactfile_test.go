@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 // fakeSecret is a fresh value of no known credential shape: only the run's redactor, which
@@ -47,7 +48,7 @@ num_inference_steps = [4]
 		t.Fatal(err)
 	}
 	// The stand-in ran and printed in free text: the test can fail.
-	if !bytes.Contains(man, []byte("token in free text: "+Redacted)) || !bytes.Contains(man, []byte("wandb key: "+Redacted)) {
+	if !bytes.Contains(man, []byte("token in free text: "+secrets.Redacted)) || !bytes.Contains(man, []byte("wandb key: "+secrets.Redacted)) {
 		t.Errorf("manifest.json lacks check_env's redacted lines:\n%s", man)
 	}
 	files := map[string][]byte{rundir.ManifestFile: man}
@@ -96,7 +97,7 @@ num_inference_steps = [4]
 	}
 	cmd, _ := os.ReadFile(cmds[0])
 	for name, data := range map[string][]byte{"cells.json": cells, "command.json": cmd} {
-		if bytes.Contains(data, []byte(Redacted)) {
+		if bytes.Contains(data, []byte(secrets.Redacted)) {
 			t.Errorf("%s redacts something in a run without secrets:\n%s", name, data)
 		}
 		if !bytes.Contains(data, []byte("Qwen/Qwen-Image")) {

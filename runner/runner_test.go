@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/proc"
+	"github.com/sglprof/runner/runner/secrets"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -154,17 +155,17 @@ func TestMergeEnv(t *testing.T) {
 
 func TestRedaction(t *testing.T) {
 	env := CaptureEnv([]string{"HF_TOKEN=hf_abc", "CUDA_VISIBLE_DEVICES=0,1", "HOME=/root", "NCCL_DEBUG=INFO", "SGLANG_API_KEY=k", "AWS_SECRET=x"})
-	want := map[string]string{"HF_TOKEN": Redacted, "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "SGLANG_API_KEY": Redacted}
+	want := map[string]string{"HF_TOKEN": secrets.Redacted, "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "SGLANG_API_KEY": secrets.Redacted}
 	if !cmp.Equal(env, want) {
 		t.Errorf("CaptureEnv = %v, want %v", env, want)
 	}
 	args := redactArgs([]string{"sglang", "--hf-token", "hf_abc", "--api-key=xyz", "--prompt", "a token of love"})
-	wantArgs := []string{"sglang", "--hf-token", Redacted, "--api-key=" + Redacted, "--prompt", "a token of love"}
+	wantArgs := []string{"sglang", "--hf-token", secrets.Redacted, "--api-key=" + secrets.Redacted, "--prompt", "a token of love"}
 	if !cmp.Equal(args, wantArgs) {
 		t.Errorf("redactArgs = %v, want %v", args, wantArgs)
 	}
 	l := redactLaunch(rundir.Launch{Argv: []string{"x", "--password", "p"}, Env: map[string]string{"MY_PASSWORD": "p", "OK": "v"}})
-	if l.Argv[2] != Redacted || l.Env["MY_PASSWORD"] != Redacted || l.Env["OK"] != "v" {
+	if l.Argv[2] != secrets.Redacted || l.Env["MY_PASSWORD"] != secrets.Redacted || l.Env["OK"] != "v" {
 		t.Errorf("redactLaunch = %+v", l)
 	}
 }
