@@ -24,6 +24,7 @@ import (
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/reports/triage"
+	"github.com/sglprof/runner/runner/infile"
 	"github.com/sglprof/runner/runner/rundir"
 )
 
@@ -67,7 +68,7 @@ func nsysInput(path string) bool {
 
 // isSQLite sniffs the SQLite file header rather than trusting the suffix.
 func isSQLite(path string) bool {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return false
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/infile"
 	"github.com/sglprof/runner/runner/proc"
 	"github.com/sglprof/runner/runner/rundir"
 )
@@ -220,8 +221,11 @@ func loadPlan(path string) (*plans.Plan, error) {
 // and a plan, trace, perf dump or bundle is a file. hint says what to pass instead. A path
 // that does not exist is left to the reader, whose error names it.
 func regularInput(path, hint string) error {
-	if st, err := os.Stat(path); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
-		return usageErr("%s is not a regular file (%s); %s", path, st.Mode().Type(), hint)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil
+	}
+	if err := infile.Check(path); errors.Is(err, infile.ErrNotRegular) {
+		return usageErr("%v; %s", err, hint)
 	}
 	return nil
 }

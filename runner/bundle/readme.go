@@ -3,7 +3,6 @@ package bundle
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -15,7 +14,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/render/table"
-
+	"github.com/sglprof/runner/runner/infile"
 	"github.com/sglprof/runner/runner/rundir"
 )
 
@@ -47,7 +46,9 @@ func entryBytes(e entry) []byte {
 	if e.data != nil || e.file == "" {
 		return e.data
 	}
-	b, _ := os.ReadFile(e.file)
+	// A text entry over 8 MiB was staged (redacted into a file of the bundle's own); it is
+	// read back through the one reader, bounded like any record.
+	b, _ := infile.ReadFile(e.file, rundir.MaxRecordBytes)
 	return b
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/infile"
 	"github.com/sglprof/runner/runner/rundir"
 )
 
@@ -112,7 +113,7 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(bundlePath)
+	f, err := infile.Open(bundlePath)
 	if err != nil {
 		return nil, &runner.UsageError{Err: fmt.Errorf("replay: %w", err)}
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sglprof/runner/runner/infile"
 )
 
 // RecordFile is the name of the process record a cell's supervisor keeps in
@@ -19,6 +21,10 @@ import (
 // ended means the runner, and perhaps the supervisor, were killed, and
 // ReapRecorded kills what is left.
 const RecordFile = "processes.json"
+
+// maxRecord bounds a process record read back: the supervisor writes a line per process, so a
+// larger file is not its record.
+const maxRecord = 16 << 20
 
 // ProcessID names one process across pid reuse: its pid and its start time
 // (field 22 of /proc/<pid>/stat, in clock ticks since boot).
@@ -156,7 +162,7 @@ func ReapRecorded(dir string) (int, error) {
 	killed := 0
 	var errs []error
 	for _, p := range recs {
-		b, err := os.ReadFile(p)
+		b, err := infile.ReadFile(p, maxRecord)
 		if err != nil {
 			errs = append(errs, err)
 			continue

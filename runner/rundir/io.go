@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/runner/infile"
 )
 
 // Redact rewrites a file's encoded JSON before it is written. The runner passes its secrets
@@ -114,7 +113,7 @@ func CheckReplaceable(path string) error {
 	if err != nil || st.Mode().IsRegular() || st.Mode()&fs.ModeSymlink != 0 {
 		return nil
 	}
-	return &OutputError{fmt.Errorf("%s exists and is %s, not a file the runner wrote; remove it or move it away", path, describeMode(st.Mode()))}
+	return &OutputError{fmt.Errorf("%s exists and is %s, not a file the runner wrote; remove it or move it away", path, infile.Describe(st.Mode()))}
 }
 
 // Output is a file written as a stream (a rewritten trace, a bundle): a temporary file beside
@@ -182,57 +181,24 @@ func encodeJSON(path string, v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ErrNotRegular is wrapped by the error of a reader given a path that is not a regular file.
-var ErrNotRegular = errors.New("not a regular file")
+// ErrNotRegular is wrapped by the error of a reader given a path that is not a regular file
+// (it is runner/infile's, so errors.Is holds for both).
+var ErrNotRegular = infile.ErrNotRegular
 
-// ReadFile reads a file of the run directory. A path that is not a regular file (a FIFO, a
-// device, a socket, a directory; a symlink is followed) is refused with an error that names
-// it and wraps ErrNotRegular, without reading it: a FIFO planted in a run directory would
-// otherwise block the reader forever, past Ctrl-C. The file is checked before it is opened
-// (opening a device can have effects) and again on the open descriptor, which is opened
-// non-blocking so that a FIFO swapped in between cannot block the open either. A missing file
-// is returned as os.Open's error (errors.Is fs.ErrNotExist holds).
+// MaxRecordBytes bounds a JSON record of the run directory read whole (summary.json,
+// cells.json, result.json, ...): the runner writes them at a few KiB a cell, so a larger one
+// is not the runner's and is refused rather than read into memory.
+const MaxRecordBytes = 256 << 20
+
+// ReadFile reads a file of the run directory through runner/infile, the one reader of the
+// files the runner is given: a path that is not a regular file (a FIFO, a device, a socket, a
+// directory; a symlink is followed) is refused with an error that names it and wraps
+// ErrNotRegular, without being read (a FIFO planted in a run directory would otherwise block
+// the reader forever, past Ctrl-C), and a file over MaxRecordBytes with one that wraps
+// infile.ErrTooLarge. A missing file is returned as os.Open's error (errors.Is fs.ErrNotExist
+// holds).
 func ReadFile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, notRegular(path, st.Mode())
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err = f.Stat(); err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, notRegular(path, st.Mode())
-	}
-	return io.ReadAll(f)
-}
-
-func notRegular(path string, mode fs.FileMode) error {
-	return fmt.Errorf("%s is %w (%s); refusing to read it", path, ErrNotRegular, describeMode(mode))
-}
-
-// describeMode names a file type for a person.
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	}
-	return m.Type().String()
+	return infile.ReadFile(path, MaxRecordBytes)
 }
 
 // ReadJSON decodes the JSON file path into v through ReadFile (a path that is not a regular
@@ -246,13 +212,14 @@ func ReadJSON(path string, v any) error {
 	return DecodeJSON(path, data, v)
 }
 
-// ReadPlan reads and parses dir/plan.toml, the plan a run was made from, through ReadFile.
+// ReadPlan reads and parses dir/plan.toml, the plan a run was made from, through runner/infile
+// (at most plans.MaxPlanBytes).
 // raw is the file's bytes, returned also when they do not parse (err is then the plan's
 // *plans.Error) so that a bundle can still carry them; raw is nil when the file could not be
 // read.
 func ReadPlan(dir string) (p *plans.Plan, raw []byte, err error) {
 	path := filepath.Join(dir, PlanFile)
-	raw, err = ReadFile(path)
+	raw, err = infile.ReadFile(path, plans.MaxPlanBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read plan: %w", err)
 	}
