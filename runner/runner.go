@@ -36,7 +36,36 @@ const (
 	ExitCellsFailed = 3
 	ExitRegression  = 4
 	ExitInterrupted = 130
+	// ExitTerminated is the exit status of a runner stopped by SIGTERM: 128+15, as a shell
+	// reports a program that SIGTERM ended, so the scheduler, service manager or script that
+	// sent it sees its own signal. The stop itself is Ctrl-C's.
+	ExitTerminated = 143
 )
+
+// Stopped is the cause (context.Cause) of a run's context cancelled because the runner was
+// asked to stop: cmd/runner, the one place that sees signals, cancels the context with it, so
+// that what was stopped records the exit status the signal calls for (summary.json's
+// exit_code) without this package knowing about signals. The context's Err is
+// context.Canceled as for any cancellation.
+type Stopped struct {
+	// Signal names what stopped the runner ("SIGINT", "SIGTERM").
+	Signal string
+	// ExitCode is the exit status it calls for (ExitInterrupted, ExitTerminated).
+	ExitCode int
+}
+
+func (s *Stopped) Error() string { return "stopped by " + s.Signal }
+
+// InterruptedExit is the exit status of a run that ctx's cancellation stopped: the code of
+// its Stopped cause, else ExitInterrupted (a context cancelled for any other reason, as in
+// tests, counts as Ctrl-C).
+func InterruptedExit(ctx context.Context) int {
+	var s *Stopped
+	if errors.As(context.Cause(ctx), &s) && s.ExitCode != 0 {
+		return s.ExitCode
+	}
+	return ExitInterrupted
+}
 
 // Options configure a run. cmd/runner fills them from flags, the environment and the terminal.
 type Options struct {

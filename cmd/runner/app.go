@@ -62,32 +62,54 @@ func run(args []string, io stdio) int {
 	}
 	quietUsage(app.Commands)
 	err := app.RunContext(ctx, permuteArgs(app, args))
-	return exitCode(err, io.err)
+	return exitStatus(ctx, err, io.err)
 }
 
-// stopOnSignals cancels ctx on the first SIGINT/SIGTERM and, on the second, tells the
-// processes being stopped to skip the rest of their grace and die now (proc.WithKill).
+// exitStatus is exitCode, except that a command stopped by a signal exits with that signal's
+// status whatever path its stop took (a cancelled read, a run's summary): 130 for Ctrl-C, 143
+// for SIGTERM (runner.InterruptedExit of ctx, the context stopOnSignals cancelled).
+func exitStatus(ctx context.Context, err error, stderr io.Writer) int {
+	code := exitCode(err, stderr)
+	if code == runner.ExitInterrupted {
+		code = runner.InterruptedExit(ctx)
+	}
+	return code
+}
+
+// stopSignals are the signals that stop the runner, each with the exit status it calls for.
+// SIGTERM is Ctrl-C in every respect (the context is cancelled, cells are stopped through the
+// stop ladder and recorded as interrupted, a second signal kills what is still stopping)
+// except the exit status, 128+15, so whoever sent it sees its own signal.
+var stopSignals = map[os.Signal]*runner.Stopped{
+	syscall.SIGINT:  {Signal: "SIGINT", ExitCode: runner.ExitInterrupted},
+	syscall.SIGTERM: {Signal: "SIGTERM", ExitCode: runner.ExitTerminated},
+}
+
+// stopOnSignals cancels ctx on the first SIGINT/SIGTERM, with the signal's runner.Stopped as
+// the cause, and, on the second, tells the processes being stopped to skip the rest of their
+// grace and die now (proc.WithKill).
 func stopOnSignals(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, kill := proc.WithKill(ctx)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
 		for n := 0; ; n++ {
+			var sig os.Signal
 			select {
-			case <-sigs:
+			case sig = <-sigs:
 			case <-done:
 				return
 			}
 			if n == 0 {
-				cancel()
+				cancel(stopSignals[sig])
 			} else {
 				kill()
 			}
 		}
 	}()
-	return ctx, func() { signal.Stop(sigs); close(done); cancel() }
+	return ctx, func() { signal.Stop(sigs); close(done); cancel(nil) }
 }
 
 func exitCode(err error, stderr io.Writer) int {

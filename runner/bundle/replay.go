@@ -369,7 +369,7 @@ func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool
 		}
 	}
 	if sum.Interrupted {
-		res.ExitCode = runner.ExitInterrupted
+		res.ExitCode = sum.ExitCode // 130, or 143 when SIGTERM stopped the replay (runner.InterruptedExit)
 	}
 	if err := res.writeFile(filepath.Join(st.dir, ReplayFile)); err != nil {
 		return res, err
