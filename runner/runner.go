@@ -54,6 +54,7 @@ type Stopped struct {
 	ExitCode int
 }
 
+// Error says what stopped the runner: "stopped by SIGTERM".
 func (s *Stopped) Error() string { return "stopped by " + s.Signal }
 
 // InterruptedExit is the exit status of a run that ctx's cancellation stopped: the code of

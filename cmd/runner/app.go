@@ -18,7 +18,6 @@ import (
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/infile"
 	"github.com/sglprof/runner/runner/proc"
-	"github.com/sglprof/runner/runner/rundir"
 )
 
 // stdio is the process's standard streams, injected so commands can be tested in-process.
@@ -125,9 +124,9 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var pe *plans.Error
 	var ue *runner.UsageError
-	// A run directory's file that is not a regular file (rundir.ReadFile) is unusable input,
-	// as regularInput's refusals are.
-	if errors.As(err, &pe) || errors.As(err, &ue) || errors.Is(err, rundir.ErrNotRegular) {
+	// A file that is not a regular file, or too large to be what it should be (runner/infile,
+	// the one reader), is unusable input, as regularInput's refusals are.
+	if errors.As(err, &pe) || errors.As(err, &ue) || errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return runner.ExitUsage
 	}
