@@ -3,6 +3,7 @@ package infile
 import (
 	"bytes"
 	"errors"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -164,5 +165,70 @@ func TestImportsNothingOfTheModule(t *testing.T) {
 				t.Errorf("%s imports %s; infile must stay a leaf", e.Name(), path)
 			}
 		}
+	}
+}
+
+// readerExceptions are the files that may call os.Open or os.ReadFile themselves, each for a
+// reason; every other file of the module reads through this package.
+var readerExceptions = map[string]string{
+	"runner/proc/ports.go":  "the kernel's /proc files, not files anyone gives the runner",
+	"runner/proc/follow.go": "the runner's own log, reopened through /proc/self/fd",
+	"runner/proc/record.go": "the kernel's /proc files",
+	"runner/manifest.go":    "the kernel's /proc/cpuinfo and /proc/meminfo",
+	"backends/sim/":         "the simulators stand for the programs the runner runs, and run as those programs",
+	"cmd/tracegen/":         "a tool that writes synthetic traces for tests",
+}
+
+// TestEveryReaderGoesThroughInfile keeps this package the one reader: no other non-test file
+// of the module calls os.Open or os.ReadFile, except readerExceptions. A new reader that opens
+// a file itself would block on a FIFO again.
+func TestEveryReaderGoesThroughInfile(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || strings.HasPrefix(rel, "runner/infile/") {
+			return nil
+		}
+		for prefix := range readerExceptions {
+			if rel == prefix || strings.HasSuffix(prefix, "/") && strings.HasPrefix(rel, prefix) {
+				return nil
+			}
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "os" && (sel.Sel.Name == "Open" || sel.Sel.Name == "ReadFile") {
+				t.Errorf("%s: os.%s: read files through runner/infile (Open, ReadFile), which refuses FIFOs and devices", fset.Position(call.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
