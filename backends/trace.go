@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // CheckTrace reads a gzip trace through to its end and reports whether it is a complete,
@@ -16,7 +17,7 @@ import (
 // complete gzip stream is what sglang's own integrity check promises, and a truncated one is
 // the common failure when a run is stopped while the profiler exports.
 func CheckTrace(path string) error {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func CheckTrace(path string) error {
 // HasKernel streams a gzip torch-profiler trace looking for a kernel event: a trace without
 // one captured no GPU work.
 func HasKernel(path string) bool {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return false
 	}

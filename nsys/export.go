@@ -10,8 +10,9 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // CheckTimeout bounds `nsys --version`. nsys answers it in well under a second; a hang means
@@ -104,26 +105,35 @@ func Export(ctx context.Context, nsysCmd []string, report string) (string, error
 	return out, nil
 }
 
-// run starts argv in its own process group, so that a timeout kills nsys and anything it
-// started, and returns the (tail of the) combined output.
+// run starts argv through runner/proc, like every child of the runner: under the supervisor,
+// in a process group of its own, so that ctx's end (a timeout, Ctrl-C) stops nsys and
+// everything it started, and nothing it leaves behind outlives the call. It returns the tail
+// of the combined output (outputTail: what is kept is bounded whatever nsys prints).
 func run(ctx context.Context, argv []string, env []string) (string, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = env // nil: the runner's own environment
 	var buf tailBuffer
-	cmd.Stdout = &buf
-	cmd.Stderr = &buf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		if cmd.Process == nil {
-			return nil
-		}
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	res := proc.Run(ctx, proc.Spec{
+		Argv: argv, Env: env, Log: &buf, // Env nil: the runner's own environment
+		// Nothing of a version query or an export is worth waiting for once it is cut.
+		InterruptGrace: 200 * time.Millisecond, TerminateGrace: time.Second,
+		LeftoverGrace: 500 * time.Millisecond,
+	}, nil)
+	switch {
+	case res.StartErr != nil && !res.Interrupted:
+		return buf.String(), res.StartErr
+	case res.Interrupted:
+		return buf.String(), ctx.Err()
+	case res.Signal != "":
+		return buf.String(), &exitError{fmt.Sprintf("killed by %s", res.Signal)}
+	case res.ExitCode != 0:
+		return buf.String(), &exitError{fmt.Sprintf("exit status %d", res.ExitCode)}
 	}
-	// A grandchild that keeps the output pipe open must not keep us waiting after the kill.
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	return buf.String(), err
+	return buf.String(), nil
 }
+
+// exitError is nsys's failure: how it ended.
+type exitError struct{ how string }
+
+func (e *exitError) Error() string { return e.how }
 
 // describe turns a failed run into an error that says what to do.
 func describe(ctx context.Context, nsysCmd []string, what string, err error, out string) error {
@@ -138,7 +148,7 @@ func describe(ctx context.Context, nsysCmd []string, what string, err error, out
 	case ctx.Err() != nil:
 		return fmt.Errorf("nsys %s: %w (nsys was killed); nsys said: %s", what, ctx.Err(), quoteOutput(out))
 	}
-	var ee *exec.ExitError
+	var ee *exitError
 	if errors.As(err, &ee) {
 		return fmt.Errorf("nsys %s failed (%w); nsys said: %s", what, err, quoteOutput(out))
 	}

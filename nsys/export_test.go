@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,6 +166,36 @@ func TestCheckTimeoutKillsHungNsys(t *testing.T) {
 			t.Fatalf("grandchild %s still running after the timeout", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An nsys that leaves a process behind (`sleep 300 &`) and exits: Check still reads its
+// version, and nothing of it is left once Check returned (it runs under runner/proc's
+// supervisor, which sweeps what the probe left).
+func TestCheckLeavesNoProcess(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	nsys := fakeNsys(t, "sleep 300 & echo $! > "+pidFile+"; echo NVIDIA Nsight Systems version 2025.1.1")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL) // only when the test failed
+			}
+		}
+	})
+	v, err := Check(context.Background(), []string{nsys})
+	if err != nil || v != "2025.1.1" {
+		t.Fatalf("Check = %q, %v", v, err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("pid %d, started by the stand-in nsys, outlived Check (kill 0: %v)", pid, err)
 	}
 }
 

@@ -3,10 +3,15 @@ package plans
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // A plan with thousands of unknown keys lists MaxProblems of them, at their lines, and counts
@@ -169,4 +174,24 @@ func valueDepth(v any) int {
 		return 0
 	}
 	return d + 1
+}
+
+// Load reads the plan through plans/infile: a file over MaxPlanBytes (a trace passed by
+// mistake) and a FIFO are refused with an error that names the file, without being read.
+func TestLoadRefusesLargeAndNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.toml")
+	if err := os.WriteFile(big, []byte(minimal+strings.Repeat("#", MaxPlanBytes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); !errors.Is(err, infile.ErrTooLarge) || !strings.Contains(err.Error(), big) {
+		t.Errorf("Load(%d-byte file) = %v, want infile.ErrTooLarge naming it", MaxPlanBytes+len(minimal), err)
+	}
+	fifo := filepath.Join(dir, "fifo.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	if _, err := Load(fifo); !errors.Is(err, infile.ErrNotRegular) || !strings.Contains(err.Error(), "a FIFO") {
+		t.Errorf("Load(FIFO) = %v, want infile.ErrNotRegular naming a FIFO", err)
+	}
 }

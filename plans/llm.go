@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // The LLM serving benchmark's keys: the arrival process, the dataset and the SLOs of [load],
@@ -399,7 +400,9 @@ func (d *decoder) validateDataset(l *LoadSpec, planFile string) {
 		}
 		l.DatasetPath = filepath.Join(dir, l.DatasetPath)
 	}
-	f, err := os.Open(l.DatasetPath)
+	// Through the one reader: a FIFO or a device named as the dataset is refused, never opened
+	// for a read that would block `runner plan` and `runner run` past Ctrl-C.
+	f, err := infile.Open(l.DatasetPath)
 	if err != nil {
 		d.addKey(kp, fmt.Sprintf("%v; %s", err, hint))
 		return

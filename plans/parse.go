@@ -3,7 +3,6 @@ package plans
 import (
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -11,12 +10,20 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
+// MaxPlanBytes bounds a plan file: plans are a few KiB, so a larger file is not a plan (a
+// trace or a dataset passed by mistake) and is refused before it is read into memory.
+const MaxPlanBytes = 16 << 20
+
 // Load reads and parses the plan file at path. On success the plan keeps Path and the file's
-// exact bytes in Source. A plan that is invalid yields a *Error listing every problem.
+// exact bytes in Source. A plan that is invalid yields a *Error listing every problem. The file
+// is read through plans/infile: one that is not a regular file (a FIFO) or is larger than
+// MaxPlanBytes is refused without being read.
 func Load(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := infile.ReadFile(path, MaxPlanBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w; check the path to the plan file", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/proc"
@@ -247,7 +248,7 @@ func collectArtifacts(cellDir string) []rundir.Artifact {
 			return nil
 		}
 		a := rundir.Artifact{Path: filepath.ToSlash(rel), Kind: artifactKind(rel)}
-		if f, err := os.Open(p); err == nil {
+		if f, err := infile.Open(p); err == nil {
 			h := sha256.New()
 			n, _ := io.Copy(h, f)
 			f.Close()

@@ -92,6 +92,9 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		interrupted = true
 	}
 	sum := buildSummary(p, dir, recs, opts.lost, interrupted)
+	if sum.Interrupted {
+		sum.ExitCode = InterruptedExit(ctx) // 143 when SIGTERM stopped it
+	}
 	sum.Simulated = opts.Simulate
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts

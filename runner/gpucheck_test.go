@@ -346,9 +346,10 @@ func TestCudaDevices(t *testing.T) {
 }
 
 // A serve cell: the idle check before the client phase counts the runner's own server as its
-// own and names only the neighbour. The stand-in lists every child of its caller (the runner:
-// the server's process group) as a compute process, beside a foreign one; not the stand-ins
-// themselves, which are gone by the time the list is read.
+// own and names only the neighbour. The stand-in lists, beside a foreign process, every
+// grandchild of the runner (its caller's parent: the stand-in runs under a supervisor, as the
+// server does) as a compute process: the server, but not the stand-ins themselves, which are
+// gone by the time the list is read.
 func TestGPUBusyServeClientPhase(t *testing.T) {
 	opts := simOptions(t)
 	s := newSMI(t, &opts, map[string]string{"apps.csv": smiForeign}, false)
@@ -356,7 +357,7 @@ func TestGPUBusyServeClientPhase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := `--query-compute-apps=*) next apps; for p in $(ps -o pid=,comm= --ppid $PPID | grep -v nvidia-smi | cut -c1-8); do echo "$p, ours, 5000 MiB, GPU-aaaa"; done ;;` + "\n"
+	ours := `--query-compute-apps=*) next apps; for c in $(ps -o pid= --ppid $(ps -o ppid= -p $PPID)); do for p in $(ps -o pid=,comm= --ppid $c | grep -v nvidia-smi | cut -c1-8); do echo "$p, ours, 5000 MiB, GPU-aaaa"; done; done ;;` + "\n"
 	patched := strings.Replace(string(script), "--query-compute-apps=*) next apps ;;\n", ours, 1)
 	if err := os.WriteFile(filepath.Join(s.dir, "nvidia-smi"), []byte(patched), 0o755); err != nil {
 		t.Fatal(err)

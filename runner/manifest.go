@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -119,8 +118,9 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 var sglangPythonProbe = []string{"python3", "-c", "import importlib.metadata as m; print('sglang version:', m.version('sglang'))"}
 
 // runProbe runs argv with a timeout and the cells' environment; any failure is recorded, never
-// returned, because a missing nvcc must not stop a run. It runs under runner/proc's supervisor
-// like every child of the runner, so a probe outlives neither its timeout nor a killed runner.
+// returned, because a missing nvcc must not stop a run. It runs through proc.Probe like every
+// probe of the runner: under the supervisor, so a probe outlives neither its timeout nor a
+// killed runner, and with its output bounded, so one that prints without end is stopped.
 func runProbe(ctx context.Context, argv []string, env []string, timeout time.Duration) rundir.Probe {
 	pr := rundir.Probe{Command: argv}
 	path, err := proc.LookPath(argv[0], env)
@@ -128,21 +128,22 @@ func runProbe(ctx context.Context, argv []string, env []string, timeout time.Dur
 		pr.Error = "unavailable: " + err.Error()
 		return pr
 	}
-	var buf bytes.Buffer
-	res := proc.Run(ctx, proc.Spec{
-		Argv: append([]string{path}, argv[1:]...), Env: env, Log: &buf, Timeout: timeout,
+	out, res := proc.Probe(ctx, proc.Spec{
+		Argv: append([]string{path}, argv[1:]...), Env: env, Timeout: timeout,
 		InterruptGrace: time.Second, TerminateGrace: time.Second,
-	}, nil)
+	}, 0, nil)
 	if !res.Start.IsZero() {
 		pr.WallNS = res.End.Sub(res.Start).Nanoseconds()
 	}
-	pr.Output = strings.TrimSpace(buf.String())
+	pr.Output = strings.TrimSpace(string(out.Stdout) + string(out.Stderr))
 	if len(pr.Output) > 4096 {
 		pr.Output = pr.Output[:4096] + "…"
 	}
 	switch {
 	case res.TimedOut:
 		pr.Error = "timed out after " + timeout.String()
+	case out.Cut:
+		pr.Error = fmt.Sprintf("printed more than %d MiB; stopped", proc.ProbeLimit>>20)
 	case res.StartErr != nil:
 		pr.Error = res.StartErr.Error()
 	case res.Signal != "":

@@ -29,6 +29,32 @@ import (
 	"github.com/sglprof/runner/runner/secrets"
 )
 
+// Stopped is the cause (context.Cause) of a run's context cancelled because the runner was
+// asked to stop: cmd/runner, the one place that sees signals, cancels the context with it, so
+// that what was stopped records the exit status the signal calls for (summary.json's
+// exit_code) without this package knowing about signals. The context's Err is
+// context.Canceled as for any cancellation.
+type Stopped struct {
+	// Signal names what stopped the runner ("SIGINT", "SIGTERM").
+	Signal string
+	// ExitCode is the exit status it calls for (exitcode.Interrupted, exitcode.Terminated).
+	ExitCode int
+}
+
+// Error says what stopped the runner: "stopped by SIGTERM".
+func (s *Stopped) Error() string { return "stopped by " + s.Signal }
+
+// InterruptedExit is the exit status of a run that ctx's cancellation stopped: the code of
+// its Stopped cause, else exitcode.Interrupted (a context cancelled for any other reason, as in
+// tests, counts as Ctrl-C).
+func InterruptedExit(ctx context.Context) int {
+	var s *Stopped
+	if errors.As(context.Cause(ctx), &s) && s.ExitCode != 0 {
+		return s.ExitCode
+	}
+	return exitcode.Interrupted
+}
+
 // Options configure a run. cmd/runner fills them from flags, the environment and the terminal.
 type Options struct {
 	// OutputDir overrides the plan's output_dir when not empty.

@@ -6,6 +6,7 @@ package runner
 // are here.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"github.com/sglprof/runner/backends/sim"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/load"
@@ -348,13 +350,17 @@ func loadSpec(c plans.Cell, api string) load.Spec {
 }
 
 func firstError(cellDir string) string {
-	b, err := os.ReadFile(filepath.Join(cellDir, rundir.RequestsFile))
+	// Streamed through the one reader, line by line: the file holds a line per request.
+	f, err := infile.Open(filepath.Join(cellDir, rundir.RequestsFile))
 	if err != nil {
 		return ""
 	}
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
 		var r load.Record
-		if json.Unmarshal(line, &r) == nil && !r.Warmup && !r.OK() {
+		if json.Unmarshal(sc.Bytes(), &r) == nil && !r.Warmup && !r.OK() {
 			msg := r.Error
 			if r.Body != "" {
 				msg += ": " + strings.TrimSpace(r.Body)

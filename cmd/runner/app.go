@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sglprof/runner/plans"
-	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/proc"
@@ -62,32 +62,54 @@ func run(args []string, io stdio) int {
 	}
 	quietUsage(app.Commands)
 	err := app.RunContext(ctx, permuteArgs(app, args))
-	return exitCode(err, io.err)
+	return exitStatus(ctx, err, io.err)
 }
 
-// stopOnSignals cancels ctx on the first SIGINT/SIGTERM and, on the second, tells the
-// processes being stopped to skip the rest of their grace and die now (proc.WithKill).
+// exitStatus is exitCode, except that a command stopped by a signal exits with that signal's
+// status whatever path its stop took (a cancelled read, a run's summary): 130 for Ctrl-C, 143
+// for SIGTERM (runner.InterruptedExit of ctx, the context stopOnSignals cancelled).
+func exitStatus(ctx context.Context, err error, stderr io.Writer) int {
+	code := exitCode(err, stderr)
+	if code == exitcode.Interrupted {
+		code = runner.InterruptedExit(ctx)
+	}
+	return code
+}
+
+// stopSignals are the signals that stop the runner, each with the exit status it calls for.
+// SIGTERM is Ctrl-C in every respect (the context is cancelled, cells are stopped through the
+// stop ladder and recorded as interrupted, a second signal kills what is still stopping)
+// except the exit status, 128+15, so whoever sent it sees its own signal.
+var stopSignals = map[os.Signal]*runner.Stopped{
+	syscall.SIGINT:  {Signal: "SIGINT", ExitCode: exitcode.Interrupted},
+	syscall.SIGTERM: {Signal: "SIGTERM", ExitCode: exitcode.Terminated},
+}
+
+// stopOnSignals cancels ctx on the first SIGINT/SIGTERM, with the signal's runner.Stopped as
+// the cause, and, on the second, tells the processes being stopped to skip the rest of their
+// grace and die now (proc.WithKill).
 func stopOnSignals(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, kill := proc.WithKill(ctx)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
 		for n := 0; ; n++ {
+			var sig os.Signal
 			select {
-			case <-sigs:
+			case sig = <-sigs:
 			case <-done:
 				return
 			}
 			if n == 0 {
-				cancel()
+				cancel(stopSignals[sig])
 			} else {
 				kill()
 			}
 		}
 	}()
-	return ctx, func() { signal.Stop(sigs); close(done); cancel() }
+	return ctx, func() { signal.Stop(sigs); close(done); cancel(nil) }
 }
 
 func exitCode(err error, stderr io.Writer) int {
@@ -103,9 +125,9 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var pe *plans.Error
 	var ue *exitcode.UsageError
-	// A run directory's file that is not a regular file (rundir.ReadFile) is unusable input,
-	// as regularInput's refusals are.
-	if errors.As(err, &pe) || errors.As(err, &ue) || errors.Is(err, rundir.ErrNotRegular) {
+	// A file that is not a regular file, or too large to be what it should be (plans/infile,
+	// the one reader), is unusable input, as regularInput's refusals are.
+	if errors.As(err, &pe) || errors.As(err, &ue) || errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitcode.Usage
 	}
@@ -221,8 +243,11 @@ func loadPlan(path string) (*plans.Plan, error) {
 // and a plan, trace, perf dump or bundle is a file. hint says what to pass instead. A path
 // that does not exist is left to the reader, whose error names it.
 func regularInput(path, hint string) error {
-	if st, err := os.Stat(path); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
-		return usageErr("%s is not a regular file (%s); %s", path, st.Mode().Type(), hint)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil
+	}
+	if err := infile.Check(path); errors.Is(err, infile.ErrNotRegular) {
+		return usageErr("%v; %s", err, hint)
 	}
 	return nil
 }

@@ -101,6 +101,8 @@ func TestScripts(t *testing.T) {
 			"waitfor":    cmdWaitFor,
 			"noprocs":    cmdNoProcs,
 			"fiforeader": cmdFIFOReader,
+			// Stopping a command midway and FIFOs a runner must refuse (signal_cmds_test.go).
+			"fifowatch": cmdFIFOWatch, "fifoopened": cmdFIFOOpened, "killwhen": cmdKillWhen, "lockdb": cmdLockDB,
 			// Slurm executor scripts (slurm_test.go).
 			"slurmcluster": cmdSlurmCluster,
 			"slurmcancel":  cmdSlurmCancel,

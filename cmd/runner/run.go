@@ -21,7 +21,8 @@ func runCommand(std stdio) *cli.Command {
 		Description: `Runs each cell of the plan as one process (sglang generate, optionally under nsys
 profile), judges it (ok, invalid, failed, timeout, interrupted), exports and triages its
 traces, and prints a summary. Exit status: 0 all cells ok, 1 runner error, 2 plan or usage
-error, 3 a cell was invalid or failed, 4 a regression against --baseline, 130 interrupted.
+error, 3 a cell was invalid or failed, 4 a regression against --baseline, 130 interrupted
+(Ctrl-C), 143 stopped by SIGTERM.
 Every run is appended to the history database (--history, $RUNNER_HISTORY, or history.db
 in the output directory) unless --no-history.
 

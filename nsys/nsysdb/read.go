@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/reports/trace"
-
+	"github.com/sglprof/runner/plans/infile"
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
 )
 
@@ -171,7 +171,7 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // It is unsafe only when a writer left a hot journal or WAL beside the file, in which case we
 // fall back to a plain read-only open and say so.
 func openExport(path string, pragmas string) (*sql.DB, []string, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsys: opening %s: %w", path, err)
 	}
@@ -191,6 +191,10 @@ func openExport(path string, pragmas string) (*sql.DB, []string, error) {
 	var warnings []string
 	params := "mode=ro&immutable=1"
 	for _, side := range []string{"-wal", "-journal"} {
+		// SQLite opens these itself; one that is not a regular file (a FIFO) would block it.
+		if err := infile.Check(path + side); errors.Is(err, infile.ErrNotRegular) {
+			return nil, nil, fmt.Errorf("nsys: %w", err)
+		}
 		if _, err := os.Stat(path + side); err == nil {
 			params = "mode=ro"
 			warnings = append(warnings, fmt.Sprintf("%s%s exists (a writer is or was active); reading without the immutable flag, so a concurrent writer can make the read fail", path, side))

@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime/debug"
 	"sync/atomic"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // This file reads rowid tables straight from SQLite's documented file format
@@ -130,7 +131,7 @@ const readAhead = 64
 // openSQLFile opens path and checks its 100-byte header for what the scanner supports: a
 // rollback-journal database (file format versions 1), UTF-8 text, the fixed payload fractions.
 func openSQLFile(path string, o fileOptions) (*sqlFile, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, err
 	}

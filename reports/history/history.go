@@ -25,6 +25,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
@@ -89,8 +90,18 @@ var ErrNewerSchema = errors.New("history database has a newer schema")
 // ErrCorrupt is returned (wrapped) for a file that is not a readable SQLite database.
 var ErrCorrupt = errors.New("history database is corrupt")
 
-// Open opens (creating if needed) the database at path and migrates it to SchemaVersion.
+// Open opens (creating if needed) the database at path and migrates it to SchemaVersion. A
+// path, or a sidecar of it (-wal, -shm, -journal), that exists and is not a regular file is
+// refused (errors.Is infile.ErrNotRegular).
 func Open(ctx context.Context, path string) (*DB, error) {
+	// SQLite opens the database and its sidecars itself, with a blocking open: a FIFO or a
+	// device under one of these names would hang the runner past Ctrl-C, so each that exists
+	// must be a regular file (plans/infile's check).
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := infile.Check(p); errors.Is(err, infile.ErrNotRegular) {
+			return nil, fmt.Errorf("history: %w; pass --history with the path of a history database", err)
+		}
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("history %s: %w", path, err)

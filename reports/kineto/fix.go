@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // FixStats says what Fix changed.
@@ -109,7 +110,7 @@ func Fix(ctx context.Context, in io.Reader, out io.Writer) (FixStats, error) {
 // FixFile is Fix from a file to a file; the output is gzip-compressed when its name ends in .gz.
 // An existing outPath is replaced only with force (see createOut).
 func FixFile(ctx context.Context, inPath, outPath string, force bool) (FixStats, error) {
-	in, err := os.Open(inPath)
+	in, err := infile.Open(inPath)
 	if err != nil {
 		return FixStats{}, fmt.Errorf("trace fix: %w", err)
 	}

@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/valyala/fastjson"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // ReadRankFile is ReadRank of the trace file at path (plain or gzip-compressed).
 func ReadRankFile(ctx context.Context, path string) (rank int, ok bool, err error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return -1, false, fmt.Errorf("open Kineto trace: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/sglprof/runner/reports/trace"
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // Options tune what the reader keeps. The zero value keeps everything.
@@ -70,7 +70,7 @@ const syntheticPIDBase = 1 << 30
 
 // ReadFile reads a Kineto trace file, plain or gzip-compressed (detected by its magic bytes).
 func ReadFile(ctx context.Context, path string, opts Options) (*trace.Trace, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open Kineto trace: %w", err)
 	}

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // SlimOptions choose the time window Slim keeps.
@@ -137,7 +138,7 @@ func Slim(ctx context.Context, in io.Reader, out io.Writer, opts SlimOptions) (S
 // SlimFile is Slim from a file to a file; the output is gzip-compressed when its name ends in .gz.
 // An existing outPath is replaced only with force (see createOut).
 func SlimFile(ctx context.Context, inPath, outPath string, opts SlimOptions, force bool) (SlimStats, error) {
-	in, err := os.Open(inPath)
+	in, err := infile.Open(inPath)
 	if err != nil {
 		return SlimStats{}, fmt.Errorf("trace slim: %w", err)
 	}

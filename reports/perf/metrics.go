@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/rundir"
 )
 
@@ -526,7 +527,7 @@ func (c *Config) addDump(d *Dump) {
 // e2e_latency_ms (the first present); warmup requests, requests with a non-empty "error", a
 // status outside 2xx or "ok": false are left out. A missing file is no requests, not an error.
 func readRequests(path string) ([]float64, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -611,7 +612,7 @@ func (c *Config) addLLM(cellDir string, r *rundir.CellResult) error {
 		c.add(MetricGoodput, l.Goodput)
 	}
 	path := filepath.Join(cellDir, rundir.LLMRecordsFile)
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil

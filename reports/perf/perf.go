@@ -18,11 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // Schema versions recognised by ReadDump, from newest to oldest. The value is recorded in
@@ -130,7 +131,7 @@ func (d *Dump) PeakMemoryMB() float64 {
 
 // ReadDumpFile reads the perf dump at path.
 func ReadDumpFile(path string) (*Dump, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("perf dump: %w", err)
 	}

@@ -14,9 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // Redact rewrites a file's encoded JSON before it is written. The runner passes its secrets
@@ -138,7 +138,7 @@ func CheckReplaceable(path string) error {
 	if err != nil || st.Mode().IsRegular() || st.Mode()&fs.ModeSymlink != 0 {
 		return nil
 	}
-	return &OutputError{fmt.Errorf("%s exists and is %s, not a file the runner wrote; remove it or move it away", path, describeMode(st.Mode()))}
+	return &OutputError{fmt.Errorf("%s exists and is %s, not a file the runner wrote; remove it or move it away", path, infile.Describe(st.Mode()))}
 }
 
 // Output is a file written as a stream (a rewritten trace, a bundle): a temporary file beside
@@ -206,70 +206,31 @@ func encodeJSON(path string, v any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ErrNotRegular is wrapped by the error of a reader given a path that is not a regular file.
-var ErrNotRegular = errors.New("not a regular file")
+// ErrNotRegular is wrapped by the error of a reader given a path that is not a regular file
+// (it is plans/infile's, so errors.Is holds for both).
+var ErrNotRegular = infile.ErrNotRegular
 
-// ReadFile reads a file of the run directory. A path that is not a regular file (a FIFO, a
-// device, a socket, a directory; a symlink is followed) is refused with an error that names
-// it and wraps ErrNotRegular, without reading it: a FIFO planted in a run directory would
-// otherwise block the reader forever, past Ctrl-C. The file is checked before it is opened
-// (opening a device can have effects) and again on the open descriptor, which is opened
-// non-blocking so that a FIFO swapped in between cannot block the open either. A missing file
-// is returned as os.Open's error (errors.Is fs.ErrNotExist holds).
+// MaxRecordBytes bounds a JSON record of the run directory read whole (summary.json,
+// cells.json, result.json, ...): the runner writes them at a few KiB a cell, so a larger one
+// is not the runner's and is refused rather than read into memory.
+const MaxRecordBytes = 256 << 20
+
+// ReadFile reads a file of the run directory through plans/infile, the one reader of the
+// files the runner is given: a path that is not a regular file (a FIFO, a device, a socket, a
+// directory; a symlink is followed) is refused with an error that names it and wraps
+// ErrNotRegular, without being read (a FIFO planted in a run directory would otherwise block
+// the reader forever, past Ctrl-C), and a file over MaxRecordBytes with one that wraps
+// infile.ErrTooLarge. A missing file is returned as os.Open's error (errors.Is fs.ErrNotExist
+// holds).
 func ReadFile(path string) ([]byte, error) {
-	f, err := OpenFile(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
+	return infile.ReadFile(path, MaxRecordBytes)
 }
 
-// OpenFile opens a file to be read as a stream (a dataset, a file to hash), with ReadFile's
-// checks: a path that is not a regular file is refused, wrapping ErrNotRegular, before it is
-// opened and again on the open descriptor. The caller closes the file.
+// OpenFile opens a file to be read as a stream (a dataset, a file to hash) through the one
+// reader (plans/infile): a path that is not a regular file is refused, wrapping ErrNotRegular.
+// The caller closes the file.
 func OpenFile(path string) (*os.File, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, notRegular(path, st.Mode())
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	if st, err = f.Stat(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, notRegular(path, st.Mode())
-	}
-	return f, nil
-}
-
-func notRegular(path string, mode fs.FileMode) error {
-	return fmt.Errorf("%s is %w (%s); refusing to read it", path, ErrNotRegular, describeMode(mode))
-}
-
-// describeMode names a file type for a person.
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	}
-	return m.Type().String()
+	return infile.Open(path)
 }
 
 // ReadJSON decodes the JSON file path into v through ReadFile (a path that is not a regular
@@ -283,7 +244,8 @@ func ReadJSON(path string, v any) error {
 	return DecodeJSON(path, data, v)
 }
 
-// ReadPlan reads and parses dir/plan.toml, the plan a run was made from, through ReadFile.
+// ReadPlan reads and parses dir/plan.toml, the plan a run was made from, through plans/infile
+// (at most plans.MaxPlanBytes).
 // raw is the file's bytes, returned also when they do not parse (err is then the plan's
 // *plans.Error) so that a bundle can still carry them; raw is nil when the file could not be
 // read. plan.toml is the plan as written, and its relative paths start at the directory of the
@@ -293,7 +255,7 @@ func ReadJSON(path string, v any) error {
 // it existed, or a plan without a dataset file) resolves relative paths at dir.
 func ReadPlan(dir string) (p *plans.Plan, raw []byte, err error) {
 	path := filepath.Join(dir, PlanFile)
-	raw, err = ReadFile(path)
+	raw, err = infile.ReadFile(path, plans.MaxPlanBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read plan: %w", err)
 	}

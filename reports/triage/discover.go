@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -233,7 +234,7 @@ func fillLooseRank(in *Input, base string) {
 // sniffTrace reports whether an unconventionally named .json/.json.gz file is a Chrome trace,
 // reading only its first few KiB (the anchor full-parsed every such file, W1).
 func sniffTrace(path string) bool {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return false
 	}
@@ -613,10 +614,13 @@ type serverArgs struct {
 	TPSize    json.RawMessage `json:"tp_size"`
 }
 
+// maxServerArgs bounds server_args.json, which SGLang writes at a few KiB.
+const maxServerArgs = 16 << 20
+
 func (res *Inputs) findServerArgs(dirs []string) {
 	for _, d := range dirs {
 		p := filepath.Join(d, "server_args.json")
-		b, err := os.ReadFile(p)
+		b, err := infile.ReadFile(p, maxServerArgs)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("server_args: %v", err))

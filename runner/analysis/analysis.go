@@ -25,6 +25,7 @@ import (
 
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/nsys/nsysdb"
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
@@ -75,7 +76,7 @@ func nsysInput(path string) bool {
 
 // isSQLite sniffs the SQLite file header rather than trusting the suffix.
 func isSQLite(path string) bool {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return false
 	}

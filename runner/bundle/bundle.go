@@ -23,12 +23,12 @@ import (
 
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/nsys/nsysdb"
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/exitcode"
 	"github.com/sglprof/runner/runner/secrets"
-
-	"github.com/sglprof/runner/reports/rundir"
 )
 
 // DefaultMaxSize is the default --max-size: small enough to attach to an issue or a chat.
@@ -297,12 +297,16 @@ func (b *builder) textFile(name, path, kind, cell string) error {
 		return nil
 	}
 	if st.Size() <= 8<<20 {
-		data, err := os.ReadFile(path)
-		if err != nil {
+		// Through the one reader: the name may have become a FIFO since the Lstat. A file
+		// that grew past 8 MiB meanwhile is streamed like any big one.
+		data, err := infile.ReadFile(path, 8<<20)
+		if err == nil {
+			b.text(name, data, kind, cell)
+			return nil
+		}
+		if !errors.Is(err, infile.ErrTooLarge) {
 			return fmt.Errorf("bundle: %w", err)
 		}
-		b.text(name, data, kind, cell)
-		return nil
 	}
 	staged, n, err := b.stageStream(path, false, false)
 	if err != nil {
@@ -315,7 +319,7 @@ func (b *builder) textFile(name, path, kind, cell string) error {
 // stageStream redacts a file into the staging directory, gunzipping it first and gzipping the
 // result when asked.
 func (b *builder) stageStream(path string, gunzip, gz bool) (string, int64, error) {
-	in, err := os.Open(path)
+	in, err := infile.Open(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("bundle: %w", err)
 	}
@@ -590,7 +594,7 @@ func (b *builder) cellTraces(ctx context.Context, c rundir.CellRecord, dir, rel 
 }
 
 func slimFile(ctx context.Context, p string, w io.Writer, steps int) (kineto.SlimStats, error) {
-	f, err := os.Open(p)
+	f, err := infile.Open(p)
 	if err != nil {
 		return kineto.SlimStats{}, err
 	}
@@ -631,7 +635,7 @@ func headTail(e entry, keep int64) ([]byte, error) {
 	if e.data != nil {
 		head, tail = e.data[:keep], e.data[int64(len(e.data))-keep:]
 	} else {
-		f, err := os.Open(e.file)
+		f, err := infile.Open(e.file)
 		if err != nil {
 			return nil, err
 		}
@@ -757,7 +761,7 @@ func writeArchive(ctx context.Context, out string, entries []entry) (*rundir.Out
 			}
 			continue
 		}
-		src, err := os.Open(e.file)
+		src, err := infile.Open(e.file)
 		if err != nil {
 			return fail(err)
 		}

@@ -3,7 +3,6 @@ package bundle
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -12,12 +11,12 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/envfacts"
 	"github.com/sglprof/runner/runner/secrets"
-
-	"github.com/sglprof/runner/reports/rundir"
 )
 
 // view is what the README and the issue body are made of, read back from the redacted
@@ -48,7 +47,9 @@ func entryBytes(e entry) []byte {
 	if e.data != nil || e.file == "" {
 		return e.data
 	}
-	b, _ := os.ReadFile(e.file)
+	// A text entry over 8 MiB was staged (redacted into a file of the bundle's own); it is
+	// read back through the one reader, bounded like any record.
+	b, _ := infile.ReadFile(e.file, rundir.MaxRecordBytes)
 	return b
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
@@ -90,7 +91,7 @@ func OpenReplay(ctx context.Context, bundlePath string, opts OpenOptions) (st *R
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(bundlePath)
+	f, err := infile.Open(bundlePath)
 	if err != nil {
 		return nil, &exitcode.UsageError{Err: fmt.Errorf("replay: %w", err)}
 	}
@@ -554,7 +555,7 @@ func (st *Replay) Outcome(sum *rundir.Summary, simulate bool) (*ReplayResult, er
 		}
 	}
 	if sum.Interrupted {
-		res.ExitCode = exitcode.Interrupted
+		res.ExitCode = sum.ExitCode // 130, or 143 when SIGTERM stopped the replay
 	}
 	if err := res.writeFile(filepath.Join(st.dir, ReplayFile)); err != nil {
 		return res, err

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,7 +54,7 @@ func isPython(base string) bool {
 // bug, with a timeout. Its output is returned whole (a few KB) so the manifest and bundles can
 // keep it; an error says why there is none (no sglang, a crash, the timeout).
 func CheckEnv(ctx context.Context, python string, env []string, timeout time.Duration) (string, error) {
-	out, err := runPython(ctx, python, env, timeout, CheckEnvArgv(python)[1:]...)
+	_, out, err := runPython(ctx, python, env, timeout, CheckEnvArgv(python)[1:]...)
 	if err != nil {
 		return out, fmt.Errorf("%s -m sglang.check_env: %w", python, err)
 	}
@@ -98,45 +97,52 @@ func VersionsArgv(python string) []string { return []string{python, "-c", versio
 // sglang versions.
 func LibraryVersions(ctx context.Context, python string, env []string, timeout time.Duration) (Versions, error) {
 	var v Versions
-	out, err := runPython(ctx, python, env, timeout, VersionsArgv(python)[1:]...)
+	out, all, err := runPython(ctx, python, env, timeout, VersionsArgv(python)[1:]...)
 	if err != nil {
 		return v, fmt.Errorf("%s: library versions: %w", python, err)
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// The script's answer is the last line of its standard output; warnings on standard
+	// error are not.
+	lines := strings.Split(out, "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &v); err != nil {
-		return v, fmt.Errorf("%s: library versions: unexpected output %q", python, clip(out))
+		return v, fmt.Errorf("%s: library versions: unexpected output %q", python, clip(all))
 	}
 	return v, nil
 }
 
-// runPython runs the interpreter under runner/proc's supervisor (proc.Run), like every other
-// child of the runner: a check_env that starts workers, or a runner SIGKILLed during the
-// probe, leaves no process behind. The probe is cut at timeout with a short stop ladder.
-func runPython(ctx context.Context, python string, env []string, timeout time.Duration, args ...string) (string, error) {
+// runPython runs the interpreter under runner/proc like every other child of the runner
+// (proc.Probe): under the supervisor, so a check_env that starts workers, or a runner
+// SIGKILLed during the probe, leaves no process behind, with a short stop ladder at timeout,
+// and with its output bounded (proc.ProbeLimit; one that prints more is stopped). It returns
+// the standard output, and all of the output (standard output, then standard error, at most
+// 64 KiB) for the record.
+func runPython(ctx context.Context, python string, env []string, timeout time.Duration, args ...string) (stdout, all string, err error) {
 	if python == "" {
-		return "", errors.New("no Python interpreter found beside the backend command")
+		return "", "", errors.New("no Python interpreter found beside the backend command")
 	}
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
-	var buf bytes.Buffer
-	res := proc.Run(ctx, proc.Spec{
-		Argv: append([]string{python}, args...), Env: env, Log: &buf, Timeout: timeout,
+	po, res := proc.Probe(ctx, proc.Spec{
+		Argv: append([]string{python}, args...), Env: env, Timeout: timeout,
 		InterruptGrace: time.Second, TerminateGrace: time.Second,
-	}, nil)
-	out := strings.TrimSpace(buf.String())
-	if len(out) > 64<<10 {
-		out = out[:64<<10] + "\n…(cut)"
+	}, 0, nil)
+	stdout = strings.TrimSpace(string(po.Stdout))
+	all = strings.TrimSpace(string(po.Stdout) + string(po.Stderr))
+	if len(all) > 64<<10 {
+		all = all[:64<<10] + "\n…(cut)"
 	}
 	switch {
 	case res.TimedOut:
-		return out, fmt.Errorf("timed out after %s", timeout)
+		return stdout, all, fmt.Errorf("timed out after %s", timeout)
 	case res.StartErr != nil:
-		return out, res.StartErr
+		return stdout, all, res.StartErr
 	case res.Interrupted:
-		return out, fmt.Errorf("interrupted: %w", ctx.Err())
-	case res.ExitCode != 0:
-		tail := out
+		return stdout, all, fmt.Errorf("interrupted: %w", ctx.Err())
+	case po.Cut:
+		return stdout, all, fmt.Errorf("printed more than %d MiB; stopped", proc.ProbeLimit>>20)
+	case res.ExitCode != 0 || res.Signal != "":
+		tail := all
 		if len(tail) > 400 {
 			tail = "…" + tail[len(tail)-400:]
 		}
@@ -144,7 +150,7 @@ func runPython(ctx context.Context, python string, env []string, timeout time.Du
 		if res.Signal != "" {
 			how = "killed by " + res.Signal
 		}
-		return out, fmt.Errorf("%s: %s", how, tail)
+		return stdout, all, fmt.Errorf("%s: %s", how, tail)
 	}
-	return out, nil
+	return stdout, all, nil
 }

@@ -11,15 +11,14 @@ package gpu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // GPUQuery is the --query-gpu field list of a Snapshot, in the order ParseGPUs reads it.
@@ -199,7 +198,11 @@ func (p Prober) Topology(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// run executes nvidia-smi with args and returns its standard output.
+// run executes nvidia-smi with args and returns its standard output. It runs under
+// runner/proc like every child of the runner (proc.Probe): under the supervisor, so an
+// nvidia-smi that leaves a process behind has it swept and one the timeout cuts has its whole
+// tree stopped, and with its output bounded (proc.ProbeLimit), so one that prints without end
+// is stopped and costs a few MiB, not what it printed.
 func (p Prober) run(ctx context.Context, args ...string) ([]byte, error) {
 	name := p.Command
 	if name == "" {
@@ -214,30 +217,37 @@ func (p Prober) run(ctx context.Context, args ...string) ([]byte, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = env
-	cmd.WaitDelay = 500 * time.Millisecond
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, res := proc.Probe(ctx, proc.Spec{
+		Argv: append([]string{path}, args...), Env: env, Timeout: timeout,
+		// A query has nothing to save: a short ladder, and what it leaves behind is garbage.
+		InterruptGrace: 100 * time.Millisecond, TerminateGrace: 400 * time.Millisecond,
+		LeftoverGrace: 250 * time.Millisecond,
+	}, 0, nil)
+	what := name + " " + strings.Join(args, " ")
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return out, fmt.Errorf("%s %s timed out after %s", name, strings.Join(args, " "), timeout)
-	case ctx.Err() != nil:
-		return out, ctx.Err()
-	case err != nil:
-		msg := strings.TrimSpace(stderr.String())
+	case res.TimedOut:
+		return nil, fmt.Errorf("%s timed out after %s", what, timeout)
+	case res.Interrupted:
+		return nil, ctx.Err()
+	case out.Cut:
+		return nil, fmt.Errorf("%s printed more than %d MiB; it was stopped and its output is not read (is it really nvidia-smi?)", what, proc.ProbeLimit>>20)
+	case res.StartErr != nil:
+		return nil, fmt.Errorf("%s: %w", what, res.StartErr)
+	case res.ExitCode != 0 || res.Signal != "":
+		msg := strings.TrimSpace(string(out.Stderr))
 		if msg == "" {
-			msg = strings.TrimSpace(string(out))
+			msg = strings.TrimSpace(string(out.Stdout))
 		}
 		if len(msg) > 300 {
 			msg = msg[:300] + "…"
 		}
-		return out, fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, msg)
+		how := fmt.Sprintf("exit status %d", res.ExitCode)
+		if res.Signal != "" {
+			how = "killed by " + res.Signal
+		}
+		return nil, fmt.Errorf("%s: %s: %s", what, how, msg)
 	}
-	return out, nil
+	return out.Stdout, nil
 }
 
 // LookPath finds name on env's PATH (not the runner's own), so the program a cell would run is

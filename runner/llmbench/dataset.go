@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"strings"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // Datasets the benchmark can draw prompts from.
@@ -115,7 +115,7 @@ field music paper story table garden window market letter road horse summer wint
 // characters (about four a token) since no tokenizer is loaded: ApproxInput is set. A file that
 // is not the layout is an error naming the file and the first bad record.
 func ShareGPTPrompts(path string, n, outputLen int, seed uint64) ([]Prompt, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("sharegpt dataset: %w", err)
 	}

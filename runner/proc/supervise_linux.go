@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -126,10 +127,15 @@ func supervise(argv []string, grace time.Duration, record string) int {
 	if err != nil {
 		kind, errno := "exec", 0
 		var en syscall.Errno
-		if errors.Is(err, exec.ErrNotFound) {
+		switch {
+		case errors.Is(err, exec.ErrNotFound):
 			kind = "not-found"
-		} else if errors.As(err, &en) {
+		case errors.As(err, &en):
 			errno = int(en)
+		case errors.Is(err, fs.ErrPermission):
+			// exec.LookPath's answer for a path that is not executable: sent as the errno
+			// the runner's side turns back into it, so the cause is not lost on the way.
+			errno = int(syscall.EACCES)
 		}
 		say("start-error %s %d %s", kind, errno, err)
 		return 127

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"sync"
+
+	"github.com/sglprof/runner/plans/infile"
 )
 
 // chunk is how much of a stream is redacted at once; maxCarry bounds how far a chunk is
@@ -244,7 +245,7 @@ func lastFold(b []byte, k string) int {
 
 // Scan counts the secrets in a file without changing it or this redactor's counts.
 func (r *Redactor) Scan(path string) (int, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("scan %s: %w", path, err)
 	}
