@@ -15,8 +15,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/plans/infile"
+	"github.com/sglprof/runner/reports/trace"
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
 )
 

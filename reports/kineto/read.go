@@ -26,8 +26,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/valyala/fastjson"
 
-	"github.com/sglprof/runner/reports/trace"
 	"github.com/sglprof/runner/plans/infile"
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // Options tune what the reader keeps. The zero value keeps everything.
