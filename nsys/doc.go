@@ -6,7 +6,8 @@
 // report and export beside a cell.
 //
 // Reading the exports is the job of the sub-package nsysdb; writing synthetic ones for tests
-// and the simulator is nsysgen's. Only Check, Export and Session start processes (through
-// os/exec with a context for their timeout; docs/architecture.md says why they do not go
-// through the runner's process owner); Wrap and the path helpers are pure.
+// and the simulator is nsysgen's. This package starts no process itself: Check, Export and
+// Session build the command line, run it through the Exec they are given (the runner passes
+// proc.Command, its one process owner, which this lower layer cannot import) and explain
+// nsys's failures; Wrap and the path helpers are pure.
 package nsys

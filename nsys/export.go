@@ -1,7 +1,6 @@
 package nsys
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,19 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/sglprof/runner/runner/proc"
 )
 
 // CheckTimeout bounds `nsys --version`. nsys answers it in well under a second; a hang means
 // a broken installation, and a sweep must not wait on it.
 const CheckTimeout = 30 * time.Second
-
-// outputTail is how much of a command's output is kept for error messages. An export of a
-// large report can print a lot; the end says what went wrong.
-const outputTail = 16 << 10
 
 // notFoundHint is appended to every "nsys is missing" error: the runner calls Check before
 // the first cell, so the user can still choose between installing nsys and dropping it.
@@ -32,7 +24,7 @@ const notFoundHint = `install Nsight Systems or drop "nsys" from profile.profile
 // 2024.5.1.113-245134619542v0" (the first line when no line has a "version" word). When nsys
 // cannot be found the error says so and what to do; errors.Is(err, exec.ErrNotFound) or
 // fs.ErrNotExist holds for it.
-func Check(ctx context.Context, nsysCmd []string) (string, error) {
+func Check(ctx context.Context, run Exec, nsysCmd []string) (string, error) {
 	if len(nsysCmd) == 0 || nsysCmd[0] == "" {
 		return "", errors.New("nsys: empty nsys command; " + notFoundHint)
 	}
@@ -79,7 +71,7 @@ func versionFromOutput(out string) string {
 // and returns the SQLite path. report is the base given to Wrap or the .nsys-rep path. ctx
 // bounds the export (large reports take minutes; the caller chooses how long to wait). The
 // error carries the end of nsys's output, since that is where nsys explains a failure.
-func Export(ctx context.Context, nsysCmd []string, report string) (string, error) {
+func Export(ctx context.Context, run Exec, nsysCmd []string, report string) (string, error) {
 	if len(nsysCmd) == 0 || nsysCmd[0] == "" {
 		return "", errors.New("nsys: empty nsys command; " + notFoundHint)
 	}
@@ -105,35 +97,13 @@ func Export(ctx context.Context, nsysCmd []string, report string) (string, error
 	return out, nil
 }
 
-// run starts argv through runner/proc, like every child of the runner: under the supervisor,
-// in a process group of its own, so that ctx's end (a timeout, Ctrl-C) stops nsys and
-// everything it started, and nothing it leaves behind outlives the call. It returns the tail
-// of the combined output (outputTail: what is kept is bounded whatever nsys prints).
-func run(ctx context.Context, argv []string, env []string) (string, error) {
-	var buf tailBuffer
-	res := proc.Run(ctx, proc.Spec{
-		Argv: argv, Env: env, Log: &buf, // Env nil: the runner's own environment
-		// Nothing of a version query or an export is worth waiting for once it is cut.
-		InterruptGrace: 200 * time.Millisecond, TerminateGrace: time.Second,
-		LeftoverGrace: 500 * time.Millisecond,
-	}, nil)
-	switch {
-	case res.StartErr != nil && !res.Interrupted:
-		return buf.String(), res.StartErr
-	case res.Interrupted:
-		return buf.String(), ctx.Err()
-	case res.Signal != "":
-		return buf.String(), &exitError{fmt.Sprintf("killed by %s", res.Signal)}
-	case res.ExitCode != 0:
-		return buf.String(), &exitError{fmt.Sprintf("exit status %d", res.ExitCode)}
-	}
-	return buf.String(), nil
-}
-
-// exitError is nsys's failure: how it ended.
-type exitError struct{ how string }
-
-func (e *exitError) Error() string { return e.how }
+// Exec runs one nsys command line to its end and returns the tail of its combined output
+// (bounded, whatever nsys prints); a command that ran and failed returns an error that says how
+// it ended, and one cut by ctx returns ctx's error. nsys only builds command lines and explains
+// their failures: the runner passes proc.Command, which starts the process through its one
+// process owner (under the supervisor, in a group of its own, stopped with everything it
+// started when ctx ends), since this package sits below the runner and cannot import it.
+type Exec func(ctx context.Context, argv, env []string) (string, error)
 
 // describe turns a failed run into an error that says what to do.
 func describe(ctx context.Context, nsysCmd []string, what string, err error, out string) error {
@@ -148,11 +118,7 @@ func describe(ctx context.Context, nsysCmd []string, what string, err error, out
 	case ctx.Err() != nil:
 		return fmt.Errorf("nsys %s: %w (nsys was killed); nsys said: %s", what, ctx.Err(), quoteOutput(out))
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return fmt.Errorf("nsys %s failed (%w); nsys said: %s", what, err, quoteOutput(out))
-	}
-	return fmt.Errorf("nsys %s: %w", what, err)
+	return fmt.Errorf("nsys %s failed (%w); nsys said: %s", what, err, quoteOutput(out))
 }
 
 func quoteOutput(out string) string {
@@ -161,33 +127,4 @@ func quoteOutput(out string) string {
 		return "(nothing)"
 	}
 	return out
-}
-
-// tailBuffer keeps the last outputTail bytes written to it. It is shared by stdout and
-// stderr, which os/exec copies from separate goroutines when they are not *os.File.
-type tailBuffer struct {
-	mu      sync.Mutex
-	b       []byte
-	dropped bool
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > outputTail {
-		t.b = append(t.b[:0], t.b[len(t.b)-outputTail:]...)
-		t.dropped = true
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := string(bytes.ToValidUTF8(t.b, []byte("\uFFFD")))
-	if t.dropped {
-		s = "…" + s
-	}
-	return s
 }

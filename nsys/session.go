@@ -59,7 +59,7 @@ func SessionShutdownArgv(nsysCmd []string, session string) []string {
 // with env, which must be the environment the session's `nsys launch` ran with (nsys finds a
 // session through it: its temporary directory, its user), and returns its error with the end
 // of nsys's output, since that is where nsys explains it.
-func Session(ctx context.Context, argv []string, env []string) error {
+func Session(ctx context.Context, run Exec, argv []string, env []string) error {
 	if len(argv) < 2 || argv[0] == "" {
 		return fmt.Errorf("nsys: empty nsys command; %s", notFoundHint)
 	}

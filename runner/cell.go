@@ -211,7 +211,7 @@ func nsysStep(ctx context.Context, rec cellRecord, res *cellResult, opts *Option
 		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-report-missing", Message: fmt.Sprintf("nsys wrote no report at %s; see log.txt for nsys's own messages", rep)})
 		return
 	}
-	if _, err := nsys.Export(ctx, opts.nsysCommand(), base); err != nil {
+	if _, err := nsys.Export(ctx, proc.Command, opts.nsysCommand(), base); err != nil {
 		if res.Verdict == plans.VerdictOK {
 			res.Verdict = plans.VerdictFailed
 		}

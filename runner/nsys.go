@@ -14,5 +14,5 @@ func checkNsys(ctx context.Context, cmd []string, env []string) (string, error) 
 	if _, err := proc.LookPath(cmd[0], env); err != nil {
 		return "", fmt.Errorf("nsys not found on PATH (%v); install Nsight Systems or drop \"nsys\" from profile.profilers", err)
 	}
-	return nsys.Check(ctx, cmd)
+	return nsys.Check(ctx, proc.Command, cmd)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/load"
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // client runs the cell's client phase: warmup, profiling window, measured requests, flush,
@@ -392,7 +393,7 @@ func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *ser
 	start := nsys.SessionStartArgv(nsysCmd, srv.nsysSession, filepath.Join(rec.abs, rec.NSys.Report))
 	sr.Profile = &rundir.ProfileWindow{Kind: backends.WindowNSysSession, Request: map[string]any{"start": start}}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := nsys.Session(sctx, start, srv.env(ss.opts))
+	err := nsys.Session(sctx, proc.Command, start, srv.env(ss.opts))
 	cancel()
 	if err != nil {
 		fail("nsys-start", fmt.Sprintf("%v; the server runs in nsys session %s", err, srv.nsysSession))
@@ -406,7 +407,7 @@ func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *ser
 	}
 	t0 := time.Now()
 	fctx, fcancel := context.WithTimeout(ctx, rec.Cell.Profile.FlushTimeout.Duration+time.Minute)
-	err = nsys.Session(fctx, nsys.SessionStopArgv(nsysCmd, srv.nsysSession), srv.env(ss.opts))
+	err = nsys.Session(fctx, proc.Command, nsys.SessionStopArgv(nsysCmd, srv.nsysSession), srv.env(ss.opts))
 	fcancel()
 	sr.Profile.FlushNS = time.Since(t0).Nanoseconds()
 	if err != nil {

@@ -279,7 +279,7 @@ func (ss *serveSession) stop(srv *server) {
 		// Ends the nsys session (nsys sends the server SIGTERM); the stop ladder below then
 		// finds the process group ending, or finishes it.
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := nsys.Session(sctx, nsys.SessionShutdownArgv(ss.opts.nsysCommand(), srv.nsysSession), srv.env(ss.opts)); err != nil {
+		if err := nsys.Session(sctx, proc.Command, nsys.SessionShutdownArgv(ss.opts.nsysCommand(), srv.nsysSession), srv.env(ss.opts)); err != nil {
 			ss.opts.Logger.Warn("nsys shutdown", "server", srv.rel, "err", err)
 		}
 		cancel()

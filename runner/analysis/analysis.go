@@ -710,7 +710,7 @@ func ExportReport(ctx context.Context, report string, env []string, log *slog.Lo
 		return "", fmt.Errorf("%s is an Nsight Systems report and nsys is not on PATH to export it (%v): install Nsight Systems, or export it on a machine that has it with `nsys export --type sqlite -o %s %s` and triage the .sqlite file", report, err, filepath.Base(out), filepath.Base(report))
 	}
 	log.Info("exporting the report to SQLite", "nsys", exe, "report", report)
-	return nsys.Export(ctx, []string{exe}, report)
+	return nsys.Export(ctx, proc.Command, []string{exe}, report)
 }
 
 // TriageKernelsOnly triages one nsys export from SQL per-name sums (nsysdb.KernelSummary): the

@@ -1,4 +1,4 @@
-package nsys
+package runner
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	nsyscmd "github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // fakeNsys writes a shell script named nsys into a fresh directory and returns its absolute
@@ -48,7 +50,7 @@ done
 echo "Processing events..."
 echo "SQLite" > "$out"`
 
-func TestCheck(t *testing.T) {
+func TestNsysCheck(t *testing.T) {
 	tests := []struct{ out, want string }{
 		{"NVIDIA Nsight Systems version 2024.5.1.113-245134619542v0", "2024.5.1.113-245134619542v0"},
 		{"\n  NVIDIA Nsight Systems version 2022.2.1.31-5fe97ab\nextra", "2022.2.1.31-5fe97ab"},
@@ -57,7 +59,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		nsys := fakeNsys(t, "printf '%s\\n' '"+tt.out+"'")
-		got, err := Check(context.Background(), []string{nsys})
+		got, err := nsyscmd.Check(context.Background(), proc.Command, []string{nsys})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,10 +72,10 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestCheckCommandPrefix(t *testing.T) {
+func TestNsysCheckCommandPrefix(t *testing.T) {
 	// A multi-element command (e.g. a wrapper script plus its argument) is kept in front.
 	nsys := fakeNsys(t, "echo NVIDIA Nsight Systems version 1.2.3")
-	if _, err := Check(context.Background(), []string{nsys, "--wrapper-arg"}); err != nil {
+	if _, err := nsyscmd.Check(context.Background(), proc.Command, []string{nsys, "--wrapper-arg"}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"--wrapper-arg", "--version"}, recordedArgs(t, nsys)); diff != "" {
@@ -81,9 +83,9 @@ func TestCheckCommandPrefix(t *testing.T) {
 	}
 }
 
-func TestCheckNotOnPath(t *testing.T) {
+func TestNsysCheckNotOnPath(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // a PATH without nsys
-	_, err := Check(context.Background(), []string{"nsys"})
+	_, err := nsyscmd.Check(context.Background(), proc.Command, []string{"nsys"})
 	if err == nil {
 		t.Fatal("Check succeeded without nsys")
 	}
@@ -96,16 +98,16 @@ func TestCheckNotOnPath(t *testing.T) {
 	}
 }
 
-func TestCheckOnTempPath(t *testing.T) {
+func TestNsysCheckOnTempPath(t *testing.T) {
 	nsys := fakeNsys(t, "echo NVIDIA Nsight Systems version 2025.1.1")
 	t.Setenv("PATH", filepath.Dir(nsys))
-	v, err := Check(context.Background(), []string{"nsys"})
+	v, err := nsyscmd.Check(context.Background(), proc.Command, []string{"nsys"})
 	if err != nil || v != "2025.1.1" {
 		t.Fatalf("Check via PATH = %q, %v", v, err)
 	}
 }
 
-func TestCheckFailures(t *testing.T) {
+func TestNsysCheckFailures(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nsys")
 	notExec := filepath.Join(t.TempDir(), "nsys")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
@@ -124,7 +126,7 @@ func TestCheckFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := Check(context.Background(), tt.cmd)
+			v, err := nsyscmd.Check(context.Background(), proc.Command, tt.cmd)
 			if err == nil {
 				t.Fatalf("Check = %q, want an error", v)
 			}
@@ -135,7 +137,7 @@ func TestCheckFailures(t *testing.T) {
 	}
 }
 
-func TestCheckTimeoutKillsHungNsys(t *testing.T) {
+func TestNsysCheckTimeoutKillsHungNsys(t *testing.T) {
 	// The fake starts a grandchild that would outlive a plain kill of the script; the process
 	// group kill must take both down, and Check must return promptly.
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -143,7 +145,7 @@ func TestCheckTimeoutKillsHungNsys(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := Check(ctx, []string{nsys})
+	_, err := nsyscmd.Check(ctx, proc.Command, []string{nsys})
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v, want a deadline error", err)
 	}
@@ -172,7 +174,7 @@ func TestCheckTimeoutKillsHungNsys(t *testing.T) {
 // An nsys that leaves a process behind (`sleep 300 &`) and exits: Check still reads its
 // version, and nothing of it is left once Check returned (it runs under runner/proc's
 // supervisor, which sweeps what the probe left).
-func TestCheckLeavesNoProcess(t *testing.T) {
+func TestNsysCheckLeavesNoProcess(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	nsys := fakeNsys(t, "sleep 300 & echo $! > "+pidFile+"; echo NVIDIA Nsight Systems version 2025.1.1")
 	t.Cleanup(func() {
@@ -182,7 +184,7 @@ func TestCheckLeavesNoProcess(t *testing.T) {
 			}
 		}
 	})
-	v, err := Check(context.Background(), []string{nsys})
+	v, err := nsyscmd.Check(context.Background(), proc.Command, []string{nsys})
 	if err != nil || v != "2025.1.1" {
 		t.Fatalf("Check = %q, %v", v, err)
 	}
@@ -199,10 +201,10 @@ func TestCheckLeavesNoProcess(t *testing.T) {
 	}
 }
 
-func TestExport(t *testing.T) {
+func TestNsysExport(t *testing.T) {
 	nsys := fakeNsys(t, exportBody)
 	cell := t.TempDir()
-	base, err := PrepareReportDir(cell)
+	base, err := nsyscmd.PrepareReportDir(cell)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func TestExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, arg := range []string{base, base + ".nsys-rep"} {
-		got, err := Export(context.Background(), []string{nsys}, arg)
+		got, err := nsyscmd.Export(context.Background(), proc.Command, []string{nsys}, arg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +229,7 @@ func TestExport(t *testing.T) {
 	}
 }
 
-func TestExportFailures(t *testing.T) {
+func TestNsysExportFailures(t *testing.T) {
 	newReport := func(t *testing.T, content string) string {
 		base := filepath.Join(t.TempDir(), "report")
 		if content != "-" {
@@ -252,7 +254,7 @@ func TestExportFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			nsys := fakeNsys(t, tt.body)
 			base := newReport(t, tt.report)
-			got, err := Export(context.Background(), []string{nsys}, base)
+			got, err := nsyscmd.Export(context.Background(), proc.Command, []string{nsys}, base)
 			if err == nil {
 				t.Fatalf("Export = %q, want an error", got)
 			}
@@ -269,7 +271,7 @@ func TestExportFailures(t *testing.T) {
 	}
 }
 
-func TestExportTimeout(t *testing.T) {
+func TestNsysExportTimeout(t *testing.T) {
 	nsys := fakeNsys(t, "exec sleep 30")
 	base := filepath.Join(t.TempDir(), "report")
 	if err := os.WriteFile(base+".nsys-rep", []byte("r"), 0o644); err != nil {
@@ -277,30 +279,20 @@ func TestExportTimeout(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := Export(ctx, []string{nsys}, base)
+	_, err := nsyscmd.Export(ctx, proc.Command, []string{nsys}, base)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "nsys export") {
 		t.Fatalf("error %v, want a deadline error naming the export", err)
 	}
 }
 
-func TestExportMissingBinary(t *testing.T) {
+func TestNsysExportMissingBinary(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "report")
 	if err := os.WriteFile(base+".nsys-rep", []byte("r"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", t.TempDir())
-	_, err := Export(context.Background(), []string{"nsys"}, base)
+	_, err := nsyscmd.Export(context.Background(), proc.Command, []string{"nsys"}, base)
 	if err == nil || !strings.HasPrefix(err.Error(), "nsys not found on PATH") {
 		t.Fatalf("error %v", err)
-	}
-}
-
-func TestTailBuffer(t *testing.T) {
-	var b tailBuffer
-	b.Write([]byte(strings.Repeat("a", outputTail)))
-	b.Write([]byte("the end"))
-	s := b.String()
-	if !strings.HasPrefix(s, "…") || !strings.HasSuffix(s, "the end") || len(s) != outputTail+len("…") {
-		t.Errorf("tail of %d bytes: prefix %q suffix %q", len(s), s[:8], s[len(s)-8:])
 	}
 }
