@@ -18,11 +18,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sglprof/runner/runner/proc"
 )
 
 // Config is [executor.slurm] of a plan.
@@ -270,24 +271,43 @@ func (e *CommandError) Error() string {
 
 func (e *CommandError) Unwrap() error { return e.Err }
 
+// maxOutput bounds what one Slurm command's answer may hold: squeue and sacct are asked about
+// one run's arrays, so even a large cluster answers in KiBs; more is no answer of theirs.
+const maxOutput = 16 << 20
+
+// run runs one Slurm client command through the runner's process owner (runner/proc), like
+// every child of the runner: under the supervisor, in a process group of its own that ctx's end
+// or the timeout stops, and with its answer bounded (maxOutput). It returns stdout and stderr
+// together, as the messages quote them.
 func (c Client) run(ctx context.Context, argv ...string) (string, error) {
 	t := c.Timeout
 	if t <= 0 {
 		t = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, t)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = c.Env
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("timed out after %s", t)
-		}
-		return string(out), &CommandError{Argv: argv, Output: string(out), Err: err}
+	out, res := proc.Probe(ctx, proc.Spec{
+		Argv: argv, Env: c.Env, Timeout: t,
+		InterruptGrace: 200 * time.Millisecond, TerminateGrace: time.Second, LeftoverGrace: 500 * time.Millisecond,
+	}, maxOutput, nil)
+	text := string(out.Stdout) + string(out.Stderr)
+	var err error
+	switch {
+	case out.Cut:
+		err = fmt.Errorf("printed more than %d bytes; not read further", maxOutput)
+	case res.StartErr != nil && !res.Interrupted:
+		err = res.StartErr
+	case res.TimedOut:
+		err = fmt.Errorf("timed out after %s", t)
+	case res.Interrupted:
+		err = ctx.Err()
+	case res.Signal != "":
+		err = fmt.Errorf("killed by %s", res.Signal)
+	case res.ExitCode != 0:
+		err = fmt.Errorf("exit status %d", res.ExitCode)
 	}
-	return string(out), nil
+	if err != nil {
+		return text, &CommandError{Argv: argv, Output: text, Err: err}
+	}
+	return string(out.Stdout), nil
 }
 
 // Check runs `sbatch --version` and `scontrol ping` once, so a missing Slurm or an unreachable
