@@ -77,9 +77,9 @@ func (o *Options) guard() *gpuGuard {
 }
 
 // snapshot asks nvidia-smi about devices, unless an earlier probe showed it cannot answer.
-func (g *gpuGuard) snapshot(ctx context.Context, devices []int) *gpu.Snapshot {
+func (g *gpuGuard) snapshot(ctx context.Context, devices []int) *rundir.GPUSnapshot {
 	if down := g.isDown(); down != "" {
-		return &gpu.Snapshot{At: time.Now().UTC(), Error: down}
+		return &rundir.GPUSnapshot{At: time.Now().UTC(), Error: down}
 	}
 	s := g.prober.Snapshot(ctx, devices)
 	if !s.Available() && ctx.Err() == nil {
@@ -201,7 +201,7 @@ func gpuClient(ctx context.Context, rec cellRecord, opts *Options, res *cellResu
 // idle takes a snapshot of the cell's GPUs and applies [gate] busy_gpu to the foreign compute
 // processes on them; a throttled GPU adds a warning to res. It returns the snapshot and the
 // reasons the cell must not go on.
-func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *rundir.GPUCheck, res *cellResult) (*gpu.Snapshot, []rundir.Reason) {
+func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *rundir.GPUCheck, res *cellResult) (*rundir.GPUSnapshot, []rundir.Reason) {
 	s := g.snapshot(ctx, chk.Devices)
 	foreign := gpu.Foreign(s.Apps, g.own)
 	if len(foreign) > 0 && c.Gate.BusyGPU == plans.BusyGPUWait {
@@ -229,7 +229,7 @@ func (g *gpuGuard) idle(ctx context.Context, c plans.Cell, chk *rundir.GPUCheck,
 }
 
 // wait polls until the foreign processes are gone, busy_wait ran out or the run was stopped.
-func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *rundir.GPUCheck, s *gpu.Snapshot, foreign []gpu.App, res *cellResult) (*gpu.Snapshot, []gpu.App) {
+func (g *gpuGuard) wait(ctx context.Context, c plans.Cell, chk *rundir.GPUCheck, s *rundir.GPUSnapshot, foreign []rundir.GPUApp, res *cellResult) (*rundir.GPUSnapshot, []rundir.GPUApp) {
 	t0 := time.Now()
 	first := gpu.BusyMessage(foreign)
 	deadline := t0.Add(c.Gate.BusyWait.Duration)
@@ -338,7 +338,7 @@ func (g *gpuGuard) warn(res *cellResult, r rundir.Reason) {
 
 // throttledBefore reports whether a warning for throttling was already given before the cell.
 func throttledBefore(chk *rundir.GPUCheck) bool {
-	for _, s := range []*gpu.Snapshot{chk.Start, chk.Client} {
+	for _, s := range []*rundir.GPUSnapshot{chk.Start, chk.Client} {
 		if s != nil && gpu.Throttled(s.GPUs) != "" {
 			return true
 		}

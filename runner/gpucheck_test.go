@@ -14,7 +14,6 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/runner/exitcode"
-	"github.com/sglprof/runner/runner/gpu"
 )
 
 // smiStandIn is a stand-in nvidia-smi whose answers a test chooses. Files in its directory are
@@ -391,7 +390,7 @@ requests = 1
 		if r.GPU == nil || r.GPU.Client == nil || r.GPU.End == nil {
 			t.Fatalf("%s: gpu check %+v, want client-phase and end snapshots", row.ID, r.GPU)
 		}
-		if !slices.ContainsFunc(r.GPU.Client.Apps, func(a gpu.App) bool { return a.Name == "ours" }) {
+		if !slices.ContainsFunc(r.GPU.Client.Apps, func(a rundir.GPUApp) bool { return a.Name == "ours" }) {
 			t.Errorf("%s: the stand-in listed none of the runner's processes: %+v", row.ID, r.GPU.Client.Apps)
 		}
 		if row.ID == sum.Cells[1].ID && r.GPU.Start != nil {

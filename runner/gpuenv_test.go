@@ -167,8 +167,8 @@ func TestCaptureGPUEnvContext(t *testing.T) {
 	}
 }
 
-func gpuVersions(torch string) gpu.Versions {
-	return gpu.Versions{Python: "3.11.9", Torch: torch, CUDA: "12.4"}
+func gpuVersions(torch string) rundir.GPUVersions {
+	return rundir.GPUVersions{Python: "3.11.9", Torch: torch, CUDA: "12.4"}
 }
 
 // The environment probes follow the backend's EnvProbes: a vLLM-Omni plan

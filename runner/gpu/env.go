@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -95,8 +96,8 @@ func VersionsArgv(python string) []string { return []string{python, "-c", versio
 
 // LibraryVersions asks the interpreter for torch, CUDA runtime, triton, flashinfer, NCCL and
 // sglang versions.
-func LibraryVersions(ctx context.Context, python string, env []string, timeout time.Duration) (Versions, error) {
-	var v Versions
+func LibraryVersions(ctx context.Context, python string, env []string, timeout time.Duration) (rundir.GPUVersions, error) {
+	var v rundir.GPUVersions
 	out, all, err := runPython(ctx, python, env, timeout, VersionsArgv(python)[1:]...)
 	if err != nil {
 		return v, fmt.Errorf("%s: library versions: %w", python, err)

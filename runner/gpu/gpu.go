@@ -28,20 +28,8 @@ const GPUQuery = "index,uuid,utilization.gpu,memory.used,clocks.sm,clocks.max.sm
 // AppsQuery is the --query-compute-apps field list, in the order ParseApps reads it.
 const AppsQuery = "pid,process_name,used_memory,gpu_uuid"
 
-// The records this package produces are part of result.json and manifest.json, whose types the
-// rundir package owns; these are their names here.
-type (
-	// GPU is one device's state at one moment (rundir.GPUState).
-	GPU = rundir.GPUState
-	// App is one compute process on a GPU (rundir.GPUApp).
-	App = rundir.GPUApp
-	// Snapshot is what one probe saw (rundir.GPUSnapshot).
-	Snapshot = rundir.GPUSnapshot
-	// Device is one GPU's fixed configuration (rundir.GPUDevice).
-	Device = rundir.GPUDevice
-	// Versions are the library versions a maintainer asks for first (rundir.GPUVersions).
-	Versions = rundir.GPUVersions
-)
+// The records this package produces (rundir.GPUState, GPUApp, GPUSnapshot, GPUDevice,
+// GPUVersions) are part of result.json and manifest.json, whose types the rundir package owns.
 
 // Prober runs nvidia-smi. The zero value looks nvidia-smi up on the process's PATH with a
 // 5 s timeout.
@@ -102,9 +90,9 @@ const Capping = ReasonSWPowerCap | ReasonHWSlowdown | ReasonSWThermalSlowdown |
 
 // Snapshot queries the GPUs and their compute processes. indices restricts the GPUs kept (nil
 // keeps all); apps on other GPUs are dropped too.
-func (p Prober) Snapshot(ctx context.Context, indices []int) Snapshot {
+func (p Prober) Snapshot(ctx context.Context, indices []int) rundir.GPUSnapshot {
 	t0 := time.Now()
-	s := Snapshot{At: t0.UTC()}
+	s := rundir.GPUSnapshot{At: t0.UTC()}
 	// The two queries are independent; asking both at once halves what the guard adds to a
 	// cell (docs/performance.md).
 	type reply struct {
@@ -129,7 +117,7 @@ func (p Prober) Snapshot(ctx context.Context, indices []int) Snapshot {
 		s.WallNS = time.Since(t0).Nanoseconds()
 		return s
 	}
-	var apps []App
+	var apps []rundir.GPUApp
 	err = ar.err
 	if err == nil {
 		apps, err = ParseApps(ar.out)
@@ -146,7 +134,7 @@ func (p Prober) Snapshot(ctx context.Context, indices []int) Snapshot {
 }
 
 // keep restricts gpus and apps to indices and fills each app's GPU index.
-func keep(gpus []GPU, apps []App, indices []int) ([]GPU, []App) {
+func keep(gpus []rundir.GPUState, apps []rundir.GPUApp, indices []int) ([]rundir.GPUState, []rundir.GPUApp) {
 	want := func(i int) bool {
 		if indices == nil {
 			return true
@@ -159,14 +147,14 @@ func keep(gpus []GPU, apps []App, indices []int) ([]GPU, []App) {
 		return false
 	}
 	byUUID := map[string]int{}
-	var kg []GPU
+	var kg []rundir.GPUState
 	for _, g := range gpus {
 		byUUID[g.UUID] = g.Index
 		if want(g.Index) {
 			kg = append(kg, g)
 		}
 	}
-	var ka []App
+	var ka []rundir.GPUApp
 	for _, a := range apps {
 		a.GPU = -1
 		if i, ok := byUUID[a.GPUUUID]; ok {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 const idleGPUs = `0, GPU-aaaa, 0 %, 1 MiB, 1980 MHz, 1980 MHz, 0x0000000000000001, Enabled, 70.12 W, 33
@@ -49,7 +51,7 @@ func TestSnapshotIdleAndThrottled(t *testing.T) {
 		t.Fatalf("got %d GPUs %d apps, want 2 and 0", len(s.GPUs), len(s.Apps))
 	}
 	g := s.GPUs[1]
-	want := GPU{Index: 1, UUID: "GPU-bbbb", UtilPct: 3, MemUsedMiB: 2048, SMClockMHz: 1755, MaxSMMHz: 1980,
+	want := rundir.GPUState{Index: 1, UUID: "GPU-bbbb", UtilPct: 3, MemUsedMiB: 2048, SMClockMHz: 1755, MaxSMMHz: 1980,
 		Throttle: ReasonSWPowerCap, Reasons: []string{"sw_power_cap"}, Persistence: "Enabled", PowerW: 690.5, TempC: 81}
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("GPU 1 = %+v\nwant %+v", g, want)
@@ -191,10 +193,10 @@ func TestParseClockLock(t *testing.T) {
 }
 
 func TestLeaked(t *testing.T) {
-	before := Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 100}, {Index: 1, MemUsedMiB: 100}}}
-	after := Snapshot{
-		GPUs: []GPU{{Index: 0, MemUsedMiB: 9100}, {Index: 1, MemUsedMiB: 6100}},
-		Apps: []App{{PID: 50, Name: "other", UsedMiB: 6000, GPU: 1}, {PID: 60, Name: "cell-child", UsedMiB: 0, GPU: 1}},
+	before := rundir.GPUSnapshot{GPUs: []rundir.GPUState{{Index: 0, MemUsedMiB: 100}, {Index: 1, MemUsedMiB: 100}}}
+	after := rundir.GPUSnapshot{
+		GPUs: []rundir.GPUState{{Index: 0, MemUsedMiB: 9100}, {Index: 1, MemUsedMiB: 6100}},
+		Apps: []rundir.GPUApp{{PID: 50, Name: "other", UsedMiB: 6000, GPU: 1}, {PID: 60, Name: "cell-child", UsedMiB: 0, GPU: 1}},
 	}
 	got := Leaked(before, after, func(pid int) bool { return pid == 60 })
 	if len(got) != 2 || !strings.Contains(got[0], "pid 60") || !strings.Contains(got[1], "GPU 0 holds 9000 MiB more") {
@@ -203,9 +205,9 @@ func TestLeaked(t *testing.T) {
 
 	// A neighbour holds 30000 MiB before and after the cell: a 5000 MiB leak beside it is
 	// still one (subtracting all that is held after hid it), and the neighbour is none.
-	foreign := App{PID: 70, Name: "python3 other_job.py", UsedMiB: 30000, GPU: 0}
-	before = Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 30100}}, Apps: []App{foreign}}
-	leak := Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 35100}}, Apps: []App{foreign}}
+	foreign := rundir.GPUApp{PID: 70, Name: "python3 other_job.py", UsedMiB: 30000, GPU: 0}
+	before = rundir.GPUSnapshot{GPUs: []rundir.GPUState{{Index: 0, MemUsedMiB: 30100}}, Apps: []rundir.GPUApp{foreign}}
+	leak := rundir.GPUSnapshot{GPUs: []rundir.GPUState{{Index: 0, MemUsedMiB: 35100}}, Apps: []rundir.GPUApp{foreign}}
 	if got := Leaked(before, leak, nil); len(got) != 1 || !strings.Contains(got[0], "GPU 0 holds 5000 MiB more") {
 		t.Errorf("a leak beside a neighbour present throughout: Leaked = %q, want GPU 0's 5000 MiB", got)
 	}
@@ -213,7 +215,7 @@ func TestLeaked(t *testing.T) {
 		t.Errorf("a neighbour present throughout, nothing leaked: Leaked = %q, want nothing", got)
 	}
 	// The neighbour leaves during the cell: its memory freed is no leak, and does not hide one.
-	gone := Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 5100}}}
+	gone := rundir.GPUSnapshot{GPUs: []rundir.GPUState{{Index: 0, MemUsedMiB: 5100}}}
 	if got := Leaked(before, gone, nil); len(got) != 1 || !strings.Contains(got[0], "5000 MiB more") {
 		t.Errorf("a leak as the neighbour leaves: Leaked = %q, want GPU 0's 5000 MiB", got)
 	}
@@ -221,11 +223,11 @@ func TestLeaked(t *testing.T) {
 	// Serve mode: the cell's server holds its memory before and after the client phase, and
 	// grows its cache during it; that is held, not leaked (own answers no for the server,
 	// which outlives the cell by design). Memory beyond it that nobody holds is a leak.
-	server := App{PID: 80, Name: "python3 -m sglang.launch_server", UsedMiB: 40000, GPU: 0}
+	server := rundir.GPUApp{PID: 80, Name: "python3 -m sglang.launch_server", UsedMiB: 40000, GPU: 0}
 	grown := server
 	grown.UsedMiB = 45000
-	before = Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 40200}}, Apps: []App{server}}
-	after = Snapshot{GPUs: []GPU{{Index: 0, MemUsedMiB: 45300}}, Apps: []App{grown}}
+	before = rundir.GPUSnapshot{GPUs: []rundir.GPUState{{Index: 0, MemUsedMiB: 40200}}, Apps: []rundir.GPUApp{server}}
+	after = rundir.GPUSnapshot{GPUs: []rundir.GPUState{{Index: 0, MemUsedMiB: 45300}}, Apps: []rundir.GPUApp{grown}}
 	if got := Leaked(before, after, func(int) bool { return false }); got != nil {
 		t.Errorf("serve: the server's own growth: Leaked = %q, want nothing", got)
 	}
@@ -233,7 +235,7 @@ func TestLeaked(t *testing.T) {
 	if got := Leaked(before, after, func(int) bool { return false }); len(got) != 1 || !strings.Contains(got[0], "2000 MiB more") {
 		t.Errorf("serve: 2000 MiB beyond the server's: Leaked = %q, want GPU 0's 2000 MiB", got)
 	}
-	if got := Leaked(Snapshot{Error: "x"}, after, nil); got != nil {
+	if got := Leaked(rundir.GPUSnapshot{Error: "x"}, after, nil); got != nil {
 		t.Errorf("Leaked with an unreadable snapshot = %q, want nothing", got)
 	}
 }
@@ -331,7 +333,7 @@ func TestDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds, err := Prober{Env: []string{"PATH=" + dir}}.Devices(context.Background())
-	want := []Device{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", MIG: "Disabled", ECC: "Enabled", PowerLimit: "700.00 W", MaxSMClock: "1980 MHz"}}
+	want := []rundir.GPUDevice{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", MIG: "Disabled", ECC: "Enabled", PowerLimit: "700.00 W", MaxSMClock: "1980 MHz"}}
 	if err != nil || !reflect.DeepEqual(ds, want) {
 		t.Errorf("Devices = %+v, %v", ds, err)
 	}

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Foreign returns the compute processes that are not the cell's own: own reports whether a pid
 // belongs to the cell's process tree (the runner knows it; nil means nothing is the cell's).
 // They are sorted by GPU, then pid, so warnings read the same every run.
-func Foreign(apps []App, own func(pid int) bool) []App {
-	var out []App
+func Foreign(apps []rundir.GPUApp, own func(pid int) bool) []rundir.GPUApp {
+	var out []rundir.GPUApp
 	for _, a := range apps {
 		if own != nil && own(a.PID) {
 			continue
@@ -28,7 +30,7 @@ func Foreign(apps []App, own func(pid int) bool) []App {
 
 // BusyMessage is the text of a gpu-busy warning: every foreign process with its pid, name,
 // memory and GPU, so the user can find and stop it.
-func BusyMessage(apps []App) string {
+func BusyMessage(apps []rundir.GPUApp) string {
 	parts := make([]string, len(apps))
 	for i, a := range apps {
 		where := "GPU " + a.GPUUUID
@@ -47,7 +49,7 @@ func BusyMessage(apps []App) string {
 
 // Throttled returns the GPUs whose clocks were capped for power or heat, with a message naming
 // each one's reasons; the message is empty when none was.
-func Throttled(gpus []GPU) string {
+func Throttled(gpus []rundir.GPUState) string {
 	var parts []string
 	for _, g := range gpus {
 		if c := g.Throttle & Capping; c != 0 {
@@ -73,7 +75,7 @@ const LeakThresholdMiB = 1024
 // in serve mode, the cell's own server) must neither hide a leak nor be one. It also names the
 // cell's own processes that still hold a GPU after the cell ended. The result is one message
 // per finding.
-func Leaked(before, after Snapshot, own func(pid int) bool) []string {
+func Leaked(before, after rundir.GPUSnapshot, own func(pid int) bool) []string {
 	if !before.Available() || !after.Available() {
 		return nil
 	}
@@ -103,7 +105,7 @@ func Leaked(before, after Snapshot, own func(pid int) bool) []string {
 }
 
 // heldMiB is the memory the listed compute processes hold, per GPU index.
-func heldMiB(apps []App) map[int]int {
+func heldMiB(apps []rundir.GPUApp) map[int]int {
 	held := map[int]int{}
 	for _, a := range apps {
 		if a.GPU >= 0 && a.UsedMiB > 0 {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // eachRecord calls fn with the 1-based line number and the fields of every non-empty line of
@@ -36,10 +38,10 @@ func eachRecord(out []byte, want int, fn func(n int, f []string) error) error {
 // nvidia-smi cannot report ("[N/A]", "[Not Supported]") becomes -1. A line with the wrong number
 // of fields, or an index or clock that is not a number, is an error that quotes the line: an
 // nvidia-smi that prints something else must not be read as an idle GPU.
-func ParseGPUs(out []byte) ([]GPU, error) {
-	var gpus []GPU
+func ParseGPUs(out []byte) ([]rundir.GPUState, error) {
+	var gpus []rundir.GPUState
 	err := eachRecord(out, 10, func(n int, f []string) error {
-		g := GPU{UUID: f[1], Persistence: f[7]}
+		g := rundir.GPUState{UUID: f[1], Persistence: f[7]}
 		var err error
 		if g.Index, err = strconv.Atoi(f[0]); err != nil || g.Index < 0 {
 			return fmt.Errorf("line %d: GPU index %q is not a number", n, clip(f[0]))
@@ -80,8 +82,8 @@ func ParseGPUs(out []byte) ([]GPU, error) {
 // ParseApps reads `nvidia-smi --query-compute-apps=AppsQuery --format=csv,noheader`. nvidia-smi
 // does not quote fields, so a process name with ", " in it is rebuilt from the middle fields:
 // the pid is first and the memory and UUID are last. No line at all means no compute process.
-func ParseApps(out []byte) ([]App, error) {
-	var apps []App
+func ParseApps(out []byte) ([]rundir.GPUApp, error) {
+	var apps []rundir.GPUApp
 	err := eachRecord(out, -4, func(n int, f []string) error {
 		if strings.HasPrefix(f[0], "No running") {
 			return nil
@@ -97,7 +99,7 @@ func ParseApps(out []byte) ([]App, error) {
 		if err != nil {
 			return fmt.Errorf("line %d: %w", n, err)
 		}
-		apps = append(apps, App{
+		apps = append(apps, rundir.GPUApp{
 			PID:     pid,
 			Name:    strings.Join(f[1:len(f)-2], ", "),
 			UsedMiB: int(mem),

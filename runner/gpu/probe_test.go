@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // heapPeak runs f and returns the most heap memory held by objects at any moment while it
@@ -52,7 +54,7 @@ func heapPeak(f func()) uint64 {
 func TestSnapshotBoundsOutput(t *testing.T) {
 	line := "0, GPU-aaaa, 0 %, 1 MiB, 1980 MHz, 1980 MHz, 0x0000000000000001, Enabled, 70.12 W, 33"
 	env := fakeSMI(t, idleGPUs, "", "", "yes '"+line+"' | head -c 100000000; exit 0\n")
-	var s Snapshot
+	var s rundir.GPUSnapshot
 	grew := heapPeak(func() { s = Prober{Env: env, Timeout: time.Minute}.Snapshot(context.Background(), nil) })
 	if s.Available() || !strings.Contains(s.Error, "printed more than 4 MiB") {
 		t.Errorf("Error = %q, want the probe stopped for printing more than 4 MiB", s.Error)
