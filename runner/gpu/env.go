@@ -24,12 +24,12 @@ func Interpreter(command []string, env []string) string {
 	}
 	first := command[0]
 	if isPython(filepath.Base(first)) {
-		if p, err := LookPath(first, env); err == nil {
+		if p, err := proc.LookPath(first, env); err == nil {
 			return p
 		}
 		return ""
 	}
-	p, err := LookPath(first, env)
+	p, err := proc.LookPath(first, env)
 	if err != nil {
 		return ""
 	}
@@ -38,7 +38,7 @@ func Interpreter(command []string, env []string) string {
 		// directory is the venv, so try it before the target's.
 		for _, dir := range []string{filepath.Dir(p), filepath.Dir(r)} {
 			for _, name := range []string{"python", "python3"} {
-				if c := filepath.Join(dir, name); isExecutable(c) {
+				if c, err := proc.LookPath(filepath.Join(dir, name), nil); err == nil {
 					return c
 				}
 			}

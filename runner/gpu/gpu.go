@@ -12,8 +12,6 @@ package gpu
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -197,7 +195,7 @@ func (p Prober) run(ctx context.Context, args ...string) ([]byte, error) {
 		name = "nvidia-smi"
 	}
 	env := p.Env // the caller's (cmd/runner hands the runner its environment); nil finds nothing
-	path, err := LookPath(name, env)
+	path, err := proc.LookPath(name, env)
 	if err != nil {
 		return nil, fmt.Errorf("unavailable: %w", err)
 	}
@@ -236,36 +234,4 @@ func (p Prober) run(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %s: %s", what, how, msg)
 	}
 	return out.Stdout, nil
-}
-
-// LookPath finds name on env's PATH (not the runner's own), so the program a cell would run is
-// the one probed. A name with a slash is taken as a path.
-func LookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		if isExecutable(name) {
-			return name, nil
-		}
-		return "", fmt.Errorf("%s is not an executable file", name)
-	}
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, d := range filepath.SplitList(path) {
-		if d == "" {
-			d = "."
-		}
-		p := filepath.Join(d, name)
-		if isExecutable(p) {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found on PATH", name)
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }

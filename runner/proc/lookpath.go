@@ -32,7 +32,7 @@ func LookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%q is not on PATH", name)
+	return "", fmt.Errorf("%s not found on PATH", name)
 }
 
 func isExecutable(p string) bool {
