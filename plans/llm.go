@@ -429,7 +429,7 @@ type ShareGPTRecord struct {
 
 // ShareGPTRecords streams the records of a ShareGPT-layout JSON array to fn. A file that is not
 // the layout is an error naming the file (name) and the first bad record; the plan check and
-// runner/llmbench's dataset both read through it, so they agree on what the layout is.
+// runner/load's dataset both read through it, so they agree on what the layout is.
 func ShareGPTRecords(r io.Reader, name string, fn func(i int, rec ShareGPTRecord) error) error {
 	dec := json.NewDecoder(r)
 	tok, err := dec.Token()

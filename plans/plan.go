@@ -125,7 +125,7 @@ type LoadSpec struct {
 	MaxErrorRate   float64  `toml:"max_error_rate" json:"max_error_rate"`   // 0..1; default 0
 	RequestTimeout Duration `toml:"request_timeout" json:"request_timeout"` // default 10m
 
-	// LLM benchmark (runner/llmbench, bench_serving's definitions); see docs/llm-benchmark.md.
+	// LLM benchmark (runner/load, bench_serving's definitions); see docs/llm-benchmark.md.
 	RequestRate      float64  `toml:"-" json:"request_rate,omitempty"`                  // requests/s; 0 = "inf" (all at once)
 	Burstiness       float64  `toml:"burstiness" json:"burstiness,omitempty"`           // gamma shape; default 1 (Poisson)
 	MaxConcurrency   int      `toml:"max_concurrency" json:"max_concurrency,omitempty"` // 0 = concurrency

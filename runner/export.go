@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner/llmbench"
+	"github.com/sglprof/runner/runner/load"
 )
 
 // ExportFormats are the formats of `runner export`.
@@ -29,13 +29,13 @@ func ExportBenchServing(w io.Writer, cellDir string) error {
 		return fmt.Errorf("%s: result.json has no LLM benchmark (serve.llm): only LLM serve cells measured by the streaming client export as bench_serving", cellDir)
 	}
 	l := r.Serve.LLM
-	load := llmbench.Load{API: l.API, Dataset: l.Dataset, Rate: l.RequestRate, MaxConcurrency: l.MaxConcurrency}
+	under := load.Load{API: l.API, Dataset: l.Dataset, Rate: l.RequestRate, MaxConcurrency: l.MaxConcurrency}
 	if cells, err := rundir.ReadCells(filepath.Dir(filepath.Dir(filepath.Clean(cellDir)))); err == nil {
 		for _, rec := range cells.Cells {
 			if rec.Cell.ID == r.ID {
-				load.InputLen, load.OutputLen, load.RangeRatio = rec.Cell.InputLen, rec.Cell.OutputLen, rec.Cell.Load.RandomRangeRatio
+				under.InputLen, under.OutputLen, under.RangeRatio = rec.Cell.InputLen, rec.Cell.OutputLen, rec.Cell.Load.RandomRangeRatio
 			}
 		}
 	}
-	return llmbench.WriteBenchServing(w, llmbench.ToBenchServing(l.LLMSummary, load))
+	return load.WriteBenchServing(w, load.ToBenchServing(l.LLMSummary, under))
 }

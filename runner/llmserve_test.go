@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/backends/simclock"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner/llmbench"
 	"github.com/sglprof/runner/runner/load"
 )
 
@@ -30,7 +30,7 @@ func startLLMSim(t *testing.T, scale string, args ...string) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	env := map[string]string{sim.EnvTimeScale: scale}
+	env := map[string]string{simclock.EnvTimeScale: scale}
 	t.Chdir(t.TempDir())
 	args = append([]string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen2.5-0.5B-Instruct", "--port", strconv.Itoa(port)}, args...)
 	go func() { done <- sim.SGLang(ctx, args, env, io.Discard, io.Discard) }()
@@ -120,12 +120,12 @@ func TestRunLLMLoadAgainstSimulator(t *testing.T) {
 			t.Errorf("%s: result %+v", c.ID, res)
 		}
 		recs := readLines(t, filepath.Join(dir, rundir.LLMRecordsFile))
-		var r llmbench.Result
+		var r load.Record
 		if len(recs) != 8 || json.Unmarshal([]byte(recs[0]), &r) != nil || len(r.ITL) != 15 || r.TTFT <= 0 {
 			t.Errorf("%s: %d llm records, first %s", c.ID, len(recs), recs[0])
 		}
 		var lr load.Record
-		if reqs := readLines(t, filepath.Join(dir, rundir.RequestsFile)); len(reqs) != 8 || json.Unmarshal([]byte(reqs[0]), &lr) != nil || lr.Status != 200 || lr.LatencyNS != int64(r.E2E) {
+		if reqs := readLines(t, filepath.Join(dir, rundir.RequestsFile)); len(reqs) != 8 || json.Unmarshal([]byte(reqs[0]), &lr) != nil || lr.Status != 200 || lr.Latency != r.Latency {
 			t.Errorf("%s: requests.jsonl %q", c.ID, reqs)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/backends"
-	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/backends/simclock"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/plans/infile"
@@ -65,14 +65,15 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	dirs := backends.TraceDirs{Server: srvTraces, Cell: cellTraces, Before: entryNames(srvTraces)}
 	// Warmup first, unprofiled, then the window opens, then the measured requests.
 	if cfg.Warmup > 0 {
+		// An LLM cell's warmup is streamed as its measured requests are, and not recorded.
 		wcfg := cfg
-		wcfg.Requests = 0
 		wcfg.Build = func(i int, _ bool) (load.Request, error) { return load.Build(spec, false) }
 		var err error
 		if isLLMAPI(spec.API) {
-			err = llmWarmup(ctx, cfg.BaseURL, c)
-		} else {
-			_, _, err = load.Run(ctx, wcfg)
+			wcfg, _, _, err = llmConfig(cfg.BaseURL, c)
+		}
+		if err == nil {
+			err = load.Warmup(ctx, wcfg)
 		}
 		if err != nil && ctx.Err() == nil {
 			fail("load", err.Error())
@@ -123,19 +124,22 @@ func (ss *serveSession) open(ctx context.Context, srv *server, win backends.Wind
 // timings, and a failure when more requests failed than [load] max_error_rate allows.
 func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult) {
 	fail := cellFailer(res)
-	var sum load.Summary
+	var sum rundir.LoadSummary
 	var lerr error
 	if isLLMAPI(spec.API) {
-		simScale := -1.0
+		var clock load.Clock = load.RealClock{}
 		if ss.opts.Simulate && ss.cur != nil && ss.cur.url == "" {
-			// The scale the simulated server runs at: its environment's RUNNER_SIM_TIME_SCALE.
-			// An attached server (backend.url) is whatever runs there, not the simulator: its
-			// times are the client's own.
-			simScale = sim.TimeScale(sim.EnvMap(ss.cur.env(ss.opts)))
+			// The simulated LLM server reports its times (load.SimClock), and runs at its
+			// environment's RUNNER_SIM_TIME_SCALE. An attached server (backend.url) is whatever
+			// runs there, not the simulator: its times are the client's own.
+			clock = load.SimClock{Scale: simclock.TimeScale(ss.cur.env(ss.opts))}
 		}
-		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, simScale)
+		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock)
 	} else {
-		sum, _, lerr = load.Run(ctx, cfg)
+		var recs []load.Record
+		var wall time.Duration
+		recs, wall, lerr = load.Run(ctx, cfg)
+		sum = load.Summarize(recs, wall)
 	}
 	if lerr != nil && ctx.Err() == nil {
 		fail(plans.VerdictFailed, rundir.Reason{Code: "load", Message: lerr.Error()})
@@ -362,11 +366,8 @@ func firstError(cellDir string) string {
 	for sc.Scan() {
 		var r load.Record
 		if json.Unmarshal(sc.Bytes(), &r) == nil && !r.Warmup && !r.OK() {
-			msg := r.Error
-			if r.Body != "" {
-				msg += ": " + strings.TrimSpace(r.Body)
-			}
-			return "; first error: " + shorten(msg, 300)
+			// The error carries the start of an error answer's body ("HTTP 500: ...").
+			return "; first error: " + shorten(r.Error, 300)
 		}
 	}
 	return ""

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/backends/simclock"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
 )
@@ -49,7 +50,7 @@ func TestAgainstSimulator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env := map[string]string{sim.EnvTimeScale: "0", sim.EnvFail: tt.fail}
+			env := map[string]string{simclock.EnvTimeScale: "0", sim.EnvFail: tt.fail}
 			for k, v := range l.Env {
 				env[k] = v
 			}
@@ -103,7 +104,7 @@ func TestPromptReachesSimulatorIntact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := map[string]string{sim.EnvTimeScale: "0"}
+		env := map[string]string{simclock.EnvTimeScale: "0"}
 		for k, v := range l.Env {
 			env[k] = v
 		}

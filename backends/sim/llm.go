@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sglprof/runner/backends/simclock"
 )
 
 // The LLM server's costs, in simulated milliseconds. Prefill grows with the input length and
@@ -91,13 +93,7 @@ func (e *sse) done() {
 	}
 }
 
-// SimElapsedField is the key, in every streamed chunk of the LLM simulator, of the request's
-// simulated time so far in nanoseconds (from its arrival to this chunk). Upstream sends no such
-// field and clients ignore unknown keys; the runner under --simulate reads TTFT, ITL and E2E
-// from it, because at the default time scale a simulated token is a few µs of real time, well
-// below the loopback and scheduling noise that a client's own clock would measure.
-const SimElapsedField = "sim_elapsed_ns"
-
+// simNS is a simulated time in ms as simclock.ElapsedField carries it.
 func simNS(ms float64) int64 { return int64(ms * 1e6) }
 
 // abort ends a stream without [DONE], as a server that dies mid-response does.
@@ -126,7 +122,7 @@ func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
 				reported = badCompletionTokens
 			}
 		}
-		e.send(map[string]any{"text": strings.Repeat(" the", n), "meta_info": meta(reported, finish, ms), SimElapsedField: simNS(ms)})
+		e.send(map[string]any{"text": strings.Repeat(" the", n), "meta_info": meta(reported, finish, ms), simclock.ElapsedField: simNS(ms)})
 	})
 	if err != nil {
 		abort()
@@ -219,7 +215,7 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 	if kind == "chat.completion" {
 		obj = "chat.completion.chunk"
 		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served,
-			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, SimElapsedField: 0})
+			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, simclock.ElapsedField: 0})
 	}
 	last := 0.0
 	_, err := s.llmRun(in, out, func(n int, ms float64) {
@@ -228,13 +224,13 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 		if n == out {
 			c["finish_reason"] = "length"
 		}
-		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []map[string]any{c}, SimElapsedField: simNS(ms)})
+		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []map[string]any{c}, simclock.ElapsedField: simNS(ms)})
 	})
 	if err != nil {
 		abort()
 	}
 	if q.StreamOptions != nil && q.StreamOptions.IncludeUsage {
-		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []any{}, "usage": usage, SimElapsedField: simNS(last)})
+		e.send(map[string]any{"id": id, "object": obj, "created": time.Now().Unix(), "model": s.served, "choices": []any{}, "usage": usage, simclock.ElapsedField: simNS(last)})
 	}
 	e.done()
 }

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sglprof/runner/backends/simclock"
 	"github.com/sglprof/runner/nsys/nsysgen"
 )
 
@@ -262,17 +263,14 @@ func expandOutput(name string, env map[string]string) string {
 	return out
 }
 
-// TimeScale is the simulators' real seconds per simulated second under env
-// (RUNNER_SIM_TIME_SCALE, DefaultTimeScale when unset or bad): the runner's LLM client paces a
-// simulated server's arrival schedule with it.
-func TimeScale(env map[string]string) float64 { return timeScale(env) }
-
+// timeScale is the simulators' real seconds per simulated second under env (the default when
+// unset or bad).
 func timeScale(env map[string]string) float64 {
-	k, err := readKnobs(map[string]string{EnvTimeScale: env[EnvTimeScale]})
+	f, err := simclock.ParseTimeScale(env[simclock.EnvTimeScale])
 	if err != nil {
-		return DefaultTimeScale
+		return simclock.DefaultTimeScale
 	}
-	return k.scale
+	return f
 }
 
 func nsysProfile(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {

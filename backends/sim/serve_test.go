@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sglprof/runner/backends/simclock"
 )
 
 // lockedBuf is a goroutine-safe log sink.
@@ -374,7 +376,7 @@ func slicesEqual(a, b []int) bool {
 }
 
 func TestServeLLMProfileWindow(t *testing.T) {
-	env := baseEnv(t, EnvTimeScale, "0.1")
+	env := baseEnv(t, simclock.EnvTimeScale, "0.1")
 	s := startServe(t, env, "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct")
 	seen := s.waitHealth(t)
 	if len(seen) < 2 || seen[0] != 503 {

@@ -57,6 +57,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sglprof/runner/backends/simclock"
 )
 
 // Version strings the simulated programs report.
@@ -66,9 +68,9 @@ const (
 	sglangCommit   = "5c3a8f1d2e4b6a79880c1d2e3f4a5b6c7d8e9f01"
 )
 
-// Environment knobs read by the simulators.
+// Environment knobs read by the simulators (the time scale, which the runner's load client
+// reads too, is simclock.EnvTimeScale).
 const (
-	EnvTimeScale    = "RUNNER_SIM_TIME_SCALE"
 	EnvFail         = "RUNNER_SIM_FAIL"
 	EnvSlowdown     = "RUNNER_SIM_SLOWDOWN"
 	EnvNSysActivity = "RUNNER_SIM_NSYS_ACTIVITY"
@@ -79,10 +81,6 @@ const (
 // DefaultSlowRankFactor is how much longer the straggler's compute kernels run when
 // RUNNER_SIM_SLOW_RANK names no factor.
 const DefaultSlowRankFactor = 1.3
-
-// DefaultTimeScale is the real-time fraction of simulated time when RUNNER_SIM_TIME_SCALE is
-// unset: a 50-step Qwen-Image run (≈30 s) takes about 60 ms.
-const DefaultTimeScale = 0.002
 
 // Failure modes accepted in RUNNER_SIM_FAIL.
 var failModes = []string{"oom", "crash", "hang", "hang-hard", "slow", "trace-fail", "trace-truncated", "no-perf-dump", "escape",
@@ -108,7 +106,7 @@ type knobs struct {
 }
 
 func readKnobs(env map[string]string) (knobs, error) {
-	k := knobs{scale: DefaultTimeScale, fail: map[string]bool{}, slow: map[string]float64{}, slowRank: -1, slowRankF: DefaultSlowRankFactor}
+	k := knobs{scale: simclock.DefaultTimeScale, fail: map[string]bool{}, slow: map[string]float64{}, slowRank: -1, slowRankF: DefaultSlowRankFactor}
 	if v := strings.TrimSpace(env[EnvSlowRank]); v != "" {
 		rs, fs, hasF := strings.Cut(v, "=")
 		r, err := strconv.Atoi(strings.TrimSpace(rs))
@@ -124,13 +122,11 @@ func readKnobs(env map[string]string) (knobs, error) {
 		}
 		k.slowRank, k.slowRankF = r, f
 	}
-	if v, ok := env[EnvTimeScale]; ok && strings.TrimSpace(v) != "" {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-			return k, fmt.Errorf("%s=%q: want a non-negative number such as 0.002 (0 disables sleeping)", EnvTimeScale, v)
-		}
-		k.scale = f
+	scale, err := simclock.ParseTimeScale(env[simclock.EnvTimeScale])
+	if err != nil {
+		return k, err
 	}
+	k.scale = scale
 	if v := strings.TrimSpace(env[EnvJitterSeed]); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

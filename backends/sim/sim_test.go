@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sglprof/runner/backends/simclock"
 )
 
 // helperEnv makes the test binary act as `sglang` or `nsys` (TestMain), so process-level
@@ -46,7 +48,7 @@ func (r result) all() string { return r.stdout + r.stderr }
 // relative defaults (outputs/, logs/) land.
 func baseEnv(t *testing.T, kv ...string) map[string]string {
 	t.Chdir(t.TempDir())
-	env := map[string]string{EnvTimeScale: "0", "SGLANG_DIFFUSION_TORCH_PROFILER_DIR": filepath.Join(t.TempDir(), "traces")}
+	env := map[string]string{simclock.EnvTimeScale: "0", "SGLANG_DIFFUSION_TORCH_PROFILER_DIR": filepath.Join(t.TempDir(), "traces")}
 	for i := 0; i+1 < len(kv); i += 2 {
 		env[kv[i]] = kv[i+1]
 	}
@@ -525,7 +527,7 @@ func TestFailureModes(t *testing.T) {
 		}
 	})
 	t.Run("bad knobs", func(t *testing.T) {
-		for _, env := range []map[string]string{{EnvTimeScale: "fast"}, {EnvFail: "explode"}, {EnvSlowdown: "DenoisingStage"}, {EnvSlowdown: "gemm=-2"}, {EnvJitterSeed: "x"}} {
+		for _, env := range []map[string]string{{simclock.EnvTimeScale: "fast"}, {EnvFail: "explode"}, {EnvSlowdown: "DenoisingStage"}, {EnvSlowdown: "gemm=-2"}, {EnvJitterSeed: "x"}} {
 			r, _ := runGen(t, env)
 			if r.rc != 2 || !strings.Contains(r.stderr, "runner sim: RUNNER_SIM_") {
 				t.Errorf("%v: rc=%d %q", env, r.rc, r.stderr)
@@ -716,7 +718,7 @@ func (p *proc) exit(t *testing.T) int {
 }
 
 func TestHangSIGINTIsKeyboardInterrupt(t *testing.T) {
-	p := startHelper(t, "sglang", map[string]string{EnvTimeScale: "0", EnvFail: "hang"}, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p")
+	p := startHelper(t, "sglang", map[string]string{simclock.EnvTimeScale: "0", EnvFail: "hang"}, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p")
 	p.waitFor(t, "[DenoisingStage] started...") // its SIGINT handler is set up before the stages
 	p.cmd.Process.Signal(syscall.SIGINT)
 	if rc := p.exit(t); rc != 130 {
@@ -728,7 +730,7 @@ func TestHangSIGINTIsKeyboardInterrupt(t *testing.T) {
 }
 
 func TestHangHardNeedsSIGKILL(t *testing.T) {
-	p := startHelper(t, "sglang", map[string]string{EnvTimeScale: "0", EnvFail: "hang-hard"}, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p")
+	p := startHelper(t, "sglang", map[string]string{simclock.EnvTimeScale: "0", EnvFail: "hang-hard"}, "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p")
 	p.waitFor(t, "[DenoisingStage] started...")
 	pgid := p.cmd.Process.Pid
 	members := func() []string { return groupMembers(pgid) }
@@ -939,7 +941,7 @@ func TestNSysWindow(t *testing.T) {
 		t.Errorf("cudaProfilerApi capture range: rc=%d err=%v\n%s", r.rc, err, r.stdout)
 	}
 	// a window in the middle of the denoising loop; the app is killed when it ends
-	env = baseEnv(t, helperEnv, "sglang", EnvTimeScale, "0.002")
+	env = baseEnv(t, helperEnv, "sglang", simclock.EnvTimeScale, "0.002")
 	r = nsysRun(t, env, profileArgs(filepath.Join(dir, "mid"), 60, "--delay", "9", "--duration", "2")...)
 	rep, err = readReport(filepath.Join(dir, "mid.nsys-rep"))
 	if err != nil {
@@ -966,7 +968,7 @@ func TestNSysSIGINTStillWritesReport(t *testing.T) {
 	out := filepath.Join(dir, "report")
 	// nsys passes its environment on, so the application is started through env(1) to turn
 	// the test binary into sglang
-	p := startHelper(t, "nsys", map[string]string{EnvTimeScale: "0", EnvFail: "hang"},
+	p := startHelper(t, "nsys", map[string]string{simclock.EnvTimeScale: "0", EnvFail: "hang"},
 		"profile", "--trace=cuda,nvtx,osrt", "--force-overwrite=true", "-o", out,
 		"env", helperEnv+"=sglang", os.Args[0], "generate", "--model-path", "Qwen/Qwen-Image", "--prompt", "p")
 	p.waitFor(t, "[DenoisingStage] started...") // nsys handles SIGINT before it starts the application

@@ -29,7 +29,7 @@ const (
 	MetricRequestLatency = "request_latency"
 	StagePrefix          = "stage/"
 
-	// LLM serve cells (runner/llmbench, bench_serving's definitions): one sample per request
+	// LLM serve cells (runner/load, bench_serving's definitions): one sample per request
 	// for ttft and tpot, one per generated token after the first for itl, one per cell for the
 	// output token throughput and the goodput.
 	MetricTTFT             = "ttft"
@@ -623,18 +623,24 @@ func (c *Config) addLLM(cellDir string, r *rundir.CellResult) error {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 64<<20)
 	for line := 1; sc.Scan(); line++ {
+		// runner/load's Record; run directories written before it had the request's
+		// end-to-end latency as e2e_ns.
 		var rec struct {
-			TTFT   int64   `json:"ttft_ns"`
-			E2E    int64   `json:"e2e_ns"`
-			ITL    []int64 `json:"itl_ns"`
-			Output int     `json:"output_tokens"`
-			Error  string  `json:"error"`
+			TTFT    int64   `json:"ttft_ns"`
+			Latency *int64  `json:"latency_ns"`
+			E2E     int64   `json:"e2e_ns"`
+			ITL     []int64 `json:"itl_ns"`
+			Output  int     `json:"output_tokens"`
+			Error   string  `json:"error"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			return fmt.Errorf("%s:%d: not a request record: %w", path, line, err)
 		}
 		if rec.Error != "" {
 			continue
+		}
+		if rec.Latency != nil {
+			rec.E2E = *rec.Latency
 		}
 		c.add(MetricTTFT, float64(rec.TTFT))
 		if rec.Output > 1 {

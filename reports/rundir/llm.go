@@ -2,8 +2,8 @@ package rundir
 
 import "time"
 
-// The LLM serving benchmark's part of result.json (runner/llmbench computes it; its Summary,
-// Stats and SLO are these types), with bench_serving's definitions.
+// The LLM serving benchmark's part of result.json (runner/load.SummarizeLLM computes it), with
+// bench_serving's definitions.
 
 // LLMStats summarises one latency in milliseconds, with bench_serving's definitions: the mean, the
 // median and the percentiles by numpy's linear interpolation, the population standard deviation

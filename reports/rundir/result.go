@@ -117,7 +117,7 @@ type ServeResult struct {
 	ServedModel string       `json:"served_model,omitempty"`
 	API         string       `json:"api"`
 	Load        *LoadSummary `json:"load,omitempty"`
-	// LLM is set for LLM cells measured by the streaming benchmark (runner/llmbench).
+	// LLM is set for LLM cells measured by the streaming benchmark (runner/load).
 	LLM *LLMResult `json:"llm,omitempty"`
 	// Profile describes the profiling window of a torch cell.
 	Profile *ProfileWindow `json:"profile,omitempty"`
@@ -132,7 +132,7 @@ type ProfileWindow struct {
 }
 
 // LoadSummary summarises the measured requests of a serve cell's client phase: load.json and
-// the load of result.json's serve part. runner/load computes it (load.Summary is this type).
+// the load of result.json's serve part. runner/load computes it (load.Summarize).
 type LoadSummary struct {
 	Count        int     `json:"count"`
 	Errors       int     `json:"errors"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -94,26 +95,6 @@ var (
 	errBodyTooLong   = violationf("server sent more than %d MiB after the headers of one response (body, chunk framing, trailers); not read further", (MaxResponseBody+MaxResponseHeader)>>20)
 )
 
-// worker is the state one load goroutine reuses across its requests.
-type worker struct {
-	conn *h1conn
-	buf  []byte // response body buffer
-}
-
-func (w *worker) close() {
-	if w.conn != nil {
-		w.conn.c.Close()
-		w.conn = nil
-	}
-}
-
-// closeWorkers closes the connections of ws.
-func closeWorkers(ws []*worker) {
-	for _, w := range ws {
-		w.close()
-	}
-}
-
 // preconnect dials the workers' connections in parallel before the measured clock starts, so
 // that no measured request pays for a TCP handshake (64 handshakes at once put milliseconds into
 // the first wave of requests; docs/performance.md). A failed dial is left to the first request, which records it.
@@ -139,9 +120,10 @@ func (h *h1) preconnect(ctx context.Context, ws []*worker) {
 // net/http's Transport does too).
 var errRetry = errors.New("connection closed by the server before the response")
 
-// roundTrip sends one request on w's connection (dialling one when needed) and reads the
-// response into w.buf. The body returned aliases w.buf.
-func (h *h1) roundTrip(ctx context.Context, w *worker, method, path string, body []byte) (int, []byte, int64, error) {
+// roundTrip sends one request on w's connection (dialling one when needed) and returns the
+// response with its body open (h1body): the connection is kept for the next request once
+// the body has been read to its end, and closed otherwise.
+func (h *h1) roundTrip(ctx context.Context, w *worker, method, path string, body []byte, stream bool) (*http.Response, error) {
 	if method == "" {
 		method = "GET" // as net/http reads an empty method
 	}
@@ -152,33 +134,38 @@ func (h *h1) roundTrip(ctx context.Context, w *worker, method, path string, body
 		if w.conn == nil {
 			c, err := h.dial(ctx)
 			if err != nil {
-				return 0, nil, 0, h.wrap(method, path, ctx, err)
+				return nil, h.wrap(method, path, ctx, err)
 			}
 			w.conn = c
 		}
-		status, b, n, err := h.once(ctx, w, method, path, body)
+		resp, err := h.once(ctx, w, method, path, body, stream)
 		if err == nil {
-			return status, b, n, nil
+			return resp, nil
 		}
 		w.close()
 		if errors.Is(err, errRetry) && attempt == 0 && ctx.Err() == nil {
 			continue
 		}
-		return status, b, n, h.wrap(method, path, ctx, err)
+		return nil, h.wrap(method, path, ctx, err)
 	}
 }
 
 // wrap words an error as net/http's client does ("Post \"url\": ..."), with the context's
 // error when the request was cancelled or timed out.
 func (h *h1) wrap(method, path string, ctx context.Context, err error) error {
+	m := method[:1] + toLower(method[1:])
+	return fmt.Errorf("%s %q: %w", m, "http://"+h.host+path, ctxErr(ctx, err))
+}
+
+// ctxErr is the context's error when the request was cancelled or timed out, else err.
+func ctxErr(ctx context.Context, err error) error {
 	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
-		err = ce
+		return ce
 	} else if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
 		// The connection's deadline is the request's: it can fire before ctx's own timer.
-		err = context.DeadlineExceeded
+		return context.DeadlineExceeded
 	}
-	m := method[:1] + toLower(method[1:])
-	return fmt.Errorf("%s %q: %w", m, "http://"+h.host+path, err)
+	return err
 }
 
 func toLower(s string) string {
@@ -194,14 +181,15 @@ func toLower(s string) string {
 // aLongTimeAgo is a deadline that makes blocked reads and writes return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-func (h *h1) once(ctx context.Context, w *worker, method, path string, body []byte) (int, []byte, int64, error) {
+func (h *h1) once(ctx context.Context, w *worker, method, path string, body []byte, stream bool) (*http.Response, error) {
 	cn := w.conn
 	dl, _ := ctx.Deadline()
 	if err := cn.c.SetDeadline(dl); err != nil {
-		return 0, nil, 0, err
+		return nil, err
 	}
+	// Cancelling the request unblocks its reads and writes, the body's included: the stop
+	// is the body's Close.
 	stop := context.AfterFunc(ctx, func() { cn.c.SetDeadline(aLongTimeAgo) })
-	defer stop()
 	bw := cn.bw
 	bw.WriteString(method)
 	bw.WriteByte(' ')
@@ -209,6 +197,9 @@ func (h *h1) once(ctx context.Context, w *worker, method, path string, body []by
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
 	bw.WriteString(h.host)
 	bw.WriteString("\r\nUser-Agent: runner-load\r\n")
+	if stream {
+		bw.WriteString("Accept: text/event-stream\r\n")
+	}
 	if body != nil {
 		bw.WriteString("Content-Type: application/json\r\nContent-Length: ")
 		var nb [20]byte
@@ -218,48 +209,92 @@ func (h *h1) once(ctx context.Context, w *worker, method, path string, body []by
 	bw.WriteString("\r\n")
 	bw.Write(body)
 	if err := bw.Flush(); err != nil {
+		stop()
 		if cn.reused {
-			return 0, nil, 0, fmt.Errorf("%w: %v", errRetry, err)
+			return nil, fmt.Errorf("%w: %v", errRetry, err)
 		}
-		return 0, nil, 0, err
+		return nil, err
 	}
 	// One header budget for the informational responses and the answer together, so an
 	// endless run of 103s ends too.
 	cn.lim.limit(MaxResponseHeader, errHeaderTooLong)
 	if _, err := cn.br.Peek(1); err != nil {
+		stop()
 		if cn.reused && ctx.Err() == nil && (err == io.EOF || isReset(err)) {
-			return 0, nil, 0, fmt.Errorf("%w: %v", errRetry, err)
+			return nil, fmt.Errorf("%w: %v", errRetry, err)
 		}
-		return 0, nil, 0, err
+		return nil, err
 	}
 	resp, err := http.ReadResponse(cn.br, nil)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 		resp, err = http.ReadResponse(cn.br, nil) // informational (103 Early Hints): the answer follows
 	}
 	if err != nil {
+		stop()
 		if errors.Is(err, errHeaderTooLong) {
-			return 0, nil, 0, errHeaderTooLong // as itself: not a closed idle connection to retry
+			return nil, errHeaderTooLong // as itself: not a closed idle connection to retry
 		}
-		return 0, nil, 0, err
+		return nil, err
 	}
-	// The body (readBody stops at MaxResponseBody of it) with its chunk framing and trailers,
-	// which net/http reads into memory as it reads headers.
-	cn.lim.limit(MaxResponseBody+MaxResponseHeader, errBodyTooLong)
-	b, err := readBody(resp.Body, w.buf[:0])
-	w.buf = b
-	n := int64(len(b))
-	resp.Body.Close()
-	if err != nil {
-		return resp.StatusCode, b, n, err
+	if stream {
+		// A stream is bounded per line (MaxLine) and by the request's timeout, not in total:
+		// /generate repeats the text so far in every event.
+		cn.lim.limit(math.MaxInt64, nil)
+	} else {
+		// The body (readBody stops at MaxResponseBody of it) with its chunk framing and
+		// trailers, which net/http reads into memory as it reads headers.
+		cn.lim.limit(MaxResponseBody+MaxResponseHeader, errBodyTooLong)
 	}
-	cn.reused = true
-	if resp.Close || resp.StatusCode == http.StatusSwitchingProtocols {
-		w.close()
+	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	resp.Body = &h1body{rc: resp.Body, ctx: ctx, w: w, cn: cn, keep: keep, stop: stop}
+	return resp, nil
+}
+
+// h1body is a response body of the own client. A read that fails because the request was
+// cancelled or timed out says so (as net/http's body does); its Close keeps the connection for the worker's next request when the body was read to its end
+// on a keep-alive connection, and closes it otherwise, before anything else: net/http's body
+// would read an unread rest to its end on Close, which a hostile server makes endless.
+type h1body struct {
+	rc        io.ReadCloser
+	ctx       context.Context
+	w         *worker
+	cn        *h1conn
+	keep, eof bool
+	stop      func() bool
+	closed    bool
+}
+
+func (b *h1body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	} else if err != nil {
+		var v *violation
+		if !errors.As(err, &v) {
+			err = ctxErr(b.ctx, err)
+		}
 	}
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return resp.StatusCode, b, n, redirectError(resp)
+	return n, err
+}
+
+func (b *h1body) Close() error {
+	if b.closed {
+		return nil
 	}
-	return resp.StatusCode, b, n, nil
+	b.closed = true
+	b.stop()
+	if !b.eof || !b.keep {
+		if b.w.conn == b.cn {
+			b.w.close()
+		} else {
+			b.cn.c.Close()
+		}
+	}
+	b.rc.Close()
+	if b.eof && b.keep {
+		b.cn.reused = true
+	}
+	return nil
 }
 
 // isReset reports a connection reset by the peer.

@@ -41,7 +41,7 @@ func TestRunEmptyMethodAndPath(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 1,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: srv.URL, Requests: 1,
 		Build: func(int, bool) (Request, error) { return Request{}, nil }})
 	if err != nil || sum.Errors != 0 {
 		t.Fatalf("err %v record %+v", err, recs[0])
@@ -64,9 +64,13 @@ func TestRunPreconnectsAndKeepsAlive(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	l := &loader{cfg: Config{BaseURL: srv.URL, Timeout: time.Minute}, h1: newH1(srv.URL)}
+	l := testLoader(t, Config{BaseURL: srv.URL, Timeout: time.Minute})
 	workers := []*worker{{}, {}, {}, {}}
-	defer closeWorkers(workers)
+	defer func() {
+		for _, w := range workers {
+			w.close()
+		}
+	}()
 	l.h1.preconnect(context.Background(), workers)
 	waitFor(t, "4 preconnected connections accepted", func() bool { return conns.Load() >= 4 })
 	var wg sync.WaitGroup
@@ -75,7 +79,7 @@ func TestRunPreconnectsAndKeepsAlive(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10 {
-				if r := l.do(context.Background(), w, Request{Method: "GET", Path: "/"}, time.Now()); !r.OK() {
+				if r := l.do(context.Background(), w, Request{Method: "GET", Path: "/"}); !r.OK() {
 					t.Errorf("request: %+v", r)
 					return
 				}
@@ -145,7 +149,7 @@ func rawServer(t *testing.T, resp string, closeAfter bool) (string, *atomic.Int6
 // An informational response is skipped, and the connection stays usable for the next request.
 func TestRunSkipsInformationalResponse(t *testing.T) {
 	base, conns := rawServer(t, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"id\":\"y\"}", false)
-	sum, recs, err := Run(context.Background(), Config{BaseURL: base, Requests: 3, Concurrency: 1,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: base, Requests: 3, Concurrency: 1,
 		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
 	if err != nil || sum.Errors != 0 || recs[2].Status != 200 || recs[2].ID != "y" || conns.Load() != 1 {
 		t.Fatalf("err %v records %+v connections %d", err, recs, conns.Load())
@@ -156,11 +160,11 @@ func TestRunSkipsInformationalResponse(t *testing.T) {
 // again on a fresh connection, as net/http's Transport does.
 func TestRunRetriesOnServerClosedIdleConnection(t *testing.T) {
 	base, conns := rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"id\":\"x\"}", true)
-	l := &loader{cfg: Config{BaseURL: base, Timeout: time.Minute}, h1: newH1(base)}
+	l := testLoader(t, Config{BaseURL: base, Timeout: time.Minute})
 	w := &worker{}
 	defer w.close()
 	for i := range 4 {
-		r := l.do(context.Background(), w, Request{Method: "POST", Path: "/generate", Body: []byte(`{}`)}, time.Now())
+		r := l.do(context.Background(), w, Request{Method: "POST", Path: "/generate", Body: []byte(`{}`)})
 		if !r.OK() || r.ID != "x" || r.Bytes != 10 {
 			t.Fatalf("request %d: %+v", i, r)
 		}
@@ -185,13 +189,13 @@ func TestRunConnectionCloseAndChunked(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 3, Concurrency: 1,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: srv.URL, Requests: 3, Concurrency: 1,
 		Build: func(int, bool) (Request, error) { return Build(Spec{API: APICompletions, OutputLen: 8}, true) }})
 	if err != nil || sum.Errors != 0 {
 		t.Fatalf("err %v summary %+v", err, sum)
 	}
 	for _, r := range recs {
-		if r.ID != "a" || r.Tokens != 5 || r.Bytes != int64(len(`{"id":"a","usage":{"completion_tokens":5}}`)) {
+		if r.ID != "a" || r.OutputTokens != 5 || r.Bytes != int64(len(`{"id":"a","usage":{"completion_tokens":5}}`)) {
 			t.Fatalf("record %+v", r)
 		}
 	}
@@ -209,7 +213,7 @@ func TestRunRequestTimeoutAndGarbage(t *testing.T) {
 	}))
 	defer srv.Close()
 	t0 := time.Now()
-	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 2, Concurrency: 2, Timeout: 50 * time.Millisecond,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: srv.URL, Requests: 2, Concurrency: 2, Timeout: 50 * time.Millisecond,
 		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/slow"}, nil }})
 	if err != nil || sum.Errors != 2 || time.Since(t0) > 3*time.Second {
 		t.Fatalf("err %v summary %+v after %v", err, sum, time.Since(t0))
@@ -219,7 +223,7 @@ func TestRunRequestTimeoutAndGarbage(t *testing.T) {
 	}
 
 	base, _ := rawServer(t, "this is not HTTP\r\n\r\n", false)
-	sum, recs, err = Run(context.Background(), Config{BaseURL: base, Requests: 1,
+	sum, recs, err = runSummarized(context.Background(), Config{BaseURL: base, Requests: 1,
 		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
 	if err != nil || sum.Errors != 1 || recs[0].Status != 0 || !strings.Contains(recs[0].Error, "malformed HTTP") {
 		t.Fatalf("garbage response: err %v record %+v", err, recs[0])
@@ -240,7 +244,7 @@ func TestRunCancelInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-started; cancel() }()
 	t0 := time.Now()
-	_, recs, err := Run(ctx, Config{BaseURL: srv.URL, Requests: 3, Concurrency: 1,
+	_, recs, err := runSummarized(ctx, Config{BaseURL: srv.URL, Requests: 3, Concurrency: 1,
 		Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }})
 	if err == nil || time.Since(t0) > 3*time.Second {
 		t.Fatalf("err %v after %v", err, time.Since(t0))
@@ -254,13 +258,13 @@ func TestRunCancelInFlight(t *testing.T) {
 // covers it: the overhead the benchmark reports is never negative.
 func TestHelperServer(t *testing.T) {
 	for name, base := range map[string]string{"net/http": startHelper(t, 20*time.Millisecond), "raw": startRawHelper(t, 20*time.Millisecond)} {
-		sum, recs, err := Run(context.Background(), Config{BaseURL: base, Warmup: 1, Requests: 6, Concurrency: 3,
+		sum, recs, err := runSummarized(context.Background(), Config{BaseURL: base, Warmup: 1, Requests: 6, Concurrency: 3,
 			Build: func(int, bool) (Request, error) { return Build(Spec{API: APIImages, Prompt: "p"}, true) }})
 		if err != nil || sum.Errors != 0 {
 			t.Fatalf("%s: err %v summary %+v", name, err, sum)
 		}
 		for _, r := range recs {
-			if r.InferenceTimeS < 0.02 || r.LatencyNS < int64(r.InferenceTimeS*1e9) || r.Images != 1 {
+			if r.InferenceTimeS < 0.02 || int64(r.Latency) < int64(r.InferenceTimeS*1e9) || r.Images != 1 {
 				t.Fatalf("%s: record %+v", name, r)
 			}
 		}

@@ -2,6 +2,7 @@ package load
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // helperEnv switches the test binary into a trivial HTTP server (see TestMain): the
@@ -164,4 +167,22 @@ func startHelperMode(tb testing.TB, mode string) string {
 		tb.Fatalf("helper server: %v", err)
 	}
 	return strings.TrimSpace(line)
+}
+
+// runSummarized is Run with the summary of its records.
+func runSummarized(ctx context.Context, cfg Config) (rundir.LoadSummary, []Record, error) {
+	recs, wall, err := Run(ctx, cfg)
+	return Summarize(recs, wall), recs, err
+}
+
+// testLoader is the loader of cfg, for a test that sends requests through it one by one.
+func testLoader(tb testing.TB, cfg Config) *loader {
+	tb.Helper()
+	cfg.Build = func(int, bool) (Request, error) { return Request{}, nil }
+	l, err := newLoader(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(l.close)
+	return l
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // answerServer answers each request on a raw connection with answer, so a test can send what
@@ -68,9 +70,9 @@ func endless(head, filler string, written *atomic.Int64) func(net.Conn) {
 }
 
 // runOne sends one request of spec to base and returns its record.
-func runOne(t *testing.T, base string, spec Spec, timeout time.Duration) (Record, Summary) {
+func runOne(t *testing.T, base string, spec Spec, timeout time.Duration) (Record, rundir.LoadSummary) {
 	t.Helper()
-	sum, recs, err := Run(context.Background(), Config{BaseURL: base, Requests: 1, Timeout: timeout,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: base, Requests: 1, Timeout: timeout,
 		Build: func(i int, measured bool) (Request, error) { return Build(spec, measured) }})
 	if err != nil {
 		t.Fatal(err)
@@ -138,8 +140,8 @@ func TestLoadRedirectIsNotFollowed(t *testing.T) {
 		}
 		// The net/http client of https servers.
 		req, _ := Build(Spec{API: api, Prompt: "p"}, true)
-		l := &loader{cfg: Config{BaseURL: self.URL, Timeout: time.Minute}, client: newClient(1)}
-		r = l.do(context.Background(), &worker{}, req, time.Now())
+		l := testLoader(t, Config{BaseURL: self.URL, Timeout: time.Minute, Transport: TransportNetHTTP})
+		r = l.do(context.Background(), &worker{}, req)
 		if r.OK() || !r.Violation || !strings.Contains(r.Error, want) {
 			t.Fatalf("%s (net/http): record %+v, want %q", api, r, want)
 		}

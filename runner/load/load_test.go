@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"runtime"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sglprof/runner/reports/stats"
 	"github.com/valyala/fastjson"
 )
 
@@ -104,7 +106,7 @@ func TestRunRecordsAndSummary(t *testing.T) {
 	}))
 	defer srv.Close()
 	var buf bytes.Buffer
-	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Warmup: 2, Requests: 14, Concurrency: 3, Records: &buf,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: srv.URL, Warmup: 2, Requests: 14, Concurrency: 3, Records: &buf,
 		Build: func(int, bool) (Request, error) { return Build(Spec{API: APIImages, Prompt: "p"}, true) }})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +169,7 @@ func TestRunVideoPolling(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	sum, recs, err := Run(context.Background(), Config{BaseURL: srv.URL, Requests: 1, PollEvery: time.Millisecond,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: srv.URL, Requests: 1, PollEvery: time.Millisecond,
 		Build: func(int, bool) (Request, error) { return Build(Spec{API: APIVideos, Prompt: "p"}, true) }})
 	if err != nil || sum.Errors != 0 || recs[0].InferenceTimeS != 2.5 || polls.Load() != 3 {
 		t.Fatalf("err %v sum %+v rec %+v polls %d", err, sum, recs[0], polls.Load())
@@ -178,14 +180,14 @@ func TestRunConnectionErrorAndCancel(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	url := srv.URL
 	srv.Close()
-	sum, recs, err := Run(context.Background(), Config{BaseURL: url, Requests: 2,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: url, Requests: 2,
 		Build: func(int, bool) (Request, error) { return Build(Spec{API: APIGenerate, OutputLen: 1}, true) }})
 	if err != nil || sum.Errors != 2 || recs[0].Status != 0 || recs[0].Error == "" || sum.ErrorRate != 1 {
 		t.Fatalf("err %v sum %+v", err, sum)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := Run(ctx, Config{BaseURL: url, Requests: 2, Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }}); err == nil {
+	if _, _, err := runSummarized(ctx, Config{BaseURL: url, Requests: 2, Build: func(int, bool) (Request, error) { return Request{Method: "GET", Path: "/"}, nil }}); err == nil {
 		t.Fatal("cancelled run returned no error")
 	}
 }
@@ -196,13 +198,13 @@ func TestRunConnectionErrorAndCancel(t *testing.T) {
 func TestSummaryPercentilesMatchBenchServing(t *testing.T) {
 	recs := make([]Record, 100)
 	for i := range recs {
-		recs[len(recs)-1-i] = Record{Status: 200, LatencyNS: int64(i+1) * 1e6}
+		recs[len(recs)-1-i] = Record{Status: 200, Latency: time.Duration(i+1) * time.Millisecond}
 	}
 	s := Summarize(recs, time.Second)
 	if s.P50NS != 50_500_000 || s.P90NS != 90_100_000 || s.P99NS != 99_010_000 || s.MaxNS != 100e6 {
 		t.Fatalf("p50 %d p90 %d p99 %d max %d; want 50.5, 90.1, 99.01 and 100 ms", s.P50NS, s.P90NS, s.P99NS, s.MaxNS)
 	}
-	two := Summarize([]Record{{Status: 200, LatencyNS: 100}, {Status: 200, LatencyNS: 200}}, time.Second)
+	two := Summarize([]Record{{Status: 200, Latency: 100}, {Status: 200, Latency: 200}}, time.Second)
 	if two.P99NS != 199 || two.P50NS != 150 {
 		t.Fatalf("two samples: p50 %d p99 %d, want 150 and 199 (numpy)", two.P50NS, two.P99NS)
 	}
@@ -219,7 +221,7 @@ func BenchmarkClient(b *testing.B) {
 	req, _ := Build(Spec{API: APIImages, Prompt: "a cat", Width: 1024, Height: 1024, Steps: 50}, true)
 	n := max(b.N, 20000)
 	b.ResetTimer()
-	sum, _, err := Run(context.Background(), Config{BaseURL: base, Warmup: 64, Requests: n, Concurrency: 64,
+	sum, _, err := runSummarized(context.Background(), Config{BaseURL: base, Warmup: 64, Requests: n, Concurrency: 64,
 		Build: func(int, bool) (Request, error) { return req, nil }})
 	b.StopTimer()
 	if err != nil || sum.Errors != 0 {
@@ -315,7 +317,7 @@ func benchOverhead(b *testing.B, base string, client *http.Client) {
 	runtime.ReadMemStats(&m0)
 	cpu0 := processCPU()
 	b.ResetTimer()
-	sum, recs, err := Run(context.Background(), Config{BaseURL: base, Warmup: 64, Requests: n, Concurrency: 64, Client: client,
+	sum, recs, err := runSummarized(context.Background(), Config{BaseURL: base, Warmup: 64, Requests: n, Concurrency: 64, Client: client,
 		Build: func(int, bool) (Request, error) { return req, nil }})
 	b.StopTimer()
 	cpu1 := processCPU()
@@ -325,12 +327,12 @@ func benchOverhead(b *testing.B, base string, client *http.Client) {
 	}
 	over := make([]int64, len(recs))
 	for i, r := range recs {
-		over[i] = r.LatencyNS - int64(r.InferenceTimeS*1e9)
+		over[i] = int64(r.Latency) - int64(r.InferenceTimeS*1e9)
 	}
 	sort.Slice(over, func(i, j int) bool { return over[i] < over[j] })
 	b.ReportMetric(sum.RequestsPerS, "req/s")
-	b.ReportMetric(float64(percentileNS(over, 99))/1e6, "overhead-p99-ms")
-	b.ReportMetric(float64(percentileNS(over, 50))/1e6, "overhead-p50-ms")
+	b.ReportMetric(float64(roundNS(stats.Percentile(over, 99)))/1e6, "overhead-p99-ms")
+	b.ReportMetric(float64(roundNS(stats.Percentile(over, 50)))/1e6, "overhead-p50-ms")
 	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(n+64), "client-allocs/req")
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n+64), "client-B/req")
 	if cpu0 >= 0 && cpu1 >= 0 {
@@ -343,20 +345,29 @@ func benchOverhead(b *testing.B, base string, client *http.Client) {
 func TestParseResponse(t *testing.T) {
 	var p fastjson.Parser
 	var r Record
-	parseResponse(&r, []byte(`{"text":"x","meta_info":{"id":"abc","completion_tokens":7}}`), &p)
-	if r.ID != "abc" || r.Tokens != 7 {
+	parseResponse(&r, parsed(&p, `{"text":"x","meta_info":{"id":"abc","completion_tokens":7}}`))
+	if r.ID != "abc" || r.OutputTokens != 7 {
 		t.Fatalf("generate: %+v", r)
 	}
 	r = Record{}
-	parseResponse(&r, []byte(`{"id":"c1","usage":{"completion_tokens":3}}`), &p)
-	if r.ID != "c1" || r.Tokens != 3 {
+	parseResponse(&r, parsed(&p, `{"id":"c1","usage":{"completion_tokens":3}}`))
+	if r.ID != "c1" || r.OutputTokens != 3 {
 		t.Fatalf("completions: %+v", r)
 	}
 	r = Record{}
-	parseResponse(&r, []byte(`not json`), &p)
-	if r != (Record{}) {
+	parseResponse(&r, parsed(&p, `not json`))
+	if !reflect.DeepEqual(r, Record{}) {
 		t.Fatalf("garbage changed the record: %+v", r)
 	}
+}
+
+// parsed is b parsed, nil when it is not JSON (as doWhole hands it to parseResponse).
+func parsed(p *fastjson.Parser, b string) *fastjson.Value {
+	v, err := p.Parse(b)
+	if err != nil {
+		return nil
+	}
+	return v
 }
 
 func FuzzParseResponse(f *testing.F) {
@@ -370,7 +381,7 @@ func FuzzParseResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p fastjson.Parser
 		var r Record
-		parseResponse(&r, b, &p)
+		parseResponse(&r, parsed(&p, string(b)))
 		if r.Images < 0 {
 			t.Fatalf("negative image count from %q", b)
 		}
@@ -379,7 +390,7 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		// A response that passes the check reports nothing beyond what was asked.
 		if checkReported(&r, Request{Images: 2, Tokens: 8}) == "" &&
-			(r.Tokens < 0 || r.Tokens > 8 || r.Images > 2 || r.InferenceTimeS < 0 || r.PeakMemoryMB < 0) {
+			(r.OutputTokens < 0 || r.OutputTokens > 8 || r.Images > 2 || r.InferenceTimeS < 0 || r.PeakMemoryMB < 0) {
 			t.Fatalf("record %+v passed the check", r)
 		}
 	})

@@ -1,4 +1,4 @@
-package llmbench
+package load
 
 import (
 	"context"
@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sglprof/runner/reports/rundir"
+	"github.com/valyala/fastjson"
 )
 
 // stub is a streaming LLM server for the tests: it answers /generate, /v1/completions and
@@ -94,6 +97,24 @@ func (s *stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fl.Flush()
 }
 
+// llm is cfg with BaseURL base and the streamed requests of api, model and prompts.
+func llm(tb testing.TB, base, api, model string, prompts []Prompt, cfg Config) Config {
+	tb.Helper()
+	build, err := LLMRequests(api, model, prompts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.BaseURL, cfg.Build = base, build
+	return cfg
+}
+
+// tickClock is a clock whose every event comes a millisecond after the one before.
+type tickClock struct{ RealClock }
+
+func (*tickClock) Event(_ time.Duration, _ *fastjson.Value, last time.Duration) time.Duration {
+	return last + time.Millisecond
+}
+
 func serve(t testing.TB, s *stub) string {
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
@@ -103,8 +124,7 @@ func serve(t testing.TB, s *stub) string {
 func TestGenerateStreamRecordsTokens(t *testing.T) {
 	s := &stub{outTokens: 9, perChunk: 2, gap: 2 * time.Millisecond}
 	url := serve(t, s)
-	rs, wall, err := Run(context.Background(), Config{BaseURL: url, API: APIGenerate,
-		Prompts: RandomPrompts(1, 16, 9, 1, 1), Requests: 3, MaxConcurrency: 1})
+	rs, wall, err := Run(context.Background(), llm(t, url, APIGenerate, "", RandomPrompts(1, 16, 9, 1, 1), Config{Requests: 3, Concurrency: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +150,11 @@ func TestGenerateStreamRecordsTokens(t *testing.T) {
 		if len(r.ITL) != 7 {
 			t.Errorf("ITLs = %d, want 7", len(r.ITL))
 		}
-		if r.TTFT <= 0 || r.E2E < r.TTFT+6*time.Millisecond {
-			t.Errorf("TTFT %s E2E %s: want E2E ≥ TTFT + 4 gaps", r.TTFT, r.E2E)
+		if r.TTFT <= 0 || r.Latency < r.TTFT+6*time.Millisecond {
+			t.Errorf("TTFT %s E2E %s: want E2E ≥ TTFT + 4 gaps", r.TTFT, r.Latency)
 		}
 		tp, ok := r.TPOT()
-		if !ok || tp != (r.E2E-r.TTFT)/8 {
+		if !ok || tp != (r.Latency-r.TTFT)/8 {
 			t.Errorf("TPOT = %s %v, want (E2E−TTFT)/8", tp, ok)
 		}
 	}
@@ -144,8 +164,7 @@ func TestOpenAIStreams(t *testing.T) {
 	for _, api := range []string{APICompletions, APIChat} {
 		t.Run(api, func(t *testing.T) {
 			s := &stub{outTokens: 5, perChunk: 1}
-			rs, _, err := Run(context.Background(), Config{BaseURL: serve(t, s), API: api, Model: "m",
-				Prompts: RandomPrompts(2, 12, 5, 1, 2), Requests: 2})
+			rs, _, err := Run(context.Background(), llm(t, serve(t, s), api, "m", RandomPrompts(2, 12, 5, 1, 2), Config{Requests: 2}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,8 +190,7 @@ func TestOpenAIStreams(t *testing.T) {
 
 func TestStreamCutOrStalledIsAnError(t *testing.T) {
 	cut := &stub{outTokens: 10, cutAfter: 3}
-	rs, _, err := Run(context.Background(), Config{BaseURL: serve(t, cut), API: APIGenerate,
-		Prompts: RandomPrompts(1, 4, 10, 1, 1), Requests: 2})
+	rs, _, err := Run(context.Background(), llm(t, serve(t, cut), APIGenerate, "", RandomPrompts(1, 4, 10, 1, 1), Config{Requests: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +201,7 @@ func TestStreamCutOrStalledIsAnError(t *testing.T) {
 	}
 	stall := &stub{outTokens: 10, stallAfter: 2}
 	t0 := time.Now()
-	rs, _, err = Run(context.Background(), Config{BaseURL: serve(t, stall), API: APICompletions,
-		Prompts: RandomPrompts(1, 4, 10, 1, 1), Requests: 1, RequestTimeout: 300 * time.Millisecond})
+	rs, _, err = Run(context.Background(), llm(t, serve(t, stall), APICompletions, "", RandomPrompts(1, 4, 10, 1, 1), Config{Requests: 1, Timeout: 300 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +211,7 @@ func TestStreamCutOrStalledIsAnError(t *testing.T) {
 	if time.Since(t0) > 30*time.Second {
 		t.Fatalf("a stalled stream held the run for %s", time.Since(t0))
 	}
-	s := Summarize(rs, time.Second, SLO{}, false)
+	s := SummarizeLLM(rs, time.Second, rundir.LLMSLO{}, false)
 	if s.Failed != 1 || s.Completed != 0 || len(s.Errors) != 1 {
 		t.Errorf("summary %+v", s)
 	}
@@ -202,8 +219,7 @@ func TestStreamCutOrStalledIsAnError(t *testing.T) {
 
 func TestMaxConcurrencyAndDuration(t *testing.T) {
 	s := &stub{outTokens: 3, gap: 5 * time.Millisecond}
-	rs, _, err := Run(context.Background(), Config{BaseURL: serve(t, s), API: APIGenerate,
-		Prompts: RandomPrompts(4, 4, 3, 1, 1), Requests: 24, MaxConcurrency: 3})
+	rs, _, err := Run(context.Background(), llm(t, serve(t, s), APIGenerate, "", RandomPrompts(4, 4, 3, 1, 1), Config{Requests: 24, Concurrency: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +231,7 @@ func TestMaxConcurrencyAndDuration(t *testing.T) {
 			t.Fatalf("results out of order at %d", i)
 		}
 	}
-	rs, wall, err := Run(context.Background(), Config{BaseURL: serve(t, s), API: APIGenerate,
-		Prompts: RandomPrompts(4, 4, 3, 1, 1), Duration: 300 * time.Millisecond, Rate: 50, Seed: 3})
+	rs, wall, err := Run(context.Background(), llm(t, serve(t, s), APIGenerate, "", RandomPrompts(4, 4, 3, 1, 1), Config{Duration: 300 * time.Millisecond, Rate: 50, Seed: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +244,7 @@ func TestMaxConcurrencyAndDuration(t *testing.T) {
 		}
 	}
 	_ = wall
-	if _, _, err := Run(context.Background(), Config{BaseURL: "http://x", API: APIGenerate,
-		Prompts: RandomPrompts(1, 4, 3, 1, 1), Duration: time.Second}); err == nil {
+	if _, _, err := Run(context.Background(), llm(t, "http://x", APIGenerate, "", RandomPrompts(1, 4, 3, 1, 1), Config{Duration: time.Second})); err == nil {
 		t.Error("an unbounded burst for a duration was accepted")
 	}
 }
@@ -281,14 +295,14 @@ func TestScheduleSeededAndShaped(t *testing.T) {
 }
 
 func TestSummarizeGoodputAndDefinitions(t *testing.T) {
-	rs := []Result{
-		{TTFT: 100 * time.Millisecond, E2E: 1100 * time.Millisecond, OutputTokens: 11, InputTokens: 5,
+	rs := []Record{
+		{Status: 200, TTFT: 100 * time.Millisecond, Latency: 1100 * time.Millisecond, OutputTokens: 11, InputTokens: 5,
 			ITL: []time.Duration{100 * time.Millisecond}},
-		{TTFT: 300 * time.Millisecond, E2E: 800 * time.Millisecond, OutputTokens: 6, InputTokens: 5},
-		{TTFT: 50 * time.Millisecond, E2E: 50 * time.Millisecond, OutputTokens: 1, InputTokens: 5},
+		{Status: 200, TTFT: 300 * time.Millisecond, Latency: 800 * time.Millisecond, OutputTokens: 6, InputTokens: 5},
+		{Status: 200, TTFT: 50 * time.Millisecond, Latency: 50 * time.Millisecond, OutputTokens: 1, InputTokens: 5},
 		{Error: "boom"},
 	}
-	s := Summarize(rs, 2*time.Second, SLO{TTFT: 200 * time.Millisecond, TPOT: 150 * time.Millisecond}, false)
+	s := SummarizeLLM(rs, 2*time.Second, rundir.LLMSLO{TTFT: 200 * time.Millisecond, TPOT: 150 * time.Millisecond}, false)
 	if s.Completed != 3 || s.Failed != 1 || s.TotalOutput != 18 || s.TotalInput != 15 {
 		t.Fatalf("%+v", s)
 	}
@@ -370,11 +384,11 @@ func TestDatasets(t *testing.T) {
 // the runner's quantities: metrics.py's (total_input, ...) and bench_serving.py's
 // (total_input_tokens, ..., p90_e2e_latency_ms, max_concurrent_requests), with the same values.
 func TestBenchServingExportFields(t *testing.T) {
-	rs := []Result{
-		{Start: 0, TTFT: time.Millisecond, E2E: 3 * time.Millisecond, OutputTokens: 3, InputTokens: 5, ITL: []time.Duration{time.Millisecond, time.Millisecond}},
-		{Start: time.Millisecond, TTFT: time.Millisecond, E2E: 2 * time.Millisecond, OutputTokens: 2, InputTokens: 4, ITL: []time.Duration{time.Millisecond}},
+	rs := []Record{
+		{Status: 200, Start: 0, TTFT: time.Millisecond, Latency: 3 * time.Millisecond, OutputTokens: 3, InputTokens: 5, ITL: []time.Duration{time.Millisecond, time.Millisecond}},
+		{Status: 200, Start: time.Millisecond, TTFT: time.Millisecond, Latency: 2 * time.Millisecond, OutputTokens: 2, InputTokens: 4, ITL: []time.Duration{time.Millisecond}},
 	}
-	s := Summarize(rs, time.Second, SLO{}, false)
+	s := SummarizeLLM(rs, time.Second, rundir.LLMSLO{}, false)
 	var b strings.Builder
 	if err := WriteBenchServing(&b, ToBenchServing(s, Load{API: APIGenerate, Dataset: "random", MaxConcurrency: 8})); err != nil {
 		t.Fatal(err)
@@ -421,9 +435,9 @@ func TestBenchServingExportFields(t *testing.T) {
 // TestPeaksBuckets: bench_serving's one-second buckets, counted from the first start: a request
 // spanning seconds 0 to 2 is in flight in three buckets, and tokens land where they arrive.
 func TestPeaksBuckets(t *testing.T) {
-	rs := []Result{
-		{Start: 0, TTFT: 100 * time.Millisecond, E2E: 2500 * time.Millisecond, OutputTokens: 3, ITL: []time.Duration{time.Second, time.Second}},
-		{Start: 2100 * time.Millisecond, TTFT: 100 * time.Millisecond, E2E: 300 * time.Millisecond, OutputTokens: 2, ITL: []time.Duration{100 * time.Millisecond}},
+	rs := []Record{
+		{Status: 200, Start: 0, TTFT: 100 * time.Millisecond, Latency: 2500 * time.Millisecond, OutputTokens: 3, ITL: []time.Duration{time.Second, time.Second}},
+		{Status: 200, Start: 2100 * time.Millisecond, TTFT: 100 * time.Millisecond, Latency: 300 * time.Millisecond, OutputTokens: 2, ITL: []time.Duration{100 * time.Millisecond}},
 		{Start: 0, Error: "boom"},
 	}
 	tok, conc := peaks(rs)
@@ -443,10 +457,8 @@ func FuzzStream(f *testing.F) {
 	f.Add("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":-1,\"completion_tokens\":-5}}\n\ndata: [DONE]\n", APIChat)
 	const maxTokens = 16
 	f.Fuzz(func(t *testing.T, body, api string) {
-		var r Result
-		tick := time.Unix(0, 0)
-		now := func() time.Time { tick = tick.Add(time.Millisecond); return tick }
-		err := stream(strings.NewReader(body), api, asked{maxTokens: maxTokens, maxPrompt: 1 << 20}, time.Unix(0, 0), now, false, &r)
+		var r Record
+		err := stream(strings.NewReader(body), api, asked{maxTokens: maxTokens, maxPrompt: 1 << 20}, time.Now(), &tickClock{}, &r)
 		if err == nil && !strings.Contains(body, "[DONE]") {
 			t.Fatal("a stream without [DONE] completed")
 		}
@@ -462,8 +474,8 @@ func FuzzStream(f *testing.F) {
 				t.Fatalf("negative ITL %s", d)
 			}
 		}
-		if r.TTFT < 0 || r.E2E < r.TTFT {
-			t.Fatalf("TTFT %s E2E %s", r.TTFT, r.E2E)
+		if r.TTFT < 0 || r.Latency < r.TTFT {
+			t.Fatalf("TTFT %s E2E %s", r.TTFT, r.Latency)
 		}
 	})
 }

@@ -1,7 +1,8 @@
-package llmbench
+package load
 
 import (
 	"encoding/json"
+	"github.com/sglprof/runner/reports/rundir"
 	"io"
 	"math"
 )
@@ -87,7 +88,7 @@ func backendName(api string) string {
 }
 
 // ToBenchServing converts a summary to bench_serving's record.
-func ToBenchServing(s Summary, l Load) BenchServing {
+func ToBenchServing(s rundir.LLMSummary, l Load) BenchServing {
 	b := BenchServing{
 		Backend:                    backendName(l.API),
 		DatasetName:                l.Dataset,

@@ -1,17 +1,6 @@
-// Package llmbench is the LLM serving benchmark of a serve cell: it sends streaming requests
-// to SGLang's /generate or the OpenAI-compatible /v1/completions and /v1/chat/completions on a
-// seeded arrival schedule (request rate, burstiness, maximum concurrency, a request count or a
-// duration), records per request the time to first token, every inter-token latency, the
-// end-to-end latency and the token counts the server reports, and summarises a cell the way
-// SGLang's bench_serving does, with the same definitions and field names, so the runner's
-// numbers can be set beside the ones a user already has.
-//
-// Definitions follow bench_serving (sgl-project/sglang python/sglang/benchmark/metrics.py and
-// backends/*_client.py; see docs/upstream.md): TPOT is (E2E − TTFT)/(output tokens − 1) for
-// requests of more than one token; a streamed chunk that carries k new tokens contributes k
-// inter-token latencies of (gap/k) each; percentiles are numpy's linear interpolation;
-// concurrency is the sum of E2E latencies over the benchmark duration.
-package llmbench
+package load
+
+// The arrival schedule of a run, as bench_serving draws it.
 
 import (
 	"math"

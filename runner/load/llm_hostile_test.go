@@ -1,7 +1,6 @@
-package llmbench
+package load
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,12 +9,13 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // events serves every API path with the given SSE lines (each followed by a blank line).
@@ -80,32 +80,33 @@ func TestServerReportedCountsAreChecked(t *testing.T) {
 		{"an event of a million values", APIGenerate, []string{`data: {"text":"a","output_ids":[` + strings.Repeat("0,", 1<<20) + `0],"meta_info":{"completion_tokens":1}}`, "data: [DONE]"},
 			"more than 4224 JSON values for a request of max_tokens 8"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			url := events(t, tc.lines...)
-			var rs []Result
-			var err error
-			alloc := allocated(func() {
-				rs, _, err = Run(context.Background(), Config{BaseURL: url, API: tc.api, Model: "m",
-					Prompts: RandomPrompts(1, 4, 8, 1, 1), Requests: 1})
+		for _, tr := range transports {
+			t.Run(tc.name+"/"+string(tr), func(t *testing.T) {
+				url := events(t, tc.lines...)
+				var rs []Record
+				var err error
+				alloc := allocated(func() {
+					rs, _, err = Run(context.Background(), llm(t, url, tc.api, "m", RandomPrompts(1, 4, 8, 1, 1), Config{Requests: 1, Transport: tr}))
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := rs[0]
+				t.Logf("error: %s", r.Error)
+				if r.OK() || !strings.Contains(r.Error, tc.want) || !r.Violation {
+					t.Fatalf("error %q (violation %v), want the violation %q", r.Error, r.Violation, tc.want)
+				}
+				if len(r.ITL) > 8 || r.OutputTokens > 8 || r.OutputTokens < 0 {
+					t.Fatalf("%d ITLs, %d output tokens recorded for a request of max_tokens 8", len(r.ITL), r.OutputTokens)
+				}
+				if alloc > 100<<20 {
+					t.Fatalf("the client allocated %d MB for one request of 8 tokens", alloc>>20)
+				}
+				if s := SummarizeLLM(rs, time.Second, rundir.LLMSLO{}, false); s.Completed != 0 || s.Failed != 1 || s.OutputThroughput != 0 {
+					t.Fatalf("summary %+v: the violating request must not count", s)
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := rs[0]
-			t.Logf("error: %s", r.Error)
-			if r.OK() || !strings.Contains(r.Error, tc.want) || !r.Violation {
-				t.Fatalf("error %q (violation %v), want the violation %q", r.Error, r.Violation, tc.want)
-			}
-			if len(r.ITL) > 8 || r.OutputTokens > 8 || r.OutputTokens < 0 {
-				t.Fatalf("%d ITLs, %d output tokens recorded for a request of max_tokens 8", len(r.ITL), r.OutputTokens)
-			}
-			if alloc > 100<<20 {
-				t.Fatalf("the client allocated %d MB for one request of 8 tokens", alloc>>20)
-			}
-			if s := Summarize(rs, time.Second, SLO{}, false); s.Completed != 0 || s.Failed != 1 || s.OutputThroughput != 0 {
-				t.Fatalf("summary %+v: the violating request must not count", s)
-			}
-		})
+		}
 	}
 }
 
@@ -113,6 +114,12 @@ func TestServerReportedCountsAreChecked(t *testing.T) {
 // read whole (3.6 GB). The server offers 256 MiB; the client must have stopped taking it
 // long before (what it wrote is bounded by MaxLine plus the sockets' buffers).
 func TestOverlongLineFailsWithoutBeingReadWhole(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) { testOverlongLine(t, tr) })
+	}
+}
+
+func testOverlongLine(t *testing.T, tr Transport) {
 	var written atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -127,11 +134,10 @@ func TestOverlongLineFailsWithoutBeingReadWhole(t *testing.T) {
 			}
 		}
 	}))
-	var rs []Result
+	var rs []Record
 	alloc := allocated(func() {
 		var err error
-		rs, _, err = Run(context.Background(), Config{BaseURL: srv.URL, API: APIGenerate,
-			Prompts: RandomPrompts(1, 4, 8, 1, 1), Requests: 1})
+		rs, _, err = Run(context.Background(), llm(t, srv.URL, APIGenerate, "", RandomPrompts(1, 4, 8, 1, 1), Config{Requests: 1, Transport: tr}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,12 +160,14 @@ func TestOverlongLineFailsWithoutBeingReadWhole(t *testing.T) {
 func TestLongEventIsReadWhole(t *testing.T) {
 	text := strings.Repeat("word ", 20000) // 100 kB
 	url := events(t, `data: {"text":"`+text+`","meta_info":{"prompt_tokens":4,"completion_tokens":8}}`, "data: [DONE]")
-	rs, _, err := Run(context.Background(), Config{BaseURL: url, API: APIGenerate, Prompts: RandomPrompts(1, 4, 8, 1, 1), Requests: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := rs[0]; !r.OK() || r.OutputTokens != 8 || r.TTFT <= 0 {
-		t.Fatalf("error %q, %d tokens, TTFT %s: want the long event's 8 tokens", r.Error, r.OutputTokens, r.TTFT)
+	for _, tr := range transports {
+		rs, _, err := Run(context.Background(), llm(t, url, APIGenerate, "", RandomPrompts(1, 4, 8, 1, 1), Config{Requests: 1, Transport: tr}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := rs[0]; !r.OK() || r.OutputTokens != 8 || r.TTFT <= 0 {
+			t.Fatalf("%s: error %q, %d tokens, TTFT %s: want the long event's 8 tokens", tr, r.Error, r.OutputTokens, r.TTFT)
+		}
 	}
 }
 
@@ -185,56 +193,21 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
 	}))
 	defer self.Close()
-	for api, to := range map[string]string{APIGenerate: other.URL + "/generate", APICompletions: self.URL + "/v1/completions"} {
-		rs, _, err := Run(context.Background(), Config{BaseURL: self.URL, API: api, Model: "m",
-			Prompts: RandomPrompts(1, 4, 8, 1, 1), Requests: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := "server answered 307 redirect to " + to + "; not followed"
-		if r := rs[0]; r.OK() || !r.Violation || !strings.Contains(r.Error, want) {
-			t.Fatalf("%s: error %q (violation %v), want %q", api, r.Error, r.Violation, want)
+	for _, tr := range transports {
+		for api, to := range map[string]string{APIGenerate: other.URL + "/generate", APICompletions: self.URL + "/v1/completions"} {
+			rs, _, err := Run(context.Background(), llm(t, self.URL, api, "m", RandomPrompts(1, 4, 8, 1, 1), Config{Requests: 1, Transport: tr}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "server answered 307 redirect to " + to + "; not followed"
+			if r := rs[0]; r.OK() || !r.Violation || !strings.Contains(r.Error, want) {
+				t.Fatalf("%s %s: error %q (violation %v), want %q", tr, api, r.Error, r.Violation, want)
+			}
 		}
 	}
-	if otherHits.Load() != 0 || selfHits.Load() != 2 {
+	if otherHits.Load() != 0 || selfHits.Load() != 2*int64(len(transports)) {
 		t.Fatalf("the other server got %d requests, the asked one %d: want 0 and one per request", otherHits.Load(), selfHits.Load())
 	}
-}
-
-// rawServer answers each request with what answer writes on the raw connection, so a test can
-// send what net/http's server would not (bad chunk lengths, HTTP/1.0 bodies, NUL bytes).
-func rawServer(t *testing.T, answer func(c net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done); ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				go func() { <-done; c.Close() }() // a server that never answers ends with the test
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				answer(c)
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
 }
 
 func writes(s string) func(net.Conn) { return func(c net.Conn) { io.WriteString(c, s) } }
@@ -274,8 +247,7 @@ func TestHostileServersEndWithAClearError(t *testing.T) {
 		{"error body with control characters", writes("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 12\r\n\r\n\x00\x1b[2J\xffboom!"), "HTTP 500: ?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs, _, err := Run(context.Background(), Config{BaseURL: rawServer(t, tc.answer), API: APIGenerate,
-				Prompts: RandomPrompts(1, 4, 8, 1, 1), Requests: 1, RequestTimeout: 300 * time.Millisecond})
+			rs, _, err := Run(context.Background(), llm(t, answerServer(t, tc.answer), APIGenerate, "", RandomPrompts(1, 4, 8, 1, 1), Config{Requests: 1, Timeout: 300 * time.Millisecond}))
 			if err != nil {
 				t.Fatal(err)
 			}

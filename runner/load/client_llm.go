@@ -1,4 +1,9 @@
-package llmbench
+package load
+
+// The streamed LLM requests, measured as bench_serving measures them (see the package doc and
+// docs/llm-benchmark.md): the time to first token, every inter-token latency and the end-to-end
+// latency, stamped on the run's clock, and the token counts the server reports, each checked
+// against what the request asked.
 
 import (
 	"bufio"
@@ -11,21 +16,20 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 )
 
-// APIs the benchmark drives.
+// LLM APIs. Streamed (LLMRequests), they are the LLM benchmark; Build sends the first two
+// unstreamed.
 const (
 	APIGenerate    = "generate"    // SGLang POST /generate (native; accepts input_ids)
 	APICompletions = "completions" // OpenAI POST /v1/completions (accepts token id prompts)
 	APIChat        = "chat"        // OpenAI POST /v1/chat/completions (text only)
 )
 
-// Path is the URL path of an API.
-func Path(api string) string {
+// LLMPath is the URL path of a streamed LLM API, "" for any other API.
+func LLMPath(api string) string {
 	switch api {
 	case APIGenerate:
 		return "/generate"
@@ -39,38 +43,6 @@ func Path(api string) string {
 
 // Exact reports whether an API receives prompts as token ids, so input lengths are exact.
 func Exact(api string) bool { return api == APIGenerate || api == APICompletions }
-
-// Result is one request's record. Times are offsets (Start from the benchmark's start, the rest
-// from the request's own start). Tokens are the counts the server reported; when it reported
-// none, the lengths asked for.
-type Result struct {
-	Index        int             `json:"index"`
-	Start        time.Duration   `json:"start_ns"`
-	TTFT         time.Duration   `json:"ttft_ns"`
-	E2E          time.Duration   `json:"e2e_ns"`
-	ITL          []time.Duration `json:"itl_ns,omitempty"`
-	InputTokens  int             `json:"input_tokens"`
-	OutputTokens int             `json:"output_tokens"`
-	Error        string          `json:"error,omitempty"`
-	// Violation marks an Error that is the server breaking the API's contract (a token count
-	// beyond what was asked or negative, an over-long line, a redirect, ...): its numbers cannot
-	// be trusted, so such a request fails its cell whatever max_error_rate allows.
-	Violation bool `json:"protocol_violation,omitempty"`
-	// firstAt is when the first token was read, for the benchmark of the client's own delay.
-	firstAt time.Time
-}
-
-// OK reports whether the request completed.
-func (r *Result) OK() bool { return r.Error == "" }
-
-// TPOT is (E2E − TTFT)/(output tokens − 1), bench_serving's time per output token after the
-// first; ok is false for requests of one token or less.
-func (r *Result) TPOT() (time.Duration, bool) {
-	if r.OutputTokens <= 1 {
-		return 0, false
-	}
-	return (r.E2E - r.TTFT) / time.Duration(r.OutputTokens-1), true
-}
 
 // Body builds the JSON request body of a prompt for an API, streamed, greedy, with ignore_eos so
 // every request generates the asked-for output length (bench_serving's defaults).
@@ -123,16 +95,6 @@ const MaxLine = 16 << 20
 // few dozen fields of metadata; 16 values a token and 4096 more are far beyond that.
 func maxEventValues(maxTokens int) int { return 4096 + 16*maxTokens }
 
-// violation is a response that breaks the API's contract: the request fails with it, and
-// do marks the record (Result.Violation).
-type violation struct{ msg string }
-
-func (v *violation) Error() string { return v.msg }
-
-func violationf(format string, args ...any) error {
-	return &violation{msg: fmt.Sprintf(format, args...)}
-}
-
 // asked is what a request asked for, against which every number its server reports is
 // checked.
 type asked struct {
@@ -146,8 +108,8 @@ type asked struct {
 // promptSlack is the chat template's allowance in asked.maxPrompt.
 const promptSlack = 1 << 16
 
-func askedOf(p Prompt, body []byte) asked {
-	return asked{maxTokens: p.OutputLen, maxPrompt: len(body) + promptSlack}
+func askedOf(req Request) asked {
+	return asked{maxTokens: req.Tokens, maxPrompt: len(req.Body) + promptSlack}
 }
 
 // stream reads a server-sent-events response and fills r with the token times. It returns
@@ -158,14 +120,14 @@ func askedOf(p Prompt, body []byte) asked {
 // tokens than max_tokens, none negative, none going backwards. What r holds is bounded by it:
 // at most a.maxTokens inter-token latencies, lines of at most MaxLine bytes.
 //
-// With simClock, times are the server's: each chunk's SimElapsedField (time since t0 on the
-// simulated server's clock), and [DONE] is at the last chunk's time.
-func stream(body io.Reader, api string, a asked, t0 time.Time, now func() time.Time, simClock bool, r *Result) error {
+// Every time is the clock's stamp of an event read at that moment, t0 being when the request
+// was sent: this machine's time since t0, or what a simulated server reports (SimClock).
+func stream(body io.Reader, api string, a asked, t0 time.Time, clk Clock, r *Record) error {
 	br := bufio.NewReaderSize(body, 16<<10)
 	var p fastjson.Parser
-	var last time.Time
-	var long []byte // a line longer than br's buffer, gathered
-	simAt := t0
+	var long []byte            // a line longer than br's buffer, gathered
+	var at, last time.Duration // the latest event's stamp; the latest token's
+	first := true              // no token yet
 	lastTokens := 0
 	reported, lastReported := false, 0
 	for {
@@ -183,12 +145,9 @@ func stream(body io.Reader, api string, a asked, t0 time.Time, now func() time.T
 			data, ok := bytes.CutPrefix(line, []byte("data:"))
 			if ok {
 				data = bytes.TrimSpace(data)
-				ts := now()
-				if simClock {
-					ts = simAt
-				}
+				el := time.Since(t0) // when the event was read, before its parse
 				if bytes.Equal(data, []byte("[DONE]")) {
-					r.E2E = ts.Sub(t0)
+					r.Latency = clk.Event(el, nil, at)
 					if !reported {
 						// No usage in the stream: count the chunks that carried text.
 						r.OutputTokens = lastTokens
@@ -205,12 +164,7 @@ func stream(body io.Reader, api string, a asked, t0 time.Time, now func() time.T
 				if msg := v.Get("error"); msg != nil {
 					return fmt.Errorf("server error in stream: %s", clip(msg.String()))
 				}
-				if simClock {
-					if ns := v.Get(SimElapsedField); ns != nil {
-						simAt = t0.Add(time.Duration(ns.GetInt64()))
-						ts = simAt
-					}
-				}
+				at = clk.Event(el, v, at)
 				n, got, counted, cerr := event(api, v, a)
 				if cerr != nil {
 					return cerr
@@ -221,26 +175,26 @@ func stream(body io.Reader, api string, a asked, t0 time.Time, now func() time.T
 					}
 					reported, lastReported = true, n
 				}
-				if got && api != APIGenerate && !last.IsZero() && lastTokens >= a.maxTokens {
+				if got && api != APIGenerate && !first && lastTokens >= a.maxTokens {
 					return violationf("server streamed more than %d chunks of text for a request of max_tokens %d", lastTokens, a.maxTokens)
 				}
-				if got && (api != APIGenerate || last.IsZero() || n > lastTokens) {
+				if got && (api != APIGenerate || first || n > lastTokens) {
 					switch {
-					case last.IsZero():
-						r.TTFT = ts.Sub(t0)
-						r.firstAt = ts
+					case first:
+						r.TTFT = at
+						r.firstAt = t0.Add(el)
 					case api == APIGenerate:
 						// One chunk can carry several tokens: bench_serving spreads the gap
 						// over them. n ≤ a.maxTokens (event checked it), so the ITLs are too.
 						k := n - lastTokens
-						gap := ts.Sub(last) / time.Duration(k)
+						gap := (at - last) / time.Duration(k)
 						for range k {
 							r.ITL = append(r.ITL, gap)
 						}
 					default:
-						r.ITL = append(r.ITL, ts.Sub(last))
+						r.ITL = append(r.ITL, at-last)
 					}
-					last = ts
+					first, last = false, at
 					if api == APIGenerate {
 						lastTokens = n
 					} else {
@@ -257,7 +211,7 @@ func stream(body io.Reader, api string, a asked, t0 time.Time, now func() time.T
 						r.InputTokens = in
 					}
 				}
-				r.E2E = ts.Sub(t0)
+				r.Latency = at
 			}
 		}
 		if err != nil { // io.EOF
@@ -373,96 +327,76 @@ func promptTokens(api string, v *fastjson.Value, a asked) (int, error) {
 	return n, err
 }
 
-// SimElapsedField is the streamed chunks' key of the simulated server's time since the
-// request arrived, in ns (the runner's LLM simulator sends it; see Config.SimClock).
-const SimElapsedField = "sim_elapsed_ns"
-
-// do sends one request and records it. The request's context carries the per-request timeout,
-// so a stream that stalls ends as an error, never a hang. With simClock the token times are the
-// simulated server's (see stream). A redirect is not followed (NewClient's client returns it):
-// the runner measures the server it was pointed at or none.
-func do(ctx context.Context, c *http.Client, url, api string, body []byte, p Prompt, simClock bool, r *Result) {
-	r.InputTokens, r.OutputTokens = p.InputLen, 0
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		r.Error = err.Error()
-		return
+// LLMRequests returns the Build of a streamed LLM run: request i (warmup or measured) sends
+// prompts[i mod len(prompts)] to api, its body built once per prompt.
+func LLMRequests(api, model string, prompts []Prompt) (func(i int, measured bool) (Request, error), error) {
+	if len(prompts) == 0 {
+		return nil, errors.New("no prompts to send")
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	t0 := time.Now()
-	resp, err := c.Do(req)
+	path := LLMPath(api)
+	if path == "" {
+		return nil, fmt.Errorf("unknown LLM API %q (want generate, completions or chat)", api)
+	}
+	reqs := make([]Request, len(prompts))
+	for i, p := range prompts {
+		if p.OutputLen < 1 {
+			// Every count the server reports is checked against it (see stream).
+			return nil, fmt.Errorf("prompt %d asks for %d output tokens; want at least 1", i, p.OutputLen)
+		}
+		b, err := Body(api, model, p)
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = Request{Method: http.MethodPost, Path: path, Body: b, Tokens: p.OutputLen, InputTokens: p.InputLen,
+			Stream: true, API: api}
+	}
+	return func(i int, _ bool) (Request, error) { return reqs[i%len(reqs)], nil }, nil
+}
+
+// doStream sends a streamed request and reads its events as they come. A response that
+// is not 200 fails the request with the start of its body.
+func (l *loader) doStream(ctx context.Context, w *worker, req Request, t0 time.Time, rec *Record) error {
+	resp, err := l.transport(req).roundTrip(ctx, w, req.Method, req.Path, req.Body, true)
 	if err != nil {
-		r.E2E = time.Since(t0)
-		r.Error = reqError(ctx, err)
-		return
+		rec.Latency = l.clock.Event(time.Since(t0), nil, 0)
+		return err
 	}
 	defer resp.Body.Close()
-	if err := redirected(url, resp); err != nil {
-		r.E2E = time.Since(t0)
-		r.Error, r.Violation = err.Error(), true
-		return
+	rec.Status = resp.StatusCode
+	if err := redirected(resp); err != nil {
+		rec.Latency = l.clock.Event(time.Since(t0), nil, 0)
+		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
-		r.E2E = time.Since(t0)
-		r.Error = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, clip(strings.TrimSpace(string(b))))
-		return
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBody))
+		rec.Latency = l.clock.Event(time.Since(t0), nil, 0)
+		rec.Body = clipBody(b)
+		return httpError(resp.StatusCode, b)
 	}
-	if err := stream(resp.Body, api, askedOf(p, body), t0, time.Now, simClock, r); err != nil {
+	cb := &countingReader{r: resp.Body}
+	err = stream(cb, req.API, askedOf(req), t0, l.clock, rec)
+	rec.Bytes = cb.n
+	if err != nil {
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 			// A server that ignored "stream": true answers one JSON document: say so.
 			err = fmt.Errorf("%w (the response's Content-Type is %q, not text/event-stream)", err, clip(ct))
 		}
-		r.Error = reqError(ctx, err)
-		var v *violation
-		r.Violation = errors.As(err, &v)
+		return err
 	}
-	if r.OutputTokens == 0 && r.Error == "" {
-		r.Error = "the server streamed no token"
-	}
-}
-
-// redirected says why a response is not the asked server's answer: a redirect (NewClient does
-// not follow them; a 307 to another port would measure another server), or a response a
-// caller's own client got by following one.
-func redirected(url string, resp *http.Response) error {
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		loc, err := resp.Location()
-		if err != nil {
-			return violationf("server answered %d redirect without a usable Location; not followed", resp.StatusCode)
-		}
-		return violationf("server answered %d redirect to %s; not followed", resp.StatusCode, clip(loc.String()))
-	}
-	if resp.Request != nil && resp.Request.URL != nil && resp.Request.URL.String() != url {
-		return violationf("the request was redirected to %s; redirects are not measured", clip(resp.Request.URL.String()))
+	if rec.OutputTokens == 0 {
+		return errors.New("the server streamed no token")
 	}
 	return nil
 }
 
-func reqError(ctx context.Context, err error) string {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return "request timed out (request_timeout): " + err.Error()
-	}
-	return err.Error()
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
 }
 
-// clip shortens a server's text for an error message and makes it printable: invalid UTF-8 and
-// control characters (NUL, ESC, ...) become '?', so a hostile answer cannot drive a terminal
-// that shows the cell's reasons.
-func clip(s string) string {
-	cut := len(s) > 300
-	if cut {
-		s = s[:300]
-	}
-	s = strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s) // an invalid byte reads as utf8.RuneError
-	if cut {
-		s += "…"
-	}
-	return s
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -1,4 +1,4 @@
-package llmbench
+package load
 
 import (
 	"bytes"
@@ -82,29 +82,35 @@ func (s *pacedStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request's first token and the client having parsed it (stub and client share the machine's
 // two cores, so this bounds the client's own delay from above). "burst" flushes all 256 first
 // tokens at the same instant; "staggered" spreads them over 16 prefill batches 2 ms apart.
+// Each runs through net/http (what TransportAuto picks for streams) and the own client (h1),
+// the comparison behind that choice.
 func BenchmarkStreamingClient(b *testing.B) {
 	for _, c := range []struct {
 		name    string
 		stagger time.Duration
 	}{{"burst", 0}, {"staggered", 2 * time.Millisecond}} {
-		b.Run(c.name, func(b *testing.B) { benchStreaming(b, c.stagger) })
+		for _, tr := range transports {
+			b.Run(c.name+"/"+strings.ReplaceAll(string(tr), "/", ""), func(b *testing.B) { benchStreaming(b, c.stagger, tr) })
+		}
 	}
 }
 
-func benchStreaming(b *testing.B, stagger time.Duration) {
+func benchStreaming(b *testing.B, stagger time.Duration, tr Transport) {
 	const conc, out = 256, 256
 	stub := newPacedStub(out, 4*time.Millisecond)
 	stub.prefill, stub.stagger = 50*time.Millisecond, stagger
 	srv := httptest.NewServer(stub)
 	defer srv.Close()
 	prompts := RandomPrompts(conc, 8, out, 1, 11)
-	client := NewClient(conc)
+	var client *http.Client // the same connections across the iterations
+	if tr == TransportNetHTTP {
+		client = NewClient(conc)
+	}
 	var tokens int
 	var wallSec float64
 	var added []float64
 	for b.Loop() {
-		rs, wall, err := Run(context.Background(), Config{BaseURL: srv.URL, API: APIGenerate, Prompts: prompts,
-			Requests: conc, MaxConcurrency: conc, Client: client})
+		rs, wall, err := Run(context.Background(), llm(b, srv.URL, APIGenerate, "", prompts, Config{Requests: conc, Concurrency: conc, Client: client, Transport: tr}))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package llmbench
+package load
 
 import (
 	"errors"
