@@ -209,3 +209,56 @@ func TestDocsSpeakToUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessesStartInOnePlace: only runner/proc starts processes (under its supervisor, in a
+// process group, with the stop ladder), so that nothing the runner starts can outlive it or
+// escape Ctrl-C. The exceptions, each for its reason: backends/sim stands in for programs
+// (sglang, nsys) that start processes themselves, and does so as they would; and
+// runner/slurm/slurmtest starts the daemons of a test cluster, which must outlive one call.
+func TestProcessesStartInOnePlace(t *testing.T) {
+	_, pkgs := loadPackages(t)
+	allowed := map[string]bool{"runner/proc": true, "backends/sim": true, "runner/slurm/slurmtest": true}
+	starts := map[string]map[string]bool{
+		"os/exec": {"Command": true, "CommandContext": true},
+		"os":      {"StartProcess": true},
+		"syscall": {"ForkExec": true, "Exec": true, "StartProcess": true},
+	}
+	found := 0
+	for dir, pkg := range pkgs {
+		for file, f := range pkg.files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			names := map[string]string{} // local package name → import path
+			for _, im := range f.Imports {
+				ip, _ := strconv.Unquote(im.Path.Value)
+				if starts[ip] == nil {
+					continue
+				}
+				name := path.Base(ip)
+				if im.Name != nil {
+					name = im.Name.Name
+				}
+				names[name] = ip
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, ok := sel.X.(*ast.Ident)
+				if !ok || names[x.Name] == "" || !starts[names[x.Name]][sel.Sel.Name] {
+					return true
+				}
+				found++
+				if !allowed[dir] {
+					t.Errorf("%s: %s.%s starts a process outside runner/proc; go through proc.Run, proc.Probe or proc.Command", file, x.Name, sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+	if found == 0 {
+		t.Error("found no process start at all, not even runner/proc's: the check looks in the wrong place")
+	}
+}
