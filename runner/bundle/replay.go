@@ -465,7 +465,7 @@ func bundleCode(bdir string, values []string) (files []string, more int) {
 // codeKind says what kind of program or library the file is ("" when it is neither), by its
 // first bytes, then by its name.
 func codeKind(path, name string) string {
-	if f, err := os.Open(path); err == nil {
+	if f, err := infile.Open(path); err == nil {
 		var head [4]byte
 		n, _ := io.ReadFull(f, head[:])
 		f.Close()
