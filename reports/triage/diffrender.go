@@ -183,6 +183,8 @@ func (s *StageDiff) ExplainedLine(shown []KernelDiff) string {
 	p, ok := s.ExplainedPct(shown)
 	var line string
 	switch {
+	case !ok && changed == 0 && len(shown) == 0:
+		return "No kernel of the stage changed."
 	case !ok:
 		line = "The stage's kernel time did not change"
 	case len(shown) == 1:
