@@ -9,8 +9,11 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // oracleOp is what the independent count keeps of a trace: per GPU op name, the launches and
@@ -287,5 +290,66 @@ func TestTriageDiffFixturesOracle(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// kernelshift FILE CATEGORY MIN MAX: in the compare JSON FILE, every kernel of category
+// CATEGORY in every stage of every kernel_diff that ran on both sides changed its total time by
+// MIN to MAX percent with the same launch count, and there is at least one such kernel.
+func cmdKernelShift(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 4 {
+		ts.Fatalf("usage: kernelshift FILE CATEGORY MIN MAX")
+	}
+	lo, err1 := strconv.ParseFloat(args[2], 64)
+	hi, err2 := strconv.ParseFloat(args[3], 64)
+	if err1 != nil || err2 != nil {
+		ts.Fatalf("kernelshift: MIN and MAX are percentages")
+	}
+	var res struct {
+		KernelDiff []struct {
+			Config string `json:"config"`
+			Diff   *struct {
+				Stages []struct {
+					Stage   string `json:"stage"`
+					Kernels []struct {
+						Name        string  `json:"name"`
+						Category    string  `json:"category"`
+						BaseTotalUS float64 `json:"base_total_us"`
+						NewTotalUS  float64 `json:"new_total_us"`
+						BaseCount   int     `json:"base_count"`
+						NewCount    int     `json:"new_count"`
+					} `json:"kernels"`
+				} `json:"stages"`
+			} `json:"diff"`
+		} `json:"kernel_diff"`
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[0]))
+	if err != nil {
+		ts.Fatalf("kernelshift: %v", err)
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		ts.Fatalf("kernelshift: %s: %v", args[0], err)
+	}
+	n := 0
+	for _, kd := range res.KernelDiff {
+		if kd.Diff == nil {
+			continue
+		}
+		for _, s := range kd.Diff.Stages {
+			for _, k := range s.Kernels {
+				if k.Category != args[1] || k.BaseCount == 0 || k.NewCount == 0 {
+					continue
+				}
+				n++
+				p := (k.NewTotalUS/k.BaseTotalUS - 1) * 100
+				if p < lo || p > hi || k.BaseCount != k.NewCount {
+					ts.Fatalf("kernelshift: %s %s %s: %+.2f%% (want %v..%v), launches %d → %d", kd.Config, s.Stage, k.Name, p, lo, hi, k.BaseCount, k.NewCount)
+				}
+				ts.Logf("%s %s: %+.2f%%, launches %d", s.Stage, k.Name, p, k.NewCount)
+			}
+		}
+	}
+	if n == 0 {
+		ts.Fatalf("kernelshift: no %s kernel on both sides of a kernel diff in %s", args[1], args[0])
 	}
 }

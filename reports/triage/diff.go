@@ -2,10 +2,13 @@ package triage
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // Kernel diff statuses (KernelDiff.Status).
@@ -202,6 +205,7 @@ func diffStage(name string, b, n *Stage, warn *[]string) StageDiff {
 		checkComplete(name, "new", n, warn)
 	}
 	sd.BaseKernelTimeUS, sd.NewKernelTimeUS, sd.DeltaUS = us(sd.baseNS), us(sd.newNS), us(sd.newNS-sd.baseNS)
+	bk, nk = uniqueRows(name, "base", bk, warn), uniqueRows(name, "new", nk, warn)
 
 	byName := make(map[string]int, len(bk))
 	for i := range bk {
@@ -280,6 +284,44 @@ func diffStage(name string, b, n *Stage, warn *[]string) StageDiff {
 	})
 	sd.Fusions = diffFusions(b, n)
 	return sd
+}
+
+// uniqueRows returns rows with one row per name: a triage lists each kernel once, but one read
+// back from an edited triage.json may not, and the diff lists every kernel once. Rows of one
+// name are summed into the first (with a warning); rows is copied only then.
+func uniqueRows(stage, side string, rows []KernelRow, warn *[]string) []KernelRow {
+	seen := make(map[string]bool, len(rows))
+	dups := false
+	for i := range rows {
+		if seen[rows[i].Name] {
+			dups = true
+			break
+		}
+		seen[rows[i].Name] = true
+	}
+	if !dups {
+		return rows
+	}
+	idx := make(map[string]int, len(rows))
+	out := make([]KernelRow, 0, len(rows))
+	warned := map[string]bool{}
+	for _, r := range rows {
+		j, dup := idx[r.Name]
+		if !dup {
+			idx[r.Name] = len(out)
+			out = append(out, r)
+			continue
+		}
+		if !warned[r.Name] {
+			warned[r.Name] = true
+			*warn = append(*warn, fmt.Sprintf("stage %s, %s: kernel %s is listed more than once; its rows are summed", stage, side, r.Name))
+		}
+		m := &out[j]
+		m.totalNS = nsOf(m.TotalUS, m.totalNS) + nsOf(r.TotalUS, r.totalNS)
+		m.TotalUS = us(m.totalNS)
+		m.Count += r.Count
+	}
+	return out
 }
 
 func absNS(v int64) int64 {
@@ -451,4 +493,30 @@ func ShortKernelName(name string) string {
 		return name
 	}
 	return s
+}
+
+// MaxReportFile bounds the triage.json ReadReportFile reads: a cell's complete triage is a few
+// hundred kernel rows, so a larger file is not one the runner wrote.
+const MaxReportFile = 64 << 20
+
+// ReadReportFile reads a triage report written as JSON (a cell's triage.json) through the run
+// directory's reader (regular files only), refusing a file over MaxReportFile.
+func ReadReportFile(path string) (*Report, error) {
+	f, err := rundir.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxReportFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxReportFile {
+		return nil, fmt.Errorf("%s is over %d MiB; it is no triage the runner wrote", path, MaxReportFile>>20)
+	}
+	var r Report
+	if err := rundir.DecodeJSON(path, data, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
