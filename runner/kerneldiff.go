@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
@@ -50,7 +51,7 @@ func attachKernelDiffs(ctx context.Context, res *compare.Result, base, cur *perf
 			if err != nil {
 				kd.Note = fmt.Sprintf("no kernel diff: %v", err)
 			}
-			baseFrom = "the last runs of the history"
+			baseFrom = fmt.Sprintf("none of the last %d runs of this configuration in the history (GPU %q) still has", historyKernelDiffRuns, cur.GPU)
 			for _, d := range dirs {
 				if baseCells = profiledCells(&perf.Set{Source: d, Kind: "run"}, key); len(baseCells) > 0 {
 					break
@@ -136,6 +137,8 @@ func noCellsNote(base, cur []cellRef, baseFrom, newFrom string) string {
 		return "no kernel diff: neither run has an ok torch or nsys cell of this configuration; add torch to [profile] profilers to have regressions explained by kernel"
 	case len(cur) == 0:
 		return fmt.Sprintf("no kernel diff: the new run (%s) has no ok torch or nsys cell of this configuration", newFrom)
+	case len(base) == 0 && strings.HasPrefix(baseFrom, "none of"):
+		return fmt.Sprintf("no kernel diff: %s an ok torch or nsys cell (or a run directory)", baseFrom)
 	case len(base) == 0:
 		if baseFrom == "" {
 			baseFrom = "the baseline"

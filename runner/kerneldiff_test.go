@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/triage"
@@ -112,6 +113,43 @@ func TestCompareBaselineKernelDiff(t *testing.T) {
 	}
 	if kd := res.KernelDiffs[0]; kd.NewCell != cut || kd.Diff == nil || len(kd.Diff.Warnings) != 1 || !strings.Contains(kd.Diff.Warnings[0], "cutoff") {
 		t.Errorf("a cut triage.json: %+v, want a diff that warns of the cutoff", kd)
+	}
+
+	// A history baseline: the base is the newest earlier run of the history with a profiled
+	// cell; a history whose runs' directories are gone says so.
+	db, err := history.Open(ctx, filepath.Join(root, "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	gone := reload(t, base)
+	gone.Source, gone.RunID = filepath.Join(root, "gone"), "gone"
+	gone.Start = t0.Add(-time.Hour)
+	for _, s := range []*perf.Set{gone, reload(t, base)} {
+		if _, err := db.Append(ctx, history.FromSet(s, "test")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist := NightlyOptions{Baseline: BaselineHistory, Consecutive: 1}
+	res, _, err = hist.CompareBaseline(ctx, reload(t, curDir), &plans.Plan{}, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kd := res.KernelDiffs[0]; kd.BaseCell != baseTorch || kd.NewCell != cut || kd.Diff == nil {
+		t.Errorf("history baseline: %+v, want %s → %s", kd, baseTorch, cut)
+	}
+	if err := os.Rename(base, filepath.Join(root, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err = hist.CompareBaseline(ctx, reload(t, curDir), &plans.Plan{}, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kd := res.KernelDiffs[0]; kd.Diff != nil || !strings.Contains(kd.Note, "none of the last 5 runs of this configuration in the history") {
+		t.Errorf("history without run directories: %+v, want a note", kd)
+	}
+	if err := os.Rename(filepath.Join(root, "moved"), base); err != nil {
+		t.Fatal(err)
 	}
 
 	// Only nsys on the base side now: no diff across profilers.

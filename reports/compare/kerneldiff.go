@@ -310,10 +310,16 @@ func writeKernelDiffs(w io.Writer, res *Result, md bool) error {
 					return err
 				}
 			} else {
+				// The table is indented under its configuration like the lines above it.
 				fmt.Fprintf(w, "  %s: %s\n", s.Stage, s.StageLine())
-				if err := table.WriteText(w, t); err != nil {
+				var b strings.Builder
+				if err := table.WriteText(&b, t); err != nil {
 					return err
 				}
+				for _, l := range strings.SplitAfter(strings.TrimSuffix(b.String(), "\n"), "\n") {
+					fmt.Fprintf(w, "  %s", l)
+				}
+				fmt.Fprintln(w)
 			}
 		}
 		if kd.Note != "" {
