@@ -40,7 +40,8 @@ func NoBaselineYet(err error) bool {
 // comparison (nil, nil, nil); BaselineHistory compares with the rolling median of db (nil:
 // ErrNoHistory); anything else is a run directory, cell directory or perf dump, read with the
 // profilers of n and returned as base. The plan p gives the [compare] rules; n's flags
-// override them. The result records the profilers compared.
+// override them. The result records the profilers compared, and every regressed configuration
+// carries its kernel diff (attachKernelDiffs).
 //
 // A baseline that cannot be read, or shares no configuration with cur, is a *exitcode.UsageError (exit
 // 2); a history without an earlier run of cur's configurations is NoBaselineYet; other history
@@ -75,5 +76,6 @@ func (n NightlyOptions) CompareBaseline(ctx context.Context, cur *perf.Set, p *p
 	if len(res.Profilers) == 0 {
 		res.Profilers = perf.DefaultProfilers
 	}
+	attachKernelDiffs(ctx, res, base, cur, db)
 	return res, base, nil
 }

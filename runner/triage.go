@@ -18,8 +18,9 @@ import (
 // topKernelCount is how many kernels of a cell go into summary.md.
 const topKernelCount = 3
 
-// triageCell writes triage.md and triage.json for a cell with a torch trace or an nsys export,
-// and keeps the top kernels for the summary. A triage problem is a warning: the measurement
+// triageCell writes triage.md (rows under the default cutoff hidden) and triage.json (every
+// row) for a cell with a torch trace or an nsys export, and keeps the top kernels for the
+// summary. A triage problem is a warning: the measurement
 // itself is still valid. For nsys cells of diffusion runs the triage also says which denoise
 // steps the --delay/--duration window covered, and the cell gets an "nsys-window" warning
 // when the window missed the denoising stage entirely.
@@ -46,9 +47,15 @@ func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Opti
 	if sess.Coverage() != nil && sess.Coverage().Missed() {
 		res.Warnings = append(res.Warnings, rundir.Reason{Code: "nsys-window", Message: strings.Join(sess.Coverage().Warnings, "; ")})
 	}
-	for _, f := range []struct{ name, format string }{{rundir.TriageMD, "md"}, {rundir.TriageJSON, "json"}} {
+	// triage.md is for people and hides the rows under the default cutoff; triage.json keeps
+	// every row, so that a kernel diff against this cell (attachKernelDiffs) covers every
+	// kernel without triaging the traces again.
+	for _, f := range []struct {
+		name, format string
+		cutoff       float64
+	}{{rundir.TriageMD, "md", triage.DefaultCutoff}, {rundir.TriageJSON, "json", 0}} {
 		var b bytes.Buffer
-		if err := triage.Render(&b, rep, f.format, triage.DefaultCutoff); err != nil {
+		if err := triage.Render(&b, rep, f.format, f.cutoff); err != nil {
 			res.Warnings = append(res.Warnings, rundir.Reason{Code: "triage", Message: err.Error()})
 			return
 		}

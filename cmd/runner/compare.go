@@ -112,6 +112,11 @@ With --baseline history the base is the rolling median of the last N runs of the
 configuration on the same GPU model in the history database, and a violation must repeat
 --consecutive times before it is a regression (the first is a warning).
 
+Every regressed configuration is explained by kernel: the kernel diff of a profiled cell of
+it on each side (torch, else nsys; with a history baseline, the newest earlier run that has
+one) follows the table, with a verdict line per stage naming the kernels that grew; JSON has
+the whole diff under kernel_diff.
+
 Exit status: 0 no regression, 4 regression, 2 nothing to compare (no configuration in
 common, a run still in progress, unreadable input), 1 other errors.`,
 		Flags: append(comparisonFlags(),

@@ -112,6 +112,7 @@ func TestScripts(t *testing.T) {
 			"jsonhas":      cmdJSONHas,
 			"portfree":     cmdPortFree, "freeport": cmdFreePort, // serve scripts (serve_cmds_test.go)
 			"foreign": cmdForeign, "supervisor": cmdSupervisor, // resume scripts (resume_cmds_test.go)
+			"kernelshift": cmdKernelShift, // kernel diff scripts (triage_diff_test.go)
 		},
 	})
 }

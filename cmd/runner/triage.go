@@ -23,12 +23,21 @@ func triageCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "triage",
 		Usage:     "kernel, overlap and fusion tables of a torch-profiler trace or nsys export",
-		ArgsUsage: "FILE|DIR",
+		ArgsUsage: "FILE|DIR | --diff BASE NEW",
 		Description: `FILE is a Kineto trace (.json or .json.gz, detected by content), an nsys SQLite
 export, or an nsys report (.nsys-rep, exported to SQLite beside it with the nsys on PATH);
 DIR is a trace directory (SGLang, SGLang diffusion or vLLM-Omni naming) or a run cell of
 runner run. Two-trace mode: --mapping DIR (graph-off trace, Python attribution) --formal DIR
 (graph-on trace, times) and no FILE|DIR.
+
+--diff BASE NEW triages two inputs of the same kind (torch against torch, nsys against nsys;
+each anything FILE|DIR accepts) and shows per stage the kernels ranked by how much their total
+time changed, with both totals, launch counts and mean durations, the kernels of one side only
+(added, removed), the fusion rows whose status changed and how much of the stage's change the
+rows shown explain. Kernels are matched by name, then by a normalised name (template
+arguments, hashes and numeric suffixes dropped), shown as "≈ base: NAME". --cutoff hides
+kernels whose change is under that share of the stage's kernel time; JSON ("diff" beside
+NEW's own triage) and CSV list every kernel.
 
 For nsys inputs the three tables are followed by the NVTX range, memory operation and CUDA
 API tables (JSON keys "nvtx", "memory_ops", "api"), and a kernel without a Python site shows
@@ -45,6 +54,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.BoolFlag{Name: "force", Usage: "triage a run cell even when it is marked invalid"},
 			&cli.StringFlag{Name: "nvtx-stage", Usage: "nsys inputs: the NVTX ranges whose name matches `REGEX` are the stages (each kernel goes to the innermost match around its launch). Default: the stage rules of torch traces (SGLang diffusion stage ranges such as DenoisingStage, denoising_step_N ranges as DenoisingStage, LLM step[EXTEND|DECODE] ranges), else one stage 'all'"},
 			&cli.BoolFlag{Name: "kernels-only", Usage: "nsys exports: only the kernel and fusion tables, from SQL per-name sums (memory flat in the number of kernels; for exports too large for the full triage)"},
+			&cli.BoolFlag{Name: "diff", Usage: "kernel diff of two inputs: runner triage --diff BASE NEW"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
 		Action: interruptible(func(c *cli.Context) error { return triageAction(c, std) }),
@@ -63,6 +73,9 @@ func triageAction(c *cli.Context, std stdio) error {
 	dopts, topts, nopts, err := triageOptions(c, format, log)
 	if err != nil {
 		return err
+	}
+	if c.Bool("diff") {
+		return triageDiff(c, std, format, dopts, topts, nopts, log)
 	}
 	root, err := triageRoot(c, std, dopts, &topts, log)
 	if err != nil {
@@ -152,11 +165,18 @@ func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *
 	if err != nil {
 		return "", err
 	}
+	return triageInput(c, std, args[0], log)
+}
+
+// triageInput resolves one FILE|DIR argument: a run directory to its one traced cell, a cell
+// to its traces (refusing an invalid cell without --force), an nsys report to its SQLite
+// export.
+func triageInput(c *cli.Context, std stdio, arg string, log *slog.Logger) (string, error) {
 	// A FIFO or device would block the read: refused up front, before anything opens it.
-	if err := regularInput(args[0], "pass a trace file or the directory the profiler wrote"); err != nil {
+	if err := regularInput(arg, "pass a trace file or the directory the profiler wrote"); err != nil {
 		return "", err
 	}
-	in, note, err := analysis.ResolveRunDir(args[0])
+	in, note, err := analysis.ResolveRunDir(arg)
 	if err != nil {
 		return "", err
 	}
@@ -176,6 +196,55 @@ func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *
 		}
 	}
 	return root, nil
+}
+
+// triageDiff is `runner triage --diff BASE NEW`: both inputs resolved as FILE|DIR is, checked
+// to be of one kind, triaged with the same options, and NEW's report rendered with the diff.
+func triageDiff(c *cli.Context, std stdio, format string, dopts triage.DiscoverOptions, topts triage.Options, nopts analysis.NsysOptions, log *slog.Logger) error {
+	if c.Bool("stats") || c.String("mapping") != "" || c.String("formal") != "" {
+		return usageErr("--diff compares the triages of two inputs; it takes neither --stats nor --mapping/--formal")
+	}
+	args, err := positional(c, 2, 2, "--diff BASE NEW")
+	if err != nil {
+		return err
+	}
+	var roots, kinds [2]string
+	for i, a := range args {
+		if roots[i], err = triageInput(c, std, a, log); err != nil {
+			return diffSide(i, err)
+		}
+		if kinds[i], err = analysis.InputKind(roots[i], dopts); err != nil {
+			return diffSide(i, err)
+		}
+	}
+	if kinds[0] != kinds[1] {
+		name := map[string]string{triage.FormatNsys: "an nsys export", triage.FormatKineto: "a torch-profiler trace"}
+		return usageErr("--diff compares like with like: BASE %s is %s and NEW %s is %s; their kernel names and the time they cover differ, so diff two torch-profiler traces or two nsys exports",
+			args[0], name[kinds[0]], args[1], name[kinds[1]])
+	}
+	var reps [2]*triage.Report
+	for i, root := range roots {
+		if c.Bool("kernels-only") {
+			reps[i], err = analysis.TriageKernelsOnly(c.Context, root, topts)
+		} else {
+			reps[i], err = analysis.TriageNsys(c.Context, root, dopts, topts, nopts)
+		}
+		if err != nil {
+			return diffSide(i, err)
+		}
+	}
+	reps[1].Diff = triage.Diff(reps[0], reps[1])
+	return triage.Render(std.out, reps[1], format, c.Float64("cutoff"))
+}
+
+// diffSide names the side of --diff an error is about, keeping its exit code.
+func diffSide(i int, err error) error {
+	side := [2]string{"BASE", "NEW"}[i]
+	var ee *exitError
+	if errors.As(err, &ee) && ee.err != nil {
+		return &exitError{code: ee.code, err: fmt.Errorf("%s: %w", side, ee.err)}
+	}
+	return fmt.Errorf("%s: %w", side, err)
 }
 
 // printStats writes the nsys stats summaries of every nsys export under root (text, md, csv

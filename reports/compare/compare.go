@@ -225,6 +225,9 @@ type Result struct {
 	Notes        []string    `json:"notes,omitempty"`
 	// Env is the env diff of the two runs (envdiff.go); nil when not checked.
 	Env *EnvDiff `json:"env_diff,omitempty"`
+	// KernelDiffs explain the regressed configurations at the kernel level (kerneldiff.go);
+	// the runner attaches them, one per regressed configuration.
+	KernelDiffs []KernelDiff `json:"kernel_diff,omitempty"`
 }
 
 // Regressed reports whether any row is a regression.

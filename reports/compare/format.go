@@ -146,6 +146,9 @@ func WriteText(w io.Writer, res *Result) error {
 		return err
 	}
 	writeFootnotes(w, res, "")
+	if err := writeKernelDiffs(w, res, false); err != nil {
+		return err
+	}
 	_, err := fmt.Fprintln(w, Headline(res))
 	return err
 }
@@ -203,7 +206,7 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 	}
 	fmt.Fprintln(w)
 	writeFootnotes(w, res, "- ")
-	return nil
+	return writeKernelDiffs(w, res, true)
 }
 
 // WriteJSON writes res as one indented JSON object (the shape of Result).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"html"
 	"html/template"
 	"io"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/triage"
 )
 
 // Report is what `runner report` shows for one run: the comparison rows (when there is a
@@ -622,12 +624,59 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		}
 		llm = template.HTML(b.String()) // table.WriteHTML escapes every cell
 	}
+	kds, err := htmlKernelDiffs(r.Compare)
+	if err != nil {
+		return err
+	}
 	return reportTemplate.Execute(w, struct {
 		*Report
-		Rows    []compare.Row
-		Configs []htmlConfig
-		Sweep   []svgChart
-		LLM     template.HTML
-		SimNote string
-	}{r, rows, cs, sweepCharts(r.Cells), llm, SimulatedNote})
+		Rows        []compare.Row
+		Configs     []htmlConfig
+		Sweep       []svgChart
+		LLM         template.HTML
+		SimNote     string
+		KernelDiffs []htmlKernelDiff
+	}{r, rows, cs, sweepCharts(r.Cells), llm, SimulatedNote, kds})
+}
+
+// htmlKernelDiff is one regressed configuration's kernel diff on the page: the cells diffed,
+// the verdict lines and, per stage they name, its summary line and top kernel rows.
+type htmlKernelDiff struct {
+	Config, Profiler, BaseCell, NewCell, Note string
+	Verdicts                                  []template.HTML
+	Stages                                    []htmlDiffStage
+	Warnings                                  []string
+}
+
+type htmlDiffStage struct {
+	Stage, Line string
+	Table       template.HTML
+}
+
+// htmlKernelDiffs renders the kernel diffs of a comparison for report.html (none without one).
+func htmlKernelDiffs(res *compare.Result) ([]htmlKernelDiff, error) {
+	if res == nil {
+		return nil, nil
+	}
+	code := func(s string) string { return "<code>" + html.EscapeString(s) + "</code>" }
+	var out []htmlKernelDiff
+	for i := range res.KernelDiffs {
+		kd := &res.KernelDiffs[i]
+		h := htmlKernelDiff{Config: kd.Config, Profiler: kd.Profiler, BaseCell: kd.BaseCell, NewCell: kd.NewCell, Note: kd.Note}
+		for _, v := range compare.VerdictLines(res, kd, code, html.EscapeString) {
+			h.Verdicts = append(h.Verdicts, template.HTML(v)) // every word escaped above
+		}
+		for _, s := range compare.KernelDiffStages(res, kd) {
+			var b strings.Builder
+			if err := table.WriteHTML(&b, triage.DiffTable(s, compare.TopKernels(s, 10), 80)); err != nil {
+				return nil, err
+			}
+			h.Stages = append(h.Stages, htmlDiffStage{Stage: s.Stage, Line: s.StageLine(), Table: template.HTML(b.String())}) // table.WriteHTML escapes every cell
+		}
+		if kd.Diff != nil {
+			h.Warnings = kd.Diff.Warnings
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/triage"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -326,5 +327,37 @@ func TestReportMarkdownKernelNames(t *testing.T) {
 	want := "| Top kernel | Category | Share |\n| --- | --- | ---: |\n| `void k<float>\\|x ~Foo()` | gemm&lt;x> | 50.0% |\n"
 	if !strings.Contains(md.String(), want) {
 		t.Errorf("report.md:\n%s\nwant the table:\n%s", md.String(), want)
+	}
+}
+
+// A regression's kernel diff is a section of report.html: cells, verdict lines with the
+// kernel in <code>, the stage's top rows; names from the traces are escaped.
+func TestReportHTMLKernelDiff(t *testing.T) {
+	r := buildTestReport(t)
+	stage := func(attn float64) triage.Stage {
+		return triage.Stage{Stage: "DenoisingStage<script>", KernelCount: 20, KernelTimeUS: attn + 500, Kernels: []triage.KernelRow{
+			{Name: "void flash::FlashAttnFwdSm90<1>", Category: "attention", TotalUS: attn, Count: 10},
+			{Name: "nvjet<b>", Category: "gemm", TotalUS: 500, Count: 10}}}
+	}
+	d := triage.Diff(&triage.Report{Stages: []triage.Stage{stage(1000)}}, &triage.Report{Stages: []triage.Stage{stage(1300)}})
+	key := r.Configs[0].Key
+	r.Compare.KernelDiffs = []compare.KernelDiff{{Config: key, Profiler: "torch", BaseCell: "runs/qwen/base/cells/006", NewCell: "runs/qwen/new/cells/006", Diff: d}}
+	var html bytes.Buffer
+	if err := WriteReportHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	page := html.String()
+	for _, want := range []string{
+		`<section id="kernel-diff">`,
+		`<p>torch cells <code>runs/qwen/base/cells/006</code> (base) → <code>runs/qwen/new/cells/006</code> (new)</p>`,
+		`of the delta is <code>FlashAttnFwdSm90</code> (+30.0%, launches unchanged)</li>`,
+		`<td><code>void flash::FlashAttnFwdSm90&lt;1&gt;</code></td><td>attention</td><td>changed</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script>") || strings.Contains(page, "<b>") {
+		t.Errorf("a name from the traces is not escaped in report.html")
 	}
 }

@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -84,7 +85,25 @@ const (
 // two streams: compute on 7, NCCL on 24 partly overlapping) and a decode step replayed by one
 // CUDA graph, split by step[...] annotations; a fused add-RMSNorm (fusion present) and split
 // SiLU + mul (fusion available).
-func goldenTrace() *trace.Trace {
+func goldenTrace() *trace.Trace { return goldenTraceWith(goldenVariant{}) }
+
+// goldenVariant changes the golden trace for the kernel diff tests: attention kernels scaled
+// by attnScale (0 keeps them), the extend step's multiply dropped, and one more extend kernel
+// named extra after each layer's first GEMM ("" for none), extraNS long.
+type goldenVariant struct {
+	attnScale float64
+	dropMul   bool
+	extra     string
+	extraNS   int64 // the extra kernel's duration; 0 means 4 µs
+}
+
+func goldenTraceWith(v goldenVariant) *trace.Trace {
+	attn := func(d int64) int64 {
+		if v.attnScale == 0 {
+			return d
+		}
+		return int64(float64(d) * v.attnScale)
+	}
 	b := newTB("synthetic/golden.trace.json")
 	var tc int64 = 1_000_000 // CPU clock (ns)
 	var g7 int64 = 1_050_000 // GPU stream 7 clock
@@ -113,11 +132,16 @@ func goldenTrace() *trace.Trace {
 	for layer := 0; layer < 2; layer++ {
 		op(kNorm, pyNorm, "sgl_kernel::fused_add_rmsnorm", 9_000, 7)
 		op(kGEMM, pyMM, "aten::mm", 40_000, 7)
-		op(kAttn, pyAttn, "sgl_kernel::fwd", 30_000, 7)
+		if v.extra != "" {
+			op(v.extra, pyMM, "aten::add", cmp.Or(v.extraNS, 4_000), 7)
+		}
+		op(kAttn, pyAttn, "sgl_kernel::fwd", attn(30_000), 7)
 		op(kGEMM, pyMM, "aten::mm", 20_000, 7)
 		op(kNCCL, pyAR, "c10d::allreduce_", 16_000, 24)
 		op(kSilu, pyAct, "aten::silu", 6_000, 7)
-		op(kMul, pyAct, "aten::mul", 5_000, 7)
+		if !v.dropMul {
+			op(kMul, pyAct, "aten::mul", 5_000, 7)
+		}
 	}
 	op(kMemcpy, pyRunner, "aten::copy_", 2_000, 7)
 	// decode: one graph launch replays the whole step
@@ -130,7 +154,7 @@ func goldenTrace() *trace.Trace {
 	for _, k := range []struct {
 		n string
 		d int64
-	}{{kNorm, 3_000}, {kGEMM, 12_000}, {kAttn, 8_000}, {kGEMM, 6_000}, {kSilu, 2_000}, {kMul, 2_000}} {
+	}{{kNorm, 3_000}, {kGEMM, 12_000}, {kAttn, attn(8_000)}, {kGEMM, 6_000}, {kSilu, 2_000}, {kMul, 2_000}} {
 		b.kernel(k.n, 0, 7, g7, g7+k.d, gl, trace.NoID)
 		g7 += k.d + 500
 	}

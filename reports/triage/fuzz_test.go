@@ -2,6 +2,7 @@ package triage
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -146,5 +147,49 @@ func FuzzAnalyze(f *testing.F) {
 				t.Fatalf("streamed report differs from the held one\nheld:\n%s\nstreamed:\n%s", h, st)
 			}
 		}
+	})
+}
+
+// FuzzDiff: two triages as JSON of any shape (what ReadReportFile decodes from a cell's
+// triage.json) diff and render without panicking, and every kernel of either side is in the
+// diff once per stage.
+func FuzzDiff(f *testing.F) {
+	f.Add(`{"stages":[{"stage":"all","kernel_count":2,"kernel_time_us":3,"kernels":[{"name":"a_1","count":1,"total_us":1},{"name":"b","count":1,"total_us":2}],"fusions":[{"pattern":"p","status":"s"}]}]}`,
+		`{"stages":[{"stage":"all","kernel_count":1,"kernel_time_us":1.5,"kernels":[{"name":"a_2","count":1,"total_us":1.5}]},{"stage":"x"}]}`)
+	f.Add(`{"stages":[{"stage":"s","kernels":[{"name":"k","total_us":-1e308,"count":-3},{"name":"k","total_us":1e308}]}]}`, `{"stages":null}`)
+	f.Add(`{}`, `{"stages":[{"stage":"s"},{"stage":"s"}]}`)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		var base, cur Report
+		if json.Unmarshal([]byte(a), &base) != nil || json.Unmarshal([]byte(b), &cur) != nil {
+			return
+		}
+		d := Diff(&base, &cur)
+		for _, format := range []string{FormatText, FormatMarkdown, FormatJSON, FormatCSV} {
+			if err := RenderDiff(io.Discard, d, format, DefaultCutoff); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, s := range d.Stages {
+			seen := map[[2]string]int{}
+			for _, k := range s.Kernels {
+				bn := k.Name
+				if k.BaseName != "" {
+					bn = k.BaseName
+				}
+				if k.Status != DiffAdded {
+					seen[[2]string{"b", bn}]++
+				}
+				if k.Status != DiffRemoved {
+					seen[[2]string{"n", k.Name}]++
+				}
+			}
+			for key, n := range seen {
+				if n != 1 {
+					t.Fatalf("stage %s: %s kernel %q listed %d times", s.Stage, key[0], key[1], n)
+				}
+			}
+		}
+		_ = NormalizeKernelName(a)
+		_ = ShortKernelName(b)
 	})
 }

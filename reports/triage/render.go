@@ -29,6 +29,9 @@ const (
 // percent (0 shows every row). r itself is not modified.
 func Render(w io.Writer, r *Report, format string, cutoff float64) error {
 	v := filtered(r, cutoff)
+	if r.Diff != nil && format != FormatJSON {
+		return RenderDiff(w, r.Diff, format, cutoff)
+	}
 	switch format {
 	case FormatJSON:
 		enc := json.NewEncoder(w)

@@ -38,6 +38,11 @@ type Report struct {
 	// Ranks compares the ranks of a multi-rank run (absent for one rank).
 	Ranks *RankReport `json:"ranks,omitempty"`
 
+	// Diff is the kernel diff against a base triage (`runner triage --diff BASE NEW`: this
+	// report is NEW's); absent otherwise. With a diff, Render writes the diff in text, Markdown
+	// and CSV, and JSON carries it under "diff" beside this report's own keys.
+	Diff *DiffReport `json:"diff,omitempty"`
+
 	// Model and TPSize come from server_args.json; shown in the text/Markdown header only.
 	Model  string `json:"-"`
 	TPSize int    `json:"-"`

@@ -166,6 +166,39 @@ func Triage(ctx context.Context, root string, dopts triage.DiscoverOptions, topt
 	return rep, s, nil
 }
 
+// InputKind says what a triage of root would read: triage.FormatNsys when every input is an
+// nsys export, triage.FormatKineto when every input is a torch-profiler trace (Discover refuses
+// a directory that mixes them, as a *exitcode.UsageError). `runner triage --diff` diffs only
+// like with like.
+func InputKind(root string, dopts triage.DiscoverOptions) (string, error) {
+	in, err := triage.Discover(root, dopts)
+	if err != nil {
+		var me *triage.MixedInputsError
+		if errors.As(err, &me) {
+			return "", &exitcode.UsageError{Err: err}
+		}
+		return "", err
+	}
+	if len(in.Files) == 0 {
+		return "", fmt.Errorf("%s holds no trace to triage", root)
+	}
+	// The reader decides by content, as OpenTrace does: a SQLite file is an nsys export
+	// whatever its name.
+	kind := func(f triage.Input) string {
+		if nsysInput(f.Path) {
+			return triage.FormatNsys
+		}
+		return triage.FormatKineto
+	}
+	k := kind(in.Files[0])
+	for _, f := range in.Files[1:] {
+		if kind(f) != k {
+			return "", &exitcode.UsageError{Err: fmt.Errorf("%s holds both nsys exports and torch-profiler traces (%s, %s); pass one of them", root, in.Files[0].Path, f.Path)}
+		}
+	}
+	return k, nil
+}
+
 // checkFileRank refuses --rank N on one named trace file that is not rank N: Discover uses a
 // named file whatever it is called, so without this the request would be silently ignored. A
 // Kineto file whose name carries no rank takes the rank its header records
