@@ -260,8 +260,11 @@ type Row struct {
 	// test finds with Result.Power probability at Result.Alpha, from its sample sizes and the
 	// measured spread (history mode: the tolerance plus the run-to-run noise it must clear on
 	// Consecutive runs). -1 when it cannot be stated (no test, or no measured noise).
-	MDCPct    float64 `json:"mdc_pct"`
-	Tolerance string  `json:"tolerance"`
+	MDCPct float64 `json:"mdc_pct"`
+	// NoisePct is the run-to-run noise a history tolerance was calibrated to (a robust standard
+	// deviation, in percent); nil in samples mode and before the history has enough runs.
+	NoisePct  *float64 `json:"noise_pct,omitempty"`
+	Tolerance string   `json:"tolerance"`
 	// Limit is the allowed change in the metric's unit (max of the relative and the absolute
 	// tolerance at the base median).
 	Limit  float64 `json:"limit"`
