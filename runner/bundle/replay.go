@@ -193,7 +193,7 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *Re
 	if err != nil {
 		return nil, err
 	}
-	return st.outcome(out, sum, simulate)
+	return st.outcome(ctx, out, sum, simulate)
 }
 
 // replayDir is the replay's directory: the given one, else replay-<bundle name>.
@@ -540,7 +540,7 @@ func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
 }
 
 // outcome compares the replayed cells with the bundle's, prints and writes the outcome.
-func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool) (*ReplayResult, error) {
+func (st *replaySetup) outcome(ctx context.Context, out io.Writer, sum *rundir.Summary, simulate bool) (*ReplayResult, error) {
 	res := &ReplayResult{Dir: st.dir, RunDir: sum.RunDir}
 	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(st.cells), sum.RunDir)
 	co := compare.FromPlan(st.plan.Compare)
@@ -561,7 +561,7 @@ func (st *replaySetup) outcome(out io.Writer, sum *rundir.Summary, simulate bool
 		}
 	}
 	if sameMode {
-		if cmp := runCompare(out, st.bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == ExitReproduced {
+		if cmp := runCompare(ctx, out, st.bdir, sum.RunDir, st.plan); cmp != nil && cmp.Regressed() && res.ExitCode == ExitReproduced {
 			res.ExitCode = ExitMetricsDiffer
 		}
 	}
@@ -786,26 +786,24 @@ func (r *ReplayResult) writeFile(path string) error {
 	return nil
 }
 
-// runCompare runs runner compare's statistics on the bundled cells (base) and the replayed
-// ones (new): with repeats, or the per-step samples of a cell, a change is only reported when
-// Mann-Whitney says it is real. Only ok cells enter a comparison. A failure to compare is
-// printed, not returned: the per-cell verdicts above already stand.
-func runCompare(out io.Writer, bundleDir, runDir string, co compare.Options) *compare.Result {
-	lo := perf.LoadOptions{Profilers: []string{"all"}} // both sides ran the same profilers
-	base, err := perf.Load(bundleDir, lo)
+// runCompare compares the bundled cells (base) with the replayed ones (new) exactly as
+// `runner compare BUNDLE REPLAY` would: the same cell selection (only the unprofiled cells by
+// default; pooling torch and nsys cells mixed profiler overhead into the samples) and the same
+// baseline resolution and rules (runner.NightlyOptions.CompareBaseline, with the plan's
+// [compare] table). A failure to compare is printed, not returned: the per-cell verdicts above
+// already stand.
+func runCompare(ctx context.Context, out io.Writer, bundleDir, runDir string, p *plans.Plan) *compare.Result {
+	cur, err := perf.Load(runDir, perf.LoadOptions{})
 	if err == nil {
-		var cur *perf.Set
-		if cur, err = perf.Load(runDir, lo); err == nil {
-			var res *compare.Result
-			if res, err = compare.Compare(base, cur, co); err == nil {
-				if len(res.Rows) == 0 {
-					fmt.Fprintln(out, "\nrunner compare: no ok cell on both sides, nothing to compare statistically")
-					return res
-				}
-				fmt.Fprintln(out, "\nrunner compare, bundle (base) vs replay (new):")
-				if err = compare.WriteText(out, res); err == nil {
-					return res
-				}
+		var res *compare.Result
+		if res, _, err = (runner.NightlyOptions{Baseline: bundleDir}).CompareBaseline(ctx, cur, p, nil); err == nil {
+			if len(res.Rows) == 0 {
+				fmt.Fprintln(out, "\nrunner compare: no ok cell on both sides, nothing to compare statistically")
+				return res
+			}
+			fmt.Fprintln(out, "\nrunner compare, bundle (base) vs replay (new):")
+			if err = compare.WriteText(out, res); err == nil {
+				return res
 			}
 		}
 	}

@@ -252,3 +252,31 @@ func TestReplayRefusesBadBundles(t *testing.T) {
 		t.Error("the evil bundle wrote outside its target")
 	}
 }
+
+// The replay's comparison selects cells as runner compare does: only the unprofiled ones by
+// default, so its rows count the two none repeats, not the torch cells pooled in as well.
+func TestReplayComparesLikeCompare(t *testing.T) {
+	b := bundleOf(t, `name = "pooled"
+[matrix]
+model = ["Qwen/Qwen-Image"]
+prompt = ["a cat"]
+num_inference_steps = [3]
+repeats = 2
+[profile]
+profilers = ["none", "torch"]
+`, nil)
+	var out bytes.Buffer
+	if _, err := Replay(context.Background(), b, replayOpts(t, &out)); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.Contains(s, "runner compare, bundle (base) vs replay (new):") || !strings.Contains(s, "e2e ") {
+		t.Fatalf("no comparison:\n%s", s)
+	}
+	if !strings.Contains(s, " n=2)") || strings.Contains(s, " n=4)") {
+		t.Errorf("the comparison pooled profiled cells (want n=2 per side, none only):\n%s", s)
+	}
+	if !strings.Contains(s, "skipped cells: 4") {
+		t.Errorf("the torch cells of both sides are not reported as skipped:\n%s", s)
+	}
+}
