@@ -91,6 +91,9 @@ var SchemaVersion = len(migrations)
 type DB struct {
 	db   *sql.DB
 	path string
+	// version is the schema version of a database opened read-only (OpenReadOnly); Open
+	// migrates to SchemaVersion.
+	version int
 }
 
 // ErrNewerSchema is returned (wrapped) for a database written by a newer runner.
@@ -111,7 +114,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, corrupt(path, err)
 	}
-	h := &DB{db: sdb, path: path}
+	h := &DB{db: sdb, path: path, version: SchemaVersion}
 	if err := h.migrate(ctx); err != nil {
 		sdb.Close()
 		return nil, err
