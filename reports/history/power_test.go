@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"database/sql"
 	"math"
 	"os"
 	"path/filepath"
@@ -80,5 +81,43 @@ func TestPlanPowerWarns(t *testing.T) {
 	WritePowerText(&b, pw, "")
 	if !strings.Contains(b.String(), "none: 1 run a side") || !strings.Contains(b.String(), "one repeat a side gives runner compare no run-to-run test") {
 		t.Fatalf("one repeat:\n%s", b.String())
+	}
+}
+
+// A database of an older schema (v2: no per-run spread) is read as it is: no migration, no
+// write, the noise assumed.
+func TestOpenReadOnlyOlderSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.db")
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{migrations[0], migrations[1], "PRAGMA user_version = 2",
+		"INSERT INTO runs (run_id, time_ns, plan, run_dir, gpu_model) VALUES ('old', 1, 'p', '/x', 'H100')",
+		"INSERT INTO metrics VALUES (1, 'cfg', 'e2e', 'ns', 6, 1000, 0, 0)"} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	raw.Close()
+	ctx := context.Background()
+	db, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := PlanPower(ctx, db, "p", []string{"cfg"}, []string{perf.MetricE2E}, 3, BaselineOptions{})
+	db.Close()
+	if err != nil || pw.Rows[0].HistoryRuns != 1 || pw.Rows[0].Measured {
+		t.Fatalf("%v %+v", err, pw)
+	}
+	raw, _ = sql.Open("sqlite", "file:"+path)
+	defer raw.Close()
+	var v int
+	raw.QueryRow("PRAGMA user_version").Scan(&v)
+	if v != 2 {
+		t.Fatalf("user_version = %d: a read-only open migrated the database", v)
+	}
+	if _, err := OpenReadOnly(ctx, filepath.Join(t.TempDir(), "missing.db")); err == nil {
+		t.Fatal("a missing database opened")
 	}
 }
