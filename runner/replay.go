@@ -13,6 +13,8 @@ import (
 
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/bundle"
 	"github.com/sglprof/runner/runner/exitcode"
@@ -134,7 +136,14 @@ func Replay(ctx context.Context, bundlePath string, opts ReplayOptions) (res *bu
 	if err != nil {
 		return nil, err
 	}
-	return st.Outcome(sum, simulate)
+	return st.Outcome(sum, simulate, func(baseDir, newDir string) (*compare.Result, error) {
+		cur, err := perf.Load(newDir, perf.LoadOptions{})
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := (NightlyOptions{Baseline: baseDir}).CompareBaseline(ctx, cur, p, nil)
+		return res, err
+	})
 }
 
 // confirmReplay has the bundle list what a replay of its plan runs on this machine with ropts

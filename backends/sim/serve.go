@@ -619,10 +619,12 @@ func (s *server) generateDiffusion(q *diffusionReq, rid string) (float64, string
 	defer s.gpu.Unlock()
 	frames := max(q.NumFrames, s.prof.frames)
 	pf := s.prof.pixelFactor(q.Width, q.Height, frames)
-	stepMS := s.prof.stepMS * pf
-	textMS := s.prof.textMS * kinetogenStageFactor("TextEncodingStage", s.k.slow)
+	// One server process is one run: its run-level factor scales every request alike.
+	rf := s.k.runFactor(uint64(len(s.model))*0xbf58476d1ce4e5b9 ^ uint64(q.Width*q.Height*max(frames, 1)))
+	stepMS := s.prof.stepMS * pf * rf
+	textMS := s.prof.textMS * kinetogenStageFactor("TextEncodingStage", s.k.slow) * rf
 	denoiseStepMS := stepMS * kinetogenStageFactor("DenoisingStage", s.k.slow)
-	vaeMS := s.prof.vaeMS * pf * kinetogenStageFactor("DecodingStage", s.k.slow)
+	vaeMS := s.prof.vaeMS * pf * kinetogenStageFactor("DecodingStage", s.k.slow) * rf
 	total := (textMS + float64(q.NumInferenceSteps)*denoiseStepMS + vaeMS) * float64(q.N)
 	start := s.clk.now()
 	if err := s.ms(total); err != nil {

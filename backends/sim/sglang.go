@@ -30,8 +30,12 @@
 //	                          compute kernels run factor times longer and the other ranks'
 //	                          all-reduces last as long as its extra compute (a straggler for
 //	                          `runner triage`, named by compute time as in a real TP run)
-//	RUNNER_SIM_JITTER_SEED    integer mixed into the step-time jitter (default 0), so repeats of
-//	                          one cell can differ while staying reproducible
+//	RUNNER_SIM_JITTER_SEED    integer mixed into the step-time jitter and the run-level noise
+//	                          (default 0), so repeats of one cell can differ while staying
+//	                          reproducible
+//	RUNNER_SIM_RUN_CV         run-to-run coefficient of variation (default 0.01; 0 = none): every
+//	                          time of one simulated process is scaled by one log-normal factor
+//	                          drawn from the jitter seed, on top of the per-step jitter
 //	RUNNER_SIM_NSYS_ACTIVITY  set by the nsys simulator for its child: file to append GPU activity to
 package sim
 
@@ -76,7 +80,14 @@ const (
 	EnvNSysActivity = "RUNNER_SIM_NSYS_ACTIVITY"
 	EnvJitterSeed   = "RUNNER_SIM_JITTER_SEED"
 	EnvSlowRank     = "RUNNER_SIM_SLOW_RANK"
+	EnvRunCV        = "RUNNER_SIM_RUN_CV"
 )
+
+// DefaultRunCV is the run-to-run coefficient of variation of a simulated process when
+// RUNNER_SIM_RUN_CV is unset: about what repeats of an unprofiled diffusion run on one GPU
+// show. Without it repeats differed only by per-step jitter, which averages out over 50 steps,
+// so every comparison saw ±0% and no false-alarm test meant anything.
+const DefaultRunCV = 0.01
 
 // DefaultSlowRankFactor is how much longer the straggler's compute kernels run when
 // RUNNER_SIM_SLOW_RANK names no factor.
@@ -98,15 +109,24 @@ const (
 type knobs struct {
 	scale  float64
 	jitter uint64
-	fail   map[string]bool
-	slow   map[string]float64
+	// runCV is the run-level coefficient of variation (RUNNER_SIM_RUN_CV).
+	runCV float64
+	fail  map[string]bool
+	slow  map[string]float64
 	// slowRank is the straggler rank (-1: none) and slowRankF its compute slowdown.
 	slowRank  int
 	slowRankF float64
 }
 
 func readKnobs(env map[string]string) (knobs, error) {
-	k := knobs{scale: simclock.DefaultTimeScale, fail: map[string]bool{}, slow: map[string]float64{}, slowRank: -1, slowRankF: DefaultSlowRankFactor}
+	k := knobs{scale: simclock.DefaultTimeScale, runCV: DefaultRunCV, fail: map[string]bool{}, slow: map[string]float64{}, slowRank: -1, slowRankF: DefaultSlowRankFactor}
+	if v := strings.TrimSpace(env[EnvRunCV]); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0 && f <= 0.5) {
+			return k, fmt.Errorf("%s=%q: want a coefficient of variation between 0 and 0.5, such as 0.01 (0 disables the run-level noise)", EnvRunCV, v)
+		}
+		k.runCV = f
+	}
 	if v := strings.TrimSpace(env[EnvSlowRank]); v != "" {
 		rs, fs, hasF := strings.Cut(v, "=")
 		r, err := strconv.Atoi(strings.TrimSpace(rs))
@@ -161,6 +181,19 @@ func readKnobs(env map[string]string) (knobs, error) {
 		k.slow[strings.TrimSpace(name)] = f
 	}
 	return k, nil
+}
+
+// runFactor is a simulated process's run-level factor: exp(cv·z), z a standard normal (cut at
+// ±4) drawn from the jitter seed and mix (what the process simulates, so configurations of one
+// night differ), the same for every time the process reports: one process of a real run is
+// uniformly a little faster or slower than another (clocks, placement, the machine's load).
+func (k knobs) runFactor(mix uint64) float64 {
+	if k.runCV == 0 {
+		return 1
+	}
+	r := mrand.New(mrand.NewPCG(k.jitter*0x9e3779b97f4a7c15+0x5851f42d4c957f2d, mix))
+	z := min(max(r.NormFloat64(), -4), 4)
+	return math.Exp(k.runCV * z)
 }
 
 // errInterrupted is returned by clock.sleep when a signal or the context ends the run.
@@ -342,6 +375,7 @@ type gen struct {
 	act       *activityWriter
 	corr      int64
 	rng       *mrand.Rand
+	runF      float64 // the run-level factor (knobs.runFactor); 0 in emitter shims, meaning 1
 	cwd       string
 	hard      *exec.Cmd
 }
@@ -631,6 +665,15 @@ func (g *gen) shape() {
 		g.seed = n
 	}
 	g.rng = mrand.New(mrand.NewPCG(uint64(g.seed), uint64(len(g.model))*0x9e3779b97f4a7c15+uint64(g.w*g.h)+g.k.jitter*0xbf58476d1ce4e5b9))
+	g.runF = g.k.runFactor(uint64(g.seed)<<32 ^ uint64(len(g.model))*0xbf58476d1ce4e5b9 ^ uint64(g.w*g.h*max(g.frames, 1)))
+}
+
+// rf is the run-level factor, 1 where none was drawn.
+func (g *gen) rf() float64 {
+	if g.runF == 0 {
+		return 1
+	}
+	return g.runF
 }
 
 // prompts reads --prompt and --prompt-path; false when the prompt file cannot be read.
@@ -805,7 +848,7 @@ func (g *gen) stepBaseMS(i int) float64 {
 	if g.k.fail["slow"] {
 		base *= 10
 	}
-	return base * g.jit(0.015)
+	return base * g.jit(0.015) * g.rf()
 }
 
 // request runs one prompt through the pipeline stages.
@@ -898,21 +941,21 @@ func (g *gen) runStage(r *request, idx int, st string, stAbs int64, profileSteps
 			err = g.sleepMS(g.prof.vaeMS * g.prof.pixelFactor(g.w, g.h, g.frames) * 1.2)
 		}
 	case "TextEncodingStage":
-		d := g.prof.textMS * g.stageFactor(st) * g.jit(0.03)
-		g.emitStage(kinetogenTextEncoding, stAbs, g.prof.textMS)
+		d := g.prof.textMS * g.stageFactor(st) * g.jit(0.03) * g.rf()
+		g.emitStage(kinetogenTextEncoding, stAbs, g.prof.textMS*g.rf())
 		err = g.sleepMS(d)
 	case "DecodingStage":
-		base := g.prof.vaeMS * g.prof.pixelFactor(g.w, g.h, g.frames)
+		base := g.prof.vaeMS * g.prof.pixelFactor(g.w, g.h, g.frames) * g.rf()
 		g.emitStage(kinetogenDecoding, stAbs, base)
 		err = g.sleepMS(base * g.stageFactor(st) * g.jit(0.03))
 	case "InputValidationStage":
-		err = g.sleepMS(0.08 * g.stageFactor(st))
+		err = g.sleepMS(0.08 * g.stageFactor(st) * g.rf())
 	case "ConditioningStage":
-		err = g.sleepMS(0.03 * g.stageFactor(st))
+		err = g.sleepMS(0.03 * g.stageFactor(st) * g.rf())
 	case "TimestepPreparationStage":
-		err = g.sleepMS(1.4 * g.stageFactor(st))
+		err = g.sleepMS(1.4 * g.stageFactor(st) * g.rf())
 	case "LatentPreparationStage":
-		err = g.sleepMS(0.7 * g.stageFactor(st))
+		err = g.sleepMS(0.7 * g.stageFactor(st) * g.rf())
 	}
 	return code, err
 }

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -527,7 +528,7 @@ func TestFailureModes(t *testing.T) {
 		}
 	})
 	t.Run("bad knobs", func(t *testing.T) {
-		for _, env := range []map[string]string{{simclock.EnvTimeScale: "fast"}, {EnvFail: "explode"}, {EnvSlowdown: "DenoisingStage"}, {EnvSlowdown: "gemm=-2"}, {EnvJitterSeed: "x"}} {
+		for _, env := range []map[string]string{{simclock.EnvTimeScale: "fast"}, {EnvFail: "explode"}, {EnvSlowdown: "DenoisingStage"}, {EnvSlowdown: "gemm=-2"}, {EnvJitterSeed: "x"}, {EnvRunCV: "2"}, {EnvRunCV: "x"}} {
 			r, _ := runGen(t, env)
 			if r.rc != 2 || !strings.Contains(r.stderr, "runner sim: RUNNER_SIM_") {
 				t.Errorf("%v: rc=%d %q", env, r.rc, r.stderr)
@@ -582,6 +583,36 @@ func TestTimingKnobs(t *testing.T) {
 	_, d6 := runGen(t, baseEnv(t, EnvJitterSeed, "2"))
 	if j := meanStep(t, d6); j == base || j/base < 0.98 || j/base > 1.02 {
 		t.Errorf("jitter seed 2: mean step %.3f vs %.3f; want a small difference", j, base)
+	}
+}
+
+// Repeats (jitter seeds) of one cell differ by a run-level factor of about RUNNER_SIM_RUN_CV,
+// not only by per-step jitter that averages out over the steps; RUNNER_SIM_RUN_CV=0 turns it
+// off.
+func TestRunLevelNoise(t *testing.T) {
+	cv := func(extra ...string) float64 {
+		var logs []float64
+		for seed := 1; seed <= 30; seed++ {
+			_, d := runGen(t, baseEnv(t, append([]string{EnvJitterSeed, strconv.Itoa(seed)}, extra...)...))
+			logs = append(logs, math.Log(meanStep(t, d)))
+		}
+		var m, ss float64
+		for _, l := range logs {
+			m += l / float64(len(logs))
+		}
+		for _, l := range logs {
+			ss += (l - m) * (l - m)
+		}
+		return math.Sqrt(ss / float64(len(logs)-1))
+	}
+	if c := cv(); c < 0.006 || c > 0.016 {
+		t.Errorf("run-to-run CV of the mean step = %.4f, want about %.2f", c, DefaultRunCV)
+	}
+	if c := cv(EnvRunCV, "0"); c > 0.005 {
+		t.Errorf("RUNNER_SIM_RUN_CV=0: CV %.4f, want only the per-step jitter's", c)
+	}
+	if c := cv(EnvRunCV, "0.05"); c < 0.03 {
+		t.Errorf("RUNNER_SIM_RUN_CV=0.05: CV %.4f", c)
 	}
 }
 

@@ -29,7 +29,7 @@ import (
 func comparisonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "history", Usage: "history database `PATH` (default: $RUNNER_HISTORY, else history.db in the run's output directory)"},
-		&cli.Float64Flag{Name: "alpha", Usage: "significance level of the Mann-Whitney test", DefaultText: "the plan's [compare] alpha, else 0.05"},
+		&cli.Float64Flag{Name: "alpha", Usage: "significance level of the t-test (and of the history's change-point search)", DefaultText: "the plan's [compare] alpha, else 0.05"},
 		&cli.StringSliceFlag{Name: "tolerance", Usage: "override a tolerance, `METRIC=SPEC` such as denoise_stage=10% or 120ms, stage/DecodingStage=30%, peak_memory=2% or 256MB; METRIC is a class of the plan's [compare.tolerances] (e2e, stage, denoise_stage, non_denoise_stage, denoise_step, denoise_mean, peak_memory, request_latency) or a metric name (repeatable)"},
 		&cli.StringFlag{Name: "profilers", Value: "none", Usage: "comma list of the profilers whose cells are compared; profiled cells distort latency, so only none by default (all admits every cell)"},
 		&cli.IntFlag{Name: "baseline-runs", Usage: "history baseline: rolling median of the last `N` valid runs", DefaultText: "the plan's, else 5"},
@@ -102,15 +102,21 @@ func compareCommand(std stdio) *cli.Command {
 		Name:      "compare",
 		Usage:     "compare two runs (or cells, or perf dumps) metric by metric; exit 4 on a regression",
 		ArgsUsage: "BASE NEW | --baseline history RUN_DIR",
-		Description: `Each side is a run directory, a cell directory or a perf-dump JSON file. Cells of the same
-configuration (repeats) pool their samples; only ok cells of the profilers in --profilers
-(default none: profiled runs distort latency) enter. One row per (configuration, metric):
-base median ±CI, new median ±CI, delta (only when Mann-Whitney p < alpha, otherwise ~), the
-p-value and n. A regression is a significant change beyond the tolerance max(rel, abs).
+		Description: `Each side is a run directory, a cell directory or a perf-dump JSON file. Only ok cells of
+the profilers in --profilers (default none: profiled runs distort latency) enter. The samples
+are runs: one value per cell (repeat), the median of its steps or requests where it has many.
+One row per (configuration, metric): base and new median, delta (only when Welch's t-test on
+the logs of the per-run values gives p < alpha, otherwise ~), the p-value and n (runs), and
+the MDC: the smallest change the test finds with 80% probability at this n and noise. With one
+run a side a metric with many samples per run is tested on those ("in 1 run": these two runs
+differ, not necessarily a rerun); others get no test. A regression is a significant change
+beyond the tolerance max(rel, abs).
 
 With --baseline history the base is the rolling median of the last N runs of the same
-configuration on the same GPU model in the history database, and a violation must repeat
---consecutive times before it is a regression (the first is a warning).
+configuration on the same GPU model in the history database; the tolerance follows that
+configuration's measured run-to-run noise unless the plan or --tolerance fixes it; a
+violation must repeat --consecutive times before it is a regression (the first is a warning),
+and the row names the run where the step change began.
 
 Every regressed configuration is explained by kernel: the kernel diff of a profiled cell of
 it on each side (torch, else nsys; with a history baseline, the newest earlier run that has

@@ -4,22 +4,70 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/runner"
+	"github.com/sglprof/runner/runner/exitcode"
 )
+
+// planPower states what comparisons of the plan's runs can detect: the unprofiled cells'
+// configurations (what runner compare compares by default) with the plan's repeats, and the
+// noise of the history database when one exists (read only: a plan creates nothing). It returns
+// the database path it read, "" when there was none.
+func planPower(c *cli.Context, p *plans.Plan, cells []runner.CellLaunch) (*history.Power, string, error) {
+	var keys []string
+	seen := map[string]bool{}
+	for _, cl := range cells {
+		if cl.Cell.Profiler == "none" && !seen[cl.Cell.Key] {
+			seen[cl.Cell.Key] = true
+			keys = append(keys, cl.Cell.Key)
+		}
+	}
+	hpath := c.String("history")
+	if hpath == "" {
+		hpath = os.Getenv("RUNNER_HISTORY")
+	}
+	if hpath == "" {
+		hpath = filepath.Join(p.OutputDir, history.FileName)
+	}
+	var db *history.DB
+	if _, err := os.Stat(hpath); err == nil {
+		if db, err = history.OpenReadOnly(c.Context, hpath); err != nil {
+			return nil, "", &exitError{code: exitcode.Usage, err: err}
+		}
+		defer db.Close()
+	} else {
+		hpath = ""
+	}
+	n := runner.NightlyOptions{}
+	_, bo := n.CompareOptions(p)
+	serve := p.Backend.Mode == "serve"
+	llm := serve && p.Backend.ModelType == "llm"
+	pw, err := history.PlanPower(c.Context, db, p.Name, keys, history.HeadlineMetrics(serve, llm), max(p.Matrix.Repeats, 1), bo)
+	return pw, hpath, err
+}
 
 func planCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "plan",
 		Usage:     "validate a plan and print its cells with the exact argv and environment each would run",
 		ArgsUsage: "PLAN.toml",
+		Description: `Validates PLAN.toml and prints each cell's argv and environment, then what comparisons of
+the plan's runs can detect: per configuration and headline metric, the minimum detectable
+change (MDC) of runner compare between two runs (from the plan's repeats and the run-to-run
+noise: measured by the history database when it has runs of the plan, else an assumed 2%),
+and of --baseline history once the history calibrated it. A metric that cannot see a 10%
+change gets a warning that names the repeats that would. Nothing is created or written.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 			&cli.BoolFlag{Name: "simulate", Usage: "show the argv that run --simulate would use"},
+			&cli.StringFlag{Name: "history", Usage: "history database `PATH` whose runs of the plan measure its noise (default: $RUNNER_HISTORY, else history.db in the plan's output_dir; read only)"},
 		},
 		Action: interruptible(func(c *cli.Context) error {
 			args, err := positional(c, 1, 1, "PLAN.toml")
@@ -35,10 +83,14 @@ func planCommand(std stdio) *cli.Command {
 			if err != nil {
 				return err
 			}
+			pw, hpath, err := planPower(c, p, cells)
+			if err != nil {
+				return err
+			}
 			if c.Bool("json") {
 				enc := json.NewEncoder(std.out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"plan": p.Name, "cells": cells})
+				return enc.Encode(map[string]any{"plan": p.Name, "cells": cells, "detection": pw})
 			}
 			fmt.Fprintf(std.out, "plan %s: %d cells (valid)\n", p.Name, len(cells))
 			for _, cl := range cells {
@@ -47,7 +99,7 @@ func planCommand(std stdio) *cli.Command {
 					fmt.Fprintf(std.out, "  env:  %s=%s\n", k, shellQuote([]string{cl.Env[k]}))
 				}
 			}
-			return nil
+			return history.WritePowerText(std.out, pw, hpath)
 		}),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -113,9 +114,22 @@ func readReportInputs(ctx context.Context, std stdio, dir string, n *runner.Nigh
 		if err != nil {
 			return nil, err
 		}
+		series := map[string][]history.RunPoint{}
 		for _, e := range entries {
 			if e.Metric == perf.MetricE2E {
 				trend[e.Config] = append(trend[e.Config], render.TrendPoint{RunID: e.RunID, Time: e.Time, Median: e.Median})
+				p := history.RunPoint{RunID: e.RunID, Median: e.Median, N: e.N, Spread: math.NaN()}
+				if e.Spread != nil {
+					p.Spread = *e.Spread
+				}
+				series[e.Config] = append(series[e.Config], p)
+			}
+		}
+		// Mark where step changes began, by the rule of the history verdict.
+		_, bo := n.CompareOptions(planOf(dir))
+		for key, s := range series {
+			for _, i := range history.TrendChanges(s, perf.MetricE2E, bo) {
+				trend[key][i].Change = true
 			}
 		}
 	}

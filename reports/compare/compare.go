@@ -1,10 +1,23 @@
-// Package compare decides whether a new run is slower than a baseline, metric by metric, the
-// way benchstat does: each side's samples are summarised by their median with an
-// order-statistic confidence interval, the two sides are tested with Mann-Whitney U
-// (golang.org/x/perf/benchmath, AssumeNothing), and a difference is only reported when the test
-// says it is real (p < alpha). A regression additionally has to exceed the metric's tolerance,
-// max(relative, absolute floor), with per-metric defaults taken from SGLang's long_term
-// nightly tolerances; statistical significance alone would flag a 0.5% change on a quiet GPU.
+// Package compare decides whether a new run is slower than a baseline, metric by metric, in the
+// manner of benchstat, with the run as the unit of evidence:
+//
+//   - The samples of a test are per-run values (perf.Config.Runs: one per cell, the median of
+//     its denoising steps or requests where it has many). Steps of one run share that run's
+//     machine state, so 150 steps of three runs are three samples of run-to-run noise, not 150.
+//   - The test is Welch's t-test on the logarithms of those values (a ratio test: noise and
+//     changes of latency are multiplicative). Unlike Mann-Whitney U, which cannot go below
+//     p = 0.1 with three values a side however far apart, it decides at n = 2 or 3 when the
+//     values are tight, and says nothing when they are not.
+//   - Every row states its minimum detectable change (MDC): the smallest true change that the
+//     test finds with 80% probability at the configured alpha, from the two sample sizes and the
+//     measured spread. A change below it may read "~" although something changed.
+//   - A regression must be significant (p < alpha) and beyond the metric's tolerance,
+//     max(relative, absolute floor), with per-metric defaults taken from SGLang's long_term
+//     nightly tolerances; statistical significance alone would flag a 0.5% change on a quiet GPU.
+//
+// With one run a side there is no run-to-run spread to test against: a metric with many samples
+// in each run (steps, requests) is then tested on those, and the row says that it compares the
+// two runs only, not what a rerun would measure; others get no test ("n too small").
 package compare
 
 import (
@@ -20,6 +33,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/stats"
 )
 
 // Row statuses.
@@ -27,10 +41,31 @@ const (
 	StatusOK           = "ok"           // no significant change, or within tolerance
 	StatusRegression   = "regression"   // significant and beyond tolerance, slower or bigger
 	StatusImprovement  = "improvement"  // significant and beyond tolerance, faster or smaller
-	StatusInsufficient = "insufficient" // too few samples for a confidence interval: no claim
+	StatusInsufficient = "insufficient" // one run a side and nothing to test: no claim
 	StatusWarning      = "warning"      // history mode: a violation not yet repeated Consecutive times
 	StatusNoHistory    = "insufficient_data"
 )
+
+// Tests a row can be judged by (Row.Test).
+const (
+	// TestRuns is Welch's t-test on the logs of the per-run values (two or more runs a side).
+	TestRuns = "welch_log_runs"
+	// TestWithinRun is Welch's t-test on the logs of the samples inside one run a side (steps,
+	// requests): it says whether the two runs differ, not whether a rerun would.
+	TestWithinRun = "welch_log_within_run"
+	// TestNone: too few values to test (one run a side and one value in it).
+	TestNone = "none"
+	// TestHistory: the history baseline, a rolling median and a noise-calibrated tolerance.
+	TestHistory = "history"
+)
+
+// DefaultPower is the probability with which a change of the minimum detectable size is found.
+const DefaultPower = 0.8
+
+// AssumedRunCV is the run-to-run coefficient of variation assumed for a plan's power before any
+// run measured it (runner plan without a history): about what an unprofiled diffusion run on
+// a dedicated GPU with unlocked clocks shows.
+const AssumedRunCV = 0.02
 
 // Tolerance is how far a metric may move before a significant change counts: the larger of
 // Rel times the baseline and Abs (in the metric's unit: ns or MB).
@@ -113,6 +148,8 @@ type Options struct {
 	Alpha float64
 	// Confidence of the median's interval; 0 means 0.95.
 	Confidence float64
+	// Power of the minimum detectable change; 0 means DefaultPower.
+	Power float64
 	// Tolerances override DefaultTolerances; keys are metric classes ("denoise_stage") or
 	// metric names ("stage/DecodingStage"), a metric name winning over its class.
 	Tolerances map[string]Tolerance
@@ -141,29 +178,50 @@ func (o *Options) defaults() {
 	if o.Confidence <= 0 || o.Confidence >= 1 {
 		o.Confidence = 0.95
 	}
+	if o.Power <= 0 || o.Power >= 1 {
+		o.Power = DefaultPower
+	}
 }
 
-// ToleranceFor returns the tolerance of one metric.
-func (o *Options) ToleranceFor(metric string) Tolerance {
+// Defaults returns o with its zero fields set to their defaults.
+func (o Options) Defaults() Options {
+	o.defaults()
+	return o
+}
+
+// Explicit returns the tolerance of metric that the plan or a flag set (by metric name, class,
+// "stage" or SGLang alias), and false when only the built-in default would apply: a history
+// baseline calibrates those to the measured noise, but never overrides a tolerance someone
+// wrote down.
+func (o *Options) Explicit(metric string) (Tolerance, bool) {
 	if t, ok := o.Tolerances[metric]; ok {
-		return t
+		return t, true
 	}
 	class := perf.Class(metric)
 	if t, ok := o.Tolerances[class]; ok {
-		return t
+		return t, true
 	}
 	// "stage" covers both stage classes (the plan's fallback); SGLang's names are aliases.
 	if class == "denoise_stage" || class == "non_denoise_stage" {
 		if t, ok := o.Tolerances["stage"]; ok {
-			return t
+			return t, true
 		}
 	}
 	if alias, ok := sglangAliases[class]; ok {
 		if t, ok := o.Tolerances[alias]; ok {
-			return t
+			return t, true
 		}
 	}
-	if t, ok := DefaultTolerances()[class]; ok {
+	return Tolerance{}, false
+}
+
+// ToleranceFor returns the tolerance of one metric: the explicit one, else the default of its
+// class.
+func (o *Options) ToleranceFor(metric string) Tolerance {
+	if t, ok := o.Explicit(metric); ok {
+		return t
+	}
+	if t, ok := DefaultTolerances()[perf.Class(metric)]; ok {
 		return t
 	}
 	return Tolerance{Rel: 0.15, Text: "15%"}
@@ -192,20 +250,48 @@ type Row struct {
 	// "+4.58%" when significant, "~" otherwise.
 	DeltaPct float64 `json:"delta_pct"`
 	Delta    string  `json:"delta"`
-	// P is the Mann-Whitney p-value; -1 in history mode, where the baseline is a rolling
-	// median and there is no test.
+	// Test names how the row was judged (Test* constants).
+	Test string `json:"test"`
+	// P is the two-sided p-value of the test; -1 when there was none (history mode, where the
+	// baseline is a rolling median, or too few values).
 	P           float64 `json:"p"`
 	Significant bool    `json:"significant"`
-	Tolerance   string  `json:"tolerance"`
+	// MDCPct is the minimum detectable change in percent: the smallest true change the row's
+	// test finds with Result.Power probability at Result.Alpha, from its sample sizes and the
+	// measured spread (history mode: the tolerance plus the run-to-run noise it must clear on
+	// Consecutive runs). -1 when it cannot be stated (no test, or no measured noise).
+	MDCPct float64 `json:"mdc_pct"`
+	// NoisePct is the run-to-run noise a history tolerance was calibrated to (a robust standard
+	// deviation, in percent); nil in samples mode and before the history has enough runs.
+	NoisePct  *float64 `json:"noise_pct,omitempty"`
+	Tolerance string   `json:"tolerance"`
 	// Limit is the allowed change in the metric's unit (max of the relative and the absolute
 	// tolerance at the base median).
 	Limit  float64 `json:"limit"`
 	Status string  `json:"status"`
 	// Violations counts consecutive runs beyond tolerance, the current one included (history
 	// mode only).
-	Violations int    `json:"violations,omitempty"`
-	Note       string `json:"note,omitempty"`
+	Violations int `json:"violations,omitempty"`
+	// Change is where the step change that a violating history row belongs to began (history
+	// mode only): the run to start a bisection from.
+	Change *ChangePoint `json:"change,omitempty"`
+	Note   string       `json:"note,omitempty"`
 }
+
+// ChangePoint is the first run of a step change in a metric's history.
+type ChangePoint struct {
+	RunID string    `json:"run_id"`
+	Time  time.Time `json:"time,omitzero"`
+	// RunsAgo counts the runs after it up to the judged run (0: the judged run itself).
+	RunsAgo int `json:"runs_ago"`
+	// ShiftPct is the change of the median level, in percent; P the p-value of Student's t-test
+	// of the runs before against the runs from it on (log medians).
+	ShiftPct float64 `json:"shift_pct"`
+	P        float64 `json:"p"`
+}
+
+// History reports whether the row compares with a history baseline.
+func (r Row) History() bool { return r.Test == TestHistory }
 
 // Result is a whole comparison.
 type Result struct {
@@ -213,6 +299,7 @@ type Result struct {
 	Base         string      `json:"base"`
 	New          string      `json:"new"`
 	Alpha        float64     `json:"alpha"`
+	Power        float64     `json:"power"`
 	Profilers    []string    `json:"profilers"`
 	Rows         []Row       `json:"rows"`
 	Regressions  int         `json:"regressions"`
@@ -238,7 +325,11 @@ func (r *Result) RegressedMetrics() []string {
 	var out []string
 	for _, row := range r.Rows {
 		if row.Status == StatusRegression {
-			out = append(out, row.Config+" "+row.Metric)
+			s := row.Config + " " + row.Metric
+			if row.Change != nil {
+				s += " (began at run " + row.Change.RunID + ")"
+			}
+			out = append(out, s)
 		}
 	}
 	return out
@@ -250,7 +341,7 @@ var ErrNothingInCommon = errors.New("no configuration in common")
 // Compare compares every metric of every configuration that both sides have.
 func Compare(base, cur *perf.Set, opts Options) (*Result, error) {
 	opts.defaults()
-	res := &Result{Mode: "samples", Base: base.Source, New: cur.Source, Alpha: opts.Alpha, SkippedBase: base.Skipped, SkippedNew: cur.Skipped}
+	res := &Result{Mode: "samples", Base: base.Source, New: cur.Source, Alpha: opts.Alpha, Power: opts.Power, SkippedBase: base.Skipped, SkippedNew: cur.Skipped}
 	for _, side := range []*perf.Set{base, cur} {
 		if len(side.Configs) == 0 && len(side.Skipped) > 0 {
 			return res, fmt.Errorf("%w: every cell of %s was left out (%d cells; the first: %s: %s)", ErrNothingInCommon, side.Source, len(side.Skipped), side.Skipped[0].Cell, side.Skipped[0].Reason)
@@ -263,7 +354,6 @@ func Compare(base, cur *perf.Set, opts Options) (*Result, error) {
 	if base.GPU != "" && cur.GPU != "" && base.GPU != cur.GPU {
 		res.Notes = append(res.Notes, fmt.Sprintf("the GPU models differ (base %q, new %q): differences may be the hardware's, not the software's", base.GPU, cur.GPU))
 	}
-	th := &benchmath.Thresholds{CompareAlpha: opts.Alpha}
 	for _, key := range keys {
 		bc, nc := base.Configs[key], cur.Configs[key]
 		for _, n := range bc.Notes {
@@ -277,7 +367,10 @@ func Compare(base, cur *perf.Set, opts Options) (*Result, error) {
 			if !ok {
 				continue
 			}
-			res.Rows = append(res.Rows, compareMetric(key, m, bv, nc.Metrics[m], th, &opts))
+			if len(bv) == 0 {
+				continue
+			}
+			res.Rows = append(res.Rows, compareMetric(key, m, bc, nc, &opts))
 		}
 	}
 	res.count()
@@ -332,10 +425,11 @@ func (r *Result) Count() { r.count() }
 // Summarize is the median and 95% order-statistic interval of values (the interval only from
 // 6 samples on).
 func Summarize(values []float64) Stat {
-	return summarize(benchmath.NewSample(append([]float64(nil), values...), &benchmath.DefaultThresholds), 0.95)
+	return summarize(values, 0.95)
 }
 
-func summarize(s *benchmath.Sample, conf float64) Stat {
+func summarize(values []float64, conf float64) Stat {
+	s := benchmath.NewSample(append([]float64(nil), values...), &benchmath.DefaultThresholds)
 	sum := benchmath.AssumeNothing.Summary(s, conf)
 	st := Stat{N: len(s.Values), Median: sum.Center}
 	if !math.IsInf(sum.Lo, 0) && !math.IsInf(sum.Hi, 0) && len(sum.Warnings) == 0 {
@@ -345,58 +439,95 @@ func summarize(s *benchmath.Sample, conf float64) Stat {
 }
 
 // compareMetric is the rule of the package doc for one metric.
-func compareMetric(key, metric string, base, cur []float64, th *benchmath.Thresholds, opts *Options) Row {
-	bs := benchmath.NewSample(append([]float64(nil), base...), th)
-	ns := benchmath.NewSample(append([]float64(nil), cur...), th)
+func compareMetric(key, metric string, bc, nc *perf.Config, opts *Options) Row {
+	base, cur := bc.RunValues(metric), nc.RunValues(metric)
+	test := TestRuns
+	if len(base) == 1 && len(cur) == 1 && len(bc.Metrics[metric]) >= 2 && len(nc.Metrics[metric]) >= 2 {
+		base, cur, test = bc.Metrics[metric], nc.Metrics[metric], TestWithinRun
+	}
 	tol := opts.ToleranceFor(metric)
 	row := Row{Config: key, Metric: metric, Class: perf.Class(metric), Unit: perf.Unit(metric),
-		Base: summarize(bs, opts.Confidence), New: summarize(ns, opts.Confidence), Tolerance: tol.Text, Status: StatusOK}
+		Base: summarize(base, opts.Confidence), New: summarize(cur, opts.Confidence), Tolerance: tol.Text,
+		Status: StatusOK, Test: test, P: -1, MDCPct: -1, Delta: "~"}
 	row.Limit = tol.Limit(row.Base.Median)
 	if row.Base.Median != 0 {
 		row.DeltaPct = (row.New.Median/row.Base.Median - 1) * 100
 	}
-	if !row.Base.CI || !row.New.CI {
-		// Without an interval on both sides a U-test verdict would rest on a handful of
-		// samples; print the medians and say why nothing is claimed.
-		_, need := medianSamples(opts.Confidence)
-		row.P, row.Delta, row.Status = 1, "~", StatusInsufficient
-		row.Note = fmt.Sprintf("need >= %d samples per side for a %.0f%% confidence interval (have %d and %d); no claim", need, opts.Confidence*100, row.Base.N, row.New.N)
+	lb, okb := stats.Logs(base)
+	ln, okn := stats.Logs(cur)
+	if !okb || !okn {
+		// A zero (a stage sglang timed at 0 ms) has no logarithm: test the values themselves.
+		lb, ln = base, cur
+	}
+	t, ok := stats.Welch(lb, ln)
+	if !ok {
+		row.Test, row.Status = TestNone, StatusInsufficient
+		row.Note = fmt.Sprintf("%d and %d run(s) with one value each: no run-to-run spread to test against, so no claim; repeats = 3 or more a side let the t-test decide", len(base), len(cur))
 		return row
 	}
-	c := benchmath.AssumeNothing.Compare(bs, ns)
-	row.P = c.P
-	row.Significant = c.P < opts.Alpha
-	row.Delta = "~"
-	if row.Significant {
-		row.Delta = fmt.Sprintf("%+.2f%%", row.DeltaPct)
-		diff := row.New.Median - row.Base.Median
-		if perf.HigherIsBetter(metric) {
-			diff = -diff // a drop of throughput is the regression
-		}
-		switch {
-		case diff > row.Limit:
-			row.Status = StatusRegression
-		case -diff > row.Limit:
-			row.Status = StatusImprovement
-		}
+	row.P = t.P
+	row.MDCPct = mdcPct(t, okb && okn, row.Base.Median, opts)
+	row.Significant = t.P < opts.Alpha
+	if test == TestWithinRun {
+		row.Note = fmt.Sprintf("one run a side: tested on the %d and %d samples inside the two runs, which says these two runs differ, not that a rerun would; repeats = 3 or more a side test run-to-run", len(base), len(cur))
 	}
-	if len(c.Warnings) > 0 && !strings.Contains(c.Warnings[0].Error(), "all samples are equal") {
-		// Identical samples (a stage that takes a constant time) are not worth a footnote.
-		row.Note = c.Warnings[0].Error()
+	if !row.Significant {
+		return row
+	}
+	row.Delta = fmt.Sprintf("%+.2f%%", row.DeltaPct)
+	diff := row.New.Median - row.Base.Median
+	if perf.HigherIsBetter(metric) {
+		diff = -diff // a drop of throughput is the regression
+	}
+	switch {
+	case diff > row.Limit:
+		row.Status = StatusRegression
+	case -diff > row.Limit:
+		row.Status = StatusImprovement
 	}
 	return row
 }
 
-// medianSamples is the smallest sample with a finite order-statistic interval of the median at
-// the given confidence: the interval [x(1), x(n)] covers the median with probability
-// 1 - 2·0.5^n.
-func medianSamples(conf float64) (string, int) {
-	for n := 1; n < 1000; n++ {
-		if 1-2*math.Pow(0.5, float64(n)) >= conf {
-			return ">=", n
+// mdcPct turns the test's standard error into the minimum detectable change in percent: on
+// the log scale the detectable shift is a ratio; on the raw scale (values with a zero) it is
+// relative to the base median.
+func mdcPct(t stats.TTest, logs bool, base float64, opts *Options) float64 {
+	d := stats.DetectableShift(t.SE, t.DF, opts.Alpha, opts.Power)
+	if math.IsNaN(d) || math.IsInf(d, 0) {
+		return -1
+	}
+	if logs {
+		return (math.Exp(d) - 1) * 100
+	}
+	if base == 0 {
+		return -1
+	}
+	return d / math.Abs(base) * 100
+}
+
+// PlannedMDC is the minimum detectable change (a fraction) of a comparison of runs a side,
+// each run's value having coefficient of variation cv: Welch's t-test with equal spread and n
+// a side has 2(n−1) degrees of freedom and a standard error of cv·sqrt(2/n) on the log scale.
+// ok is false with fewer than two runs a side, where no run-to-run test exists.
+func PlannedMDC(runs int, cv, alpha, power float64) (float64, bool) {
+	if runs < 2 {
+		return 0, false
+	}
+	o := Options{Alpha: alpha, Power: power}
+	o.defaults()
+	d := stats.DetectableShift(cv*math.Sqrt(2/float64(runs)), float64(2*(runs-1)), o.Alpha, o.Power)
+	return math.Exp(d) - 1, true
+}
+
+// RunsFor is the smallest number of runs a side whose PlannedMDC is at most target (up to 100),
+// and 0 when even 100 are not enough.
+func RunsFor(target, cv, alpha, power float64) int {
+	for n := 2; n <= 100; n++ {
+		if m, ok := PlannedMDC(n, cv, alpha, power); ok && m <= target {
+			return n
 		}
 	}
-	return ">", 1000
+	return 0
 }
 
 // SortRows orders rows by configuration and then by the metric order of perf.Config.

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/perf/benchmath"
-
 	"github.com/sglprof/runner/reports/perf"
+	"github.com/sglprof/runner/reports/stats"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -90,29 +89,110 @@ func TestOneOutlierIsNoRegression(t *testing.T) {
 	}
 }
 
-func TestBimodalFollowsBenchmath(t *testing.T) {
-	// Half the samples at 1.0 s, half at 1.5 s, against a unimodal 1.0 s base: the verdict must be
-	// exactly benchmath's U-test verdict, combined with the tolerance.
-	base := noisy(1, 10, 1e9)
-	cur := append(noisy(2, 5, 1e9), noisy(3, 5, 1.5e9)...)
-	r := one(t, perf.MetricE2E, base, cur)
-	c := benchmath.AssumeNothing.Compare(benchmath.NewSample(append([]float64(nil), base...), &benchmath.DefaultThresholds), benchmath.NewSample(append([]float64(nil), cur...), &benchmath.DefaultThresholds))
-	if r.P != c.P || r.Significant != (c.P < 0.05) {
-		t.Fatalf("p = %v, benchmath says %v", r.P, c.P)
+// Three runs a side, 20 % apart with 1 % noise: a rank test cannot go below p = 0.1 there and
+// printed p=1.000 with "n too small"; the t-test on the runs decides, and the MDC says how small
+// a change it could have seen.
+func TestThreeRunsDecide(t *testing.T) {
+	r := one(t, perf.MetricE2E, noisy(1, 3, 1e9), noisy(2, 3, 1.2e9))
+	if r.Status != StatusRegression || !r.Significant || !(r.P < 0.01) || r.Test != TestRuns {
+		t.Fatalf("3 vs 3 runs, +20%%: %+v", r)
 	}
-	want := StatusOK
-	if r.Significant && r.New.Median-r.Base.Median > r.Limit {
-		want = StatusRegression
+	if !(r.MDCPct > 0 && r.MDCPct < 10) {
+		t.Fatalf("MDC %v%%: 1%% noise and 3 runs a side see a change well under 10%%", r.MDCPct)
 	}
-	if r.Status != want {
-		t.Fatalf("status %s, want %s (%+v)", r.Status, want, r)
+	// The same runs without the shift: no claim, and the MDC is still stated.
+	r = one(t, perf.MetricE2E, noisy(1, 3, 1e9), noisy(2, 3, 1e9))
+	if r.Status != StatusOK || r.Significant || r.Delta != "~" || !(r.MDCPct > 0) {
+		t.Fatalf("3 vs 3 runs, no change: %+v", r)
+	}
+	// Noisy runs (±15 %) cannot see 5 %: the MDC says so, and the row makes no claim.
+	r = one(t, perf.MetricE2E, []float64{0.85e9, 1e9, 1.15e9}, []float64{0.9e9, 1.05e9, 1.2e9})
+	if r.Significant || !(r.MDCPct > 20) {
+		t.Fatalf("noisy runs: %+v", r)
+	}
+}
+
+// Denoise steps are not samples of run-to-run noise: 150 steps of three runs are three
+// samples. Per-step jitter that differs between the two runs makes a tiny shift significant
+// on the steps; on the runs it is not.
+func TestStepsAreNotIndependentSamples(t *testing.T) {
+	mk := func(src string, seed uint64, level float64) *perf.Set {
+		c := &perf.Config{Key: "cfg", Metrics: map[string][]float64{}, Runs: map[string][]float64{}}
+		for run := range 3 {
+			steps := noisy(seed+uint64(run), 50, level*(1+0.01*float64(run-1)))
+			c.Metrics[perf.MetricDenoiseStep] = append(c.Metrics[perf.MetricDenoiseStep], steps...)
+			c.Runs[perf.MetricDenoiseStep] = append(c.Runs[perf.MetricDenoiseStep], stats.Median(stats.Sorted(steps)))
+		}
+		return &perf.Set{Source: src, Kind: "run", Configs: map[string]*perf.Config{"cfg": c}}
+	}
+	res, err := Compare(mk("a", 1, 1e8), mk("b", 10, 1.004e8), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Rows[0]
+	if r.Base.N != 3 || r.New.N != 3 || r.Test != TestRuns || r.Significant {
+		t.Fatalf("steps of 3 runs: %+v", r)
+	}
+}
+
+// One run a side: a metric with many samples inside each run is tested on them and says so.
+func TestOneRunASideWithinRun(t *testing.T) {
+	mk := func(src string, seed uint64, level float64) *perf.Set {
+		steps := noisy(seed, 50, level)
+		c := &perf.Config{Key: "cfg", Metrics: map[string][]float64{perf.MetricDenoiseStep: steps, perf.MetricE2E: {level * 50}},
+			Runs: map[string][]float64{perf.MetricDenoiseStep: {stats.Median(stats.Sorted(steps))}, perf.MetricE2E: {level * 50}}}
+		return &perf.Set{Source: src, Kind: "run", Configs: map[string]*perf.Config{"cfg": c}}
+	}
+	res, err := Compare(mk("a", 1, 1e8), mk("b", 2, 1.3e8), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Rows {
+		switch r.Metric {
+		case perf.MetricE2E:
+			if r.Test != TestNone || r.Status != StatusInsufficient || r.P != -1 {
+				t.Errorf("e2e, one value a side: %+v", r)
+			}
+		case perf.MetricDenoiseStep:
+			if r.Test != TestWithinRun || r.Status != StatusRegression || r.New.N != 50 {
+				t.Errorf("steps, one run a side: %+v", r)
+			}
+		}
+	}
+	for _, want := range []string{"(no test n=1)", "in 1 run)", "not that a rerun would"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "p=1.000") {
+		t.Errorf("p=1.000 printed for values that differ:\n%s", text.String())
+	}
+}
+
+func TestPlannedMDC(t *testing.T) {
+	// 2 % noise: 2 runs a side cannot see 10 %, 3 can; more runs see less.
+	m2, _ := PlannedMDC(2, 0.02, 0.05, 0.8)
+	m3, _ := PlannedMDC(3, 0.02, 0.05, 0.8)
+	m6, _ := PlannedMDC(6, 0.02, 0.05, 0.8)
+	if !(m2 > 0.10 && m3 < 0.10 && m6 < m3) {
+		t.Fatalf("MDC 2/3/6 runs = %v %v %v", m2, m3, m6)
+	}
+	if _, ok := PlannedMDC(1, 0.02, 0.05, 0.8); ok {
+		t.Fatal("one run a side has no run-to-run test")
+	}
+	if n := RunsFor(0.10, 0.02, 0.05, 0.8); n != 3 {
+		t.Fatalf("RunsFor(10%%) = %d, want 3", n)
 	}
 }
 
 func TestTooFewSamplesNoClaim(t *testing.T) {
-	r := one(t, perf.MetricE2E, []float64{1e9, 1e9, 1e9}, []float64{2e9, 2e9, 2e9})
-	if r.Status != StatusInsufficient || r.Significant || r.Delta != "~" || r.New.CI || r.New.Median != 2e9 {
-		t.Fatalf("n=3: %+v", r)
+	r := one(t, perf.MetricE2E, []float64{1e9}, []float64{2e9})
+	if r.Status != StatusInsufficient || r.Significant || r.Delta != "~" || r.New.CI || r.New.Median != 2e9 || r.Test != TestNone || r.MDCPct != -1 {
+		t.Fatalf("n=1: %+v", r)
 	}
 }
 
@@ -257,7 +337,7 @@ func syntheticSets(cells, steps int) (*perf.Set, *perf.Set) {
 }
 
 // TestMarkdownNastyNames: a "|" or a newline in a configuration or metric name (a stage named
-// after a kernel) stays inside its cell: every row of the table is one line with eight cells.
+// after a kernel) stays inside its cell: every row of the table is one line with nine cells.
 func TestMarkdownNastyNames(t *testing.T) {
 	res := &Result{Base: "a", New: "b", Rows: []Row{
 		{Config: "cfg|x~<T>", Metric: "stage/a|b\nc", Unit: perf.UnitNS, Delta: "~", Tolerance: "10%", Status: StatusOK,
@@ -278,8 +358,8 @@ func TestMarkdownNastyNames(t *testing.T) {
 		t.Fatalf("table has %d lines, want 3:\n%s", len(rows), b.String())
 	}
 	for _, l := range rows {
-		if n := len(sep.FindAllString(l, -1)); n != 9 {
-			t.Errorf("%q has %d cell separators, want 9", l, n)
+		if n := len(sep.FindAllString(l, -1)); n != 10 {
+			t.Errorf("%q has %d cell separators, want 10", l, n)
 		}
 	}
 	if !strings.Contains(rows[2], "stage/a\\|b<br>c") {

@@ -56,15 +56,16 @@ func FormatValue(v float64, unit string) string {
 	return strconv.FormatFloat(ms, 'f', 3, 64) + "ms"
 }
 
-// FormatStat renders "median ±CI%" (benchstat style), or "median (n=3, no CI)" when the
-// sample is too small for an interval.
+// FormatStat renders "median ±CI%" (benchstat style), or "median (n=3)" when the sample is too
+// small for an order-statistic interval of the median (fewer than 6 values); the t-test and
+// its MDC do not need one.
 func FormatStat(s Stat, unit string) string {
 	if s.N == 0 {
 		return "-"
 	}
 	v := FormatValue(s.Median, unit)
 	if !s.CI {
-		return fmt.Sprintf("%s (n=%d, no CI)", v, s.N)
+		return fmt.Sprintf("%s (n=%d)", v, s.N)
 	}
 	if s.Median == 0 {
 		return v + " ±0%"
@@ -76,7 +77,7 @@ func FormatStat(s Stat, unit string) string {
 // FormatBase renders a row's base side: FormatStat for samples, "median (N runs)" for a
 // history baseline, which is a median of per-run medians and has no interval.
 func FormatBase(r Row) string {
-	if r.P < 0 {
+	if r.History() {
 		if r.Base.N == 0 {
 			return "-"
 		}
@@ -85,15 +86,37 @@ func FormatBase(r Row) string {
 	return FormatStat(r.Base, r.Unit)
 }
 
-// FormatP renders the comparison like benchstat: "(p=0.002 n=6)"; history rows have no test.
+// FormatP renders the comparison like benchstat: "(p=0.002 n=6)", n counting runs;
+// "(p=0.000 n=50 in 1 run)" for a test inside one run a side; "(no test n=1)" where nothing
+// could be tested (never a p-value that reads as "identical"); history rows have no test.
 func FormatP(r Row) string {
-	if r.P < 0 {
+	n := fmt.Sprintf("n=%d", r.New.N)
+	if r.Base.N != r.New.N {
+		n = fmt.Sprintf("n=%d+%d", r.Base.N, r.New.N)
+	}
+	switch r.Test {
+	case TestHistory:
 		return fmt.Sprintf("(history n=%d)", r.Base.N)
+	case TestNone:
+		return "(no test " + n + ")"
+	case TestWithinRun:
+		return fmt.Sprintf("(p=%.3f %s in 1 run)", r.P, n)
 	}
-	if r.Base.N == r.New.N {
-		return fmt.Sprintf("(p=%.3f n=%d)", r.P, r.New.N)
+	return fmt.Sprintf("(p=%.3f %s)", r.P, n)
+}
+
+// FormatMDC renders the minimum detectable change: "6.3%", or "-" when it cannot be stated.
+func FormatMDC(r Row) string {
+	if r.MDCPct < 0 {
+		return "-"
 	}
-	return fmt.Sprintf("(p=%.3f n=%d+%d)", r.P, r.Base.N, r.New.N)
+	if r.MDCPct > 1000 {
+		return ">1000%" // an absolute floor far above a tiny value (120 ms on a 0.08 ms stage)
+	}
+	if r.MDCPct < 10 {
+		return fmt.Sprintf("%.1f%%", r.MDCPct)
+	}
+	return fmt.Sprintf("%.0f%%", r.MDCPct)
 }
 
 // statusMark is the verdict column: the status with a marker that stands out in a long table.
@@ -127,12 +150,8 @@ func Headline(res *Result) string {
 // WriteText renders an aligned table in the style of benchstat.
 func WriteText(w io.Writer, res *Result) error {
 	fmt.Fprintf(w, "base: %s\nnew:  %s\n", res.Base, res.New)
-	if res.Mode == "history" {
-		fmt.Fprintf(w, "baseline: rolling median of the history (tolerance beyond which a run violates; consecutive violations make a regression)\n")
-	} else {
-		fmt.Fprintf(w, "alpha %.2g; a delta is shown only when Mann-Whitney p < alpha, otherwise ~\n", res.Alpha)
-	}
-	t := &table.Table{Header: []string{"CONFIG", "METRIC", "BASE", "NEW", "DELTA", "", "TOLERANCE", "VERDICT"}, NoRule: true}
+	fmt.Fprintln(w, MethodLine(res))
+	t := &table.Table{Header: []string{"CONFIG", "METRIC", "BASE", "NEW", "DELTA", "", "MDC", "TOLERANCE", "VERDICT"}, NoRule: true}
 	last := ""
 	for _, r := range res.Rows {
 		cfg := r.Config
@@ -140,7 +159,7 @@ func WriteText(w io.Writer, res *Result) error {
 			cfg = ""
 		}
 		last = r.Config
-		t.Rows = append(t.Rows, []string{cfg, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, statusMark(r)})
+		t.Rows = append(t.Rows, []string{cfg, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), FormatMDC(r), r.Tolerance, statusMark(r)})
 	}
 	if err := table.WriteText(w, t); err != nil {
 		return err
@@ -153,14 +172,37 @@ func WriteText(w io.Writer, res *Result) error {
 	return err
 }
 
+// MethodLine says in one line how the rows were judged and what the MDC column means.
+func MethodLine(res *Result) string {
+	power := res.Power
+	if power == 0 {
+		power = DefaultPower
+	}
+	if res.Mode == "history" {
+		return fmt.Sprintf("baseline: rolling median of the history; a run violates beyond the tolerance (calibrated to each configuration's run-to-run noise unless the plan fixes it) and consecutive violations make a regression; MDC: the smallest sustained change flagged with %.0f%% probability", power*100)
+	}
+	return fmt.Sprintf("alpha %.2g; Welch's t-test on the logs of per-run values (runs, not steps, are the samples); a delta is shown only when p < alpha, otherwise ~; MDC: the smallest change this test finds with %.0f%% probability, so a smaller one can hide behind ~", res.Alpha, power*100)
+}
+
 func writeFootnotes(w io.Writer, res *Result, bullet string) {
+	withinRun := 0
 	for _, r := range res.Rows {
-		if r.Note != "" && r.Status != StatusInsufficient {
+		switch {
+		case r.Test == TestWithinRun:
+			withinRun++
+		case r.Note != "" && r.Status != StatusInsufficient:
 			fmt.Fprintf(w, "%snote: %s %s: %s\n", bullet, r.Config, r.Metric, r.Note)
 		}
+		if r.Change != nil && (r.Status == StatusRegression || r.Status == StatusWarning) {
+			fmt.Fprintf(w, "%schange: %s %s: a step change of %+.1f%% began at run %s (%s; p=%.3g): start a bisection there\n",
+				bullet, r.Config, r.Metric, r.Change.ShiftPct, r.Change.RunID, runsAgo(r.Change.RunsAgo), r.Change.P)
+		}
+	}
+	if withinRun > 0 {
+		fmt.Fprintf(w, "%snote: %d row(s) \"in 1 run\": one run a side, so the test used the steps or requests inside each run; it says these two runs differ, not that a rerun would (repeats = 3 or more a side test run-to-run)\n", bullet, withinRun)
 	}
 	if n := countStatus(res, StatusInsufficient); n > 0 {
-		fmt.Fprintf(w, "%snote: %d row(s) marked \"n too small\": fewer than 6 samples on a side, so no confidence interval and no claim; raise repeats in the plan\n", bullet, n)
+		fmt.Fprintf(w, "%snote: %d row(s) marked \"n too small\": one run a side with one value each, so there is no spread to test against and no claim; raise repeats in the plan (3 a side let the t-test decide)\n", bullet, n)
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "%snote: %s\n", bullet, n)
@@ -177,6 +219,17 @@ func writeFootnotes(w io.Writer, res *Result, bullet string) {
 	}
 }
 
+// runsAgo says where a change point lies relative to the judged run.
+func runsAgo(n int) string {
+	switch n {
+	case 0:
+		return "this run"
+	case 1:
+		return "1 run ago"
+	}
+	return fmt.Sprintf("%d runs ago", n)
+}
+
 func countStatus(res *Result, status string) int {
 	n := 0
 	for _, r := range res.Rows {
@@ -191,15 +244,16 @@ func countStatus(res *Result, status string) int {
 func WriteMarkdown(w io.Writer, res *Result) error {
 	fmt.Fprintf(w, "**%s**\n\n", table.EscapeMarkdown(Headline(res)))
 	fmt.Fprintf(w, "base %s → new %s\n\n", table.CodeSpan(res.Base), table.CodeSpan(res.New))
-	t := &table.Table{Header: []string{"Config", "Metric", "Base", "New", "Delta", "", "Tolerance", "Verdict"},
-		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Right, table.Left},
+	fmt.Fprintf(w, "%s\n\n", table.EscapeMarkdown(MethodLine(res)))
+	t := &table.Table{Header: []string{"Config", "Metric", "Base", "New", "Delta", "", "MDC", "Tolerance", "Verdict"},
+		Align: []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Left, table.Right, table.Right, table.Left},
 		Code:  []bool{true}} // the config column: the writer owns its backticks
 	for _, r := range res.Rows {
 		v := statusMark(r)
 		if r.Status == StatusRegression {
 			v = "**" + v + "**"
 		}
-		t.Rows = append(t.Rows, []string{r.Config, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), r.Tolerance, v})
+		t.Rows = append(t.Rows, []string{r.Config, r.Metric, FormatBase(r), FormatStat(r.New, r.Unit), r.Delta, FormatP(r), FormatMDC(r), r.Tolerance, v})
 	}
 	if err := table.WriteMarkdown(w, t); err != nil {
 		return err
@@ -218,7 +272,7 @@ func WriteJSON(w io.Writer, res *Result) error {
 }
 
 // CSVHeader is the header row of WriteCSV.
-var CSVHeader = []string{"config", "metric", "class", "unit", "base_n", "base_median", "base_lo", "base_hi", "new_n", "new_median", "new_lo", "new_hi", "delta_pct", "p", "significant", "tolerance", "limit", "status", "violations"}
+var CSVHeader = []string{"config", "metric", "class", "unit", "base_n", "base_median", "base_lo", "base_hi", "new_n", "new_median", "new_lo", "new_hi", "delta_pct", "p", "significant", "tolerance", "limit", "status", "violations", "test", "mdc_pct"}
 
 // WriteCSV writes one line per row; values are in the metric's unit (ns or MB).
 func WriteCSV(w io.Writer, res *Result) error {
@@ -232,7 +286,7 @@ func WriteCSV(w io.Writer, res *Result) error {
 			strconv.Itoa(r.Base.N), f(r.Base.Median), f(r.Base.Lo), f(r.Base.Hi),
 			strconv.Itoa(r.New.N), f(r.New.Median), f(r.New.Lo), f(r.New.Hi),
 			strconv.FormatFloat(r.DeltaPct, 'f', 4, 64), strconv.FormatFloat(r.P, 'f', 6, 64), strconv.FormatBool(r.Significant),
-			r.Tolerance, f(r.Limit), r.Status, strconv.Itoa(r.Violations)}
+			r.Tolerance, f(r.Limit), r.Status, strconv.Itoa(r.Violations), r.Test, strconv.FormatFloat(r.MDCPct, 'f', 4, 64)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

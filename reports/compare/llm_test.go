@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/sglprof/runner/reports/perf"
-	"golang.org/x/perf/benchmath"
 )
 
 // Latencies regress upwards, throughputs downwards.
@@ -13,7 +12,6 @@ func TestCompareDirections(t *testing.T) {
 	hi := []float64{150, 151, 149, 150, 152, 148, 150, 151}
 	opts := Options{}
 	opts.defaults()
-	th := &benchmath.Thresholds{CompareAlpha: opts.Alpha}
 	cases := []struct {
 		metric    string
 		base, cur []float64
@@ -26,7 +24,7 @@ func TestCompareDirections(t *testing.T) {
 		{perf.MetricGoodput, hi, lo, StatusRegression},
 	}
 	for _, c := range cases {
-		r := compareMetric("k", c.metric, c.base, c.cur, th, &opts)
+		r := compareMetric("k", c.metric, &perf.Config{Metrics: map[string][]float64{c.metric: c.base}}, &perf.Config{Metrics: map[string][]float64{c.metric: c.cur}}, &opts)
 		if r.Status != c.want || !(r.P < 0.05) {
 			t.Errorf("%s %v -> %v: status %q p %v, want %q", c.metric, c.base[0], c.cur[0], r.Status, r.P, c.want)
 		}

@@ -4,6 +4,11 @@
 // a regression declared only after K consecutive violations (the first is a warning), the rule
 // of SGLang's nightly dashboard and PyTorch's HUD.
 //
+// The tolerance of a violation follows each configuration's measured noise unless the plan or a
+// flag fixes it (noise.go): NoiseK robust standard deviations of its run-to-run changes, at
+// least NoiseFloor. A violating metric's history is searched for the step change it belongs to
+// (stats.StepChanges), so the verdict names the run to start a bisection from.
+//
 // The database is append-only. Its schema is versioned with PRAGMA user_version and migrated
 // forward in one transaction; a database written by a newer runner is refused rather than
 // touched. Writers use WAL, a busy timeout and BEGIN IMMEDIATE with retries, so two sweeps on
@@ -16,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -73,6 +79,10 @@ var migrations = []string{
 	) WITHOUT ROWID;
 	ALTER TABLE runs ADD COLUMN runner_version TEXT NOT NULL DEFAULT '';
 	CREATE INDEX runs_by_time ON runs (time_ns);`,
+	// v3: the repeat-to-repeat spread inside a run (standard deviation of the log per-run
+	// values; NULL with fewer than two repeats), from which runner plan states what a
+	// comparison of that many repeats can detect.
+	`ALTER TABLE metrics ADD COLUMN spread REAL;`,
 }
 
 // SchemaVersion is the schema version this runner writes.
@@ -82,6 +92,9 @@ var SchemaVersion = len(migrations)
 type DB struct {
 	db   *sql.DB
 	path string
+	// version is the schema version of a database opened read-only (OpenReadOnly); Open
+	// migrates to SchemaVersion.
+	version int
 }
 
 // ErrNewerSchema is returned (wrapped) for a database written by a newer runner.
@@ -112,7 +125,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, corrupt(path, err)
 	}
-	h := &DB{db: sdb, path: path}
+	h := &DB{db: sdb, path: path, version: SchemaVersion}
 	if err := h.migrate(ctx); err != nil {
 		sdb.Close()
 		return nil, err
@@ -226,13 +239,18 @@ type ConfigMetrics struct {
 	Metrics []MetricValue
 }
 
-// MetricValue is the median of one metric's pooled samples in one run, with its interval.
+// MetricValue is the median of one metric's per-repeat values in one run (each repeat's
+// value being the median of its own samples), with its interval.
 type MetricValue struct {
 	Metric string
 	Unit   string
 	N      int
 	Median float64
 	Lo, Hi float64
+	// Spread is the standard deviation of the logs of the repeats' values (their coefficient of
+	// variation, near enough); HasSpread is false with fewer than two repeats.
+	Spread    float64
+	HasSpread bool
 }
 
 // FromSet turns a loaded run into a history Run.
@@ -245,8 +263,13 @@ func FromSet(s *perf.Set, runnerVersion string) Run {
 		c := s.Configs[key]
 		cm := ConfigMetrics{Key: key, Cells: len(c.Cells)}
 		for _, m := range c.MetricNames() {
-			st := compare.Summarize(c.Metrics[m])
-			cm.Metrics = append(cm.Metrics, MetricValue{Metric: m, Unit: perf.Unit(m), N: st.N, Median: st.Median, Lo: st.Lo, Hi: st.Hi})
+			vals := c.RunValues(m)
+			st := compare.Summarize(vals)
+			mv := MetricValue{Metric: m, Unit: perf.Unit(m), N: st.N, Median: st.Median, Lo: st.Lo, Hi: st.Hi}
+			if logs, ok := stats.Logs(vals); ok && len(logs) > 1 {
+				mv.Spread, mv.HasSpread = stats.StdDev(logs, 1), true
+			}
+			cm.Metrics = append(cm.Metrics, mv)
 		}
 		r.Configs = append(r.Configs, cm)
 	}
@@ -294,7 +317,11 @@ func (h *DB) Append(ctx context.Context, r Run) (added bool, err error) {
 		for _, c := range r.Configs {
 			cfgRows = append(cfgRows, []any{id, c.Key, c.Cells, 1})
 			for _, m := range c.Metrics {
-				metRows = append(metRows, []any{id, c.Key, m.Metric, m.Unit, m.N, m.Median, m.Lo, m.Hi})
+				var spread any // NULL: fewer than two repeats
+				if m.HasSpread {
+					spread = m.Spread
+				}
+				metRows = append(metRows, []any{id, c.Key, m.Metric, m.Unit, m.N, m.Median, m.Lo, m.Hi, spread})
 			}
 		}
 		for _, k := range r.Invalid {
@@ -303,7 +330,7 @@ func (h *DB) Append(ctx context.Context, r Run) (added bool, err error) {
 		if err := insertRows(ctx, tx, "configs (run, config_key, cells, valid)", cfgRows); err != nil {
 			return fmt.Errorf("history %s: %w", h.path, err)
 		}
-		if err := insertRows(ctx, tx, "metrics (run, config_key, metric, unit, n, median, lo, hi)", metRows); err != nil {
+		if err := insertRows(ctx, tx, "metrics (run, config_key, metric, unit, n, median, lo, hi, spread)", metRows); err != nil {
 			return fmt.Errorf("history %s: %w", h.path, err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -357,11 +384,14 @@ type Entry struct {
 	Unit   string    `json:"unit"`
 	N      int       `json:"n"`
 	Median float64   `json:"median"`
+	// Spread is the standard deviation of the logs of the run's repeat values; nil with one
+	// repeat or in a run recorded by an older runner.
+	Spread *float64 `json:"spread,omitempty"`
 }
 
 // List returns the history rows matching f, oldest first.
 func (h *DB) List(ctx context.Context, f Filter) ([]Entry, error) {
-	q := `SELECT r.run_id, r.time_ns, r.plan, r.sglang_commit, r.gpu_model, r.driver, m.config_key, m.metric, m.unit, m.n, m.median
+	q := `SELECT r.run_id, r.time_ns, r.plan, r.sglang_commit, r.gpu_model, r.driver, m.config_key, m.metric, m.unit, m.n, m.median, m.spread
 		FROM metrics m JOIN runs r ON r.id = m.run WHERE 1=1`
 	var args []any
 	if f.Plan != "" {
@@ -398,8 +428,12 @@ func (h *DB) List(ctx context.Context, f Filter) ([]Entry, error) {
 	for rows.Next() {
 		var e Entry
 		var ns int64
-		if err := rows.Scan(&e.RunID, &ns, &e.Plan, &e.Commit, &e.GPU, &e.Driver, &e.Config, &e.Metric, &e.Unit, &e.N, &e.Median); err != nil {
+		var spread sql.NullFloat64
+		if err := rows.Scan(&e.RunID, &ns, &e.Plan, &e.Commit, &e.GPU, &e.Driver, &e.Config, &e.Metric, &e.Unit, &e.N, &e.Median, &spread); err != nil {
 			return nil, fmt.Errorf("history %s: %w", h.path, err)
+		}
+		if spread.Valid {
+			e.Spread = &spread.Float64
 		}
 		e.Time = time.Unix(0, ns).UTC()
 		out = append(out, e)
@@ -421,18 +455,34 @@ type BaselineOptions struct {
 	Compare     compare.Options
 }
 
-// point is one earlier run's median of one metric.
-type point struct {
-	run    int64
-	median float64
+// RunPoint is one run's value of one metric as the history holds it.
+type RunPoint struct {
+	RunID string
+	Time  int64 // ns since the epoch; 0 when unknown
+	// Median is the run's median of its repeats' values.
+	Median float64
+	// Spread is the standard deviation of the logs of the repeats' values, NaN when the run had
+	// fewer than two; N is the number of repeats.
+	Spread float64
+	N      int
+}
+
+// medians returns the medians of pts.
+func medians(pts []RunPoint) []float64 {
+	out := make([]float64, len(pts))
+	for i, p := range pts {
+		out[i] = p.Median
+	}
+	return out
 }
 
 // CompareHistory compares the configurations of cur against the history: for each metric,
 // the baseline is the median of the per-run medians of the last Runs runs before cur of the
 // same configuration on the same GPU model; cur violates when its median exceeds the baseline
-// by more than the tolerance; a violation becomes a regression when the Consecutive-1 runs
-// before it violated their own rolling baselines too. The current run itself is excluded from
-// its baseline even when it was already appended.
+// by more than the tolerance (noise-calibrated unless fixed, noise.go); a violation becomes a
+// regression when the Consecutive-1 runs before it violated their own rolling baselines too,
+// and its row names the run where the step change began. The current run itself is excluded
+// from its baseline even when it was already appended.
 func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOptions) (*compare.Result, error) {
 	if opts.Runs <= 0 {
 		opts.Runs = 5
@@ -440,9 +490,9 @@ func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOpt
 	if opts.Consecutive <= 0 {
 		opts.Consecutive = 2
 	}
-	co := opts.Compare
-	res := &compare.Result{Mode: "history", Base: fmt.Sprintf("history %s (rolling median of the last %d runs, GPU %q)", h.path, opts.Runs, cur.GPU), New: cur.Source, Alpha: co.Alpha, SkippedNew: cur.Skipped}
-	stmt, err := h.db.PrepareContext(ctx, `SELECT m.run, m.median FROM runs r
+	co := opts.Compare.Defaults()
+	res := &compare.Result{Mode: "history", Base: fmt.Sprintf("history %s (rolling median of the last %d runs, GPU %q)", h.path, opts.Runs, cur.GPU), New: cur.Source, Alpha: co.Alpha, Power: co.Power, SkippedNew: cur.Skipped}
+	stmt, err := h.db.PrepareContext(ctx, `SELECT r.run_id, r.time_ns, m.median, m.spread, m.n FROM runs r
 		JOIN metrics m ON m.run = r.id AND m.config_key = ? AND m.metric = ?
 		WHERE r.gpu_model = ? AND r.run_id <> ?
 		ORDER BY r.time_ns DESC, r.id DESC LIMIT ?`)
@@ -450,6 +500,11 @@ func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOpt
 		return nil, fmt.Errorf("history %s: %w", h.path, err)
 	}
 	defer stmt.Close()
+	curID := cur.RunID
+	if curID == "" {
+		curID = filepath.Base(cur.Source)
+	}
+	limit := max(ChangeRuns, NoiseRuns+opts.Consecutive-1, opts.Runs+opts.Consecutive-1)
 	known := 0
 	for _, key := range cur.Keys() {
 		c := cur.Configs[key]
@@ -458,16 +513,21 @@ func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOpt
 		}
 		hadAny := false
 		for _, m := range c.MetricNames() {
-			rows, err := stmt.QueryContext(ctx, key, m, cur.GPU, cur.RunID, opts.Runs+opts.Consecutive-1)
+			rows, err := stmt.QueryContext(ctx, key, m, cur.GPU, cur.RunID, limit)
 			if err != nil {
 				return nil, fmt.Errorf("history %s: %w", h.path, err)
 			}
-			var pts []point // newest first
+			var pts []RunPoint // newest first
 			for rows.Next() {
-				var p point
-				if err := rows.Scan(&p.run, &p.median); err != nil {
+				var p RunPoint
+				var spread sql.NullFloat64
+				if err := rows.Scan(&p.RunID, &p.Time, &p.Median, &spread, &p.N); err != nil {
 					rows.Close()
 					return nil, err
+				}
+				p.Spread = math.NaN()
+				if spread.Valid {
+					p.Spread = spread.Float64
 				}
 				pts = append(pts, p)
 			}
@@ -475,7 +535,18 @@ func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOpt
 			if len(pts) > 0 {
 				hadAny = true
 			}
-			res.Rows = append(res.Rows, historyRow(key, m, c.Metrics[m], pts, opts, &co))
+			st := compare.Summarize(c.RunValues(m))
+			// Oldest first, the current run last.
+			series := make([]RunPoint, 0, len(pts)+1)
+			for i := len(pts) - 1; i >= 0; i-- {
+				series = append(series, pts[i])
+			}
+			now := RunPoint{RunID: curID, Median: st.Median, Spread: math.NaN(), N: st.N}
+			if !cur.Start.IsZero() {
+				now.Time = cur.Start.UnixNano()
+			}
+			series = append(series, now)
+			res.Rows = append(res.Rows, historyRow(key, m, st, series, opts, &co))
 		}
 		if hadAny {
 			known++
@@ -490,50 +561,64 @@ func (h *DB) CompareHistory(ctx context.Context, cur *perf.Set, opts BaselineOpt
 	return res, nil
 }
 
-func historyRow(key, metric string, cur []float64, pts []point, opts BaselineOptions, co *compare.Options) compare.Row {
-	tol := co.ToleranceFor(metric)
-	st := compare.Summarize(cur)
-	row := compare.Row{Config: key, Metric: metric, Class: perf.Class(metric), Unit: perf.Unit(metric), New: st, P: -1, Tolerance: tol.Text, Status: compare.StatusOK, Delta: "~"}
-	if len(pts) == 0 {
+// judgement is the history rule applied to one run of a series.
+type judgement struct {
+	violates bool
+	base     float64 // rolling median of the runs before
+	window   int     // how many runs that median is of
+	tol      Tolerance
+}
+
+// judge applies the rule to series[i] against the runs before it.
+func judge(series []RunPoint, i int, metric string, opts BaselineOptions, co *compare.Options) judgement {
+	lo := max(0, i-opts.Runs)
+	win := medians(series[lo:i])
+	if len(win) == 0 {
+		return judgement{}
+	}
+	j := judgement{base: stats.Median(stats.Sorted(win)), window: len(win)}
+	j.tol = ToleranceAt(series[:i], metric, co)
+	limit := j.tol.Limit(j.base)
+	v := series[i].Median
+	if perf.HigherIsBetter(metric) {
+		j.violates = j.base-v > limit
+	} else {
+		j.violates = v-j.base > limit
+	}
+	return j
+}
+
+func historyRow(key, metric string, st compare.Stat, series []RunPoint, opts BaselineOptions, co *compare.Options) compare.Row {
+	row := compare.Row{Config: key, Metric: metric, Class: perf.Class(metric), Unit: perf.Unit(metric), New: st,
+		Test: compare.TestHistory, P: -1, MDCPct: -1, Status: compare.StatusOK, Delta: "~"}
+	last := len(series) - 1
+	if last == 0 {
 		row.Status = compare.StatusNoHistory
+		row.Tolerance = co.ToleranceFor(metric).Text
 		row.Note = "no earlier run of this configuration on this GPU"
 		return row
 	}
-	// Values oldest first: history..., current.
-	vals := make([]float64, 0, len(pts)+1)
-	for i := len(pts) - 1; i >= 0; i-- {
-		vals = append(vals, pts[i].median)
+	j := judge(series, last, metric, opts, co)
+	row.Base = compare.Stat{N: j.window, Median: j.base}
+	row.Tolerance, row.Limit = j.tol.Text, j.tol.Limit(j.base)
+	if j.tol.HasNoise {
+		n := j.tol.Noise * 100
+		row.NoisePct = &n
+		row.MDCPct = historyMDC(j, opts, co) * 100
 	}
-	vals = append(vals, st.Median)
-	violates := func(i int) (bool, float64, int) {
-		lo := max(0, i-opts.Runs)
-		win := append([]float64(nil), vals[lo:i]...)
-		if len(win) == 0 {
-			return false, 0, 0
-		}
-		b := stats.Median(stats.Sorted(win))
-		if perf.HigherIsBetter(metric) {
-			return b-vals[i] > tol.Limit(b), b, len(win)
-		}
-		return vals[i]-b > tol.Limit(b), b, len(win)
-	}
-	last := len(vals) - 1
-	v, base, n := violates(last)
-	row.Base = compare.Stat{N: n, Median: base}
-	row.Limit = tol.Limit(base)
-	if base != 0 {
-		row.DeltaPct = (st.Median/base - 1) * 100
+	if j.base != 0 {
+		row.DeltaPct = (st.Median/j.base - 1) * 100
 	}
 	row.Delta = fmt.Sprintf("%+.2f%%", row.DeltaPct)
-	if !v {
-		if d := base - st.Median; (perf.HigherIsBetter(metric) && -d > row.Limit) || (!perf.HigherIsBetter(metric) && d > row.Limit) {
+	if !j.violates {
+		if d := j.base - st.Median; (perf.HigherIsBetter(metric) && -d > row.Limit) || (!perf.HigherIsBetter(metric) && d > row.Limit) {
 			row.Status = compare.StatusImprovement
 		}
 		return row
 	}
 	k := 1
 	for i := last - 1; i > 0 && k < opts.Consecutive; i-- {
-		if ok, _, _ := violates(i); !ok {
+		if !judge(series, i, metric, opts, co).violates {
 			break
 		}
 		k++
@@ -545,7 +630,35 @@ func historyRow(key, metric string, cur []float64, pts []point, opts BaselineOpt
 		row.Status = compare.StatusWarning
 		row.Note = fmt.Sprintf("first violation: a regression needs %d consecutive violations", opts.Consecutive)
 	}
+	row.Change = changeOf(series, metric, j, co)
 	return row
+}
+
+// changeOf names the first run of the step change a violating run belongs to: the last change
+// of the series (its last ChangeRuns runs) found by stats.StepChanges at the configured alpha
+// and larger than the tolerance, when it goes the regression's way; nil when none does (a
+// slow drift has no step).
+func changeOf(series []RunPoint, metric string, j judgement, co *compare.Options) *compare.ChangePoint {
+	from := max(0, len(series)-ChangeRuns)
+	logs, ok := stats.Logs(medians(series[from:]))
+	if !ok || j.base <= 0 {
+		return nil
+	}
+	minShift := math.Log1p(j.tol.Limit(j.base) / j.base)
+	cs := stats.StepChanges(logs, co.Alpha, minShift)
+	if len(cs) == 0 {
+		return nil
+	}
+	c := cs[len(cs)-1]
+	if (c.Shift > 0) == perf.HigherIsBetter(metric) {
+		return nil // the last change was an improvement: the violation is not a step
+	}
+	p := series[from+c.Index]
+	cp := &compare.ChangePoint{RunID: p.RunID, RunsAgo: len(logs) - 1 - c.Index, ShiftPct: math.Expm1(c.Shift) * 100, P: c.P}
+	if p.Time > 0 {
+		cp.Time = time.Unix(0, p.Time).UTC()
+	}
+	return cp
 }
 
 // Table is the history listing as a table: one row per entry, commits cut to 12 characters,

@@ -15,12 +15,14 @@ import (
 
 	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/reports/stats"
 )
 
 // Metric names. A stage metric is StagePrefix + the stage's class name
 // ("stage/DenoisingStage"). Every metric of a configuration is a list of samples: one per
 // cell for e2e, stages, the mean denoise step and peak memory; one per denoising step of every
-// cell for denoise_step; one per request for request_latency.
+// cell for denoise_step; one per request for request_latency. Config.Runs holds one value per
+// cell (run) of every metric: the median of that cell's samples.
 const (
 	MetricE2E            = "e2e"
 	MetricDenoiseStep    = "denoise_step"
@@ -106,8 +108,14 @@ type Config struct {
 	Key string `json:"key"`
 	// Cells are the IDs of the cells whose samples are pooled here.
 	Cells []string `json:"cells"`
-	// Metrics maps a metric name to its samples (see Unit).
+	// Metrics maps a metric name to its samples (see Unit), every repeat's pooled.
 	Metrics map[string][]float64 `json:"metrics"`
+	// Runs maps a metric name to one value per cell (repeat) that measured it: the median of
+	// that cell's samples (the sample itself for e2e, stages, denoise_mean, peak memory). The
+	// denoising steps or requests of one run share that run's machine state, so they are not
+	// independent samples of what another run would measure; the runs are, and comparisons test
+	// these.
+	Runs map[string][]float64 `json:"runs,omitempty"`
 	// Steps holds the denoising-step samples by step index, for the per-step chart.
 	Steps [][]float64 `json:"steps,omitempty"`
 	// Notes say what this configuration lacks (an old perf dump without denoise_steps_ms).
@@ -277,7 +285,9 @@ func Load(path string, opts LoadOptions) (*Set, error) {
 			key = "perf-dump"
 		}
 		c := newConfig(key)
+		run := c.beginRun()
 		c.addDump(d)
+		c.endRun(run)
 		c.Cells = []string{filepath.Base(path)}
 		s.Configs[key] = c
 		return s, nil
@@ -396,6 +406,8 @@ func (s *Set) addCell(cd string, opts LoadOptions) error {
 	if len(c.TopKernels) == 0 {
 		c.TopKernels = kernelShares(r.TopKernels)
 	}
+	run := c.beginRun()
+	defer c.endRun(run)
 	t := r.Timings
 	if t.E2ENS > 0 {
 		c.add(MetricE2E, float64(t.E2ENS))
@@ -482,6 +494,39 @@ func (c *Config) add(metric string, v float64) {
 		}
 	}
 	c.Metrics[metric] = append(c.Metrics[metric], v)
+}
+
+// RunValues returns the per-run values of metric (Runs), falling back to its samples for a
+// Config built without runs (a test's, or a dump read by an older runner).
+func (c *Config) RunValues(metric string) []float64 {
+	if v, ok := c.Runs[metric]; ok {
+		return v
+	}
+	return c.Metrics[metric]
+}
+
+// beginRun notes how many samples each metric has before one cell's samples are added.
+func (c *Config) beginRun() map[string]int {
+	n := make(map[string]int, len(c.Metrics))
+	for m, v := range c.Metrics {
+		n[m] = len(v)
+	}
+	return n
+}
+
+// endRun adds one run value to Runs for every metric the cell added samples to since
+// beginRun: the median of those samples.
+func (c *Config) endRun(before map[string]int) {
+	for m, v := range c.Metrics {
+		added := v[before[m]:]
+		if len(added) == 0 {
+			continue
+		}
+		if c.Runs == nil {
+			c.Runs = map[string][]float64{}
+		}
+		c.Runs[m] = append(c.Runs[m], stats.Median(stats.Sorted(added)))
+	}
 }
 
 func (c *Config) note(n string) {

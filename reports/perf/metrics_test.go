@@ -54,6 +54,17 @@ func TestLoadRunPoolsRepeatsAndSkips(t *testing.T) {
 	if got := c.Metrics[MetricRequestLatency]; len(got) != 2 || got[0] != 12.5e6 || got[1] != 7e6 {
 		t.Fatalf("request latencies: %v", got)
 	}
+	// One value per run: the steps of a cell are summarised by their median, the requests of
+	// the one cell that has them by theirs; e2e is a run's own value.
+	if got := c.Runs[MetricDenoiseStep]; len(got) != 2 || got[0] != 20 || got[1] != 20 {
+		t.Fatalf("per-run step medians: %v", got)
+	}
+	if got := c.Runs[MetricRequestLatency]; len(got) != 1 || got[0] != 9.75e6 {
+		t.Fatalf("per-run request latency: %v", got)
+	}
+	if got := c.RunValues(MetricE2E); len(got) != 2 || got[0] != 1000 {
+		t.Fatalf("per-run e2e: %v", got)
+	}
 	if s.GPU != "simulated" || s.Plan != "p" || len(s.Skipped) != 3 || len(c.TopKernels) != 1 {
 		t.Fatalf("set: gpu %q plan %q skipped %v", s.GPU, s.Plan, s.Skipped)
 	}

@@ -160,6 +160,9 @@ type TrendPoint struct {
 	RunID  string
 	Time   time.Time
 	Median float64 // ns
+	// Change marks the first run of a step change (history.TrendChanges): the chart draws a
+	// marker there, the run to start a bisection from.
+	Change bool
 }
 
 // BuildReport assembles a Report. base may be nil (no baseline or a history baseline); res
@@ -198,7 +201,7 @@ func BuildReport(title, runDir string, cur, base *perf.Set, res *compare.Result,
 			// A history baseline has no per-step samples, only the rolling median of the
 			// step time: draw it as a flat band of ± its tolerance.
 			for _, row := range cr.Rows {
-				if row.Metric == perf.MetricDenoiseStep && row.P < 0 && row.Base.N > 0 {
+				if row.Metric == perf.MetricDenoiseStep && row.History() && row.Base.N > 0 {
 					for i := range cr.Steps {
 						p := &cr.Steps[i]
 						p.HasBase, p.BaseMedian = true, row.Base.Median
@@ -219,7 +222,7 @@ func BuildReport(title, runDir string, cur, base *perf.Set, res *compare.Result,
 			for _, row := range cr.Rows {
 				if row.Metric == m {
 					b.Status = row.Status
-					if row.P < 0 { // history rows carry the rolling median
+					if row.History() { // history rows carry the rolling median
 						b.Base, b.HasBase = row.Base.Median, true
 					}
 				}
@@ -312,11 +315,19 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 			}
 		}
 		if len(c.Trend) > 0 {
-			var parts []string
+			var parts, changes []string
 			for _, t := range c.Trend {
-				parts = append(parts, compare.FormatValue(t.Median, perf.UnitNS))
+				v := compare.FormatValue(t.Median, perf.UnitNS)
+				if t.Change {
+					v = "**" + v + "**"
+					changes = append(changes, table.CodeSpan(t.RunID))
+				}
+				parts = append(parts, v)
 			}
 			fmt.Fprintf(&b, "\nE2E history (oldest first): %s\n", strings.Join(parts, " → "))
+			if len(changes) > 0 {
+				fmt.Fprintf(&b, "\nStep change (bold) began at run %s\n", strings.Join(changes, ", "))
+			}
 		}
 	}
 	if len(r.Skipped) > 0 {
@@ -395,6 +406,7 @@ type svgChart struct {
 	Dots   []svgDot
 	Bars   []svgBar
 	Lines  []svgLine // multi-series charts (sweepCharts)
+	Marks  []svgMark // vertical markers (the start of a step change in the trend chart)
 	YTicks []svgTick
 	XTicks []svgTick
 	Empty  string
@@ -411,6 +423,12 @@ type svgBar struct {
 	Label      string
 	Text       string
 	TX, TY     float64
+}
+
+// svgMark is a vertical line across the plot at X with a label at its top.
+type svgMark struct {
+	X, Y1, Y2 float64
+	Label     string
 }
 
 type svgTick struct {
@@ -554,7 +572,7 @@ func kernelChart(id string, c ConfigReport) svgChart {
 }
 
 func trendChart(id string, c ConfigReport) svgChart {
-	ch := svgChart{ID: id, Title: "E2E history (ms), oldest to newest", Width: chartW, Height: chartH}
+	ch := svgChart{ID: id, Title: "E2E history (ms), oldest to newest; dashed: where a step change began", Width: chartW, Height: chartH}
 	if len(c.Trend) == 0 {
 		ch.Empty = "no history"
 		return ch
@@ -569,7 +587,12 @@ func trendChart(id string, c ConfigReport) svgChart {
 	var pts []string
 	for i, t := range c.Trend {
 		pts = append(pts, f1(x.at(float64(i)))+","+f1(y.at(t.Median)))
-		ch.Dots = append(ch.Dots, svgDot{x.at(float64(i)), y.at(t.Median), t.RunID + ": " + compare.FormatValue(t.Median, perf.UnitNS)})
+		label := t.RunID + ": " + compare.FormatValue(t.Median, perf.UnitNS)
+		if t.Change {
+			label += " (a step change began here)"
+			ch.Marks = append(ch.Marks, svgMark{X: x.at(float64(i)), Y1: padT, Y2: chartH - padB, Label: "change: " + shortName(t.RunID, 24)})
+		}
+		ch.Dots = append(ch.Dots, svgDot{x.at(float64(i)), y.at(t.Median), label})
 	}
 	ch.Line = strings.Join(pts, " ")
 	for i := 0; i <= 4; i++ {
@@ -583,12 +606,14 @@ func trendChart(id string, c ConfigReport) svgChart {
 var reportTmpl string
 
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"stat":  func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
-	"ns":    nsOrDash,
-	"p":     compare.FormatP,
-	"base":  compare.FormatBase,
-	"lower": strings.ToLower,
-	"n":     f1,
+	"stat":   func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
+	"ns":     nsOrDash,
+	"p":      compare.FormatP,
+	"mdc":    compare.FormatMDC,
+	"method": compare.MethodLine,
+	"base":   compare.FormatBase,
+	"lower":  strings.ToLower,
+	"n":      f1,
 }).Parse(reportTmpl))
 
 type htmlConfig struct {

@@ -361,3 +361,26 @@ func TestReportHTMLKernelDiff(t *testing.T) {
 		t.Errorf("a name from the traces is not escaped in report.html")
 	}
 }
+
+// The trend chart and the Markdown mark the run where a step change began.
+func TestTrendMarksChange(t *testing.T) {
+	r := buildTestReport(t)
+	for i := range r.Configs {
+		for j := range r.Configs[i].Trend {
+			r.Configs[i].Trend[j].Change = r.Configs[i].Trend[j].RunID == "r3"
+		}
+	}
+	var md, html bytes.Buffer
+	if err := WriteReportMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReportHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "→ **1500.0ms**") || !strings.Contains(md.String(), "Step change (bold) began at run `r3`") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+	if !strings.Contains(html.String(), `<line class="mark"`) || !strings.Contains(html.String(), ">change: r3</text>") || !strings.Contains(html.String(), "r3: 1500.0ms (a step change began here)") {
+		t.Errorf("html has no change marker")
+	}
+}

@@ -5,8 +5,10 @@
 // numpy.percentile's default ("linear") method, which SGLang's bench_serving uses for every
 // p50/p90/p99 it prints, so serve-cell latencies and the LLM benchmark report the same number
 // bench_serving would on the same samples; StdDev takes numpy's ddof so the same function
-// serves bench_serving's population form and nsys's sample form. It is a leaf: it imports
-// nothing of the project.
+// serves bench_serving's population form and nsys's sample form. ttest.go holds the t-tests
+// and the power formula the comparisons use, changepoint.go the step-change search of the
+// history. It is a leaf: it imports nothing of the project (only go-moremath's t
+// distribution, the one golang.org/x/perf's benchmath builds on).
 package stats
 
 import (

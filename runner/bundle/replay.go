@@ -527,8 +527,10 @@ func bundleEnv(out io.Writer, bman *rundir.Manifest, env []string) []string {
 
 // Outcome compares the replayed cells (the run sum) with the bundle's, prints the outcome and
 // writes it to replay.json in the replay directory. simulate says whether the replay ran the
-// simulators: timings are compared only when the bundled run was the same kind.
-func (st *Replay) Outcome(sum *rundir.Summary, simulate bool) (*ReplayResult, error) {
+// simulators: timings are compared only when the bundled run was the same kind, through
+// compareRuns, which compares the bundle's run directory (base) with the replay's (new) as
+// `runner compare` does (the runner's one baseline resolution; this package cannot import it).
+func (st *Replay) Outcome(sum *rundir.Summary, simulate bool, compareRuns func(baseDir, newDir string) (*compare.Result, error)) (*ReplayResult, error) {
 	out := st.out
 	res := &ReplayResult{Dir: st.dir, RunDir: sum.RunDir}
 	fmt.Fprintf(out, "\nreplay of %d cell(s) against the bundle (run directory %s):\n", len(st.cells), sum.RunDir)
@@ -550,7 +552,7 @@ func (st *Replay) Outcome(sum *rundir.Summary, simulate bool) (*ReplayResult, er
 		}
 	}
 	if sameMode {
-		if cmp := runCompare(out, st.bdir, sum.RunDir, co); cmp != nil && cmp.Regressed() && res.ExitCode == exitcode.OK {
+		if cmp := runCompare(out, st.bdir, sum.RunDir, compareRuns); cmp != nil && cmp.Regressed() && res.ExitCode == exitcode.OK {
 			res.ExitCode = exitcode.Regression
 		}
 	}
@@ -775,27 +777,22 @@ func (r *ReplayResult) writeFile(path string) error {
 	return nil
 }
 
-// runCompare runs runner compare's statistics on the bundled cells (base) and the replayed
-// ones (new): with repeats, or the per-step samples of a cell, a change is only reported when
-// Mann-Whitney says it is real. Only ok cells enter a comparison. A failure to compare is
-// printed, not returned: the per-cell verdicts above already stand.
-func runCompare(out io.Writer, bundleDir, runDir string, co compare.Options) *compare.Result {
-	lo := perf.LoadOptions{Profilers: []string{"all"}} // both sides ran the same profilers
-	base, err := perf.Load(bundleDir, lo)
+// runCompare compares the bundled cells (base) with the replayed ones (new) exactly as
+// `runner compare BUNDLE REPLAY` would: the same cell selection (only the unprofiled cells by
+// default; pooling torch and nsys cells mixed profiler overhead into the samples) and the same
+// baseline resolution and rules (compareRuns, which the runner gives: its CompareBaseline with
+// the plan's [compare] table). A failure to compare is printed, not returned: the per-cell verdicts above
+// already stand.
+func runCompare(out io.Writer, bundleDir, runDir string, compareRuns func(baseDir, newDir string) (*compare.Result, error)) *compare.Result {
+	res, err := compareRuns(bundleDir, runDir)
 	if err == nil {
-		var cur *perf.Set
-		if cur, err = perf.Load(runDir, lo); err == nil {
-			var res *compare.Result
-			if res, err = compare.Compare(base, cur, co); err == nil {
-				if len(res.Rows) == 0 {
-					fmt.Fprintln(out, "\nrunner compare: no ok cell on both sides, nothing to compare statistically")
-					return res
-				}
-				fmt.Fprintln(out, "\nrunner compare, bundle (base) vs replay (new):")
-				if err = compare.WriteText(out, res); err == nil {
-					return res
-				}
-			}
+		if len(res.Rows) == 0 {
+			fmt.Fprintln(out, "\nrunner compare: no ok cell on both sides, nothing to compare statistically")
+			return res
+		}
+		fmt.Fprintln(out, "\nrunner compare, bundle (base) vs replay (new):")
+		if err = compare.WriteText(out, res); err == nil {
+			return res
 		}
 	}
 	fmt.Fprintf(out, "\nrunner compare: %v\n", err)
