@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,8 +18,6 @@ import (
 	"github.com/sglprof/runner/runner/proc"
 	"github.com/sglprof/runner/runner/secrets"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // TestMain lets the test binary stand in for the runner binary under --simulate: the runner
 // re-executes Exe as `Exe sim sglang ...`.
@@ -233,23 +230,6 @@ func TestExitCodes(t *testing.T) {
 		if got := exitCodeFor(s); got != tc.want {
 			t.Errorf("%v interrupted=%v: exit %d, want %d", tc.verdicts, tc.interrupted, got, tc.want)
 		}
-	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if d := cmp.Diff(string(want), string(got)); d != "" {
-		t.Errorf("%s differs (-want +got):\n%s", name, d)
 	}
 }
 

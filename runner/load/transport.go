@@ -94,11 +94,10 @@ func NewClient(concurrency int) *http.Client {
 
 // netTransport sends requests through a net/http client.
 type netTransport struct {
-	base   string
-	c      *http.Client
-	own    bool     // c is NewClient's: its idle connections are closed with the run
-	urls   sync.Map // path -> *url.URL, parsed once: URL parsing showed in the client profile
-	urlErr error
+	base string
+	c    *http.Client
+	own  bool     // c is NewClient's: its idle connections are closed with the run
+	urls sync.Map // path -> *url.URL, parsed once: URL parsing showed in the client profile
 }
 
 func newNetTransport(base string, c *http.Client, concurrency int) *netTransport {
