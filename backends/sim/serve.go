@@ -737,7 +737,10 @@ func writeGzTrace(path string, cfg kinetogen.Config) error {
 	return os.Rename(tmp, path)
 }
 
-var tinyPNG = base64.StdEncoding.EncodeToString(pngImage(1))
+// tinyPNG is the image every simulated request returns, encoded on first
+// use: the PNG encoder's compressor is most of a megabyte, which each
+// runner process paid at start when this was built at init.
+var tinyPNG = sync.OnceValue(func() string { return base64.StdEncoding.EncodeToString(pngImage(1)) })
 
 func (s *server) images(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.parseDiffusion(w, r)
@@ -758,7 +761,7 @@ func (s *server) images(w http.ResponseWriter, r *http.Request) {
 	peak := s.prof.peakGB * 1024 * min(1.0+0.02*float64(q.N-1), 1.5)
 	data := make([]map[string]any, q.N)
 	for i := range data {
-		data[i] = map[string]any{"b64_json": tinyPNG, "revised_prompt": *q.Prompt, "file_path": nil}
+		data[i] = map[string]any{"b64_json": tinyPNG(), "revised_prompt": *q.Prompt, "file_path": nil}
 	}
 	s.log.log("Generated %d image(s) in %.2f seconds", q.N, inf)
 	resp := map[string]any{"id": rid, "created": time.Now().Unix(), "data": data,

@@ -263,7 +263,7 @@ func (s *vllmServer) vllmImages(w http.ResponseWriter, r *http.Request) {
 	s.mu2.Unlock()
 	data := make([]map[string]any, q.N)
 	for i := range data {
-		data[i] = map[string]any{"b64_json": tinyPNG, "url": nil, "revised_prompt": nil}
+		data[i] = map[string]any{"b64_json": tinyPNG(), "url": nil, "revised_prompt": nil}
 	}
 	s.log.log("INFO Generated %d image(s) in %.2f s", q.N, inf)
 	writeJSON(w, 200, map[string]any{"created": time.Now().Unix(), "data": data})

@@ -87,16 +87,19 @@ func ParseClassifier(text string) (*Classifier, error) {
 	return c, nil
 }
 
-var defaultClassifier = func() *Classifier {
+// defaultClassifier is built on first use, not at start: every runner
+// process (each cell, server and simulator) links this package, and most of
+// them never classify a kernel.
+var defaultClassifier = sync.OnceValue(func() *Classifier {
 	c, err := ParseClassifier(classifierRules)
 	if err != nil {
 		panic("embedded classifier.rules is invalid: " + err.Error())
 	}
 	return c
-}()
+})
 
 // DefaultClassifier returns the classifier built from the embedded classifier.rules.
-func DefaultClassifier() *Classifier { return defaultClassifier }
+func DefaultClassifier() *Classifier { return defaultClassifier() }
 
 // Classify returns the category of a kernel name. The name is canonicalised first, so the raw
 // trace name may be passed.
@@ -243,7 +246,7 @@ func shortest(ls []string) int {
 }
 
 // Classify categorises a kernel name with the embedded rules.
-func Classify(name string) string { return defaultClassifier.Classify(name) }
+func Classify(name string) string { return defaultClassifier().Classify(name) }
 
 // isCompute reports categories that do the math of a layer; overlap ranks them last because
 // hiding them is rarely possible (the anchor's 0.35 weight).

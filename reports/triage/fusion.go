@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Fusion statuses. The anchor printed "Confirmed" both for a fused kernel that already runs and
@@ -187,16 +188,17 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 	return &c, nil
 }
 
-var defaultCatalog = func() *Catalog {
+// defaultCatalog is parsed on first use, as defaultClassifier is built.
+var defaultCatalog = sync.OnceValue(func() *Catalog {
 	c, err := ParseCatalog(fusionsJSON)
 	if err != nil {
 		panic("embedded fusions.json is invalid: " + err.Error())
 	}
 	return c
-}()
+})
 
 // DefaultCatalog returns the embedded catalog.
-func DefaultCatalog() *Catalog { return defaultCatalog }
+func DefaultCatalog() *Catalog { return defaultCatalog() }
 
 // diffusionModels are model-name fragments of diffusion pipelines; they enable the diffusion
 // patterns when the Python sites do not say which framework ran.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -124,33 +125,71 @@ func parseStat(b []byte) (Stat, bool) {
 	if i < 0 {
 		return Stat{}, false
 	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 20 || len(f[0]) != 1 {
+	// The fields after comm, split on blanks without allocating: the
+	// supervisor parses every process of the machine this way.
+	var f [20][]byte
+	n := 0
+	for rest := b[i+1:]; n < len(f); {
+		for len(rest) > 0 && isBlank(rest[0]) {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			break
+		}
+		j := 0
+		for j < len(rest) && !isBlank(rest[j]) {
+			j++
+		}
+		f[n], rest = rest[:j], rest[j:]
+		n++
+	}
+	if n < 20 || len(f[0]) != 1 {
 		return Stat{}, false
 	}
-	ppid, e1 := strconv.Atoi(string(f[1]))
-	pg, e2 := strconv.Atoi(string(f[2]))
-	start, e3 := strconv.ParseUint(string(f[19]), 10, 64)
-	if e1 != nil || e2 != nil || e3 != nil {
+	ppid, ok1 := atoiBytes(f[1])
+	pg, ok2 := atoiBytes(f[2])
+	start, e3 := strconv.ParseUint(unsafeString(f[19]), 10, 64)
+	if !ok1 || !ok2 || e3 != nil {
 		return Stat{}, false
 	}
 	return Stat{State: f[0][0], PPID: ppid, PGRP: pg, Start: start}, true
 }
 
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' }
+
+// atoiBytes parses a decimal int (with an optional sign) without copying.
+func atoiBytes(b []byte) (int, bool) {
+	n, err := strconv.Atoi(unsafeString(b))
+	return n, err == nil
+}
+
+// unsafeString views b as a string for a call that does not keep it.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // Descendants lists the live (non-zombie) descendants of pid, by walking
-// the parent links of every process in /proc.
+// the parent links of every process in /proc. The supervisor calls it while
+// a cell runs, so it reads each stat file into one reused buffer instead of
+// allocating per process (this kernel has no /proc/PID/task/TID/children to
+// walk down from pid instead).
 func Descendants(pid int) []ProcessID {
 	names, err := readProcDir()
 	if err != nil {
 		return nil
 	}
 	kids := map[int][]ProcessID{}
+	buf := make([]byte, 1024)
+	path := make([]byte, 0, 32)
 	for _, n := range names {
 		p, err := strconv.Atoi(n)
 		if err != nil {
 			continue
 		}
-		st, ok := ReadStat(p)
+		path = append(append(append(path[:0], "/proc/"...), n...), "/stat"...)
+		b, ok := readSmall(path, buf)
+		if !ok {
+			continue
+		}
+		st, ok := parseStat(b)
 		if !ok || st.State == 'Z' || st.State == 'X' {
 			continue
 		}
@@ -167,6 +206,22 @@ func Descendants(pid int) []ProcessID {
 		}
 	}
 	return out
+}
+
+// readSmall reads a small /proc file into buf with one read, as the kernel
+// writes a stat file whole; ok is false when the file is gone or does not
+// fit.
+func readSmall(path, buf []byte) ([]byte, bool) {
+	fd, err := unix.Open(unsafeString(path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil || n <= 0 || n == len(buf) {
+		return nil, false
+	}
+	return buf[:n], true
 }
 
 func readProcDir() ([]string, error) {

@@ -269,20 +269,20 @@ func (sv *supervisor) waitAll() {
 // SIGTERM and, after another grace, SIGKILL (at once when kill closes). It
 // returns how many had to be signalled.
 func (sv *supervisor) sweep(grace time.Duration, kill <-chan struct{}) int {
+	// The supervisor is a subreaper, so every live descendant is a child of
+	// ours or below one: once wait4 reports no child left (the reaper closes
+	// noChildren), none is left at all. Waiting for that costs nothing, where
+	// polling the process table read every /proc/PID/stat of the machine.
 	gone := func(d time.Duration) bool {
-		deadline := time.Now().Add(d)
-		for tick := 200 * time.Microsecond; ; tick = min(2*tick, 20*time.Millisecond) {
-			if len(Descendants(sv.self)) == 0 {
-				return true
-			}
-			if time.Now().After(deadline) {
-				return false
-			}
-			select {
-			case <-kill:
-				return false
-			case <-time.After(tick):
-			}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-sv.noChildrenChan():
+			return true
+		case <-t.C:
+			return false
+		case <-kill:
+			return false
 		}
 	}
 	if gone(grace) {
@@ -294,6 +294,14 @@ func (sv *supervisor) sweep(grace time.Duration, kill <-chan struct{}) int {
 		sv.killAll()
 	}
 	return n
+}
+
+// noChildrenChan returns the channel the reaper closes at ECHILD (a nil
+// channel, which never fires, until the reaper has made it).
+func (sv *supervisor) noChildrenChan() <-chan struct{} {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.noChildren
 }
 
 // killAll sends SIGKILL to the child's group and every descendant, again

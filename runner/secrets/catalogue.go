@@ -12,7 +12,6 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -168,16 +167,12 @@ func catalogueRules() ([]rule, error) {
 		if g.Regex == "" || g.Path != "" || skipped[g.ID] {
 			continue
 		}
-		re, err := regexp.Compile(g.Regex)
-		if err != nil {
-			return nil, fmt.Errorf("embedded gitleaks.toml: rule %s: %w", g.ID, err)
-		}
 		kw := make([]string, len(g.Keywords))
 		for i, k := range g.Keywords {
 			kw[i] = strings.ToLower(k)
 		}
 		out = append(out, rule{
-			kind: g.ID, re: re, group: g.SecretGroup, firstGroup: g.SecretGroup == 0,
+			kind: g.ID, re: lazy(g.Regex), group: g.SecretGroup, firstGroup: g.SecretGroup == 0,
 			entropy: g.Entropy, keywords: kw,
 			// A rule that can cross lines ([\s\S] in the private-key rule) runs on the whole
 			// text, not line by line.

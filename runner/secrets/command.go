@@ -2,7 +2,6 @@ package secrets
 
 import (
 	"bytes"
-	"regexp"
 )
 
 // Passwords given to a program on its command line: the value is secret because of the
@@ -19,7 +18,7 @@ var commandKeywords = []string{"mysql", "mariadb", "sshpass", "docker", "podman"
 // in its simplest form (words separated by blanks, no quotes): FuzzCommandSpans checks that
 // the scanner finds every secret this expression finds. The first submatch that matched
 // holds the secret.
-var commandExpr = regexp.MustCompile(
+var commandExpr = lazy(
 	// mysql -pSECRET (with a space, -p prompts and the next word is the database)
 	`(?:mysql|mariadb)[a-z0-9_-]*(?:[ \t]+` + cmdWordExpr + `)*?[ \t]+-p(` + cmdWordExpr + `)` +
 		// sshpass -p SECRET, -pSECRET

@@ -126,7 +126,7 @@ func New(env []string, extra []string) (*Redactor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("[bundle] redact pattern %d does not compile: %w; fix it in the plan (Go regular expression syntax)", i+1, err)
 		}
-		rules = append(rules, rule{kind: KindPlan, name: fmt.Sprintf("plan pattern %d", i+1), re: re})
+		rules = append(rules, rule{kind: KindPlan, name: fmt.Sprintf("plan pattern %d", i+1), re: compiled(re)})
 	}
 	r := &Redactor{counts: map[[2]string]int{}, set: compile(rules), literals: literals(env)}
 	return r, nil
@@ -395,7 +395,7 @@ func (r *Redactor) applyAt(line []byte, base int) []byte {
 		if ru.scan != nil {
 			m = ru.scan(line[p:])
 		} else {
-			m = ru.at.FindSubmatchIndex(line[p:])
+			m = ru.at.get().FindSubmatchIndex(line[p:])
 		}
 		if m == nil {
 			continue
@@ -520,7 +520,7 @@ func containsFold(b []byte, k string) bool {
 // apply replaces the secret of every match of ru in b with Redacted, counting each
 // replacement that changed something (an already redacted value is not counted again).
 func (r *Redactor) apply(b []byte, ru *rule) []byte {
-	idx := ru.re.FindAllSubmatchIndex(b, -1)
+	idx := ru.re.get().FindAllSubmatchIndex(b, -1)
 	if len(idx) == 0 {
 		return b
 	}

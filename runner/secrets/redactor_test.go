@@ -305,7 +305,7 @@ func FuzzKeywords(f *testing.F) {
 		}
 		lower := string(toLower(nil, []byte(line)))
 		for _, ru := range builtinRules {
-			if !ru.re.MatchString(line) {
+			if !ru.re.get().MatchString(line) {
 				continue
 			}
 			if ru.pre != nil && !ru.pre([]byte(line)) {
@@ -321,7 +321,7 @@ func FuzzKeywords(f *testing.F) {
 			// An anchored rule is tried only where a keyword begins: each match must begin
 			// with one.
 			if ru.at != nil {
-				for _, m := range ru.re.FindAllStringIndex(line, -1) {
+				for _, m := range ru.re.get().FindAllStringIndex(line, -1) {
 					ok := false
 					for _, k := range ru.keywords {
 						ok = ok || strings.HasPrefix(lower[m[0]:], k)
@@ -421,7 +421,7 @@ func FuzzScanAssign(f *testing.F) {
 	var re *regexp.Regexp
 	for _, ru := range builtinRules {
 		if ru.scan != nil {
-			re = ru.at
+			re = ru.at.get()
 		}
 	}
 	f.Fuzz(func(t *testing.T, line string) {
@@ -465,7 +465,7 @@ func FuzzCommandSpans(f *testing.F) {
 			if !ok || (p > 0 && isAlnum(b[p-1])) {
 				continue
 			}
-			m := commandExpr.FindSubmatchIndex(b[p:])
+			m := commandExpr.get().FindSubmatchIndex(b[p:])
 			if m == nil || m[0] != 0 {
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"regexp"
+	"sync"
 )
 
 // Kinds of redaction of the name-based rules, as a bundle's README and bundle.json list them.
@@ -30,7 +31,7 @@ const (
 type rule struct {
 	kind       string
 	name       string // what the README lists: the kind, or "plan pattern N"
-	re         *regexp.Regexp
+	re         *lazyRE
 	group      int
 	firstGroup bool
 	entropy    float64  // a secret with less Shannon entropy (bits per byte) is not one
@@ -39,7 +40,7 @@ type rule struct {
 	pre        func(line []byte) bool
 	// at, when set, is re anchored at its start: the rule's expression begins with one of
 	// its keywords, so it is tried only where a keyword is (see anchor).
-	at *regexp.Regexp
+	at *lazyRE
 	// check, when set, judges an anchored match (offsets in line[p:]) beyond what the
 	// expression can say: whether the name is secret (secretName) and where the value ends.
 	// s < 0: not a secret. url: count it as a URL credential.
@@ -59,7 +60,7 @@ type rule struct {
 // anchor marks rules whose expression begins with one of their keywords.
 func anchor(rules []rule) []rule {
 	for i := range rules {
-		rules[i].at = regexp.MustCompile(`^(?:` + rules[i].re.String() + `)`)
+		rules[i].at = lazy(`^(?:` + rules[i].re.String() + `)`)
 	}
 	return rules
 }
@@ -68,32 +69,32 @@ func anchor(rules []rule) []rule {
 // know (a value is secret because of the name it is given) and the older shapes it misses.
 var builtinRules = append(
 	[]rule{
-		{kind: KindBearer, re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, keywords: []string{"bearer"}},
+		{kind: KindBearer, re: lazy(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, keywords: []string{"bearer"}},
 		// Signed URLs (?sig=…): a query parameter named like a secret is the assignment rule's.
-		{kind: KindURLCreds, re: regexp.MustCompile(`(?i)[?&;#](?:sig|signature)=([^&\s"'#\\<>]+)`), group: 1, keywords: []string{"sig=", "signature="}},
+		{kind: KindURLCreds, re: lazy(`(?i)[?&;#](?:sig|signature)=([^&\s"'#\\<>]+)`), group: 1, keywords: []string{"sig=", "signature="}},
 		// curl -u user:pass, --user user:pass (the password part).
-		{kind: KindFlag, re: regexp.MustCompile(`(?:^|[\s"'\[,])(?:-u|--user)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?[^\s'":]+:([^\s'"\\,]+)`), group: 1, keywords: []string{"-u"}},
+		{kind: KindFlag, re: lazy(`(?:^|[\s"'\[,])(?:-u|--user)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?[^\s'":]+:([^\s'"\\,]+)`), group: 1, keywords: []string{"-u"}},
 	},
 	anchor([]rule{
 		// Shaped keys, anchored at their prefix with boundary (not `\b`, which fails after the
 		// '_' of a file name built from a prompt); the key id ends at anything but a letter
 		// or digit, '_' included, for the same reason.
-		{kind: KindSKKey, re: regexp.MustCompile(`sk-[A-Za-z0-9_-]{20,}`), keywords: []string{"sk-"}, boundary: true},
-		{kind: KindAWSKey, re: regexp.MustCompile(`((?:AKIA|ASIA)[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)`), group: 1, keywords: []string{"akia", "asia"}, boundary: true},
-		{kind: KindHFToken, re: regexp.MustCompile(`hf_[A-Za-z0-9]{20,}`), keywords: []string{"hf_"}},
-		{kind: KindBearer, re: regexp.MustCompile(`(?i)authorization["']?\s*[:=]\s*["']?(?:basic\s+|token\s+)?([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, keywords: []string{"authorization"}},
-		{kind: KindURLCreds, re: regexp.MustCompile(`://([^/\s:@"'\\]+:[^/\s@"'\\]+)@`), group: 1, keywords: []string{"://"}, pre: hasAt},
+		{kind: KindSKKey, re: lazy(`sk-[A-Za-z0-9_-]{20,}`), keywords: []string{"sk-"}, boundary: true},
+		{kind: KindAWSKey, re: lazy(`((?:AKIA|ASIA)[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)`), group: 1, keywords: []string{"akia", "asia"}, boundary: true},
+		{kind: KindHFToken, re: lazy(`hf_[A-Za-z0-9]{20,}`), keywords: []string{"hf_"}},
+		{kind: KindBearer, re: lazy(`(?i)authorization["']?\s*[:=]\s*["']?(?:basic\s+|token\s+)?([A-Za-z0-9._~+/-]{8,}=*)`), group: 1, keywords: []string{"authorization"}},
+		{kind: KindURLCreds, re: lazy(`://([^/\s:@"'\\]+:[^/\s@"'\\]+)@`), group: 1, keywords: []string{"://"}, pre: hasAt},
 		// A token as the user of a URL (https://ghp_...@github.com): a user name that long is one.
-		{kind: KindURLCreds, re: regexp.MustCompile(`://([A-Za-z0-9_.~%+-]{16,})@`), group: 1, keywords: []string{"://"}, pre: hasAt},
-		{kind: KindAWSKey, re: regexp.MustCompile(`(?i)aws_secret_access_key["']?\s*[=:]\s*["']?([A-Za-z0-9/+=]{40})`), group: 1, keywords: []string{"aws_secret_access_key"}},
+		{kind: KindURLCreds, re: lazy(`://([A-Za-z0-9_.~%+-]{16,})@`), group: 1, keywords: []string{"://"}, pre: hasAt},
+		{kind: KindAWSKey, re: lazy(`(?i)aws_secret_access_key["']?\s*[=:]\s*["']?([A-Za-z0-9/+=]{40})`), group: 1, keywords: []string{"aws_secret_access_key"}},
 		// NAME=value, NAME: value, "name": "value", name='value' and URL parameters
 		// (?hf_token=…, #access_token=…): anchored at a marker word, the whole name (scanned
 		// back from the marker) judged by secretName, the value by nameValue.
 		// The expression is what scanAssign does by hand, faster (FuzzScanAssign).
-		{kind: KindAssignment, re: regexp.MustCompile(`((?i:token|key|secret|pass|pwd|auth|credential)[A-Za-z0-9_-]*)(\\?["'])?\s*([:=])\s*(\\?["'])?([^\s"',;}\]\\]+)`), keywords: assignKeywords, scan: scanAssign, check: nameValue},
+		{kind: KindAssignment, re: lazy(`((?i:token|key|secret|pass|pwd|auth|credential)[A-Za-z0-9_-]*)(\\?["'])?\s*([:=])\s*(\\?["'])?([^\s"',;}\]\\]+)`), keywords: assignKeywords, scan: scanAssign, check: nameValue},
 		// Flags whose name is secret: --hf-token X, --hf_token X, --api-key=X (not
 		// --tokenizer-path), also as consecutive JSON array elements ("--api-key", "X").
-		{kind: KindFlag, re: regexp.MustCompile(`--([A-Za-z][A-Za-z0-9_-]*)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?([^\s'"\\,]+)`), keywords: []string{"--"}, check: flagValue},
+		{kind: KindFlag, re: lazy(`--([A-Za-z][A-Za-z0-9_-]*)(?:=|\s+|["']\s*,\s*["']|["']\s+["'])['"]?([^\s'"\\,]+)`), keywords: []string{"--"}, check: flagValue},
 		// Passwords on a program's command line (command.go): commandExpr is what the scanner
 		// finds at the least (FuzzCommandSpans).
 		{kind: KindCommand, re: commandExpr, keywords: commandKeywords, spans: commandSpans, boundary: true},
@@ -246,3 +247,35 @@ func entropy(b []byte) float64 {
 	}
 	return h
 }
+
+// lazyRE is a rule's expression, compiled the first time a line holding one
+// of its keywords reaches it. Every runner process (each run, cell, server
+// and bundle) builds a redactor, and compiling the whole catalogue up front
+// cost each of them milliseconds for expressions that almost never run.
+type lazyRE struct {
+	src  string
+	once sync.Once
+	re   *regexp.Regexp
+}
+
+// lazy returns the expression src, to be compiled on first use. src must
+// compile: it is this project's own rule or the embedded catalogue's
+// (TestCatalogueCompiles compiles every one); a plan's pattern is compiled
+// at once with compiled instead, so that its error reaches the user.
+func lazy(src string) *lazyRE { return &lazyRE{src: src} }
+
+// compiled wraps an expression compiled already.
+func compiled(re *regexp.Regexp) *lazyRE {
+	l := &lazyRE{src: re.String(), re: re}
+	l.once.Do(func() {})
+	return l
+}
+
+// get compiles the expression the first time.
+func (l *lazyRE) get() *regexp.Regexp {
+	l.once.Do(func() { l.re = regexp.MustCompile(l.src) })
+	return l.re
+}
+
+// String is the expression's source.
+func (l *lazyRE) String() string { return l.src }
