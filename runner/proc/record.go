@@ -155,7 +155,9 @@ func parseStat(b []byte) (Stat, bool) {
 	return Stat{State: f[0][0], PPID: ppid, PGRP: pg, Start: start}, true
 }
 
-func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' }
+func isBlank(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
 
 // atoiBytes parses a decimal int (with an optional sign) without copying.
 func atoiBytes(b []byte) (int, bool) {
