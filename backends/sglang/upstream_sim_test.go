@@ -1,0 +1,151 @@
+package sglang_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sglang"
+	"github.com/sglprof/runner/backends/sim"
+	"github.com/sglprof/runner/backends/simclock"
+	"github.com/sglprof/runner/plans"
+)
+
+// syncBuf is a log buffer the simulated server writes while the test reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// simServer starts the simulated server of cell c in-process with the launch the serve
+// backend builds (argv, environment) and returns its base URL and log.
+func simServer(t *testing.T, c plans.Cell) (string, *syncBuf) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	var ports []int
+	for range sglang.StrictPorts(c) {
+		l2, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, l2.Addr().(*net.TCPAddr).Port)
+		l2.Close()
+	}
+	l, err := sglang.ServeBackend{}.ServerLaunch(c, backends.ServerSite{Command: c.Backend.Command, Port: port, Ports: ports, Dir: dir, TraceDir: filepath.Join(dir, "traces")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{simclock.EnvTimeScale: "0"}
+	for k, v := range l.Env {
+		env[k] = v
+	}
+	t.Chdir(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &syncBuf{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sim.SGLang(ctx, l.Argv[1:], env, log, log)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if r, err := http.Get(base + "/health"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return base, log
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("simulated server not ready; log:\n%s", log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// post sends body as JSON and returns the status and answer.
+func post(t *testing.T, url string, body any) (int, string) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	r, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	out, _ := io.ReadAll(r.Body)
+	return r.StatusCode, string(out)
+}
+
+func gunzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(zr)
+	return string(b)
+}
+
+// TestDiffusionWithStackFalseReachesTheServer: upstream's diffusion /start_profile takes
+// with_stack = obj.with_stack or SGLANG_PROFILE_WITH_STACK (default true), so [profile]
+// with_stack = false must reach the server's environment; the trace of the window then has
+// no Python stack events.
+func TestDiffusionWithStackFalseReachesTheServer(t *testing.T) {
+	no := false
+	c := plans.Cell{ID: "000-x", Model: "Qwen/Qwen-Image", Prompt: "a cat", Resolution: plans.Resolution{Width: 256, Height: 256}, Steps: 2, Profiler: plans.ProfilerTorch,
+		Backend: plans.Backend{Kind: "sglang", Mode: sglang.ModeServe, Command: []string{"sglang"}}, Profile: plans.Profile{WithStack: &no, RecordShapes: &no}}
+	base, log := simServer(t, c)
+	traces := t.TempDir()
+	w := sglang.ServeBackend{}.Window(c, traces)
+	if code, b := post(t, base+"/start_profile", w.Start); code != 200 {
+		t.Fatalf("start %d %s", code, b)
+	}
+	if code, b := post(t, base+"/v1/images/generations", map[string]any{"prompt": "a cat", "size": "256x256", "num_inference_steps": 2}); code != 200 {
+		t.Fatalf("image %d %s", code, b)
+	}
+	if code, b := post(t, base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("stop %d %s", code, b)
+	}
+	m, _ := filepath.Glob(filepath.Join(traces, "*-global-rank0.trace.json.gz"))
+	if len(m) != 1 {
+		t.Fatalf("traces %v; log:\n%s", m, log.String())
+	}
+	if strings.Contains(gunzip(t, m[0]), "python_function") || !strings.Contains(log.String(), "with_stack=false record_shapes=false") {
+		t.Fatalf("with_stack = false did not turn stacks off; log:\n%s", log.String())
+	}
+}
