@@ -134,10 +134,8 @@ func (d *decoder) validateProfilerOptions(p *Plan) {
 			d.addKey(k, `vLLM-Omni's profiler has no stages; drop the key`)
 		case d.check("backend", "model_type") && p.Backend.ModelType != ModelTypeLLM:
 			d.addKey(k, fmt.Sprintf(`profile_stages selects LLM forward stages (prefill, decode); backend.model_type is %q; drop the key`, p.Backend.ModelType))
-		case len(pr.ProfileStages) == 0:
-			d.addKey(k, `empty; list stages such as ["decode"], or drop the key to profile every stage`)
 		default:
-			d.uniqueOf(k, pr.ProfileStages, ProfileStages, "stage", "")
+			d.addKey(k, profileStagesRefused)
 		}
 	}
 	k := path("profile", "vllm_profiler_config")
@@ -157,6 +155,12 @@ func (d *decoder) validateProfilerOptions(p *Plan) {
 		}
 	}
 }
+
+// profileStagesRefused says why the plan refuses profile_stages: sglang reads the field only
+// in its SGLANG_PROFILE_V2 profiler (off by default), which implements no /stop_profile, no
+// start_step and no merge_profiles, so the runner's window cannot drive it; the default
+// profiler ignores the field and writes every stage.
+const profileStagesRefused = `sglang's default profiler ignores it (only the SGLANG_PROFILE_V2 profiler reads it, and that one has no /stop_profile, which the runner's window needs): with profile_by_stage = true every window writes both an -EXTEND (prefill) and a -DECODE trace; drop the key and read the stage you want from its trace`
 
 const activityHint = `; "CUDA_PROFILER" is not a torch-profiler activity (it only brackets an nsys capture range)`
 

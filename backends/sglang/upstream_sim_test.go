@@ -149,3 +149,30 @@ func TestDiffusionWithStackFalseReachesTheServer(t *testing.T) {
 		t.Fatalf("with_stack = false did not turn stacks off; log:\n%s", log.String())
 	}
 }
+
+// TestMergingWindowGetsAMergedTrace: upstream's ProfileMerger globs
+// "<profile_id>*.trace.json.gz", so a window that merges must not name its traces with a
+// profile_prefix; against the simulator (which globs as upstream does) the merged trace is
+// then written next to the per-rank one.
+func TestMergingWindowGetsAMergedTrace(t *testing.T) {
+	c := plans.Cell{ID: "000-m", Model: "m", Prompt: "hi", InputLen: 8, OutputLen: 4, Profiler: plans.ProfilerTorch,
+		Backend: plans.Backend{Kind: "sglang", Mode: sglang.ModeServe, Command: []string{"sglang"}, ModelType: sglang.ModelTypeLLM},
+		Profile: plans.Profile{StartStep: -1, MergeProfiles: true}}
+	base, log := simServer(t, c)
+	traces := t.TempDir()
+	if code, b := post(t, base+"/start_profile", sglang.ServeBackend{}.Window(c, traces).Start); code != 200 {
+		t.Fatalf("start %d %s", code, b)
+	}
+	post(t, base+"/generate", map[string]any{"text": "hi", "sampling_params": map[string]any{"max_new_tokens": 4}})
+	if code, b := post(t, base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("stop %d %s", code, b)
+	}
+	if m, _ := filepath.Glob(filepath.Join(traces, "merged-*.trace.json.gz")); len(m) != 1 {
+		t.Fatalf("no merged trace; log:\n%s", log.String())
+	}
+	// Without merging, the prefix still names the traces after the cell.
+	c.Profile.MergeProfiles = false
+	if b := sglang.StartProfileBody(c, traces); b["profile_prefix"] != c.ID {
+		t.Fatalf("body %v", b)
+	}
+}

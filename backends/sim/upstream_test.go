@@ -72,3 +72,87 @@ func TestDiffusionWindowStackFollowsEnvironment(t *testing.T) {
 		t.Fatalf("with_stack=true in the body lost to the environment. log:\n%s", log)
 	}
 }
+
+// llmWindowFiles runs one /generate in an LLM /start_profile window with body (output_dir
+// added) and returns the names written and the server log.
+func llmWindowFiles(t *testing.T, env map[string]string, body map[string]any) ([]string, string) {
+	t.Helper()
+	s := startServe(t, env, "serve", "--model-type", "llm", "--model-path", "m")
+	s.waitHealth(t)
+	dir := t.TempDir()
+	body["output_dir"] = dir
+	if code, b := postJSON(t, s.base+"/start_profile", body); code != 200 {
+		t.Fatalf("start %d %s", code, b)
+	}
+	postJSON(t, s.base+"/generate", map[string]any{"text": "hi", "sampling_params": map[string]any{"max_new_tokens": 4}})
+	if code, b := postJSON(t, s.base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("stop %d %s", code, b)
+	}
+	var names []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, s.log.String()
+}
+
+func countSuffix(names []string, suffix string) int {
+	n := 0
+	for _, x := range names {
+		if strings.HasSuffix(x, suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLLMProfileStagesNeedsProfileV2: the default scheduler profiler never reads
+// profile_stages, so profile_by_stage with ["decode"] still writes the -EXTEND trace; only
+// SGLANG_PROFILE_V2's stage-based manager limits the stages (its suffix is the stage name).
+func TestLLMProfileStagesNeedsProfileV2(t *testing.T) {
+	body := func() map[string]any {
+		return map[string]any{"profile_by_stage": true, "profile_stages": []string{"decode"}}
+	}
+	names, log := llmWindowFiles(t, baseEnv(t), body())
+	if countSuffix(names, "-TP-0-EXTEND.trace.json.gz") != 1 || countSuffix(names, "-TP-0-DECODE.trace.json.gz") != 1 {
+		t.Fatalf("default profiler with profile_stages [decode]: %v; upstream writes both stages\n%s", names, log)
+	}
+	names, log = llmWindowFiles(t, baseEnv(t, "SGLANG_PROFILE_V2", "1"), body())
+	if len(names) != 1 || countSuffix(names, "-TP-0-decode.trace.json.gz") != 1 {
+		t.Fatalf("SGLANG_PROFILE_V2 with profile_stages [decode]: %v\n%s", names, log)
+	}
+}
+
+// TestLLMMergeWithPrefixFails: ProfileMerger globs "<profile_id>*.trace.json.gz", so with a
+// profile_prefix the per-rank files are not found, the merge fails (logged, no merged file)
+// and the window's traces stay; without a prefix the merged file is written.
+func TestLLMMergeWithPrefixFails(t *testing.T) {
+	names, log := llmWindowFiles(t, baseEnv(t), map[string]any{"merge_profiles": true, "profile_prefix": "cell"})
+	if countSuffix(names, ".trace.json.gz") != 1 || strings.HasPrefix(names[0], "merged-") || !strings.HasPrefix(names[0], "cell-") ||
+		!strings.Contains(log, "Failed to merge profiles: No trace files found for profile_id: ") || !strings.Contains(log, " Merge failed: No trace files found") {
+		t.Fatalf("merge with a prefix: %v\n%s", names, log)
+	}
+	names, log = llmWindowFiles(t, baseEnv(t), map[string]any{"merge_profiles": true})
+	if len(names) != 2 || !strings.HasPrefix(names[1], "merged-") || !strings.Contains(log, "Profile merge completed: ") {
+		t.Fatalf("merge without a prefix: %v\n%s", names, log)
+	}
+}
+
+// TestLLMMemorySnapshotName: the MEM snapshot is str(time.time()) + "-TP-<r>-memory" + the
+// stage suffix + ".pickle" (no prefix, not the profile id); with profile_by_stage each stage's
+// stop dumps one, "-memory-EXTEND.pickle" and "-memory-DECODE.pickle".
+func TestLLMMemorySnapshotName(t *testing.T) {
+	names, _ := llmWindowFiles(t, baseEnv(t), map[string]any{"activities": []string{"GPU", "MEM"}, "profile_prefix": "cell", "profile_by_stage": true})
+	var pickles []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".pickle") {
+			pickles = append(pickles, n)
+			if strings.HasPrefix(n, "cell-") {
+				t.Errorf("memory snapshot %s carries the prefix", n)
+			}
+		}
+	}
+	if len(pickles) != 2 || countSuffix(pickles, "-TP-0-memory-EXTEND.pickle") != 1 || countSuffix(pickles, "-TP-0-memory-DECODE.pickle") != 1 {
+		t.Fatalf("memory snapshots %v", pickles)
+	}
+}
