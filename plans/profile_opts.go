@@ -32,6 +32,10 @@ type VLLMProfilerConfig struct {
 	IgnoreFrontend    *bool `toml:"ignore_frontend" json:"ignore_frontend,omitempty"`
 	DelayIterations   *int  `toml:"delay_iterations" json:"delay_iterations,omitempty"`
 	MaxIterations     *int  `toml:"max_iterations" json:"max_iterations,omitempty"`
+	// The torch profiler's schedule (newer vLLM): wait, then warmup, then active iterations.
+	WarmupIterations *int `toml:"warmup_iterations" json:"warmup_iterations,omitempty"`
+	ActiveIterations *int `toml:"active_iterations" json:"active_iterations,omitempty"`
+	WaitIterations   *int `toml:"wait_iterations" json:"wait_iterations,omitempty"`
 }
 
 // Fields returns the set keys under their vLLM names, for --profiler-config.
@@ -46,7 +50,8 @@ func (v VLLMProfilerConfig) Fields() map[string]any {
 			m[k] = *p
 		}
 	}
-	for k, p := range map[string]*int{"delay_iterations": v.DelayIterations, "max_iterations": v.MaxIterations} {
+	for k, p := range map[string]*int{"delay_iterations": v.DelayIterations, "max_iterations": v.MaxIterations,
+		"warmup_iterations": v.WarmupIterations, "active_iterations": v.ActiveIterations, "wait_iterations": v.WaitIterations} {
 		if p != nil {
 			m[k] = *p
 		}
@@ -56,7 +61,8 @@ func (v VLLMProfilerConfig) Fields() map[string]any {
 
 // vllmProfilerKeys is the schema of [profile.vllm_profiler_config].
 var vllmProfilerKeys = []string{"torch_profiler_with_flops", "torch_profiler_use_gzip", "torch_profiler_dump_cuda_time_total",
-	"torch_profiler_with_memory", "ignore_frontend", "delay_iterations", "max_iterations"}
+	"torch_profiler_with_memory", "ignore_frontend", "delay_iterations", "max_iterations",
+	"warmup_iterations", "active_iterations", "wait_iterations"}
 
 type rawProfileOpts struct {
 	Activities    toml.Primitive `toml:"activities"`
@@ -74,6 +80,9 @@ type rawVLLMProfiler struct {
 	IgnoreFrontend    toml.Primitive `toml:"ignore_frontend"`
 	DelayIterations   toml.Primitive `toml:"delay_iterations"`
 	MaxIterations     toml.Primitive `toml:"max_iterations"`
+	WarmupIterations  toml.Primitive `toml:"warmup_iterations"`
+	ActiveIterations  toml.Primitive `toml:"active_iterations"`
+	WaitIterations    toml.Primitive `toml:"wait_iterations"`
 }
 
 // decodeProfilerOptions decodes the profiler options of [profile] (prim is the table).
@@ -103,6 +112,9 @@ func (d *decoder) decodeProfilerOptions(prim toml.Primitive, pr *Profile) {
 	decodeField(d, path("profile", "vllm_profiler_config", "ignore_frontend"), rv.IgnoreFrontend, &v.IgnoreFrontend, b)
 	decodeField(d, path("profile", "vllm_profiler_config", "delay_iterations"), rv.DelayIterations, &v.DelayIterations, `an integer such as 0`)
 	decodeField(d, path("profile", "vllm_profiler_config", "max_iterations"), rv.MaxIterations, &v.MaxIterations, `an integer such as 0`)
+	decodeField(d, path("profile", "vllm_profiler_config", "warmup_iterations"), rv.WarmupIterations, &v.WarmupIterations, `an integer such as 2`)
+	decodeField(d, path("profile", "vllm_profiler_config", "active_iterations"), rv.ActiveIterations, &v.ActiveIterations, `an integer such as 5`)
+	decodeField(d, path("profile", "vllm_profiler_config", "wait_iterations"), rv.WaitIterations, &v.WaitIterations, `an integer such as 0`)
 }
 
 // validateProfilerOptions checks the profiler options against the server they go to: sglang
@@ -149,9 +161,11 @@ func (d *decoder) validateProfilerOptions(p *Plan) {
 	for _, f := range []struct {
 		key string
 		v   *int
-	}{{"delay_iterations", pr.VLLM.DelayIterations}, {"max_iterations", pr.VLLM.MaxIterations}} {
-		if k := path("profile", "vllm_profiler_config", f.key); d.check(k...) && f.v != nil && *f.v < 0 {
-			d.addKey(k, fmt.Sprintf("%d; it must be >= 0 (0: vLLM's default)", *f.v))
+		min int
+	}{{"delay_iterations", pr.VLLM.DelayIterations, 0}, {"max_iterations", pr.VLLM.MaxIterations, 0},
+		{"warmup_iterations", pr.VLLM.WarmupIterations, 0}, {"active_iterations", pr.VLLM.ActiveIterations, 1}, {"wait_iterations", pr.VLLM.WaitIterations, 0}} {
+		if k := path("profile", "vllm_profiler_config", f.key); d.check(k...) && f.v != nil && *f.v < f.min {
+			d.addKey(k, fmt.Sprintf("%d; vLLM's ProfilerConfig requires >= %d", *f.v, f.min))
 		}
 	}
 }

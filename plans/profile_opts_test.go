@@ -56,7 +56,11 @@ var profileOptBadCases = []struct {
 		[]want{{"profile.vllm_profiler_config.torch_profiler_dir", 10, 1, []string{"unknown key"}}}},
 	{"negative delay_iterations",
 		vllmMin + "[profile.vllm_profiler_config]\ndelay_iterations = -1\n",
-		[]want{{"profile.vllm_profiler_config.delay_iterations", 10, 1, []string{"must be >= 0"}}}},
+		[]want{{"profile.vllm_profiler_config.delay_iterations", 10, 1, []string{"requires >= 0"}}}},
+	// vLLM's ProfilerConfig: active_iterations = Field(default=5, ge=1).
+	{"no active iterations",
+		vllmMin + "[profile.vllm_profiler_config]\nactive_iterations = 0\n",
+		[]want{{"profile.vllm_profiler_config.active_iterations", 10, 1, []string{"requires >= 1"}}}},
 }
 
 func TestProfilerOptionsBadInputs(t *testing.T) {
@@ -70,7 +74,8 @@ func TestProfilerOptionsKept(t *testing.T) {
 	}
 	c := p.Expand()[0]
 	want := map[string]any{"torch_profiler_with_flops": true, "torch_profiler_use_gzip": true, "torch_profiler_dump_cuda_time_total": false,
-		"torch_profiler_with_memory": true, "ignore_frontend": true, "delay_iterations": 2, "max_iterations": 10}
+		"torch_profiler_with_memory": true, "ignore_frontend": true, "delay_iterations": 2, "max_iterations": 10,
+		"warmup_iterations": 1, "active_iterations": 3, "wait_iterations": 0}
 	if d := cmp.Diff(want, c.Profile.VLLM.Fields()); d != "" {
 		t.Errorf("vllm_profiler_config (-want +got):\n%s", d)
 	}

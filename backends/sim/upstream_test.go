@@ -2,11 +2,18 @@ package sim
 
 import (
 	"compress/gzip"
+	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sglprof/runner/backends/simclock"
 )
 
 // readGz returns the decompressed content of a gzip file.
@@ -154,5 +161,48 @@ func TestLLMMemorySnapshotName(t *testing.T) {
 	}
 	if len(pickles) != 2 || countSuffix(pickles, "-TP-0-memory-EXTEND.pickle") != 1 || countSuffix(pickles, "-TP-0-memory-DECODE.pickle") != 1 {
 		t.Fatalf("memory snapshots %v", pickles)
+	}
+}
+
+// TestVLLMOmniSessionIgnoresPrefix: vLLM-Omni's /start_profile body (ProfileRequest) has only
+// stages, so a profile_prefix is dropped; the diffusion worker names its session
+// <YYYYMMDD-HHMMSS>_diffusion_rank<r>_<unix>/ with trace_rank<r>.json(.gz) in it.
+func TestVLLMOmniSessionIgnoresPrefix(t *testing.T) {
+	t.Chdir(t.TempDir())
+	dir := t.TempDir()
+	port := freeTestPort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &lockedBuf{}
+	rc := make(chan int, 1)
+	env := map[string]string{simclock.EnvTimeScale: "0"}
+	go func() {
+		rc <- vllmMain(ctx, []string{"serve", "Qwen/Qwen-Image", "--omni", "--port", strconv.Itoa(port),
+			"--profiler-config", `{"profiler":"torch","torch_profiler_dir":"` + dir + `","torch_profiler_use_gzip":false}`}, env, io.Discard, log)
+	}()
+	t.Cleanup(func() { cancel(); <-rc })
+	s := &simServer{base: "http://127.0.0.1:" + strconv.Itoa(port), log: log}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if r, err := http.Get(s.base + "/health"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready:\n%s", log.String())
+		}
+	}
+	if code, b := postJSON(t, s.base+"/start_profile", map[string]any{"profile_prefix": "cellA"}); code != 200 {
+		t.Fatalf("start %d %s", code, b)
+	}
+	if code, b := postJSON(t, s.base+"/v1/images/generations", map[string]any{"prompt": "a cat", "size": "256x256", "num_inference_steps": 2}); code != 200 {
+		t.Fatalf("image %d %s", code, b)
+	}
+	if code, b := postJSON(t, s.base+"/stop_profile", nil); code != 200 {
+		t.Fatalf("stop %d %s", code, b)
+	}
+	m, _ := filepath.Glob(filepath.Join(dir, "*", "trace_rank0.json"))
+	if len(m) != 1 || !regexp.MustCompile(`^[0-9]{8}-[0-9]{6}_diffusion_rank0_[0-9]+$`).MatchString(filepath.Base(filepath.Dir(m[0]))) {
+		t.Fatalf("session traces %v (want <ts>_diffusion_rank0_<unix>/trace_rank0.json); log:\n%s", m, log.String())
 	}
 }
