@@ -787,6 +787,11 @@ func (s *server) videoCreate(w http.ResponseWriter, r *http.Request) {
 	s.jobs[id] = job
 	s.mu.Unlock()
 	go func() {
+		if s.k.fail["video-cancelled"] {
+			// A job cancelled on the server ends "cancelled" and never completes.
+			job.set("status", "cancelled")
+			return
+		}
 		job.set("status", "in_progress")
 		inf, _, err := s.generateDiffusion(q, id)
 		job.mu.Lock()

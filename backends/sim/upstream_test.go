@@ -206,3 +206,32 @@ func TestVLLMOmniSessionIgnoresPrefix(t *testing.T) {
 		t.Fatalf("session traces %v (want <ts>_diffusion_rank0_<unix>/trace_rank0.json); log:\n%s", m, log.String())
 	}
 }
+
+// TestVideoJobCancelled: with the video-cancelled failure mode a video job ends in the status
+// "cancelled" and stays there (it never completes), which a poller must treat as final.
+func TestVideoJobCancelled(t *testing.T) {
+	s := startServe(t, baseEnv(t, EnvFail, "video-cancelled"), "serve", "--model-path", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers")
+	s.waitHealth(t)
+	code, b := postJSON(t, s.base+"/v1/videos", map[string]any{"prompt": "a cat", "size": "256x256", "num_inference_steps": 2})
+	if code != 200 {
+		t.Fatalf("create %d %s", code, b)
+	}
+	id := regexp.MustCompile(`"id":"([^"]+)"`).FindSubmatch(b)
+	if id == nil {
+		t.Fatalf("no id in %s", b)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		r, err := http.Get(s.base + "/v1/videos/" + string(id[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if strings.Contains(string(body), `"status":"cancelled"`) {
+			return
+		}
+		if strings.Contains(string(body), `"status":"completed"`) || time.Now().After(deadline) {
+			t.Fatalf("job %s", body)
+		}
+	}
+}
