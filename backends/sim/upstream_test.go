@@ -235,3 +235,18 @@ func TestVideoJobCancelled(t *testing.T) {
 		}
 	}
 }
+
+// TestProfilerDirAloneProfilesNothing: SGLANG_DIFFUSION_TORCH_PROFILER_DIR is only where a
+// profiler writes (profiler.py's log directory, read when a profiler is built for a request
+// with --profile or a /start_profile window); set alone it starts no profiler, so an
+// unprofiled cell's timing pass runs without one although the runner sets it on every cell.
+func TestProfilerDirAloneProfilesNothing(t *testing.T) {
+	dir := t.TempDir()
+	r, _ := runGen(t, baseEnv(t, "SGLANG_DIFFUSION_TORCH_PROFILER_DIR", dir))
+	if r.rc != 0 {
+		t.Fatalf("exit %d\n%s", r.rc, r.all())
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 || strings.Contains(r.all(), "Profiling request") {
+		t.Fatalf("a run without --profile profiled: %v\n%s", m, r.all())
+	}
+}
