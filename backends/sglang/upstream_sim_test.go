@@ -5,11 +5,13 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,5 +176,42 @@ func TestMergingWindowGetsAMergedTrace(t *testing.T) {
 	c.Profile.MergeProfiles = false
 	if b := sglang.StartProfileBody(c, traces); b["profile_prefix"] != c.ID {
 		t.Fatalf("body %v", b)
+	}
+}
+
+// TestLLMLauncherFromServeHelp: the LLM launcher follows what the installed `sglang serve
+// --help` says. The simulator's help (newer SGLang, cli/serve.py with the backend registry)
+// names --model-type, so `sglang serve --model-type llm` is kept; the older cli/serve.py's help
+// (no override) or a failed probe select `python -m sglang.launch_server`, whose argv the
+// simulated launch_server accepts.
+func TestLLMLauncherFromServeHelp(t *testing.T) {
+	c := plans.Cell{ID: "000-m", Model: "meta-llama/Llama-3.1-8B-Instruct", InputLen: 8, OutputLen: 4,
+		Backend: plans.Backend{Kind: "sglang", Mode: sglang.ModeServe, Command: []string{"sglang"}, ModelType: sglang.ModelTypeLLM}}
+	if !sglang.NeedsLauncherProbe(c, c.Backend.Command) {
+		t.Fatal("an LLM cell on the sglang script needs the probe")
+	}
+	var help bytes.Buffer
+	sim.SGLang(context.Background(), sglang.ServeHelpArgs, map[string]string{}, &help, &help)
+	if argv, note := sglang.LLMLauncher(c.Backend.Command, help.String(), nil, "/venv/bin/python"); !slices.Equal(argv, []string{"sglang"}) || !strings.Contains(note, "--model-type llm") {
+		t.Fatalf("newer sglang: %v %q", argv, note)
+	}
+	// cli/serve.py before the backend registry: general usage, then the two servers' help.
+	old := "Usage: sglang serve --model-path <model-name-or-path> [additional-arguments]\n\nThis command can launch either a standard language model server or a diffusion model server.\nThe server type is determined by the model path.\n"
+	argv, note := sglang.LLMLauncher(c.Backend.Command, old, nil, "/venv/bin/python")
+	if !slices.Equal(argv, []string{"/venv/bin/python", "-m", "sglang.launch_server"}) || !strings.Contains(note, "does not mention --model-type") {
+		t.Fatalf("older sglang: %v %q", argv, note)
+	}
+	if argv, note := sglang.LLMLauncher(c.Backend.Command, "", errors.New("exit status 1"), ""); argv[0] != "python3" || !strings.Contains(note, "failed (exit status 1)") {
+		t.Fatalf("failed probe: %v %q", argv, note)
+	}
+	// The launch_server command makes an argv without serve/--model-type that the simulated
+	// `python -m sglang.launch_server` serves.
+	c.Backend.Command = argv
+	if sglang.NeedsLauncherProbe(c, argv) {
+		t.Fatal("launch_server needs no probe")
+	}
+	base, log := simServer(t, c)
+	if code, b := post(t, base+"/generate", map[string]any{"text": "hi", "sampling_params": map[string]any{"max_new_tokens": 2}}); code != 200 {
+		t.Fatalf("generate %d %s\n%s", code, b, log.String())
 	}
 }
