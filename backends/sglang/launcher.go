@@ -2,7 +2,6 @@ package sglang
 
 import (
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/sglprof/runner/plans"
@@ -40,5 +39,5 @@ func LLMLauncher(command []string, help string, probeErr error, python string) (
 	if probeErr != nil {
 		why = "`sglang serve --help` failed (" + probeErr.Error() + ")"
 	}
-	return slices.Clip([]string{python, "-m", "sglang.launch_server"}), why + ": LLM servers start with `" + python + " -m sglang.launch_server`"
+	return []string{python, "-m", "sglang.launch_server"}, why + ": LLM servers start with `" + python + " -m sglang.launch_server`"
 }
