@@ -509,6 +509,9 @@ func TestFullExampleUsesEveryKey(t *testing.T) {
 			if table != "" {
 				path = append(strings.Split(table, "."), k) // "executor.slurm" is a sub-table
 			}
+			if strings.Join(path, ".") == "profile.profile_stages" {
+				continue // known so that the plan can say why it refuses it (validateProfilerOptions)
+			}
 			if !slices.ContainsFunc(mds, func(md toml.MetaData) bool { return md.IsDefined(path...) }) {
 				t.Errorf("none of examples/full.toml or testdata/full-*.toml sets %s", strings.Join(path, "."))
 			}

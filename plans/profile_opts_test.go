@@ -34,9 +34,11 @@ var profileOptBadCases = []struct {
 	{"activities on vLLM-Omni",
 		vllmMin + "activities = [\"GPU\"]\n",
 		[]want{{"profile.activities", 9, 1, []string{"takes no activities"}}}},
-	{"unknown profile stage",
-		llmMin + "[profile]\nprofile_stages = [\"extend\"]\n",
-		[]want{{"profile.profile_stages[0]", 9, 19, []string{`unknown stage "extend"`, `"prefill", "decode"`}}}},
+	// sglang's default profiler never reads profile_stages (only SGLANG_PROFILE_V2's does, and
+	// it cannot be stopped by /stop_profile): a "decode only" window would trace prefill too.
+	{"profile stages on the LLM server",
+		llmMin + "[profile]\nprofile_stages = [\"decode\"]\n",
+		[]want{{"profile.profile_stages", 9, 1, []string{"default profiler ignores it", "SGLANG_PROFILE_V2", "-EXTEND", "drop the key"}}}},
 	{"profile stages on a diffusion server",
 		serveMin + "[profile]\nprofile_stages = [\"decode\"]\n",
 		[]want{{"profile.profile_stages", 8, 1, []string{"LLM forward stages", `"diffusion"`}}}},
@@ -54,7 +56,11 @@ var profileOptBadCases = []struct {
 		[]want{{"profile.vllm_profiler_config.torch_profiler_dir", 10, 1, []string{"unknown key"}}}},
 	{"negative delay_iterations",
 		vllmMin + "[profile.vllm_profiler_config]\ndelay_iterations = -1\n",
-		[]want{{"profile.vllm_profiler_config.delay_iterations", 10, 1, []string{"must be >= 0"}}}},
+		[]want{{"profile.vllm_profiler_config.delay_iterations", 10, 1, []string{"requires >= 0"}}}},
+	// vLLM's ProfilerConfig: active_iterations = Field(default=5, ge=1).
+	{"no active iterations",
+		vllmMin + "[profile.vllm_profiler_config]\nactive_iterations = 0\n",
+		[]want{{"profile.vllm_profiler_config.active_iterations", 10, 1, []string{"requires >= 1"}}}},
 }
 
 func TestProfilerOptionsBadInputs(t *testing.T) {
@@ -68,7 +74,8 @@ func TestProfilerOptionsKept(t *testing.T) {
 	}
 	c := p.Expand()[0]
 	want := map[string]any{"torch_profiler_with_flops": true, "torch_profiler_use_gzip": true, "torch_profiler_dump_cuda_time_total": false,
-		"torch_profiler_with_memory": true, "ignore_frontend": true, "delay_iterations": 2, "max_iterations": 10}
+		"torch_profiler_with_memory": true, "ignore_frontend": true, "delay_iterations": 2, "max_iterations": 10,
+		"warmup_iterations": 1, "active_iterations": 3, "wait_iterations": 0}
 	if d := cmp.Diff(want, c.Profile.VLLM.Fields()); d != "" {
 		t.Errorf("vllm_profiler_config (-want +got):\n%s", d)
 	}
@@ -80,7 +87,7 @@ func TestProfilerOptionsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = p.Expand()[0]
-	if d := cmp.Diff([]string{"CPU", "GPU", "MEM"}, c.Profile.Activities); d != "" || len(c.Profile.ProfileStages) != 1 {
+	if d := cmp.Diff([]string{"CPU", "GPU", "MEM"}, c.Profile.Activities); d != "" || len(c.Profile.ProfileStages) != 0 {
 		t.Errorf("activities %v, stages %v", c.Profile.Activities, c.Profile.ProfileStages)
 	}
 }

@@ -53,6 +53,8 @@ type serveSession struct {
 	pending []rundir.Reason            // teardown problems charged to the next cell
 	// attached are the servers the session attached to ([backend] url), for the manifest.
 	attached []rundir.AttachedServer
+	// launchers are the LLM server commands chosen per plan command (llmLauncher).
+	launchers map[string][]string
 }
 
 func newServeSession(runDir string, opts *Options) *serveSession {

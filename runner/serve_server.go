@@ -6,20 +6,24 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sglprof/runner/backends"
+	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/gpu"
 	"github.com/sglprof/runner/runner/load"
 	"github.com/sglprof/runner/runner/proc"
 )
@@ -47,6 +51,9 @@ func (ss *serveSession) start(ctx context.Context, rec cellRecord, be backends.S
 	site, err := ss.site(be, c, dir)
 	if err != nil {
 		return failed(err.code, err.msg)
+	}
+	if !opts.Simulate && be.Name() == sglang.Kind && sglang.NeedsLauncherProbe(c, site.Command) {
+		site.Command = ss.llmLauncher(ctx, site.Command)
 	}
 	launch, lerr := be.ServerLaunch(c, site)
 	if lerr != nil {
@@ -488,4 +495,26 @@ func wrapServerNSys(opts *Options, be backends.Server, c plans.Cell, session, re
 // finds a session through it (TMPDIR among others).
 func (srv *server) env(opts *Options) []string {
 	return mergeEnv(opts.Env, srv.launch.Env)
+}
+
+// llmLauncher is the command that starts an SGLang LLM server given the plan's `sglang`
+// command: older SGLang has no `sglang serve --model-type`, so the installed one's help is
+// asked once per command (sglang.LLMLauncher chooses) and the choice is logged.
+func (ss *serveSession) llmLauncher(ctx context.Context, command []string) []string {
+	key := strings.Join(command, "\x00")
+	if argv, ok := ss.launchers[key]; ok {
+		return argv
+	}
+	pr := runProbe(ctx, append(slices.Clone(command), sglang.ServeHelpArgs...), ss.opts.Env, ss.opts.ProbeTimeout)
+	var perr error
+	if !pr.Available {
+		perr = errors.New(pr.Error)
+	}
+	argv, note := sglang.LLMLauncher(command, pr.Output, perr, gpu.Interpreter(command, ss.opts.Env))
+	ss.opts.Logger.Info("LLM server launcher: "+note, "command", quoteArgv(argv))
+	if ss.launchers == nil {
+		ss.launchers = map[string][]string{}
+	}
+	ss.launchers[key] = argv
+	return argv
 }

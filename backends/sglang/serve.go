@@ -64,7 +64,34 @@ func isLaunchServer(cmd []string) bool {
 // args, environment); what only changes requests (prompt, size, steps, seed, token lengths,
 // the torch profiler) is not.
 func ServerKey(c plans.Cell) string {
-	return backends.ServerArgsKey(c, ModelType(c))
+	return backends.ServerArgsKey(c, ModelType(c), fmt.Sprint(ProfilerEnv(c)))
+}
+
+// Variables of sglang's environment (srt/environ.py) that the diffusion server's
+// /start_profile reads: with_stack = obj.with_stack or SGLANG_PROFILE_WITH_STACK, record_shapes
+// = obj.record_shapes or SGLANG_PROFILE_RECORD_SHAPES, both default true. A false in the body
+// therefore changes nothing (docs/upstream.md).
+const (
+	EnvProfileWithStack    = "SGLANG_PROFILE_WITH_STACK"
+	EnvProfileRecordShapes = "SGLANG_PROFILE_RECORD_SHAPES"
+)
+
+// ProfilerEnv is the server environment a cell's [profile] options need: for a diffusion
+// server, with_stack = false and record_shapes = false become SGLANG_PROFILE_WITH_STACK=false
+// and SGLANG_PROFILE_RECORD_SHAPES=false, the only way to turn them off there. The LLM
+// server takes false in the /start_profile body, so it gets none.
+func ProfilerEnv(c plans.Cell) map[string]string {
+	if ModelType(c) != ModelTypeDiffusion {
+		return nil
+	}
+	env := map[string]string{}
+	if p := c.Profile.WithStack; p != nil && !*p {
+		env[EnvProfileWithStack] = "false"
+	}
+	if p := c.Profile.RecordShapes; p != nil && !*p {
+		env[EnvProfileRecordShapes] = "false"
+	}
+	return env
 }
 
 // ServerCommand builds the server process for cell c: argv, environment (the torch-profiler
@@ -113,6 +140,9 @@ func ServerCommand(c plans.Cell, port int, dir, traceDir, marker string) (rundir
 	env := make(map[string]string, len(c.Backend.Env)+3)
 	for k, v := range c.Backend.Env {
 		env[k] = v
+	}
+	for k, v := range ProfilerEnv(c) {
+		env[k] = v // the plan's [profile] option overrides a backend.env value
 	}
 	env[EnvProfilerDir] = traceDir
 	env[EnvDiffusionProfilerDir] = traceDir

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,12 +31,22 @@ func (ServeBackend) Executable(c plans.Cell) []string { return c.Backend.Command
 // runtime has no cudaProfilerStart path in /start_profile, so there the same key runs the
 // server in an interactive nsys session whose collection the runner starts and stops around
 // the measured requests (backends.WindowNSysSession): every capture range is accepted.
+//
+// SGLANG_PROFILE_V2 in backend.env switches the LLM scheduler to the stage-based profiler,
+// which implements no /stop_profile (manual_stop raises NotImplementedError) and refuses
+// start_step and merge_profiles: the runner's window cannot drive it, so such a cell is refused.
 func (ServeBackend) ValidateCell(c plans.Cell) error {
 	if c.Profiler == plans.ProfilerNsys && ModelType(c) == ModelTypeLLM && c.NSys.CaptureRange != plans.CaptureRangeCudaAPI {
 		return fmt.Errorf("profiler \"nsys\" for an LLM server (backend.mode = \"serve\", model_type = \"llm\") needs [nsys] capture_range = \"cudaProfilerApi\": the runner's /start_profile window then opens and closes the capture")
 	}
+	if v, ok := c.Backend.Env[EnvProfileV2]; ok && ModelType(c) == ModelTypeLLM && c.Profiler != plans.ProfilerNone && slices.Contains([]string{"true", "1", "yes", "y"}, strings.ToLower(v)) {
+		return fmt.Errorf("backend.env sets %s = %q: sglang's stage-based profiler then has no /stop_profile, which closes the runner's profiling window; drop the variable (the default profiler writes -EXTEND and -DECODE traces with profile_by_stage = true)", EnvProfileV2, v)
+	}
 	return nil
 }
+
+// EnvProfileV2 selects sglang's stage-based LLM profiler (srt/environ.py, default false).
+const EnvProfileV2 = "SGLANG_PROFILE_V2"
 
 // EnvProbes implements backends.Backend: as the generate backend's.
 func (ServeBackend) EnvProbes(c plans.Cell) backends.EnvProbes { return envProbes(c) }
@@ -123,7 +134,12 @@ func StartProfileBody(c plans.Cell, traces string) map[string]any {
 		"output_dir":       traces,
 		"profile_by_stage": c.Profile.ProfileByStage,
 		"merge_profiles":   c.Profile.MergeProfiles,
-		"profile_prefix":   c.ID,
+	}
+	// The prefix names the traces after the cell, but ProfileMerger globs
+	// "<profile_id>*.trace.json.gz", which "<prefix>-<profile_id>-TP-..." does not match: with a
+	// prefix the merge fails. output_dir is the cell's own, so a merging window needs none.
+	if !c.Profile.MergeProfiles {
+		b["profile_prefix"] = c.ID
 	}
 	if c.Profile.StartStep >= 0 {
 		b["start_step"] = c.Profile.StartStep

@@ -192,6 +192,10 @@ func TestValidateCell(t *testing.T) {
 	diffusion.Profiler = plans.ProfilerNsys
 	generate := diffusion
 	generate.Backend.Mode = Mode
+	v2 := llm(plans.ProfilerTorch, "")
+	v2.Backend.Env = map[string]string{"SGLANG_PROFILE_V2": "1"}
+	v2none := v2
+	v2none.Profiler = plans.ProfilerNone
 	cases := []struct {
 		name string
 		be   backends.Backend
@@ -203,6 +207,8 @@ func TestValidateCell(t *testing.T) {
 		{"llm torch", NewServe(), llm(plans.ProfilerTorch, ""), ""},
 		{"diffusion nsys without range", NewServe(), diffusion, ""},
 		{"generate nsys without range", New(), generate, ""},
+		{"llm torch on the v2 profiler", NewServe(), v2, `backend.env sets SGLANG_PROFILE_V2 = "1": sglang's stage-based profiler then has no /stop_profile, which closes the runner's profiling window; drop the variable (the default profiler writes -EXTEND and -DECODE traces with profile_by_stage = true)`},
+		{"llm unprofiled on the v2 profiler", NewServe(), v2none, ""},
 	}
 	for _, tc := range cases {
 		err := tc.be.ValidateCell(tc.c)

@@ -222,7 +222,8 @@ type llmProfile struct {
 	mem       bool     // MEM: a CUDA memory-history snapshot at stop
 	cuda      bool     // CUDA_PROFILER: cudaProfilerStart at start, cudaProfilerStop at stop
 	stack     bool     // with_stack (default true)
-	stages    []string // profile_stages: only these stages export (nil: all)
+	v2        bool     // SGLANG_PROFILE_V2: the stage-based ProfileManager
+	stages    []string // profile_stages (read by the v2 manager only): only these stages export (nil: all)
 	recorded  int64
 }
 
@@ -789,6 +790,11 @@ func (s *server) videoCreate(w http.ResponseWriter, r *http.Request) {
 	s.jobs[id] = job
 	s.mu.Unlock()
 	go func() {
+		if s.k.fail["video-cancelled"] {
+			// A job cancelled on the server ends "cancelled" and never completes.
+			job.set("status", "cancelled")
+			return
+		}
 		job.set("status", "in_progress")
 		inf, _, err := s.generateDiffusion(q, id)
 		job.mu.Lock()
@@ -978,7 +984,12 @@ func (s *server) startProfile(w http.ResponseWriter, r *http.Request) {
 		q.Activities = []string{"CPU", "GPU"}
 	}
 	p := &llmProfile{id: strconv.FormatFloat(float64(time.Now().UnixNano())/1e9, 'f', 6, 64), byStage: q.ProfileByStage, merge: q.MergeProfiles,
-		stack: q.WithStack == nil || *q.WithStack, stages: q.ProfileStages}
+		stack: q.WithStack == nil || *q.WithStack}
+	if s.envBool("SGLANG_PROFILE_V2", false) {
+		// Only the stage-based ProfileManager of SGLANG_PROFILE_V2 reads profile_stages; the
+		// default scheduler profiler takes the field and never looks at it.
+		p.v2, p.stages = true, q.ProfileStages
+	}
 	for _, a := range q.Activities {
 		switch a {
 		case "CPU", "GPU":
@@ -1073,10 +1084,18 @@ func (s *server) flush(p *llmProfile) error {
 		return err
 	}
 	if p.mem {
-		// torch.cuda.memory._dump_snapshot: a pickle next to the traces (content simulated).
-		path := filepath.Join(p.dir, p.id+"-TP-0-memory.pickle")
-		if err := os.WriteFile(path, []byte("sim memory snapshot\n"), 0o644); err != nil {
-			s.log.log("Failed to save memory snapshot: %v", err)
+		// torch.cuda.memory._dump_snapshot: str(time.time()) + "-TP-<r>-memory" + stage suffix
+		// + ".pickle" (no prefix, no profile id), once per stage stop with profile_by_stage.
+		stages := []string{""}
+		if p.byStage {
+			stages = []string{"-EXTEND", "-DECODE"}
+		}
+		for _, st := range stages {
+			ts := strconv.FormatFloat(float64(time.Now().UnixNano())/1e9, 'f', 6, 64)
+			path := filepath.Join(p.dir, ts+"-TP-0-memory"+st+".pickle")
+			if err := os.WriteFile(path, []byte("sim memory snapshot\n"), 0o644); err != nil {
+				s.log.log("Failed to save memory snapshot: %v", err)
+			}
 		}
 	}
 	if p.torch {
@@ -1092,23 +1111,60 @@ func (s *server) flush(p *llmProfile) error {
 		if p.prefix != "" {
 			base = p.prefix + "-" + base
 		}
-		if p.byStage {
-			// profile_stages (the stage-based profiler) exports only the stages it names.
+		switch {
+		case p.v2:
+			// The stage-based profiler exports only the stages profile_stages names (all
+			// without it), suffixed with the stage's name as it spells it.
 			if p.stages == nil || slices.Contains(p.stages, "prefill") {
-				write(base+"-EXTEND.trace.json.gz", 1, 1)
+				write(base+"-prefill.trace.json.gz", 1, 1)
 			}
 			if p.stages == nil || slices.Contains(p.stages, "decode") {
-				write(base+"-DECODE.trace.json.gz", steps, 2)
+				write(base+"-decode.trace.json.gz", steps, 2)
 			}
-		} else {
+		case p.byStage:
+			// The default profiler stops once per stage: an EXTEND and a DECODE trace.
+			write(base+"-EXTEND.trace.json.gz", 1, 1)
+			write(base+"-DECODE.trace.json.gz", steps, 2)
+		default:
 			write(base+".trace.json.gz", steps, 1)
 		}
 		if p.merge {
-			write("merged-"+p.id+".trace.json.gz", steps, 3)
-			s.log.log("Profiling done. Traces are saved to: %s Merged trace: %s (Events: %d, Files: 1)", p.dir, filepath.Join(p.dir, "merged-"+p.id+".trace.json.gz"), steps*100)
+			msg := s.mergeProfiles(p, func(name string) { write(name, steps, 3) })
+			s.log.log("Profiling done. Traces are saved to: %s%s", p.dir, msg)
 			return nil
 		}
 	}
 	s.log.log("Profiling done. Traces are saved to: %s", p.dir)
 	return nil
+}
+
+// mergeProfiles is ProfileMerger on rank 0: it globs "<profile_id>*.trace.json.gz" in the output
+// directory (names with "TP-", not the merged file itself), so per-rank files named
+// "<prefix>-<profile_id>-TP-..." are not found and the merge fails. It returns the message
+// the scheduler appends to its "Profiling done." line.
+func (s *server) mergeProfiles(p *llmProfile, write func(name string)) string {
+	merged := "merged-" + p.id + ".trace.json.gz"
+	s.log.log("Starting profile merge...")
+	m, _ := filepath.Glob(filepath.Join(p.dir, globEscape(p.id)+"*.trace.json.gz"))
+	var files []string
+	for _, f := range m {
+		if filepath.Base(f) != merged && strings.Contains(filepath.Base(f), "TP-") {
+			files = append(files, f)
+		}
+	}
+	if len(files) == 0 {
+		err := "No trace files found for profile_id: " + p.id
+		s.log.log("Failed to merge profiles: %s", err)
+		return " Merge failed: " + err
+	}
+	write(merged)
+	path := filepath.Join(p.dir, merged)
+	s.log.log("Profile merge completed: %s", path)
+	return fmt.Sprintf(" Merged trace: %s (Events: %d, Files: %d)", path, 100*len(files), len(files))
+}
+
+// globEscape quotes the glob metacharacters of a literal name part.
+func globEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
+	return r.Replace(s)
 }

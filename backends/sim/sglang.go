@@ -96,7 +96,7 @@ const DefaultSlowRankFactor = 1.3
 // Failure modes accepted in RUNNER_SIM_FAIL.
 var failModes = []string{"oom", "crash", "hang", "hang-hard", "slow", "trace-fail", "trace-truncated", "no-perf-dump", "escape",
 	// server modes (serve.go)
-	"never-ready", "crash-load", "slow-flush", "http-500", "bad-counts"}
+	"never-ready", "crash-load", "slow-flush", "http-500", "bad-counts", "video-cancelled"}
 
 // ANSI colours sglang puts into its log text (logging_utils.py).
 const (

@@ -6,7 +6,8 @@ package sim
 //
 // What it reproduces: the image endpoint (b64_json only), /health and /v1/models; the
 // profiler routes exist only when --profiler-config sets a profiler; /stop_profile exports
-// `<torch_profiler_dir>/<YYYYMMDD-HHMMSS>_<prefix>/trace_rank0.json` and compresses it in the
+// `<torch_profiler_dir>/<YYYYMMDD-HHMMSS>_diffusion_rank0_<unix>/trace_rank0.json` (one session
+// directory per diffusion worker; the request cannot name it) and compresses it in the
 // background (`trace_rank0.json.gz` appears while the .json still exists, and the .json is
 // removed when gzip finishes), which is why a client must wait for the .gz to be complete.
 
@@ -61,8 +62,8 @@ type vllmServer struct {
 }
 
 type vllmSession struct {
-	prefix string
-	steps  int
+	name  string // the worker's trace file name: the session directory is <ts>_<name>
+	steps int
 }
 
 func vllmMain(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
@@ -270,15 +271,16 @@ func (s *vllmServer) vllmImages(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *vllmServer) vllmStart(w http.ResponseWriter, r *http.Request) {
+	// vLLM-Omni's ProfileRequest has one field, stages (pydantic drops any other, so a
+	// profile_prefix changes nothing); each diffusion worker then names its session
+	// diffusion_rank<r>_<unix seconds> (DiffusionWorker.profile without a prefix).
 	var body struct {
-		ProfilePrefix string `json:"profile_prefix"`
+		Stages []int `json:"stages"`
 	}
 	json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body)
-	if body.ProfilePrefix == "" {
-		body.ProfilePrefix = "diffusion_" + strconv.FormatInt(time.Now().Unix(), 10)
-	}
+	name := "diffusion_rank0_" + strconv.FormatInt(time.Now().Unix(), 10)
 	s.mu2.Lock()
-	s.session = &vllmSession{prefix: body.ProfilePrefix}
+	s.session = &vllmSession{name: name}
 	s.mu2.Unlock()
 	s.log.log("INFO Starting profiler...")
 	if s.pcfg.Profiler == "cuda" {
@@ -287,7 +289,9 @@ func (s *vllmServer) vllmStart(w http.ResponseWriter, r *http.Request) {
 	if b, err := json.Marshal(s.pcfg); err == nil {
 		s.log.log("INFO [sim] profiler config: %s", b) // not a vLLM line: what the simulated profiler got, for tests
 	}
-	s.log.log("INFO Starting diffusion profiling with prefix: %s", body.ProfilePrefix)
+	if body.Stages != nil {
+		s.log.log("INFO Starting profiler for stages=%v...", body.Stages)
+	}
 	s.log.log("INFO Profiler started.")
 	w.WriteHeader(200)
 }
@@ -311,7 +315,7 @@ func (s *vllmServer) vllmStop(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		dir := filepath.Join(s.pcfg.TorchProfilerDir, time.Now().Format("20060102-150405")+"_"+sess.prefix)
+		dir := filepath.Join(s.pcfg.TorchProfilerDir, time.Now().Format("20060102-150405")+"_"+sess.name)
 		path := filepath.Join(dir, "trace_rank0.json")
 		cfg := kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: s.pcfg.WithStack == nil || *s.pcfg.WithStack, Model: s.model,
 			StepScale: s.k.slow, StepNS: int64(s.prof.stepMS * 1e6), Steps: min(max(sess.steps, 1), 10)} // capped: a simulator need not write huge traces

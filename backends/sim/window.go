@@ -87,8 +87,13 @@ func (s *server) diffusionStartProfile(w http.ResponseWriter, r *http.Request) {
 			s.log.log("Unknown profiler activity: '%s'; ignoring.", a)
 		}
 	}
-	s.dwin = &diffusionWindow{id: id, dir: dir, stack: q.WithStack == nil || *q.WithStack}
-	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v", q.Activities, s.dwin.stack, q.RecordShapes != nil && *q.RecordShapes)
+	// with_stack = obj.with_stack or envs.SGLANG_PROFILE_WITH_STACK.get() (same for
+	// record_shapes), both variables default true: a false in the body changes nothing, only
+	// the server's environment turns them off.
+	stack := (q.WithStack != nil && *q.WithStack) || s.envBool("SGLANG_PROFILE_WITH_STACK", true)
+	shapes := (q.RecordShapes != nil && *q.RecordShapes) || s.envBool("SGLANG_PROFILE_RECORD_SHAPES", true)
+	s.dwin = &diffusionWindow{id: id, dir: dir, stack: stack}
+	s.log.log("[sim] profiler options: activities=%v with_stack=%v record_shapes=%v", q.Activities, stack, shapes)
 	s.log.log("Profiling request: %s for full stages...", id)
 	s.log.log("Profilers started with profile_id=%s. Output: %s", id, dir)
 	plainText(w, 200, fmt.Sprintf("Profiling started (profile_id=%s). Traces will be saved to: %s\n", id, dir))
@@ -149,6 +154,31 @@ func (s *server) recordWindow(startNS int64, steps int, stepNS, textNS, vaeNS in
 	}
 	s.dwin.steps += steps
 	s.dwin.stepNS, s.dwin.textNS, s.dwin.vaeNS = stepNS, textNS, vaeNS
+}
+
+// envBool reads a boolean variable of the server's environment as sglang's EnvBool does:
+// true/1/yes/y and false/0/no/n in any case; unset or anything else is def (sglang warns
+// "Invalid value for NAME" and uses the default).
+func (s *server) envBool(name string, def bool) bool {
+	v, ok := s.env[name]
+	if !ok {
+		return def
+	}
+	switch strings.ToLower(v) {
+	case "true", "1", "yes", "y":
+		return true
+	case "false", "0", "no", "n":
+		return false
+	}
+	s.log.log("UserWarning: Invalid value for %s: \"%s\" is not a valid boolean value, using default \"%v\"", name, strings.ToLower(v), pyBool(def))
+	return def
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
 }
 
 // writeEmptyTrace writes a gzip trace with no events.

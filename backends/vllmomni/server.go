@@ -75,11 +75,14 @@ func (Backend) Protocol(c plans.Cell) backends.Protocol {
 }
 
 // Window implements backends.Server: torch cells profile between /start_profile and
-// /stop_profile; the prefix names the session directory after the cell.
+// /stop_profile. vLLM-Omni's ProfileRequest body has one field, stages (none: every stage);
+// it takes no prefix (a profile_prefix would be dropped), so each diffusion worker names its
+// own session directory <YYYYMMDD-HHMMSS>_diffusion_rank<r>_<unix>/ and CollectTraces takes
+// every session directory that appeared during the window.
 func (Backend) Window(c plans.Cell, _ string) backends.Window {
 	if c.Profiler == plans.ProfilerNsys && c.NSys.CaptureRange == plans.CaptureRangeCudaAPI {
 		// The cuda profiler (--profiler-config) calls cudaProfilerStart and cudaProfilerStop.
-		return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{"profile_prefix": c.ID},
+		return backends.Window{Kind: backends.WindowStartStop, Start: map[string]any{},
 			StartHint: "vLLM registers it only when --profiler-config sets a profiler", Flush: "POST /stop_profile"}
 	}
 	if c.Profiler != plans.ProfilerTorch {
@@ -87,7 +90,7 @@ func (Backend) Window(c plans.Cell, _ string) backends.Window {
 	}
 	return backends.Window{
 		Kind:      backends.WindowStartStop,
-		Start:     map[string]any{"profile_prefix": c.ID},
+		Start:     map[string]any{},
 		StartHint: "vLLM registers it only when --profiler-config sets a profiler",
 		Flush:     "POST /stop_profile, then the trace gzip",
 	}
@@ -103,8 +106,9 @@ func (Backend) AwaitTraces(ctx context.Context, c plans.Cell, d backends.TraceDi
 	return err
 }
 
-// CollectTraces implements backends.Server: the new session directories move into the cell's
-// traces directory whole; each trace must be complete and hold GPU work.
+// CollectTraces implements backends.Server: the new session directories (one per diffusion
+// worker rank) move into the cell's traces directory whole; each trace must be complete and
+// hold GPU work.
 func (Backend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceReport {
 	var r backends.TraceReport
 	if c.Profiler != plans.ProfilerTorch {

@@ -1,8 +1,9 @@
 // Package vllmomni drives vLLM-Omni's diffusion server (`vllm serve MODEL --omni`) in serve
 // mode: it builds the server command with a --profiler-config made from the plan's [profile]
 // (ref-sglang-interfaces.md §C.1, §C.2), and finds the torch-profiler artifacts the server
-// writes on /stop_profile, `<torch_profiler_dir>/<YYYYMMDD-HHMMSS>_<prefix>/trace_rank<r>.json[.gz]`
-// (§C.3), waiting until the background gzip of each trace has finished.
+// writes on /stop_profile, one session directory per diffusion worker,
+// `<torch_profiler_dir>/<YYYYMMDD-HHMMSS>_diffusion_rank<r>_<unix>/trace_rank<r>.json[.gz]`
+// (docs/upstream.md), waiting until the background gzip of each trace has finished.
 package vllmomni
 
 import (

@@ -145,10 +145,16 @@ func (l *loader) doWhole(ctx context.Context, w *worker, req Request, t0 time.Ti
 			err = errors.New("video job response without an id")
 		}
 		for err == nil {
+			// Terminal states: completed, failed, and cancelled (a job cancelled on the server
+			// never completes, so polling on would only end at the request timeout).
 			st := fastjson.GetString(body, "status")
-			if st == "completed" || st == "failed" {
-				if st == "failed" {
+			if st == "completed" || st == "failed" || st == "cancelled" {
+				switch st {
+				case "failed":
 					err = fmt.Errorf("video job %s failed: %s", id, clip(fastjson.GetString(body, "error", "message")))
+					rec.Body = clipBody(body)
+				case "cancelled":
+					err = fmt.Errorf("video job %s was cancelled on the server; check the server log for who cancelled it", id)
 					rec.Body = clipBody(body)
 				}
 				break

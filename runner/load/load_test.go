@@ -395,3 +395,26 @@ func FuzzParseResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestRunVideoCancelledEndsPolling: a video job the server reports as cancelled is over; the
+// request fails at once with that reason instead of polling until its timeout.
+func TestRunVideoCancelledEndsPolling(t *testing.T) {
+	var polls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/v1/videos":
+			io.WriteString(w, `{"id":"video_1","status":"queued"}`)
+		case r.URL.Path == "/v1/videos/video_1":
+			polls.Add(1)
+			io.WriteString(w, `{"id":"video_1","status":"cancelled"}`)
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sum, recs, err := runSummarized(ctx, Config{BaseURL: srv.URL, Requests: 1, PollEvery: time.Millisecond,
+		Build: func(int, bool) (Request, error) { return Build(Spec{API: APIVideos, Prompt: "p"}, true) }})
+	if err != nil || sum.Errors != 1 || polls.Load() != 1 || !strings.Contains(recs[0].Error, "was cancelled on the server") {
+		t.Fatalf("err %v errors %d polls %d rec error %q", err, sum.Errors, polls.Load(), recs[0].Error)
+	}
+}
