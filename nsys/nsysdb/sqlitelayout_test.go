@@ -278,7 +278,7 @@ func headerFields(t testing.TB, path string) (largestRoot, incremental, freelist
 // SQLite, at the smallest, the default and the largest page size.
 func TestDirectReadAutoVacuumAndFreelist(t *testing.T) {
 	for _, ps := range []int{512, 4096, 65536} {
-		rows := map[int]int{512: 3000, 4096: 2000, 65536: 400}[ps]
+		rows := map[int]int{512: 1000, 4096: 600, 65536: 120}[ps]
 		for _, tc := range []struct {
 			name string
 			spec layoutSpec
