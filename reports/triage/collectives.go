@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -157,14 +158,14 @@ func splitImbalance(s string) float64 {
 	n := 0
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || v < 0 {
-			return 0
+		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+			return 0 // NaN, negative or infinite: not a split size
 		}
 		sum += v
 		hi = max(hi, v)
 		n++
 	}
-	if n == 0 || sum == 0 {
+	if n == 0 || sum == 0 || math.IsInf(sum, 0) {
 		return 0
 	}
 	return hi / (sum / float64(n))

@@ -148,3 +148,18 @@ func TestCollectiveSkew(t *testing.T) {
 		t.Error("one rank: skew measured")
 	}
 }
+
+// FuzzCollectiveNames: the recorded collective name and split list are untrusted text;
+// collOp and splitImbalance never panic, and an imbalance is 0 (unreadable) or at least 1.
+func FuzzCollectiveNames(f *testing.F) {
+	f.Add("allreduce", "[1, 2, 3]")
+	f.Add("ncclDevKernel_SendRecv", "[]")
+	f.Add("", "[1e308, 1e308]")
+	f.Add("_reduce_scatter_base", "[-1, 2]")
+	f.Fuzz(func(t *testing.T, name, split string) {
+		_ = collOp(name)
+		if v := splitImbalance(split); v != 0 && !(v >= 1-1e-9) {
+			t.Fatalf("splitImbalance(%q) = %g", split, v)
+		}
+	})
+}
