@@ -54,7 +54,6 @@ type commInst struct {
 	key   collKey
 	start int64 // ns since the Unix epoch where the trace says so (Trace.BaseNS + Start)
 	dur   int64
-	imb   float64
 }
 
 // collKey groups collectives into rows and matches instances across ranks.
@@ -265,7 +264,7 @@ func (acc *collAcc) add(c *traceCtx, op *trace.GPUOp, oi int32, g *kagg) {
 	if acc.noInsts {
 		return
 	}
-	acc.insts = append(acc.insts, commInst{key: key, start: t.BaseNS + op.Start, dur: op.Dur(), imb: imb})
+	acc.insts = append(acc.insts, commInst{key: key, start: t.BaseNS + op.Start, dur: op.Dur()})
 }
 
 // finish returns the rows, largest total first, and the instances in start order.
@@ -407,16 +406,14 @@ func stageSkews(ss []*rankStat) map[collKey]skewStat {
 	return out
 }
 
-// renderCollectives writes the Collectives section of a text or Markdown report: one table per
+// collectives writes the Collectives section of a text or Markdown report: one table per
 // stage that has communication kernels.
 func (d *doc) collectives(r *Report) error {
-	any := false
+	has := false
 	for i := range r.Stages {
-		if len(r.Stages[i].Collectives) > 0 {
-			any = true
-		}
+		has = has || len(r.Stages[i].Collectives) > 0
 	}
-	if !any {
+	if !has {
 		return nil
 	}
 	d.heading("Collectives")
