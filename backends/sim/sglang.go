@@ -30,6 +30,9 @@
 //	                          compute kernels run factor times longer and the other ranks'
 //	                          all-reduces last as long as its extra compute (a straggler for
 //	                          `runner triage`, named by compute time as in a real TP run)
+//	RUNNER_SIM_LATE_RANK      R or R=ms (default 2 ms): with --tp-size > 1, rank R starts every
+//	                          all-reduce that many ms late in /start_profile traces and the other
+//	                          ranks wait for it inside the collective (skew for `runner triage`)
 //	RUNNER_SIM_JITTER_SEED    integer mixed into the step-time jitter and the run-level noise
 //	                          (default 0), so repeats of one cell can differ while staying
 //	                          reproducible
@@ -80,6 +83,7 @@ const (
 	EnvNSysActivity = "RUNNER_SIM_NSYS_ACTIVITY"
 	EnvJitterSeed   = "RUNNER_SIM_JITTER_SEED"
 	EnvSlowRank     = "RUNNER_SIM_SLOW_RANK"
+	EnvLateRank     = "RUNNER_SIM_LATE_RANK"
 	EnvRunCV        = "RUNNER_SIM_RUN_CV"
 )
 
@@ -88,6 +92,39 @@ const (
 // show. Without it repeats differed only by per-step jitter, which averages out over 50 steps,
 // so every comparison saw ±0% and no false-alarm test meant anything.
 const DefaultRunCV = 0.01
+
+// DefaultLateRankMS is how late (ms) the late rank starts its collectives when
+// RUNNER_SIM_LATE_RANK names no delay.
+const DefaultLateRankMS = 2.0
+
+// parseLateRank reads RUNNER_SIM_LATE_RANK: "R" or "R=ms".
+func parseLateRank(v string) (rank int, ns int64, err error) {
+	rs, ms, hasMS := strings.Cut(v, "=")
+	rank, err = strconv.Atoi(strings.TrimSpace(rs))
+	f := DefaultLateRankMS
+	if err == nil && hasMS {
+		f, err = strconv.ParseFloat(strings.TrimSpace(ms), 64)
+		if err == nil && !(f > 0 && f <= 60_000) {
+			err = errors.New("delay out of range")
+		}
+	}
+	if err != nil || rank < 0 {
+		return -1, 0, errors.New("want a rank, optionally =milliseconds between 0 and 60000 (e.g. 3 or 3=2.5)")
+	}
+	return rank, int64(math.Round(f * 1e6)), nil
+}
+
+// lateComm is rank's CommLateNS and CommWaitNS (kinetogen.Config) under RUNNER_SIM_LATE_RANK:
+// the late rank starts its collectives late, the others wait for it inside them.
+func (k knobs) lateComm(rank, ranks int) (late, wait int64) {
+	if k.lateRank < 0 || k.lateRank >= ranks || ranks < 2 {
+		return 0, 0
+	}
+	if rank == k.lateRank {
+		return k.lateNS, 0
+	}
+	return 0, k.lateNS
+}
 
 // DefaultSlowRankFactor is how much longer the straggler's compute kernels run when
 // RUNNER_SIM_SLOW_RANK names no factor.
@@ -116,10 +153,13 @@ type knobs struct {
 	// slowRank is the straggler rank (-1: none) and slowRankF its compute slowdown.
 	slowRank  int
 	slowRankF float64
+	// lateRank is the rank that arrives late at every collective (-1: none), by lateNS.
+	lateRank int
+	lateNS   int64
 }
 
 func readKnobs(env map[string]string) (knobs, error) {
-	k := knobs{scale: simclock.DefaultTimeScale, runCV: DefaultRunCV, fail: map[string]bool{}, slow: map[string]float64{}, slowRank: -1, slowRankF: DefaultSlowRankFactor}
+	k := knobs{scale: simclock.DefaultTimeScale, runCV: DefaultRunCV, fail: map[string]bool{}, slow: map[string]float64{}, slowRank: -1, slowRankF: DefaultSlowRankFactor, lateRank: -1}
 	if v := strings.TrimSpace(env[EnvRunCV]); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f >= 0 && f <= 0.5) {
@@ -141,6 +181,13 @@ func readKnobs(env map[string]string) (knobs, error) {
 			return k, fmt.Errorf("%s=%q: want a rank, optionally =factor >= 1 (e.g. 3 or 3=1.5)", EnvSlowRank, v)
 		}
 		k.slowRank, k.slowRankF = r, f
+	}
+	if v := strings.TrimSpace(env[EnvLateRank]); v != "" {
+		r, ns, err := parseLateRank(v)
+		if err != nil {
+			return k, fmt.Errorf("%s=%q: %w", EnvLateRank, v, err)
+		}
+		k.lateRank, k.lateNS = r, ns
 	}
 	scale, err := simclock.ParseTimeScale(env[simclock.EnvTimeScale])
 	if err != nil {

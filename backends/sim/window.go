@@ -122,10 +122,7 @@ func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
 		if win.steps == 0 {
 			err = writeEmptyTrace(path) // nothing ran: a trace without GPU work
 		} else {
-			err = writeGzTrace(path, kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: win.stack,
-				Model: s.model, StepScale: rankScale(s.k.slow, rank, s.k.slowRank, s.k.slowRankF), StepNS: win.stepNS, BaseTimeNS: win.firstNS, AllStages: true, Steps: win.steps,
-				StageNS: map[string]int64{kinetogen.StageTextEncoding: win.textNS, kinetogen.StageDecoding: win.vaeNS},
-				Rank:    rank, WorldSize: ranks, CommStream: ranks > 1})
+			err = writeGzTrace(path, s.windowRankConfig(win, rank, ranks))
 		}
 		if err != nil {
 			s.log.log("Failed to export trace: %v", err)
@@ -140,6 +137,15 @@ func (s *server) diffusionStopProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	plainText(w, 200, fmt.Sprintf("Profiling stopped (profile_id=%s). Traces saved to SGLANG_TORCH_PROFILER_DIR.\n", win.id))
+}
+
+// windowRankConfig is the trace of one rank of a /start_profile window of ranks ranks.
+func (s *server) windowRankConfig(win *diffusionWindow, rank, ranks int) kinetogen.Config {
+	late, wait := s.k.lateComm(rank, ranks)
+	return kinetogen.Config{Flavor: kinetogen.FlavorDiffusion, Layers: s.prof.layers, WithStack: win.stack,
+		Model: s.model, StepScale: rankScale(s.k.slow, rank, s.k.slowRank, s.k.slowRankF), StepNS: win.stepNS, BaseTimeNS: win.firstNS, AllStages: true, Steps: win.steps,
+		StageNS: map[string]int64{kinetogen.StageTextEncoding: win.textNS, kinetogen.StageDecoding: win.vaeNS},
+		Rank:    rank, WorldSize: ranks, CommStream: ranks > 1, CommLateNS: late, CommWaitNS: wait}
 }
 
 // recordWindow adds a request's GPU work to the open window, if any.

@@ -118,7 +118,7 @@ func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.Disc
 	if co := c.Float64("cutoff"); !(co >= 0 && co <= 100) { // NaN fails both
 		return dopts, topts, nopts, usageErr("--cutoff is a percentage from 0 to 100")
 	}
-	dopts = triage.DiscoverOptions{AllRanks: c.Bool("all-ranks")}
+	dopts = triage.DiscoverOptions{AllRanks: c.Bool("all-ranks"), Header: analysis.HeaderReader(c.Context)}
 	if r := c.Int("rank"); r >= 0 {
 		if dopts.AllRanks {
 			return dopts, topts, nopts, usageErr("--rank and --all-ranks exclude each other")

@@ -380,9 +380,7 @@ func fastArgs(s *fastScan, a *argsFields) bool {
 			if v.t == jvEscaped {
 				return false
 			}
-			if n, ok := intVal(v); ok {
-				a.set(k, n)
-			}
+			a.setVal(k, v)
 		}
 		s.ws()
 		if s.i >= len(raw) {

@@ -19,6 +19,8 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","ts":1,"dur":2},`))
 	f.Add([]byte("{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\"b\",\"ts\":1,\"dur\":2}]}"))
 	f.Add([]byte("{\n\"traceEvents\": [\n  {\"name\": \"x\ny\"},\n  {\"ph\":\"X\",\"cat\":\"kernel\",\"ts\":1,\"dur\":1}\n]}"))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce","ts":1,"dur":2,"args":{"Collective name":"allreduce","In msg nelems":4,"Out msg nelems":"4","Group size":2,"dtype":"Float","In split size":"[1, 3]","Out split size":"[]"}}]}`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","ts":1,"dur":2,"args":{"Collective name":"a\u006c","dtype":7,"Group size":"x"}}]}`))
 	for _, d := range fastEventDocs {
 		f.Add([]byte(d))
 	}

@@ -27,18 +27,44 @@ func ReadRankFile(ctx context.Context, path string) (rank int, ok bool, err erro
 // is treated as having none). ok is false when the header has no rank; err is set only when the
 // input cannot be read at all.
 func ReadRank(ctx context.Context, r io.Reader) (rank int, ok bool, err error) {
+	h, err := ReadHeader(ctx, r)
+	if err != nil {
+		return -1, false, err
+	}
+	return h.Rank, h.Rank >= 0, nil
+}
+
+// Header is what a trace's distributedInfo says about its job; -1 marks an absent field.
+type Header struct {
+	Rank, WorldSize int
+}
+
+// ReadHeaderFile is ReadHeader of the trace file at path (plain or gzip-compressed).
+func ReadHeaderFile(ctx context.Context, path string) (Header, error) {
+	f, err := infile.Open(path)
+	if err != nil {
+		return Header{-1, -1}, fmt.Errorf("open Kineto trace: %w", err)
+	}
+	defer f.Close()
+	return ReadHeader(ctx, f)
+}
+
+// ReadHeader returns the trace's distributedInfo rank and world_size the way ReadRank does:
+// from the header only, stopping at the first event. err is set only when the input cannot
+// be read at all.
+func ReadHeader(ctx context.Context, r io.Reader) (Header, error) {
 	in, closeFn, err := openMaybeGzip(r)
 	if err != nil {
-		return -1, false, fmt.Errorf("read Kineto trace header: %w", err)
+		return Header{-1, -1}, fmt.Errorf("read Kineto trace header: %w", err)
 	}
 	defer closeFn()
-	h := &rankHandler{ctx: ctx, rank: -1}
+	h := &rankHandler{ctx: ctx, rank: -1, world: -1}
 	werr := walk(newScanner(in), h, nil)
 	if errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded) {
-		return -1, false, werr
+		return Header{-1, -1}, werr
 	}
 	// errStopRank, a syntax error or the end of the document: the header is what was read.
-	return h.rank, h.ok, nil
+	return Header{Rank: h.rank, WorldSize: h.world}, nil
 }
 
 // errStopRank ends the walk at the first event: the header is over.
@@ -47,10 +73,10 @@ var errStopRank = errors.New("kineto: header read")
 // rankHandler is the walk handler of ReadRank: it reads distributedInfo and stops at the
 // first event.
 type rankHandler struct {
-	ctx  context.Context
-	p    fastjson.Parser
-	rank int
-	ok   bool
+	ctx   context.Context
+	p     fastjson.Parser
+	rank  int
+	world int
 }
 
 func (h *rankHandler) top(key, raw []byte, _ int64) {
@@ -58,11 +84,18 @@ func (h *rankHandler) top(key, raw []byte, _ int64) {
 		return
 	}
 	v, err := h.p.ParseBytes(raw)
-	if err != nil || v.Get("rank") == nil {
+	if err != nil {
 		return
 	}
-	if r, err := v.Get("rank").Int(); err == nil && r >= 0 {
-		h.rank, h.ok = r, true
+	if x := v.Get("rank"); x != nil {
+		if r, err := x.Int(); err == nil && r >= 0 {
+			h.rank = r
+		}
+	}
+	if x := v.Get("world_size"); x != nil {
+		if w, err := x.Int(); err == nil && w > 0 {
+			h.world = w
+		}
 	}
 }
 

@@ -45,6 +45,17 @@ func TestReadRank(t *testing.T) {
 			t.Errorf("%s: ReadRank = %d, %v, %v; want %d, %v, nil", c.name, rank, ok, err, c.rank, c.ok)
 		}
 	}
+	worlds := map[string]Header{
+		`{"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 128}, "traceEvents": []}`: {1, 128},
+		`{"distributedInfo": {"world_size": 2}, "traceEvents": []}`:                                 {-1, 2},
+		`{"distributedInfo": {"rank": 0, "world_size": 0}, "traceEvents": []}`:                      {0, -1},
+		`{"traceEvents": [{"ph": "X"}], "distributedInfo": {"rank": 0, "world_size": 2}}`:           {-1, -1},
+	}
+	for in, want := range worlds {
+		if h, err := ReadHeader(context.Background(), strings.NewReader(in)); err != nil || h != want {
+			t.Errorf("ReadHeader(%s) = %+v, %v; want %+v", in, h, err, want)
+		}
+	}
 	// A cancelled context is an error, not "no rank".
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -74,6 +85,9 @@ func FuzzReadRank(f *testing.F) {
 		got, ok, err := ReadRank(context.Background(), bytes.NewReader(doc))
 		if err != nil || !ok || got != rank {
 			t.Fatalf("ReadRank(%q) = %d, %v, %v; want %d", doc, got, ok, err, rank)
+		}
+		if h, err := ReadHeader(context.Background(), bytes.NewReader(doc)); err != nil || h.Rank != rank || (rank+1 > 0 && h.WorldSize != rank+1) {
+			t.Fatalf("ReadHeader(%q) = %+v, %v; want rank %d, world size %d", doc, h, err, rank, rank+1)
 		}
 	})
 }

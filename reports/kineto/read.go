@@ -582,6 +582,15 @@ func trailingInt(s string) (int32, bool) {
 type argsFields struct {
 	external, correlation, stream, device, bytes, pyID, pyParent int64
 	hasStream, hasDevice                                         bool
+	comm                                                         commFields
+}
+
+// commFields are the collective's arguments that PyTorch's NCCL profiling records on a
+// communication kernel (and on its record_param_comms CPU op): what triage's Collectives table
+// needs. The byte slices point into the event and live as long as it does.
+type commFields struct {
+	name, dtype, inSplit, outSplit []byte
+	inElems, outElems, group       int64
 }
 
 // argKind names an args key the reader uses.
@@ -596,6 +605,14 @@ const (
 	argBytes
 	argPyID
 	argPyParent
+	// The collective's arguments (commFields); the first four are strings.
+	argCollName
+	argDType
+	argInSplit
+	argOutSplit
+	argInElems
+	argOutElems
+	argGroupSize
 )
 
 func argKey(k []byte) argKind {
@@ -614,8 +631,47 @@ func argKey(k []byte) argKind {
 		return argPyID
 	case "Python parent id":
 		return argPyParent
+	case "Collective name":
+		return argCollName
+	case "dtype":
+		return argDType
+	case "In split size":
+		return argInSplit
+	case "Out split size":
+		return argOutSplit
+	case "In msg nelems":
+		return argInElems
+	case "Out msg nelems":
+		return argOutElems
+	case "Group size":
+		return argGroupSize
 	}
 	return argNone
+}
+
+// setVal stores one args value of a key argKey knows: a string for the collective's name,
+// dtype and split sizes, an integer (or numeric string) for the rest.
+func (a *argsFields) setVal(k argKind, v jv) {
+	switch k {
+	case argCollName, argDType, argInSplit, argOutSplit:
+		if v.t != jvString {
+			return
+		}
+		switch k {
+		case argCollName:
+			a.comm.name = v.b
+		case argDType:
+			a.comm.dtype = v.b
+		case argInSplit:
+			a.comm.inSplit = v.b
+		case argOutSplit:
+			a.comm.outSplit = v.b
+		}
+		return
+	}
+	if n, ok := intVal(v); ok {
+		a.set(k, n)
+	}
 }
 
 func (a *argsFields) reset() {
@@ -639,6 +695,12 @@ func (a *argsFields) set(k argKind, n int64) {
 		a.pyID = n
 	case argPyParent:
 		a.pyParent = n
+	case argInElems:
+		a.comm.inElems = n
+	case argOutElems:
+		a.comm.outElems = n
+	case argGroupSize:
+		a.comm.group = n
 	}
 }
 
@@ -653,9 +715,7 @@ func (d *decoder) readArgs(v *fastjson.Value, a *argsFields) {
 	}
 	o.Visit(func(k []byte, v *fastjson.Value) {
 		if ak := argKey(k); ak != argNone {
-			if n, ok := intVal(jvOf(v, &d.scratch[5])); ok {
-				a.set(ak, n)
-			}
+			a.setVal(ak, jvOf(v, &d.scratch[5]))
 		}
 	})
 }
@@ -723,6 +783,11 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 			Name: name, Device: dev, Stream: stream, Kind: kind, Launch: trace.NoID, CPUOp: trace.NoID}
 		if kind != trace.OpKernel {
 			op.Bytes = a.bytes
+		} else if len(a.comm.name) > 0 {
+			c := &a.comm
+			t.Comms = append(t.Comms, trace.Comm{Op: int32(len(t.GPUOps)), Name: t.Names.Intern(c.name),
+				DType: t.Names.Intern(c.dtype), InElems: c.inElems, OutElems: c.outElems, GroupSize: int32(c.group),
+				InSplit: t.Names.Intern(c.inSplit), OutSplit: t.Names.Intern(c.outSplit)})
 		}
 		t.GPUOps = append(t.GPUOps, op)
 		if psyn {

@@ -180,6 +180,20 @@ type Device struct {
 	Name string
 }
 
+// Comm is the collective a communication kernel ran, as the profiler recorded its arguments
+// (PyTorch's NCCL profiling puts them on the kernel: "Collective name", "In msg nelems",
+// "Out msg nelems", "Group size", "dtype", "In split size", "Out split size"). Only kernels
+// with such arguments have one, so the slice stays small.
+type Comm struct {
+	Op                int32  // index of the kernel in Trace.GPUOps
+	Name              NameID // the collective as PyTorch names it ("allreduce", "_allgather_base", ...)
+	DType             NameID // the element type ("Float", "BFloat16", ...)
+	InElems, OutElems int64  // elements in and out on this rank
+	GroupSize         int32  // ranks in the process group; 0 when not recorded
+	// InSplit and OutSplit are the all-to-all split sizes as recorded ("[1024, 1024]"); 0 for "".
+	InSplit, OutSplit NameID
+}
+
 // Trace is one trace file in the profiler-neutral model.
 type Trace struct {
 	Path   string // the file it came from
@@ -197,6 +211,8 @@ type Trace struct {
 	Flows       []Flow
 	Processes   []Process
 	Devices     []Device
+	// Comms are the recorded arguments of communication kernels, in GPUOps order.
+	Comms []Comm
 	// Meta holds top-level scalar metadata worth showing (schemaVersion, distributedInfo.rank, ...).
 	Meta map[string]string
 	// Warnings are problems found while reading that did not stop it (truncation, bad events).

@@ -94,7 +94,9 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Ranks = buildRanks(append(stats, other...))
+	all := append(stats, other...)
+	rep.Ranks = buildRanks(all)
+	applySkew(rep, all)
 	if opts.Stage != "" {
 		if err := selectStage(rep, opts.Stage); err != nil {
 			return nil, err
@@ -166,8 +168,11 @@ func (a *analyzer) analyzeFiles(ctx context.Context, files []Input, rep *Report)
 			}
 			stats = append(stats, more...)
 		}
+		base := len(rep.Stages)
 		for i, sr := range res {
-			stats = append(stats, newRankStat(rank, i, sr))
+			rs := newRankStat(rank, i, sr)
+			rs.repIdx = base + i // the stage's place in rep.Stages, filled just below
+			stats = append(stats, rs)
 		}
 		for _, sr := range res {
 			label := sr.stage.Stage
@@ -356,6 +361,8 @@ type stageResult struct {
 	// main is the stage's main compute stream, the stream with the most kernel time (the
 	// lowest id of equal ones); an op on another stream already runs on a side stream.
 	main int32
+	// comms are the stage's collective instances, for the skew across ranks (applySkew).
+	comms []commInst
 }
 
 // streamTotals sums kernel time per stream in O(1) per op (consecutive ops mostly share a
@@ -518,6 +525,7 @@ type traceCtx struct {
 	lowers []string // lower-cased canonical names, shared by the classifier and the fusion catalog
 	sites  *siteFinder
 	scopes []trace.NameID // per GPU op: Options.Scopes label, or nil
+	comms  map[int32]int  // GPU op index -> Trace.Comms index (commIndex)
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
@@ -860,6 +868,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	var sw Sweep
 	sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
 	res.stage.BusyUS = us(sw.BusyNS)
+	res.stage.Collectives, res.comms = collectives(c, ops, aggs, byCanon)
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
 	return a.tables(c, res, total, func() map[uint64]int64 { return adjacency(&sw, iv, aggOf) },
 		func(g *kagg) string { return depRisk(c, ops, iv, &sw, g.rep) })

@@ -98,6 +98,8 @@ type Input struct {
 	Rank    RankID
 	Merged  bool
 	ModTime time.Time
+	// RankFromHeader is true when Rank came from the trace's distributedInfo, not its name.
+	RankFromHeader bool
 }
 
 // Inputs is the result of discovery: the traces to analyse and what server_args.json said.
@@ -131,6 +133,12 @@ type DiscoverOptions struct {
 	Rank *int
 	// AllRanks keeps every rank (one stage section per rank and stage).
 	AllRanks bool
+	// Header, when set, reads a torch-profiler trace's distributedInfo (rank and world_size,
+	// -1 when absent) from its header only. Discover uses it for the rank of a file whose name
+	// carries none (PyTorch's and HTA's names: rank-0.pt.trace.json.gz,
+	// host_1234.1700000000.pt.trace.json) and to refuse files of different world sizes. The
+	// runner passes the Kineto reader's; triage imports no reader.
+	Header func(path string) (rank, worldSize int, err error)
 }
 
 var (
@@ -337,8 +345,15 @@ func Discover(root string, opts DiscoverOptions) (Inputs, error) {
 	cands = res.pickDirs(root, cands)
 	cands = dedupeNsys(cands)
 	cands = dropMerged(cands)
+	worldErr, err := headerRanks(root, cands, opts.Header)
+	if err != nil {
+		return res, err
+	}
 	if err := oneJob(root, cands); err != nil {
 		return res, err
+	}
+	if worldErr != nil {
+		return res, worldErr
 	}
 	cands, err = res.pickRanks(cands, opts)
 	if err != nil {

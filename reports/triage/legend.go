@@ -46,6 +46,7 @@ var legendText = map[string]string{
 
 	"formal":          "formal trace: in two-trace mode, the trace whose times are reported (a mapping trace only supplies Python locations)",
 	"straggler":       "straggler: the rank with the most compute time (busy time minus time in collectives) in a stage, by how much it exceeds the median rank; busy time does not show it, since the other ranks wait for it inside their collectives; the kernels listed are those that ran longer on it than their median",
+	"collectives":     "collectives: per kind and size (nccl-tests' S: the larger of one rank's in and out message), algo GB/s = size x count / time and bus GB/s = algo x 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for send/recv and broadcast (n = ranks in the group); with several ranks, time is each instance's shortest kernel over the ranks; skew = latest rank's kernel start minus the earliest's for the same instance (the n-th of its kind and size on each rank), valid only when the ranks' clocks agree (one host, or hosts synchronised well below the skew); A2A imbalance = largest split / mean split",
 	"collective wait": "collective wait: a rank's time in communication kernels beyond the least any rank spent in them; a collective ends together on every rank, so the excess is waiting for the slowest rank (HTA's approach)",
 	// "sync" explains the Sync column of an nsys input's CUDA API table (the nsys package's
 	// SyncKind values: "yes" and "implicit").

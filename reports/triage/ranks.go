@@ -76,12 +76,16 @@ type rankStat struct {
 	comm    int64
 	kernels map[string]int64
 	cats    map[string]string
+	// comms are the stage's collective instances; repIdx is the stage's index in
+	// Report.Stages when its tables are shown, else -1.
+	comms  []commInst
+	repIdx int
 }
 
 func newRankStat(rank RankID, order int, sr stageResult) rankStat {
 	rs := rankStat{rank: rank, stage: sr.stage.Stage, order: order,
 		kernel: int64(sr.stage.KernelTimeUS * 1e3), busy: int64(sr.stage.BusyUS * 1e3),
-		kernels: make(map[string]int64, len(sr.aggs)), cats: make(map[string]string, len(sr.aggs))}
+		kernels: make(map[string]int64, len(sr.aggs)), cats: make(map[string]string, len(sr.aggs)), comms: sr.comms, repIdx: -1}
 	for _, g := range sr.aggs {
 		rs.kernels[g.name] += g.total
 		rs.cats[g.name] = g.cat

@@ -208,6 +208,9 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 			}
 		}
 	}
+	if err := d.collectives(r); err != nil {
+		return err
+	}
 	for _, part := range []struct {
 		title string
 		table func(s *Stage) error
@@ -479,6 +482,7 @@ func renderCSV(w io.Writer, r *Report) error {
 				strings.Join(f.Evidence, "; "), strings.Join(f.CandidatePaths, "; "), f.Rationale})
 		}
 	}
+	t.Rows = append(t.Rows, collectiveCSVRows(t, r)...)
 	t.Rows = append(t.Rows, sectionCSVRows(t, r)...)
 	return table.WriteCSV(w, t)
 }

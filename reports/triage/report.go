@@ -71,11 +71,14 @@ type Stage struct {
 	// BusyUS is the union of busy intervals over all streams.
 	BusyUS float64 `json:"busy_us"`
 	// WindowUS is last end minus first start.
-	WindowUS float64       `json:"window_us"`
-	Kernels  []KernelRow   `json:"kernels"`
-	Overlap  []OverlapRow  `json:"overlap"`
-	Fusions  []FusionRow   `json:"fusions"`
-	Summary  OverlapTotals `json:"-"`
+	WindowUS float64      `json:"window_us"`
+	Kernels  []KernelRow  `json:"kernels"`
+	Overlap  []OverlapRow `json:"overlap"`
+	Fusions  []FusionRow  `json:"fusions"`
+	// Collectives are the stage's collectives by kind and size (absent without
+	// communication kernels; see CollectiveRow).
+	Collectives []CollectiveRow `json:"collectives,omitempty"`
+	Summary     OverlapTotals   `json:"-"`
 }
 
 // OverlapTotals are the stage-wide figures of the stream sweep.

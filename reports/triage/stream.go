@@ -133,6 +133,7 @@ type streamDev struct {
 	adj         map[uint64]int64 // per pair of canonical ids (adjKey), how often they ran back to back
 	adjSeen     [256]adjSlot     // counts of the pairs seen lately, not yet added to adj
 	sweep       onlineSweep
+	coll        collAcc
 }
 
 // adjSlot is one pair's count in streamDev's cache: key is the adjKey plus one (0 is an empty
@@ -227,6 +228,10 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 		d.byCanon[cid] = g
 		d.aggs = append(d.aggs, g)
 	}
+	if g.cat == CatCommunication {
+		d.coll.noInsts = true
+		d.coll.add(c, op, trace.NoID, g)
+	}
 	k := c.siteOf(op, trace.NoID)
 	// The representative is the longest op, the first in the input's own order (seq) among
 	// equally long ones, as in a held stage; the stream's time order can differ from it.
@@ -308,6 +313,7 @@ func (a *analyzer) streamStage(c *traceCtx, label string, d *streamDev) stageRes
 	}
 	sw := &d.sweep
 	res.stage.BusyUS = us(sw.busy)
+	res.stage.Collectives, res.comms = d.coll.finish()
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.multi, PeakStreams: sw.peak, Streams: len(d.streams)}
 	adj := func() map[uint64]int64 {
 		d.flushAdj()

@@ -304,7 +304,16 @@ func TestJSONContract(t *testing.T) {
 		}
 	}
 	for _, s := range arr("stages", top["stages"]) {
-		so := keys("stage", s, "stage", "kernel_count", "kernel_time_us", "busy_us", "window_us", "kernels", "overlap", "fusions")
+		want := []string{"stage", "kernel_count", "kernel_time_us", "busy_us", "window_us", "kernels", "overlap", "fusions"}
+		if sm, _ := s.(map[string]any); sm != nil && sm["stage"] == StageExtend {
+			want = append(want, "collectives") // the extend stage has an all-reduce; omitted where none ran
+		}
+		so := keys("stage", s, want...)
+		if so["stage"] == StageExtend {
+			for _, c := range arr("collectives", so["collectives"]) {
+				keys("collective", c, "op", "bytes", "count", "total_us", "algo_gbps", "bus_gbps", "skew_us", "skew_max_us", "matched")
+			}
+		}
 		for _, k := range arr("kernels", so["kernels"]) {
 			ko := keys("kernel", k, "name", "category", "total_us", "count", "share_pct", "locations")
 			for _, l := range arr("locations", ko["locations"]) {

@@ -138,6 +138,9 @@ func TriageNsys(ctx context.Context, root string, dopts triage.DiscoverOptions, 
 // Triage is TriageNsys that also returns the nsys session, whose Coverage says which denoise
 // steps an nsys capture window covered (nil for torch traces and when no window was asked).
 func Triage(ctx context.Context, root string, dopts triage.DiscoverOptions, topts triage.Options, nopts NsysOptions) (*triage.Report, *Session, error) {
+	if dopts.Header == nil {
+		dopts.Header = HeaderReader(ctx)
+	}
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
 		var me *triage.MixedInputsError
@@ -171,6 +174,9 @@ func Triage(ctx context.Context, root string, dopts triage.DiscoverOptions, topt
 // a directory that mixes them, as a *exitcode.UsageError). `runner triage --diff` diffs only
 // like with like.
 func InputKind(root string, dopts triage.DiscoverOptions) (string, error) {
+	if dopts.Header == nil {
+		dopts.Header = HeaderReader(context.Background())
+	}
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
 		var me *triage.MixedInputsError
@@ -197,6 +203,15 @@ func InputKind(root string, dopts triage.DiscoverOptions) (string, error) {
 		}
 	}
 	return k, nil
+}
+
+// HeaderReader is the DiscoverOptions.Header of the runner: the Kineto reader's header read
+// (distributedInfo before traceEvents, a few KiB of each file).
+func HeaderReader(ctx context.Context) func(path string) (int, int, error) {
+	return func(path string) (int, int, error) {
+		h, err := kineto.ReadHeaderFile(ctx, path)
+		return h.Rank, h.WorldSize, err
+	}
 }
 
 // checkFileRank refuses --rank N on one named trace file that is not rank N: Discover uses a

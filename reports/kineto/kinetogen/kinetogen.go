@@ -83,6 +83,13 @@ type Config struct {
 	// StageOnly, when StageTextEncoding or StageDecoding, generates only that diffusion stage
 	// (no steps); the simulator uses it to emit activity stage by stage.
 	StageOnly string
+	// CommLateNS starts every collective kernel of this rank that many ns after it would have
+	// started (the rank arrives late); CommWaitNS lengthens every collective kernel of this
+	// rank by that many ns (it waits inside NCCL for a late rank). Give the late rank
+	// CommLateNS and every other rank of the job CommWaitNS of the same value, with the same
+	// Seed: their collectives then end together, as in a real run, and each instance's start
+	// skew across the ranks is exactly the value. The simulator's RUNNER_SIM_LATE_RANK.
+	CommLateNS, CommWaitNS int64
 }
 
 // Stats are counted while generating; they are the ground truth for reader tests.
@@ -773,6 +780,12 @@ func (g *gen) gpuOp(ks *kspec, unit float64, corr, ext, launchEnd int64, graph i
 	}
 	if start < ready {
 		start = ready + int64(g.rng.IntN(1200))
+	}
+	if ks.onComm && ks.collect != "" {
+		// After every random draw, so that a late rank and the ranks waiting for it draw
+		// the same numbers and keep identical timelines apart from the late arrival.
+		start += g.cfg.CommLateNS
+		dur += g.cfg.CommWaitNS
 	}
 	g.gpuT[stream] = start + dur
 	kind := OpKernel
