@@ -120,7 +120,7 @@ type Result struct {
 	Steps   []Step
 	Skipped []Commit
 	// Measured counts the steps that measured something new.
-	Measured int
+	Measured                   int
 	lastGoodStep, firstBadStep int
 }
 
