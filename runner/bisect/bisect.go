@@ -374,7 +374,7 @@ func (e *engine) target(res *compare.Result) *compare.Row {
 // measure asks Measure for commit i and records the step's repeats and cache state.
 func (e *engine) measure(i, reps int) (Measured, error) {
 	if err := e.ctx.Err(); err != nil {
-		return Measured{}, context.Cause(e.ctx)
+		return Measured{}, e.ctx.Err()
 	}
 	m, err := e.opts.Measure(e.ctx, e.commits[i], reps)
 	if err != nil {

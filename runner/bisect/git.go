@@ -52,7 +52,7 @@ func (r Repo) git(ctx context.Context, args ...string) (string, error) {
 	cmd := "git " + strings.Join(args, " ")
 	switch {
 	case res.Interrupted:
-		return "", context.Cause(ctx)
+		return "", ctx.Err()
 	case res.StartErr != nil:
 		return "", fmt.Errorf("%s: %w; install git or put it on PATH", cmd, res.StartErr)
 	case res.TimedOut:
@@ -134,6 +134,11 @@ type Worktree struct {
 // Checkout checks commit out, detached, in a new directory under parent. Remove it on every
 // path out (Ctrl-C included).
 func (r Repo) Checkout(ctx context.Context, parent, commit string) (*Worktree, error) {
+	// Absolute: the path reaches the step's cells ({worktree}), which run in other directories.
+	parent, err := filepath.Abs(parent)
+	if err != nil {
+		return nil, fmt.Errorf("worktree directory: %w", err)
+	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("worktree directory: %w", err)
 	}
@@ -189,7 +194,7 @@ func Install(ctx context.Context, w *Worktree, command, logPath string, env []st
 	res := proc.Run(ctx, proc.Spec{Argv: []string{"sh", "-c", command}, Env: env, Dir: w.Dir, Log: f, Timeout: timeout}, log)
 	switch {
 	case res.Interrupted:
-		return InstallResult{}, context.Cause(ctx)
+		return InstallResult{}, ctx.Err()
 	case res.StartErr != nil:
 		return InstallResult{Failed: fmt.Sprintf("install command did not start: %v (log %s)", res.StartErr, logPath)}, nil
 	case res.TimedOut:
