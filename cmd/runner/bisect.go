@@ -44,7 +44,7 @@ Exit status: 0 a verdict (a first bad commit, candidates, or endpoints that do n
 			&cli.StringFlag{Name: "repo", Value: ".", Usage: "the backend's git repository `DIR`"},
 			&cli.StringFlag{Name: "good", Usage: "a commit, branch or tag `REV` known to be good"},
 			&cli.StringFlag{Name: "bad", Usage: "a `REV` known to be bad (default HEAD)"},
-			&cli.BoolFlag{Name: "from-history", Usage: "take --good and --bad (and the configuration) from the history's latest regression"},
+			&cli.BoolFlag{Name: "from-history", Usage: "take the good and bad commits (and the configuration) from the history's latest regression"},
 			&cli.StringFlag{Name: "install", Usage: "shell `COMMAND` run in each step's worktree before its cells, such as 'pip install -e \"python\"'"},
 			&cli.DurationFlag{Name: "install-timeout", Value: runner.DefaultInstallTimeout, Usage: "stop an install command after this long and skip its commit"},
 			&cli.StringFlag{Name: "cell", Usage: "bisect the configuration of cell `ID`"},
