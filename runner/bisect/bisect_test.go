@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,15 +30,14 @@ type fakeRepo struct {
 func (f *fakeRepo) commits() []Commit {
 	out := make([]Commit, f.n)
 	for i := range out {
-		out[i] = Commit{Hash: fmt.Sprintf("%040d", i), Subject: fmt.Sprintf("commit %d", i)}
+		out[i] = Commit{Hash: fmt.Sprintf("%02x", i) + strings.Repeat("a", 38), Subject: fmt.Sprintf("commit %d", i)}
 	}
 	return out
 }
 
 func (f *fakeRepo) index(c Commit) int {
-	var i int
-	fmt.Sscanf(c.Hash, "%d", &i)
-	return i
+	i, _ := strconv.ParseInt(c.Hash[:2], 16, 64)
+	return int(i)
 }
 
 func (f *fakeRepo) measure(_ context.Context, c Commit, repeats int) (Measured, error) {

@@ -127,8 +127,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			change, p = deltaText(*s.Row), compare.FormatP(*s.Row)
 		}
 		src := "measured"
-		if s.Cached {
+		switch {
+		case s.Cached:
 			src = "cache"
+		case s.Verdict == Skip:
+			src = "tried"
 		}
 		t.Rows = append(t.Rows, []string{strconv.Itoa(i + 1), s.Commit.Short(), s.Verdict, strconv.Itoa(s.Repeats), change, p, src, s.Commit.Subject})
 	}

@@ -109,20 +109,27 @@ func (r Repo) Range(ctx context.Context, good, bad string) ([]Commit, error) {
 	if err != nil {
 		return nil, err
 	}
+	out := parseLog(first + rest)
+	if len(out) < 2 || out[0].Hash != g || out[len(out)-1].Hash != b {
+		return nil, fmt.Errorf("could not list the commits from %.12s to %.12s along the first-parent chain", g, b)
+	}
+	return out, nil
+}
+
+// parseLog reads git log lines of the form hash NUL author-date NUL subject; a line of another
+// form is left out (a subject cannot hold a newline, so lines are commits).
+func parseLog(text string) []Commit {
 	var out []Commit
-	for _, line := range strings.Split(strings.TrimRight(first+rest, "\n"), "\n") {
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		parts := strings.SplitN(line, "\x00", 3)
-		if len(parts) != 3 {
+		if len(parts) != 3 || parts[0] == "" {
 			continue
 		}
 		c := Commit{Hash: parts[0], Subject: parts[2]}
 		c.Date, _ = time.Parse(time.RFC3339, parts[1])
 		out = append(out, c)
 	}
-	if len(out) < 2 || out[0].Hash != g || out[len(out)-1].Hash != b {
-		return nil, fmt.Errorf("could not list the commits from %.12s to %.12s along the first-parent chain", g, b)
-	}
-	return out, nil
+	return out
 }
 
 // Worktree is one commit checked out for a step.
