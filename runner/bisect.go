@@ -73,6 +73,12 @@ func Bisect(ctx context.Context, p *plans.Plan, bo BisectOptions) (*bisect.Repor
 	if opts.OutputDir != "" {
 		output = opts.OutputDir
 	}
+	// Absolute: the history records the steps' run directories, and a later bisection may
+	// start in another directory.
+	output, err := filepath.Abs(output)
+	if err != nil {
+		return nil, fmt.Errorf("output directory: %w", err)
+	}
 	var db *history.DB
 	if bo.Nightly.History != "off" {
 		path := bo.Nightly.History
@@ -314,13 +320,14 @@ func (m *stepper) measure(ctx context.Context, c bisect.Commit, repeats int) (bi
 	var out bisect.Measured
 	var sets []*perf.Set
 	batch := 0
+	skipped := "" // why the commit was skipped, when the cache says it was
 	for _, s := range steps {
 		batch = max(batch, s.Batch+1)
 		if s.Outcome == history.StepSkipped {
-			if m.bo.RetrySkipped {
-				continue
+			if !m.bo.RetrySkipped && skipped == "" {
+				skipped = s.Reason + " (cached; --retry-skipped tries it again)"
 			}
-			return bisect.Measured{Skipped: s.Reason + " (cached; --retry-skipped tries it again)"}, nil
+			continue
 		}
 		set, err := perf.Load(s.RunDir, perf.LoadOptions{Profilers: m.bo.Nightly.Profilers})
 		if err != nil || set.Configs[m.key] == nil {
@@ -331,19 +338,29 @@ func (m *stepper) measure(ctx context.Context, c bisect.Commit, repeats int) (bi
 		out.RunDirs = append(out.RunDirs, s.RunDir)
 		out.Repeats += len(set.Configs[m.key].Cells)
 	}
-	if out.Repeats < repeats {
-		set, dir, skipped, err := m.runBatch(ctx, c, batch, repeats-out.Repeats)
+	if skipped != "" && len(sets) == 0 {
+		return bisect.Measured{Skipped: skipped}, nil
+	}
+	// A commit measured before whose later batch failed keeps what it measured (an endpoint
+	// asked for more repeats stays an endpoint); it is not asked again in this bisection.
+	if out.Repeats < repeats && skipped == "" {
+		set, dir, why, err := m.runBatch(ctx, c, batch, repeats-out.Repeats)
 		if err != nil {
 			return bisect.Measured{}, err
 		}
-		if skipped != "" {
-			return bisect.Measured{Skipped: skipped, Tried: true}, nil
+		switch {
+		case why != "" && len(sets) == 0:
+			return bisect.Measured{Skipped: why, Tried: true}, nil
+		case why != "":
+			m.opts.Logger.Warn("more repeats of a commit failed; it keeps the repeats it has", "commit", c.Hash, "reason", why)
+			out.Tried = true
+		default:
+			n := len(set.Configs[m.key].Cells)
+			sets = append(sets, set)
+			out.RunDirs = append(out.RunDirs, dir)
+			out.Repeats += n
+			out.New = n
 		}
-		n := len(set.Configs[m.key].Cells)
-		sets = append(sets, set)
-		out.RunDirs = append(out.RunDirs, dir)
-		out.Repeats += n
-		out.New = n
 	}
 	out.Set = mergeSets(sets, m.key)
 	return out, nil

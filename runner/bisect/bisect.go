@@ -394,8 +394,8 @@ func (e *engine) measure(i, reps int) (Measured, error) {
 		e.counted[i] = true
 		e.res.Measured++
 	}
-	st.Repeats, st.RunDirs = m.Repeats, m.RunDirs
 	if m.Skipped == "" {
+		st.Repeats, st.RunDirs = m.Repeats, m.RunDirs
 		e.sets[i] = m.Set
 	}
 	return m, nil
