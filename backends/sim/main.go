@@ -3,8 +3,8 @@ package sim
 import (
 	"context"
 	"fmt"
-	"maps"
 	"io"
+	"maps"
 	"strings"
 )
 
