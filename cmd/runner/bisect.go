@@ -59,7 +59,7 @@ Exit status: 0 a verdict (a first bad commit, candidates, or endpoints that do n
 			&cli.BoolFlag{Name: "retry-skipped", Usage: "try again the commits the cache holds as skipped (their install or cells failed)"},
 			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
-		}, comparisonFlags()...),
+		}, bisectComparisonFlags()...),
 		Action: func(c *cli.Context) error { return bisectAction(c, std) },
 	}
 }
@@ -123,4 +123,19 @@ func bisectAction(c *cli.Context, std stdio) error {
 		return rep.WriteJSON(std.out)
 	}
 	return rep.WriteText(std.out)
+}
+
+// bisectComparisonFlags are the comparison flags that apply to a bisection: its comparisons are
+// of runs (the history baseline's --baseline-runs and --consecutive do not apply) between
+// builds on one machine (--ignore-env has nothing to ignore).
+func bisectComparisonFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range comparisonFlags() {
+		switch f.Names()[0] {
+		case "baseline-runs", "consecutive", "ignore-env":
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
