@@ -2,17 +2,27 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"maps"
 	"strings"
 )
 
 // Main runs the simulator named by args[0] (a backend kind, "sglang" or "vllm-omni", or
-// "nsys") with the rest of args. ok is
+// "nsys") with the rest of args, after adding the knobs of RUNNER_SIM_KNOBS_FILE to env. ok is
 // false for an unknown name. It is the one dispatch behind `runner sim ...` and behind the
 // test binaries that stand in for the runner binary under --simulate.
 func Main(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) (code int, ok bool) {
 	if len(args) == 0 {
 		return 2, false
+	}
+	switch args[0] {
+	case "sglang", "vllm-omni", "nsys":
+		env = maps.Clone(env) // the caller's map stays as it was
+		if err := applyKnobsFile(env); err != nil {
+			fmt.Fprintf(stderr, "runner sim %s: %v\n", args[0], err)
+			return 2, true
+		}
 	}
 	switch args[0] {
 	case "sglang":

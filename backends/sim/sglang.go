@@ -39,6 +39,8 @@
 //	RUNNER_SIM_RUN_CV         run-to-run coefficient of variation (default 0.01; 0 = none): every
 //	                          time of one simulated process is scaled by one log-normal factor
 //	                          drawn from the jitter seed, on top of the per-step jitter
+//	RUNNER_SIM_KNOBS_FILE     a file of these knobs, one NAME=VALUE a line, read at start; a knob
+//	                          set in the environment wins over the file's
 //	RUNNER_SIM_NSYS_ACTIVITY  set by the nsys simulator for its child: file to append GPU activity to
 package sim
 

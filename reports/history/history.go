@@ -83,6 +83,23 @@ var migrations = []string{
 	// values; NULL with fewer than two repeats), from which runner plan states what a
 	// comparison of that many repeats can detect.
 	`ALTER TABLE metrics ADD COLUMN spread REAL;`,
+	// v4: the steps of `runner bisect`, one row per commit measured (or skipped) and batch of
+	// repeats, keyed by the bisection's fingerprint (plan, cells, install command) and the full
+	// commit hash. Kept apart from runs: a bisection step is a different build of the backend,
+	// never part of a configuration's rolling median or noise.
+	`CREATE TABLE bisect_steps (
+		id INTEGER PRIMARY KEY,
+		fingerprint TEXT NOT NULL,
+		commit_hash TEXT NOT NULL,
+		batch INTEGER NOT NULL,
+		time_ns INTEGER NOT NULL,
+		plan TEXT NOT NULL,
+		run_dir TEXT NOT NULL,
+		repeats INTEGER NOT NULL,
+		outcome TEXT NOT NULL,
+		reason TEXT NOT NULL DEFAULT '',
+		UNIQUE (fingerprint, commit_hash, batch)
+	);`,
 }
 
 // SchemaVersion is the schema version this runner writes.
