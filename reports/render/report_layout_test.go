@@ -224,6 +224,9 @@ func buildTwoConfigReport(t *testing.T) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An environment variable's value as a tuned host has it: wider than a phone.
+	res.Env = &compare.EnvDiff{Checked: true, Changes: []compare.EnvChange{{Name: "env PYTORCH_CUDA_ALLOC_CONF",
+		Base: "expandable_segments:True,garbage_collection_threshold:0.6", New: "expandable_segments:False,garbage_collection_threshold:0.8,max_split_size_mb:512"}}}
 	// The first run of a configuration in the history: its trend is one point.
 	trend := map[string][]TrendPoint{"qwen-image/512x512/10st/s0/pabc": {{RunID: "20261127T013149Z-4eb48b", Median: 1.1e9}}}
 	return BuildReport("Run report: qwen", "runs/qwen/20261127T013149Z-4eb48b", cur, base, res, trend).WithCells(testCells())
