@@ -84,8 +84,7 @@ func newExpandAxes(p *Plan) *expandAxes {
 	a.repeats = max(m.Repeats, 1)
 	a.promptHash = make([]string, len(m.Prompt))
 	for i, pr := range m.Prompt {
-		sum := sha256.Sum256([]byte(pr))
-		a.promptHash[i] = hex.EncodeToString(sum[:4])
+		a.promptHash[i] = PromptHash(pr)
 	}
 	a.points = llmPoints(m)
 	return a
@@ -122,6 +121,14 @@ func (a *expandAxes) each(f func(cellPoint)) {
 			}
 		}
 	}
+}
+
+// PromptHash is a prompt's part of a cell key without its "p": the first 4 bytes of the
+// prompt's SHA-256 in hex, which keeps keys short whatever the prompt's length. The report
+// reads it back to say which prompt a key's "p…" part stands for.
+func PromptHash(prompt string) string {
+	sum := sha256.Sum256([]byte(prompt))
+	return hex.EncodeToString(sum[:4])
 }
 
 // stepKey is the id and key form of the steps axis ("default": the model's own).

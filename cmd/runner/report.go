@@ -9,10 +9,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/history"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render"
@@ -142,6 +145,7 @@ func readReportInputs(ctx context.Context, std stdio, dir string, n *runner.Nigh
 		return nil, err
 	}
 	rep := render.BuildReport(title, dir, cur, base, res, trend).WithCells(cells)
+	rep.Prompts = reportPrompts(dir)
 	if man, err := rundir.ReadManifest(dir); err == nil {
 		rep.Simulated = man.Simulated // the manifest says how the run was made
 	}
@@ -226,4 +230,25 @@ func reportCells(dir string) ([]render.CellLine, error) {
 		cells = append(cells, line)
 	}
 	return cells, nil
+}
+
+// reportPrompts pairs the prompt parts of the run's keys ("p7cfb7d39") with the prompts they
+// hash, from cells.json, so the report can say what the part stands for. A run without a
+// readable cells.json gets no note: the report is still useful without it.
+func reportPrompts(dir string) []render.PromptKey {
+	cells, err := rundir.ReadCells(dir)
+	if err != nil {
+		return nil
+	}
+	var out []render.PromptKey
+	seen := map[string]bool{}
+	for _, c := range cells.Cells {
+		part := "p" + plans.PromptHash(c.Cell.Prompt)
+		if seen[part] || !slices.Contains(strings.Split(c.Cell.Key, "/"), part) {
+			continue
+		}
+		seen[part] = true
+		out = append(out, render.PromptKey{Part: part, Prompt: c.Cell.Prompt})
+	}
+	return out
 }

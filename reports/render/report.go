@@ -36,6 +36,26 @@ type Report struct {
 	// Simulated is set for a run of the simulators (its manifest says so): the report says so
 	// at the top, so invented timings are never read as measurements.
 	Simulated bool
+	// Prompts says which prompt each "p…" part of the run's keys stands for (a hash of it).
+	Prompts []PromptKey
+}
+
+// PromptKey is a configuration key's prompt part ("p7cfb7d39") and the prompt it hashes.
+type PromptKey struct {
+	Part, Prompt string
+}
+
+// PromptNote is the sentence that explains the prompt parts of the keys: keys carry a hash of
+// the prompt, not the prompt, so that they stay short.
+func (r *Report) PromptNote() string {
+	if len(r.Prompts) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, p := range r.Prompts {
+		parts = append(parts, fmt.Sprintf("%s is the prompt %q", p.Part, shortName(p.Prompt, 80)))
+	}
+	return "In the configuration keys, " + strings.Join(parts, "; ") + " (the first 8 hex digits of the prompt's SHA-256, which keeps keys short)."
 }
 
 // SimulatedNote is the banner of every output of a simulated run.
@@ -264,6 +284,9 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, " against %s", table.CodeSpan(r.Baseline))
 	}
 	b.WriteString("\n\n")
+	if n := r.PromptNote(); n != "" {
+		fmt.Fprintf(&b, "%s\n\n", table.EscapeMarkdown(n))
+	}
 	if r.Compare != nil {
 		if err := compare.WriteMarkdown(&b, r.Compare); err != nil {
 			return err
@@ -409,12 +432,42 @@ type svgChart struct {
 	Marks  []svgMark // vertical markers (the start of a step change in the trend chart)
 	YTicks []svgTick
 	XTicks []svgTick
-	Empty  string
+	// XTitle and YTitle name the axes with their units, under the x ticks and up the left edge.
+	XTitle, YTitle svgTick
+	// PointLabels are small labels over points (the concurrency or rate of a sweep's point).
+	PointLabels []svgTick
+	// Common is what every series of the chart shares (a configuration key with "*" where the
+	// series differ); the caption shows it, the legend only the differing parts.
+	Common string
+	// Empty is the chart's message, a line each, when it has nothing to draw (or, for a
+	// history of one run, what the one point is).
+	Empty []svgTick
 }
+
+// message is an Empty text of one or more lines.
+func message(lines ...string) []svgTick {
+	var out []svgTick
+	for i, l := range lines {
+		out = append(out, svgTick{X: 12, Y: 28 + 18*float64(i), Label: l})
+	}
+	return out
+}
+
+// axisTitles names a chart's axes: x centred under its tick labels (the chart grows by
+// titleH for it), y turned up the left edge.
+func (ch *svgChart) axisTitles(x, y string) {
+	ch.XTitle = svgTick{X: (padL + chartW - padR) / 2, Y: chartH + 6, Label: x}
+	ch.YTitle = svgTick{X: -(padT + chartH - padB) / 2, Y: 14, Label: y}
+	ch.Height += titleH
+}
+
+// titleH is the room under the x tick labels for the x axis' title.
+const titleH = 14
 
 type svgDot struct {
 	X, Y  float64
 	Label string
+	Color string // "" for the chart's one series colour
 }
 
 type svgBar struct {
@@ -448,11 +501,12 @@ func (s scale) at(v float64) float64 {
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 func stepChart(id string, c ConfigReport) svgChart {
-	ch := svgChart{ID: id, Title: "Denoise step latency (ms): new median (red); shaded: baseline min–max, or history median ± tolerance", Width: chartW, Height: chartH}
+	ch := svgChart{ID: id, Title: "Denoise step latency: new median (red); shaded: baseline min–max, or history median ± tolerance", Width: chartW, Height: chartH}
 	if len(c.Steps) == 0 {
-		ch.Empty = "no per-step times"
+		ch.Empty = message("no per-step times")
 		return ch
 	}
+	ch.axisTitles("denoise step", "latency (ms)")
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, p := range c.Steps {
 		lo, hi = math.Min(lo, p.Min), math.Max(hi, p.Max)
@@ -467,7 +521,7 @@ func stepChart(id string, c ConfigReport) svgChart {
 	for _, p := range c.Steps {
 		px := x.at(float64(p.Step))
 		line = append(line, f1(px)+","+f1(y.at(p.Median)))
-		ch.Dots = append(ch.Dots, svgDot{px, y.at(p.Median), fmt.Sprintf("step %d: %s", p.Step, compare.FormatValue(p.Median, perf.UnitNS))})
+		ch.Dots = append(ch.Dots, svgDot{X: px, Y: y.at(p.Median), Label: fmt.Sprintf("step %d: %s", p.Step, compare.FormatValue(p.Median, perf.UnitNS))})
 		if p.HasBase {
 			upper = append(upper, f1(px)+","+f1(y.at(p.BHi)))
 			lower = append([]string{f1(px) + "," + f1(y.at(p.BLo))}, lower...)
@@ -494,13 +548,15 @@ func stepChart(id string, c ConfigReport) svgChart {
 	return ch
 }
 
-// hbars draws labelled horizontal bars; values share one scale.
+// hbars draws labelled horizontal bars; values share one scale. Each label is on its own line
+// above its bar, where it has the chart's whole width (kernel names are long; a column of
+// labels left of the bars cut them to a few words, and on a phone cut them off).
 func hbars(id, title string, labels []string, vals [][]float64, classes []string, texts []string) svgChart {
-	rowH := 22.0
-	h := int(padT) + int(rowH)*len(labels) + 8
+	const rowH, labelH = 34.0, 14.0
+	h := int(padT) + int(rowH)*len(labels) + 4
 	ch := svgChart{ID: id, Title: title, Width: chartW, Height: max(h, 60)}
 	if len(labels) == 0 {
-		ch.Empty = "nothing to show"
+		ch.Empty = message("nothing to show")
 		return ch
 	}
 	hi := 0.0
@@ -509,7 +565,7 @@ func hbars(id, title string, labels []string, vals [][]float64, classes []string
 			hi = math.Max(hi, x)
 		}
 	}
-	left := 200.0
+	left := 12.0
 	x := scale{0, hi, left, chartW - padR - 70}
 	if hi == 0 {
 		x = scale{0, 1, left, chartW - padR - 70}
@@ -517,7 +573,7 @@ func hbars(id, title string, labels []string, vals [][]float64, classes []string
 	for i, l := range labels {
 		y0 := padT + float64(i)*rowH
 		n := len(vals[i])
-		bh := (rowH - 6) / float64(max(n, 1))
+		bh := (rowH - labelH - 4) / float64(max(n, 1))
 		for j, v := range vals[i] {
 			w := math.Max(x.at(v)-left, 1)
 			cls := "bar"
@@ -526,11 +582,12 @@ func hbars(id, title string, labels []string, vals [][]float64, classes []string
 			} else if classes[i] != "" {
 				cls = "bar " + classes[i]
 			}
-			ch.Bars = append(ch.Bars, svgBar{X: left, Y: y0 + float64(j)*bh, W: w, H: bh - 1, Class: cls, Label: l})
+			ch.Bars = append(ch.Bars, svgBar{X: left, Y: y0 + labelH + float64(j)*bh, W: w, H: bh - 1, Class: cls, Label: l})
 		}
 		last := &ch.Bars[len(ch.Bars)-1]
-		last.Text, last.TX, last.TY = texts[i], left+math.Max(x.at(vals[i][n-1])-left, 1)+4, y0+rowH/2
-		ch.YTicks = append(ch.YTicks, svgTick{left - 6, y0 + rowH/2, shortName(l, 30)})
+		last.Text, last.TX, last.TY = texts[i], left+math.Max(x.at(vals[i][n-1])-left, 1)+4, y0+labelH+(rowH-labelH-4)/2
+		// 60 characters fit the chart's width at the phone's larger type (13 units a letter).
+		ch.PointLabels = append(ch.PointLabels, svgTick{X: left, Y: y0 + labelH - 3, Label: shortName(l, 60)})
 	}
 	return ch
 }
@@ -566,17 +623,26 @@ func kernelChart(id string, c ConfigReport) svgChart {
 	}
 	ch := hbars(id, "Top kernels, share of GPU time (from triage)", labels, vals, classes, texts)
 	if len(labels) == 0 {
-		ch.Empty = "no triage (profile a cell with torch or nsys)"
+		ch.Empty = message("no triage (profile a cell with torch or nsys)")
 	}
 	return ch
 }
 
 func trendChart(id string, c ConfigReport) svgChart {
-	ch := svgChart{ID: id, Title: "E2E history (ms), oldest to newest; dashed: where a step change began", Width: chartW, Height: chartH}
-	if len(c.Trend) == 0 {
-		ch.Empty = "no history"
+	ch := svgChart{ID: id, Title: "E2E history, oldest to newest; dashed: where a step change began", Width: chartW, Height: chartH}
+	switch len(c.Trend) {
+	case 0:
+		ch.Empty = message("no history")
+		return ch
+	case 1:
+		// One point is no trend: say what it is and when the line starts.
+		t := c.Trend[0]
+		ch.Empty = message("The history has one run of this configuration:",
+			shortName(t.RunID, 40)+", e2e median "+compare.FormatValue(t.Median, perf.UnitNS)+".",
+			"The trend line starts with the next run that records it.")
 		return ch
 	}
+	ch.axisTitles("run, oldest to newest (hover a point for its id)", "e2e median (ms)")
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, t := range c.Trend {
 		lo, hi = math.Min(lo, t.Median), math.Max(hi, t.Median)
@@ -592,7 +658,7 @@ func trendChart(id string, c ConfigReport) svgChart {
 			label += " (a step change began here)"
 			ch.Marks = append(ch.Marks, svgMark{X: x.at(float64(i)), Y1: padT, Y2: chartH - padB, Label: "change: " + shortName(t.RunID, 24)})
 		}
-		ch.Dots = append(ch.Dots, svgDot{x.at(float64(i)), y.at(t.Median), label})
+		ch.Dots = append(ch.Dots, svgDot{X: x.at(float64(i)), Y: y.at(t.Median), Label: label})
 	}
 	ch.Line = strings.Join(pts, " ")
 	for i := 0; i <= 4; i++ {
@@ -614,6 +680,8 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"base":   compare.FormatBase,
 	"lower":  strings.ToLower,
 	"n":      f1,
+	"brk":    breakable,
+	"add":    func(a, b float64) float64 { return a + b },
 }).Parse(reportTmpl))
 
 type htmlConfig struct {
@@ -634,12 +702,24 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 			stepChart(id+"-steps", c), stageChart(id+"-stages", c), kernelChart(id+"-kernels", c), trendChart(id+"-trend", c),
 		}})
 	}
-	rows := []compare.Row(nil)
+	var rows []htmlRow
 	if r.Compare != nil {
-		rows = append(rows, r.Compare.Rows...)
+		for _, row := range r.Compare.Rows {
+			rows = append(rows, htmlRow{Row: row})
+		}
 		sort.SliceStable(rows, func(i, j int) bool {
 			return rows[i].Status == compare.StatusRegression && rows[j].Status != compare.StatusRegression
 		})
+	}
+	keys := make([]string, len(rows))
+	for i := range rows {
+		keys[i] = rows[i].Config
+	}
+	cfgCommon, labels := keyAxes(keys)
+	cfgCol := false
+	for i := range rows {
+		rows[i].Label = labels[i]
+		cfgCol = cfgCol || labels[i] != ""
 	}
 	var llm template.HTML
 	if t := LLMTable(r.Cells); t != nil {
@@ -649,19 +729,33 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		}
 		llm = template.HTML(b.String()) // table.WriteHTML escapes every cell
 	}
+	sweep := sweepCharts(r.Cells)
+	legend := len(sweep) > 0 && len(sweep[0].Lines) > 1
 	kds, err := htmlKernelDiffs(r.Compare)
 	if err != nil {
 		return err
 	}
 	return reportTemplate.Execute(w, struct {
 		*Report
-		Rows        []compare.Row
+		Rows        []htmlRow
+		CfgCommon   string // the configuration keys' shared parts ("*" where they differ)
+		CfgCol      bool   // the rows differ in configuration: the table has a Config column
 		Configs     []htmlConfig
 		Sweep       []svgChart
 		LLM         template.HTML
 		SimNote     string
 		KernelDiffs []htmlKernelDiff
-	}{r, rows, cs, sweepCharts(r.Cells), llm, SimulatedNote, kds})
+		SweepLegend bool // the sweep charts have more than one line, and a legend
+		// PlotL, PlotR, PlotT and PlotB are the plot area's edges, where the axes are drawn.
+		PlotL, PlotR, PlotT, PlotB float64
+	}{r, rows, cfgCommon, cfgCol, cs, sweep, llm, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
+}
+
+// htmlRow is a comparison row of report.html with its configuration's label: the parts of
+// its key that differ from the other rows' (keyAxes).
+type htmlRow struct {
+	compare.Row
+	Label string
 }
 
 // htmlKernelDiff is one regressed configuration's kernel diff on the page: the cells diffed,

@@ -384,3 +384,39 @@ func TestTrendMarksChange(t *testing.T) {
 		t.Errorf("html has no change marker")
 	}
 }
+
+// A configuration's first run in the history is one point: the trend chart says so (and
+// when the line starts) instead of drawing a lone dot; kernel labels keep 60 characters on
+// their own line over the bar (they were cut to 30 and clipped on a phone); the report says
+// what a key's prompt part stands for.
+func TestReportChartsExplain(t *testing.T) {
+	r := buildTestReport(t)
+	c := &r.Configs[0]
+	c.Trend = c.Trend[:1]
+	c.Kernels = []perf.KernelShare{{Name: "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1", Category: "gemm", SharePct: 48}}
+	r.Prompts = []PromptKey{{Part: "p7cfb7d39", Prompt: "A cat on a mat"}}
+	var html, md bytes.Buffer
+	if err := WriteReportHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReportMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	page := html.String()
+	for _, want := range []string{
+		">The history has one run of this configuration:</text>", ">r1, e2e median 1200.0ms.</text>",
+		">gemm: sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x…</text>",
+		`id="prompts">In the configuration keys, p7cfb7d39 is the prompt &#34;A cat on a mat&#34; (the first 8 hex digits`,
+		">denoise step</text>", ">latency (ms)</text>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `id="c0-trend"`) && strings.Contains(page[strings.Index(page, `id="c0-trend"`):], `<polyline class="line" points="64.0`) {
+		t.Errorf("the trend of one run still draws a line")
+	}
+	if !strings.Contains(md.String(), `p7cfb7d39 is the prompt "A cat on a mat"`) {
+		t.Errorf("report.md does not explain the prompt part:\n%s", md.String())
+	}
+}

@@ -48,12 +48,14 @@ func LLMTable(cells []CellLine) *table.Table {
 	return t
 }
 
-// svgLine is one series of a multi-series chart.
+// svgLine is one series of a multi-series chart, with its legend entry: a swatch of its colour
+// (and dash) and its label.
 type svgLine struct {
 	Points string
 	Color  string
+	Dash   string // stroke-dasharray; "" for solid (series past the palette's eight colours are dashed)
 	Label  string
-	LX, LY float64 // legend position
+	LX, LY float64 // legend position (the swatch; the label follows it)
 }
 
 // sweepAxes are the key parts of the load axes: cells that differ only in them are one series
@@ -72,7 +74,23 @@ func seriesKey(key string) string {
 	}
 }
 
-var sweepColors = []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f"}
+// loadParts are the concurrency and rate parts of a cell key ("c16", "rinf"), in key order.
+func loadParts(key string) []string {
+	var out []string
+	for _, p := range strings.Split(key, "/") {
+		if sweepAxes.MatchString("/" + p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sweepColors are distinguishable colours (matplotlib's tab10 without its grey and olive),
+// the palette of vLLM's sweep plots.
+var sweepColors = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
+
+// sweepDashes tell apart the series that reuse a colour: the first eight are solid.
+var sweepDashes = []string{"", "6 3", "2 3", "8 3 2 3"}
 
 // sweepCharts draws, for the run's ok LLM cells, median TPOT and median TTFT against output
 // token throughput: one line per configuration, one point per concurrency or rate, ordered by
@@ -80,6 +98,8 @@ var sweepColors = []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"
 func sweepCharts(cells []CellLine) []svgChart {
 	series := map[string][]CellLine{}
 	var order []string
+	load := map[string]int{} // how many points have each load part
+	points := 0
 	for _, c := range cells {
 		if c.LLM == nil || c.Verdict != "ok" || c.Profiler != "none" {
 			continue
@@ -89,6 +109,10 @@ func sweepCharts(cells []CellLine) []svgChart {
 			order = append(order, k)
 		}
 		series[k] = append(series[k], c)
+		for _, p := range loadParts(c.Key) {
+			load[p]++
+		}
+		points++
 	}
 	if len(order) == 0 {
 		return nil
@@ -96,11 +120,23 @@ func sweepCharts(cells []CellLine) []svgChart {
 	for _, k := range order {
 		slices.SortStableFunc(series[k], func(a, b CellLine) int { return cmpFloat(a.LLM.OutputTPS, b.LLM.OutputTPS) })
 	}
+	// A point is labelled with the load parts that vary ("c16"); one every point has ("rinf")
+	// would only repeat itself.
+	label := func(c CellLine) string {
+		var own []string
+		for _, p := range loadParts(c.Key) {
+			if load[p] < points {
+				own = append(own, p)
+			}
+		}
+		return strings.Join(own, " ")
+	}
+	common, labels := keyAxes(order)
 	tpot := func(p *LLMPoint) float64 { return p.TPOTMS }
 	ttft := func(p *LLMPoint) float64 { return p.TTFTMS }
 	return []svgChart{
-		sweepChart("sweep-tpot", "Median TPOT (ms) against output throughput (tokens/s), one line per configuration", order, series, tpot),
-		sweepChart("sweep-ttft", "Median TTFT (ms) against output throughput (tokens/s), one line per configuration", order, series, ttft),
+		sweepChart("sweep-tpot", "Median TPOT against output throughput, one line per configuration", "median TPOT (ms)", common, order, labels, series, tpot, label),
+		sweepChart("sweep-ttft", "Median TTFT against output throughput, one line per configuration", "median TTFT (ms)", common, order, labels, series, ttft, label),
 	}
 }
 
@@ -115,36 +151,86 @@ func cmpFloat(a, b float64) int {
 }
 
 // sweepLegendH is the room under the plot for the legend, a line per series.
-const sweepLegendH = 14
+const sweepLegendH = 18
 
-func sweepChart(id, title string, order []string, series map[string][]CellLine, y func(*LLMPoint) float64) svgChart {
-	h := chartH + sweepLegendH*len(order)
-	ch := svgChart{ID: id, Title: title, Width: chartW, Height: h}
-	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	for _, k := range order {
-		for _, c := range series[k] {
-			xlo, xhi = math.Min(xlo, c.LLM.OutputTPS), math.Max(xhi, c.LLM.OutputTPS)
-			ylo, yhi = math.Min(ylo, y(c.LLM)), math.Max(yhi, y(c.LLM))
+// niceTop rounds hi up to a multiple of a 1, 2 or 5 step that splits it into about four
+// intervals, so that tick labels read 0, 250, 500 and not 0, 280, 561.
+func niceTop(hi float64) (top, step float64) {
+	if hi <= 0 || math.IsInf(hi, 0) || math.IsNaN(hi) {
+		return 1, 0.25
+	}
+	raw := hi / 4
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step = 10 * mag
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if raw <= m*mag {
+			step = m * mag
+			break
 		}
 	}
-	xs := scale{0, xhi * 1.05, padL, chartW - padR}
-	ys := scale{0, yhi * 1.1, chartH - padB, padT}
+	return math.Ceil(hi/step-1e-9) * step, step
+}
+
+func sweepChart(id, title, ytitle, common string, order, labels []string, series map[string][]CellLine, y func(*LLMPoint) float64, pointLabel func(CellLine) string) svgChart {
+	ch := svgChart{ID: id, Title: title, Width: chartW, Height: chartH}
+	if len(order) > 1 || labels[0] != "" {
+		ch.Common = common
+	} else {
+		ch.Common = order[0]
+	}
+	ch.axisTitles("output throughput (tokens/s)", ytitle)
+	legend := len(order) > 1
+	if legend {
+		ch.Height += sweepLegendH * len(order)
+	}
+	xhi, yhi := 0.0, 0.0
+	for _, k := range order {
+		for _, c := range series[k] {
+			xhi, yhi = math.Max(xhi, c.LLM.OutputTPS), math.Max(yhi, y(c.LLM))
+		}
+	}
+	// Headroom above the highest point for its label.
+	xtop, xstep := niceTop(xhi * 1.04)
+	ytop, ystep := niceTop(yhi * 1.08)
+	xs := scale{0, xtop, padL, chartW - padR - 12}
+	ys := scale{0, ytop, chartH - padB, padT}
 	for i, k := range order {
 		color := sweepColors[i%len(sweepColors)]
 		var pts []string
 		for _, c := range series[k] {
 			px, py := xs.at(c.LLM.OutputTPS), ys.at(y(c.LLM))
 			pts = append(pts, f1(px)+","+f1(py))
-			ch.Dots = append(ch.Dots, svgDot{px, py, fmt.Sprintf("%s: %.0f tok/s, %.3g ms", c.ID, c.LLM.OutputTPS, y(c.LLM))})
+			ch.Dots = append(ch.Dots, svgDot{X: px, Y: py, Color: color,
+				Label: fmt.Sprintf("%s: %.0f tok/s, %.3g ms", c.ID, c.LLM.OutputTPS, y(c.LLM))})
+			if l := pointLabel(c); l != "" && !overlaps(ch.PointLabels, px+5, py-5, l) {
+				ch.PointLabels = append(ch.PointLabels, svgTick{X: px + 5, Y: py - 5, Label: l})
+			}
 		}
-		ch.Lines = append(ch.Lines, svgLine{Points: strings.Join(pts, " "), Color: color, Label: shortName(k, 90),
-			LX: padL, LY: float64(chartH + sweepLegendH*i)})
+		line := svgLine{Points: strings.Join(pts, " "), Color: color, Dash: sweepDashes[(i/len(sweepColors))%len(sweepDashes)]}
+		if legend {
+			line.Label = shortName(labels[i], 60)
+			line.LX, line.LY = padL, float64(chartH+titleH+6+sweepLegendH*i)
+		}
+		ch.Lines = append(ch.Lines, line)
 	}
-	for i := 0; i <= 4; i++ {
-		v := yhi * 1.1 * float64(i) / 4
-		ch.YTicks = append(ch.YTicks, svgTick{padL - 6, ys.at(v), strconv.FormatFloat(v, 'g', 3, 64)})
-		xv := xhi * 1.05 * float64(i) / 4
-		ch.XTicks = append(ch.XTicks, svgTick{xs.at(xv), chartH - padB + 14, strconv.FormatFloat(xv, 'f', 0, 64)})
+	for v := 0.0; v <= ytop+ystep/2; v += ystep {
+		ch.YTicks = append(ch.YTicks, svgTick{padL - 6, ys.at(v), strconv.FormatFloat(v, 'g', 4, 64)})
+	}
+	for v := 0.0; v <= xtop+xstep/2; v += xstep {
+		ch.XTicks = append(ch.XTicks, svgTick{xs.at(v), chartH - padB + 14, strconv.FormatFloat(v, 'g', 6, 64)})
 	}
 	return ch
+}
+
+// overlaps reports whether a point label at x, y would cover one already placed (labels are
+// about 6 units a character wide and 11 high at the phone's size): two points close together
+// keep the first label, and the other's concurrency is in its tooltip.
+func overlaps(placed []svgTick, x, y float64, label string) bool {
+	for _, p := range placed {
+		w := 6 * float64(max(len(p.Label), len(label)))
+		if math.Abs(p.X-x) < w && math.Abs(p.Y-y) < 11 {
+			return true
+		}
+	}
+	return false
 }

@@ -47,12 +47,61 @@ func TestSweepChartInHTML(t *testing.T) {
 	if err := WriteReportHTML(&html, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`<section class="config" id="sweep">`, `id="sweep-tpot"`, `id="sweep-ttft"`, "m/i1/o1/tp-size=2</text>", "<title>002: 900 tok/s, 8 ms</title>"} {
+	// Read like vLLM's sweep plots: each line its own colour, its points in that colour, a legend
+	// with a swatch per line naming only what tells the lines apart (the caption gives what they
+	// share), points labelled with their concurrency, axes titled with their units, round ticks.
+	if a, b := charts[0].Lines[0].Color, charts[0].Lines[1].Color; a == b {
+		t.Errorf("both lines are %s", a)
+	}
+	for _, d := range charts[0].Dots {
+		want := charts[0].Lines[0].Color
+		if strings.Contains(d.Label, "tp-size") || d.Label[:3] == "002" || d.Label[:3] == "003" {
+			want = charts[0].Lines[1].Color
+		}
+		if d.Color != want {
+			t.Errorf("dot %q is %s, want its line's %s", d.Label, d.Color, want)
+		}
+	}
+	for _, want := range []string{`<section class="config" id="sweep">`, `id="sweep-tpot"`, `id="sweep-ttft"`,
+		`<rect x="72.0" y="`, `fill="#ff7f0e"/>`, ">tp-size=1</text>", ">tp-size=2</text>",
+		"configurations <code>m/<wbr>i1/<wbr>o1/<wbr>*</code>, the legend gives the parts marked *",
+		`<text class="point" x="`, `">c8</text>`, ">output throughput (tokens/s)</text>", ">median TPOT (ms)</text>",
+		`text-anchor="middle">250</text>`, `text-anchor="middle">1000</text>`,
+		"<title>002: 900 tok/s, 8 ms</title>"} {
 		if !strings.Contains(html.String(), want) {
 			t.Errorf("report.html lacks %q", want)
 		}
 	}
 	if sweepCharts(cells[4:]) != nil {
 		t.Error("a run without ok unprofiled LLM cells got a sweep chart")
+	}
+}
+
+// keyAxes keeps what tells keys apart and states what they share once.
+func TestKeyAxes(t *testing.T) {
+	for _, c := range []struct {
+		keys   []string
+		common string
+		labels []string
+	}{
+		{[]string{"m/default/s0/p1/tp-size=1", "m/default/s0/p1/tp-size=2"}, "m/default/s0/p1/*", []string{"tp-size=1", "tp-size=2"}},
+		{[]string{"q/512x512/4st/s0/pa", "q/1024x1024/4st/s0/pb"}, "q/*/4st/s0/*", []string{"512x512/pa", "1024x1024/pb"}},
+		{[]string{"q/512x512/4st", "q/512x512/4st"}, "q/512x512/4st", []string{"", ""}},
+		{[]string{"a/b", "a/b/c"}, "", []string{"a/b", "a/b/c"}},
+		{nil, "", []string{}},
+	} {
+		common, labels := keyAxes(c.keys)
+		if common != c.common || strings.Join(labels, "|") != strings.Join(c.labels, "|") {
+			t.Errorf("keyAxes(%q) = %q, %q; want %q, %q", c.keys, common, labels, c.common, c.labels)
+		}
+	}
+}
+
+// Tick tops are round: 1, 2, 2.5 or 5 times a power of ten, split in about four.
+func TestNiceTop(t *testing.T) {
+	for _, c := range []struct{ hi, top, step float64 }{{1121, 1500, 500}, {13.1, 15, 5}, {0.7, 0.8, 0.2}, {100, 100, 25}, {0, 1, 0.25}} {
+		if top, step := niceTop(c.hi); top != c.top || step != c.step {
+			t.Errorf("niceTop(%v) = %v, %v; want %v, %v", c.hi, top, step, c.top, c.step)
+		}
 	}
 }
