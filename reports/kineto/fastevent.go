@@ -1,6 +1,9 @@
 package kineto
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // The fast event path: a hand-written scanner that validates one traceEvents element as strict
 // JSON (RFC 8259) and takes the fields the decoder uses in the same pass, without building a
@@ -372,11 +375,18 @@ func fastArgs(s *fastScan, a *argsFields) bool {
 		if !ok || s.esc {
 			return false
 		}
+		st := s.i
 		v, ok := s.value(2)
 		if !ok {
 			return false
 		}
-		if k := argKey(key); k != argNone {
+		if si := shapeArg(key); si >= 0 {
+			js := raw[st:s.i]
+			if bytes.IndexByte(js, '\\') >= 0 {
+				return false // an escape: fastjson's text of it is the reference
+			}
+			a.shape[si] = js
+		} else if k := argKey(key); k != argNone {
 			if v.t == jvEscaped {
 				return false
 			}

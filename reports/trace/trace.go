@@ -128,6 +128,10 @@ type CPUOp struct {
 	PID, TID   int32
 	// Frame is the innermost Python frame enclosing the op (filled by Link), or NoID.
 	Frame int32
+	// Shape is the op's recorded input shapes (profiler record_shapes) as an id in
+	// Trace.Shapes, 0 when none were recorded. Ops of one shape share the id, so whoever
+	// derives costs from shapes does it once per distinct shape, not per op.
+	Shape NameID
 }
 
 // Frame is one Python function call (Kineto python_function, recorded with with_stack=True).
@@ -188,7 +192,11 @@ type Trace struct {
 	// times are themselves absolute, as in old Kineto traces and nsys exports).
 	BaseNS int64
 
-	Names       *Names
+	Names *Names
+	// Shapes interns CPUOp.Shape texts: the compact JSON of the op's "Input Dims", "Input
+	// type" and "Concrete Inputs" args, separated by ShapeSep (an absent one is empty). Nil
+	// when no op has shapes.
+	Shapes      *Names
 	GPUOps      []GPUOp
 	Launches    []Launch
 	CPUOps      []CPUOp
@@ -204,6 +212,18 @@ type Trace struct {
 	// Events is the number of trace events the reader saw (all phases and categories, kept or
 	// not), so callers can report coverage.
 	Events int64
+}
+
+// ShapeSep separates the three JSON texts of a Trace.Shapes entry (it cannot occur unescaped
+// in JSON).
+const ShapeSep = '\x1f'
+
+// Shape returns the recorded-shape text of a CPU op ("" when none).
+func (t *Trace) Shape(op *CPUOp) string {
+	if op.Shape == 0 || t.Shapes == nil {
+		return ""
+	}
+	return t.Shapes.String(op.Shape)
 }
 
 // New returns an empty trace with its interner ready.
