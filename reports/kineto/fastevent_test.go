@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
@@ -15,6 +16,8 @@ import (
 // decline: escapes in keys and in used values, duplicates, args that are not objects, string
 // and escaped pids, exponents, nesting, non-ASCII and invalid UTF-8, JSON that is not strict.
 var fastEventDocs = []string{
+	`[{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1,"dur":2,"args":{"Input Dims": [[4096, 4096], [ 4096,4096 ]],` + "\n" + `"Input type": ["c10::BFloat16", "a b"], "Concrete Inputs": ["", "[1, 1]"]}},{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1,"dur":2,"args":{"Input Dims":[[4096,4096],[4096,4096]],"Input type":["c10::BFloat16","a b"],"Concrete Inputs":["","[1, 1]"]}}]`,
+	`[{"ph":"X","cat":"cpu_op","name":"aten::add","ts":1,"dur":2,"args":{"Input Dims":[[2]],"Input type":["q\"x", "\u00e9"],"Concrete Inputs":{"a": [1, "b"]}}},{"ph":"X","cat":"cpu_op","name":"x","ts":1,"dur":2,"args":{"Input type":[]}}]`,
 	`[{"ph":"X","cat":"kernel","name":"k\"q","pid":0,"tid":7,"ts":1,"dur":2,"args":{"stream":7,"correlation":5}}]`,
 	`[{"ph":"X","cat":"kernel","n\u0061me":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":{"str\u0065am":9}}]`,
 	`[{"ph":"X","cat":"kernel","name":"k","pid":"\u005bTP01] 3","tid":"7","ts":1,"dur":2,"args":{"device":"2"}}]`,
@@ -95,5 +98,21 @@ func TestFastEventDeclines(t *testing.T) {
 		if got := fastEvent([]byte(c.ev), &d.ev); got != c.fast {
 			t.Errorf("fastEvent(%s) = %v, want %v", c.ev, got, c.fast)
 		}
+	}
+}
+
+// Recorded shapes reach CPUOp.Shape as compact JSON, the same text whatever white space the
+// trace had, so that ops of one shape share one id.
+func TestReadShapes(t *testing.T) {
+	tr, err := Read(context.Background(), strings.NewReader(fastEventDocs[0]), "x", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.CPUOps) != 2 || tr.CPUOps[0].Shape == 0 || tr.CPUOps[0].Shape != tr.CPUOps[1].Shape {
+		t.Fatalf("cpu ops %+v: want two ops sharing one shape id", tr.CPUOps)
+	}
+	want := `[[4096,4096],[4096,4096]]` + "\x1f" + `["c10::BFloat16","a b"]` + "\x1f" + `["","[1, 1]"]`
+	if got := tr.Shape(&tr.CPUOps[0]); got != want {
+		t.Errorf("shape text %q, want %q", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package triage
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -116,7 +117,7 @@ func parseShape(s string) (shapeArgs, bool) {
 	a.dims = make([][]int64, len(raw))
 	for i, r := range raw {
 		var d []int64
-		if json.Unmarshal(r, &d) == nil && len(r) > 0 && r[0] == '[' {
+		if json.Unmarshal(r, &d) == nil && len(r) > 0 && r[0] == '[' && !slices.ContainsFunc(d, func(x int64) bool { return x < 0 }) {
 			if d == nil {
 				d = []int64{} // a 0-d tensor or an empty list: both read "[]"
 			}
@@ -464,13 +465,16 @@ func convCost(a *shapeArgs, iStride, iPad, iDil, iTrans, iOutPad, iGroups int) o
 	outPos, kPos := 1.0, 1.0
 	for i := 0; i < sp; i++ {
 		x, kk := in[2+i], w[2+i]
+		if stride[i] <= 0 || dil[i] <= 0 || x <= 0 || kk <= 0 {
+			return opCost{}
+		}
 		var o int64
 		if trans {
 			o = (x-1)*stride[i] - 2*pad[i] + dil[i]*(kk-1) + outPad[i] + 1
 		} else {
 			o = (x+2*pad[i]-dil[i]*(kk-1)-1)/stride[i] + 1
 		}
-		if o <= 0 || stride[i] <= 0 {
+		if o <= 0 {
 			return opCost{}
 		}
 		outPos *= float64(o)

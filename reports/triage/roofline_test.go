@@ -303,3 +303,27 @@ func TestRooflineGolden(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCostOf: recorded shapes of any text cost without panicking, and a cost is finite and
+// non-negative.
+func FuzzCostOf(f *testing.F) {
+	sep := string(trace.ShapeSep)
+	for _, c := range [][2]string{
+		{"aten::mm", `[[4096,4096],[4096,4096]]` + sep + `["c10::BFloat16","c10::BFloat16"]` + sep},
+		{"aten::cudnn_convolution", `[[1,3,8,8],[4,3,3,3]]` + sep + `["float","float"]` + sep + `["","","[1, 1]","[0, 0]","[1, 1]","1"]`},
+		{"aten::convolution", `[[1,3,8],[4,3,3],[4]]` + sep + `["float","float","float"]` + sep + `["","","","[2]","[1]","[1]","True","[0]","1"]`},
+		{"aten::_efficient_attention_forward", `[[1,4,2,8],[1,4,2,8],[1,4,2,8],[],[],[]]` + sep + `["c10::Half","c10::Half","c10::Half"]` + sep + `["","","","","","","4","4","0.","2"]`},
+		{"aten::add_", `[[2,3],[3],[]]` + sep + `["float","float","Scalar"]` + sep},
+		{"aten::linear", `[[[1]],[2]]` + sep + `[1]` + sep + `{}`},
+	} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, name, shape string) {
+		c := costOf(name, shape)
+		for _, v := range []float64{c.flops, c.bytes} {
+			if v < 0 || math.IsNaN(v) {
+				t.Fatalf("%s %q: cost %+v", name, shape, c)
+			}
+		}
+	})
+}
