@@ -380,19 +380,19 @@ func fastArgs(s *fastScan, a *argsFields) bool {
 		if !ok {
 			return false
 		}
-		if si := shapeArg(key); si >= 0 {
-			js := raw[st:s.i]
-			if bytes.IndexByte(js, '\\') >= 0 {
-				return false // an escape: fastjson's text of it is the reference
-			}
-			a.shape[si] = js
-		} else if k := argKey(key); k != argNone {
+		if k := argKey(key); k != argNone {
 			if v.t == jvEscaped {
 				return false
 			}
 			if n, ok := intVal(v); ok {
 				a.set(k, n)
 			}
+		} else if si := shapeArg(key); si >= 0 {
+			js := raw[st:s.i]
+			if bytes.IndexByte(js, '\\') >= 0 {
+				return false // an escape: fastjson's text of it is the reference
+			}
+			a.shape[si] = js
 		}
 		s.ws()
 		if s.i >= len(raw) {

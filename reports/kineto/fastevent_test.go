@@ -108,11 +108,22 @@ func TestReadShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tr.CPUOps) != 2 || tr.CPUOps[0].Shape == 0 || tr.CPUOps[0].Shape != tr.CPUOps[1].Shape {
-		t.Fatalf("cpu ops %+v: want two ops sharing one shape id", tr.CPUOps)
+	// An op without shapes before the first one with them still has its (empty) entry.
+	mixed := `[{"ph":"X","cat":"cpu_op","name":"a","ts":1,"dur":2},{"ph":"X","cat":"cpu_op","name":"b","ts":1,"dur":2,"args":{"Input Dims":[[1]]}},{"ph":"X","cat":"cpu_op","name":"c","ts":1,"dur":2}]`
+	tm, err := Read(context.Background(), strings.NewReader(mixed), "m", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, id := tm.Shape(1); len(tm.CPUOpShapes) != 3 || tm.CPUOpShapes[0] != 0 || id == 0 || tm.CPUOpShapes[2] != 0 {
+		t.Fatalf("shapes %v, want [0 id 0]", tm.CPUOpShapes)
+	}
+	got, id0 := tr.Shape(0)
+	_, id1 := tr.Shape(1)
+	if len(tr.CPUOps) != 2 || id0 == 0 || id0 != id1 {
+		t.Fatalf("cpu ops %+v, shapes %v: want two ops sharing one shape id", tr.CPUOps, tr.CPUOpShapes)
 	}
 	want := `[[4096,4096],[4096,4096]]` + "\x1f" + `["c10::BFloat16","a b"]` + "\x1f" + `["","[1, 1]"]`
-	if got := tr.Shape(&tr.CPUOps[0]); got != want {
+	if got != want {
 		t.Errorf("shape text %q, want %q", got, want)
 	}
 }

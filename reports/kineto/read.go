@@ -774,15 +774,18 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		t.Launches = append(t.Launches, trace.Launch{Start: ts, End: ts + dur, Correlation: a.correlation,
 			ExternalID: a.external, Name: name, PID: pid, TID: tid, Graph: d.isGraph(name), Frame: trace.NoID})
 	case "cpu_op":
-		op := trace.CPUOp{Start: ts, End: ts + dur, ExternalID: a.external, Name: name, PID: pid, TID: tid, Frame: trace.NoID}
 		if a.shape[0] != nil || a.shape[1] != nil || a.shape[2] != nil {
 			if t.Shapes == nil {
 				t.Shapes = trace.NewNames()
+				t.CPUOpShapes = make([]trace.NameID, len(t.CPUOps), cap(t.CPUOps))
 			}
 			d.shape = shapeText(d.shape[:0], a)
-			op.Shape = t.Shapes.Intern(d.shape)
+			t.CPUOpShapes = append(t.CPUOpShapes, t.Shapes.Intern(d.shape))
+		} else if t.CPUOpShapes != nil {
+			t.CPUOpShapes = append(t.CPUOpShapes, 0)
 		}
-		t.CPUOps = append(t.CPUOps, op)
+		t.CPUOps = append(t.CPUOps, trace.CPUOp{Start: ts, End: ts + dur, ExternalID: a.external, Name: name,
+			PID: pid, TID: tid, Frame: trace.NoID})
 	case "python_function":
 		t.Frames = append(t.Frames, trace.Frame{Start: ts, End: ts + dur, ID: a.pyID, ParentID: a.pyParent,
 			Name: name, PID: pid, TID: tid, Parent: trace.NoID})

@@ -128,10 +128,6 @@ type CPUOp struct {
 	PID, TID   int32
 	// Frame is the innermost Python frame enclosing the op (filled by Link), or NoID.
 	Frame int32
-	// Shape is the op's recorded input shapes (profiler record_shapes) as an id in
-	// Trace.Shapes, 0 when none were recorded. Ops of one shape share the id, so whoever
-	// derives costs from shapes does it once per distinct shape, not per op.
-	Shape NameID
 }
 
 // Frame is one Python function call (Kineto python_function, recorded with with_stack=True).
@@ -193,9 +189,13 @@ type Trace struct {
 	BaseNS int64
 
 	Names *Names
-	// Shapes interns CPUOp.Shape texts: the compact JSON of the op's "Input Dims", "Input
-	// type" and "Concrete Inputs" args, separated by ShapeSep (an absent one is empty). Nil
-	// when no op has shapes.
+	// CPUOpShapes holds, per CPU op (same index as CPUOps), its recorded input shapes (the
+	// profiler's record_shapes) as an id in Shapes, 0 for none; nil when no op has shapes, so
+	// a trace without them costs nothing more. Ops of one shape share the id, so whoever
+	// derives costs from shapes does it once per distinct shape, not per op.
+	CPUOpShapes []NameID
+	// Shapes interns the CPUOpShapes texts: the compact JSON of the op's "Input Dims", "Input
+	// type" and "Concrete Inputs" args, separated by ShapeSep (an absent one is empty).
 	Shapes      *Names
 	GPUOps      []GPUOp
 	Launches    []Launch
@@ -218,12 +218,12 @@ type Trace struct {
 // in JSON).
 const ShapeSep = '\x1f'
 
-// Shape returns the recorded-shape text of a CPU op ("" when none).
-func (t *Trace) Shape(op *CPUOp) string {
-	if op.Shape == 0 || t.Shapes == nil {
-		return ""
+// Shape returns the recorded-shape text of CPU op i and its id in Shapes ("" and 0 when none).
+func (t *Trace) Shape(i int32) (string, NameID) {
+	if i < 0 || int(i) >= len(t.CPUOpShapes) || t.CPUOpShapes[i] == 0 || t.Shapes == nil {
+		return "", 0
 	}
-	return t.Shapes.String(op.Shape)
+	return t.Shapes.String(t.CPUOpShapes[i]), t.CPUOpShapes[i]
 }
 
 // New returns an empty trace with its interner ready.

@@ -58,7 +58,7 @@ type roofCtx struct {
 }
 
 func newRoofCtx(t *trace.Trace) *roofCtx {
-	if t.Shapes == nil || len(t.CPUOps) == 0 {
+	if t.Shapes == nil || len(t.CPUOpShapes) == 0 {
 		return nil
 	}
 	return &roofCtx{t: t, costs: map[uint64]opCost{}, credited: make([]uint64, (len(t.CPUOps)+63)/64)}
@@ -76,18 +76,19 @@ func (r *roofCtx) opCost(op *trace.GPUOp) (opCost, bool) {
 	if r == nil || op.CPUOp < 0 || int(op.CPUOp) >= len(r.t.CPUOps) {
 		return opCost{}, false
 	}
-	co := &r.t.CPUOps[op.CPUOp]
-	if co.Shape == 0 {
+	text, shape := r.t.Shape(op.CPUOp)
+	if shape == 0 {
 		return opCost{}, false
 	}
 	w, bit := op.CPUOp>>6, uint64(1)<<(op.CPUOp&63)
 	if r.credited[w]&bit != 0 {
 		return opCost{}, false
 	}
-	key := uint64(co.Name)<<32 | uint64(co.Shape)
+	co := &r.t.CPUOps[op.CPUOp]
+	key := uint64(co.Name)<<32 | uint64(shape)
 	c, seen := r.costs[key]
 	if !seen {
-		c = costOf(r.t.Name(co.Name), r.t.Shape(co))
+		c = costOf(r.t.Name(co.Name), text)
 		r.costs[key] = c
 	}
 	if !c.ok {
