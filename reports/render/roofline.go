@@ -73,7 +73,7 @@ func rooflineChart(id string, c ConfigReport) (svgChart, bool) {
 	if ly1 <= ly0 {
 		ly1 = ly0 + 1
 	}
-	x := scale{lx0, lx1, padL, chartW - padR}
+	x := scale{lx0, lx1, padL, chartW - padR - 24} // room for the last tick's label on a phone
 	y := scale{ly0, ly1, chartH - padB, padT}
 	at := func(ai, tf float64) string {
 		return f1(x.at(math.Log10(ai))) + "," + f1(y.at(math.Log10(tf)))
@@ -85,7 +85,7 @@ func rooflineChart(id string, c ConfigReport) (svgChart, bool) {
 		a0 := math.Max(math.Pow(10, lx0), math.Pow(10, ly0)*1e3/bw)
 		line := []string{at(a0, a0*bw/1e3), at(ridge, pk), at(math.Pow(10, lx1), pk)}
 		ch.Lines = append(ch.Lines, svgLine{Points: strings.Join(line, " "), Color: roofColors[i%len(roofColors)],
-			Label: sig(pk) + " TFLOP/s", LX: x.at(math.Log10(ridge)) + 4, LY: y.at(math.Log10(pk)) - 4})
+			Label: sig(pk) + " TFLOP/s", LX: chartW - padR - 100, LY: y.at(math.Log10(pk)) - 4})
 	}
 	for _, p := range pts {
 		ch.Dots = append(ch.Dots, svgDot{x.at(math.Log10(p.ai)), y.at(math.Log10(p.tf)), p.label})
