@@ -160,7 +160,8 @@ func (a *shapeArgs) bytes(i int) float64 {
 	return numel(a.dim(i)) * eltSize(a.typ(i))
 }
 
-// concreteInt parses concrete input i as an integer (or the first of a list "[2, 2]").
+// concreteInts parses concrete input i as integers: "2" or a list "[2, 2]" (nil when it is
+// neither).
 func (a *shapeArgs) concreteInts(i int) []int64 {
 	if i >= len(a.concrete) {
 		return nil

@@ -20,11 +20,11 @@ func stageHasRoofline(s *Stage) bool {
 // rooflineHeader is the report line that names each analysed GPU and the peaks its
 // percentages are against (nothing when no stage has roofline figures).
 func rooflineHeader(r *Report) []string {
-	any := false
+	has := false
 	for i := range r.Stages {
-		any = any || stageHasRoofline(&r.Stages[i])
+		has = has || stageHasRoofline(&r.Stages[i])
 	}
-	if !any {
+	if !has {
 		return nil
 	}
 	seen := map[string]bool{}
