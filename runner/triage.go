@@ -112,7 +112,22 @@ func topKernels(rep *triage.Report, n int) []rundir.KernelShare {
 		if len(out) == n {
 			break
 		}
-		out = append(out, rundir.KernelShare{Name: k.Name, Category: k.Category, TotalUS: k.TotalUS, SharePct: k.SharePct})
+		out = append(out, rundir.KernelShare{Name: k.Name, Category: k.Category, TotalUS: k.TotalUS, SharePct: k.SharePct, Roof: kernelRoof(rep, &k)})
 	}
 	return out
+}
+
+// kernelRoof is a kernel row's roofline figures for result.json (nil without any).
+func kernelRoof(rep *triage.Report, k *triage.KernelRow) *rundir.Roof {
+	if k.RooflineUS <= 0 {
+		return nil
+	}
+	r := &rundir.Roof{Intensity: k.Intensity, TFLOPS: k.TFLOPS, GBps: k.GBps, PctOfPeak: k.PctOfPeak, Bound: k.Bound}
+	for _, in := range rep.Inputs {
+		if in.Peak != nil {
+			r.GPU, r.PeakTFLOPS, r.PeakGBps = in.Peak.GPU, in.Peak.TFLOPS(k.Dtype), in.Peak.HBMGBps
+			break
+		}
+	}
+	return r
 }

@@ -1,6 +1,9 @@
 package kineto
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // The fast event path: a hand-written scanner that validates one traceEvents element as strict
 // JSON (RFC 8259) and takes the fields the decoder uses in the same pass, without building a
@@ -372,6 +375,7 @@ func fastArgs(s *fastScan, a *argsFields) bool {
 		if !ok || s.esc {
 			return false
 		}
+		st := s.i
 		v, ok := s.value(2)
 		if !ok {
 			return false
@@ -381,6 +385,12 @@ func fastArgs(s *fastScan, a *argsFields) bool {
 				return false
 			}
 			a.setVal(k, v)
+		} else if si := shapeArg(key); si >= 0 {
+			js := raw[st:s.i]
+			if bytes.IndexByte(js, '\\') >= 0 {
+				return false // an escape: fastjson's text of it is the reference
+			}
+			a.shape[si] = js
 		}
 		s.ws()
 		if s.i >= len(raw) {

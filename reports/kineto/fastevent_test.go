@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
@@ -15,6 +16,8 @@ import (
 // decline: escapes in keys and in used values, duplicates, args that are not objects, string
 // and escaped pids, exponents, nesting, non-ASCII and invalid UTF-8, JSON that is not strict.
 var fastEventDocs = []string{
+	`[{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1,"dur":2,"args":{"Input Dims": [[4096, 4096], [ 4096,4096 ]],` + "\n" + `"Input type": ["c10::BFloat16", "a b"], "Concrete Inputs": ["", "[1, 1]"]}},{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1,"dur":2,"args":{"Input Dims":[[4096,4096],[4096,4096]],"Input type":["c10::BFloat16","a b"],"Concrete Inputs":["","[1, 1]"]}}]`,
+	`[{"ph":"X","cat":"cpu_op","name":"aten::add","ts":1,"dur":2,"args":{"Input Dims":[[2]],"Input type":["q\"x", "\u00e9"],"Concrete Inputs":{"a": [1, "b"]}}},{"ph":"X","cat":"cpu_op","name":"x","ts":1,"dur":2,"args":{"Input type":[]}}]`,
 	`[{"ph":"X","cat":"kernel","name":"k\"q","pid":0,"tid":7,"ts":1,"dur":2,"args":{"stream":7,"correlation":5}}]`,
 	`[{"ph":"X","cat":"kernel","n\u0061me":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":{"str\u0065am":9}}]`,
 	`[{"ph":"X","cat":"kernel","name":"k","pid":"\u005bTP01] 3","tid":"7","ts":1,"dur":2,"args":{"device":"2"}}]`,
@@ -95,5 +98,32 @@ func TestFastEventDeclines(t *testing.T) {
 		if got := fastEvent([]byte(c.ev), &d.ev); got != c.fast {
 			t.Errorf("fastEvent(%s) = %v, want %v", c.ev, got, c.fast)
 		}
+	}
+}
+
+// Recorded shapes reach CPUOp.Shape as compact JSON, the same text whatever white space the
+// trace had, so that ops of one shape share one id.
+func TestReadShapes(t *testing.T) {
+	tr, err := Read(context.Background(), strings.NewReader(fastEventDocs[0]), "x", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An op without shapes before the first one with them still has its (empty) entry.
+	mixed := `[{"ph":"X","cat":"cpu_op","name":"a","ts":1,"dur":2},{"ph":"X","cat":"cpu_op","name":"b","ts":1,"dur":2,"args":{"Input Dims":[[1]]}},{"ph":"X","cat":"cpu_op","name":"c","ts":1,"dur":2}]`
+	tm, err := Read(context.Background(), strings.NewReader(mixed), "m", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, id := tm.Shape(1); len(tm.CPUOpShapes) != 3 || tm.CPUOpShapes[0] != 0 || id == 0 || tm.CPUOpShapes[2] != 0 {
+		t.Fatalf("shapes %v, want [0 id 0]", tm.CPUOpShapes)
+	}
+	got, id0 := tr.Shape(0)
+	_, id1 := tr.Shape(1)
+	if len(tr.CPUOps) != 2 || id0 == 0 || id0 != id1 {
+		t.Fatalf("cpu ops %+v, shapes %v: want two ops sharing one shape id", tr.CPUOps, tr.CPUOpShapes)
+	}
+	want := `[[4096,4096],[4096,4096]]` + "\x1f" + `["c10::BFloat16","a b"]` + "\x1f" + `["","[1, 1]"]`
+	if got != want {
+		t.Errorf("shape text %q, want %q", got, want)
 	}
 }

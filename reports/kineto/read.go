@@ -170,6 +170,8 @@ type decoder struct {
 
 	ev      rawEvent
 	scratch [6][]byte // number texts of the fastjson path: pid, tid, ts, dur, id, an args value
+	shapeJS [3][]byte // the fastjson path's shape args (Input Dims, Input type, Concrete Inputs)
+	shape   []byte    // the Trace.Shapes text being built
 }
 
 // rawEvent holds the fields of one event while it is decoded; byte slices alias the input
@@ -583,6 +585,9 @@ type argsFields struct {
 	external, correlation, stream, device, bytes, pyID, pyParent int64
 	hasStream, hasDevice                                         bool
 	comm                                                         commFields
+	// shape holds the JSON texts of "Input Dims", "Input type" and "Concrete Inputs" (nil when
+	// absent; the fast path's may hold white space, which shapeText removes).
+	shape [3][]byte
 }
 
 // commFields are the collective's arguments that PyTorch's NCCL profiling records on a
@@ -591,6 +596,40 @@ type argsFields struct {
 type commFields struct {
 	name, dtype, inSplit, outSplit []byte
 	inElems, outElems, group       int64
+}
+
+// shapeArg returns the index in argsFields.shape of a record_shapes key, or -1.
+func shapeArg(k []byte) int {
+	switch string(k) {
+	case "Input Dims":
+		return 0
+	case "Input type":
+		return 1
+	case "Concrete Inputs":
+		return 2
+	}
+	return -1
+}
+
+// shapeText appends the Trace.Shapes text of a's shape args to dst: each JSON text without
+// white space outside strings (the fast path declines escaped ones, so a quote always opens
+// or closes a string), joined by trace.ShapeSep.
+func shapeText(dst []byte, a *argsFields) []byte {
+	for i, js := range a.shape {
+		if i > 0 {
+			dst = append(dst, trace.ShapeSep)
+		}
+		in := false
+		for _, c := range js {
+			if c == '"' {
+				in = !in
+			} else if !in && wsByte[c] {
+				continue
+			}
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // argKind names an args key the reader uses.
@@ -716,6 +755,9 @@ func (d *decoder) readArgs(v *fastjson.Value, a *argsFields) {
 	o.Visit(func(k []byte, v *fastjson.Value) {
 		if ak := argKey(k); ak != argNone {
 			a.setVal(ak, jvOf(v, &d.scratch[5]))
+		} else if si := shapeArg(k); si >= 0 {
+			d.shapeJS[si] = v.MarshalTo(d.shapeJS[si][:0])
+			a.shape[si] = d.shapeJS[si]
 		}
 	})
 }
@@ -797,6 +839,16 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		t.Launches = append(t.Launches, trace.Launch{Start: ts, End: ts + dur, Correlation: a.correlation,
 			ExternalID: a.external, Name: name, PID: pid, TID: tid, Graph: d.isGraph(name), Frame: trace.NoID})
 	case "cpu_op":
+		if a.shape[0] != nil || a.shape[1] != nil || a.shape[2] != nil {
+			if t.Shapes == nil {
+				t.Shapes = trace.NewNames()
+				t.CPUOpShapes = make([]trace.NameID, len(t.CPUOps), cap(t.CPUOps))
+			}
+			d.shape = shapeText(d.shape[:0], a)
+			t.CPUOpShapes = append(t.CPUOpShapes, t.Shapes.Intern(d.shape))
+		} else if t.CPUOpShapes != nil {
+			t.CPUOpShapes = append(t.CPUOpShapes, 0)
+		}
 		t.CPUOps = append(t.CPUOps, trace.CPUOp{Start: ts, End: ts + dur, ExternalID: a.external, Name: name,
 			PID: pid, TID: tid, Frame: trace.NoID})
 	case "python_function":

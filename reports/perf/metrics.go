@@ -133,6 +133,8 @@ type KernelShare struct {
 	Name     string  `json:"name"`
 	Category string  `json:"category"`
 	SharePct float64 `json:"share_pct"`
+	// Roof is the kernel's roofline figures (result.json's), nil without recorded shapes.
+	Roof *rundir.Roof `json:"roofline,omitempty"`
 }
 
 // kernelShares keeps of result.json's top kernels what a comparison shows.
@@ -142,7 +144,7 @@ func kernelShares(ks []rundir.KernelShare) []KernelShare {
 	}
 	out := make([]KernelShare, len(ks))
 	for i, k := range ks {
-		out[i] = KernelShare{Name: k.Name, Category: k.Category, SharePct: k.SharePct}
+		out[i] = KernelShare{Name: k.Name, Category: k.Category, SharePct: k.SharePct, Roof: k.Roof}
 	}
 	return out
 }

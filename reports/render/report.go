@@ -698,9 +698,13 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 			continue
 		}
 		id := fmt.Sprintf("c%d", i)
-		cs = append(cs, htmlConfig{c, []svgChart{
+		charts := []svgChart{
 			stepChart(id+"-steps", c), stageChart(id+"-stages", c), kernelChart(id+"-kernels", c), trendChart(id+"-trend", c),
-		}})
+		}
+		if rc, ok := rooflineChart(id+"-roofline", c); ok {
+			charts = append(charts, rc)
+		}
+		cs = append(cs, htmlConfig{c, charts})
 	}
 	var rows []htmlRow
 	if r.Compare != nil {

@@ -78,6 +78,24 @@ type KernelShare struct {
 	Category string  `json:"category"`
 	TotalUS  float64 `json:"total_us"`
 	SharePct float64 `json:"share_pct"`
+	// Roof is the kernel's place on the roofline when the trace recorded shapes (absent
+	// otherwise); report.html draws it.
+	Roof *Roof `json:"roofline,omitempty"`
+}
+
+// Roof is one kernel's roofline figures as the triage computed them (its kernel table's
+// flops_per_byte, tflops, gbps, pct_of_peak, bound), with the roofs of the GPU they were
+// measured against: PeakTFLOPS for the kernel's input type and PeakGBps (0 for a GPU the
+// peak table does not know).
+type Roof struct {
+	Intensity  float64 `json:"flops_per_byte,omitempty"`
+	TFLOPS     float64 `json:"tflops,omitempty"`
+	GBps       float64 `json:"gbps,omitempty"`
+	PctOfPeak  float64 `json:"pct_of_peak,omitempty"`
+	Bound      string  `json:"bound,omitempty"`
+	GPU        string  `json:"gpu,omitempty"`
+	PeakTFLOPS float64 `json:"peak_tflops,omitempty"`
+	PeakGBps   float64 `json:"peak_gbps,omitempty"`
 }
 
 // Launch is the process for one cell (or server): argv (never passed through a shell), the

@@ -202,7 +202,15 @@ type Trace struct {
 	// times are themselves absolute, as in old Kineto traces and nsys exports).
 	BaseNS int64
 
-	Names       *Names
+	Names *Names
+	// CPUOpShapes holds, per CPU op (same index as CPUOps), its recorded input shapes (the
+	// profiler's record_shapes) as an id in Shapes, 0 for none; nil when no op has shapes, so
+	// a trace without them costs nothing more. Ops of one shape share the id, so whoever
+	// derives costs from shapes does it once per distinct shape, not per op.
+	CPUOpShapes []NameID
+	// Shapes interns the CPUOpShapes texts: the compact JSON of the op's "Input Dims", "Input
+	// type" and "Concrete Inputs" args, separated by ShapeSep (an absent one is empty).
+	Shapes      *Names
 	GPUOps      []GPUOp
 	Launches    []Launch
 	CPUOps      []CPUOp
@@ -220,6 +228,18 @@ type Trace struct {
 	// Events is the number of trace events the reader saw (all phases and categories, kept or
 	// not), so callers can report coverage.
 	Events int64
+}
+
+// ShapeSep separates the three JSON texts of a Trace.Shapes entry (it cannot occur unescaped
+// in JSON).
+const ShapeSep = '\x1f'
+
+// Shape returns the recorded-shape text of CPU op i and its id in Shapes ("" and 0 when none).
+func (t *Trace) Shape(i int32) (string, NameID) {
+	if i < 0 || int(i) >= len(t.CPUOpShapes) || t.CPUOpShapes[i] == 0 || t.Shapes == nil {
+		return "", 0
+	}
+	return t.Shapes.String(t.CPUOpShapes[i]), t.CPUOpShapes[i]
 }
 
 // New returns an empty trace with its interner ready.

@@ -267,6 +267,7 @@ type kagg struct {
 	resolved int64   // time attributed to a real (non-graph, non-unresolved) site
 	rsites   map[siteKeyS]int64
 	row      int // index of the kernel row (after sorting)
+	roof     roofAgg
 }
 
 // add counts one op of duration d at site k; true when it is the aggregate's longest op so
@@ -467,6 +468,9 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 	if a.opts.Scopes != nil {
 		c.scopes = a.opts.Scopes(t)
 	}
+	c.roof = newRoofCtx(t)
+	info.GPU, c.peak = devicePeak(t, dev)
+	info.Peak = c.peak
 	var res []stageResult
 	for _, st := range order {
 		if err := ctx.Err(); err != nil {
@@ -526,6 +530,8 @@ type traceCtx struct {
 	sites  *siteFinder
 	scopes []trace.NameID // per GPU op: Options.Scopes label, or nil
 	comms  map[int32]int  // GPU op index -> Trace.Comms index (commIndex)
+	roof   *roofCtx       // nil when the trace recorded no shapes
+	peak   *Peak          // the analysed device's peaks, nil when unknown
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
@@ -845,6 +851,11 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 		if g.add(d, c.opSite(oi)) {
 			g.rep, g.repStr = int32(i), op.Stream
 		}
+		if op.Kind != trace.OpKernel || c.roof != nil {
+			if oc, ok := c.roof.opCost(op); ok {
+				g.roof.add(oc, d)
+			}
+		}
 	}
 	closeAggs(aggs)
 	res := stageResult{aggs: aggs, main: perStream.main(), stage: Stage{Stage: label, KernelCount: len(ops), KernelTimeUS: us(total)}}
@@ -889,6 +900,7 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 	for _, g := range aggs {
 		row := KernelRow{Name: g.name, lower: g.lower, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
 		row.Locations = a.locations(c, g, label)
+		setRoofline(&row, &g.roof, c.peak)
 		rows = append(rows, row)
 	}
 	if a.unmatchedN > 0 {

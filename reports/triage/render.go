@@ -284,6 +284,9 @@ func (d *doc) header(r *Report, cutoff float64) {
 	if cutoff > 0 {
 		fmt.Fprintf(b, "%sRows under %s of the stage's kernel time are hidden (cutoff).\n", item, pc(cutoff))
 	}
+	for _, l := range rooflineHeader(r) {
+		b.WriteString(item + text(l) + "\n")
+	}
 	b.WriteString("\n")
 }
 
@@ -304,6 +307,13 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 		t.Header = []string{"Kernel", "Category", gt, "Share", "sum%", "Launches", "Python location (site share)", "CPU op"}
 		t.Align = []table.Align{table.Left, table.Left, table.Right, table.Right, table.Right, table.Right, table.Left, table.Left}
 	}
+	roof := stageHasRoofline(s)
+	if roof {
+		t.Header = append(t.Header, rooflineHeaderCells...)
+		for range rooflineHeaderCells {
+			t.Align = append(t.Align, table.Right)
+		}
+	}
 	var cum float64
 	for i, k := range s.Kernels {
 		cum += k.SharePct
@@ -313,6 +323,9 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 			row = append(row, pc(cum))
 		}
 		row = append(row, strconv.Itoa(k.Count), loc, cpu)
+		if roof {
+			row = append(row, rooflineCells(&s.Kernels[i])...)
+		}
 		t.Rows = append(t.Rows, row)
 	}
 	return d.flush(t)
@@ -448,6 +461,7 @@ func renderCSV(w io.Writer, r *Report) error {
 	t := &table.Table{Header: []string{"table", "stage", "name", "category", "total_us", "count", "share_pct",
 		"location", "cpu_op", "priority", "verdict", "exclusive_pct", "hidden_pct", "dep_risk", "recommendation",
 		"status", "confidence", "evidence", "candidate_paths", "rationale"}}
+	t.Header = append(t.Header, rooflineCSVHeader...)
 	if r.Ranks != nil {
 		for _, rs := range r.Ranks.Stages {
 			for _, rr := range rs.Ranks {
@@ -469,8 +483,9 @@ func renderCSV(w io.Writer, r *Report) error {
 				loc = append(loc, fmt.Sprintf("%s (%s%%)", l.Location, f64(l.SharePct)))
 				cpu = append(cpu, l.CPUOp)
 			}
-			t.Rows = append(t.Rows, []string{"kernel", s.Stage, k.Name, k.Category, f64(k.TotalUS), strconv.Itoa(k.Count), f64(k.SharePct),
-				strings.Join(loc, "; "), strings.Join(cpu, "; ")})
+			row := []string{"kernel", s.Stage, k.Name, k.Category, f64(k.TotalUS), strconv.Itoa(k.Count), f64(k.SharePct),
+				strings.Join(loc, "; "), strings.Join(cpu, "; ")}
+			t.Rows = append(t.Rows, append(row, rooflineCSV(t.Header, &k)...))
 		}
 		for _, o := range s.Overlap {
 			t.Rows = append(t.Rows, []string{"overlap", s.Stage, o.Kernel, o.Category, f64(o.TotalUS), "", f64(o.SharePct),

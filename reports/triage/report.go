@@ -58,6 +58,10 @@ type InputInfo struct {
 	Rank int `json:"rank"`
 	// Device is the analysed GPU (the one with the largest kernel time unless chosen).
 	Device int `json:"device"`
+	// GPU is the analysed device's name as the trace gives it; Peak the peak-table entry it
+	// matched (absent for a GPU the table does not know: no percentages of peak then).
+	GPU  string `json:"gpu,omitempty"`
+	Peak *Peak  `json:"peak,omitempty"`
 }
 
 // Stage is the triage of one stage (extend, decode, a diffusion pipeline stage, or all).
@@ -96,6 +100,23 @@ type KernelRow struct {
 	Count     int        `json:"count"`
 	SharePct  float64    `json:"share_pct"`
 	Locations []Location `json:"locations"`
+
+	// Roofline figures (roofline.go), over the launches whose CPU op had recorded shapes and
+	// a cost formula (RooflineUS of TotalUS), or that carried their own byte counts
+	// (memcpy, memset); absent when none did. FLOPs and Bytes are summed over those launches,
+	// TFLOPS and GBps are per second of their kernel time, Intensity is FLOPs per byte.
+	// PctOfPeak and Bound need the GPU in the peak table: PctOfPeak is the share of the roof
+	// the row's intensity allows (the compute peak of its Dtype when compute-bound, the HBM
+	// bandwidth when memory-bound).
+	FLOPs      float64 `json:"flops,omitempty"`
+	Bytes      float64 `json:"bytes,omitempty"`
+	RooflineUS float64 `json:"roofline_us,omitempty"`
+	TFLOPS     float64 `json:"tflops,omitempty"`
+	GBps       float64 `json:"gbps,omitempty"`
+	Intensity  float64 `json:"flops_per_byte,omitempty"`
+	Dtype      string  `json:"dtype,omitempty"`
+	PctOfPeak  float64 `json:"pct_of_peak,omitempty"`
+	Bound      string  `json:"bound,omitempty"`
 
 	totalNS int64
 	lower   string // Name lower-cased when the analyzer has it (the fusion catalog matches on it)

@@ -93,6 +93,8 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 		return info, nil, true, nil
 	}
 	info.Device = int(dev)
+	info.GPU, c.peak = devicePeak(t, dev)
+	info.Peak = c.peak
 	label := f.Stage
 	if label == "" {
 		label = StageAll
@@ -231,6 +233,11 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 	if g.cat == CatCommunication {
 		d.coll.noInsts = true
 		d.coll.add(c, op, trace.NoID, g)
+	}
+	if op.Kind != trace.OpKernel {
+		if oc, ok := c.roof.opCost(op); ok {
+			g.roof.add(oc, dur)
+		}
 	}
 	k := c.siteOf(op, trace.NoID)
 	// The representative is the longest op, the first in the input's own order (seq) among
