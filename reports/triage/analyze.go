@@ -55,6 +55,11 @@ type Options struct {
 	// stage label instead of the stages found from annotations (a stage named by the file
 	// still wins); "" puts an op in StageUnannotated. `runner triage --nvtx-stage` uses it.
 	Stages func(t *trace.Trace) []string
+	// LaunchStarts, when set and returning non-nil for t, gives each GPU op of t (same index)
+	// the start of its own launch call (trace.NoID for none), for a trace whose Launches no
+	// longer carry the calls' times (trace.Trace.LaunchTimesDropped): the idle breakdown and
+	// launch delays need them. The nsys path keeps them so before it merges the launches.
+	LaunchStarts func(t *trace.Trace) []int64
 	// OpenStream, when set, is tried before Open for the analysed inputs (not mapping traces):
 	// a non-nil OpStream is analysed as its ops go by, in memory that does not grow with
 	// their number. It returns nil, or an error wrapping ErrNotStreamable, for an input it
@@ -460,6 +465,9 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 	if a.opts.Scopes != nil {
 		c.scopes = a.opts.Scopes(t)
 	}
+	if a.opts.LaunchStarts != nil {
+		c.launchStarts = a.opts.LaunchStarts(t)
+	}
 	var res []stageResult
 	for _, st := range order {
 		if err := ctx.Err(); err != nil {
@@ -518,6 +526,8 @@ type traceCtx struct {
 	lowers []string // lower-cased canonical names, shared by the classifier and the fusion catalog
 	sites  *siteFinder
 	scopes []trace.NameID // per GPU op: Options.Scopes label, or nil
+	// launchStarts is per GPU op its launch call's start (Options.LaunchStarts), or nil
+	launchStarts []int64
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
@@ -858,8 +868,12 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	// has its canonical id by now.
 	aggOf := func(i int32) *kagg { return byCanon[c.canon[t.GPUOps[ops[i]].Name]] }
 	var sw Sweep
+	idle := heldIdle(c, iv, &sw, first)
 	sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
 	res.stage.BusyUS = us(sw.BusyNS)
+	if len(ops) > 0 {
+		res.stage.IdleFigures = idle.heldDone(c, iv, &sw, first, last)
+	}
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
 	return a.tables(c, res, total, func() map[uint64]int64 { return adjacency(&sw, iv, aggOf) },
 		func(g *kagg) string { return depRisk(c, ops, iv, &sw, g.rep) })

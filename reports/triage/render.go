@@ -224,6 +224,9 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 			}
 		}
 	}
+	if err := d.idleSection(r); err != nil {
+		return err
+	}
 	if len(d.leg.used) > 0 {
 		d.heading("Legend")
 		d.leg.write(&d.b, md)

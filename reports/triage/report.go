@@ -76,6 +76,8 @@ type Stage struct {
 	Overlap  []OverlapRow  `json:"overlap"`
 	Fusions  []FusionRow   `json:"fusions"`
 	Summary  OverlapTotals `json:"-"`
+	// IdleFigures (idle.go) say where in the window the GPU sat idle and why.
+	IdleFigures
 }
 
 // OverlapTotals are the stage-wide figures of the stream sweep.
