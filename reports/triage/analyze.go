@@ -894,6 +894,7 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 	for _, g := range aggs {
 		row := KernelRow{Name: g.name, lower: g.lower, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
 		row.Locations = a.locations(c, g, label)
+		row.Demangled = demangled(g.name)
 		rows = append(rows, row)
 	}
 	if a.unmatchedN > 0 {

@@ -95,6 +95,9 @@ type KernelRow struct {
 	Count     int        `json:"count"`
 	SharePct  float64    `json:"share_pct"`
 	Locations []Location `json:"locations"`
+	// Demangled is Name demangled when Name is a mangled C++ symbol (tables show it); absent
+	// otherwise.
+	Demangled string `json:"demangled,omitempty"`
 
 	totalNS int64
 	lower   string // Name lower-cased when the analyzer has it (the fusion catalog matches on it)
