@@ -380,15 +380,22 @@ func (a *idleAcc) heldDone(c *traceCtx, iv *spans, sw *Sweep, first, last int64)
 // whose predecessor on the stream is empty or started earlier.
 func (d *streamDev) addIdle(c *traceCtx, op *trace.GPUOp, seq int64, s *streamState, k siteKey) {
 	a := &d.idle
-	a.begin(op.Start)
-	if l, single := c.launchOf(op, trace.NoID); single && l != noLaunch {
+	if !a.started {
+		a.started, a.reach = true, op.Start
+	}
+	l, single := c.launchOf(op, trace.NoID)
+	if single && l != noLaunch {
 		a.launched(&s.queue, l, op.Start, op.End)
 	}
 	if op.End <= op.Start {
 		return
 	}
-	if !s.hasPrv || s.prev.start != op.Start || s.prev.end <= s.prev.start {
-		a.startAt(op.Start, c.gapLaunch(op, trace.NoID), seq, false, trace.NoID, k, true)
+	// Most ops start while the device is busy and no gap waits for its ops: nothing to do
+	// then but move the busy end.
+	if (a.pend || op.Start > a.reach) && (!s.hasPrv || s.prev.start != op.Start || s.prev.end <= s.prev.start) {
+		a.startAt(op.Start, l, seq, false, trace.NoID, k, true)
 	}
-	a.endAt(op.End)
+	if op.End > a.reach {
+		a.reach = op.End
+	}
 }

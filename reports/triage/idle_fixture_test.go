@@ -130,7 +130,7 @@ func rawIdleOf(t *testing.T, path string, device int) rawIdle {
 // (one stage) equals the raw-event computation above within 0.1 % of the window (busy) or of
 // the idle time (its parts), and its three parts sum to window − busy. The 25 MB CUDA-graph
 // fixture takes 3.5 s to decode with encoding/json, so it runs only with TRIAGE_ALL_FIXTURES=1
-// (scripts/bench_kineto.sh sets it; it matched to the ns when added).
+// (it matched to the ns when added: docs/triage.md).
 func TestIdleMatchesRawSweep(t *testing.T) {
 	names := []string{
 		"tracelens-mi300x-sglang-qwen3-8b-decode-hipgraph.json.gz",

@@ -235,12 +235,16 @@ func (sw *Sweep) sweepEdges(runs []unionRun) (mStart, mEnd []int64) {
 		if c >= 1 {
 			sw.BusyNS += e.t - prev
 		}
-		if sw.idle != nil {
-			if e.d > 0 {
+		if a := sw.idle; a != nil {
+			switch {
+			case e.d > 0 && (c == 0 || a.pend && e.t == a.pTo):
+				// a gap ends here (or a second op ends the same one)
 				l, oi := sw.gapOp(e.i)
-				sw.idle.startAt(e.t, l, int64(oi), c > 0, oi, siteKey{}, false)
-			} else if c == 1 {
-				sw.idle.endAt(e.t)
+				a.startAt(e.t, l, int64(oi), c > 0, oi, siteKey{}, false)
+			case e.d > 0:
+				a.flush() // busy already: nothing opens, a pending gap has all its ops
+			case c == 1:
+				a.endAt(e.t)
 			}
 		}
 		if c >= 2 && e.t > prev {
