@@ -3,6 +3,7 @@ package triage
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sglprof/runner/reports/render/table"
 )
@@ -109,4 +110,49 @@ func pctF(part, whole float64) float64 {
 		return 0
 	}
 	return part * 100 / whole
+}
+
+// idleCSVRows are the idle section's rows of the long-form CSV (table "idle"): one per idle
+// part, with its share of the idle time and, on the host-wait row, the verdict "host-bound"
+// and the longest host waits' sites; then a "launch delay" row whose rationale column holds the
+// percentiles. n is the CSV's column count.
+func idleCSVRows(r *Report, n int) [][]string {
+	var rows [][]string
+	row := func(cells ...string) []string {
+		out := make([]string, n)
+		copy(out, cells)
+		return out
+	}
+	for _, s := range r.Stages {
+		id := s.Idle
+		if id == nil {
+			continue
+		}
+		idle := id.HostWaitUS + id.KernelWaitUS + id.OtherUS
+		verdict, sites := "", ""
+		if hb := s.HostBound; hb != nil {
+			if hb.HostBound {
+				verdict = "host-bound"
+			}
+			var ls []string
+			for _, w := range hb.Longest {
+				ls = append(ls, fmt.Sprintf("%s (%s µs)", w.Location, f64(w.GapUS)))
+			}
+			sites = strings.Join(ls, "; ")
+		}
+		rows = append(rows,
+			row("idle", s.Stage, "host wait", "", f64(id.HostWaitUS), "", f64(pctF(id.HostWaitUS, idle)), sites, "", "", verdict),
+			row("idle", s.Stage, "kernel wait", "", f64(id.KernelWaitUS), "", f64(pctF(id.KernelWaitUS, idle))),
+			row("idle", s.Stage, "other", "", f64(id.OtherUS), "", f64(pctF(id.OtherUS, idle))))
+		if q := s.LaunchDelayUS; q != nil {
+			why := fmt.Sprintf("launch_delay_us p50=%s p90=%s p99=%s max=%s", f64(q.P50), f64(q.P90), f64(q.P99), f64(q.Max))
+			if ql := s.QueueLength; ql != nil {
+				why += fmt.Sprintf(" queue_length p50=%s p90=%s p99=%s max=%s", f64(ql.P50), f64(ql.P90), f64(ql.P99), f64(ql.Max))
+			}
+			r := row("idle", s.Stage, "launch delay")
+			r[n-1] = why
+			rows = append(rows, r)
+		}
+	}
+	return rows
 }

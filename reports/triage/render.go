@@ -482,6 +482,7 @@ func renderCSV(w io.Writer, r *Report) error {
 				strings.Join(f.Evidence, "; "), strings.Join(f.CandidatePaths, "; "), f.Rationale})
 		}
 	}
+	t.Rows = append(t.Rows, idleCSVRows(r, len(t.Header))...)
 	t.Rows = append(t.Rows, sectionCSVRows(t, r)...)
 	return table.WriteCSV(w, t)
 }
