@@ -68,6 +68,10 @@ type Quantiles struct {
 // nsys exports).
 type HostBound struct {
 	HostBound bool `json:"host_bound"`
+	// LaunchTimes says some op's launch call time was known. Without any (an nsys export
+	// streamed with one launch call per API name), no gap can be told to be host wait, and
+	// HostBound false means "unknown", not "not host-bound".
+	LaunchTimes bool `json:"launch_times"`
 	// HostWaitPct is host wait as a share of the idle time; IdlePct idle time as a share of
 	// the window.
 	HostWaitPct float64    `json:"host_wait_pct"`
@@ -109,6 +113,7 @@ type idleAcc struct {
 	other        int64
 	top          []hostGap // the longest host waits, longest first
 	delay, queue hist
+	known        bool                   // some op's launch time was known
 	siteOf       func(oi int32) siteKey // resolves pOI when pHasSite is false (held stages)
 }
 
@@ -206,7 +211,7 @@ func (a *idleAcc) figures(c *traceCtx, windowNS, busyNS int64) IdleFigures {
 		f.QueueLength = &q
 	}
 	idle := a.host + a.kern + a.other
-	hb := &HostBound{HostWaitPct: pct(a.host, idle), IdlePct: pct(idle, windowNS)}
+	hb := &HostBound{HostWaitPct: pct(a.host, idle), IdlePct: pct(idle, windowNS), LaunchTimes: a.known}
 	hb.HostBound = idle > 0 && hb.HostWaitPct > HostBoundHostShare && hb.IdlePct >= HostBoundIdleShare
 	for _, g := range a.top {
 		s := c.resolve(g.site)
@@ -368,8 +373,11 @@ func (a *idleAcc) heldDone(c *traceCtx, iv *spans, sw *Sweep, first, last int64)
 		if k == 0 || op.Stream != cur {
 			q, cur = streamQueue{ends: q.ends[:0]}, op.Stream
 		}
-		if l, single := c.launchOf(op, oi); single && l != noLaunch {
-			a.launched(&q, l, op.Start, op.End)
+		if l, single := c.launchOf(op, oi); l != noLaunch {
+			a.known = true
+			if single {
+				a.launched(&q, l, op.Start, op.End)
+			}
 		}
 	}
 	return a.figures(c, last-first, sw.BusyNS)
@@ -384,8 +392,11 @@ func (d *streamDev) addIdle(c *traceCtx, op *trace.GPUOp, seq int64, s *streamSt
 		a.started, a.reach = true, op.Start
 	}
 	l, single := c.launchOf(op, trace.NoID)
-	if single && l != noLaunch {
-		a.launched(&s.queue, l, op.Start, op.End)
+	if l != noLaunch {
+		a.known = true
+		if single {
+			a.launched(&s.queue, l, op.Start, op.End)
+		}
 	}
 	if op.End <= op.Start {
 		return

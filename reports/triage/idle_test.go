@@ -54,7 +54,13 @@ func TestIdleBreakdown(t *testing.T) {
 			if s.LaunchDelayUS != nil {
 				t.Errorf("launch delays %+v without launch times", s.LaunchDelayUS)
 			}
+			if s.HostBound == nil || s.HostBound.LaunchTimes || s.HostBound.HostBound {
+				t.Errorf("verdict %+v without launch times, want unknown (launch_times false)", s.HostBound)
+			}
 			return
+		}
+		if !s.HostBound.LaunchTimes {
+			t.Error("launch_times false with launch times known")
 		}
 		// Single launches: delays 5, 15, 10, 105, 30 µs; max 105.
 		if q := s.LaunchDelayUS; q == nil || q.Max != 105 || math.Abs(q.P50-15) > 15.0/64 {

@@ -66,11 +66,15 @@ func (d *doc) idleSection(r *Report) error {
 			}
 			d.b.WriteString(".\n")
 		} else {
-			d.b.WriteString("No op has a known launch call: no launch delays, and no gap reads as host wait.\n")
+			d.b.WriteString("No op launched one by one has a known launch time: no launch delays.\n")
 		}
 		hb := s.HostBound
 		if hb == nil {
 			d.b.WriteString("\n")
+			continue
+		}
+		if !hb.LaunchTimes {
+			d.b.WriteString("Host-bound: unknown. No op's launch time is known (no launch calls, or an nsys export streamed with one call per API name), so no gap can be told to be host wait.\n\n")
 			continue
 		}
 		if hb.HostBound {

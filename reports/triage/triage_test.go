@@ -314,7 +314,7 @@ func TestJSONContract(t *testing.T) {
 			if sum, want := io["host_wait_us"].(float64)+io["kernel_wait_us"].(float64)+io["other_us"].(float64), io["window_us"].(float64)-io["busy_us"].(float64); math.Abs(sum-want) > 1e-6 {
 				t.Errorf("stage %v: idle parts sum to %v, window − busy is %v", o["stage"], sum, want)
 			}
-			keys("host_bound", o["host_bound"], "host_bound", "host_wait_pct", "idle_pct", "longest_host_waits")
+			keys("host_bound", o["host_bound"], "host_bound", "launch_times", "host_wait_pct", "idle_pct", "longest_host_waits")
 			if ld, ok := o["launch_delay_us"]; ok {
 				keys("launch_delay_us", ld, "p50", "p90", "p99", "max")
 				keys("queue_length", o["queue_length"], "p50", "p90", "p99", "max")
