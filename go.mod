@@ -8,6 +8,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0
 	github.com/go-cmd/cmd v1.4.4
 	github.com/google/go-cmp v0.7.0
+	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/klauspost/compress v1.20.3
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/schollz/progressbar/v3 v3.19.1

@@ -912,6 +912,7 @@ func (r *reader) launchPerName(want *corrIndex, resolve func(int64) (apiName, er
 		want.dense[i] = j + 1
 	}
 	r.c.OneLaunchPerName = true
+	r.t.LaunchTimesDropped = true
 	return nil
 }
 

@@ -102,6 +102,8 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 	}
 	log := r.log
 	s := &OpStream{Capture: r.c, r: r, db: r.db, limits: defaultLimits()}
+	// The pass's launches are one per API name, with no call's time (see launch).
+	r.t.LaunchTimesDropped = true
 	defer func() {
 		if err != nil {
 			s.Close()

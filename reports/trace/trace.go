@@ -225,6 +225,10 @@ type Trace struct {
 	Meta map[string]string
 	// Warnings are problems found while reading that did not stop it (truncation, bad events).
 	Warnings []string
+	// LaunchTimesDropped says Launches hold one call per API name (and graph flag), shared by
+	// every GPU op whose own call has that name, so their Start and End are no op's own call's
+	// (an nsys reader that saves memory so); what needs a launch call's time must not read them.
+	LaunchTimesDropped bool
 	// Events is the number of trace events the reader saw (all phases and categories, kept or
 	// not), so callers can report coverage.
 	Events int64

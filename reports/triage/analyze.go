@@ -55,6 +55,11 @@ type Options struct {
 	// stage label instead of the stages found from annotations (a stage named by the file
 	// still wins); "" puts an op in StageUnannotated. `runner triage --nvtx-stage` uses it.
 	Stages func(t *trace.Trace) []string
+	// LaunchStarts, when set and returning non-nil for t, gives each GPU op of t (same index)
+	// the start of its own launch call (trace.NoID for none), for a trace whose Launches no
+	// longer carry the calls' times (trace.Trace.LaunchTimesDropped): the idle breakdown and
+	// launch delays need them. The nsys path keeps them so before it merges the launches.
+	LaunchStarts func(t *trace.Trace) []int64
 	// OpenStream, when set, is tried before Open for the analysed inputs (not mapping traces):
 	// a non-nil OpStream is analysed as its ops go by, in memory that does not grow with
 	// their number. It returns nil, or an error wrapping ErrNotStreamable, for an input it
@@ -471,6 +476,9 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 	c.roof = newRoofCtx(t)
 	info.GPU, c.peak = devicePeak(t, dev)
 	info.Peak = c.peak
+	if a.opts.LaunchStarts != nil {
+		c.launchStarts = a.opts.LaunchStarts(t)
+	}
 	var res []stageResult
 	for _, st := range order {
 		if err := ctx.Err(); err != nil {
@@ -532,6 +540,8 @@ type traceCtx struct {
 	comms  map[int32]int  // GPU op index -> Trace.Comms index (commIndex)
 	roof   *roofCtx       // nil when the trace recorded no shapes
 	peak   *Peak          // the analysed device's peaks, nil when unknown
+	// launchStarts is per GPU op its launch call's start (Options.LaunchStarts), or nil
+	launchStarts []int64
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
@@ -877,9 +887,13 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	// has its canonical id by now.
 	aggOf := func(i int32) *kagg { return byCanon[c.canon[t.GPUOps[ops[i]].Name]] }
 	var sw Sweep
+	idle := heldIdle(c, iv, &sw, first)
 	sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
 	res.stage.BusyUS = us(sw.BusyNS)
 	res.stage.Collectives, res.comms = collectives(c, ops, aggs, byCanon)
+	if len(ops) > 0 {
+		res.stage.IdleFigures = idle.heldDone(c, iv, &sw, first, last)
+	}
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
 	return a.tables(c, res, total, func() map[uint64]int64 { return adjacency(&sw, iv, aggOf) },
 		func(g *kagg) string { return depRisk(c, ops, iv, &sw, g.rep) })
@@ -901,6 +915,7 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 		row := KernelRow{Name: g.name, lower: g.lower, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
 		row.Locations = a.locations(c, g, label)
 		setRoofline(&row, &g.roof, c.peak)
+		row.Demangled = demangled(g.name)
 		rows = append(rows, row)
 	}
 	if a.unmatchedN > 0 {

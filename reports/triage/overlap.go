@@ -100,6 +100,11 @@ type Sweep struct {
 	// own sweep leaves Hidden and Pos nil (see sweep).
 	Order []int32
 	Pos   []int32
+
+	// idle, when set, is handed the busy union's edges in time order (idle.go): gapOp gives
+	// the launch start and trace index of the interval starting a stream's busy span.
+	idle  *idleAcc
+	gapOp func(i int32) (launch int64, oi int32)
 }
 
 // SweepOverlap computes, in O(n log n), each interval's hidden time (overlapped by a different
@@ -230,6 +235,18 @@ func (sw *Sweep) sweepEdges(runs []unionRun) (mStart, mEnd []int64) {
 		if c >= 1 {
 			sw.BusyNS += e.t - prev
 		}
+		if a := sw.idle; a != nil {
+			switch {
+			case e.d > 0 && (c == 0 || a.pend && e.t == a.pTo):
+				// a gap ends here (or a second op ends the same one)
+				l, oi := sw.gapOp(e.i)
+				a.startAt(e.t, l, int64(oi), c > 0, oi, siteKey{}, false)
+			case e.d > 0:
+				a.flush() // busy already: nothing opens, a pending gap has all its ops
+			case c == 1:
+				a.endAt(e.t)
+			}
+		}
 		if c >= 2 && e.t > prev {
 			sw.MultiNS += e.t - prev
 			if k := len(mEnd); k > 0 && mEnd[k-1] == prev {
@@ -327,6 +344,7 @@ func (sw *Sweep) posOf(iv *spans, i int32) int32 {
 type edge struct {
 	t int64
 	d int8
+	i int32 // for a start edge, the first interval of the span
 }
 
 // unionRun walks one stream's busy union (its ops merged where they overlap, empty spans
@@ -335,6 +353,7 @@ type unionRun struct {
 	iv     *spans
 	order  []int32 // the stream's ops in (start, end, index) order, not yet merged
 	cs, ce int64   // the current span
+	first  int32   // the current span's first interval
 	atEnd  bool    // the next edge is the current span's end
 }
 
@@ -342,7 +361,7 @@ type unionRun struct {
 func (r *unionRun) next() bool {
 	for len(r.order) > 0 {
 		x := r.iv.at(r.order[0])
-		r.cs, r.ce = x.Start, x.End
+		r.cs, r.ce, r.first = x.Start, x.End, r.order[0]
 		r.order = r.order[1:]
 		for len(r.order) > 0 {
 			y := r.iv.at(r.order[0])
@@ -364,9 +383,9 @@ func (r *unionRun) next() bool {
 
 func (r *unionRun) edge() edge {
 	if r.atEnd {
-		return edge{r.ce, -1}
+		return edge{r.ce, -1, 0}
 	}
-	return edge{r.cs, 1}
+	return edge{r.cs, 1, r.first}
 }
 
 // advance steps past the current edge; false when the stream is done.

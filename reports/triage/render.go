@@ -227,6 +227,9 @@ func renderDoc(w io.Writer, r *Report, cutoff float64, md bool) error {
 			}
 		}
 	}
+	if err := d.idleSection(r); err != nil {
+		return err
+	}
 	if len(d.leg.used) > 0 {
 		d.heading("Legend")
 		d.leg.write(&d.b, md)
@@ -296,7 +299,7 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 	lu := unitLine(u)
 	fmt.Fprintf(&d.b, "Share = %% of the stage's summed kernel time: %s over %d GPU ops (busy %s, window %s).\n",
 		lu(s.KernelTimeUS), s.KernelCount, lu(s.BusyUS), lu(s.WindowUS))
-	disp := distinctShort(len(s.Kernels), func(i int) string { return s.Kernels[i].Name }, d.nameW)
+	disp := distinctShort(len(s.Kernels), func(i int) string { return displayName(s.Kernels[i].Name) }, d.nameW)
 	gt := "GPU time (" + u.Label + ")"
 	t := &table.Table{
 		Header: []string{"Kernel", "Category", gt, "Share", "Launches", "Python location (site share)", "CPU op"},
@@ -338,7 +341,7 @@ func (d *doc) overlap(s *Stage) error {
 	lu := unitLine(u)
 	fmt.Fprintf(&d.b, "Busy %s, 2+-stream overlap %s (%s of busy), peak %d of %d streams; share = %% of summed kernel time.\n",
 		lu(s.BusyUS), lu(us(s.Summary.MultiStreamNS)), pc(multi), s.Summary.PeakStreams, s.Summary.Streams)
-	disp := distinctShort(len(s.Overlap), func(i int) string { return s.Overlap[i].Kernel }, d.nameW)
+	disp := distinctShort(len(s.Overlap), func(i int) string { return displayName(s.Overlap[i].Kernel) }, d.nameW)
 	t := &table.Table{
 		Header: []string{"Priority", "Verdict", "Kernel", "Python scope", "GPU time (" + u.Label + ")", "Share", "Exclusive / hidden", "Dep risk", "Recommendation"},
 		Align:  []table.Align{table.Left, table.Left, table.Left, table.Left, table.Right, table.Right, table.Right},
@@ -498,6 +501,7 @@ func renderCSV(w io.Writer, r *Report) error {
 		}
 	}
 	t.Rows = append(t.Rows, collectiveCSVRows(t, r)...)
+	t.Rows = append(t.Rows, idleCSVRows(r, len(t.Header))...)
 	t.Rows = append(t.Rows, sectionCSVRows(t, r)...)
 	return table.WriteCSV(w, t)
 }

@@ -83,6 +83,8 @@ type Stage struct {
 	// communication kernels; see CollectiveRow).
 	Collectives []CollectiveRow `json:"collectives,omitempty"`
 	Summary     OverlapTotals   `json:"-"`
+	// IdleFigures (idle.go) say where in the window the GPU sat idle and why.
+	IdleFigures
 }
 
 // OverlapTotals are the stage-wide figures of the stream sweep.
@@ -100,6 +102,9 @@ type KernelRow struct {
 	Count     int        `json:"count"`
 	SharePct  float64    `json:"share_pct"`
 	Locations []Location `json:"locations"`
+	// Demangled is Name demangled when Name is a mangled C++ symbol (tables show it); absent
+	// otherwise.
+	Demangled string `json:"demangled,omitempty"`
 
 	// Roofline figures (roofline.go), over the launches whose CPU op had recorded shapes and
 	// a cost formula (RooflineUS of TotalUS), or that carried their own byte counts

@@ -136,6 +136,7 @@ type streamDev struct {
 	adjSeen     [256]adjSlot     // counts of the pairs seen lately, not yet added to adj
 	sweep       onlineSweep
 	coll        collAcc
+	idle        idleAcc // idle.go
 }
 
 // adjSlot is one pair's count in streamDev's cache: key is the adjKey plus one (0 is an empty
@@ -165,6 +166,7 @@ type streamState struct {
 	// wait is the canonical id whose representative is prev (it wants its successor), or -1.
 	wait    int32
 	waitSeq int64
+	queue   streamQueue // idle.go: the stream's launched, unfinished ops
 }
 
 // opRef is what the dependency signal needs of an op.
@@ -288,6 +290,7 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 		d.reps[cid] = repOps{seq: seq, me: me, prev: s.prev, hasP: s.hasPrv}
 		s.wait, s.waitSeq = cid, seq
 	}
+	d.addIdle(c, op, seq, s, k)
 	s.prev, s.hasPrv = me, true
 
 	d.sweep.add(s, op.Start, op.End, cid, d.hidden)
@@ -321,6 +324,10 @@ func (a *analyzer) streamStage(c *traceCtx, label string, d *streamDev) stageRes
 	sw := &d.sweep
 	res.stage.BusyUS = us(sw.busy)
 	res.stage.Collectives, res.comms = d.coll.finish()
+	if d.count > 0 {
+		d.idle.finish(d.last)
+		res.stage.IdleFigures = d.idle.figures(c, d.last-d.first, sw.busy)
+	}
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.multi, PeakStreams: sw.peak, Streams: len(d.streams)}
 	adj := func() map[uint64]int64 {
 		d.flushAdj()

@@ -304,6 +304,26 @@ func TestJSONContract(t *testing.T) {
 		}
 	}
 	for _, s := range arr("stages", top["stages"]) {
+		// The idle figures come with every fully analysed stage; launch_delay_us and
+		// queue_length only where some op has a known launch.
+		if o, ok := s.(map[string]any); ok {
+			if _, ok := o["idle"]; !ok {
+				t.Errorf("stage %v has no idle breakdown", o["stage"])
+			}
+			io := keys("idle", o["idle"], "window_us", "busy_us", "host_wait_us", "kernel_wait_us", "other_us")
+			if sum, want := io["host_wait_us"].(float64)+io["kernel_wait_us"].(float64)+io["other_us"].(float64), io["window_us"].(float64)-io["busy_us"].(float64); math.Abs(sum-want) > 1e-6 {
+				t.Errorf("stage %v: idle parts sum to %v, window − busy is %v", o["stage"], sum, want)
+			}
+			keys("host_bound", o["host_bound"], "host_bound", "launch_times", "host_wait_pct", "idle_pct", "longest_host_waits")
+			if ld, ok := o["launch_delay_us"]; ok {
+				keys("launch_delay_us", ld, "p50", "p90", "p99", "max")
+				keys("queue_length", o["queue_length"], "p50", "p90", "p99", "max")
+				delete(o, "launch_delay_us")
+				delete(o, "queue_length")
+			}
+			delete(o, "idle")
+			delete(o, "host_bound")
+		}
 		want := []string{"stage", "kernel_count", "kernel_time_us", "busy_us", "window_us", "kernels", "overlap", "fusions"}
 		if sm, _ := s.(map[string]any); sm != nil && sm["stage"] == StageExtend {
 			want = append(want, "collectives") // the extend stage has an all-reduce; omitted where none ran

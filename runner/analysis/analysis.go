@@ -161,6 +161,7 @@ func Triage(ctx context.Context, root string, dopts triage.DiscoverOptions, topt
 	}
 	topts.Scopes = s.scopes
 	topts.Stages = s.stages
+	topts.LaunchStarts = s.launchStarts
 	rep, err := triage.Analyze(ctx, in, topts)
 	if err != nil {
 		return nil, nil, err
@@ -394,6 +395,7 @@ type Session struct {
 	inputs   int            // nsys inputs read
 	streamed string         // the export whose stream was read last (openStream), until open runs
 	coverage *nsysdb.Coverage
+	starts   map[*trace.Trace][]int64 // launch call starts per GPU op, of compacted traces
 }
 
 // nsysTrace is what the hooks need of one read export.
@@ -482,6 +484,7 @@ func (s *Session) open(ctx context.Context, path string) (*trace.Trace, error) {
 	nt.scopes = scopeLabels(c, scopeIdx)
 	s.pending[t] = nt
 	if compact {
+		s.keepLaunchStarts(t)
 		compactLaunches(t)
 	} else {
 		// The read's garbage (the correlation index, 4 bytes per id; the scan's buffers) is
@@ -532,6 +535,7 @@ func compactLaunches(t *trace.Trace) {
 		op.Launch, last, lastRep = j, j, j
 	}
 	t.Launches = reps
+	t.LaunchTimesDropped = true
 	debug.FreeOSMemory()
 }
 
@@ -545,6 +549,30 @@ func (s *Session) stages(t *trace.Trace) []string {
 
 // scopes is the triage.Options.Scopes hook: the NVTX scope of every op of an nsys trace. It is
 // the last hook Analyze calls for a trace, so the trace's entry goes here.
+// keepLaunchStarts records, before compactLaunches merges the calls, each GPU op's launch
+// call start (8 bytes an op, where the merge frees about 56), for the idle breakdown and the
+// launch delays (triage.Options.LaunchStarts).
+func (s *Session) keepLaunchStarts(t *trace.Trace) {
+	starts := make([]int64, len(t.GPUOps))
+	for i := range t.GPUOps {
+		starts[i] = trace.NoID
+		if l := t.GPUOps[i].Launch; l >= 0 && int(l) < len(t.Launches) {
+			starts[i] = t.Launches[l].Start
+		}
+	}
+	if s.starts == nil {
+		s.starts = map[*trace.Trace][]int64{}
+	}
+	s.starts[t] = starts
+}
+
+// launchStarts is triage.Options.LaunchStarts: what keepLaunchStarts kept of t, handed over once.
+func (s *Session) launchStarts(t *trace.Trace) []int64 {
+	st := s.starts[t]
+	delete(s.starts, t)
+	return st
+}
+
 func (s *Session) scopes(t *trace.Trace) []trace.NameID {
 	nt := s.pending[t]
 	if nt == nil {
@@ -557,6 +585,7 @@ func (s *Session) scopes(t *trace.Trace) []trace.NameID {
 // fill adds the nsys-only tables and the window mapping to the report.
 func (s *Session) fill(rep *triage.Report) {
 	clear(s.pending)
+	clear(s.starts)
 	if s.tables != nil {
 		rep.NVTX = nvtxSection(nonNilSlice(s.tables.NVTX))
 		rep.MemoryOps = memorySection(nonNilSlice(s.tables.MemoryOps))
