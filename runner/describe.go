@@ -8,6 +8,9 @@ import (
 	"github.com/sglprof/runner/nsys"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
+	"github.com/sglprof/runner/runner/secrets"
+	"github.com/sglprof/runner/runner/slurm"
 )
 
 // CellLaunch is what `runner plan` shows for one cell: the cell and the exact process it would
@@ -72,4 +75,36 @@ func Describe(p *plans.Plan, opts Options) ([]CellLaunch, error) {
 		out = append(out, CellLaunch{Cell: c, Argv: redactArgs(argv), Env: redactEnvMap(l.Env), Dir: l.Dir})
 	}
 	return out, nil
+}
+
+// DescribeSlurm is the batch script a run of a Slurm plan would submit first
+// (slurm/job-1.sbatch: every cell of the plan, in order), with PlaceholderRunID for the run's
+// directory and a placeholder job name, so `runner plan` shows the #SBATCH lines and the
+// node's setup before anything is queued. It is "" for a plan of another executor.
+func DescribeSlurm(p *plans.Plan, opts Options) (string, error) {
+	if p.Executor.Kind != plans.ExecutorSlurm {
+		return "", nil
+	}
+	output := p.OutputDir
+	if opts.OutputDir != "" {
+		output = opts.OutputDir
+	}
+	abs, err := filepath.Abs(filepath.Join(output, p.Name, PlaceholderRunID))
+	if err != nil {
+		return "", err
+	}
+	var ids []string
+	for _, c := range p.Expand() {
+		ids = append(ids, c.ID)
+	}
+	script, err := slurmScript(p, ids, abs, slurm.JobName(PlaceholderRunID, 1), &opts)
+	if err != nil {
+		return "", &exitcode.UsageError{Err: fmt.Errorf("executor slurm: %w", err)}
+	}
+	// Setup lines are the user's own, but what runner plan prints may be pasted into an issue.
+	r, err := secrets.Default()
+	if err != nil {
+		return "", err
+	}
+	return r.String(script), nil
 }

@@ -83,6 +83,10 @@ change gets a warning that names the repeats that would. Nothing is created or w
 			if err != nil {
 				return err
 			}
+			sbatch, err := runner.DescribeSlurm(p, runner.Options{Simulate: c.Bool("simulate"), Exe: exe})
+			if err != nil {
+				return err
+			}
 			pw, hpath, err := planPower(c, p, cells)
 			if err != nil {
 				return err
@@ -90,13 +94,23 @@ change gets a warning that names the repeats that would. Nothing is created or w
 			if c.Bool("json") {
 				enc := json.NewEncoder(std.out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"plan": p.Name, "cells": cells, "detection": pw})
+				out := map[string]any{"plan": p.Name, "cells": cells, "detection": pw}
+				if sbatch != "" {
+					out["sbatch"] = sbatch
+				}
+				return enc.Encode(out)
 			}
 			fmt.Fprintf(std.out, "plan %s: %d cells (valid)\n", p.Name, len(cells))
 			for _, cl := range cells {
 				fmt.Fprintf(std.out, "\n%s  [%s]\n  argv: %s\n", cl.Cell.ID, cl.Cell.Key, shellQuote(cl.Argv))
 				for _, k := range sortedEnvKeys(cl.Env) {
 					fmt.Fprintf(std.out, "  env:  %s=%s\n", k, shellQuote([]string{cl.Env[k]}))
+				}
+			}
+			if sbatch != "" {
+				fmt.Fprintf(std.out, "\nsbatch script of the run's job array (slurm/job-1.sbatch):\n")
+				for _, line := range strings.Split(strings.TrimRight(sbatch, "\n"), "\n") {
+					fmt.Fprintf(std.out, "  %s\n", line)
 				}
 			}
 			return history.WritePowerText(std.out, pw, hpath)
