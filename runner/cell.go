@@ -10,16 +10,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/analysis"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -216,7 +219,49 @@ func nsysStep(ctx context.Context, rec cellRecord, res *cellResult, opts *Option
 			res.Verdict = plans.VerdictFailed
 		}
 		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-export", Message: err.Error()})
+		return
 	}
+	c, err := analysis.Census(ctx, base+".sqlite")
+	if err != nil {
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "nsys-export", Message: err.Error()})
+		return
+	}
+	if c.Kernels == 0 && res.Verdict == plans.VerdictOK {
+		// A profile of none of the measured work: the cell's claim (a profile of this
+		// configuration) is false, whatever its timings say.
+		res.Verdict = plans.VerdictInvalid
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-no-kernels", Message: noKernelsMessage(rec.Cell, c, res.Timings.WallNS)})
+	}
+}
+
+// noKernelsMessage says why an nsys cell's capture holds no kernel, with the window and the
+// run's length side by side, and what to change in the plan.
+func noKernelsMessage(c plans.Cell, census nsysdb.Census, wallNS int64) string {
+	delay, dur := c.NSys.Delay.Duration, c.NSys.Duration.Duration
+	ran := time.Duration(wallNS).Round(100 * time.Millisecond)
+	window := fmt.Sprintf("window: delay %s, duration %s", delay, orAll(dur))
+	if wallNS > 0 {
+		window += fmt.Sprintf("; the cell ran %s", ran)
+	} else if c.Backend.Mode == backends.ModeServe {
+		window += " from the server's start" // nsys wraps the server, not the cell
+	}
+	switch {
+	case census.Empty() && delay > 0 && wallNS > 0 && delay >= time.Duration(wallNS):
+		return fmt.Sprintf("the nsys capture holds nothing: [nsys] delay = %s, but the cell ran %s, so collection would have begun after the run ended; set delay below %s (or drop it, or use capture_range)", delay, ran, ran)
+	case census.Empty():
+		return fmt.Sprintf("the nsys capture holds nothing (%s): collection began after the application finished or ended before the measured work; shorten [nsys] delay or lengthen duration", window)
+	case !slices.Contains(c.NSys.Trace, "cuda"):
+		return fmt.Sprintf("the nsys capture holds no CUDA kernel: [nsys] trace = %q has no \"cuda\"; add it", c.NSys.Trace)
+	}
+	return fmt.Sprintf("the nsys capture holds no CUDA kernel (%s): %s", window, census.NoKernelsAdvice())
+}
+
+// orAll names an unset nsys duration.
+func orAll(d time.Duration) string {
+	if d <= 0 {
+		return "to the end"
+	}
+	return d.String()
 }
 
 func fillTimings(t *rundir.Timings, d *perf.Dump) {
