@@ -193,6 +193,7 @@ func (p *Plan) newCell(c cellPoint, index int, id, key, prof string, rep int) Ce
 		Load:       p.Load,
 	}
 	c.pt.apply(&cell)
+	capTraceSteps(&cell)
 	return cell
 }
 

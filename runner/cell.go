@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -330,3 +331,38 @@ func artifactKind(rel string) string {
 		return "other"
 	}
 }
+
+// recordTraceSize records how much a torch cell's traces took (result.json "trace"), per
+// profiled step, beside [profile] max_trace_mb and the cap it set; a cell over its budget gets
+// a warning with the measured figure, so the next plan can set the budget from it.
+func recordTraceSize(rec cellRecord, res *cellResult) {
+	c := rec.Cell
+	steps, _ := plans.TraceSteps(&c)
+	if steps <= 0 {
+		return
+	}
+	var bytes int64
+	_ = filepath.WalkDir(filepath.Join(rec.abs, "traces"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				bytes += fi.Size()
+			}
+		}
+		return nil
+	})
+	if bytes == 0 {
+		return
+	}
+	mb := float64(bytes) / (1 << 20)
+	ts := &rundir.TraceSize{MB: round2(mb), Steps: steps, MBPerStep: round2(mb / float64(steps)),
+		BudgetMB: c.Profile.MaxTraceMB, CappedFrom: c.Profile.StepsCappedFrom}
+	res.Trace = ts
+	if ts.BudgetMB > 0 && mb > float64(ts.BudgetMB) {
+		fit := max(int(float64(ts.BudgetMB)/ts.MBPerStep), 1) // steps the budget holds at the measured size
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "trace-budget", Message: fmt.Sprintf(
+			"the traces took %.0f MB, over [profile] max_trace_mb = %d: %.1f MB per profiled step, more than the %d MB the cap assumes; max_trace_mb = %d would cap these cells at %d steps, within %d MB",
+			mb, ts.BudgetMB, ts.MBPerStep, plans.TraceMBPerStep, fit*plans.TraceMBPerStep, fit, ts.BudgetMB)})
+	}
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }
