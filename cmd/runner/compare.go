@@ -30,7 +30,7 @@ func comparisonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "history", Usage: "history database `PATH` (default: $RUNNER_HISTORY, else history.db in the run's output directory)"},
 		&cli.Float64Flag{Name: "alpha", Usage: "significance level of the t-test (and of the history's change-point search)", DefaultText: "the plan's [compare] alpha, else 0.05"},
-		&cli.StringSliceFlag{Name: "tolerance", Usage: "override a tolerance, `METRIC=SPEC` such as denoise_stage=10% or 120ms, stage/DecodingStage=30%, peak_memory=2% or 256MB; METRIC is a class of the plan's [compare.tolerances] (e2e, stage, denoise_stage, non_denoise_stage, denoise_step, denoise_mean, peak_memory, request_latency) or a metric name (repeatable)"},
+		&cli.StringSliceFlag{Name: "tolerance", Usage: "override a tolerance, `METRIC=SPEC` such as denoise_stage=10% or 120ms, stage/DecodingStage=30%, peak_memory=2% or 256MB; METRIC is a class of the plan's [compare.tolerances] (" + strings.Join(plans.CompareMetrics, ", ") + ") or a metric name such as stage/DecodingStage (repeatable)"},
 		&cli.StringFlag{Name: "profilers", Value: "none", Usage: "comma list of the profilers whose cells are compared; profiled cells distort latency, so only none by default (all admits every cell)"},
 		&cli.IntFlag{Name: "baseline-runs", Usage: "history baseline: rolling median of the last `N` valid runs", DefaultText: "the plan's, else 5"},
 		&cli.IntFlag{Name: "consecutive", Usage: "history baseline: `N` violations in a row before a regression", DefaultText: "the plan's, else 2"},
