@@ -166,10 +166,10 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 	switch {
 	case pres.Interrupted:
 		res.Verdict = plans.VerdictInterrupted
-		res.Reasons = append([]rundir.Reason{{Code: "interrupted", Message: fmt.Sprintf("stopped by the user (the process group was stopped with %s); `runner run --resume` runs this cell again", orNone(pres.StoppedWith))}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "interrupted", Message: "stopped by the user: " + stoppedHow(pres.StoppedWith) + "; `runner run --resume` runs this cell again"}}, res.Reasons...)
 	case pres.TimedOut:
 		res.Verdict = plans.VerdictTimeout
-		res.Reasons = append([]rundir.Reason{{Code: "timeout", Message: fmt.Sprintf("still running after backend.timeout = %s; the process group was stopped with %s; raise backend.timeout in the plan if the model is just slow", c.Backend.Timeout.Duration, orNone(pres.StoppedWith))}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "timeout", Message: fmt.Sprintf("still running after backend.timeout = %s; %s; raise backend.timeout in the plan if the model is just slow", c.Backend.Timeout.Duration, stoppedHow(pres.StoppedWith))}}, res.Reasons...)
 	}
 	if rec.NSys != nil && !pres.Interrupted {
 		nsysStep(ctx, rec, res, opts)
@@ -197,11 +197,21 @@ func selectLines(spec *proc.Spec, w backends.Watcher) {
 	}
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "no signal (it exited on its own)"
+// stoppedHow says in words how the stop ladder (SIGINT, then SIGTERM, then SIGKILL, each after
+// the grace period) ended the cell's processes; s is the last signal it needed, "" when they
+// exited before the runner signalled them.
+func stoppedHow(s string) string {
+	switch s {
+	case "":
+		return "its processes exited on their own before the runner signalled them"
+	case "SIGINT":
+		return "the runner stopped its processes with SIGINT"
+	case "SIGTERM":
+		return "its processes ignored SIGINT for the grace period, and SIGTERM stopped them"
+	case "SIGKILL":
+		return "its processes ignored SIGINT and SIGTERM for the grace periods, and SIGKILL ended them"
 	}
-	return s
+	return "the runner stopped its processes with " + s
 }
 
 // nsysStep checks that nsys wrote its report and exports it to SQLite.
