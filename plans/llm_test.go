@@ -38,6 +38,8 @@ var llmBadCases = []struct {
 		[]want{{"load.dataset_path", 10, 1, []string{"nope.json", "no such file"}}}},
 	{"sharegpt bad record", llmMin + "[load]\ndataset = \"sharegpt\"\ndataset_path = \"testdata/sharegpt-bad.json\"\n",
 		[]want{{"load.dataset_path", 10, 1, []string{"sharegpt-bad.json: record 1", `"broken"`, "not the ShareGPT layout"}}}},
+	{"sharegpt record of the wrong type", llmMin + "[load]\ndataset = \"sharegpt\"\ndataset_path = \"testdata/sharegpt-numid.json\"\n",
+		[]want{{"load.dataset_path", 10, 1, []string{"record 0: field \"id\" is a number; want a string"}}}},
 	{"dataset_path without sharegpt", llmMin + "[load]\ndataset_path = \"x.json\"\n",
 		[]want{{"load.dataset_path", 9, 1, []string{`only used with dataset = "sharegpt"`}}}},
 	{"range ratio", llmMin + "[load]\nrandom_range_ratio = 1.5\n",
