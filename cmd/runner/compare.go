@@ -209,8 +209,8 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 
 func historyCommand(std stdio) *cli.Command {
 	return &cli.Command{
-		Name:  "history",
-		Usage: "list the runs recorded in the history database",
+		Name:      "history",
+		Usage:     "list the runs recorded in the history database",
 		ArgsUsage: "[PLAN.toml | RUN_DIR | HISTORY.db]",
 		Description: `Lists one line per (run, configuration, metric) median, oldest first. The database is
 --history PATH, else the one the argument names: a plan's (history.db in its output_dir,
