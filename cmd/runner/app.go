@@ -176,6 +176,7 @@ func newApp(io stdio) *cli.App {
 			historyCommand(io),
 			reportCommand(io),
 			exportCommand(io),
+			completionCommand(io),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return &exitError{code: exitcode.Usage, err: err}
