@@ -86,6 +86,12 @@ func newExpandAxes(p *Plan) *expandAxes {
 	for i, pr := range m.Prompt {
 		a.promptHash[i] = PromptHash(pr)
 	}
+	if len(m.Prompt) == 0 {
+		// An LLM plan may have no prompt (its dataset makes the prompts): one empty prompt that
+		// leaves no trace in ids and keys.
+		a.m.Prompt = []string{""}
+		a.promptHash = []string{""}
+	}
 	a.points = llmPoints(m)
 	return a
 }
@@ -141,7 +147,10 @@ func (c cellPoint) stepKey() string {
 
 // key returns the point's key and the id part of its token lengths.
 func (a *expandAxes) key(c cellPoint) (key, lens string) {
-	key = fmt.Sprintf("%s/%s/%sst/s%d/p%s", a.slugs[c.mi], c.r.size(), c.stepKey(), c.seed, a.promptHash[c.pi])
+	key = fmt.Sprintf("%s/%s/%sst/s%d", a.slugs[c.mi], c.r.size(), c.stepKey(), c.seed)
+	if h := a.promptHash[c.pi]; h != "" {
+		key += "/p" + h
+	}
 	lens = tokenLens(a.m, c.in, c.out)
 	if lens != "" {
 		key += "/" + strings.ReplaceAll(lens[1:], "-", "/")
@@ -175,7 +184,7 @@ func (p *Plan) newCell(c cellPoint, index int, id, key, prof string, rep int) Ce
 		Index:      index,
 		ID:         id,
 		Model:      p.Matrix.Model[c.mi],
-		Prompt:     p.Matrix.Prompt[c.pi],
+		Prompt:     promptAt(p.Matrix.Prompt, c.pi),
 		Resolution: c.r,
 		Steps:      c.st,
 		Seed:       c.seed,
@@ -191,7 +200,16 @@ func (p *Plan) newCell(c cellPoint, index int, id, key, prof string, rep int) Ce
 		Load:       p.Load,
 	}
 	c.pt.apply(&cell)
+	capTraceSteps(&cell)
 	return cell
+}
+
+// promptAt is the prompt at index i, "" for a plan without prompts (an LLM plan).
+func promptAt(prompts []string, i int) string {
+	if i < len(prompts) {
+		return prompts[i]
+	}
+	return ""
 }
 
 // tokenLens is the id part of the token-length axes: "-i{in}" when the plan has input_len,

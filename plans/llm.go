@@ -2,10 +2,12 @@ package plans
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -418,6 +420,30 @@ func (d *decoder) validateDataset(l *LoadSpec, planFile string) {
 	}
 }
 
+// jsonProblem says what is wrong with a JSON value in the file's terms (a field, what it is,
+// what it should be), not in the Go types encoding/json names ("cannot unmarshal number into
+// Go struct field ShareGPTRecord.id of type string").
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := "another kind of value"
+		switch te.Type.Kind() {
+		case reflect.String:
+			want = "a string"
+		case reflect.Slice:
+			want = "a list"
+		case reflect.Struct:
+			want = "an object"
+		}
+		field := te.Field
+		if field == "" {
+			return fmt.Sprintf("a %s where %s belongs (at byte %d)", te.Value, want, te.Offset)
+		}
+		return fmt.Sprintf("field %q is a %s; want %s (at byte %d)", field, te.Value, want, te.Offset)
+	}
+	return err.Error()
+}
+
 // ShareGPTRecord is one conversation of the standard ShareGPT layout.
 type ShareGPTRecord struct {
 	ID            string `json:"id"`
@@ -442,7 +468,7 @@ func ShareGPTRecords(r io.Reader, name string, fn func(i int, rec ShareGPTRecord
 	for i := 0; dec.More(); i++ {
 		var rec ShareGPTRecord
 		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("%s: record %d: %w", name, i, err)
+			return fmt.Errorf("%s: record %d: %s", name, i, jsonProblem(err))
 		}
 		if rec.Conversations == nil {
 			return fmt.Errorf("%s: record %d (id %q): no \"conversations\" list: not the ShareGPT layout", name, i, rec.ID)

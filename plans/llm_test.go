@@ -38,12 +38,14 @@ var llmBadCases = []struct {
 		[]want{{"load.dataset_path", 10, 1, []string{"nope.json", "no such file"}}}},
 	{"sharegpt bad record", llmMin + "[load]\ndataset = \"sharegpt\"\ndataset_path = \"testdata/sharegpt-bad.json\"\n",
 		[]want{{"load.dataset_path", 10, 1, []string{"sharegpt-bad.json: record 1", `"broken"`, "not the ShareGPT layout"}}}},
+	{"sharegpt record of the wrong type", llmMin + "[load]\ndataset = \"sharegpt\"\ndataset_path = \"testdata/sharegpt-numid.json\"\n",
+		[]want{{"load.dataset_path", 10, 1, []string{"record 0: field \"id\" is a number; want a string"}}}},
 	{"dataset_path without sharegpt", llmMin + "[load]\ndataset_path = \"x.json\"\n",
 		[]want{{"load.dataset_path", 9, 1, []string{`only used with dataset = "sharegpt"`}}}},
 	{"range ratio", llmMin + "[load]\nrandom_range_ratio = 1.5\n",
 		[]want{{"load.random_range_ratio", 9, 1, []string{"outside (0, 1]"}}}},
-	{"llm key on a diffusion server", serveMin + "[load]\nburstiness = 2\n",
-		[]want{{"load.burstiness", 8, 1, []string{"only used by LLM cells"}}}},
+	{"llm key on a diffusion server", serveMin + "model_type = \"diffusion\"\n[load]\nburstiness = 2\n",
+		[]want{{"load.burstiness", 9, 1, []string{"only used by LLM cells"}}}},
 	{"empty server arg", llmMin + "[matrix.server_args]\ntp-size = []\n",
 		[]want{{"matrix.server_args.tp-size", 9, 1, []string{"empty axis", "--tp-size"}}}},
 	{"duplicate server arg", llmMin + "[matrix.server_args]\ntp-size = [\"2\", \"2\"]\n",
@@ -82,6 +84,38 @@ request_rate = [4, "inf"]
 tp-size = ["1", "2"]
 enable-torch-compile = [true, false]
 `
+
+// An LLM plan needs no prompt (its dataset makes them), and an LLM-only key without
+// backend.model_type makes the plan an LLM plan instead of one error per key.
+func TestLLMPlanWithoutPromptOrModelType(t *testing.T) {
+	p := mustParse(t, `name = "t"
+[backend]
+mode = "serve"
+[matrix]
+model = ["Qwen/Qwen2.5-0.5B-Instruct"]
+request_rate = [2, 4]
+[load]
+burstiness = 2
+max_concurrency = 4
+`)
+	if p.Backend.ModelType != ModelTypeLLM || p.Load.API != APIGenerate {
+		t.Errorf("model_type %q, api %q; want llm, generate", p.Backend.ModelType, p.Load.API)
+	}
+	cells := p.Expand()
+	if len(cells) != 2 {
+		t.Fatalf("%d cells, want 2", len(cells))
+	}
+	for _, c := range cells {
+		if c.Prompt != "" || strings.Contains(c.Key, "/p") {
+			t.Errorf("cell %s: prompt %q, key %q; want no prompt and no prompt hash", c.ID, c.Prompt, c.Key)
+		}
+	}
+	// A diffusion plan still needs its prompt.
+	_, err := Parse("p.toml", []byte(strings.Replace(serveMin, "prompt = [\"a fox\"]\n", "", 1)))
+	if err == nil || !strings.Contains(err.Error(), "matrix.prompt: required") {
+		t.Errorf("diffusion plan without a prompt: err = %v, want matrix.prompt required", err)
+	}
+}
 
 func TestExpandLLMAxes(t *testing.T) {
 	p := mustParse(t, llmSweep)

@@ -87,7 +87,7 @@ var schema = map[string][]string{
 		"restart", "host", "port", "ready_timeout", "model_type", "url"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len",
 		"server_args", "args", "concurrency", "request_rate"},
-	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages",
+	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages", "max_trace_mb",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout",
 		"activities", "with_stack", "record_shapes", "profile_stages", "vllm_profiler_config"},
 	"nsys": {"delay", "duration", "trace", "cuda_graph_trace", "capture_range", "capture_range_end"},
@@ -155,6 +155,7 @@ type rawProfile struct {
 	Profilers            toml.Primitive `toml:"profilers"`
 	NumProfiledTimesteps toml.Primitive `toml:"num_profiled_timesteps"`
 	ProfileAllStages     toml.Primitive `toml:"profile_all_stages"`
+	MaxTraceMB           toml.Primitive `toml:"max_trace_mb"`
 	StartStep            toml.Primitive `toml:"start_step"`
 	NumSteps             toml.Primitive `toml:"num_steps"`
 	ProfileByStage       toml.Primitive `toml:"profile_by_stage"`
@@ -318,6 +319,7 @@ func (d *decoder) decodeProfile(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("profile", "profilers"), rp.Profilers, &pr.Profilers, `an array of strings such as ["none", "torch", "nsys"]`)
 		decodeField(d, path("profile", "num_profiled_timesteps"), rp.NumProfiledTimesteps, &pr.NumProfiledTimesteps, `an integer such as 5 (or -1 for all steps)`)
 		decodeField(d, path("profile", "profile_all_stages"), rp.ProfileAllStages, &pr.ProfileAllStages, `true or false`)
+		decodeField(d, path("profile", "max_trace_mb"), rp.MaxTraceMB, &pr.MaxTraceMB, `an integer number of MB such as 2048`)
 		decodeField(d, path("profile", "start_step"), rp.StartStep, &pr.StartStep, `an integer such as 10 (or -1 to let the server choose)`)
 		decodeField(d, path("profile", "num_steps"), rp.NumSteps, &pr.NumSteps, `an integer such as 5`)
 		decodeField(d, path("profile", "profile_by_stage"), rp.ProfileByStage, &pr.ProfileByStage, `true or false`)

@@ -97,6 +97,11 @@ type Profile struct {
 	Profilers            []string `toml:"profilers" json:"profilers"`                           // none | torch | nsys; default ["none"]
 	NumProfiledTimesteps int      `toml:"num_profiled_timesteps" json:"num_profiled_timesteps"` // default 5; -1 = all steps
 	ProfileAllStages     bool     `toml:"profile_all_stages" json:"profile_all_stages"`
+	// MaxTraceMB is the trace budget of one torch-profiled cell in MB (0: none). Expand caps
+	// the cell's profiled steps to fit at TraceMBPerStep each; StepsCappedFrom records the
+	// step count the plan asked for when it did (0: not capped).
+	MaxTraceMB      int `toml:"max_trace_mb" json:"max_trace_mb,omitempty"`
+	StepsCappedFrom int `toml:"-" json:"steps_capped_from,omitempty"`
 
 	// Serve mode (LLM /start_profile window and the flush after /stop_profile).
 	StartStep      int      `toml:"start_step" json:"start_step"`             // -1 (default): not sent

@@ -197,3 +197,49 @@ func (d *decoder) uniqueOf(k []string, vals, valid []string, what, hint string) 
 		lits[s]++
 	}
 }
+
+// TraceMBPerStep is the stated estimate of the torch trace one profiled step writes (MB), the
+// figure [profile] max_trace_mb divides by: an SGLang diffusion denoising step or LLM forward
+// step with stacks and shapes, as its gzipped trace, is of this order, and over-estimating
+// only profiles fewer steps. Each torch cell's result.json records what it measured
+// (trace_mb_per_step), to check the figure against.
+const TraceMBPerStep = 64
+
+// TraceSteps is how many steps a torch cell profiles and the field that sets it: the
+// diffusion generate cell's num_profiled_timesteps (-1, every step, counts as the cell's
+// steps, or 50 when the model's default applies), or the serve window's num_steps. It is 0,
+// nil for a cell that profiles no steps (none, nsys).
+func TraceSteps(c *Cell) (int, *int) {
+	if c.Profiler != ProfilerTorch {
+		return 0, nil
+	}
+	if c.Backend.Mode == "serve" {
+		return c.Profile.NumSteps, &c.Profile.NumSteps
+	}
+	n := c.Profile.NumProfiledTimesteps
+	if n == -1 {
+		n = c.Steps
+		if n <= 0 {
+			n = assumedDefaultSteps
+		}
+	}
+	return n, &c.Profile.NumProfiledTimesteps
+}
+
+// assumedDefaultSteps stands for a model's own step count when the plan leaves it unset.
+const assumedDefaultSteps = 50
+
+// capTraceSteps lowers a torch cell's profiled steps to what max_trace_mb holds at
+// TraceMBPerStep each (at least one), and records the step count it had.
+func capTraceSteps(c *Cell) {
+	if c.Profile.MaxTraceMB <= 0 {
+		return
+	}
+	n, field := TraceSteps(c)
+	limit := max(c.Profile.MaxTraceMB/TraceMBPerStep, 1)
+	if field == nil || n <= limit {
+		return
+	}
+	c.Profile.StepsCappedFrom = n
+	*field = limit
+}

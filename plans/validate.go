@@ -134,6 +134,26 @@ func (d *decoder) defaultsGenerate(p *Plan) {
 	gpuGateDefaults(p, set)
 }
 
+// llmKeys reports whether the plan writes a key only an LLM plan has: a token-length or
+// request-rate axis, or an LLM-only [load] key. Such a plan without
+// backend.model_type is an LLM plan: asking for model_type = "llm" once per key would name
+// the fix four times instead of applying it.
+func (d *decoder) llmKeys() bool {
+	for _, k := range [][]string{{"matrix", "input_len"}, {"matrix", "output_len"}, {"matrix", "request_rate"}} {
+		if d.md.IsDefined(k...) {
+			return true
+		}
+	}
+	for _, key := range llmLoadKeys {
+		if d.md.IsDefined("load", key) {
+			return true
+		}
+	}
+	// An LLM load API is not a sign: its own error names the fix, and a diffusion model with
+	// the wrong API is likelier than an LLM plan that says nothing else.
+	return false
+}
+
 // defaultsServe fills the serve keys. They are filled in whatever the mode, so code reading a
 // plan never sees a zero timeout; a generate plan that writes these keys is rejected by validate.
 func (d *decoder) defaultsServe(p *Plan) {
@@ -148,9 +168,9 @@ func (d *decoder) defaultsServe(p *Plan) {
 		b.ReadyTimeout.Duration = DefaultReadyTimeout
 	}
 	if !set("backend", "model_type") {
-		// Token-length axes only make sense for an LLM; anything else is a diffusion model.
+		// Keys only an LLM has make the plan an LLM plan; anything else is a diffusion model.
 		b.ModelType = ModelTypeDiffusion
-		if d.md.IsDefined("matrix", "input_len") || d.md.IsDefined("matrix", "output_len") {
+		if d.llmKeys() {
 			b.ModelType = ModelTypeLLM
 		}
 	}

@@ -10,7 +10,9 @@ import (
 func (d *decoder) validateMatrix(p *Plan) {
 	m := p.Matrix
 	d.stringAxis(path("matrix", "model"), m.Model, true, `list at least one model, e.g. model = ["Qwen/Qwen-Image"] under [matrix]`)
-	d.stringAxis(path("matrix", "prompt"), m.Prompt, true, `list at least one prompt, e.g. prompt = ["a red fox in the snow"] under [matrix]`)
+	// An LLM cell's prompts come from its dataset ([load] dataset), so an LLM plan needs none.
+	llm := d.check("backend", "model_type") && p.Backend.ModelType == ModelTypeLLM
+	d.stringAxis(path("matrix", "prompt"), m.Prompt, !llm, `list at least one prompt, e.g. prompt = ["a red fox in the snow"] under [matrix]`)
 	if k := path("matrix", "resolution"); d.check(k...) && m.Resolution != nil {
 		if len(m.Resolution) == 0 {
 			d.addKey(k, `empty axis; list at least one resolution such as ["1024x1024"], or drop the key to use the model's default`)
@@ -101,8 +103,11 @@ func (d *decoder) stringAxis(k []string, vals []string, required bool, add strin
 
 // cellCount is the number of cells Expand makes, or false when it exceeds MaxCells.
 func cellCount(p *Plan) (int, bool) {
-	n := 1
-	for _, l := range []int{len(p.Matrix.Model), len(p.Matrix.Prompt), max(1, len(p.Matrix.Resolution)),
+	n, prompts := 1, len(p.Matrix.Prompt)
+	if p.Matrix.Prompt == nil && p.Backend.ModelType == ModelTypeLLM {
+		prompts = 1 // an LLM plan without prompts: its dataset makes them
+	}
+	for _, l := range []int{len(p.Matrix.Model), prompts, max(1, len(p.Matrix.Resolution)),
 		max(1, len(p.Matrix.NumInferenceSteps)), max(1, len(p.Matrix.Seed)), max(1, len(p.Matrix.InputLen)),
 		max(1, len(p.Matrix.OutputLen)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats),
 		max(1, len(p.Matrix.Concurrency)), max(1, len(p.Matrix.RequestRate)), serverArgCells(append(slices.Clone(p.Matrix.ServerArgs), p.Matrix.Args...))} {

@@ -31,6 +31,11 @@ func (d *decoder) validateProfile(p *Plan) {
 			d.addKey(k, fmt.Sprintf("%d; it must be > 0, or -1 to profile every denoising step", n))
 		}
 	}
+	if k := path("profile", "max_trace_mb"); d.check(k...) && d.md.IsDefined(k...) {
+		if n := pr.MaxTraceMB; n < TraceMBPerStep {
+			d.addKey(k, fmt.Sprintf("%d MB is less than one profiled step (estimated at %d MB); give at least %d, or drop the key for no budget", n, TraceMBPerStep, TraceMBPerStep))
+		}
+	}
 }
 
 // validateNSys checks [nsys].

@@ -8,18 +8,22 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/nsys"
+	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/plans/infile"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/analysis"
 	"github.com/sglprof/runner/runner/proc"
 )
 
@@ -162,10 +166,10 @@ func runCell(ctx context.Context, rec cellRecord, opts *Options) *cellResult {
 	switch {
 	case pres.Interrupted:
 		res.Verdict = plans.VerdictInterrupted
-		res.Reasons = append([]rundir.Reason{{Code: "interrupted", Message: fmt.Sprintf("stopped by the user (the process group was stopped with %s); `runner run --resume` runs this cell again", orNone(pres.StoppedWith))}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "interrupted", Message: "stopped by the user: " + stoppedHow(pres.StoppedWith) + "; `runner run --resume` runs this cell again"}}, res.Reasons...)
 	case pres.TimedOut:
 		res.Verdict = plans.VerdictTimeout
-		res.Reasons = append([]rundir.Reason{{Code: "timeout", Message: fmt.Sprintf("still running after backend.timeout = %s; the process group was stopped with %s; raise backend.timeout in the plan if the model is just slow", c.Backend.Timeout.Duration, orNone(pres.StoppedWith))}}, res.Reasons...)
+		res.Reasons = append([]rundir.Reason{{Code: "timeout", Message: fmt.Sprintf("still running after backend.timeout = %s; %s; raise backend.timeout in the plan if the model is just slow", c.Backend.Timeout.Duration, stoppedHow(pres.StoppedWith))}}, res.Reasons...)
 	}
 	if rec.NSys != nil && !pres.Interrupted {
 		nsysStep(ctx, rec, res, opts)
@@ -193,11 +197,21 @@ func selectLines(spec *proc.Spec, w backends.Watcher) {
 	}
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "no signal (it exited on its own)"
+// stoppedHow says in words how the stop ladder (SIGINT, then SIGTERM, then SIGKILL, each after
+// the grace period) ended the cell's processes; s is the last signal it needed, "" when they
+// exited before the runner signalled them.
+func stoppedHow(s string) string {
+	switch s {
+	case "":
+		return "its processes exited on their own before the runner signalled them"
+	case "SIGINT":
+		return "the runner stopped its processes with SIGINT"
+	case "SIGTERM":
+		return "its processes ignored SIGINT for the grace period, and SIGTERM stopped them"
+	case "SIGKILL":
+		return "its processes ignored SIGINT and SIGTERM for the grace periods, and SIGKILL ended them"
 	}
-	return s
+	return "the runner stopped its processes with " + s
 }
 
 // nsysStep checks that nsys wrote its report and exports it to SQLite.
@@ -216,7 +230,49 @@ func nsysStep(ctx context.Context, rec cellRecord, res *cellResult, opts *Option
 			res.Verdict = plans.VerdictFailed
 		}
 		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-export", Message: err.Error()})
+		return
 	}
+	c, err := analysis.Census(ctx, base+".sqlite")
+	if err != nil {
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "nsys-export", Message: err.Error()})
+		return
+	}
+	if c.Kernels == 0 && res.Verdict == plans.VerdictOK {
+		// A profile of none of the measured work: the cell's claim (a profile of this
+		// configuration) is false, whatever its timings say.
+		res.Verdict = plans.VerdictInvalid
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-no-kernels", Message: noKernelsMessage(rec.Cell, c, res.Timings.WallNS)})
+	}
+}
+
+// noKernelsMessage says why an nsys cell's capture holds no kernel, with the window and the
+// run's length side by side, and what to change in the plan.
+func noKernelsMessage(c plans.Cell, census nsysdb.Census, wallNS int64) string {
+	delay, dur := c.NSys.Delay.Duration, c.NSys.Duration.Duration
+	ran := time.Duration(wallNS).Round(100 * time.Millisecond)
+	window := fmt.Sprintf("window: delay %s, duration %s", delay, orAll(dur))
+	if wallNS > 0 {
+		window += fmt.Sprintf("; the cell ran %s", ran)
+	} else if c.Backend.Mode == backends.ModeServe {
+		window += " from the server's start" // nsys wraps the server, not the cell
+	}
+	switch {
+	case census.Empty() && delay > 0 && wallNS > 0 && delay >= time.Duration(wallNS):
+		return fmt.Sprintf("the nsys capture holds nothing: [nsys] delay = %s, but the cell ran %s, so collection would have begun after the run ended; set delay below %s (or drop it, or use capture_range)", delay, ran, ran)
+	case census.Empty():
+		return fmt.Sprintf("the nsys capture holds nothing (%s): collection began after the application finished or ended before the measured work; shorten [nsys] delay or lengthen duration", window)
+	case !slices.Contains(c.NSys.Trace, "cuda"):
+		return fmt.Sprintf("the nsys capture holds no CUDA kernel: [nsys] trace = %q has no \"cuda\"; add it", c.NSys.Trace)
+	}
+	return fmt.Sprintf("the nsys capture holds no CUDA kernel (%s): %s", window, census.NoKernelsAdvice())
+}
+
+// orAll names an unset nsys duration.
+func orAll(d time.Duration) string {
+	if d <= 0 {
+		return "to the end"
+	}
+	return d.String()
 }
 
 func fillTimings(t *rundir.Timings, d *perf.Dump) {
@@ -285,3 +341,38 @@ func artifactKind(rel string) string {
 		return "other"
 	}
 }
+
+// recordTraceSize records how much a torch cell's traces took (result.json "trace"), per
+// profiled step, beside [profile] max_trace_mb and the cap it set; a cell over its budget gets
+// a warning with the measured figure, so the next plan can set the budget from it.
+func recordTraceSize(rec cellRecord, res *cellResult) {
+	c := rec.Cell
+	steps, _ := plans.TraceSteps(&c)
+	if steps <= 0 {
+		return
+	}
+	var bytes int64
+	_ = filepath.WalkDir(filepath.Join(rec.abs, "traces"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				bytes += fi.Size()
+			}
+		}
+		return nil
+	})
+	if bytes == 0 {
+		return
+	}
+	mb := float64(bytes) / (1 << 20)
+	ts := &rundir.TraceSize{MB: round2(mb), Steps: steps, MBPerStep: round2(mb / float64(steps)),
+		BudgetMB: c.Profile.MaxTraceMB, CappedFrom: c.Profile.StepsCappedFrom}
+	res.Trace = ts
+	if ts.BudgetMB > 0 && mb > float64(ts.BudgetMB) {
+		fit := max(int(float64(ts.BudgetMB)/ts.MBPerStep), 1) // steps the budget holds at the measured size
+		res.Warnings = append(res.Warnings, rundir.Reason{Code: "trace-budget", Message: fmt.Sprintf(
+			"the traces took %.0f MB, over [profile] max_trace_mb = %d: %.1f MB per profiled step, more than the %d MB the cap assumes; max_trace_mb = %d would cap these cells at %d steps, within %d MB",
+			mb, ts.BudgetMB, ts.MBPerStep, plans.TraceMBPerStep, fit*plans.TraceMBPerStep, fit, ts.BudgetMB)})
+	}
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }

@@ -236,6 +236,7 @@ func runCellOn(ctx context.Context, n, total int, rec cellRecord, opts *Options)
 
 // finishCell writes a cell's result.json and reports its end; every executor ends a cell here.
 func finishCell(n, total int, rec cellRecord, res *cellResult, opts *Options) {
+	recordTraceSize(rec, res)
 	if err := rundir.WriteJSON(filepath.Join(rec.abs, rundir.ResultFile), &res.CellResult, nil); err != nil {
 		// A full disk: the cell's record is lost, so it cannot count as measured. The summary
 		// still shows it (from memory), and --resume runs it again.

@@ -192,6 +192,9 @@ func RunCells(ctx context.Context, p *plans.Plan, only []string, opts Options) (
 	if opts.OutputDir != "" {
 		output = opts.OutputDir
 	}
+	if err := checkTraceSpace(cells, output, &opts); err != nil {
+		return nil, err
+	}
 	if opts.onSlurm {
 		if err := checkSlurmRunDir(filepath.Join(output, p.Name)); err != nil {
 			return nil, err

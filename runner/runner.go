@@ -102,6 +102,9 @@ type Options struct {
 	CheckEnvTimeout time.Duration
 
 	gpu *gpuGuard // the GPU noise guard of the run (runner/gpucheck.go)
+	// freeSpace is the free bytes of the file system holding a directory (statfs); tests
+	// replace it.
+	freeSpace func(dir string) (uint64, error)
 	// Probed, when set, is the environment ProbeEnvironment captured for this plan moments
 	// before (runner replay shows it, then runs): the run's manifest takes its probes and GPU
 	// environment instead of running check_env and the other probes a second time.

@@ -364,24 +364,13 @@ func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellReco
 	for i, j := range todo {
 		ids[i] = recs[j].Cell.ID
 	}
-	var execArgs []string
-	if opts.Simulate {
-		execArgs = append(execArgs, "--simulate")
-	}
-	if opts.NoTriage {
-		execArgs = append(execArgs, "--no-triage")
-	}
-	s := p.Executor.Slurm
-	cfg := slurm.Config{Partition: s.Partition, Account: s.Account, QOS: s.QOS, Time: s.Time,
-		GPUsPerTask: s.GPUsPerTask, CPUsPerTask: s.CPUsPerTask, Mem: s.Mem, Constraint: s.Constraint,
-		MaxParallel: s.MaxParallel, ExtraSbatch: s.ExtraSbatch, Setup: s.Setup}
 	var rel, name string
 	for n := len(man.Slurm) + 1; ; n++ {
 		if n > len(man.Slurm)+10000 {
 			return fmt.Errorf("executor slurm: no unused batch script name in %s", filepath.Join(abs, slurm.MarkerDir))
 		}
 		name = slurm.JobName(tag, n)
-		script, err := slurm.Script(cfg, slurm.Array{Cells: ids, Runner: []string{opts.Exe}, ExecArgs: execArgs, RunDir: abs, Name: name})
+		script, err := slurmScript(p, ids, abs, name, opts)
 		if err != nil {
 			return &exitcode.UsageError{Err: fmt.Errorf("executor slurm: %w", err)}
 		}
@@ -407,6 +396,24 @@ func submitArray(ctx context.Context, p *plans.Plan, dir string, recs []cellReco
 	man.Slurm[len(man.Slurm)-1].JobID = id
 	opts.Logger.Info("submitted Slurm job array", "job", id, "name", name, "cells", len(ids))
 	return nil
+}
+
+// slurmScript is the batch script of the array that runs the cells ids of run directory abs
+// (absolute) under the job name name: the one place that turns [executor.slurm] into
+// slurm.Script's input, for submitArray and for runner plan (DescribeSlurm).
+func slurmScript(p *plans.Plan, ids []string, abs, name string, opts *Options) (string, error) {
+	var execArgs []string
+	if opts.Simulate {
+		execArgs = append(execArgs, "--simulate")
+	}
+	if opts.NoTriage {
+		execArgs = append(execArgs, "--no-triage")
+	}
+	s := p.Executor.Slurm
+	cfg := slurm.Config{Partition: s.Partition, Account: s.Account, QOS: s.QOS, Time: s.Time,
+		GPUsPerTask: s.GPUsPerTask, CPUsPerTask: s.CPUsPerTask, Mem: s.Mem, Constraint: s.Constraint,
+		MaxParallel: s.MaxParallel, ExtraSbatch: s.ExtraSbatch, Setup: s.Setup}
+	return slurm.Script(cfg, slurm.Array{Cells: ids, Runner: []string{opts.Exe}, ExecArgs: execArgs, RunDir: abs, Name: name})
 }
 
 // arrayActive reports whether any task of job is still queued or running.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/triage"
@@ -22,8 +23,8 @@ const topKernelCount = 3
 // row) for a cell with a torch trace or an nsys export, and keeps the top kernels for the
 // summary. A triage problem is a warning: the measurement
 // itself is still valid. For nsys cells of diffusion runs the triage also says which denoise
-// steps the --delay/--duration window covered, and the cell gets an "nsys-window" warning
-// when the window missed the denoising stage entirely.
+// steps the --delay/--duration window covered, and the cell is invalid ("nsys-window") when
+// the window missed the denoising stage entirely: its profile is of other work.
 func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Options) {
 	var root string
 	var nopts analysis.NsysOptions
@@ -45,7 +46,9 @@ func triageCell(ctx context.Context, rec cellRecord, res *cellResult, opts *Opti
 		return
 	}
 	if sess.Coverage() != nil && sess.Coverage().Missed() {
-		res.Warnings = append(res.Warnings, rundir.Reason{Code: "nsys-window", Message: strings.Join(sess.Coverage().Warnings, "; ")})
+		// Kernels, but none of the denoising loop the cell measures: a profile of other work.
+		res.Verdict = plans.VerdictInvalid
+		res.Reasons = append(res.Reasons, rundir.Reason{Code: "nsys-window", Message: strings.Join(sess.Coverage().Warnings, "; ")})
 	}
 	// triage.md is for people and hides the rows under the default cutoff; triage.json keeps
 	// every row, so that a kernel diff against this cell (attachKernelDiffs) covers every

@@ -177,6 +177,7 @@ func newApp(io stdio) *cli.App {
 			reportCommand(io),
 			exportCommand(io),
 			bisectCommand(io),
+			completionCommand(io),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return &exitError{code: exitcode.Usage, err: err}

@@ -256,12 +256,41 @@ func suggestCommand(cmds []*cli.Command, name string) string {
 	return best
 }
 
+// suggestFlag is the flag of defs closest to name (written without its dashes), as
+// suggestCommand picks commands: the only flag name it begins, else one at most 2 edits away
+// (fewer than its length), else "". It is written as typed on a command line: --simulate, -j.
+func suggestFlag(defs []cli.Flag, name string) string {
+	name, _, _ = strings.Cut(name, "=")
+	var cmds []*cli.Command
+	for _, f := range defs {
+		if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+			continue
+		}
+		// Each flag as a pseudo-command, so one ranking rule serves both.
+		cmds = append(cmds, &cli.Command{Name: f.Names()[0], Aliases: f.Names()[1:]})
+	}
+	s := suggestCommand(cmds, name)
+	switch {
+	case s == "":
+		return ""
+	case len(s) == 1:
+		return "-" + s
+	}
+	return "--" + s
+}
+
 // quietUsage makes a command's usage error one line pointing at --help, instead of urfave/cli's
 // default of the whole help text with the error before and after it.
 func quietUsage(cmds []*cli.Command) {
 	for _, c := range cmds {
 		c.OnUsageError = func(ctx *cli.Context, err error, _ bool) error {
-			return usageErr("%v (see runner %s --help)", err, commandPath(ctx))
+			msg := err.Error()
+			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+				if s := suggestFlag(append(append([]cli.Flag(nil), ctx.Command.Flags...), ctx.App.Flags...), name); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				}
+			}
+			return usageErr("%s (see runner %s --help)", msg, commandPath(ctx))
 		}
 		quietUsage(c.Subcommands)
 	}

@@ -98,8 +98,8 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			for _, w := range m.Warnings {
 				fmt.Fprintf(std.err, "runner: warning: %s\n", w)
 			}
-			for _, o := range m.Omitted {
-				fmt.Fprintf(std.out, "left out: %s: %s\n", o.Path, o.Reason)
+			for _, line := range omissionLines(m.Omitted) {
+				fmt.Fprintln(std.out, line)
 			}
 			if len(m.Redactions) > 0 {
 				var parts []string
@@ -134,4 +134,28 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// omissionLines is one line per kind of left-out file (the same reason), in the order each
+// kind first appears: a run of twelve nsys cells says once that its reports were left out,
+// naming the first and counting the rest. The bundle's bundle.json lists every file.
+func omissionLines(omitted []bundle.Omission) []string {
+	var order []string
+	byReason := map[string][]string{}
+	for _, o := range omitted {
+		if _, ok := byReason[o.Reason]; !ok {
+			order = append(order, o.Reason)
+		}
+		byReason[o.Reason] = append(byReason[o.Reason], o.Path)
+	}
+	lines := make([]string, 0, len(order))
+	for _, r := range order {
+		paths := byReason[r]
+		if len(paths) == 1 {
+			lines = append(lines, fmt.Sprintf("left out: %s: %s", paths[0], r))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("left out: %d files (%s and %d more, listed in %s): %s", len(paths), paths[0], len(paths)-1, bundle.MetadataFile, r))
+	}
+	return lines
 }

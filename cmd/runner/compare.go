@@ -30,7 +30,7 @@ func comparisonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "history", Usage: "history database `PATH` (default: $RUNNER_HISTORY, else history.db in the run's output directory)"},
 		&cli.Float64Flag{Name: "alpha", Usage: "significance level of the t-test (and of the history's change-point search)", DefaultText: "the plan's [compare] alpha, else 0.05"},
-		&cli.StringSliceFlag{Name: "tolerance", Usage: "override a tolerance, `METRIC=SPEC` such as denoise_stage=10% or 120ms, stage/DecodingStage=30%, peak_memory=2% or 256MB; METRIC is a class of the plan's [compare.tolerances] (e2e, stage, denoise_stage, non_denoise_stage, denoise_step, denoise_mean, peak_memory, request_latency) or a metric name (repeatable)"},
+		&cli.StringSliceFlag{Name: "tolerance", Usage: "override a tolerance, `METRIC=SPEC` such as denoise_stage=10% or 120ms, stage/DecodingStage=30%, peak_memory=2% or 256MB; METRIC is a class of the plan's [compare.tolerances] (" + strings.Join(plans.CompareMetrics, ", ") + ") or a metric name such as stage/DecodingStage (repeatable)"},
 		&cli.StringFlag{Name: "profilers", Value: "none", Usage: "comma list of the profilers whose cells are compared; profiled cells distort latency, so only none by default (all admits every cell)"},
 		&cli.IntFlag{Name: "baseline-runs", Usage: "history baseline: rolling median of the last `N` valid runs", DefaultText: "the plan's, else 5"},
 		&cli.IntFlag{Name: "consecutive", Usage: "history baseline: `N` violations in a row before a regression", DefaultText: "the plan's, else 2"},
@@ -209,10 +209,13 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 
 func historyCommand(std stdio) *cli.Command {
 	return &cli.Command{
-		Name:  "history",
-		Usage: "list the runs recorded in the history database",
+		Name:      "history",
+		Usage:     "list the runs recorded in the history database",
+		ArgsUsage: "[PLAN.toml | RUN_DIR | HISTORY.db]",
 		Description: `Lists one line per (run, configuration, metric) median, oldest first. The database is
---history PATH, else $RUNNER_HISTORY, else runs/history.db.`,
+--history PATH, else the one the argument names: a plan's (history.db in its output_dir,
+listing that plan's runs), a run directory's (history.db in the output directory it sits in,
+listing its plan's runs) or a database file; else $RUNNER_HISTORY, else runs/history.db.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "history", Usage: "history database `PATH`"},
 			&cli.StringFlag{Name: "plan", Usage: "only runs of the plan `NAME`"},
@@ -223,10 +226,24 @@ func historyCommand(std stdio) *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, csv, json or html"},
 		},
 		Action: func(c *cli.Context) error {
-			if _, err := positional(c, 0, 0, ""); err != nil {
+			args, err := positional(c, 0, 1, "[PLAN.toml | RUN_DIR | HISTORY.db]")
+			if err != nil {
 				return err
 			}
 			path := c.String("history")
+			planName := c.String("plan")
+			if len(args) == 1 {
+				p, name, err := historyOf(args[0])
+				if err != nil {
+					return err
+				}
+				if path == "" {
+					path = p
+				}
+				if planName == "" {
+					planName = name
+				}
+			}
 			if path == "" {
 				path = os.Getenv("RUNNER_HISTORY")
 			}
@@ -236,7 +253,7 @@ func historyCommand(std stdio) *cli.Command {
 			if _, err := os.Stat(path); err != nil {
 				return usageErr("history database %s: %v; `runner run` creates it, or pass --history PATH", path, err)
 			}
-			f := history.Filter{Plan: c.String("plan"), Cell: c.String("cell"), GPU: c.String("gpu")}
+			f := history.Filter{Plan: planName, Cell: c.String("cell"), GPU: c.String("gpu")}
 			if s := c.String("since"); s != "" {
 				d, err := parseAge(s)
 				if err != nil {
@@ -273,6 +290,31 @@ func historyCommand(std stdio) *cli.Command {
 			return usageErr("--format must be text, md, csv, json or html")
 		},
 	}
+}
+
+// historyOf is the history database an argument of runner history names, and the plan whose
+// runs to list ("" for all): a plan file's (its output_dir), a run directory's (the output
+// directory it sits in, as runner run appends to), or the database file itself.
+func historyOf(arg string) (path, plan string, err error) {
+	fi, err := os.Stat(arg)
+	if err != nil {
+		return "", "", usageErr("%s: %v; pass a plan, a run directory or a history database", arg, err)
+	}
+	if fi.IsDir() {
+		p, _, err := rundir.ReadPlan(arg)
+		if err != nil {
+			return "", "", usageErr("%s is a directory but not a run directory (%v); pass a plan, a run directory or a history database", arg, err)
+		}
+		return runner.HistoryPath(arg), p.Name, nil
+	}
+	if strings.HasSuffix(arg, ".toml") {
+		p, err := loadPlan(arg)
+		if err != nil {
+			return "", "", err
+		}
+		return filepath.Join(p.OutputDir, history.FileName), p.Name, nil
+	}
+	return arg, "", nil
 }
 
 // parseAge reads "30d" (days, which time.ParseDuration lacks) or any Go duration.

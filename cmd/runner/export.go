@@ -13,8 +13,9 @@ func exportCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "export",
 		Usage:     "write a cell's result in another tool's format",
-		ArgsUsage: "CELL_DIR",
-		Description: `Writes the result of one LLM serve cell to stdout in another tool's format.
+		ArgsUsage: "CELL_DIR | RUN_DIR",
+		Description: `Writes the result of one LLM serve cell (or of every LLM serve cell of a run directory, one
+line each, in the run's order) to stdout in another tool's format.
 --format bench_serving writes one line of SGLang bench_serving's --output-file JSONL
 (mean_ttft_ms, p99_itl_ms, output_throughput, ...), so dashboards that read
 bench_serving's results read the runner's.`,
@@ -23,7 +24,7 @@ bench_serving's results read the runner's.`,
 		},
 		// It writes only stdout: interruptible ends it at Ctrl-C even inside a read.
 		Action: interruptible(func(c *cli.Context) error {
-			args, err := positional(c, 1, 1, "CELL_DIR")
+			args, err := positional(c, 1, 1, "CELL_DIR | RUN_DIR")
 			if err != nil {
 				return err
 			}

@@ -56,9 +56,11 @@ func planPower(c *cli.Context, p *plans.Plan, cells []runner.CellLaunch) (*histo
 func planCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "plan",
-		Usage:     "validate a plan and print its cells with the exact argv and environment each would run",
+		Usage:     "validate a plan and print its cells with the exact argv, environment and requests each would run",
 		ArgsUsage: "PLAN.toml",
-		Description: `Validates PLAN.toml and prints each cell's argv and environment, then what comparisons of
+		Description: `Validates PLAN.toml and prints each cell's argv and environment (a serve cell also its
+POST /start_profile body and its requests, with one body; a Slurm plan the batch script its
+run would submit), then what comparisons of
 the plan's runs can detect: per configuration and headline metric, the minimum detectable
 change (MDC) of runner compare between two runs (from the plan's repeats and the run-to-run
 noise: measured by the history database when it has runs of the plan, else an assumed 2%),
@@ -83,6 +85,10 @@ change gets a warning that names the repeats that would. Nothing is created or w
 			if err != nil {
 				return err
 			}
+			sbatch, err := runner.DescribeSlurm(p, runner.Options{Simulate: c.Bool("simulate"), Exe: exe})
+			if err != nil {
+				return err
+			}
 			pw, hpath, err := planPower(c, p, cells)
 			if err != nil {
 				return err
@@ -90,7 +96,11 @@ change gets a warning that names the repeats that would. Nothing is created or w
 			if c.Bool("json") {
 				enc := json.NewEncoder(std.out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"plan": p.Name, "cells": cells, "detection": pw})
+				out := map[string]any{"plan": p.Name, "cells": cells, "detection": pw}
+				if sbatch != "" {
+					out["sbatch"] = sbatch
+				}
+				return enc.Encode(out)
 			}
 			fmt.Fprintf(std.out, "plan %s: %d cells (valid)\n", p.Name, len(cells))
 			for _, cl := range cells {
@@ -98,10 +108,43 @@ change gets a warning that names the repeats that would. Nothing is created or w
 				for _, k := range sortedEnvKeys(cl.Env) {
 					fmt.Fprintf(std.out, "  env:  %s=%s\n", k, shellQuote([]string{cl.Env[k]}))
 				}
+				if cl.StartProfile != nil {
+					b, _ := json.Marshal(cl.StartProfile)
+					fmt.Fprintf(std.out, "  POST /start_profile %s (then the measured requests, then POST /stop_profile)\n", b)
+				}
+				if r := cl.Request; r != nil {
+					fmt.Fprintf(std.out, "  requests: %s %s, %s\n    body: %s\n", r.Method, r.Path, requestCounts(r), r.Body)
+				}
+			}
+			if sbatch != "" {
+				fmt.Fprintf(std.out, "\nsbatch script of the run's job array (slurm/job-1.sbatch):\n")
+				for _, line := range strings.Split(strings.TrimRight(sbatch, "\n"), "\n") {
+					fmt.Fprintf(std.out, "  %s\n", line)
+				}
 			}
 			return history.WritePowerText(std.out, pw, hpath)
 		}),
 	}
+}
+
+// requestCounts says how many requests a serve cell sends and how fast.
+func requestCounts(r *runner.RequestPlan) string {
+	parts := []string{fmt.Sprintf("%d warmup", r.Warmup)}
+	if r.Duration != "" {
+		parts = append(parts, "measured for "+r.Duration)
+	} else {
+		parts = append(parts, fmt.Sprintf("%d measured", r.Requests))
+	}
+	if r.Concurrency > 0 {
+		parts = append(parts, fmt.Sprintf("concurrency %d", r.Concurrency))
+	}
+	if r.RequestRate != "" {
+		parts = append(parts, "rate "+r.RequestRate+"/s")
+	}
+	if r.Dataset != "" {
+		parts = append(parts, r.Dataset+" dataset")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // shellQuote renders argv for a human to read or paste; the runner itself never uses a shell.

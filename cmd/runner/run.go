@@ -20,7 +20,13 @@ func runCommand(std stdio) *cli.Command {
 		ArgsUsage: "PLAN.toml",
 		Description: `Runs each cell of the plan as one process (sglang generate, optionally under nsys
 profile), judges it (ok, invalid, failed, timeout, interrupted), exports and triages its
-traces, and prints a summary. Exit status: 0 all cells ok, 1 runner error, 2 plan or usage
+traces, and prints a summary.
+With [backend] mode = "serve" it starts a server instead (sglang serve, or vLLM-Omni with
+kind = "vllm-omni"; one per model and server arguments, or per cell with restart =
+"per-cell"; [backend] url attaches to a running one), waits until it is ready, and per cell
+sends the [load] requests (diffusion images or videos; LLM requests measured as
+bench_serving measures them: TTFT, TPOT, ITL, throughput), profiling them with a
+/start_profile window (torch) or nsys around the server. runner plan shows every request. Exit status: 0 all cells ok, 1 runner error, 2 plan or usage
 error, 3 a cell was invalid or failed, 4 a regression against --baseline, 130 interrupted
 (Ctrl-C), 143 stopped by SIGTERM.
 Every run is appended to the history database (--history, $RUNNER_HISTORY, or history.db

@@ -494,6 +494,14 @@ func (r *reader) name(id int64) (trace.NameID, error) {
 
 func (r *reader) noKernels(why string) error {
 	hints := "re-profile with `nsys profile --trace=cuda,nvtx ...`"
+	if c, err := r.census(); err == nil && c.Kernels == 0 {
+		// What the export does hold says which fix applies: advising --trace=cuda for a run
+		// that passed it, but whose window opened too late, misleads.
+		hints = c.NoKernelsAdvice()
+		if c.Empty() {
+			why = "the export holds no events of any kind"
+		}
+	}
 	if r.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE") {
 		var n int64
 		r.db.QueryRowContext(r.ctx, `SELECT count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE`).Scan(&n)

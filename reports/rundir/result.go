@@ -32,6 +32,18 @@ type CellResult struct {
 	Slurm *SlurmTask `json:"slurm,omitempty"`
 	// GPU is what the GPU noise guard saw before and after the cell (runner/gpucheck.go).
 	GPU *GPUCheck `json:"gpu,omitempty"`
+	// Trace is the size of a torch cell's traces against [profile] max_trace_mb.
+	Trace *TraceSize `json:"trace,omitempty"`
+}
+
+// TraceSize is what a torch cell's traces took: the measured figure per profiled step that
+// [profile] max_trace_mb's estimate can be checked against, and the cap the budget set.
+type TraceSize struct {
+	MB         float64 `json:"mb"`
+	Steps      int     `json:"steps"`                 // profiled steps
+	MBPerStep  float64 `json:"mb_per_step,omitempty"` // MB / Steps
+	BudgetMB   int     `json:"budget_mb,omitempty"`   // [profile] max_trace_mb; 0: none
+	CappedFrom int     `json:"capped_from,omitempty"` // the steps the plan asked for, when the budget capped them
 }
 
 // SlurmTask is the Slurm side of a cell's result: which job ran it and where.

@@ -86,6 +86,13 @@ func isSQLite(path string) bool {
 	return n == 16 && string(hdr[:]) == "SQLite format 3\x00"
 }
 
+// Census counts what the nsys export at path captured (nsysdb.CensusOf): the runner judges an
+// nsys cell by it before any triage, so a capture that missed the run is caught with
+// --no-triage too.
+func Census(ctx context.Context, path string) (nsysdb.Census, error) {
+	return nsysdb.CensusOf(ctx, path)
+}
+
 // StepTimings places a perf dump's denoise steps on the Unix clock: the dump's timestamp is
 // taken as the end of the request (sglang writes the dump when the request finishes), the
 // stages before DenoisingStage are laid end to end from the request's start, and the steps end

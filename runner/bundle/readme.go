@@ -442,6 +442,10 @@ func Issue(src string, opts IssueOptions) (string, error) {
 		n = 60
 	}
 	var w strings.Builder
+	if v.manifest.Simulated {
+		// First, before any number: a reader must not take invented timings for a GPU's.
+		w.WriteString("> **Simulated run** (`runner run --simulate`): sglang and nsys were the runner's built-in simulators; every timing below is invented.\n\n")
+	}
 	w.WriteString("### Describe the bug\n\n")
 	writeSymptom(&w, v)
 	w.WriteString("\n### Reproduction\n\n")
