@@ -1,10 +1,7 @@
 package triage
 
 import (
-	"compress/gzip"
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 )
 
@@ -13,15 +10,6 @@ import (
 // "Collective name" and message bytes, computed with encoding/json.
 func TestCollectivesRealNCCLArgs(t *testing.T) {
 	p := fixture(t, "hta-a100-ddp-nccl-rank0.json.gz")
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		TraceEvents []struct {
 			Cat  string         `json:"cat"`
@@ -29,9 +17,7 @@ func TestCollectivesRealNCCLArgs(t *testing.T) {
 			Args map[string]any `json:"args"`
 		} `json:"traceEvents"`
 	}
-	if err := json.NewDecoder(zr).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeGzipJSON(t, p, &doc)
 	type agg struct {
 		n   int
 		dur float64

@@ -1,9 +1,7 @@
 package triage
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"sort"
@@ -21,15 +19,6 @@ type rawIdle struct {
 
 func rawIdleOf(t *testing.T, path string, device int) rawIdle {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		TraceEvents []struct {
 			Ph   string  `json:"ph"`
@@ -43,9 +32,7 @@ func rawIdleOf(t *testing.T, path string, device int) rawIdle {
 			} `json:"args"`
 		} `json:"traceEvents"`
 	}
-	if err := json.NewDecoder(zr).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeGzipJSON(t, path, &doc)
 	type op struct {
 		s, e float64
 		corr int64

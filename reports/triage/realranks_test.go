@@ -1,9 +1,7 @@
 package triage
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -29,21 +27,10 @@ func kinetoHeader(path string) (int, int, error) {
 // section must equal, computed without the reader under test.
 func independentKernelUS(t *testing.T, path string) map[int]float64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		TraceEvents []map[string]any `json:"traceEvents"`
 	}
-	if err := json.NewDecoder(zr).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeGzipJSON(t, path, &doc)
 	per := map[int]float64{}
 	for _, e := range doc.TraceEvents {
 		if cat := e["cat"]; (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset") || e["ph"] != "X" {

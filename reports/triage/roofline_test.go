@@ -2,11 +2,9 @@ package triage
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"strings"
@@ -149,19 +147,6 @@ const realShapesTrace = "testdata/real/tracelens-mi300x-sglang-qwen3-8b-prefilld
 // independent count — the file walked as generic JSON, each kernel joined to the aten::mm CPU
 // op of its External id, 2·M·N·K per op from its Input Dims (each op counted once).
 func TestRooflineRealTraceGEMMFlops(t *testing.T) {
-	f, err := os.Open(realShapesTrace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Only the fields the count needs, decoded by encoding/json (no code of the reader).
 	var doc struct {
 		TraceEvents []struct {
@@ -172,9 +157,7 @@ func TestRooflineRealTraceGEMMFlops(t *testing.T) {
 			}
 		} `json:"traceEvents"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeGzipJSON(t, realShapesTrace, &doc)
 	mmFlops := map[float64]float64{} // External id -> 2·M·N·K
 	for _, e := range doc.TraceEvents {
 		if e.Cat != "cpu_op" || e.Name != "aten::mm" {
