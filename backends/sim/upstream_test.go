@@ -250,3 +250,26 @@ func TestProfilerDirAloneProfilesNothing(t *testing.T) {
 		t.Fatalf("a run without --profile profiled: %v\n%s", m, r.all())
 	}
 }
+
+// TestNoEndProfileRoute: both upstream servers route /start_profile and /stop_profile and have
+// no /end_profile (a name some guides use), which FastAPI answers with 404 like any unknown
+// route; the simulators answer the same, so a runner that called /end_profile would fail here
+// as it would against sglang.
+func TestNoEndProfileRoute(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--model-path", "Qwen/Qwen-Image"},
+		{"serve", "--model-type", "llm", "--model-path", "m"},
+	} {
+		s := startServe(t, baseEnv(t), args...)
+		s.waitHealth(t)
+		if code, b := postJSON(t, s.base+"/end_profile", nil); code != http.StatusNotFound {
+			t.Errorf("%v: /end_profile = %d %s, want 404 as upstream's FastAPI app answers", args, code, b)
+		}
+		if code, b := postJSON(t, s.base+"/start_profile", map[string]any{"output_dir": t.TempDir()}); code != 200 {
+			t.Errorf("%v: /start_profile = %d %s", args, code, b)
+		}
+		if code, b := postJSON(t, s.base+"/stop_profile", nil); code != 200 {
+			t.Errorf("%v: /stop_profile = %d %s", args, code, b)
+		}
+	}
+}
