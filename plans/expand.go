@@ -13,7 +13,8 @@ import (
 // model, prompt, resolution, steps, seed, input_len, output_len, server_args (in file order),
 // concurrency, request_rate, profiler, repeat. The order and
 // the ids depend only on the plan's contents, so re-reading the same plan gives the same cells
-// (resume relies on it).
+// (resume relies on it). [[matrix.exclude]] and [[matrix.include]] rules (matrixrules.go) drop
+// cells of the cross product; the cells that stay are numbered in order.
 //
 // Expand expects a plan returned by Load or Parse; on a hand-built plan, an absent resolution or
 // steps axis means the model's default, and an unparsable resolution is treated as absent.
@@ -24,6 +25,9 @@ func (p *Plan) Expand() []Cell {
 		key, lens := a.key(pt)
 		for _, prof := range a.profilers {
 			for rep := 1; rep <= a.repeats; rep++ {
+				if !p.Matrix.keep(a.ruleCell(pt, prof, rep)) {
+					continue
+				}
 				c := p.newCell(pt, len(cells), a.id(pt, len(cells), lens, prof, rep), key, prof, rep)
 				cells = append(cells, c)
 			}
@@ -127,6 +131,13 @@ func (a *expandAxes) each(f func(cellPoint)) {
 			}
 		}
 	}
+}
+
+// ruleCell is what [[matrix.exclude]] and [[matrix.include]] rules see of one cell.
+func (a *expandAxes) ruleCell(c cellPoint, prof string, rep int) ruleCell {
+	return ruleCell{model: a.m.Model[c.mi], prompt: a.m.Prompt[c.pi], profiler: prof, res: c.r, steps: c.st,
+		in: c.in, out: c.out, seed: c.seed, conc: c.pt.conc, hasConc: c.pt.hasConc, rate: c.pt.rate,
+		hasRate: c.pt.hasRates, repeat: rep}
 }
 
 // PromptHash is a prompt's part of a cell key without its "p": the first 4 bytes of the

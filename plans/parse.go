@@ -86,7 +86,7 @@ var schema = map[string][]string{
 	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
 		"restart", "host", "port", "ready_timeout", "model_type", "url"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len",
-		"server_args", "args", "concurrency", "request_rate"},
+		"server_args", "args", "concurrency", "request_rate", "exclude", "include"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages", "max_trace_mb",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout",
 		"activities", "with_stack", "record_shapes", "profile_stages", "vllm_profiler_config"},
@@ -101,6 +101,8 @@ var schema = map[string][]string{
 	// Sub-tables are listed by their dotted name.
 	"executor.slurm":               slurmKeys,
 	"profile.vllm_profiler_config": vllmProfilerKeys,
+	"matrix.exclude":               ruleKeys,
+	"matrix.include":               ruleKeys,
 }
 
 // The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
@@ -149,6 +151,8 @@ type rawMatrix struct {
 	Args              toml.Primitive `toml:"args"`
 	Concurrency       toml.Primitive `toml:"concurrency"`
 	RequestRate       toml.Primitive `toml:"request_rate"`
+	Exclude           toml.Primitive `toml:"exclude"`
+	Include           toml.Primitive `toml:"include"`
 }
 
 type rawProfile struct {
@@ -308,6 +312,8 @@ func (d *decoder) decodeMatrix(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("matrix", "input_len"), rm.InputLen, &m.InputLen, `an array of integers such as [128, 1024] (tokens)`)
 		decodeField(d, path("matrix", "output_len"), rm.OutputLen, &m.OutputLen, `an array of integers such as [32] (tokens)`)
 		d.decodeLLMMatrix(&rm, m)
+		m.Exclude = d.decodeRules("exclude", rm.Exclude)
+		m.Include = d.decodeRules("include", rm.Include)
 	}
 }
 

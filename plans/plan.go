@@ -90,6 +90,11 @@ type Matrix struct {
 	Args        []ServerArg `toml:"-" json:"args,omitempty"`
 	Concurrency []int       `toml:"concurrency" json:"concurrency,omitempty"`
 	RequestRate []float64   `toml:"-" json:"request_rate,omitempty"`
+	// Exclude and Include are [[matrix.exclude]] and [[matrix.include]] (matrixrules.go): the
+	// cells of the cross product that match an exclude rule are dropped unless they match an
+	// include rule.
+	Exclude []CellRule `toml:"-" json:"exclude,omitempty"`
+	Include []CellRule `toml:"-" json:"include,omitempty"`
 }
 
 // Profile selects profilers and sglang's torch-profiler options.

@@ -276,6 +276,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateExecutor(p)
 	d.validateGPUGate(p)
 	d.validateSize(p)
+	d.validateRules(p)
 }
 
 // validateSize checks the size of the matrix.
