@@ -1324,6 +1324,16 @@ func (g *gen) escape() {
 	c.Env = append(os.Environ(), envEscapeListen+"="+g.env[envEscapePort])
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.Start(); err == nil {
+		// The line says the worker holds its port, so the worker must hold it by then: a test
+		// that acts on the line (kills the runner, checks the port) raced the worker's start on
+		// a loaded machine. A daemonising worker is usually up before its parent says so, too.
+		addr := net.JoinHostPort("127.0.0.1", g.env[envEscapePort])
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				conn.Close()
+				break
+			}
+		}
 		g.log.log("started a detached worker (pid %d)", c.Process.Pid)
 		c.Process.Release()
 	}
