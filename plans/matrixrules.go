@@ -96,7 +96,6 @@ func (d *decoder) decodeRules(name string, prim toml.Primitive) []CellRule {
 	out := make([]CellRule, 0, len(raw))
 	for i, m := range raw {
 		var r CellRule
-		given := 0
 		for key := range m {
 			if !slices.Contains(ruleKeys, key) {
 				kk := path("matrix", name, key)
@@ -109,7 +108,6 @@ func (d *decoder) decodeRules(name string, prim toml.Primitive) []CellRule {
 			if !ok {
 				continue
 			}
-			given++
 			kk := path("matrix", name, key)
 			var err error
 			switch key {
@@ -143,7 +141,7 @@ func (d *decoder) decodeRules(name string, prim toml.Primitive) []CellRule {
 				d.typeError(kk, p, err, fmt.Sprintf("one value of the matrix's %s axis", key))
 			}
 		}
-		if given == 0 && len(m) == 0 {
+		if len(m) == 0 {
 			d.addElem(k, i, "", fmt.Sprintf("rule %d gives no key, so it matches every cell; give the values it matches, such as profiler = \"nsys\"", i+1))
 			continue
 		}

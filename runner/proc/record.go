@@ -110,8 +110,9 @@ type Stat struct {
 // ReadStat reads /proc/<pid>/stat; ok is false when the process is gone or
 // the file cannot be parsed.
 func ReadStat(pid int) (Stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	var buf [1024]byte
+	b, ok := readSmall([]byte("/proc/"+strconv.Itoa(pid)+"/stat"), buf[:])
+	if !ok {
 		return Stat{}, false
 	}
 	return parseStat(b)

@@ -265,15 +265,15 @@ type lazyRE struct {
 func lazy(src string) *lazyRE { return &lazyRE{src: src} }
 
 // compiled wraps an expression compiled already.
-func compiled(re *regexp.Regexp) *lazyRE {
-	l := &lazyRE{src: re.String(), re: re}
-	l.once.Do(func() {})
-	return l
-}
+func compiled(re *regexp.Regexp) *lazyRE { return &lazyRE{src: re.String(), re: re} }
 
-// get compiles the expression the first time.
+// get compiles the expression the first time, unless it came compiled.
 func (l *lazyRE) get() *regexp.Regexp {
-	l.once.Do(func() { l.re = regexp.MustCompile(l.src) })
+	l.once.Do(func() {
+		if l.re == nil {
+			l.re = regexp.MustCompile(l.src)
+		}
+	})
 	return l.re
 }
 
