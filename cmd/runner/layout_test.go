@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,6 +133,31 @@ func TestImportsPointDown(t *testing.T) {
 	sort.Strings(bad)
 	for _, b := range bad {
 		t.Error(b)
+	}
+}
+
+// leafImports are packages below the layers' rule: the one reader of files imports nothing of
+// this module, and the run directory's schema imports only plans and that reader, so that every
+// other package can read a file or a run directory without a cycle (tests included).
+var leafImports = map[string][]string{
+	"plans/infile":   {},
+	"reports/rundir": {"plans", "plans/infile"},
+}
+
+// TestLeafPackagesImportLittle is the rule of leafImports.
+func TestLeafPackagesImportLittle(t *testing.T) {
+	_, pkgs := loadPackages(t)
+	for dir, allowed := range leafImports {
+		pkg := pkgs[dir]
+		if pkg == nil {
+			t.Errorf("package %s not found", dir)
+			continue
+		}
+		for dep, files := range pkg.imports {
+			if dep != dir && !slices.Contains(allowed, dep) {
+				t.Errorf("%s imports %s in %s; it may import only %v of this module", dir, dep, files[0], allowed)
+			}
+		}
 	}
 }
 

@@ -2,12 +2,9 @@ package rundir
 
 import (
 	"errors"
-	"go/parser"
-	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -146,32 +143,6 @@ func TestWriteJSONEncodingAndRedact(t *testing.T) {
 	}
 	if err := WriteJSON(p, func() {}, nil); err == nil {
 		t.Error("encoding a func succeeded")
-	}
-}
-
-// TestImportsOnlyPlans keeps the package a leaf: of this module it may import plans and
-// plans/infile (the one reader of files, itself importing nothing of this module) alone, so
-// that every other package can read a run directory without a cycle.
-func TestImportsOnlyPlans(t *testing.T) {
-	ents, err := os.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, e.Name(), nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, im := range f.Imports {
-			path, _ := strconv.Unquote(im.Path.Value)
-			if strings.HasPrefix(path, "github.com/sglprof/") && path != "github.com/sglprof/runner/plans" && path != "github.com/sglprof/runner/plans/infile" {
-				t.Errorf("%s imports %s; rundir may import only plans and plans/infile of this module", e.Name(), path)
-			}
-		}
 	}
 }
 
