@@ -106,16 +106,24 @@ func captureManifest(ctx context.Context, p *plans.Plan, dir string, cells []pla
 		}
 	}
 	for _, c := range cells {
-		if c.Profiler == plans.ProfilerNsys {
-			probe("nsys", append(opts.nsysCommand(), "--version")...)
-			break
+		if c.Profiler != plans.ProfilerNsys {
+			continue
 		}
+		if opts.nsysProbe != nil { // preflight asked already
+			m.Probes["nsys"] = *opts.nsysProbe
+		} else {
+			probe("nsys", append(opts.nsysCommand(), "--version")...)
+		}
+		break
 	}
 	return m
 }
 
 // sglangPythonProbe asks the Python package for sglang's version when `sglang version` fails.
 var sglangPythonProbe = []string{"python3", "-c", "import importlib.metadata as m; print('sglang version:', m.version('sglang'))"}
+
+// probeOutputCap is how much of a probe's output the manifest keeps.
+const probeOutputCap = 4096
 
 // runProbe runs argv with a timeout and the cells' environment; any failure is recorded, never
 // returned, because a missing nvcc must not stop a run. It runs through proc.Probe like every
@@ -136,8 +144,8 @@ func runProbe(ctx context.Context, argv []string, env []string, timeout time.Dur
 		pr.WallNS = res.End.Sub(res.Start).Nanoseconds()
 	}
 	pr.Output = strings.TrimSpace(string(out.Stdout) + string(out.Stderr))
-	if len(pr.Output) > 4096 {
-		pr.Output = pr.Output[:4096] + "…"
+	if len(pr.Output) > probeOutputCap {
+		pr.Output = pr.Output[:probeOutputCap] + "…"
 	}
 	switch {
 	case res.TimedOut:

@@ -93,6 +93,9 @@ type Options struct {
 	gpus []int
 	// onSlurm is set when the cells run as a Slurm job array (resolveExecutor).
 	onSlurm bool
+	// nsysProbe is what preflight's `nsys --version` printed, so the manifest records it
+	// without starting nsys a second time.
+	nsysProbe *rundir.Probe
 	// lost keeps the results execute could not write (a full disk) for its summary.
 	lost *lostResults
 	// unwritten are the records startRun could not write; with any, execute runs no cell.
@@ -486,9 +489,11 @@ func preflight(ctx context.Context, cells []plans.Cell, opts *Options) error {
 		}
 	}
 	if needNsys {
-		if _, err := checkNsys(ctx, opts.nsysCommand(), opts.Env); err != nil {
+		pr, err := checkNsys(ctx, opts.nsysCommand(), opts.Env)
+		if err != nil {
 			return err
 		}
+		opts.nsysProbe = &pr
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sglprof/runner/reports/compare"
@@ -671,18 +672,22 @@ func trendChart(id string, c ConfigReport) svgChart {
 //go:embed report.html.tmpl
 var reportTmpl string
 
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"stat":   func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
-	"ns":     nsOrDash,
-	"p":      compare.FormatP,
-	"mdc":    compare.FormatMDC,
-	"method": compare.MethodLine,
-	"base":   compare.FormatBase,
-	"lower":  strings.ToLower,
-	"n":      f1,
-	"brk":    breakable,
-	"add":    func(a, b float64) float64 { return a + b },
-}).Parse(reportTmpl))
+// reportTemplate is parsed on first use, not at package init: every process start of the
+// runner (supervisors and simulators included) would otherwise pay for parsing it.
+var reportTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"stat":   func(s compare.Stat, unit string) string { return compare.FormatStat(s, unit) },
+		"ns":     nsOrDash,
+		"p":      compare.FormatP,
+		"mdc":    compare.FormatMDC,
+		"method": compare.MethodLine,
+		"base":   compare.FormatBase,
+		"lower":  strings.ToLower,
+		"n":      f1,
+		"brk":    breakable,
+		"add":    func(a, b float64) float64 { return a + b },
+	}).Parse(reportTmpl))
+})
 
 type htmlConfig struct {
 	ConfigReport
@@ -739,7 +744,7 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 	if err != nil {
 		return err
 	}
-	return reportTemplate.Execute(w, struct {
+	return reportTemplate().Execute(w, struct {
 		*Report
 		Rows        []htmlRow
 		CfgCommon   string // the configuration keys' shared parts ("*" where they differ)
