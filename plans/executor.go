@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 )
@@ -154,7 +155,7 @@ func (e Executor) GPUIDs(visible int) ([]int, error) {
 	return ParseGPUs(e.GPUs, visible)
 }
 
-var gpuListRE = regexp.MustCompile(`^\s*\d+\s*(,\s*\d+\s*)*$`)
+var gpuListRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*\d+\s*(,\s*\d+\s*)*$`) })
 
 // ParseGPUs resolves a gpus string into GPU indices: "all" or a list of ids ("0,1,2,3", "3";
 // a count is a TOML integer, see Executor.GPUIDs). visible is how many GPUs the machine
@@ -174,7 +175,7 @@ func ParseGPUs(s string, visible int) ([]int, error) {
 		}
 		return seq(visible), nil
 	}
-	if !gpuListRE.MatchString(s) {
+	if !gpuListRE().MatchString(s) {
 		return nil, fmt.Errorf(`gpus = %q: want "all", a list of GPU ids such as "0,1,2,3", or a count such as 4 (unquoted)`, s)
 	}
 	seen := map[int]bool{}
@@ -241,17 +242,21 @@ func (d *decoder) validateExecutor(p *Plan) {
 // another option in (time = "00:05:00 --chdir=/srv").
 var (
 	// slurmTimeRE: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or no limit.
-	slurmTimeRE = regexp.MustCompile(`^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|(?i:unlimited|infinite))$`)
+	slurmTimeRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|(?i:unlimited|infinite))$`)
+	})
 	// slurmNameRE: a partition, account or QOS name (a partition may be a comma list).
-	slurmNameRE     = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-	slurmNameListRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$`)
+	slurmNameRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+$`) })
+	slurmNameListRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$`) })
 	// slurmMemRE: a size with an optional unit (K, M, G, T), e.g. "64G"; 0 means all of a node's.
-	slurmMemRE = regexp.MustCompile(`^\d+[KMGTkmgt]?$`)
+	slurmMemRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d+[KMGTkmgt]?$`) })
 	// slurmConstraintRE: node features joined by & | , with counts (*2), brackets and parentheses.
-	slurmConstraintRE = regexp.MustCompile(`^[A-Za-z0-9_.:&|,*!()\[\]-]+$`)
+	slurmConstraintRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:&|,*!()\[\]-]+$`) })
 	// sbatchOptionRE: one extra_sbatch element: a long option with or without "=value", or a
 	// short option without a value. The value may hold anything but a line break (it is quoted).
-	sbatchOptionRE = regexp.MustCompile(`^(--[A-Za-z0-9][A-Za-z0-9-]*(=[^\x00-\x1f\x7f]*)?|-[A-Za-z])$`)
+	sbatchOptionRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(--[A-Za-z0-9][A-Za-z0-9-]*(=[^\x00-\x1f\x7f]*)?|-[A-Za-z])$`)
+	})
 )
 
 // sbatchReserved are the sbatch options the runner sets itself or that break its use of sbatch:
@@ -272,12 +277,12 @@ func (d *decoder) validateSlurmValues(s *SlurmSpec) {
 		re     *regexp.Regexp
 		want   string
 	}{
-		{"partition", s.Partition, slurmNameListRE, `a partition name such as "gpu" (or a list: "gpu,gpu-large")`},
-		{"account", s.Account, slurmNameRE, `an account name such as "perf"`},
-		{"qos", s.QOS, slurmNameRE, `a QOS name such as "normal"`},
-		{"time", s.Time, slurmTimeRE, `a Slurm time limit: minutes ("90"), "HH:MM:SS" ("01:30:00"), "D-HH:MM:SS" ("1-12:00:00") or "UNLIMITED"`},
-		{"mem", s.Mem, slurmMemRE, `a size such as "64G" (K, M, G or T; a bare number is MB)`},
-		{"constraint", s.Constraint, slurmConstraintRE, `node features such as "h100" or "h100&ib", without spaces`},
+		{"partition", s.Partition, slurmNameListRE(), `a partition name such as "gpu" (or a list: "gpu,gpu-large")`},
+		{"account", s.Account, slurmNameRE(), `an account name such as "perf"`},
+		{"qos", s.QOS, slurmNameRE(), `a QOS name such as "normal"`},
+		{"time", s.Time, slurmTimeRE(), `a Slurm time limit: minutes ("90"), "HH:MM:SS" ("01:30:00"), "D-HH:MM:SS" ("1-12:00:00") or "UNLIMITED"`},
+		{"mem", s.Mem, slurmMemRE(), `a size such as "64G" (K, M, G or T; a bare number is MB)`},
+		{"constraint", s.Constraint, slurmConstraintRE(), `node features such as "h100" or "h100&ib", without spaces`},
 	} {
 		if f.v != "" && !f.re.MatchString(f.v) {
 			d.addKey(path("executor", "slurm", f.key), fmt.Sprintf("executor.slurm.%s = %q is not %s", f.key, f.v, f.want))
@@ -288,7 +293,7 @@ func (d *decoder) validateSlurmValues(s *SlurmSpec) {
 		name, _, _ := strings.Cut(strings.TrimLeft(x, "-"), "=")
 		lower := strings.ToLower(x)
 		switch {
-		case !sbatchOptionRE.MatchString(x):
+		case !sbatchOptionRE().MatchString(x):
 			d.addElem(k, i, x, fmt.Sprintf(`%q is not one sbatch option: give each option as its own element, "--name" or "--name=value" (e.g. "--exclusive", "--gres=gpu:2"), without a line break`, x))
 		case strings.Contains(lower, "hetjob") || strings.Contains(lower, "packjob"):
 			d.addElem(k, i, x, fmt.Sprintf("%q contains the word sbatch may take for the separator of a heterogeneous job's components; the runner submits one job array", x))

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -535,7 +536,7 @@ func (d *decoder) decodeTolerances(prim toml.Primitive, c *Compare) {
 	}
 }
 
-var lineRE = regexp.MustCompile(`^toml: line (\d+)`)
+var lineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^toml: line (\d+)`) })
 
 // typeError records a value of the wrong type. The line is the one BurntSushi reports (from a
 // ParseError for errors our UnmarshalTOML returned, from the message text otherwise).
@@ -551,7 +552,7 @@ func (d *decoder) typeError(k []string, prim toml.Primitive, err error, expect s
 		line = pe.Position.Line
 		msg = pe.Message
 	} else {
-		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+		if m := lineRE().FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
 		var v any

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
@@ -192,8 +193,8 @@ func listTraceFiles(dir string) []string {
 }
 
 var (
-	rankLLM       = regexp.MustCompile(`-TP-(\d+)`)
-	rankDiffusion = regexp.MustCompile(`global-rank(\d+)`)
+	rankLLM       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`-TP-(\d+)`) })
+	rankDiffusion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`global-rank(\d+)`) })
 )
 
 // CheckServeTraces checks the traces of a cell before triage: at least one, each a complete
@@ -218,7 +219,7 @@ func CheckServeTraces(dir string, ranks int) ([]string, []string) {
 		if strings.HasPrefix(n, "merged-") {
 			continue
 		}
-		for _, re := range []*regexp.Regexp{rankLLM, rankDiffusion} {
+		for _, re := range []*regexp.Regexp{rankLLM(), rankDiffusion()} {
 			if m := re.FindStringSubmatch(n); m != nil {
 				seen[m[1]] = true
 			}

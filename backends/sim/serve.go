@@ -82,7 +82,9 @@ var diffusionServeSpecs = func() []argSpec {
 
 // llmHints mark model names the auto-detection treats as LLMs (real sglang reads the model's
 // config; the simulator has no files to read).
-var llmHints = regexp.MustCompile(`(?i)llama|instruct|qwen[23]|mistral|gpt|deepseek|gemma|phi-`)
+var llmHints = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)llama|instruct|qwen[23]|mistral|gpt|deepseek|gemma|phi-`)
+})
 
 // serveMain is `sglang serve ARGS` (llmEntry: `python -m sglang.launch_server ARGS`).
 func serveMain(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer, llmEntry bool) int {
@@ -107,7 +109,7 @@ func serveMain(ctx context.Context, args []string, env map[string]string, stdout
 	}
 	if modelType == "auto" {
 		modelType = "diffusion"
-		if _, known := resolveModel(model, ""); !known && llmHints.MatchString(model) {
+		if _, known := resolveModel(model, ""); !known && llmHints().MatchString(model) {
 			modelType = "llm"
 		}
 	}

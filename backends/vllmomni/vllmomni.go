@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sglprof/runner/backends"
@@ -168,7 +169,7 @@ func (b Backend) Assess(c plans.Cell, _ string, w backends.Watcher, _ rundir.Exi
 	return b.AssessCell(c, sw, nil)
 }
 
-var traceRank = regexp.MustCompile(`^trace_rank(\d+)\.json(\.gz)?$`)
+var traceRank = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^trace_rank(\d+)\.json(\.gz)?$`) })
 
 // Session is one profiling session directory and its per-rank traces.
 type Session struct {
@@ -188,7 +189,7 @@ func Sessions(traceDir string, skip map[string]bool) []Session {
 		s := Session{Dir: filepath.Join(traceDir, e.Name())}
 		files, _ := os.ReadDir(s.Dir)
 		for _, f := range files {
-			if traceRank.MatchString(f.Name()) {
+			if traceRank().MatchString(f.Name()) {
 				s.Traces = append(s.Traces, filepath.Join(s.Dir, f.Name()))
 			}
 		}

@@ -74,7 +74,7 @@ func FuzzNVTXLabel(f *testing.F) {
 		if !strings.HasPrefix(label, domain+":") || !strings.HasSuffix(label, got) || len(label) != len(domain)+1+len(got) {
 			t.Fatalf("RangeLabel(%q, %q) = %q", domain, got, label)
 		}
-		if steps := DenoiseStepPattern.FindStringSubmatch(got); steps != nil && len(steps) != 2 {
+		if steps := DenoiseStepPattern().FindStringSubmatch(got); steps != nil && len(steps) != 2 {
 			t.Fatalf("pattern groups %v", steps)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Version is an nsys export schema version (EXPORT_SCHEMA_VERSION), e.g. 3.28.1.
@@ -53,12 +54,12 @@ func ParseVersion(s string) (Version, error) {
 }
 
 // apiVersionSuffix is the "_v7000" / "_v10000" / "_ptsz_v7000" tail nsys appends to CUDA API names.
-var apiVersionSuffix = regexp.MustCompile(`_v[0-9]+$`)
+var apiVersionSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`_v[0-9]+$`) })
 
 // StripAPIVersion removes nsys's API version suffix, so cudaLaunchKernel_v7000 reads as
 // cudaLaunchKernel, the name Kineto traces and the CUDA documentation use.
 func StripAPIVersion(name string) string {
-	if loc := apiVersionSuffix.FindStringIndex(name); loc != nil && loc[0] > 0 {
+	if loc := apiVersionSuffix().FindStringIndex(name); loc != nil && loc[0] > 0 {
 		return name[:loc[0]]
 	}
 	return name

@@ -7,13 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/reports/trace"
 )
 
-// DenoiseStepPattern matches the NVTX ranges of diffusion denoising steps
+// DenoiseStepPattern returns the expression that matches the NVTX ranges of diffusion denoising steps
 // ("denoising_step_12"); its first group is the step index.
-var DenoiseStepPattern = regexp.MustCompile(`^denoising_step_(\d+)`)
+var DenoiseStepPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^denoising_step_(\d+)`) })
 
 // Step is one denoising step's interval, on the same clock as the window it is compared with.
 type Step struct {
@@ -26,7 +27,7 @@ type Step struct {
 // appearance. Steps are sorted by start.
 func StepsFromNVTX(t *trace.Trace, re *regexp.Regexp) []Step {
 	if re == nil {
-		re = DenoiseStepPattern
+		re = DenoiseStepPattern()
 	}
 	var steps []Step
 	for i := range t.Annotations {
@@ -86,7 +87,7 @@ func CoverFromNVTX(c *Capture, re *regexp.Regexp, totalSteps int) Coverage {
 		}
 	}
 	if len(steps) == 0 {
-		pattern := DenoiseStepPattern.String()
+		pattern := DenoiseStepPattern().String()
 		if re != nil {
 			pattern = re.String()
 		}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
@@ -295,7 +296,7 @@ func WriteCSV(w io.Writer, res *Result) error {
 	return cw.Error()
 }
 
-var benchNameRe = regexp.MustCompile(`[^A-Za-z0-9_./=-]+`)
+var benchNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_./=-]+`) })
 
 // WriteBenchstat writes every sample of the compared configurations in the Go benchmark
 // format, the base's after a "side: base" configuration line and the new run's after
@@ -324,14 +325,14 @@ func WriteBenchstat(w io.Writer, res *Result, base, cur *perf.Set) error {
 			if c == nil {
 				continue
 			}
-			name := "Benchmark" + benchNameRe.ReplaceAllString(key, "_")
+			name := "Benchmark" + benchNameRe().ReplaceAllString(key, "_")
 			for _, m := range c.MetricNames() {
 				unit := "ns/op"
 				if perf.Unit(m) == perf.UnitMB {
 					unit = "MB"
 				}
 				for _, v := range c.Metrics[m] {
-					if _, err := fmt.Fprintf(w, "%s/metric=%s 1 %s %s\n", name, benchNameRe.ReplaceAllString(strings.ReplaceAll(m, "/", "."), "_"), strconv.FormatFloat(v, 'f', -1, 64), unit); err != nil {
+					if _, err := fmt.Fprintf(w, "%s/metric=%s 1 %s %s\n", name, benchNameRe().ReplaceAllString(strings.ReplaceAll(m, "/", "."), "_"), strconv.FormatFloat(v, 'f', -1, 64), unit); err != nil {
 						return err
 					}
 				}

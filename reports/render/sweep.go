@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/reports/render/table"
 )
@@ -61,12 +62,12 @@ type svgLine struct {
 // sweepAxes are the key parts of the load axes: cells that differ only in them are one series
 // of the sweep chart (the points vllm bench sweep plots), everything else (model, lengths,
 // server args) tells series apart.
-var sweepAxes = regexp.MustCompile(`/(c[0-9]+|r(inf|[0-9.e+-]+))(/|$)`)
+var sweepAxes = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/(c[0-9]+|r(inf|[0-9.e+-]+))(/|$)`) })
 
 // seriesKey strips the concurrency and rate parts from a cell key.
 func seriesKey(key string) string {
 	for {
-		k := sweepAxes.ReplaceAllString(key, "$3")
+		k := sweepAxes().ReplaceAllString(key, "$3")
 		if k == key {
 			return strings.TrimSuffix(k, "/")
 		}
@@ -78,7 +79,7 @@ func seriesKey(key string) string {
 func loadParts(key string) []string {
 	var out []string
 	for _, p := range strings.Split(key, "/") {
-		if sweepAxes.MatchString("/" + p) {
+		if sweepAxes().MatchString("/" + p) {
 			out = append(out, p)
 		}
 	}

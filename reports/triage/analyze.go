@@ -585,7 +585,7 @@ func (c *traceCtx) canonID(id trace.NameID) int32 {
 // oneHeld is one for an analysed input; for a merged multi-rank trace (SGLang's merged-*
 // files) it also returns the held trace, whose other devices mergedRanks compares.
 func (a *analyzer) oneHeld(ctx context.Context, f Input) (InputInfo, []stageResult, *trace.Trace, error) {
-	if !reMerged.MatchString(filepath.Base(f.Path)) {
+	if !reMerged().MatchString(filepath.Base(f.Path)) {
 		info, res, err := a.one(ctx, f, true)
 		return info, res, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/reports/rundir"
 )
@@ -405,7 +406,7 @@ func diffFusions(b, n *Stage) []FusionDiff {
 
 // reNumSuffix is a trailing numeric suffix (_12, .3, _0_1): Triton numbers the kernels of a
 // compiled graph, and the numbers move when the graph changes.
-var reNumSuffix = regexp.MustCompile(`([_.]\d+)+$`)
+var reNumSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`([_.]\d+)+$`) })
 
 // NormalizeKernelName is the name Diff matches kernels by when their canonical names differ:
 // without template argument lists and parameter lists, with build hashes (a word part of 8 or
@@ -417,7 +418,7 @@ func NormalizeKernelName(name string) string {
 	s = dropGroups(s, '<', '>')
 	s = dropGroups(s, '(', ')')
 	s = replaceHashes(s)
-	s = reNumSuffix.ReplaceAllString(s, "")
+	s = reNumSuffix().ReplaceAllString(s, "")
 	return strings.Join(strings.Fields(s), " ")
 }
 

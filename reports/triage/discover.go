@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sglprof/runner/plans/infile"
@@ -142,13 +143,17 @@ type DiscoverOptions struct {
 }
 
 var (
-	reSGLang    = regexp.MustCompile(`^(.*?)-TP-(\d+)(?:-DP-(\d+))?(?:-PP-(\d+))?(?:-EP-(\d+))?(?:-([A-Za-z]+))?\.trace\.json(?:\.gz)?$`)
-	reMerged    = regexp.MustCompile(`^merged-.*\.trace\.json(?:\.gz)?$`)
-	reDiffusion = regexp.MustCompile(`^(.*?)(?:-(\d+)_steps|-full_stages)?-global-rank(\d+)\.trace\.json(?:\.gz)?$`)
-	reOmni      = regexp.MustCompile(`^trace_rank(\d+)\.json(?:\.gz)?$`)
-	reTPn       = regexp.MustCompile(`(?i)(?:^|[_-])tp(\d+)(?:[_.-]|$)`)
-	reRankN     = regexp.MustCompile(`(?i)(?:^|[_-])rank(\d+)(?:[_.-]|$)`)
-	reWorkerN   = regexp.MustCompile(`(?i)(?:^|[_-])worker(\d+)(?:[_.-]|$)`)
+	reSGLang = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(.*?)-TP-(\d+)(?:-DP-(\d+))?(?:-PP-(\d+))?(?:-EP-(\d+))?(?:-([A-Za-z]+))?\.trace\.json(?:\.gz)?$`)
+	})
+	reMerged    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^merged-.*\.trace\.json(?:\.gz)?$`) })
+	reDiffusion = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(.*?)(?:-(\d+)_steps|-full_stages)?-global-rank(\d+)\.trace\.json(?:\.gz)?$`)
+	})
+	reOmni    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^trace_rank(\d+)\.json(?:\.gz)?$`) })
+	reTPn     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(?:^|[_-])tp(\d+)(?:[_.-]|$)`) })
+	reRankN   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(?:^|[_-])rank(\d+)(?:[_.-]|$)`) })
+	reWorkerN = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(?:^|[_-])worker(\d+)(?:[_.-]|$)`) })
 )
 
 // notTraces are JSON files that sit next to traces in run directories and are never traces.
@@ -193,20 +198,20 @@ func classifyName(base string) (in Input, ok bool) {
 		in.Format = FormatNsys
 		fillLooseRank(&in, base)
 		return in, true
-	case reMerged.MatchString(base):
+	case reMerged().MatchString(base):
 		in.Merged = true
 		return in, true
 	}
-	if m := reSGLang.FindStringSubmatch(base); m != nil {
+	if m := reSGLang().FindStringSubmatch(base); m != nil {
 		in.Rank = RankID{TP: atoiOr(m[2], -1), DP: atoiOr(m[3], -1), PP: atoiOr(m[4], -1), EP: atoiOr(m[5], -1), Global: -1}
 		in.Stage = nameStage(m[6])
 		return in, true
 	}
-	if m := reDiffusion.FindStringSubmatch(base); m != nil {
+	if m := reDiffusion().FindStringSubmatch(base); m != nil {
 		in.Rank.Global = atoiOr(m[3], -1)
 		return in, true
 	}
-	if m := reOmni.FindStringSubmatch(base); m != nil {
+	if m := reOmni().FindStringSubmatch(base); m != nil {
 		in.Rank.Global = atoiOr(m[1], -1)
 		return in, true
 	}
@@ -227,11 +232,11 @@ func classifyName(base string) (in Input, ok bool) {
 
 // fillLooseRank applies the anchor's v2 rank patterns to names that follow no known scheme.
 func fillLooseRank(in *Input, base string) {
-	if m := reTPn.FindStringSubmatch(base); m != nil {
+	if m := reTPn().FindStringSubmatch(base); m != nil {
 		in.Rank.TP = atoiOr(m[1], -1)
 		return
 	}
-	for _, re := range []*regexp.Regexp{reRankN, reWorkerN} {
+	for _, re := range []*regexp.Regexp{reRankN(), reWorkerN()} {
 		if m := re.FindStringSubmatch(base); m != nil {
 			in.Rank.Global = atoiOr(m[1], -1)
 			return

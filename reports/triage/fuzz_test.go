@@ -26,7 +26,7 @@ func FuzzClassifyName(f *testing.F) {
 		if in.Format != FormatKineto && in.Format != FormatNsys {
 			t.Fatalf("format %q", in.Format)
 		}
-		if in.Rank.TP >= 0 && !in.Merged && reSGLang.MatchString(name) {
+		if in.Rank.TP >= 0 && !in.Merged && reSGLang().MatchString(name) {
 			again, _ := classifyName("x-" + in.Rank.String() + ".trace.json")
 			if again.Rank != in.Rank {
 				t.Fatalf("rank %+v renders as %q and parses back as %+v", in.Rank, in.Rank.String(), again.Rank)

@@ -4,11 +4,12 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/reports/trace"
 )
 
-var reDiffusionStage = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*Stage$`)
+var reDiffusionStage = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Za-z0-9]*Stage$`) })
 
 // annotationStage maps an annotation name to a stage label, or "" when it names no stage.
 // LLM: SGLang's step[EXTEND ...]/step[DECODE ...] (and the anchor generator's prefill_step_N /
@@ -26,7 +27,7 @@ func annotationStage(name string) string {
 		return StageMixed
 	case strings.HasPrefix(l, "denoising_step_"):
 		return "DenoisingStage"
-	case reDiffusionStage.MatchString(name):
+	case reDiffusionStage().MatchString(name):
 		return name
 	}
 	return ""

@@ -689,9 +689,9 @@ func scopeLabels(c *nsysdb.Capture, idx []int32) []trace.NameID {
 	return out
 }
 
-var decimalRun = regexp.MustCompile(`[0-9]+`)
+var decimalRun = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[0-9]+`) })
 
-func foldNumbers(s string) string { return decimalRun.ReplaceAllString(s, "N") }
+func foldNumbers(s string) string { return decimalRun().ReplaceAllString(s, "N") }
 
 // stageLabels gives every GPU op the name of the innermost range matching re around its launch
 // ("" outside every match).

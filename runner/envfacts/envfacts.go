@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/reports/compare"
@@ -43,9 +44,9 @@ type EnvFact struct {
 }
 
 var (
-	nvccRelease   = regexp.MustCompile(`release ([0-9][0-9.]*)(?:, V([0-9.]+))?`)
-	sglangVersion = regexp.MustCompile(`(?m)^sglang version:\s*(\S+)`)
-	sglangRev     = regexp.MustCompile(`(?m)^git revision:\s*(\S+)`)
+	nvccRelease   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`release ([0-9][0-9.]*)(?:, V([0-9.]+))?`) })
+	sglangVersion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^sglang version:\s*(\S+)`) })
+	sglangRev     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^git revision:\s*(\S+)`) })
 )
 
 // EnvFacts lists the environment of a manifest in a fixed order; a probe that failed says why.
@@ -81,7 +82,7 @@ func EnvFacts(m *rundir.Manifest) []EnvFact {
 	}
 	cuda := unknown("nvcc")
 	if p, ok := m.Probes["nvcc"]; ok && p.Available {
-		if mm := nvccRelease.FindStringSubmatch(p.Output); mm != nil {
+		if mm := nvccRelease().FindStringSubmatch(p.Output); mm != nil {
 			cuda = "nvcc " + mm[1]
 			if mm[2] != "" {
 				cuda += " (V" + mm[2] + ")"
@@ -93,9 +94,9 @@ func EnvFacts(m *rundir.Manifest) []EnvFact {
 	sgl := unknown("sglang")
 	for _, probe := range []string{"sglang", "sglang-python"} {
 		if p, ok := m.Probes[probe]; ok && p.Available {
-			if mm := sglangVersion.FindStringSubmatch(p.Output); mm != nil {
+			if mm := sglangVersion().FindStringSubmatch(p.Output); mm != nil {
 				sgl = mm[1]
-				if r := sglangRev.FindStringSubmatch(p.Output); r != nil {
+				if r := sglangRev().FindStringSubmatch(p.Output); r != nil {
 					sgl += " (git " + r[1] + ")"
 				}
 			} else {
@@ -163,7 +164,7 @@ func orDash(s string) string {
 }
 
 // topoLink is one cell of `nvidia-smi topo -m` that names how two GPUs are connected.
-var topoLink = regexp.MustCompile(`^(NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC)$`)
+var topoLink = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC)$`) })
 
 // gpuEnvFacts are the facts of the GPU environment (runner/gpuenv.go); none for a manifest
 // written before it existed, so such manifests read as they did.
@@ -198,7 +199,7 @@ func gpuEnvFacts(e *rundir.GPUEnv) []EnvFact {
 		counts := map[string]int{}
 		var order []string
 		for _, f := range strings.Fields(e.Topology) {
-			if topoLink.MatchString(f) {
+			if topoLink().MatchString(f) {
 				if counts[f] == 0 {
 					order = append(order, f)
 				}

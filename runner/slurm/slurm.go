@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sglprof/runner/runner/proc"
@@ -159,7 +160,7 @@ func Script(cfg Config, a Array) (string, error) {
 	for _, x := range cfg.ExtraSbatch {
 		opt, v, hasValue := strings.Cut(x, "=")
 		switch {
-		case !extraOptionRE.MatchString(opt):
+		case !extraOptionRE().MatchString(opt):
 			errs = append(errs, fmt.Errorf("extra sbatch option %q: not one option (--name or --name=value)", x))
 		case hasValue && directiveProblem(v) != "":
 			errs = append(errs, fmt.Errorf("extra sbatch option %q: %s", x, directiveProblem(v)))
@@ -205,7 +206,7 @@ func Script(cfg Config, a Array) (string, error) {
 // extraOptionRE is one sbatch option as extra_sbatch gives it, before any "=value": a long
 // option, or a short one (which then takes no value here: "-N2" or "-N 2" would be one
 // argument or two, so values go with the long form).
-var extraOptionRE = regexp.MustCompile(`^(--[A-Za-z0-9][A-Za-z0-9-]*|-[A-Za-z])$`)
+var extraOptionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(--[A-Za-z0-9][A-Za-z0-9-]*|-[A-Za-z])$`) })
 
 // CheckRunDir says why a run directory at path dir (or under it) cannot be named in a batch
 // script's directives (its --output), or nil. A space, quotes, '#' and '%' are fine (quoted,

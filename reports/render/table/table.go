@@ -15,6 +15,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -401,7 +402,9 @@ func WriteHTML(w io.Writer, t *Table) error {
 
 // reLambda matches the lambda and call-operator scaffolding of PyTorch functor names
 // ("::{lambda(…)#1}", "::operator(…)(…) const") after parentheses were elided.
-var reLambda = regexp.MustCompile(`::\{lambda\(…\)#\d+\}|::operator\(…\)\(…\)( const)?`)
+var reLambda = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`::\{lambda\(…\)#\d+\}|::operator\(…\)\(…\)( const)?`)
+})
 
 // Shorten bounds s to at most max runes, pprof-style for C++ names. It elides in steps and
 // stops as soon as the name fits: template arguments nested two deep become "<…>", then every
@@ -414,7 +417,7 @@ func Shorten(s string, max int) string {
 	for _, step := range []func(string) string{
 		func(x string) string { return elide(x, '<', '>', "<…>", 2) },
 		func(x string) string { return elide(x, '(', ')', "(…)", 1) },
-		func(x string) string { return reLambda.ReplaceAllString(x, "") },
+		func(x string) string { return reLambda().ReplaceAllString(x, "") },
 		func(x string) string { return elide(x, '<', '>', "<…>", 1) },
 	} {
 		s = step(s)
