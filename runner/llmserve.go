@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
@@ -23,6 +24,8 @@ const (
 	prefixGroups        = 4
 	// llmDurationPrompts is the prompt pool of a duration-bounded cell (cycled when exhausted).
 	llmDurationPrompts = 1000
+	// metricsInterval is how often /metrics is scraped during an LLM cell, on the run's clock.
+	metricsInterval = time.Second
 )
 
 // isLLMAPI reports whether a serve cell's API is measured by the streaming LLM benchmark.
@@ -64,8 +67,31 @@ func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requ
 	if err != nil {
 		return rundir.LoadSummary{}, nil, err
 	}
-	cfg.BeforeMeasured, cfg.Clock = beforeMeasured, clock
+	cfg.Clock = clock
+	// The server's own view (/metrics) is scraped from just before the first measured request
+	// to just after the last; a failed scrape is recorded in the result, never fatal.
+	sc := load.NewScraper(base, nil, metricsInterval, load.ScaleOf(clock))
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	scraping := make(chan struct{})
+	started := false
+	cfg.BeforeMeasured = func() error {
+		if beforeMeasured != nil {
+			if err := beforeMeasured(); err != nil {
+				return err
+			}
+		}
+		sc.Before(scrapeCtx)
+		started = true
+		go func() { defer close(scraping); sc.During(scrapeCtx) }()
+		return nil
+	}
 	rs, wall, runErr := load.Run(ctx, cfg)
+	stopScrape()
+	if started {
+		<-scraping
+		sc.After(ctx)
+	}
+	res.ServerMetrics = sc.Result()
 	slo := rundir.LLMSLO{TTFT: c.Load.SLOTTFT.Duration, TPOT: c.Load.SLOTPOT.Duration}
 	res.LLMSummary = load.SummarizeLLM(rs, wall, slo, approx)
 	if err := writeLLMRecords(cellDir, requests, rs); err != nil {
