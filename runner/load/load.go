@@ -96,7 +96,14 @@ type Config struct {
 	// BeforeMeasured, when set, runs after the warmup and before the first measured request
 	// (serve cells open their profiling window there); its error stops the run.
 	BeforeMeasured func() error
+	// Shards > 1 makes this run one of Shards client processes sharing one arrival schedule:
+	// it sends only the requests i with i % Shards == Shard, each at its time in the whole
+	// schedule, and returns only their records (MergeShards joins the clients' records).
+	Shard, Shards int
 }
+
+// owns reports whether request i is this client's (every request without sharding).
+func (c Config) owns(i int) bool { return c.Shards <= 1 || i%c.Shards == c.Shard }
 
 // Record is one request, of either kind. Times are offsets on the run's clock: Start from the
 // start of the measured phase (a warmup request: of the warmup), the others from the request's
@@ -222,7 +229,13 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 	start := time.Now()
 	for i := 0; ; i++ {
 		at, more := next(i)
-		if !more || !sleepUntil(ctx, start.Add(l.clock.Pace(at))) {
+		if !more {
+			break
+		}
+		if !cfg.owns(i) {
+			continue // another client's request: its arrival is drawn all the same
+		}
+		if !sleepUntil(ctx, start.Add(l.clock.Pace(at))) {
 			break
 		}
 		w, ok := p.acquire(ctx)
@@ -265,7 +278,7 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 	wall := l.clock.End(time.Since(start), lastEnd)
 	if ctx.Err() != nil {
 		for i, s := range sent {
-			if !s {
+			if !s && cfg.owns(i) {
 				recs = append(recs, Record{Index: i, Error: "not sent: " + ctx.Err().Error()})
 			}
 		}
