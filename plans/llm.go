@@ -118,6 +118,7 @@ func (d *decoder) decodeLLMLoad(rl *rawLoad, l *LoadSpec) {
 	decodeField(d, path("load", "dataset_path"), rl.DatasetPath, &l.DatasetPath, `a string: the path of a ShareGPT JSON file`)
 	decodeField(d, path("load", "slo_ttft"), rl.SLOTTFT, &l.SLOTTFT, `a duration string such as "200ms"`)
 	decodeField(d, path("load", "slo_tpot"), rl.SLOTPOT, &l.SLOTPOT, `a duration string such as "50ms"`)
+	decodeField(d, path("load", "clients"), rl.Clients, &l.Clients, `an integer such as 2`)
 }
 
 // rate decodes one request rate: a number > 0 or "inf" (stored as 0). elem >= 0 names an
@@ -295,9 +296,12 @@ func applyLLMDefaults(p *Plan, set func(k ...string) bool) {
 	}
 }
 
+// MaxClients bounds [load] clients: client processes run on the runner's machine.
+const MaxClients = 64
+
 // llmLoadKeys are the [load] keys only an LLM cell uses.
 var llmLoadKeys = []string{"request_rate", "burstiness", "max_concurrency", "duration", "dataset",
-	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot"}
+	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "clients"}
 
 // validateLLM checks the benchmark keys. planFile resolves a relative dataset_path.
 func (d *decoder) validateLLM(p *Plan, planFile string) {
@@ -347,6 +351,12 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 	}
 	if k := path("load", "max_concurrency"); d.check(k...) && l.MaxConcurrency < 0 {
 		d.addKey(k, fmt.Sprintf("%d: it must be >= 1, or 0 (the default) for no cap", l.MaxConcurrency))
+	}
+	if k := path("load", "clients"); d.check(k...) && (l.Clients < 0 || l.Clients > MaxClients) {
+		d.addKey(k, fmt.Sprintf("%d: it must be between 1 and %d (client processes on this machine)", l.Clients, MaxClients))
+	}
+	if k := path("load", "clients"); d.check(k...) && l.Clients > 1 && l.MaxConcurrency > 0 && l.MaxConcurrency < l.Clients {
+		d.addKey(k, fmt.Sprintf("%d clients cannot share max_concurrency = %d (each keeps at least one request in flight); use at most %d clients", l.Clients, l.MaxConcurrency, l.MaxConcurrency))
 	}
 	if k := path("load", "random_range_ratio"); d.check(k...) && !(l.RandomRangeRatio > 0 && l.RandomRangeRatio <= 1) {
 		d.addKey(k, fmt.Sprintf("%v is outside (0, 1]; lengths are drawn from [len·ratio, len], 1 means exactly len", l.RandomRangeRatio))

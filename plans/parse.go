@@ -198,6 +198,7 @@ type rawLoad struct {
 	DatasetPath      toml.Primitive `toml:"dataset_path"`
 	SLOTTFT          toml.Primitive `toml:"slo_ttft"`
 	SLOTPOT          toml.Primitive `toml:"slo_tpot"`
+	Clients          toml.Primitive `toml:"clients"`
 }
 
 type rawCompare struct {

@@ -40,9 +40,12 @@ func isLLMAPI(api string) bool { return load.LLMPath(api) != "" }
 // latency over the same requests) and the LLM result (serve.llm). err is set when the
 // benchmark could not run (a dataset that cannot be read) or ctx ended; failed requests are not
 // errors but counted in the summary, for the caller's max_error_rate check.
-func measureLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, clock load.Clock) (rundir.LoadSummary, *rundir.LLMResult, error) {
+//
+// With [load] clients > 1 the measured requests are sent by client processes that clients
+// starts (llmclients.go).
+func measureLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, clock load.Clock, clients clientStarter) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	c.Load.Warmup = 0
-	return runLLM(ctx, base, c, cellDir, requests, nil, clock)
+	return runLLM(ctx, base, c, cellDir, requests, nil, clock, clients)
 }
 
 // runLLMLoad is a whole LLM client phase: the warmup, then beforeMeasured (a torch cell's
@@ -55,14 +58,14 @@ func runLLMLoad(ctx context.Context, base string, c plans.Cell, cellDir string, 
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
-	sum, res, err := runLLM(ctx, base, c, cellDir, w, beforeMeasured, load.RealClock{})
+	sum, res, err := runLLM(ctx, base, c, cellDir, w, beforeMeasured, load.RealClock{}, nil)
 	if ferr := w.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("request records: %w", ferr)
 	}
 	return sum, res, err
 }
 
-func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, beforeMeasured func() error, clock load.Clock) (rundir.LoadSummary, *rundir.LLMResult, error) {
+func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, beforeMeasured func() error, clock load.Clock, clients clientStarter) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	cfg, res, approx, err := llmConfig(base, c)
 	if err != nil {
 		return rundir.LoadSummary{}, nil, err
@@ -85,7 +88,25 @@ func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requ
 		go func() { defer close(scraping); sc.During(scrapeCtx) }()
 		return nil
 	}
-	rs, wall, runErr := load.Run(ctx, cfg)
+	var rs []load.Record
+	var wall time.Duration
+	var runErr error
+	if c.Load.Clients > 1 {
+		var scale float64 // the clients' clock: the simulated server's at its scale, else their own
+		if sc, ok := clock.(load.SimClock); ok {
+			scale = sc.Scale
+		}
+		rs, wall, runErr = runClients(ctx, base, c, cellDir, cfg, scale, clients)
+		if rs == nil && runErr != nil {
+			stopScrape()
+			if started {
+				<-scraping
+			}
+			return rundir.LoadSummary{}, nil, runErr
+		}
+	} else {
+		rs, wall, runErr = load.Run(ctx, cfg)
+	}
 	stopScrape()
 	if started {
 		<-scraping
