@@ -199,6 +199,7 @@ type rawLoad struct {
 	SLOTTFT          toml.Primitive `toml:"slo_ttft"`
 	SLOTPOT          toml.Primitive `toml:"slo_tpot"`
 	Clients          toml.Primitive `toml:"clients"`
+	TraceSlowdown    toml.Primitive `toml:"trace_slowdown"`
 }
 
 type rawCompare struct {

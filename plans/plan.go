@@ -148,6 +148,8 @@ type LoadSpec struct {
 	// Clients is how many client processes share the load (each sends its share of one
 	// arrival schedule; their records are merged); 0 or 1 = the runner itself.
 	Clients int `toml:"clients" json:"clients,omitempty"`
+	// TraceSlowdown multiplies a Mooncake trace's arrival times (2 = half the rate); 0 means 1.
+	TraceSlowdown float64 `toml:"trace_slowdown" json:"trace_slowdown,omitempty"`
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.

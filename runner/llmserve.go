@@ -150,8 +150,16 @@ func llmConfig(base string, c plans.Cell) (cfg load.Config, res *rundir.LLMResul
 	if pool == 0 {
 		pool = llmDurationPrompts
 	}
-	prompts, err := llmPrompts(c, pool)
-	if err != nil {
+	var prompts []load.Prompt
+	if l.Dataset == plans.DatasetMooncake {
+		// The trace's arrival times replace request_rate and burstiness; a count-bounded cell
+		// replays its first requests (at most the trace's).
+		prompts, cfg.Arrivals, err = load.MooncakePrompts(l.DatasetPath, pool, l.TraceSlowdown)
+		if err != nil {
+			return cfg, nil, false, fmt.Errorf("%w; check [load] dataset_path", err)
+		}
+		cfg.Requests = min(n, len(prompts))
+	} else if prompts, err = llmPrompts(c, pool); err != nil {
 		return cfg, nil, false, err
 	}
 	if cfg.Build, err = load.LLMRequests(api, c.Model, prompts); err != nil {

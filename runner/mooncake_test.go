@@ -1,0 +1,44 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/sglprof/runner/runner/load"
+)
+
+// A Mooncake trace replayed against the simulator: every request of the trace at its time with
+// its exact lengths, and the server's /metrics shows the prefix cache hit by the trace's shared
+// blocks.
+func TestRunLLMMooncakeTrace(t *testing.T) {
+	sample, err := filepath.Abs("../testdata/mooncake-sample.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startLLMSim(t, "0.002", "--enable-metrics")
+	c := testPlan(t, `name = "trace"
+[backend]
+mode = "serve"
+[matrix]
+model = ["Qwen/Qwen2.5-0.5B-Instruct"]
+[load]
+dataset = "mooncake"
+dataset_path = "`+sample+`"
+trace_slowdown = 0.5
+requests = 100
+`).Expand()[0]
+	_, res, err := runLLM(context.Background(), base, c, t.TempDir(), &bytes.Buffer{}, nil, load.SimClock{Scale: 0.002}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sample's six requests (requests = 100 replays the whole trace), exact lengths.
+	if res.Completed != 6 || res.TotalInput != 1100+700+1536+300+1024+520 || res.TotalOutput != 12+8+16+6+10+4 || res.ApproxInput {
+		t.Errorf("completed %d, tokens %d/%d, approx %v", res.Completed, res.TotalInput, res.TotalOutput, res.ApproxInput)
+	}
+	m := res.ServerMetrics
+	if m == nil || m.CacheHitRate == nil || !(*m.CacheHitRate > 0.2) || m.HitRateFrom != "counters" {
+		t.Errorf("server metrics %+v: want the shared blocks' hits", m)
+	}
+}
