@@ -26,13 +26,16 @@ const (
 	DatasetRandom   = "random"   // random token ids with lengths from input_len/output_len
 	DatasetShareGPT = "sharegpt" // the first turns of a local ShareGPT-layout JSON file
 	DatasetPrefix   = "prefix"   // generated groups of prompts sharing a system prefix
+	// DatasetMultiTurn continues the conversations of a local ShareGPT-layout file turn by turn
+	// (each request carries the conversation so far), so the prefix cache is exercised.
+	DatasetMultiTurn = "multiturn"
 )
 
 // APIChat is OpenAI POST /v1/chat/completions (text prompts only).
 const APIChat = "chat"
 
 // Datasets lists the values of load.dataset.
-var Datasets = []string{DatasetRandom, DatasetShareGPT, DatasetPrefix, DatasetMooncake}
+var Datasets = []string{DatasetRandom, DatasetShareGPT, DatasetPrefix, DatasetMooncake, DatasetMultiTurn}
 
 // Defaults of the LLM benchmark keys.
 const (
@@ -113,7 +116,7 @@ func (d *decoder) decodeLLMLoad(rl *rawLoad, l *LoadSpec) {
 	d.decodeFloat(path("load", "burstiness"), rl.Burstiness, &l.Burstiness, `a number > 0 such as 1 (Poisson)`)
 	decodeField(d, path("load", "max_concurrency"), rl.MaxConcurrency, &l.MaxConcurrency, `an integer such as 64`)
 	decodeField(d, path("load", "duration"), rl.Duration, &l.Duration, `a duration string such as "60s"`)
-	decodeField(d, path("load", "dataset"), rl.Dataset, &l.Dataset, `a string: "random", "sharegpt", "prefix" or "mooncake"`)
+	decodeField(d, path("load", "dataset"), rl.Dataset, &l.Dataset, `a string: "random", "sharegpt", "prefix", "multiturn" or "mooncake"`)
 	d.decodeFloat(path("load", "random_range_ratio"), rl.RandomRangeRatio, &l.RandomRangeRatio, `a number in (0, 1] such as 0.5`)
 	decodeField(d, path("load", "dataset_path"), rl.DatasetPath, &l.DatasetPath, `a string: the path of a ShareGPT JSON file`)
 	decodeField(d, path("load", "slo_ttft"), rl.SLOTTFT, &l.SLOTTFT, `a duration string such as "200ms"`)
@@ -394,9 +397,9 @@ func (d *decoder) validateDataset(l *LoadSpec, planFile string) {
 			d.addKey(ks, fmt.Sprintf("%v: the factor the trace's arrival times are multiplied by must be > 0 (2 = half the rate)", l.TraceSlowdown))
 		}
 	}
-	if l.Dataset != DatasetShareGPT && l.Dataset != DatasetMooncake {
+	if l.Dataset != DatasetShareGPT && l.Dataset != DatasetMooncake && l.Dataset != DatasetMultiTurn {
 		if d.md.IsDefined(kp...) {
-			d.addKey(kp, fmt.Sprintf(`only used with dataset = "sharegpt" or "mooncake" (it is %q); drop it or set the dataset`, l.Dataset))
+			d.addKey(kp, fmt.Sprintf(`only used with dataset = "sharegpt", "multiturn" or "mooncake" (it is %q); drop it or set the dataset`, l.Dataset))
 		}
 		return
 	}

@@ -199,6 +199,15 @@ func llmPrompts(c plans.Cell, n int) ([]load.Prompt, error) {
 			ps = append(ps, ps[:min(len(ps), n-len(ps))]...)
 		}
 		return ps, nil
+	case plans.DatasetMultiTurn:
+		ps, err := load.ShareGPTTurnPrompts(c.Load.DatasetPath, n, c.OutputLen, seed)
+		if err != nil {
+			return nil, fmt.Errorf("%w; check [load] dataset_path", err)
+		}
+		for len(ps) < n { // a small file is cycled, whole conversations at a time
+			ps = append(ps, ps[:min(len(ps), n-len(ps))]...)
+		}
+		return ps, nil
 	case plans.DatasetPrefix:
 		// Three quarters of the input is the group's shared prefix, the rest the question.
 		prefix := max(in*3/4, 1)

@@ -42,3 +42,35 @@ requests = 100
 		t.Errorf("server metrics %+v: want the shared blocks' hits", m)
 	}
 }
+
+// Multi-turn conversations against the simulator: the later turns find the earlier ones in the
+// server's prefix cache.
+func TestRunLLMMultiTurn(t *testing.T) {
+	sample, err := filepath.Abs("../testdata/sharegpt-sample.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startLLMSim(t, "0.002", "--enable-metrics")
+	c := testPlan(t, `name = "turns"
+[backend]
+mode = "serve"
+[matrix]
+model = ["Qwen/Qwen2.5-0.5B-Instruct"]
+output_len = [4]
+[load]
+api = "completions"
+dataset = "multiturn"
+dataset_path = "`+sample+`"
+requests = 25
+`).Expand()[0]
+	_, res, err := runLLM(context.Background(), base, c, t.TempDir(), &bytes.Buffer{}, nil, load.SimClock{Scale: 0.002}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Completed != 25 || !res.ApproxInput || res.Dataset != "multiturn" {
+		t.Errorf("completed %d, approx %v, dataset %q", res.Completed, res.ApproxInput, res.Dataset)
+	}
+	if m := res.ServerMetrics; m == nil || m.CacheHitRate == nil || !(*m.CacheHitRate > 0) {
+		t.Errorf("server metrics %+v: want the earlier turns' hits", m)
+	}
+}

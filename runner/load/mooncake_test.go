@@ -74,3 +74,44 @@ func TestRunOnTraceArrivals(t *testing.T) {
 		t.Error("more requests than the schedule were accepted")
 	}
 }
+
+// Multi-turn: each request of a conversation carries the conversation so far, so consecutive
+// requests share a prefix; conversations stay whole and in order.
+func TestShareGPTTurnPrompts(t *testing.T) {
+	const data = `[{"id": "a", "conversations": [
+		{"from": "human", "value": "first question about rivers and stones"},
+		{"from": "gpt", "value": "a first answer that is long enough"},
+		{"from": "human", "value": "second question about the same rivers"},
+		{"from": "gpt", "value": "a second answer, also long enough here"},
+		{"from": "human", "value": "hi"}]},
+	{"id": "b", "conversations": [{"from": "human", "value": "only one question here to ask"}]},
+	{"id": "c", "conversations": [
+		{"from": "human", "value": "another conversation opens with this"},
+		{"from": "gpt", "value": "and gets a reply of some length"}]}]`
+	ps, err := readShareGPTTurns(strings.NewReader(data), "s.json", 0, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 {
+		t.Fatalf("%d requests, want 2 turns of a and 1 of c (b has no reply, a's last turn is too short)", len(ps))
+	}
+	var a0, a1 *Prompt
+	for i := range ps {
+		if strings.HasPrefix(ps[i].Text, "first question") {
+			if strings.Contains(ps[i].Text, "second question") {
+				a1 = &ps[i]
+			} else {
+				a0 = &ps[i]
+			}
+		}
+	}
+	if a0 == nil || a1 == nil || !strings.HasPrefix(a1.Text, a0.Text) || !strings.Contains(a1.Text, "a first answer") {
+		t.Fatalf("turns of a: %+v", ps)
+	}
+	if &ps[0] != a0 && &ps[1] != a0 || !a0.ApproxInput || a1.InputLen <= a0.InputLen {
+		t.Errorf("a's turns not consecutive and in order, or lengths not estimated: %+v", ps)
+	}
+	if ps, err := readShareGPTTurns(strings.NewReader(data), "s.json", 1, 7, 1); err != nil || len(ps) != 1 || ps[0].OutputLen != 7 {
+		t.Errorf("n = 1, output 7: %+v %v", ps, err)
+	}
+}
