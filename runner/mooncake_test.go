@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
 	"testing"
 
@@ -72,5 +73,20 @@ requests = 25
 	}
 	if m := res.ServerMetrics; m == nil || m.CacheHitRate == nil || !(*m.CacheHitRate > 0) {
 		t.Errorf("server metrics %+v: want the earlier turns' hits", m)
+	}
+}
+
+// cells.json records every dataset file a plan reads (a trace, a multi-turn file), so
+// exec-cell, --resume and bundles read the file the run read.
+func TestDatasetRecordEveryDatasetFile(t *testing.T) {
+	sample, err := filepath.Abs("../testdata/mooncake-sample.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPlan(t, "name = \"trace\"\n[backend]\nmode = \"serve\"\nmodel_type = \"llm\"\n[matrix]\nmodel = [\"m\"]\n[load]\ndataset = \"mooncake\"\ndataset_path = \""+sample+"\"\n")
+	opts := Options{Logger: slog.New(slog.DiscardHandler)}
+	rec := datasetRecord(context.Background(), p, &opts)
+	if rec == nil || rec.Path != sample || rec.SHA256 == "" {
+		t.Errorf("mooncake dataset record %+v", rec)
 	}
 }
