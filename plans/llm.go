@@ -26,13 +26,16 @@ const (
 	DatasetRandom   = "random"   // random token ids with lengths from input_len/output_len
 	DatasetShareGPT = "sharegpt" // the first turns of a local ShareGPT-layout JSON file
 	DatasetPrefix   = "prefix"   // generated groups of prompts sharing a system prefix
+	// DatasetMultiTurn continues the conversations of a local ShareGPT-layout file turn by turn
+	// (each request carries the conversation so far), so the prefix cache is exercised.
+	DatasetMultiTurn = "multiturn"
 )
 
 // APIChat is OpenAI POST /v1/chat/completions (text prompts only).
 const APIChat = "chat"
 
 // Datasets lists the values of load.dataset.
-var Datasets = []string{DatasetRandom, DatasetShareGPT, DatasetPrefix}
+var Datasets = []string{DatasetRandom, DatasetShareGPT, DatasetPrefix, DatasetMooncake, DatasetMultiTurn}
 
 // Defaults of the LLM benchmark keys.
 const (
@@ -113,11 +116,13 @@ func (d *decoder) decodeLLMLoad(rl *rawLoad, l *LoadSpec) {
 	d.decodeFloat(path("load", "burstiness"), rl.Burstiness, &l.Burstiness, `a number > 0 such as 1 (Poisson)`)
 	decodeField(d, path("load", "max_concurrency"), rl.MaxConcurrency, &l.MaxConcurrency, `an integer such as 64`)
 	decodeField(d, path("load", "duration"), rl.Duration, &l.Duration, `a duration string such as "60s"`)
-	decodeField(d, path("load", "dataset"), rl.Dataset, &l.Dataset, `a string: "random", "sharegpt" or "prefix"`)
+	decodeField(d, path("load", "dataset"), rl.Dataset, &l.Dataset, `a string: "random", "sharegpt", "prefix", "multiturn" or "mooncake"`)
 	d.decodeFloat(path("load", "random_range_ratio"), rl.RandomRangeRatio, &l.RandomRangeRatio, `a number in (0, 1] such as 0.5`)
 	decodeField(d, path("load", "dataset_path"), rl.DatasetPath, &l.DatasetPath, `a string: the path of a ShareGPT JSON file`)
 	decodeField(d, path("load", "slo_ttft"), rl.SLOTTFT, &l.SLOTTFT, `a duration string such as "200ms"`)
 	decodeField(d, path("load", "slo_tpot"), rl.SLOTPOT, &l.SLOTPOT, `a duration string such as "50ms"`)
+	decodeField(d, path("load", "clients"), rl.Clients, &l.Clients, `an integer such as 2`)
+	d.decodeFloat(path("load", "trace_slowdown"), rl.TraceSlowdown, &l.TraceSlowdown, `a number > 0 such as 2 (half the trace's rate)`)
 }
 
 // rate decodes one request rate: a number > 0 or "inf" (stored as 0). elem >= 0 names an
@@ -295,9 +300,12 @@ func applyLLMDefaults(p *Plan, set func(k ...string) bool) {
 	}
 }
 
+// MaxClients bounds [load] clients: client processes run on the runner's machine.
+const MaxClients = 64
+
 // llmLoadKeys are the [load] keys only an LLM cell uses.
 var llmLoadKeys = []string{"request_rate", "burstiness", "max_concurrency", "duration", "dataset",
-	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot"}
+	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "clients", "trace_slowdown"}
 
 // validateLLM checks the benchmark keys. planFile resolves a relative dataset_path.
 func (d *decoder) validateLLM(p *Plan, planFile string) {
@@ -348,6 +356,12 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 	if k := path("load", "max_concurrency"); d.check(k...) && l.MaxConcurrency < 0 {
 		d.addKey(k, fmt.Sprintf("%d: it must be >= 1, or 0 (the default) for no cap", l.MaxConcurrency))
 	}
+	if k := path("load", "clients"); d.check(k...) && (l.Clients < 0 || l.Clients > MaxClients) {
+		d.addKey(k, fmt.Sprintf("%d: it must be between 1 and %d (client processes on this machine)", l.Clients, MaxClients))
+	}
+	if k := path("load", "clients"); d.check(k...) && l.Clients > 1 && l.MaxConcurrency > 0 && l.MaxConcurrency < l.Clients {
+		d.addKey(k, fmt.Sprintf("%d clients cannot share max_concurrency = %d (each keeps at least one request in flight); use at most %d clients", l.Clients, l.MaxConcurrency, l.MaxConcurrency))
+	}
 	if k := path("load", "random_range_ratio"); d.check(k...) && !(l.RandomRangeRatio > 0 && l.RandomRangeRatio <= 1) {
 		d.addKey(k, fmt.Sprintf("%v is outside (0, 1]; lengths are drawn from [len·ratio, len], 1 means exactly len", l.RandomRangeRatio))
 	}
@@ -376,17 +390,28 @@ func (d *decoder) validateDataset(l *LoadSpec, planFile string) {
 	if !d.check(kp...) {
 		return
 	}
-	if l.Dataset != DatasetShareGPT {
+	if ks := path("load", "trace_slowdown"); d.check(ks...) && d.md.IsDefined(ks...) {
+		if l.Dataset != DatasetMooncake {
+			d.addKey(ks, fmt.Sprintf(`only used with dataset = "mooncake" (it is %q); drop it`, l.Dataset))
+		} else if !(l.TraceSlowdown > 0) || math.IsInf(l.TraceSlowdown, 0) {
+			d.addKey(ks, fmt.Sprintf("%v: the factor the trace's arrival times are multiplied by must be > 0 (2 = half the rate)", l.TraceSlowdown))
+		}
+	}
+	if l.Dataset != DatasetShareGPT && l.Dataset != DatasetMooncake && l.Dataset != DatasetMultiTurn {
 		if d.md.IsDefined(kp...) {
-			d.addKey(kp, fmt.Sprintf(`only used with dataset = "sharegpt" (it is %q); drop it or set dataset = "sharegpt"`, l.Dataset))
+			d.addKey(kp, fmt.Sprintf(`only used with dataset = "sharegpt", "multiturn" or "mooncake" (it is %q); drop it or set the dataset`, l.Dataset))
 		}
 		return
 	}
+	what := "ShareGPT JSON file"
+	if l.Dataset == DatasetMooncake {
+		what = "Mooncake trace (JSON Lines)"
+	}
 	if l.DatasetPath == "" {
-		d.missing(kp, `dataset = "sharegpt" needs dataset_path: a local ShareGPT JSON file (it is never downloaded)`)
+		d.missing(kp, fmt.Sprintf(`dataset = %q needs dataset_path: a local %s (it is never downloaded)`, l.Dataset, what))
 		return
 	}
-	hint := "give the path of a local ShareGPT JSON file (relative paths start at the plan's directory)"
+	hint := "give the path of a local " + what + " (relative paths start at the plan's directory)"
 	switch {
 	case d.opts.DatasetPath != "":
 		l.DatasetPath = d.opts.DatasetPath
@@ -411,6 +436,16 @@ func (d *decoder) validateDataset(l *LoadSpec, planFile string) {
 	}
 	defer f.Close()
 	n := 0
+	if l.Dataset == DatasetMooncake {
+		err = MooncakeRecords(f, l.DatasetPath, func(int, MooncakeRecord) error { n++; return nil })
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%s: no requests", l.DatasetPath)
+		}
+		if err != nil {
+			d.addKey(kp, err.Error()+`; a Mooncake trace has a JSON object a line: {"timestamp": <ms>, "input_length": <tokens>, "output_length": <tokens>, "hash_ids": [<block ids>]}`)
+		}
+		return
+	}
 	err = ShareGPTRecords(f, l.DatasetPath, func(int, ShareGPTRecord) error { n++; return nil })
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: no conversations", l.DatasetPath)

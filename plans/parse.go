@@ -199,6 +199,8 @@ type rawLoad struct {
 	DatasetPath      toml.Primitive `toml:"dataset_path"`
 	SLOTTFT          toml.Primitive `toml:"slo_ttft"`
 	SLOTPOT          toml.Primitive `toml:"slo_tpot"`
+	Clients          toml.Primitive `toml:"clients"`
+	TraceSlowdown    toml.Primitive `toml:"trace_slowdown"`
 }
 
 type rawCompare struct {

@@ -145,6 +145,11 @@ type LoadSpec struct {
 	DatasetPath      string   `toml:"dataset_path" json:"dataset_path,omitempty"` // sharegpt JSON (resolved from the plan's directory)
 	SLOTTFT          Duration `toml:"slo_ttft" json:"slo_ttft,omitzero"`          // goodput bound on TTFT
 	SLOTPOT          Duration `toml:"slo_tpot" json:"slo_tpot,omitzero"`          // goodput bound on TPOT
+	// Clients is how many client processes share the load (each sends its share of one
+	// arrival schedule; their records are merged); 0 or 1 = the runner itself.
+	Clients int `toml:"clients" json:"clients,omitempty"`
+	// TraceSlowdown multiplies a Mooncake trace's arrival times (2 = half the rate); 0 means 1.
+	TraceSlowdown float64 `toml:"trace_slowdown" json:"trace_slowdown,omitempty"`
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.

@@ -7,13 +7,14 @@ import (
 	"github.com/sglprof/runner/reports/rundir"
 )
 
-// datasetRecord is what cells.json records of the plan's dataset file (a sharegpt plan's
+// datasetRecord is what cells.json records of the plan's dataset file (a sharegpt, multiturn or
+// mooncake plan's
 // load.dataset_path, absolute since plans resolved it from the plan file's directory): the
 // run directory's plan.toml keeps the path as written, relative to a directory the run
 // directory is not in, so exec-cell, --resume and bundles read this record instead
 // (rundir.ReadPlan). nil when the plan reads no dataset file.
 func datasetRecord(ctx context.Context, p *plans.Plan, opts *Options) *rundir.InputFile {
-	if p.Backend.ModelType != plans.ModelTypeLLM || p.Load.Dataset != plans.DatasetShareGPT || p.Load.DatasetPath == "" {
+	if p.Backend.ModelType != plans.ModelTypeLLM || p.Load.DatasetPath == "" {
 		return nil
 	}
 	rec, err := rundir.Fingerprint(ctx, p.Load.DatasetPath)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
@@ -23,6 +24,8 @@ const (
 	prefixGroups        = 4
 	// llmDurationPrompts is the prompt pool of a duration-bounded cell (cycled when exhausted).
 	llmDurationPrompts = 1000
+	// metricsInterval is how often /metrics is scraped during an LLM cell, on the run's clock.
+	metricsInterval = time.Second
 )
 
 // isLLMAPI reports whether a serve cell's API is measured by the streaming LLM benchmark.
@@ -37,9 +40,12 @@ func isLLMAPI(api string) bool { return load.LLMPath(api) != "" }
 // latency over the same requests) and the LLM result (serve.llm). err is set when the
 // benchmark could not run (a dataset that cannot be read) or ctx ended; failed requests are not
 // errors but counted in the summary, for the caller's max_error_rate check.
-func measureLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, clock load.Clock) (rundir.LoadSummary, *rundir.LLMResult, error) {
+//
+// With [load] clients > 1 the measured requests are sent by client processes that clients
+// starts (llmclients.go).
+func measureLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, clock load.Clock, clients clientStarter) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	c.Load.Warmup = 0
-	return runLLM(ctx, base, c, cellDir, requests, nil, clock)
+	return runLLM(ctx, base, c, cellDir, requests, nil, clock, clients)
 }
 
 // runLLMLoad is a whole LLM client phase: the warmup, then beforeMeasured (a torch cell's
@@ -52,20 +58,61 @@ func runLLMLoad(ctx context.Context, base string, c plans.Cell, cellDir string, 
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
-	sum, res, err := runLLM(ctx, base, c, cellDir, w, beforeMeasured, load.RealClock{})
+	sum, res, err := runLLM(ctx, base, c, cellDir, w, beforeMeasured, load.RealClock{}, nil)
 	if ferr := w.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("request records: %w", ferr)
 	}
 	return sum, res, err
 }
 
-func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, beforeMeasured func() error, clock load.Clock) (rundir.LoadSummary, *rundir.LLMResult, error) {
+func runLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, beforeMeasured func() error, clock load.Clock, clients clientStarter) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	cfg, res, approx, err := llmConfig(base, c)
 	if err != nil {
 		return rundir.LoadSummary{}, nil, err
 	}
-	cfg.BeforeMeasured, cfg.Clock = beforeMeasured, clock
-	rs, wall, runErr := load.Run(ctx, cfg)
+	cfg.Clock = clock
+	// The server's own view (/metrics) is scraped from just before the first measured request
+	// to just after the last; a failed scrape is recorded in the result, never fatal.
+	sc := load.NewScraper(base, nil, metricsInterval, load.ScaleOf(clock))
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	scraping := make(chan struct{})
+	started := false
+	cfg.BeforeMeasured = func() error {
+		if beforeMeasured != nil {
+			if err := beforeMeasured(); err != nil {
+				return err
+			}
+		}
+		sc.Before(scrapeCtx)
+		started = true
+		go func() { defer close(scraping); sc.During(scrapeCtx) }()
+		return nil
+	}
+	var rs []load.Record
+	var wall time.Duration
+	var runErr error
+	if c.Load.Clients > 1 {
+		var scale float64 // the clients' clock: the simulated server's at its scale, else their own
+		if sc, ok := clock.(load.SimClock); ok {
+			scale = sc.Scale
+		}
+		rs, wall, runErr = runClients(ctx, base, c, cellDir, cfg, scale, clients)
+		if rs == nil && runErr != nil {
+			stopScrape()
+			if started {
+				<-scraping
+			}
+			return rundir.LoadSummary{}, nil, runErr
+		}
+	} else {
+		rs, wall, runErr = load.Run(ctx, cfg)
+	}
+	stopScrape()
+	if started {
+		<-scraping
+		sc.After(ctx)
+	}
+	res.ServerMetrics = sc.Result()
 	slo := rundir.LLMSLO{TTFT: c.Load.SLOTTFT.Duration, TPOT: c.Load.SLOTPOT.Duration}
 	res.LLMSummary = load.SummarizeLLM(rs, wall, slo, approx)
 	if err := writeLLMRecords(cellDir, requests, rs); err != nil {
@@ -103,8 +150,16 @@ func llmConfig(base string, c plans.Cell) (cfg load.Config, res *rundir.LLMResul
 	if pool == 0 {
 		pool = llmDurationPrompts
 	}
-	prompts, err := llmPrompts(c, pool)
-	if err != nil {
+	var prompts []load.Prompt
+	if l.Dataset == plans.DatasetMooncake {
+		// The trace's arrival times replace request_rate and burstiness; a count-bounded cell
+		// replays its first requests (at most the trace's).
+		prompts, cfg.Arrivals, err = load.MooncakePrompts(l.DatasetPath, pool, l.TraceSlowdown)
+		if err != nil {
+			return cfg, nil, false, fmt.Errorf("%w; check [load] dataset_path", err)
+		}
+		cfg.Requests = min(n, len(prompts))
+	} else if prompts, err = llmPrompts(c, pool); err != nil {
 		return cfg, nil, false, err
 	}
 	if cfg.Build, err = load.LLMRequests(api, c.Model, prompts); err != nil {
@@ -141,6 +196,15 @@ func llmPrompts(c plans.Cell, n int) ([]load.Prompt, error) {
 			return nil, fmt.Errorf("%w; check [load] dataset_path", err)
 		}
 		for len(ps) < n { // a small file is cycled, as a duration-bounded run cycles prompts
+			ps = append(ps, ps[:min(len(ps), n-len(ps))]...)
+		}
+		return ps, nil
+	case plans.DatasetMultiTurn:
+		ps, err := load.ShareGPTTurnPrompts(c.Load.DatasetPath, n, c.OutputLen, seed)
+		if err != nil {
+			return nil, fmt.Errorf("%w; check [load] dataset_path", err)
+		}
+		for len(ps) < n { // a small file is cycled, whole conversations at a time
 			ps = append(ps, ps[:min(len(ps), n-len(ps))]...)
 		}
 		return ps, nil

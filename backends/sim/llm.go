@@ -159,6 +159,7 @@ func (s *server) llmCompletions(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, "prompt is required")
 		return
 	}
+	defer s.trackOpenAI(q, in)() // metrics.go
 	s.openAI(w, q, in, "text_completion", func(n int) map[string]any {
 		return map[string]any{"index": 0, "text": " the", "logprobs": nil, "finish_reason": nil}
 	})
@@ -175,6 +176,7 @@ func (s *server) llmChat(w http.ResponseWriter, r *http.Request) {
 	for _, m := range q.Messages {
 		in += tokens(m.Content)
 	}
+	defer s.trackOpenAI(q, in)() // metrics.go
 	s.openAI(w, q, in, "chat.completion", func(n int) map[string]any {
 		return map[string]any{"index": 0, "delta": map[string]any{"content": " the"}, "logprobs": nil, "finish_reason": nil}
 	})

@@ -62,6 +62,8 @@ var llmSpecs = []argSpec{
 	{flags: []string{"--skip-server-warmup"}, dest: "skip_server_warmup", kind: argTrue},
 	{flags: []string{"--enable-torch-compile"}, dest: "enable_torch_compile", kind: argTrue},
 	{flags: []string{"--stream-interval"}, dest: "stream_interval", kind: argInt},
+	{flags: []string{"--enable-metrics"}, dest: "enable_metrics", kind: argTrue},
+	{flags: []string{"--disable-radix-cache"}, dest: "disable_radix_cache", kind: argTrue},
 }
 
 // diffusionServeSpecs: `sglang serve` for diffusion takes ServerArgs and --config only; the
@@ -209,6 +211,7 @@ type server struct {
 	flushing chan struct{}
 	steps    int64        // LLM forward steps so far
 	active   atomic.Int64 // LLM requests being prefilled or decoded (the batch size)
+	met      llmMetrics   // the /metrics page's counters and prefix cache (metrics.go)
 }
 
 // llmProfile is an LLM /start_profile session.
@@ -498,6 +501,9 @@ func (s *server) serveHTTP(ln net.Listener) {
 		mux.HandleFunc("POST /v1/chat/completions", s.llmChat)
 		mux.HandleFunc("/start_profile", s.startProfile)
 		mux.HandleFunc("/stop_profile", s.stopProfile)
+		if s.p.boolv("enable_metrics") {
+			mux.HandleFunc("GET /metrics", metricsHandler(namingSGLang, s.metricsView, s.served))
+		}
 	} else {
 		mux.HandleFunc("GET /v1/model_info", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 200, map[string]any{"model_path": s.model, "num_gpus": s.p.intv("num_gpus", 1), "task_type": s.task(), "pipeline_name": s.prof.pipeline})
@@ -946,6 +952,11 @@ func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
 	if q.SamplingParams.MaxNewTokens != nil {
 		out = *q.SamplingParams.MaxNewTokens
 	}
+	text := ""
+	if q.Text != nil {
+		text = *q.Text
+	}
+	defer s.track(promptWords(q.InputIDs, text), in, out)() // metrics.go
 	if q.Stream {
 		s.streamGenerate(w, in, out)
 		return

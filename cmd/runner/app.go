@@ -171,6 +171,7 @@ func newApp(io stdio) *cli.App {
 			bundleCommand(io),
 			replayCommand(io),
 			simCommand(io),
+			loadClientCommand(),
 			execCellCommand(io),
 			compareCommand(io),
 			historyCommand(io),

@@ -751,13 +751,14 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		CfgCol      bool   // the rows differ in configuration: the table has a Config column
 		Configs     []htmlConfig
 		Sweep       []svgChart
+		Queue       []svgChart // the server's queue depth over each LLM cell (queue.go)
 		LLM         template.HTML
 		SimNote     string
 		KernelDiffs []htmlKernelDiff
 		SweepLegend bool // the sweep charts have more than one line, and a legend
 		// PlotL, PlotR, PlotT and PlotB are the plot area's edges, where the axes are drawn.
 		PlotL, PlotR, PlotT, PlotB float64
-	}{r, rows, cfgCommon, cfgCol, cs, sweep, llm, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
+	}{r, rows, cfgCommon, cfgCol, cs, sweep, queueChart(r.Cells), llm, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
 }
 
 // htmlRow is a comparison row of report.html with its configuration's label: the parts of

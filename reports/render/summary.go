@@ -171,5 +171,6 @@ func LLMPointOf(l *rundir.LLMRow) *LLMPoint {
 		return nil
 	}
 	return &LLMPoint{OutputTPS: l.OutputThroughput, TPOTMS: l.TPOTMedianMS, TTFTMS: l.TTFTMedianMS,
-		TTFTP99MS: l.TTFTP99MS, ITLP99MS: l.ITLP99MS, Concurrency: l.Concurrency, Goodput: l.Goodput}
+		TTFTP99MS: l.TTFTP99MS, ITLP99MS: l.ITLP99MS, Concurrency: l.Concurrency, Goodput: l.Goodput,
+		CacheHitRate: l.CacheHitRate, PeakQueued: l.PeakQueued, Queue: l.QueueDepth}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // LLMPoint is an LLM serve cell's headline figures (from summary.json's llm row): what the
@@ -22,6 +23,11 @@ type LLMPoint struct {
 	ITLP99MS    float64  // p99 ITL, ms
 	Concurrency float64  // mean requests in flight
 	Goodput     *float64 // requests/s within the SLO; nil without one
+	// CacheHitRate (0..1) and PeakQueued are what the server's /metrics reported, nil when it
+	// was not scraped; Queue is its queued requests over the cell (queue.go).
+	CacheHitRate *float64
+	PeakQueued   *float64
+	Queue        []rundir.QueuePoint
 }
 
 // LLMTable is the "LLM serving" table of summary.md, report.md and report.html, one row per LLM
@@ -31,6 +37,15 @@ func LLMTable(cells []CellLine) *table.Table {
 	t := &table.Table{Header: []string{"Cell", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p99 ms", "Output tok/s", "Concurrency", "Goodput req/s"},
 		Align: []table.Align{table.Left, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right, table.Right}}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	// The server's own figures get columns only when some cell has them, so runs against
+	// servers without /metrics keep the table they had.
+	server := slices.ContainsFunc(cells, func(c CellLine) bool {
+		return c.LLM != nil && (c.LLM.CacheHitRate != nil || c.LLM.PeakQueued != nil)
+	})
+	if server {
+		t.Header = append(t.Header, "Hit rate %", "Peak queue")
+		t.Align = append(t.Align, table.Right, table.Right)
+	}
 	for _, c := range cells {
 		l := c.LLM
 		if l == nil {
@@ -40,8 +55,19 @@ func LLMTable(cells []CellLine) *table.Table {
 		if l.Goodput != nil {
 			good = f(*l.Goodput)
 		}
-		t.Rows = append(t.Rows, []string{c.ID, f(l.TTFTMS), f(l.TTFTP99MS), f(l.TPOTMS), f(l.ITLP99MS),
-			strconv.FormatFloat(l.OutputTPS, 'f', 0, 64), f(l.Concurrency), good})
+		row := []string{c.ID, f(l.TTFTMS), f(l.TTFTP99MS), f(l.TPOTMS), f(l.ITLP99MS),
+			strconv.FormatFloat(l.OutputTPS, 'f', 0, 64), f(l.Concurrency), good}
+		if server {
+			hit, queue := "-", "-"
+			if l.CacheHitRate != nil {
+				hit = strconv.FormatFloat(100**l.CacheHitRate, 'f', 1, 64)
+			}
+			if l.PeakQueued != nil {
+				queue = strconv.FormatFloat(*l.PeakQueued, 'f', 0, 64)
+			}
+			row = append(row, hit, queue)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	if len(t.Rows) == 0 {
 		return nil

@@ -78,6 +78,9 @@ type LLMResult struct {
 	MaxConcurrency int     `json:"max_concurrency"`
 	// Records is the per-request records file, relative to the cell.
 	Records string `json:"records"`
+	// ServerMetrics is what the server's /metrics page reported during the cell (nil: not
+	// scraped).
+	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
 }
 
 // LLMRecordsFile is a serve LLM cell's per-request records (one JSON object a line: start,

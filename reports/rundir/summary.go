@@ -45,6 +45,45 @@ type LLMRow struct {
 	OutputThroughput float64  `json:"output_throughput"`
 	Concurrency      float64  `json:"concurrency"`
 	Goodput          *float64 `json:"request_goodput,omitempty"` // with an SLO
+	// CacheHitRate and PeakQueued are what the server's /metrics reported (ServerMetrics);
+	// QueueDepth is its queued requests over the cell, at most QueueDepthPoints points.
+	CacheHitRate *float64     `json:"cache_hit_rate,omitempty"`
+	PeakQueued   *float64     `json:"peak_queued,omitempty"`
+	QueueDepth   []QueuePoint `json:"queue_depth,omitempty"`
+}
+
+// QueuePoint is the server's queued requests AtNS into the cell.
+type QueuePoint struct {
+	AtNS   int64   `json:"at_ns"`
+	Queued float64 `json:"queued"`
+}
+
+// QueueDepthPoints bounds a summary row's queue series: a longer one keeps the largest value
+// of each run of samples, so no peak is lost.
+const QueueDepthPoints = 64
+
+func queueDepth(samples []ServerMetricsSample) []QueuePoint {
+	var pts []QueuePoint
+	for _, s := range samples {
+		if s.Queued != nil {
+			pts = append(pts, QueuePoint{AtNS: s.AtNS, Queued: *s.Queued})
+		}
+	}
+	if len(pts) <= QueueDepthPoints {
+		return pts
+	}
+	per := (len(pts) + QueueDepthPoints - 1) / QueueDepthPoints
+	out := make([]QueuePoint, 0, QueueDepthPoints)
+	for i := 0; i < len(pts); i += per {
+		top := pts[i]
+		for _, p := range pts[i:min(i+per, len(pts))] {
+			if p.Queued > top.Queued {
+				top = p
+			}
+		}
+		out = append(out, top)
+	}
+	return out
 }
 
 // NewLLMRow takes a summary row's figures from an LLM result.
@@ -54,6 +93,9 @@ func NewLLMRow(l *LLMResult) *LLMRow {
 	if l.SLO != nil {
 		g := l.Goodput
 		r.Goodput = &g
+	}
+	if m := l.ServerMetrics; m != nil {
+		r.CacheHitRate, r.PeakQueued, r.QueueDepth = m.CacheHitRate, m.PeakQueued, queueDepth(m.Samples)
 	}
 	return r
 }

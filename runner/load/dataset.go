@@ -157,3 +157,76 @@ func readShareGPT(r io.Reader, name string, n, outputLen int, seed uint64) ([]Pr
 
 // approxTokens estimates a text's token count at four characters a token.
 func approxTokens(s string) int { return (len(s) + 3) / 4 }
+
+// ShareGPTTurnPrompts reads a ShareGPT-layout JSON file as multi-turn conversations: each
+// conversation continued turn by turn, request t of it carrying the conversation so far (its
+// human and reply turns before, then human turn t) and asking for reply t's length (unless
+// outputLen > 0). Consecutive requests of a conversation share everything but their last turns,
+// which is what a server's prefix cache serves. Conversations are shuffled with seed and kept
+// whole and in order; up to n requests are returned. The replies in a prompt are the dataset's,
+// not the server's, so a request does not wait for the one before it. Lengths are estimated as
+// ShareGPTPrompts estimates them.
+func ShareGPTTurnPrompts(path string, n, outputLen int, seed uint64) ([]Prompt, error) {
+	f, err := infile.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("multiturn dataset: %w", err)
+	}
+	defer f.Close()
+	return readShareGPTTurns(f, path, n, outputLen, seed)
+}
+
+// maxTurnPromptBytes bounds one multi-turn prompt: a conversation's later turns stop there.
+const maxTurnPromptBytes = 1 << 20
+
+func readShareGPTTurns(r io.Reader, name string, n, outputLen int, seed uint64) ([]Prompt, error) {
+	var convs [][]Prompt
+	total := 0
+	err := plans.ShareGPTRecords(r, name, func(_ int, rec plans.ShareGPTRecord) error {
+		var conv []Prompt
+		var so []string
+		size := 0
+		for t := 0; t+1 < len(rec.Conversations); t += 2 {
+			q, a := rec.Conversations[t].Value, rec.Conversations[t+1].Value
+			if size += len(q) + len(a) + 2; size > maxTurnPromptBytes {
+				break
+			}
+			so = append(so, q)
+			text := strings.Join(so, "\n")
+			out := outputLen
+			if out <= 0 {
+				out = approxTokens(a)
+			}
+			if approxTokens(q) < 4 || out < 4 {
+				break // bench_serving drops turns shorter than 4 tokens; the conversation ends there
+			}
+			conv = append(conv, Prompt{Text: text, InputLen: approxTokens(text), OutputLen: out, ApproxInput: true})
+			so = append(so, a)
+		}
+		if len(conv) > 0 {
+			convs = append(convs, conv)
+			total += len(conv)
+		}
+		if n > 0 && total >= 4*n {
+			return errEnoughTurns // enough to draw n requests from, shuffled
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnoughTurns) {
+		return nil, err
+	}
+	if len(convs) == 0 {
+		return nil, errors.New(name + ": no conversation with two turns of 4 or more tokens")
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x85ebca6b))
+	rng.Shuffle(len(convs), func(i, j int) { convs[i], convs[j] = convs[j], convs[i] })
+	var all []Prompt
+	for _, c := range convs {
+		all = append(all, c...)
+		if n > 0 && len(all) >= n {
+			return all[:n], nil
+		}
+	}
+	return all, nil
+}
+
+var errEnoughTurns = errors.New("enough conversations")

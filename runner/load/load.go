@@ -96,7 +96,17 @@ type Config struct {
 	// BeforeMeasured, when set, runs after the warmup and before the first measured request
 	// (serve cells open their profiling window there); its error stops the run.
 	BeforeMeasured func() error
+	// Arrivals, when set, is the arrival schedule (a trace's times) instead of Rate and
+	// Burstiness: request i is due at Arrivals[i]; the run ends with the schedule.
+	Arrivals []time.Duration
+	// Shards > 1 makes this run one of Shards client processes sharing one arrival schedule:
+	// it sends only the requests i with i % Shards == Shard, each at its time in the whole
+	// schedule, and returns only their records (MergeShards joins the clients' records).
+	Shard, Shards int
 }
+
+// owns reports whether request i is this client's (every request without sharding).
+func (c Config) owns(i int) bool { return c.Shards <= 1 || i%c.Shards == c.Shard }
 
 // Record is one request, of either kind. Times are offsets on the run's clock: Start from the
 // start of the measured phase (a warmup request: of the warmup), the others from the request's
@@ -164,9 +174,12 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 	if cfg.Requests <= 0 && cfg.Duration <= 0 {
 		return nil, 0, errors.New("load: neither a request count nor a duration")
 	}
-	if cfg.Requests <= 0 && !finiteRate(cfg.Rate) && cfg.Concurrency <= 0 {
+	if cfg.Requests <= 0 && cfg.Arrivals == nil && !finiteRate(cfg.Rate) && cfg.Concurrency <= 0 {
 		// An unbounded burst for a duration would open requests without end.
 		return nil, 0, errors.New("load: a duration-bounded run needs a finite request_rate or a max_concurrency")
+	}
+	if cfg.Arrivals != nil && cfg.Requests > len(cfg.Arrivals) {
+		return nil, 0, fmt.Errorf("load: %d requests but a schedule of %d", cfg.Requests, len(cfg.Arrivals))
 	}
 	l, err := newLoader(cfg)
 	if err != nil {
@@ -222,7 +235,13 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 	start := time.Now()
 	for i := 0; ; i++ {
 		at, more := next(i)
-		if !more || !sleepUntil(ctx, start.Add(l.clock.Pace(at))) {
+		if !more {
+			break
+		}
+		if !cfg.owns(i) {
+			continue // another client's request: its arrival is drawn all the same
+		}
+		if !sleepUntil(ctx, start.Add(l.clock.Pace(at))) {
 			break
 		}
 		w, ok := p.acquire(ctx)
@@ -265,7 +284,7 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 	wall := l.clock.End(time.Since(start), lastEnd)
 	if ctx.Err() != nil {
 		for i, s := range sent {
-			if !s {
+			if !s && cfg.owns(i) {
 				recs = append(recs, Record{Index: i, Error: "not sent: " + ctx.Err().Error()})
 			}
 		}
@@ -281,6 +300,15 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 // requests, or drawn for a duration-bounded run. more is false once the run has sent all it
 // should.
 func arrivalsOf(cfg Config) func(i int) (at time.Duration, more bool) {
+	if cfg.Arrivals != nil {
+		return func(i int) (time.Duration, bool) {
+			if i >= len(cfg.Arrivals) || (cfg.Requests > 0 && i >= cfg.Requests) {
+				return 0, false
+			}
+			at := cfg.Arrivals[i]
+			return at, cfg.Duration <= 0 || at < cfg.Duration
+		}
+	}
 	if cfg.Requests > 0 {
 		sched := Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
 		return func(i int) (time.Duration, bool) {
