@@ -31,9 +31,9 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
 go build -o "$dir/runner" ./cmd/runner
-go test -c -o "$dir/nsys.test" ./nsys
+go test -c -o "$dir/nsys.test" ./nsys/nsysdb
 for n in "$N" "$SMALL"; do
-	# The benchmark export generator lives in nsys's benchmarks; one quick run creates the file.
+	# The benchmark export generator lives in nsys/nsysdb's benchmarks; one quick run creates the file.
 	"$dir/nsys.test" -test.run '^$' -test.bench '^BenchmarkKernelSummary$' -test.benchtime 1x \
 		-nsys.kernels "$n" >/dev/null || { echo "generating the $n-kernel export failed" >&2; exit 1; }
 done

@@ -194,6 +194,9 @@ type streamedOp struct {
 	Op     trace.GPUOp
 	Name   string
 	Launch string
+	// LS is the launch call's start as Each hands it over (-1 where the oracle has no call);
+	// describeOp leaves it 0.
+	LS int64
 }
 
 func launchKey(t *trace.Trace, li int32) string {
@@ -223,8 +226,10 @@ func streamAll(t *testing.T, path string, opts ReadOptions, limits *streamLimits
 		s.limits = *limits
 	}
 	var ops []streamedOp
-	err = s.Each(context.Background(), func(op *trace.GPUOp, seq int64) {
-		ops = append(ops, describeOp(s.Capture.Trace, *op, seq))
+	err = s.Each(context.Background(), func(op *trace.GPUOp, seq, ls int64) {
+		d := describeOp(s.Capture.Trace, *op, seq)
+		d.LS = ls
+		ops = append(ops, d)
 	})
 	return s.Capture, ops, err
 }
@@ -255,6 +260,15 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		t.Fatalf("stream: %v", err)
 	}
 	ht := held.Trace
+	// Every launching call kept, for each op's launch call start.
+	fullOpts := opts
+	fullOpts.OneLaunchPerName = false
+	full, err := ReadCapture(ctx, path, fullOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := full.Trace
+	multi := ht.Meta["correlation_ids"] != ""
 	idx := make([]int, len(ht.GPUOps))
 	for i := range idx {
 		idx[i] = i
@@ -269,9 +283,31 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 	want := make([]streamedOp, len(idx))
 	for k, i := range idx {
 		want[k] = describeOp(ht, ht.GPUOps[i], int64(i))
+		want[k].LS = trace.NoID
+		if l := ft.GPUOps[i].Launch; l != trace.NoID {
+			want[k].LS = ft.Launches[l].Start
+		}
+		if c := &want[k].Op.Correlation; multi && *c != trace.NoID {
+			*c &= 0xFFFFFFFF // the stream delivers kernels' ids as stored (Each says why)
+		}
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("delivered ops (-ReadCapture sorted +stream):\n%s", d)
+	}
+	if held.OneLaunchPerName {
+		// The held read's launch starts, per op, are the full read's as well.
+		if len(held.LaunchStarts) != len(ht.GPUOps) {
+			t.Fatalf("held LaunchStarts: %d for %d ops", len(held.LaunchStarts), len(ht.GPUOps))
+		}
+		for i := range ht.GPUOps {
+			w := int64(trace.NoID)
+			if l := ft.GPUOps[i].Launch; l != trace.NoID {
+				w = ft.Launches[l].Start
+			}
+			if held.LaunchStarts[i] != w {
+				t.Fatalf("held LaunchStarts[%d] = %d, want %d", i, held.LaunchStarts[i], w)
+			}
+		}
 	}
 	st := c.Trace
 	kN := len(ht.GPUOps) - len(held.Memops)
@@ -373,6 +409,10 @@ func TestStreamMatchesRead(t *testing.T) {
 		"graphs-no-memops":  {version: "3.28.1", n: 500, streams: 2, graphs: true},
 		"memops-no-graphs":  {version: "3.28.1", n: 500, streams: 2, memops: true},
 		"one-stream-driver": {version: "3.28.1", n: 300, driver: true},
+		// Processes that repeat each other's correlation ids, the second's calls all after
+		// the first's in the runtime table: one join per process.
+		"two-processes":   {version: "3.28.1", n: 200, pids: 2},
+		"three-processes": {version: "3.28.1", n: 300, devices: 2, streams: 2, memops: true, graphs: true, driver: true, pids: 3},
 	}
 	for name, sc := range cases {
 		path := writeStreamExport(t, sc)
@@ -394,6 +434,7 @@ func TestStreamSmallWindows(t *testing.T) {
 	for name, sc := range map[string]streamCase{
 		"all":      {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true},
 		"shuffled": {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true, shuffle: 5},
+		"two-pids": {version: "3.28.1", n: 40, devices: 2, streams: 3, memops: true, graphs: true, driver: true, pids: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			checkStreamMatchesRead(t, writeStreamExport(t, sc), leanOptions, &lim)
@@ -411,6 +452,8 @@ func TestStreamSecondIDSequence(t *testing.T) {
 	lim := defaultLimits()
 	lim.ring, lim.back = 1024, 512
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
+	// Several processes, their calls interleaved in time in the runtime table.
+	checkStreamMatchesRead(t, largeExportNVTX(t, 2000, 2, false), leanOptions, nil)
 	// One call per hand-over: every kernel misses before its call comes, also those whose
 	// near higher ids are the copies' (handed over long before).
 	lim = defaultLimits()
@@ -460,8 +503,6 @@ func TestStreamNotStreamable(t *testing.T) {
 		unreadable bool
 	}{
 		{"nvtx", largeExport(t, 500, 1), nil, true, "NVTX ranges", false},
-		{"two-processes", writeStreamExport(t, streamCase{version: "3.28.1", n: 200, pids: 2}), nil, false, "two processes", false},
-		{"two-processes-large", largeExportNVTX(t, 2000, 2, false), nil, false, "two processes", false},
 		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &smallReorder, false, "reorder window", false},
 		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
 		{"call-after-its-kernel", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, lateCall: true}), &small, false, "delivered without a launch", false},
@@ -480,7 +521,7 @@ func TestStreamNotStreamable(t *testing.T) {
 				if tc.limits != nil {
 					s.limits = *tc.limits
 				}
-				err = s.Each(context.Background(), func(*trace.GPUOp, int64) {})
+				err = s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {})
 				wantNotStreamable(t, err, tc.why)
 				if err := s.Close(); err != nil {
 					t.Errorf("Close: %v", err)
@@ -597,7 +638,7 @@ func TestStreamEachOnceAndCanceled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	err = s.Each(ctx, func(*trace.GPUOp, int64) {
+	err = s.Each(ctx, func(*trace.GPUOp, int64, int64) {
 		if n++; n == 10 {
 			cancel()
 		}
@@ -605,7 +646,7 @@ func TestStreamEachOnceAndCanceled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled pass: err = %v", err)
 	}
-	if err := s.Each(context.Background(), func(*trace.GPUOp, int64) {}); err == nil || errors.Is(err, ErrNotStreamable) {
+	if err := s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {}); err == nil || errors.Is(err, ErrNotStreamable) {
 		t.Errorf("second Each: err = %v, want a plain error", err)
 	}
 	if err := s.Close(); err != nil {
