@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -126,5 +127,41 @@ func TestStreamedTriageMatchesHeld(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamedMatchesHeldExport is scripts/bench_nsys.sh's check on its large generated
+// exports: RUNNER_NSYS_DIFF_EXPORT names an export (a 1M-kernel one of four processes, the first
+// million kernels of the script's 10M-kernel export), whose streamed and held reports must be
+// the same, and the streamed one must have been streamed. It skips without the variable (the
+// held read of a 1M-kernel export takes about 250 MB and a second or more).
+func TestStreamedMatchesHeldExport(t *testing.T) {
+	path := os.Getenv("RUNNER_NSYS_DIFF_EXPORT")
+	if path == "" {
+		t.Skip("RUNNER_NSYS_DIFF_EXPORT not set (scripts/bench_nsys.sh sets it)")
+	}
+	streamed, log := triageJSON(t, path, true)
+	if strings.Contains(log, "reading the whole trace") {
+		t.Fatalf("%s was not streamed:\n%s", path, log)
+	}
+	held, _ := triageJSON(t, path, false)
+	if streamed != held {
+		t.Fatalf("the streamed report of %s differs from the held one:\n%s\n----\n%s", path, streamed, held)
+	}
+	t.Logf("%s: the streamed and held reports are the same (%d bytes of JSON)", path, len(streamed))
+}
+
+// BenchmarkTriageNsysExport is the whole `runner triage report.sqlite` minus the process start
+// and the rendering, on the export RUNNER_NSYS_DIFF_EXPORT names, streamed, for a CPU profile
+// (go test -run '^$' -bench TriageNsysExport -cpuprofile cpu.out ./runner/analysis).
+func BenchmarkTriageNsysExport(b *testing.B) {
+	path := os.Getenv("RUNNER_NSYS_DIFF_EXPORT")
+	if path == "" {
+		b.Skip("RUNNER_NSYS_DIFF_EXPORT not set")
+	}
+	for b.Loop() {
+		if _, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
