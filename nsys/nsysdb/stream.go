@@ -54,10 +54,11 @@ type streamLimits struct {
 	batch    int   // runtime calls per hand-over
 	outliers int   // calls kept whose ids are far above the kernels' (a second id sequence)
 	judged   int   // ids remembered as having no call, before they are kept as a range
+	joins    int   // processes a pass keeps a join for (each about 2 MB with the default ring)
 }
 
 func defaultLimits() streamLimits {
-	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16}
+	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64}
 }
 
 // ahead is how far above the largest kernel id a call's id may be and still go in the ring.
@@ -241,8 +242,8 @@ func (s *OpStream) Close() error {
 // call (the first call with its id in its process), or trace.NoID where op.Launch is NoID.
 // *op is valid only during the call. When the pass finds the export does not keep to
 // the windows (a kernel too far out of start order, a correlation id that left the join
-// window, a launch call that came after its op was delivered without one, more than maxJoins
-// processes, a table the direct reader declines halfway) Each returns ErrNotStreamable (wrapped) and fn
+// window, a launch call that came after its op was delivered without one, more than
+// streamLimits.joins processes, a table the direct reader declines halfway) Each returns ErrNotStreamable (wrapped) and fn
 // may have seen some ops: the caller discards them and reads the export with ReadCapture.
 // ctx cancellation is honoured. Each may be called once.
 func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error {
@@ -375,9 +376,6 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64)) *pass {
 	return p
 }
 
-// maxJoins bounds the processes a pass keeps a join for (about 2 MB each).
-const maxJoins = 64
-
 // joinOf returns the join of process pid, creating it on first use.
 func (p *pass) joinOf(pid int32) (*join, error) {
 	if p.j != nil && pid == p.jPID {
@@ -385,8 +383,8 @@ func (p *pass) joinOf(pid int32) (*join, error) {
 	}
 	j := p.joins[pid]
 	if j == nil {
-		if len(p.joins) >= maxJoins {
-			return nil, notStreamable("%s: kernels or runtime calls of more than %d processes", p.r.path, maxJoins)
+		if len(p.joins) >= p.lim.joins {
+			return nil, notStreamable("%s: kernels or runtime calls of more than %d processes", p.r.path, p.lim.joins)
 		}
 		j = &join{now: &p.calls}
 		j.init(p.lim, p.t.GPUOps, p.memPID, pid)

@@ -430,7 +430,7 @@ func TestStreamMatchesRead(t *testing.T) {
 // that every ring slot is reused, the reorder window delivers while the scan goes on, and the
 // join pulls many batches.
 func TestStreamSmallWindows(t *testing.T) {
-	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4}
+	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4, joins: 64}
 	for name, sc := range map[string]streamCase{
 		"all":      {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true},
 		"shuffled": {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true, shuffle: 5},
@@ -483,9 +483,11 @@ func wantNotStreamable(t *testing.T, err error, why string) {
 // ErrNotStreamable, up front where it can be known, else from Each; ReadCapture still reads
 // every one of these exports.
 func TestStreamNotStreamable(t *testing.T) {
-	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64}
+	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64, joins: 64}
+	twoJoins := defaultLimits()
+	twoJoins.joins = 2
 	// A join that tolerates the disorder, so that the reorder window is what gives up.
-	smallReorder := streamLimits{reorder: 8, ring: 4096, back: 2000, slack: 1024, batch: 16, outliers: 64, judged: 64}
+	smallReorder := streamLimits{reorder: 8, ring: 4096, back: 2000, slack: 1024, batch: 16, outliers: 64, judged: 64, joins: 64}
 	rowGap := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, rowGap, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 17")
 	realStart := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
@@ -503,6 +505,7 @@ func TestStreamNotStreamable(t *testing.T) {
 		unreadable bool
 	}{
 		{"nvtx", largeExport(t, 500, 1), nil, true, "NVTX ranges", false},
+		{"more-processes-than-joins", writeStreamExport(t, streamCase{version: "3.28.1", n: 100, pids: 3}), &twoJoins, false, "more than 2 processes", false},
 		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &smallReorder, false, "reorder window", false},
 		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
 		{"call-after-its-kernel", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, lateCall: true}), &small, false, "delivered without a launch", false},
@@ -677,7 +680,7 @@ func TestStreamIDGap(t *testing.T) {
 	if err := nsysgen.Write(path, e); err != nil {
 		t.Fatal(err)
 	}
-	lim := streamLimits{reorder: 4, ring: 256, back: 100, slack: 8, batch: 3, outliers: 64, judged: 4}
+	lim := streamLimits{reorder: 4, ring: 256, back: 100, slack: 8, batch: 3, outliers: 64, judged: 4, joins: 64}
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
 }
 
@@ -757,7 +760,7 @@ func FuzzStream(f *testing.F) {
 		checkStream(t, path, leanOptions, nil, false)
 		size := 16 << (ring % 4)
 		lim := streamLimits{reorder: 1 + int(reorder%32), ring: size, back: int64(size / 2), slack: 1 + int64(ring%8),
-			batch: 1 + int(reorder%7), outliers: 4, judged: 2}
+			batch: 1 + int(reorder%7), outliers: 4, judged: 2, joins: 64}
 		checkStream(t, path, leanOptions, &lim, true)
 	})
 }
@@ -788,6 +791,6 @@ func TestStreamNullAndOddIDs(t *testing.T) {
 		"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = -1 WHERE rowid = 3",
 		"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = NULL WHERE rowid % 5 = 0")
 	checkStreamMatchesRead(t, path, leanOptions, nil)
-	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4}
+	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4, joins: 64}
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
 }
