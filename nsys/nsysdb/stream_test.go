@@ -742,7 +742,37 @@ func fuzzStreamExport(data []byte) nsysgen.Export {
 	if len(e.Kernels) == 0 {
 		kernel(1, 0, 1, 0)
 	}
+	if len(data) > 0 && data[0]&0x80 != 0 {
+		// A second process with the same correlation ids, 7 ns later: each table interleaves
+		// the two processes' rows by start, each process's rows in their own order.
+		e.Runtime = mergeByStart(e.Runtime, func(r nsysgen.Runtime) nsysgen.Runtime {
+			r.PID, r.TID, r.Start, r.End = 10, 10, r.Start+7, r.End+7
+			return r
+		},
+			func(r nsysgen.Runtime) int64 { return r.Start })
+		e.Kernels = mergeByStart(e.Kernels, func(k nsysgen.Kernel) nsysgen.Kernel { k.PID, k.Start, k.End = 10, k.Start+7, k.End+7; return k },
+			func(k nsysgen.Kernel) int64 { return k.Start })
+		e.Memops = mergeByStart(e.Memops, func(m nsysgen.Memop) nsysgen.Memop { m.PID, m.Start, m.End = 10, m.Start+7, m.End+7; return m },
+			func(m nsysgen.Memop) int64 { return m.Start })
+	}
 	return e
+}
+
+// mergeByStart interleaves rows with the rows second makes of them, by start, keeping the
+// order of each sequence (which need not be sorted).
+func mergeByStart[T any](rows []T, second func(T) T, start func(T) int64) []T {
+	out := make([]T, 0, 2*len(rows))
+	i, j := 0, 0
+	for i < len(rows) || j < len(rows) {
+		if j == len(rows) || i < len(rows) && start(rows[i]) <= start(second(rows[j])) {
+			out = append(out, rows[i])
+			i++
+		} else {
+			out = append(out, second(rows[j]))
+			j++
+		}
+	}
+	return out
 }
 
 // FuzzStream: for any export fuzzStreamExport makes, the stream with the default windows
@@ -752,6 +782,7 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 2, 3, 4, 4, 5, 6, 7, 5, 0, 0, 0}, byte(4), byte(2))
 	f.Add([]byte{2, 0, 2, 2, 2, 1, 0, 1, 6, 0, 0, 0, 0, 0, 1, 9, 7, 3, 1, 1, 3, 2, 22, 15, 4, 1, 2, 3}, byte(1), byte(0))
 	f.Add([]byte("a graph, a copy and a lost launch: 0123456789abcdefghijklmnop"), byte(3), byte(1))
+	f.Add([]byte{0x80, 1, 2, 3, 1, 2, 3, 4, 4, 5, 6, 7, 5, 0, 0, 0, 2, 0, 2, 2, 6, 0, 0, 0}, byte(4), byte(2)) // two processes
 	f.Fuzz(func(t *testing.T, data []byte, reorder, ring byte) {
 		path := filepath.Join(t.TempDir(), "fuzz.sqlite")
 		if err := nsysgen.Write(path, fuzzStreamExport(data)); err != nil {
