@@ -23,6 +23,7 @@ var (
 	benchKernels = flag.Int("nsys.kernels", 20_000, "kernels in the generated benchmark export (runtime calls are 3x)")
 	benchNVTX    = flag.Bool("nsys.nvtx", false, "give the benchmark export NVTX ranges: a denoising_step_N range per 1000 kernels and a layers.N range per 20 inside it")
 	benchMemops  = flag.Bool("nsys.memops", false, "give the benchmark export memory copies: every 50th kernel's cudaMemcpyAsync call copies 1 MiB host to device on the kernel stream")
+	benchProcs   = flag.Int("nsys.procs", 1, "processes in the benchmark export (as a server's TP ranks): kernel i runs in process i%procs on GPU i%procs, each process numbering its own correlation ids from 1")
 )
 
 // BenchExportPath is where the benchmark export for n kernels is cached between runs.
@@ -34,12 +35,17 @@ func benchExportPath(n int) string {
 	if *benchMemops {
 		suffix += "-memops"
 	}
+	if *benchProcs > 1 {
+		suffix += "-procs" + strconv.Itoa(*benchProcs)
+	}
 	return filepath.Join(os.TempDir(), "runner-nsys-bench-"+strconv.Itoa(n)+suffix+".sqlite")
 }
 
 // benchExport generates (once, then reuses) an export with n kernels over 500 distinct names
 // and 3n runtime calls: one cudaLaunchKernel per kernel plus an event record and, every 16th
-// kernel, a stream synchronisation, the rest cudaMemcpyAsync calls.
+// kernel, a stream synchronisation, the rest cudaMemcpyAsync calls. With -nsys.procs P the
+// kernels go round-robin to P processes (one GPU each), each with its own correlation ids, its
+// own NVTX ranges and copies, their calls interleaved in time as the ranks of one server.
 func benchExport(b *testing.B, n int) string {
 	b.Helper()
 	path := benchExportPath(n)
@@ -51,39 +57,42 @@ func benchExport(b *testing.B, n int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const pid = 777
-	w.AddGPU(nsysgen.GPU{ID: 0, Name: "NVIDIA H100 80GB HBM3"})
-	w.AddProcess(nsysgen.Process{PID: pid, Name: "python3"})
+	procs := max(*benchProcs, 1)
+	for p := range procs {
+		w.AddGPU(nsysgen.GPU{ID: int32(p), Name: "NVIDIA H100 80GB HBM3"})
+		w.AddProcess(nsysgen.Process{PID: int32(777 + p), Name: "python3"})
+	}
 	names := make([]string, 500)
 	for i := range names {
 		names[i] = fmt.Sprintf("void kernels::op_%03d<float, %d>(float const*, float*, int)", i, i%7)
 	}
-	t := int64(0)
+	per := (n + procs - 1) / procs // kernels of process 0, the most of any
 	for i := 0; i < n; i++ {
-		corr := int64(i + 1)
+		p, k := i%procs, i/procs // process, and the kernel's number in it
+		pid, t := int32(777+p), int64(k)*8_000+int64(p)*100
+		corr := int64(k + 1)
 		w.AddRuntime(nsysgen.Runtime{Start: t, End: t + 3_000, PID: pid, TID: pid, Correlation: corr, Name: "cudaLaunchKernel_v7000"})
 		w.AddRuntime(nsysgen.Runtime{Start: t + 3_500, End: t + 4_000, PID: pid, TID: pid, Name: "cudaEventRecord_v3020"})
 		other := "cudaMemcpyAsync_v3020"
-		if i%16 == 0 {
+		if k%16 == 0 {
 			other = "cudaStreamSynchronize_v3020"
 		}
 		copyCorr := int64(0)
-		if *benchMemops && i%50 == 0 && other != "cudaStreamSynchronize_v3020" {
-			copyCorr = int64(n + 1 + i/50) // after every kernel's id
-			w.AddMemop(nsysgen.Memop{Start: t + 6_000, End: t + 7_000, Stream: 7, Correlation: copyCorr, Bytes: 1 << 20,
+		if *benchMemops && k%50 == 0 && other != "cudaStreamSynchronize_v3020" {
+			copyCorr = int64(per + 1 + k/50) // after every kernel's id of the process
+			w.AddMemop(nsysgen.Memop{Start: t + 6_000, End: t + 7_000, Device: int32(p), Stream: 7, Correlation: copyCorr, Bytes: 1 << 20,
 				CopyKind: nsysgen.CopyHtoD, PID: pid})
 		}
 		w.AddRuntime(nsysgen.Runtime{Start: t + 4_500, End: t + 6_000, PID: pid, TID: pid, Correlation: copyCorr, Name: other})
-		if *benchNVTX && i%1000 == 0 {
-			w.AddNVTX(nsysgen.NVTX{Start: t, End: t + 1000*8_000 - 100, PID: pid, TID: pid, Text: fmt.Sprintf("denoising_step_%d", i/1000)})
+		if *benchNVTX && k%1000 == 0 {
+			w.AddNVTX(nsysgen.NVTX{Start: t, End: t + 1000*8_000 - 100, PID: pid, TID: pid, Text: fmt.Sprintf("denoising_step_%d", k/1000)})
 		}
-		if *benchNVTX && i%20 == 0 {
-			w.AddNVTX(nsysgen.NVTX{Start: t + 10, End: t + 20*8_000 - 200, PID: pid, TID: pid, Text: fmt.Sprintf("layers.%d", i/20%50)})
+		if *benchNVTX && k%20 == 0 {
+			w.AddNVTX(nsysgen.NVTX{Start: t + 10, End: t + 20*8_000 - 200, PID: pid, TID: pid, Text: fmt.Sprintf("layers.%d", k/20%50)})
 		}
 		dur := int64(2_000 + (i*7919)%50_000)
-		w.AddKernel(nsysgen.Kernel{Start: t + 5_000, End: t + 5_000 + dur, Stream: 7, Correlation: corr,
+		w.AddKernel(nsysgen.Kernel{Start: t + 5_000, End: t + 5_000 + dur, Device: int32(p), Stream: 7, Correlation: corr,
 			Name: names[(i*31)%len(names)], GridX: 128, BlockX: 256, PID: pid, TID: pid})
-		t += 8_000
 	}
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
@@ -202,7 +211,7 @@ func BenchmarkStream(b *testing.B) {
 				}
 				open += time.Since(t0)
 				n := 0
-				err = s.Each(context.Background(), func(op *trace.GPUOp, seq int64) {
+				err = s.Each(context.Background(), func(op *trace.GPUOp, seq, _ int64) {
 					if fn.work {
 						sink += streamWork(op)
 					}

@@ -198,6 +198,7 @@ type corrIndex struct {
 	lo     int64
 	dense  []int32 // id-lo → 0 not wanted, -1 wanted without a call yet, else first call+1
 	sparse map[int64]int32
+	starts []int64 // with dense, for claim: id-lo → the first call's start
 }
 
 func newCorrIndex(ops []trace.GPUOp) *corrIndex {
@@ -276,7 +277,7 @@ func (x *corrIndex) add(c int64, li int32) {
 // claim records the raw name id of the call with wanted id c (ReadOptions.OneLaunchPerName):
 // wanted says a GPU op has id c, first that no call had claimed it (false also for a name id
 // that does not fit). Parts of a parallel scan claim concurrently, hence the atomics.
-func (x *corrIndex) claim(c, nameID int64) (wanted, first bool) {
+func (x *corrIndex) claim(c, nameID, start int64) (wanted, first bool) {
 	if x.dense == nil || c < x.lo || c-x.lo >= int64(len(x.dense)) {
 		return false, false
 	}
@@ -287,7 +288,13 @@ func (x *corrIndex) claim(c, nameID int64) (wanted, first bool) {
 	if nameID < 0 || nameID >= math.MaxInt32-1 {
 		return true, false
 	}
-	return true, atomic.CompareAndSwapInt32(p, -1, int32(nameID)+1)
+	if !atomic.CompareAndSwapInt32(p, -1, int32(nameID)+1) {
+		return true, false
+	}
+	if x.starts != nil {
+		x.starts[c-x.lo] = start // only the claim's winner writes it; read after the scan
+	}
+	return true, true
 }
 
 // first returns the first call with id c, or trace.NoID.

@@ -11,8 +11,8 @@
 //
 // OpenStream and OpStream.Each (stream.go) deliver an export's GPU ops one at a time in time
 // order without holding them, in memory that does not grow with the number of kernels, for
-// exports that keep to its windows (one process, no NVTX ranges, tables close to time and call
-// order); ErrNotStreamable sends the others to ReadCapture.
+// exports that keep to its windows (no NVTX ranges, tables close to time and call order; one
+// process or several); ErrNotStreamable sends the others to ReadCapture.
 //
 // It starts no process and writes nothing.
 package nsysdb

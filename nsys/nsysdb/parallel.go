@@ -228,7 +228,7 @@ func (r *reader) scanRuntimeParts(p *directPlan, want *corrIndex, perName bool) 
 				return nil
 			}
 			if perName {
-				if wanted, first := want.claim(corr.Int64, nameID.Int64); wanted && !first {
+				if wanted, first := want.claim(corr.Int64, nameID.Int64, start.Int64); wanted && !first {
 					return errRepeated{}
 				}
 				return nil

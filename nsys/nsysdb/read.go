@@ -137,6 +137,10 @@ type Capture struct {
 	// OneLaunchPerName says Trace.Launches holds one call per API name and graph flag
 	// (ReadOptions.OneLaunchPerName applied).
 	OneLaunchPerName bool
+	// LaunchStarts, when OneLaunchPerName applied, holds per GPU op the start of its launch
+	// call (trace.NoID without one): the idle breakdown's host wait and launch delays need it,
+	// and the merged launches no longer carry it (8 bytes an op).
+	LaunchStarts []int64
 	// apiSummarised says APIStats is the API table's source (even when empty).
 	apiSummarised bool
 	// NVTXEvents counts every NVTX_EVENTS row (marks, domain and thread naming included);
@@ -821,6 +825,7 @@ func (r *reader) runtime() error {
 	n := &runtimeNames{r: r, want: want}
 	n.begin()
 	if perName {
+		want.starts = make([]int64, len(want.dense))
 		repeated, err := r.runtimeScan(table, want, n.begin, n.resolve, true)
 		if err != nil {
 			return err
@@ -830,6 +835,7 @@ func (r *reader) runtime() error {
 		if !repeated && len(pids) <= 1 {
 			return r.launchPerName(want, n.resolve)
 		}
+		want.starts = nil
 		r.log.Debug("nsys: keeping every launching call", "why", "several processes or a repeated correlation id")
 		n.begin()
 		r.t.Launches = grow(r.t.Launches, min(len(r.t.GPUOps), r.rowEstimate(table)))
@@ -919,6 +925,15 @@ func (r *reader) launchPerName(want *corrIndex, resolve func(int64) (apiName, er
 		}
 		want.dense[i] = j + 1
 	}
+	// Each GPU op's launch call start, which the merged launches no longer carry.
+	r.c.LaunchStarts = make([]int64, len(r.t.GPUOps))
+	for i := range r.t.GPUOps {
+		r.c.LaunchStarts[i] = trace.NoID
+		if c := r.t.GPUOps[i].Correlation; c != trace.NoID && c >= want.lo && c-want.lo < int64(len(want.dense)) && want.dense[c-want.lo] > 0 {
+			r.c.LaunchStarts[i] = want.starts[c-want.lo]
+		}
+	}
+	want.starts = nil
 	r.c.OneLaunchPerName = true
 	r.t.LaunchTimesDropped = true
 	return nil
@@ -979,7 +994,7 @@ func (r *reader) runtimeScan(table string, want *corrIndex, begin func(), resolv
 				return nil
 			}
 			if perName {
-				if wanted, first := want.claim(corr.Int64, nameID.Int64); wanted && !first {
+				if wanted, first := want.claim(corr.Int64, nameID.Int64, start.Int64); wanted && !first {
 					repeated = true
 				}
 				return nil

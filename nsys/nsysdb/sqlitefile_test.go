@@ -908,7 +908,7 @@ func TestMappedPagesReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Close()
-	if err := stream.Each(context.Background(), func(*trace.GPUOp, int64) {}); err != nil {
+	if err := stream.Each(context.Background(), func(*trace.GPUOp, int64, int64) {}); err != nil {
 		t.Fatal(err)
 	}
 	if want := st.Size() / 2 / (1 << 20); released.Load() < want {

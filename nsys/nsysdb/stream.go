@@ -26,8 +26,13 @@ import (
 //   - Launch names come from a merge join on correlation ids. CUPTI numbers API calls in call
 //     order, and the runtime table is in call order or nearly so; it is scanned on its own
 //     goroutine (summing the API table as the lean read does) and handed over in batches as
-//     the kernels need them. The consumer keeps (correlation id → call name) in a ring indexed
-//     by id that covers a fixed range around the largest kernel id seen; see join.
+//     the kernels need them. The consumer keeps (correlation id → call name and start) in a
+//     ring indexed by id that covers a fixed range around the largest kernel id seen; see
+//     join. CUPTI numbers each process's calls on its own, so an export of several processes
+//     (a server's TP ranks) gets one join per process; their places in the hand-over are
+//     counted over every process's calls.
+//   - Each op is handed over with its launch call's start, which the one launch per API name
+//     the pass keeps does not carry (the idle breakdown's host wait needs it).
 //
 // Every way the window assumptions can fail is detected and reported as ErrNotStreamable, so
 // a caller that then reads the export with ReadCapture never gets a silently different answer.
@@ -49,10 +54,11 @@ type streamLimits struct {
 	batch    int   // runtime calls per hand-over
 	outliers int   // calls kept whose ids are far above the kernels' (a second id sequence)
 	judged   int   // ids remembered as having no call, before they are kept as a range
+	joins    int   // processes a pass keeps a join for (each about 2 MB with the default ring)
 }
 
 func defaultLimits() streamLimits {
-	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16}
+	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64}
 }
 
 // ahead is how far above the largest kernel id a call's id may be and still go in the ring.
@@ -230,13 +236,17 @@ func (s *OpStream) Close() error {
 // with the same options: kernels in table order, then the memory ops in Capture.Memops
 // order. The op is a trace.GPUOp as ReadCapture would have it, except that op.Launch indexes
 // Capture.Trace.Launches (one per API name and graph flag) or is NoID where ReadCapture's is
-// NoID. *op is valid only during the call. When the pass finds the export does not keep to
+// NoID, and op.Correlation is the id as stored (ReadCapture makes the ids of an export of
+// several processes unique as (pid<<32)|id, which the pass cannot know before its end; the
+// memory ops the capture holds get that form). launchStart is the start of the op's launch
+// call (the first call with its id in its process), or trace.NoID where op.Launch is NoID.
+// *op is valid only during the call. When the pass finds the export does not keep to
 // the windows (a kernel too far out of start order, a correlation id that left the join
-// window, a launch call that came after its op was delivered without one, a second process,
-// a table the direct reader declines halfway) Each returns ErrNotStreamable (wrapped) and fn
+// window, a launch call that came after its op was delivered without one, more than
+// streamLimits.joins processes, a table the direct reader declines halfway) Each returns ErrNotStreamable (wrapped) and fn
 // may have seen some ops: the caller discards them and reads the export with ReadCapture.
 // ctx cancellation is honoured. Each may be called once.
-func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq int64)) error {
+func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error {
 	if s.closed {
 		return errors.New("nsys: OpStream.Each after Close")
 	}
@@ -260,10 +270,12 @@ func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq int64)
 	return p.finish()
 }
 
-// seqOp is an op with its seq, in the reorder window.
+// seqOp is an op with its seq and its launch call's start (NoID without one), in the reorder
+// window.
 type seqOp struct {
 	op  trace.GPUOp
 	seq int64
+	ls  int64
 }
 
 func lessOp(a, b *seqOp) bool {
@@ -278,16 +290,15 @@ func lessOp(a, b *seqOp) bool {
 
 // rtCall is one runtime call with a correlation id, as the runtime scan hands it over.
 type rtCall struct {
-	id  int64
-	raw int32 // StringIds id of the call's name
+	id    int64
+	start int64 // the call's start, the launch time of the ops it launched
+	raw   int32 // StringIds id of the call's name
+	pid   int32 // correlation ids are numbered per process
 }
 
-// rtBatch is a hand-over of runtime calls; pid is the runtime table's first pid (valid when
-// hasPID), so that the kernels' process is checked against it early.
+// rtBatch is a hand-over of runtime calls.
 type rtBatch struct {
-	calls  []rtCall
-	pid    int32
-	hasPID bool
+	calls []rtCall
 }
 
 // pass is the state of one Each.
@@ -295,13 +306,13 @@ type pass struct {
 	s   *OpStream
 	r   *reader
 	t   *trace.Trace
-	fn  func(*trace.GPUOp, int64)
+	fn  func(*trace.GPUOp, int64, int64)
 	lim streamLimits
 
 	// Kernels.
-	next      int64 // kernels scanned so far (the next one's seq)
-	pid       int32 // the kernels' process
-	havePID   bool
+	next      int64          // kernels scanned so far (the next one's seq)
+	kPIDs     map[int32]bool // the kernels' processes
+	lastPID   int32          // the previous kernel's process
 	devs      map[int32]bool // devices kernels ran on
 	lastDev   int32
 	first     int64 // earliest start and latest end of the kernels
@@ -318,8 +329,14 @@ type pass struct {
 	memNext    int // next entry of OpStream.memSort to deliver
 	scratch    trace.GPUOp
 
-	// Join.
-	j join
+	// Join: one per process, as each numbers its correlation ids on its own. calls counts
+	// the runtime calls handed over (of every process): the joins measure "how far the scan
+	// is past a place" in it.
+	joins  map[int32]*join
+	jPID   int32 // the process of j
+	j      *join // the join used last
+	calls  int64
+	memPID []int32 // per memory op (index into Trace.GPUOps): its process
 
 	// Runtime scan.
 	batches chan *rtBatch
@@ -334,11 +351,13 @@ type pass struct {
 	reps        map[apiName]int32
 }
 
-func newPass(s *OpStream, fn func(*trace.GPUOp, int64)) *pass {
+func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64)) *pass {
 	lim := s.limits
 	p := &pass{
 		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim,
 		devs:      map[int32]bool{},
+		kPIDs:     map[int32]bool{},
+		joins:     map[int32]*join{},
 		pool:      make([]seqOp, lim.reorder+1),
 		free:      make([]int32, lim.reorder+1),
 		order:     make([]int32, 2*(lim.reorder+1)),
@@ -348,8 +367,31 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64)) *pass {
 	for i := range p.free {
 		p.free[i] = int32(len(p.free) - 1 - i)
 	}
-	p.j.init(lim, s.r.t.GPUOps)
+	p.memPID = make([]int32, len(s.r.t.GPUOps))
+	for _, m := range s.r.c.Memops {
+		if m.Op >= 0 && int(m.Op) < len(p.memPID) {
+			p.memPID[m.Op] = m.PID
+		}
+	}
 	return p
+}
+
+// joinOf returns the join of process pid, creating it on first use.
+func (p *pass) joinOf(pid int32) (*join, error) {
+	if p.j != nil && pid == p.jPID {
+		return p.j, nil
+	}
+	j := p.joins[pid]
+	if j == nil {
+		if len(p.joins) >= p.lim.joins {
+			return nil, notStreamable("%s: kernels or runtime calls of more than %d processes", p.r.path, p.lim.joins)
+		}
+		j = &join{now: &p.calls}
+		j.init(p.lim, p.t.GPUOps, p.memPID, pid)
+		p.joins[pid] = j
+	}
+	p.j, p.jPID = j, pid
+	return j, nil
 }
 
 // run scans the kernel table, delivers every op and drains the runtime scan.
@@ -381,12 +423,13 @@ func (p *pass) run(ctx context.Context) error {
 			}
 		}
 		_, pid, _ := SplitGlobalID(gpid.Int64)
-		if !p.havePID {
-			p.pid, p.havePID = pid, true
-			r.addPID(pid)
+		if seq == 0 {
 			p.first, p.last = start.Int64, end.Int64
-		} else if pid != p.pid {
-			return notStreamable("%s: kernels of two processes (%d and %d); their correlation ids repeat", r.path, p.pid, pid)
+		}
+		if seq == 0 || pid != p.lastPID {
+			p.kPIDs[pid] = true
+			r.addPID(pid)
+			p.lastPID = pid
 		}
 		p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
 		device := int32(v[2].Int64)
@@ -394,7 +437,7 @@ func (p *pass) run(ctx context.Context) error {
 			p.devs[device] = true
 			p.lastDev = device
 		}
-		x := seqOp{seq: seq, op: trace.GPUOp{
+		x := seqOp{seq: seq, ls: trace.NoID, op: trace.GPUOp{
 			Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
 			Name: name, Device: device, Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
 		}}
@@ -402,7 +445,7 @@ func (p *pass) run(ctx context.Context) error {
 			x.op.Correlation = corr.Int64
 		}
 		if x.op.Correlation != trace.NoID { // a stored -1 is no id to ReadCapture's link either
-			if x.op.Launch, err = p.kernelLaunch(corr.Int64); err != nil {
+			if x.op.Launch, x.ls, err = p.kernelLaunch(pid, corr.Int64); err != nil {
 				return err
 			}
 		}
@@ -426,7 +469,9 @@ func (p *pass) run(ctx context.Context) error {
 		return err
 	}
 	// The rest of the runtime table: only to find calls that contradict what was delivered.
-	p.j.draining = true
+	for _, j := range p.joins {
+		j.draining = true
+	}
 	for !p.done {
 		if err := p.pull(); err != nil {
 			return err
@@ -484,7 +529,7 @@ func (p *pass) deliverFront() error {
 		p.unmatched++
 	}
 	p.prev, p.delivered = *x, true
-	p.fn(&x.op, x.seq)
+	p.fn(&x.op, x.seq, x.ls)
 	p.free = append(p.free, slot)
 	return nil
 }
@@ -499,10 +544,10 @@ func (p *pass) deliverMemops(x *seqOp) error {
 			return nil
 		}
 		p.memNext++
-		li := int32(trace.NoID)
+		li, ls := int32(trace.NoID), int64(trace.NoID)
 		if c := m.op.Correlation; c != trace.NoID {
 			var err error
-			if li, err = p.memopLaunch(c); err != nil {
+			if li, ls, err = p.memopLaunch(p.memPID[i], c); err != nil {
 				return err
 			}
 		}
@@ -513,7 +558,7 @@ func (p *pass) deliverMemops(x *seqOp) error {
 		m.op.Launch = li
 		p.prev, p.delivered = m, true
 		p.scratch = m.op
-		p.fn(&p.scratch, m.seq)
+		p.fn(&p.scratch, m.seq, ls)
 	}
 	return nil
 }
@@ -539,7 +584,7 @@ type join struct {
 	slack        int64
 	kmax         int64
 	haveK        bool
-	pos          int64 // calls the scan handed over
+	now          *int64 // calls the scan handed over (of every process: pass.calls)
 	outliers     map[int64]outlier
 	outHeap      []int64 // the outliers' ids, a min-heap: they move to the ring as kmax nears
 	outLimit     int
@@ -556,19 +601,22 @@ type join struct {
 }
 
 type joinSlot struct {
-	id  int64
-	pos int64 // the call's place in the hand-over
-	raw int32
-	set bool
+	id    int64
+	pos   int64 // the call's place in the hand-over
+	start int64 // the call's start
+	raw   int32
+	set   bool
 }
 
 type memJoin struct {
 	pos          int64
+	start        int64
 	raw          int32
 	seen, judged bool
 }
 
-func (j *join) init(lim streamLimits, memops []trace.GPUOp) {
+// init sets the join up for the memory ops (Trace.GPUOps) whose process (pids, per op) is pid.
+func (j *join) init(lim streamLimits, memops []trace.GPUOp, pids []int32, pid int32) {
 	j.ring = make([]joinSlot, lim.ring)
 	j.mask = int64(lim.ring - 1)
 	j.back, j.ahead, j.slack = lim.back, lim.ahead(), lim.slack
@@ -578,7 +626,7 @@ func (j *join) init(lim streamLimits, memops []trace.GPUOp) {
 	j.judgedLimit = lim.judged
 	for i := range memops {
 		c := memops[i].Correlation
-		if c == trace.NoID {
+		if c == trace.NoID || pids[i] != pid {
 			continue
 		}
 		if j.memIdx == nil {
@@ -604,22 +652,22 @@ func (j *join) memOf(c int64) *memJoin {
 	return nil
 }
 
-// find returns the first call seen with id c.
-func (j *join) find(c int64) (int32, bool) {
+// find returns the name and start of the first call seen with id c.
+func (j *join) find(c int64) (raw int32, start int64, ok bool) {
 	if c >= j.kmax-j.back && c <= j.kmax+j.ahead {
 		if sl := &j.ring[c&j.mask]; sl.set && sl.id == c {
-			return sl.raw, true
+			return sl.raw, sl.start, true
 		}
 	}
 	if len(j.outliers) > 0 {
 		if o, ok := j.outliers[c]; ok {
-			return o.raw, true
+			return o.raw, o.start, true
 		}
 	}
 	if m := j.memOf(c); m != nil && m.seen {
-		return m.raw, true
+		return m.raw, m.start, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // isJudged says id c was declared without a call (exactly: forgotten ids are not).
@@ -661,15 +709,14 @@ func (j *join) ingest(c rtCall) error {
 	if j.nJudged > 0 && id >= j.jLo && id <= j.jHi && (j.judged[id] || (j.forgot && id >= j.fLo && id <= j.fHi)) {
 		return notStreamable("the runtime call with correlation id %d comes after a GPU op with that id was delivered without a launch (the runtime table is out of call order by more than %d calls)", id, j.slack)
 	}
-	pos := j.pos
-	j.pos++
+	pos := *j.now
 	inRange := id >= j.kmax-j.back && id <= j.kmax+j.ahead
 	if m := j.memOf(id); m != nil {
 		if m.judged && !m.seen {
 			return notStreamable("the runtime call with correlation id %d comes after the memory op with that id was delivered without a launch", id)
 		}
 		if !m.seen {
-			m.raw, m.pos, m.seen = c.raw, pos, true
+			m.raw, m.start, m.pos, m.seen = c.raw, c.start, pos, true
 		}
 		return nil
 	}
@@ -684,7 +731,7 @@ func (j *join) ingest(c rtCall) error {
 		if len(j.outliers) >= j.outLimit {
 			return notStreamable("more than %d runtime calls have correlation ids over %d above the kernels' (%d)", j.outLimit, j.ahead, j.kmax)
 		}
-		j.outliers[id] = outlier{raw: c.raw, pos: pos}
+		j.outliers[id] = outlier{raw: c.raw, start: c.start, pos: pos}
 		heapPush(&j.outHeap, id)
 	case inRange:
 		if len(j.outliers) > 0 {
@@ -692,25 +739,26 @@ func (j *join) ingest(c rtCall) error {
 				return nil // an earlier call with this id
 			}
 		}
-		j.put(id, c.raw, pos)
+		j.put(id, c.raw, c.start, pos)
 	}
 	// Below the range: no kernel may ask for it any more (only the judged check matters).
 	return nil
 }
 
 // put records the call of id c (in the ring's range) unless an earlier call had that id.
-func (j *join) put(c int64, raw int32, pos int64) {
+func (j *join) put(c int64, raw int32, start, pos int64) {
 	sl := &j.ring[c&j.mask]
 	if sl.set && sl.id == c {
 		return
 	}
-	*sl = joinSlot{id: c, pos: pos, raw: raw, set: true}
+	*sl = joinSlot{id: c, pos: pos, start: start, raw: raw, set: true}
 }
 
 // outlier is a call whose id was above the ring's range when it came.
 type outlier struct {
-	raw int32
-	pos int64
+	raw   int32
+	start int64
+	pos   int64
 }
 
 // nearIDs is how far around a missing id passed looks for its neighbours' calls.
@@ -744,10 +792,10 @@ func (j *join) passed(k, missPos int64) bool {
 	}
 	for id := k + 1; id <= hi; id++ {
 		if pos, ok := j.posOf(id); ok && pos > pred {
-			return j.pos >= pos+j.slack
+			return *j.now >= pos+j.slack
 		}
 	}
-	return j.pos >= missPos+4*j.slack
+	return *j.now >= missPos+4*j.slack
 }
 
 // raise makes k the largest kernel id and moves the outliers its range now covers to the
@@ -759,7 +807,7 @@ func (j *join) raise(k int64) {
 		o := j.outliers[id]
 		delete(j.outliers, id)
 		if id >= k-j.back {
-			j.put(id, o.raw, o.pos)
+			j.put(id, o.raw, o.start, o.pos)
 		}
 	}
 }
@@ -802,40 +850,49 @@ func heapPop(h *[]int64) int64 {
 	return top
 }
 
-// kernelLaunch is the launch of a kernel with correlation id k.
-func (p *pass) kernelLaunch(k int64) (int32, error) {
-	j := &p.j
+// kernelLaunch is the launch of a kernel of process pid with correlation id k, and the launch
+// call's start (NoID without a call).
+func (p *pass) kernelLaunch(pid int32, k int64) (int32, int64, error) {
+	j, err := p.joinOf(pid)
+	if err != nil {
+		return trace.NoID, trace.NoID, err
+	}
 	if !j.haveK || k > j.kmax {
 		j.raise(k)
 	}
-	missPos := j.pos
+	missPos := p.calls
 	for {
-		if raw, ok := j.find(k); ok {
-			return p.launch(raw)
+		if raw, start, ok := j.find(k); ok {
+			li, err := p.launch(raw)
+			return li, start, err
 		}
 		if j.isJudged(k) {
-			return trace.NoID, nil
+			return trace.NoID, trace.NoID, nil
 		}
 		if k < j.kmax-j.back {
-			return trace.NoID, notStreamable("%s: a kernel's correlation id %d is more than %d below another kernel's (%d), out of the join window", p.r.path, k, j.back, j.kmax)
+			return trace.NoID, trace.NoID, notStreamable("%s: a kernel's correlation id %d is more than %d below another kernel's (%d), out of the join window", p.r.path, k, j.back, j.kmax)
 		}
 		// Should a call with id k still come after this, ingest says so.
 		if p.done || j.passed(k, missPos) {
 			break
 		}
 		if err := p.pull(); err != nil {
-			return trace.NoID, err
+			return trace.NoID, trace.NoID, err
 		}
 	}
 	j.judge(k)
-	return trace.NoID, nil
+	return trace.NoID, trace.NoID, nil
 }
 
-// memopLaunch is the launch of a memory op with correlation id c, at its delivery.
-func (p *pass) memopLaunch(c int64) (int32, error) {
-	j := &p.j
+// memopLaunch is the launch of a memory op of process pid with correlation id c, at its
+// delivery, and the launch call's start (NoID without a call).
+func (p *pass) memopLaunch(pid int32, c int64) (int32, int64, error) {
+	j, err := p.joinOf(pid)
+	if err != nil {
+		return trace.NoID, trace.NoID, err
+	}
 	m := j.memOf(c)
-	missPos := j.pos
+	missPos := p.calls
 	for !m.seen && !m.judged {
 		// An id far above the kernels' is not waited for: the scan would have to hold
 		// everything up to it. Its call normally came with the kernels of its time.
@@ -843,14 +900,15 @@ func (p *pass) memopLaunch(c int64) (int32, error) {
 			break
 		}
 		if err := p.pull(); err != nil {
-			return trace.NoID, err
+			return trace.NoID, trace.NoID, err
 		}
 	}
 	if m.seen {
-		return p.launch(m.raw)
+		li, err := p.launch(m.raw)
+		return li, m.start, err
 	}
 	m.judged = true
-	return trace.NoID, nil
+	return trace.NoID, trace.NoID, nil
 }
 
 // launch returns the launch for a call name (StringIds id), creating it on first use: one per
@@ -908,7 +966,6 @@ func (p *pass) scanRuntime(ctx context.Context) {
 	defer close(out)
 	pt := &rt.part
 	path, file, plan, size := p.r.path, p.r.file, p.s.runtime, p.lim.batch
-	var pid0 int32
 	get := func() *rtBatch {
 		select {
 		case b := <-p.spare:
@@ -919,7 +976,6 @@ func (p *pass) scanRuntime(ctx context.Context) {
 		}
 	}
 	send := func(b *rtBatch) error {
-		b.pid, b.hasPID = pid0, pt.calls > 0
 		select {
 		case out <- b:
 			return nil
@@ -931,20 +987,14 @@ func (p *pass) scanRuntime(ctx context.Context) {
 	ts := &tableScan{s: file, rowidAt: -1, ints: make([]sql.NullInt64, len(plan.cols))}
 	ts.fnInts = func(v []sql.NullInt64) error {
 		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
-		first := pt.calls == 0
 		pid, _ := pt.add(start.Int64, end.Int64, gtid.Int64, nameID.Int64)
-		if first {
-			pid0 = pid
-		} else if pid != pid0 {
-			return notStreamable("%s: runtime calls of two processes (%d and %d); their correlation ids repeat", path, pid0, pid)
-		}
 		if !corr.Valid {
 			return nil
 		}
 		if nameID.Int64 < 0 || nameID.Int64 > math.MaxInt32 {
 			return notStreamable("%s: %s: name id %d out of range", path, runtimeTable, nameID.Int64)
 		}
-		b.calls = append(b.calls, rtCall{id: corr.Int64, raw: int32(nameID.Int64)})
+		b.calls = append(b.calls, rtCall{id: corr.Int64, start: start.Int64, raw: int32(nameID.Int64), pid: pid})
 		if len(b.calls) == size {
 			if err := send(b); err != nil {
 				return err
@@ -978,15 +1028,15 @@ func (p *pass) pull() error {
 		p.done = true
 		return p.rt.err
 	}
-	if b.hasPID {
-		if p.havePID && b.pid != p.pid {
-			return notStreamable("%s: kernels of process %d, runtime calls of process %d; correlation ids repeat across processes", p.r.path, p.pid, b.pid)
-		}
-	}
 	for _, c := range b.calls {
-		if err := p.j.ingest(c); err != nil {
+		j, err := p.joinOf(c.pid)
+		if err != nil {
 			return err
 		}
+		if err := j.ingest(c); err != nil {
+			return err
+		}
+		p.calls++
 	}
 	select {
 	case p.spare <- b:
@@ -1014,9 +1064,6 @@ func (p *pass) finish() error {
 		for pid := range pt.pids {
 			r.pids[pid] = true
 			r.rtPIDs[pid] = true
-			if p.havePID && pid != p.pid {
-				return notStreamable("%s: kernels of process %d, runtime calls of process %d; correlation ids repeat across processes", r.path, p.pid, pid)
-			}
 		}
 		statOf := map[trace.NameID]int{}
 		for i, raw := range pt.order {
@@ -1040,6 +1087,11 @@ func (p *pass) finish() error {
 		c.OneLaunchPerName = true
 	}
 	r.streamed, r.streamFirst, r.streamLast = p.next, p.first, p.last
+	// The held memory ops' ids as ReadCapture makes them unique across processes (the
+	// delivered kernels keep their stored ids: nothing downstream of the pass reads them).
+	maps.Copy(r.kPIDs, p.kPIDs)
+	r.kN, r.kOp0 = 0, 0 // no kernel is held
+	r.uniqueCorrelations()
 	addDevices(t, maps.Keys(p.devs))
 	if err := r.processes(); err != nil {
 		return err

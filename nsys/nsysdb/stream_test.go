@@ -194,6 +194,9 @@ type streamedOp struct {
 	Op     trace.GPUOp
 	Name   string
 	Launch string
+	// LS is the launch call's start as Each hands it over (-1 where the oracle has no call);
+	// describeOp leaves it 0.
+	LS int64
 }
 
 func launchKey(t *trace.Trace, li int32) string {
@@ -223,8 +226,10 @@ func streamAll(t *testing.T, path string, opts ReadOptions, limits *streamLimits
 		s.limits = *limits
 	}
 	var ops []streamedOp
-	err = s.Each(context.Background(), func(op *trace.GPUOp, seq int64) {
-		ops = append(ops, describeOp(s.Capture.Trace, *op, seq))
+	err = s.Each(context.Background(), func(op *trace.GPUOp, seq, ls int64) {
+		d := describeOp(s.Capture.Trace, *op, seq)
+		d.LS = ls
+		ops = append(ops, d)
 	})
 	return s.Capture, ops, err
 }
@@ -255,6 +260,15 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		t.Fatalf("stream: %v", err)
 	}
 	ht := held.Trace
+	// Every launching call kept, for each op's launch call start.
+	fullOpts := opts
+	fullOpts.OneLaunchPerName = false
+	full, err := ReadCapture(ctx, path, fullOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := full.Trace
+	multi := ht.Meta["correlation_ids"] != ""
 	idx := make([]int, len(ht.GPUOps))
 	for i := range idx {
 		idx[i] = i
@@ -269,9 +283,31 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 	want := make([]streamedOp, len(idx))
 	for k, i := range idx {
 		want[k] = describeOp(ht, ht.GPUOps[i], int64(i))
+		want[k].LS = trace.NoID
+		if l := ft.GPUOps[i].Launch; l != trace.NoID {
+			want[k].LS = ft.Launches[l].Start
+		}
+		if c := &want[k].Op.Correlation; multi && *c != trace.NoID {
+			*c &= 0xFFFFFFFF // the stream delivers kernels' ids as stored (Each says why)
+		}
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("delivered ops (-ReadCapture sorted +stream):\n%s", d)
+	}
+	if held.OneLaunchPerName {
+		// The held read's launch starts, per op, are the full read's as well.
+		if len(held.LaunchStarts) != len(ht.GPUOps) {
+			t.Fatalf("held LaunchStarts: %d for %d ops", len(held.LaunchStarts), len(ht.GPUOps))
+		}
+		for i := range ht.GPUOps {
+			w := int64(trace.NoID)
+			if l := ft.GPUOps[i].Launch; l != trace.NoID {
+				w = ft.Launches[l].Start
+			}
+			if held.LaunchStarts[i] != w {
+				t.Fatalf("held LaunchStarts[%d] = %d, want %d", i, held.LaunchStarts[i], w)
+			}
+		}
 	}
 	st := c.Trace
 	kN := len(ht.GPUOps) - len(held.Memops)
@@ -373,6 +409,10 @@ func TestStreamMatchesRead(t *testing.T) {
 		"graphs-no-memops":  {version: "3.28.1", n: 500, streams: 2, graphs: true},
 		"memops-no-graphs":  {version: "3.28.1", n: 500, streams: 2, memops: true},
 		"one-stream-driver": {version: "3.28.1", n: 300, driver: true},
+		// Processes that repeat each other's correlation ids, the second's calls all after
+		// the first's in the runtime table: one join per process.
+		"two-processes":   {version: "3.28.1", n: 200, pids: 2},
+		"three-processes": {version: "3.28.1", n: 300, devices: 2, streams: 2, memops: true, graphs: true, driver: true, pids: 3},
 	}
 	for name, sc := range cases {
 		path := writeStreamExport(t, sc)
@@ -390,10 +430,11 @@ func TestStreamMatchesRead(t *testing.T) {
 // that every ring slot is reused, the reorder window delivers while the scan goes on, and the
 // join pulls many batches.
 func TestStreamSmallWindows(t *testing.T) {
-	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4}
+	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4, joins: 64}
 	for name, sc := range map[string]streamCase{
 		"all":      {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true},
 		"shuffled": {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true, shuffle: 5},
+		"two-pids": {version: "3.28.1", n: 40, devices: 2, streams: 3, memops: true, graphs: true, driver: true, pids: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			checkStreamMatchesRead(t, writeStreamExport(t, sc), leanOptions, &lim)
@@ -411,6 +452,8 @@ func TestStreamSecondIDSequence(t *testing.T) {
 	lim := defaultLimits()
 	lim.ring, lim.back = 1024, 512
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
+	// Several processes, their calls interleaved in time in the runtime table.
+	checkStreamMatchesRead(t, largeExportNVTX(t, 2000, 2, false), leanOptions, nil)
 	// One call per hand-over: every kernel misses before its call comes, also those whose
 	// near higher ids are the copies' (handed over long before).
 	lim = defaultLimits()
@@ -440,9 +483,11 @@ func wantNotStreamable(t *testing.T, err error, why string) {
 // ErrNotStreamable, up front where it can be known, else from Each; ReadCapture still reads
 // every one of these exports.
 func TestStreamNotStreamable(t *testing.T) {
-	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64}
+	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64, joins: 64}
+	twoJoins := defaultLimits()
+	twoJoins.joins = 2
 	// A join that tolerates the disorder, so that the reorder window is what gives up.
-	smallReorder := streamLimits{reorder: 8, ring: 4096, back: 2000, slack: 1024, batch: 16, outliers: 64, judged: 64}
+	smallReorder := streamLimits{reorder: 8, ring: 4096, back: 2000, slack: 1024, batch: 16, outliers: 64, judged: 64, joins: 64}
 	rowGap := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, rowGap, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 17")
 	realStart := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
@@ -460,8 +505,7 @@ func TestStreamNotStreamable(t *testing.T) {
 		unreadable bool
 	}{
 		{"nvtx", largeExport(t, 500, 1), nil, true, "NVTX ranges", false},
-		{"two-processes", writeStreamExport(t, streamCase{version: "3.28.1", n: 200, pids: 2}), nil, false, "two processes", false},
-		{"two-processes-large", largeExportNVTX(t, 2000, 2, false), nil, false, "two processes", false},
+		{"more-processes-than-joins", writeStreamExport(t, streamCase{version: "3.28.1", n: 100, pids: 3}), &twoJoins, false, "more than 2 processes", false},
 		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &smallReorder, false, "reorder window", false},
 		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
 		{"call-after-its-kernel", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, lateCall: true}), &small, false, "delivered without a launch", false},
@@ -480,7 +524,7 @@ func TestStreamNotStreamable(t *testing.T) {
 				if tc.limits != nil {
 					s.limits = *tc.limits
 				}
-				err = s.Each(context.Background(), func(*trace.GPUOp, int64) {})
+				err = s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {})
 				wantNotStreamable(t, err, tc.why)
 				if err := s.Close(); err != nil {
 					t.Errorf("Close: %v", err)
@@ -597,7 +641,7 @@ func TestStreamEachOnceAndCanceled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	err = s.Each(ctx, func(*trace.GPUOp, int64) {
+	err = s.Each(ctx, func(*trace.GPUOp, int64, int64) {
 		if n++; n == 10 {
 			cancel()
 		}
@@ -605,7 +649,7 @@ func TestStreamEachOnceAndCanceled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled pass: err = %v", err)
 	}
-	if err := s.Each(context.Background(), func(*trace.GPUOp, int64) {}); err == nil || errors.Is(err, ErrNotStreamable) {
+	if err := s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {}); err == nil || errors.Is(err, ErrNotStreamable) {
 		t.Errorf("second Each: err = %v, want a plain error", err)
 	}
 	if err := s.Close(); err != nil {
@@ -636,7 +680,7 @@ func TestStreamIDGap(t *testing.T) {
 	if err := nsysgen.Write(path, e); err != nil {
 		t.Fatal(err)
 	}
-	lim := streamLimits{reorder: 4, ring: 256, back: 100, slack: 8, batch: 3, outliers: 64, judged: 4}
+	lim := streamLimits{reorder: 4, ring: 256, back: 100, slack: 8, batch: 3, outliers: 64, judged: 4, joins: 64}
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
 }
 
@@ -698,7 +742,37 @@ func fuzzStreamExport(data []byte) nsysgen.Export {
 	if len(e.Kernels) == 0 {
 		kernel(1, 0, 1, 0)
 	}
+	if len(data) > 0 && data[0]&0x80 != 0 {
+		// A second process with the same correlation ids, 7 ns later: each table interleaves
+		// the two processes' rows by start, each process's rows in their own order.
+		e.Runtime = mergeByStart(e.Runtime, func(r nsysgen.Runtime) nsysgen.Runtime {
+			r.PID, r.TID, r.Start, r.End = 10, 10, r.Start+7, r.End+7
+			return r
+		},
+			func(r nsysgen.Runtime) int64 { return r.Start })
+		e.Kernels = mergeByStart(e.Kernels, func(k nsysgen.Kernel) nsysgen.Kernel { k.PID, k.Start, k.End = 10, k.Start+7, k.End+7; return k },
+			func(k nsysgen.Kernel) int64 { return k.Start })
+		e.Memops = mergeByStart(e.Memops, func(m nsysgen.Memop) nsysgen.Memop { m.PID, m.Start, m.End = 10, m.Start+7, m.End+7; return m },
+			func(m nsysgen.Memop) int64 { return m.Start })
+	}
 	return e
+}
+
+// mergeByStart interleaves rows with the rows second makes of them, by start, keeping the
+// order of each sequence (which need not be sorted).
+func mergeByStart[T any](rows []T, second func(T) T, start func(T) int64) []T {
+	out := make([]T, 0, 2*len(rows))
+	i, j := 0, 0
+	for i < len(rows) || j < len(rows) {
+		if j == len(rows) || i < len(rows) && start(rows[i]) <= start(second(rows[j])) {
+			out = append(out, rows[i])
+			i++
+		} else {
+			out = append(out, second(rows[j]))
+			j++
+		}
+	}
+	return out
 }
 
 // FuzzStream: for any export fuzzStreamExport makes, the stream with the default windows
@@ -708,6 +782,7 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 2, 3, 4, 4, 5, 6, 7, 5, 0, 0, 0}, byte(4), byte(2))
 	f.Add([]byte{2, 0, 2, 2, 2, 1, 0, 1, 6, 0, 0, 0, 0, 0, 1, 9, 7, 3, 1, 1, 3, 2, 22, 15, 4, 1, 2, 3}, byte(1), byte(0))
 	f.Add([]byte("a graph, a copy and a lost launch: 0123456789abcdefghijklmnop"), byte(3), byte(1))
+	f.Add([]byte{0x80, 1, 2, 3, 1, 2, 3, 4, 4, 5, 6, 7, 5, 0, 0, 0, 2, 0, 2, 2, 6, 0, 0, 0}, byte(4), byte(2)) // two processes
 	f.Fuzz(func(t *testing.T, data []byte, reorder, ring byte) {
 		path := filepath.Join(t.TempDir(), "fuzz.sqlite")
 		if err := nsysgen.Write(path, fuzzStreamExport(data)); err != nil {
@@ -716,7 +791,7 @@ func FuzzStream(f *testing.F) {
 		checkStream(t, path, leanOptions, nil, false)
 		size := 16 << (ring % 4)
 		lim := streamLimits{reorder: 1 + int(reorder%32), ring: size, back: int64(size / 2), slack: 1 + int64(ring%8),
-			batch: 1 + int(reorder%7), outliers: 4, judged: 2}
+			batch: 1 + int(reorder%7), outliers: 4, judged: 2, joins: 64}
 		checkStream(t, path, leanOptions, &lim, true)
 	})
 }
@@ -747,6 +822,6 @@ func TestStreamNullAndOddIDs(t *testing.T) {
 		"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = -1 WHERE rowid = 3",
 		"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = NULL WHERE rowid % 5 = 0")
 	checkStreamMatchesRead(t, path, leanOptions, nil)
-	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4}
+	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4, joins: 64}
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
 }

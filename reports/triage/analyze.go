@@ -542,6 +542,10 @@ type traceCtx struct {
 	peak   *Peak          // the analysed device's peaks, nil when unknown
 	// launchStarts is per GPU op its launch call's start (Options.LaunchStarts), or nil
 	launchStarts []int64
+	// streamLaunch is the launch call start of the op a stream is delivering now (OpStream.Each
+	// hands it over with the op; trace.NoID when unknown), read by launchOf when streamStarts.
+	streamLaunch int64
+	streamStarts bool
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {

@@ -231,6 +231,11 @@ func (c *traceCtx) launchOf(op *trace.GPUOp, oi int32) (start int64, single bool
 	}
 	single = !t.Launches[op.Launch].Graph
 	switch {
+	case c.streamStarts && oi < 0:
+		if c.streamLaunch == trace.NoID {
+			return noLaunch, false
+		}
+		return c.streamLaunch, single
 	case c.launchStarts != nil:
 		if oi < 0 || int(oi) >= len(c.launchStarts) || c.launchStarts[oi] == trace.NoID {
 			return noLaunch, false

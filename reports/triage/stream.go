@@ -24,9 +24,12 @@ type OpStream struct {
 	// Each calls fn once for every GPU op of the input in nondecreasing (Start, End, seq)
 	// order, where seq is the op's index in the trace the input's Open would return (it
 	// breaks ties between equally long ops of one name as a held trace does). op is valid
-	// during the call only. An error wrapping ErrNotStreamable (the reader found the order
-	// could not be kept) sends Analyze back to Open; fn may have seen some ops by then.
-	Each func(ctx context.Context, fn func(op *trace.GPUOp, seq int64)) error
+	// during the call only. launchStart is the start of the op's own launch call (trace.NoID
+	// when unknown), which Trace.Launches need not carry (trace.Trace.LaunchTimesDropped): the
+	// idle breakdown's host wait and launch delays read it. An error wrapping ErrNotStreamable
+	// (the reader found the order could not be kept) sends Analyze back to Open; fn may have
+	// seen some ops by then.
+	Each func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error
 	// Close, when set, releases the reader's files; Analyze calls it once it is done with the
 	// stream, whether or not Each ran.
 	Close func() error
@@ -65,6 +68,7 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 		return info, nil, false, nil
 	}
 	c := newTraceCtx(t, a.cls)
+	c.streamStarts = true
 	sa := &streamAnalysis{c: c, devs: map[int32]*streamDev{}}
 	if err := s.Each(ctx, sa.add); err != nil {
 		if errors.Is(err, ErrNotStreamable) {
@@ -186,7 +190,7 @@ type repOps struct {
 }
 
 // add takes one op of the stream (Each's fn).
-func (sa *streamAnalysis) add(op *trace.GPUOp, seq int64) {
+func (sa *streamAnalysis) add(op *trace.GPUOp, seq, launchStart int64) {
 	if sa.err != nil {
 		return
 	}
@@ -196,6 +200,7 @@ func (sa *streamAnalysis) add(op *trace.GPUOp, seq int64) {
 	}
 	sa.n++
 	sa.pStart, sa.pEnd, sa.pSeq = op.Start, op.End, seq
+	sa.c.streamLaunch = launchStart
 	d := sa.last
 	if d == nil || op.Device != sa.lastDev {
 		if d = sa.devs[op.Device]; d == nil {

@@ -21,7 +21,7 @@ import (
 func streamOf(t *trace.Trace, swap int) *OpStream {
 	bare := *t
 	bare.GPUOps = nil
-	return &OpStream{Trace: &bare, Each: func(ctx context.Context, fn func(*trace.GPUOp, int64)) error {
+	return &OpStream{Trace: &bare, Each: func(ctx context.Context, fn func(*trace.GPUOp, int64, int64)) error {
 		order := make([]int, len(t.GPUOps))
 		for i := range order {
 			order[i] = i
@@ -41,7 +41,11 @@ func streamOf(t *trace.Trace, swap int) *OpStream {
 		}
 		for _, i := range order {
 			op := t.GPUOps[i] // a copy: the reader's buffer, not the caller's trace
-			fn(&op, int64(i))
+			ls := int64(trace.NoID)
+			if l := op.Launch; l >= 0 && int(l) < len(t.Launches) && !t.LaunchTimesDropped {
+				ls = t.Launches[l].Start
+			}
+			fn(&op, int64(i), ls)
 		}
 		return ctx.Err()
 	}}
@@ -167,11 +171,11 @@ func TestStreamFallback(t *testing.T) {
 		{"reader gives up mid-pass", func() (*OpStream, error) {
 			s := streamOf(tr, -1)
 			each := s.Each
-			s.Each = func(ctx context.Context, fn func(*trace.GPUOp, int64)) error {
+			s.Each = func(ctx context.Context, fn func(*trace.GPUOp, int64, int64)) error {
 				k := 0
-				_ = each(ctx, func(op *trace.GPUOp, seq int64) {
+				_ = each(ctx, func(op *trace.GPUOp, seq, ls int64) {
 					if k++; k < 50 {
-						fn(op, seq)
+						fn(op, seq, ls)
 					}
 				})
 				return fmt.Errorf("correlation window: %w", ErrNotStreamable)
@@ -182,7 +186,7 @@ func TestStreamFallback(t *testing.T) {
 		{"open error", func() (*OpStream, error) { return nil, errors.New("disk on fire") }, 0, "disk on fire"},
 		{"pass error", func() (*OpStream, error) {
 			s := streamOf(tr, -1)
-			s.Each = func(context.Context, func(*trace.GPUOp, int64)) error { return errors.New("page 7 is damaged") }
+			s.Each = func(context.Context, func(*trace.GPUOp, int64, int64)) error { return errors.New("page 7 is damaged") }
 			return s, nil
 		}, 0, "page 7 is damaged"},
 	}
@@ -276,7 +280,7 @@ func generated(n int) *OpStream {
 	names := []trace.NameID{tr.Names.InternString(kGEMM), tr.Names.InternString(kAttn), tr.Names.InternString(kNorm),
 		tr.Names.InternString(kSilu), tr.Names.InternString(kNCCL)}
 	tr.Launches = []trace.Launch{{Name: tr.Names.InternString("cudaLaunchKernel"), Frame: trace.NoID}}
-	return &OpStream{Trace: tr, Each: func(ctx context.Context, fn func(*trace.GPUOp, int64)) error {
+	return &OpStream{Trace: tr, Each: func(ctx context.Context, fn func(*trace.GPUOp, int64, int64)) error {
 		var op trace.GPUOp
 		var main int64 = 1_000
 		for i := range n {
@@ -290,7 +294,7 @@ func generated(n int) *OpStream {
 				op.Start, op.End = main, main+d
 				main += d + 300
 			}
-			fn(&op, int64(i))
+			fn(&op, int64(i), trace.NoID)
 		}
 		return ctx.Err()
 	}}

@@ -490,6 +490,10 @@ func (s *Session) open(ctx context.Context, path string) (*trace.Trace, error) {
 	}
 	nt.scopes = scopeLabels(c, scopeIdx)
 	s.pending[t] = nt
+	if c.OneLaunchPerName && c.LaunchStarts != nil {
+		// The reader merged the launches and kept each op's launch start itself.
+		s.setLaunchStarts(t, c.LaunchStarts)
+	}
 	if compact {
 		s.keepLaunchStarts(t)
 		compactLaunches(t)
@@ -567,6 +571,11 @@ func (s *Session) keepLaunchStarts(t *trace.Trace) {
 			starts[i] = t.Launches[l].Start
 		}
 	}
+	s.setLaunchStarts(t, starts)
+}
+
+// setLaunchStarts keeps starts (per GPU op of t, its launch call's start) for launchStarts.
+func (s *Session) setLaunchStarts(t *trace.Trace, starts []int64) {
 	if s.starts == nil {
 		s.starts = map[*trace.Trace][]int64{}
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // openStream is the triage.Options.OpenStream hook: an nsys export that nsysdb.OpenStream can
-// deliver in time order (one process, no NVTX range) is triaged as its kernels go by, so the
+// deliver in time order (no NVTX range; one process or several) is triaged as its kernels go by, so the
 // triage's memory does not grow with their number. Everything else, and an export whose order
 // breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
 // want NVTX ranges and the held capture, so they are not streamed.
@@ -36,7 +36,7 @@ func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream
 	c := st.Capture
 	return &triage.OpStream{
 		Trace: c.Trace,
-		Each: func(ctx context.Context, fn func(op *trace.GPUOp, seq int64)) error {
+		Each: func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error {
 			if err := st.Each(ctx, fn); err != nil {
 				return notStreamable(err)
 			}

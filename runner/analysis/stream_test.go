@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,7 +18,8 @@ import (
 // streamExport writes a random export that a stream can serve: one process, kernels in start
 // order on several streams (overlapping, touching, equal starts, zero length), graph and
 // driver launches, synchronisations that launch nothing, copies and memsets, one or two GPUs.
-// twoPIDs gives a second process's kernels, nvtx a range: both must be read held.
+// twoPIDs gives a second process's kernels, whose correlation ids repeat the first's; nvtx a
+// range, which must be read held.
 func streamExport(t *testing.T, seed uint64, version string, twoPIDs, nvtx bool) string {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 77))
@@ -28,14 +30,16 @@ func streamExport(t *testing.T, seed uint64, version string, twoPIDs, nvtx bool)
 		"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
 		"void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)"}
 	devs := 1 + r.IntN(2)
-	var at, corr int64
+	var at int64
+	corrs := map[int32]int64{} // per process: CUPTI numbers each process's calls from 1
 	for i := range 600 {
 		at += int64(r.IntN(4_000))
 		pid := int32(4242)
 		if twoPIDs && i%2 == 1 {
 			pid = 4343
 		}
-		corr++
+		corrs[pid]++
+		corr := corrs[pid]
 		call := nsysgen.Runtime{Start: at - 2_500, End: at - 500, PID: pid, TID: pid, Correlation: corr, Name: "cudaLaunchKernel_v7000"}
 		switch r.IntN(10) {
 		case 0:
@@ -58,8 +62,8 @@ func streamExport(t *testing.T, seed uint64, version string, twoPIDs, nvtx bool)
 		}
 		e.Runtime = append(e.Runtime, call)
 		if r.IntN(8) == 0 {
-			corr++
-			e.Runtime = append(e.Runtime, nsysgen.Runtime{Start: at - 400, End: at + 9_000, PID: pid, TID: pid, Correlation: corr, Name: "cudaStreamSynchronize_v3020"})
+			corrs[pid]++
+			e.Runtime = append(e.Runtime, nsysgen.Runtime{Start: at - 400, End: at + 9_000, PID: pid, TID: pid, Correlation: corrs[pid], Name: "cudaStreamSynchronize_v3020"})
 		}
 	}
 	if nvtx {
@@ -101,7 +105,7 @@ func TestStreamedTriageMatchesHeld(t *testing.T) {
 		{"3.28.1", false, false, true},
 		{"3.13.2", false, false, true},
 		{"2.9.1", false, false, true},
-		{"3.28.1", true, false, false},
+		{"3.28.1", true, false, true},
 		{"3.28.1", false, true, false},
 	} {
 		t.Run(fmt.Sprintf("%s-pids%v-nvtx%v", tc.version, tc.twoPIDs, tc.nvtx), func(t *testing.T) {
@@ -115,12 +119,49 @@ func TestStreamedTriageMatchesHeld(t *testing.T) {
 				if got := !strings.Contains(log, fellBack); got != tc.wantStreamed {
 					t.Fatalf("seed %d: streamed = %v, want %v; log:\n%s", seed, got, tc.wantStreamed, log)
 				}
-				for _, want := range []string{`"memory_ops": [`, "cudaGraphLaunch", "cudaStreamSynchronize"} {
+				// host_wait_us: the launch starts reach the idle breakdown on both paths.
+				for _, want := range []string{`"memory_ops": [`, "cudaGraphLaunch", "cudaStreamSynchronize", `"host_wait_us": `, `"launch_delay`} {
 					if !strings.Contains(streamed, want) {
 						t.Fatalf("seed %d: the report lacks %q, so the export does not exercise it:\n%s", seed, want, streamed)
 					}
 				}
 			}
 		})
+	}
+}
+
+// TestStreamedMatchesHeldExport is scripts/bench_nsys.sh's check on its large generated
+// exports: RUNNER_NSYS_DIFF_EXPORT names an export (a 1M-kernel one of four processes, the first
+// million kernels of the script's 10M-kernel export), whose streamed and held reports must be
+// the same, and the streamed one must have been streamed. It skips without the variable (the
+// held read of a 1M-kernel export takes about 250 MB and a second or more).
+func TestStreamedMatchesHeldExport(t *testing.T) {
+	path := os.Getenv("RUNNER_NSYS_DIFF_EXPORT")
+	if path == "" {
+		t.Skip("RUNNER_NSYS_DIFF_EXPORT not set (scripts/bench_nsys.sh sets it)")
+	}
+	streamed, log := triageJSON(t, path, true)
+	if strings.Contains(log, "reading the whole trace") {
+		t.Fatalf("%s was not streamed:\n%s", path, log)
+	}
+	held, _ := triageJSON(t, path, false)
+	if streamed != held {
+		t.Fatalf("the streamed report of %s differs from the held one:\n%s\n----\n%s", path, streamed, held)
+	}
+	t.Logf("%s: the streamed and held reports are the same (%d bytes of JSON)", path, len(streamed))
+}
+
+// BenchmarkTriageNsysExport is the whole `runner triage report.sqlite` minus the process start
+// and the rendering, on the export RUNNER_NSYS_DIFF_EXPORT names, streamed, for a CPU profile
+// (go test -run '^$' -bench TriageNsysExport -cpuprofile cpu.out ./runner/analysis).
+func BenchmarkTriageNsysExport(b *testing.B) {
+	path := os.Getenv("RUNNER_NSYS_DIFF_EXPORT")
+	if path == "" {
+		b.Skip("RUNNER_NSYS_DIFF_EXPORT not set")
+	}
+	for b.Loop() {
+		if _, err := TriageNsys(context.Background(), path, triage.DiscoverOptions{}, triage.Options{}, NsysOptions{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
