@@ -3,63 +3,12 @@ package sim
 import (
 	"encoding/json"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sglprof/runner/backends/simclock"
 )
-
-// The LLM server's costs, in simulated milliseconds. Prefill grows with the input length and
-// decode with the batch (the requests in flight), and both shrink with tensor parallelism, so a
-// sweep over concurrency and tp-size shows the shapes a user knows from real servers: TTFT
-// growing with input length, TPOT growing with concurrency, throughput growing sublinearly.
-// At tp-size 1 and one request in flight they are the costs the non-streaming simulator always
-// had (15 ms + 0.04 ms a token of prefill, 11.5 ms a decoded token).
-const (
-	prefillBaseMS     = 15.0
-	prefillPerTokenMS = 0.04
-	decodeTokenMS     = 11.5
-	decodeBatchSlope  = 0.04 // +4 % per-token time for each other request in the batch
-)
-
-// tpSpeedup is how much faster a forward pass runs on tp GPUs: sublinear, since the all-reduce
-// after every layer costs more as tp grows.
-func (s *server) tpSpeedup(exp float64) float64 {
-	tp := max(s.p.intv("tp_size", 1), 1)
-	return math.Pow(float64(tp), exp)
-}
-
-// backendFactor is the relative decode cost of an attention backend (flashinfer, the default,
-// is 1).
-func (s *server) backendFactor() float64 {
-	switch s.p.str("attention_backend") {
-	case "fa3":
-		return 0.92
-	case "triton", "torch_native":
-		return 1.25
-	}
-	return 1
-}
-
-func (s *server) prefillMS(in int) float64 {
-	return (prefillBaseMS + prefillPerTokenMS*float64(in)) / s.tpSpeedup(0.9) * s.slowdown("prefill")
-}
-
-func (s *server) decodeMS() float64 {
-	batch := max(s.active.Load(), 1)
-	return decodeTokenMS * (1 + decodeBatchSlope*float64(batch-1)) * s.backendFactor() / s.tpSpeedup(0.7) * s.slowdown("decode")
-}
-
-// slowdown is RUNNER_SIM_SLOWDOWN's factor for an LLM phase ("prefill=1.2,decode=1.3"), 1 when
-// unset: how compare's LLM regressions are exercised.
-func (s *server) slowdown(phase string) float64 {
-	if f, ok := s.k.slow[phase]; ok {
-		return f
-	}
-	return 1
-}
 
 // sse writes server-sent events as upstream's StreamingResponse does: `data: <json>\n\n` per
 // chunk, flushed, and `data: [DONE]\n\n` at the end (srt/entrypoints/http_server.py).

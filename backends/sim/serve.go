@@ -52,6 +52,7 @@ var llmSpecs = []argSpec{
 	{flags: []string{"--mem-fraction-static"}, dest: "mem_fraction_static", kind: argFloat},
 	{flags: []string{"--max-running-requests"}, dest: "max_running_requests", kind: argInt},
 	{flags: []string{"--chunked-prefill-size"}, dest: "chunked_prefill_size", kind: argInt},
+	{flags: []string{"--max-total-tokens"}, dest: "max_total_tokens", kind: argInt},
 	{flags: []string{"--disable-cuda-graph"}, dest: "disable_cuda_graph", kind: argTrue},
 	{flags: []string{"--enable-layerwise-nvtx-marker"}, dest: "enable_layerwise_nvtx_marker", kind: argTrue},
 	{flags: []string{"--attention-backend"}, dest: "attention_backend"},
@@ -205,8 +206,9 @@ type server struct {
 	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
 	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
 	flushing chan struct{}
-	steps    int64        // LLM forward steps so far
-	active   atomic.Int64 // LLM requests being prefilled or decoded (the batch size)
+	steps    int64      // LLM forward steps so far
+	eng      *llmEngine // the LLM scheduler (llmEngine makes it)
+	engOnce  sync.Once
 }
 
 // llmProfile is an LLM /start_profile session.
@@ -850,10 +852,11 @@ type llmReq struct {
 	} `json:"stream_options"`
 }
 
-// llmRun simulates one request's prefill and decode steps and feeds the profiler; emit (may be
-// nil) gets the cumulative output token count as each token is produced (the first at the end
-// of prefill, then one per decode step) and the request's simulated time so far in ms. The
-// costs are in llm.go.
+// llmRun runs one request through the server's continuous-batching engine (llmengine.go,
+// costs in llmcost.go) and feeds the profiler with its steps; emit (may be nil) gets the
+// cumulative output token count as each token is produced (the first at the end of its
+// prefill, then one per decode step) and the request's simulated time so far in ms, from its
+// arrival: queueing, prefill and decode. It returns the request's simulated latency in s.
 func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
 	s.mu.Lock()
@@ -862,39 +865,18 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (flo
 	if flushing != nil {
 		<-flushing
 	}
-	s.active.Add(1)
-	defer s.active.Add(-1)
-	// One deadline for the whole request (clock.sleepTo): tokens are short steps.
-	due := time.Now()
-	step := func(ms float64) error {
-		due = due.Add(time.Duration(ms * 1e6 * s.clk.scale))
-		return s.clk.sleepTo(int64(ms*1e6), due)
-	}
-	prefill := s.prefillMS(inTok)
-	t := s.clk.now()
-	if err := step(prefill); err != nil {
-		return 0, err
-	}
-	s.llmKernel("EXTEND", t, s.clk.now())
-	s.step(1, "EXTEND")
-	total := prefill
-	if emit != nil && outTok > 0 {
-		emit(1, total)
-	}
-	for i := 1; i < outTok; i++ {
-		d := s.decodeMS()
-		t := s.clk.now()
-		if err := step(d); err != nil {
-			return 0, err
-		}
-		s.llmKernel("DECODE", t, s.clk.now())
-		total += d
-		s.step(1, "DECODE")
-		if emit != nil {
-			emit(i+1, total)
-		}
-	}
-	return total / 1000, nil
+	return s.llmEngine().run(inTok, outTok, 0, emit)
+}
+
+// llmEngine is the server's engine, made at its first request from its flags.
+func (s *server) llmEngine() *llmEngine {
+	s.engOnce.Do(func() {
+		s.eng = newLLMEngine(s.llmCostOf(), s.clk, func(stage string, start, end int64) {
+			s.llmKernel(stage, start, end)
+			s.step(1, stage)
+		})
+	})
+	return s.eng
 }
 
 // step advances the forward-step counter and the profiler window.
