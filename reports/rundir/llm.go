@@ -78,6 +78,9 @@ type LLMResult struct {
 	MaxConcurrency int     `json:"max_concurrency"`
 	// Records is the per-request records file, relative to the cell.
 	Records string `json:"records"`
+	// Search is set for a cell with [load.search]: every probe; the summary above is the
+	// best probe's (search.go).
+	Search *LLMSearch `json:"search,omitempty"`
 }
 
 // LLMRecordsFile is a serve LLM cell's per-request records (one JSON object a line: start,
