@@ -293,11 +293,12 @@ func applyLLMDefaults(p *Plan, set func(k ...string) bool) {
 	if !set("load", "random_range_ratio") {
 		l.RandomRangeRatio = DefaultRandomRangeRatio
 	}
+	applySearchDefaults(p, set)
 }
 
 // llmLoadKeys are the [load] keys only an LLM cell uses.
 var llmLoadKeys = []string{"request_rate", "burstiness", "max_concurrency", "duration", "dataset",
-	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot"}
+	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "search"}
 
 // validateLLM checks the benchmark keys. planFile resolves a relative dataset_path.
 func (d *decoder) validateLLM(p *Plan, planFile string) {
@@ -339,6 +340,7 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 	if k := path("matrix", "request_rate"); d.check(k...) && m.RequestRate != nil && len(m.RequestRate) == 0 {
 		d.addKey(k, `empty axis; list at least one rate such as [1, 4, "inf"], or drop the key`)
 	}
+	d.validateSearch(p, serve && llm)
 	if !llm {
 		return // reported above, or a generate plan whose [load] validateServe rejects
 	}

@@ -94,7 +94,7 @@ var schema = map[string][]string{
 	"gate": {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
 	"load": {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout",
 		"request_rate", "burstiness", "max_concurrency", "duration", "dataset", "random_range_ratio",
-		"dataset_path", "slo_ttft", "slo_tpot"},
+		"dataset_path", "slo_ttft", "slo_tpot", "search"},
 	"compare":  {"alpha", "baseline_runs", "consecutive", "tolerances"},
 	"bundle":   {"redact"},
 	"executor": executorKeys,
@@ -103,6 +103,7 @@ var schema = map[string][]string{
 	"profile.vllm_profiler_config": vllmProfilerKeys,
 	"matrix.exclude":               ruleKeys,
 	"matrix.include":               ruleKeys,
+	"load.search":                  searchKeys,
 }
 
 // The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
@@ -198,6 +199,7 @@ type rawLoad struct {
 	DatasetPath      toml.Primitive `toml:"dataset_path"`
 	SLOTTFT          toml.Primitive `toml:"slo_ttft"`
 	SLOTPOT          toml.Primitive `toml:"slo_tpot"`
+	Search           toml.Primitive `toml:"search"`
 }
 
 type rawCompare struct {
@@ -369,6 +371,7 @@ func (d *decoder) decodeLoad(prim toml.Primitive, p *Plan) {
 		d.decodeFloat(path("load", "max_error_rate"), rl.MaxErrorRate, &l.MaxErrorRate, `a number between 0 and 1 such as 0.1`)
 		decodeField(d, path("load", "request_timeout"), rl.RequestTimeout, &l.RequestTimeout, `a duration string such as "10m"`)
 		d.decodeLLMLoad(&rl, l)
+		d.decodeSearch(rl.Search, l)
 	}
 }
 

@@ -145,6 +145,8 @@ type LoadSpec struct {
 	DatasetPath      string   `toml:"dataset_path" json:"dataset_path,omitempty"` // sharegpt JSON (resolved from the plan's directory)
 	SLOTTFT          Duration `toml:"slo_ttft" json:"slo_ttft,omitzero"`          // goodput bound on TTFT
 	SLOTPOT          Duration `toml:"slo_tpot" json:"slo_tpot,omitzero"`          // goodput bound on TPOT
+	// Search makes the cell an SLA search ([load.search], plans/search.go); nil: one load.
+	Search *LoadSearch `toml:"-" json:"search,omitempty"`
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.
