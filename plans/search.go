@@ -96,6 +96,12 @@ func applySearchDefaults(p *Plan, set func(k ...string) bool) {
 	if !set("load", "search", "max") {
 		s.Max = max(hi, s.Min)
 	}
+	// A rate search needs room for the requests a high rate keeps in flight: at the default
+	// concurrency of 1 every rate is the same closed loop. bench_serving leaves concurrency
+	// unbounded; the search caps it at the concurrency search's default maximum.
+	if s.Axis == SearchRequestRate && !set("load", "concurrency") && !set("load", "max_concurrency") && !set("matrix", "concurrency") {
+		p.Load.MaxConcurrency = DefaultSearchMaxConc
+	}
 }
 
 // validateSearch checks [load.search]: an LLM serve plan's, with an axis, an SLO, 1..10 probes,

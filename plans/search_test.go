@@ -45,6 +45,9 @@ func TestSearchDefaultsAndRoundTrip(t *testing.T) {
 	if s == nil || s.Axis != SearchRequestRate || s.MaxProbes != 10 || s.Min != DefaultSearchMinRate || s.Max != DefaultSearchMaxRate || s.SLOTTFTP99.Duration != 200*time.Millisecond {
 		t.Fatalf("search %+v", s)
 	}
+	if p.Load.MaxConcurrency != DefaultSearchMaxConc {
+		t.Errorf("a rate search without a concurrency: max_concurrency %d, want %d", p.Load.MaxConcurrency, DefaultSearchMaxConc)
+	}
 	p = mustParse(t, llmMin+"[load.search]\naxis = \"concurrency\"\nslo_tpot_p99 = \"40ms\"\nmax = 32\nmax_probes = 6\n")
 	if s := p.Load.Search; s.Min != 1 || s.Max != 32 || s.MaxProbes != 6 {
 		t.Errorf("concurrency search %+v: want min 1 (default), max 32, 6 probes", s)

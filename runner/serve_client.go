@@ -134,7 +134,11 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 			// runs there, not the simulator: its times are the client's own.
 			clock = load.SimClock{Scale: simclock.TimeScale(ss.cur.env(ss.opts))}
 		}
-		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock)
+		if rec.Cell.Load.Search != nil {
+			sum, sr.LLM, lerr = searchLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock, ss.opts.Logger)
+		} else {
+			sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock)
+		}
 	} else {
 		var recs []load.Record
 		var wall time.Duration

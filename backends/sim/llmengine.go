@@ -28,10 +28,10 @@ type llmEngine struct {
 	kvUsed  int       // KV tokens reserved by the running requests
 	now     int64     // simulated ns since the engine started (advances only while it works)
 	looping bool      // the step goroutine is running
-	// the step in flight: its real start and simulated length, to stamp an arrival during it
-	stepReal time.Time
-	stepNS   int64
-	stats    llmStats
+	// origin is the real time of the engine's simulated time 0: simulated time t is due at
+	// origin + t·scale.
+	origin time.Time
+	stats  llmStats
 }
 
 // llmJob is one request inside the engine.
@@ -73,7 +73,7 @@ type llmStats struct {
 }
 
 func newLLMEngine(cost llmCost, clk *clock, onStep func(stage string, start, end int64)) *llmEngine {
-	return &llmEngine{cost: cost.withDefaults(), clk: clk, onStep: onStep}
+	return &llmEngine{cost: cost.withDefaults(), clk: clk, onStep: onStep, origin: time.Now()}
 }
 
 // snapshot is the engine's state now: what a /metrics page serves.
@@ -119,15 +119,16 @@ func (e *llmEngine) run(in, out, cached int, emit func(n int, simMS float64)) (f
 	return 0, nil // unreachable: sig is never closed
 }
 
-// arrivalNow is the engine time of an arrival now: during a step, its start plus the real time
-// since at the clock's scale (at most the step), so a request that arrives mid-step waits for
-// the rest of it only.
+// arrivalNow is the simulated time of an arrival now: the real time since the engine's origin
+// at the clock's scale, so arrivals keep their simulated spacing even when the engine runs
+// behind real time (a loaded machine): a request that arrives "early" for the engine waits in
+// the queue until the engine's clock reaches it. Without sleeping (scale 0, tests) it is the
+// engine's time.
 func (e *llmEngine) arrivalNow() int64 {
-	if !e.looping || e.clk == nil || e.clk.scale <= 0 {
+	if e.clk == nil || e.clk.scale <= 0 {
 		return e.now
 	}
-	in := int64(float64(time.Since(e.stepReal)) / e.clk.scale)
-	return e.now + min(max(in, 0), e.stepNS)
+	return max(int64(float64(time.Since(e.origin))/e.clk.scale), e.now)
 }
 
 // enqueue adds j to the queue, arrived at engine time at (callers hold mu).
@@ -140,10 +141,10 @@ func (e *llmEngine) enqueue(j *llmJob, at int64) {
 	e.stats.PeakQueued = max(e.stats.PeakQueued, len(e.waiting))
 }
 
-// loop runs steps until no request is left, sleeping each at the clock's scale. One deadline
-// for the whole busy period (clock.sleepTo), so short steps add up to the right real time.
+// loop runs steps until no request is left, sleeping until each step's end is due on the
+// engine's origin; a step whose end is past already (the engine runs behind) does not sleep,
+// so the engine catches up, and its simulated times do not depend on how busy the machine is.
 func (e *llmEngine) loop() {
-	due := time.Now()
 	for {
 		e.mu.Lock()
 		p := e.plan()
@@ -153,10 +154,9 @@ func (e *llmEngine) loop() {
 			return
 		}
 		ns := int64(p.ms * 1e6)
-		e.stepReal, e.stepNS = time.Now(), ns
+		due := e.origin.Add(time.Duration(float64(e.now+ns) * e.clk.scale))
 		e.mu.Unlock()
 		t0 := e.clk.now()
-		due = due.Add(time.Duration(float64(ns) * e.clk.scale))
 		err := e.clk.sleepTo(ns, due)
 		e.mu.Lock()
 		if err != nil {
@@ -203,10 +203,13 @@ type llmChunk struct {
 // KV cache holds its prompt and output and the batch has room (a request larger than the
 // whole cache runs alone rather than never).
 func (e *llmEngine) plan() *llmStep {
+	if len(e.running) == 0 && len(e.waiting) > 0 {
+		e.now = max(e.now, e.waiting[0].arrive) // idle until the next arrival
+	}
 	for len(e.waiting) > 0 && len(e.running) < e.cost.MaxRunning {
 		j := e.waiting[0]
-		if e.kvUsed+j.kv() > e.cost.KVTokens && len(e.running) > 0 {
-			break
+		if j.arrive > e.now || e.kvUsed+j.kv() > e.cost.KVTokens && len(e.running) > 0 {
+			break // not arrived yet on the simulated clock, or no room
 		}
 		e.waiting = e.waiting[1:]
 		e.kvUsed += j.kv()
