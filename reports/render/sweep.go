@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 )
 
 // LLMPoint is an LLM serve cell's headline figures (from summary.json's llm row): what the
@@ -21,6 +22,8 @@ type LLMPoint struct {
 	ITLP99MS    float64  // p99 ITL, ms
 	Concurrency float64  // mean requests in flight
 	Goodput     *float64 // requests/s within the SLO; nil without one
+	// Search is the cell's SLA search ([load.search]); nil for a cell that measured one load.
+	Search *rundir.LLMSearch
 }
 
 // LLMTable is the "LLM serving" table of summary.md, report.md and report.html, one row per LLM

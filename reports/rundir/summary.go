@@ -45,12 +45,14 @@ type LLMRow struct {
 	OutputThroughput float64  `json:"output_throughput"`
 	Concurrency      float64  `json:"concurrency"`
 	Goodput          *float64 `json:"request_goodput,omitempty"` // with an SLO
+	// Search is the SLA search of a [load.search] cell (its probes and best value).
+	Search *LLMSearch `json:"search,omitempty"`
 }
 
 // NewLLMRow takes a summary row's figures from an LLM result.
 func NewLLMRow(l *LLMResult) *LLMRow {
 	r := &LLMRow{TTFTMedianMS: l.TTFT.Median, TTFTP99MS: l.TTFT.P99, TPOTMedianMS: l.TPOT.Median, ITLP99MS: l.ITL.P99,
-		OutputThroughput: l.OutputThroughput, Concurrency: l.Concurrency}
+		OutputThroughput: l.OutputThroughput, Concurrency: l.Concurrency, Search: l.Search}
 	if l.SLO != nil {
 		g := l.Goodput
 		r.Goodput = &g
