@@ -54,7 +54,7 @@ const badCompletionTokens = 50_000_000
 
 // streamGenerate is /generate with stream: true. Each chunk carries the text so far and
 // meta_info with the cumulative completion_tokens (upstream's non-incremental stream output).
-func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
+func (s *server) streamGenerate(w http.ResponseWriter, due *simDue, in, out int) {
 	e := newSSE(w)
 	id := strings.ReplaceAll(uuid4(), "-", "")
 	// e2e_latency is on the simulated clock, as the non-streamed /generate reports it.
@@ -62,7 +62,7 @@ func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
 		return map[string]any{"id": id, "finish_reason": finish, "prompt_tokens": in, "completion_tokens": n,
 			"cached_tokens": 0, "e2e_latency": round4(ms / 1000)}
 	}
-	_, err := s.llmRun(in, out, func(n int, ms float64) {
+	_, err := s.llmRunDue(due, in, out, func(n int, ms float64) {
 		var finish any
 		reported := n
 		if n == out {
@@ -147,7 +147,7 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 		usage["completion_tokens"] = -5
 	}
 	if !q.Stream {
-		if _, err := s.llmRun(in, out, nil); err != nil {
+		if _, err := s.llmRunDue(q.due(), in, out, nil); err != nil {
 			http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 			return
 		}
@@ -167,7 +167,7 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, simclock.ElapsedField: 0})
 	}
 	last := 0.0
-	_, err := s.llmRun(in, out, func(n int, ms float64) {
+	_, err := s.llmRunDue(q.due(), in, out, func(n int, ms float64) {
 		last = ms
 		c := chunk(n)
 		if n == out {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,9 +30,15 @@ type llmEngine struct {
 	now     int64     // simulated ns since the engine started (advances only while it works)
 	looping bool      // the step goroutine is running
 	// origin is the real time of the engine's simulated time 0: simulated time t is due at
-	// origin + t·scale.
+	// origin + t·scale (+ engineSlack).
 	origin time.Time
-	stats  llmStats
+	// the step in flight: its real start and simulated length, to stamp an arrival during it
+	stepReal time.Time
+	stepNS   int64
+	// run and runBase map the current load run's schedule to engine time (arrivalAt).
+	runID   string
+	runBase int64
+	stats   llmStats
 }
 
 // llmJob is one request inside the engine.
@@ -89,10 +96,10 @@ func (e *llmEngine) snapshot() llmStats {
 // generates out tokens, and calls emit (may be nil) with the cumulative token count and the
 // request's simulated time so far in ms as each token is produced. It returns the request's
 // simulated latency in seconds, or the error that stopped the engine (a signal).
-func (e *llmEngine) run(in, out, cached int, emit func(n int, simMS float64)) (float64, error) {
+func (e *llmEngine) run(in, out, cached int, due *simDue, emit func(n int, simMS float64)) (float64, error) {
 	j := &llmJob{in: max(in, 0), out: max(out, 0), cached: min(max(cached, 0), max(in, 0)), sig: make(chan struct{}, 1)}
 	e.mu.Lock()
-	e.enqueue(j, e.arrivalNow())
+	e.enqueue(j, e.arrivalAt(due))
 	if !e.looping && e.clk != nil {
 		e.looping = true
 		go e.loop()
@@ -119,16 +126,45 @@ func (e *llmEngine) run(in, out, cached int, emit func(n int, simMS float64)) (f
 	return 0, nil // unreachable: sig is never closed
 }
 
-// arrivalNow is the simulated time of an arrival now: the real time since the engine's origin
-// at the clock's scale, so arrivals keep their simulated spacing even when the engine runs
-// behind real time (a loaded machine): a request that arrives "early" for the engine waits in
-// the queue until the engine's clock reaches it. Without sleeping (scale 0, tests) it is the
-// engine's time.
-func (e *llmEngine) arrivalNow() int64 {
+// simDue is where a request was due on its load run's schedule (simclock.DueField): ns from
+// the run's start, and the run.
+type simDue struct {
+	run string
+	ns  int64
+}
+
+// engineSlack is how far, in real time, the engine's clock keeps behind the real time at its
+// scale, so that a request sent on its schedule reaches the engine before the engine's clock
+// passes its due time (the client and loopback take some real time per request).
+const engineSlack = 2 * time.Millisecond
+
+// arrivalAt is the engine time a request arriving now starts at. A request placed on its load
+// run's schedule (due) arrives where the schedule says, relative to the run's first such
+// request, so a burst stays a burst whatever real time the requests took to come in; others
+// (a request that waited for a concurrency slot, any other client) arrive at the engine's
+// time now: during a step, its start plus the real time since at the clock's scale. Without
+// sleeping (scale 0, tests) it is the engine's time.
+func (e *llmEngine) arrivalAt(due *simDue) int64 {
 	if e.clk == nil || e.clk.scale <= 0 {
 		return e.now
 	}
-	return max(int64(float64(time.Since(e.origin))/e.clk.scale), e.now)
+	now := e.now
+	if e.looping {
+		now += min(max(int64(float64(time.Since(e.stepReal))/e.clk.scale), 0), e.stepNS)
+	} else {
+		// Idle: the engine's clock has stood still; it is where real time says.
+		now = max(now, int64(float64(time.Since(e.origin)-engineSlack)/e.clk.scale))
+	}
+	if due == nil {
+		return now
+	}
+	if due.run != e.runID {
+		// The run's first scheduled request: its schedule starts here.
+		e.runID, e.runBase = due.run, now-due.ns
+	}
+	// A request later than its due time (the client could not keep up at this time scale, or
+	// the engine passed it) arrives now: the lateness is the client's, not the server's queue.
+	return max(e.runBase+due.ns, now)
 }
 
 // enqueue adds j to the queue, arrived at engine time at (callers hold mu).
@@ -137,7 +173,12 @@ func (e *llmEngine) enqueue(j *llmJob, at int64) {
 		j.sig = make(chan struct{}, 1)
 	}
 	j.arrive = at
-	e.waiting = append(e.waiting, j)
+	// In arrival order: scheduled requests may come in a little out of order.
+	i := len(e.waiting)
+	for i > 0 && e.waiting[i-1].arrive > at {
+		i--
+	}
+	e.waiting = slices.Insert(e.waiting, i, j)
 	e.stats.PeakQueued = max(e.stats.PeakQueued, len(e.waiting))
 }
 
@@ -154,7 +195,8 @@ func (e *llmEngine) loop() {
 			return
 		}
 		ns := int64(p.ms * 1e6)
-		due := e.origin.Add(time.Duration(float64(e.now+ns) * e.clk.scale))
+		due := e.origin.Add(time.Duration(float64(e.now+ns)*e.clk.scale) + engineSlack)
+		e.stepReal, e.stepNS = time.Now(), ns
 		e.mu.Unlock()
 		t0 := e.clk.now()
 		err := e.clk.sleepTo(ns, due)

@@ -850,6 +850,18 @@ type llmReq struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// SimDue and SimRun are the runner's load client's schedule under --simulate
+	// (simclock.DueField): when the request was due, in ns from its load run's start.
+	SimDue *int64 `json:"sim_due_ns"`
+	SimRun string `json:"sim_run"`
+}
+
+// due is the request's place on its load's schedule; nil when the client sent none.
+func (q llmReq) due() *simDue {
+	if q.SimDue == nil || *q.SimDue < 0 {
+		return nil
+	}
+	return &simDue{run: q.SimRun, ns: *q.SimDue}
 }
 
 // llmRun runs one request through the server's continuous-batching engine (llmengine.go,
@@ -858,6 +870,11 @@ type llmReq struct {
 // prefill, then one per decode step) and the request's simulated time so far in ms, from its
 // arrival: queueing, prefill and decode. It returns the request's simulated latency in s.
 func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
+	return s.llmRunDue(nil, inTok, outTok, emit)
+}
+
+// llmRunDue is llmRun for a request the load client placed on its schedule (due; nil: none).
+func (s *server) llmRunDue(due *simDue, inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
 	s.mu.Lock()
 	flushing := s.flushing
@@ -865,7 +882,7 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (flo
 	if flushing != nil {
 		<-flushing
 	}
-	return s.llmEngine().run(inTok, outTok, 0, emit)
+	return s.llmEngine().run(inTok, outTok, 0, due, emit)
 }
 
 // llmEngine is the server's engine, made at its first request from its flags.
@@ -927,10 +944,10 @@ func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
 		out = *q.SamplingParams.MaxNewTokens
 	}
 	if q.Stream {
-		s.streamGenerate(w, in, out)
+		s.streamGenerate(w, q.due(), in, out)
 		return
 	}
-	lat, err := s.llmRun(in, out, nil)
+	lat, err := s.llmRunDue(q.due(), in, out, nil)
 	if err != nil {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return

@@ -33,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -220,6 +221,7 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 		sent     = make([]bool, max(cfg.Requests, 0))
 	)
 	start := time.Now()
+	run := strconv.FormatInt(start.UnixNano(), 36) // tells this run's schedule from the warmup's and the next run's
 	for i := 0; ; i++ {
 		at, more := next(i)
 		if !more || !sleepUntil(ctx, start.Add(l.clock.Pace(at))) {
@@ -241,6 +243,10 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 				buildErr = err
 				break
 			}
+		}
+		if t, ok := l.clock.(tagger); ok && at >= w.free {
+			// Sent on its schedule: the simulator places its arrival there (SimClock.Tag).
+			req.Body = t.Tag(req.Body, run, at)
 		}
 		if reqs != nil {
 			sent[i] = true
