@@ -298,7 +298,7 @@ func applyLLMDefaults(p *Plan, set func(k ...string) bool) {
 
 // llmLoadKeys are the [load] keys only an LLM cell uses.
 var llmLoadKeys = []string{"request_rate", "burstiness", "max_concurrency", "duration", "dataset",
-	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "search"}
+	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "search", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"}
 
 // validateLLM checks the benchmark keys. planFile resolves a relative dataset_path.
 func (d *decoder) validateLLM(p *Plan, planFile string) {
@@ -341,6 +341,9 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 		d.addKey(k, `empty axis; list at least one rate such as [1, 4, "inf"], or drop the key`)
 	}
 	d.validateSearch(p, serve && llm)
+	if llm {
+		d.validateRampUp(p)
+	}
 	if !llm {
 		return // reported above, or a generate plan whose [load] validateServe rejects
 	}

@@ -147,6 +147,11 @@ type LoadSpec struct {
 	SLOTPOT          Duration `toml:"slo_tpot" json:"slo_tpot,omitzero"`          // goodput bound on TPOT
 	// Search makes the cell an SLA search ([load.search], plans/search.go); nil: one load.
 	Search *LoadSearch `toml:"-" json:"search,omitempty"`
+	// RampUpStrategy ("linear", "exponential"; "" none) makes the request rate grow from
+	// RampUpStartRPS to RampUpEndRPS over the requests (plans/search.go).
+	RampUpStrategy string  `toml:"ramp_up_strategy" json:"ramp_up_strategy,omitempty"`
+	RampUpStartRPS float64 `toml:"ramp_up_start_rps" json:"ramp_up_start_rps,omitempty"`
+	RampUpEndRPS   float64 `toml:"ramp_up_end_rps" json:"ramp_up_end_rps,omitempty"`
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.

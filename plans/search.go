@@ -177,3 +177,65 @@ func (d *decoder) validateSearch(p *Plan, llm bool) {
 		}
 	}
 }
+
+// Values of load.ramp_up_strategy (vLLM bench serve's --ramp-up-strategy).
+const (
+	RampLinear      = "linear"
+	RampExponential = "exponential"
+)
+
+// RampStrategies lists the values of load.ramp_up_strategy.
+var RampStrategies = []string{RampLinear, RampExponential}
+
+// validateRampUp checks [load] ramp_up_strategy, ramp_up_start_rps and ramp_up_end_rps as vLLM
+// bench serve checks its flags: both rates with a strategy, >= 0, start <= end, an exponential
+// ramp not from 0; and the ramp replaces the request rate, so neither request_rate nor a rate
+// search goes with it, and it counts requests, so duration does not either.
+func (d *decoder) validateRampUp(p *Plan) {
+	l := &p.Load
+	ks, kstart, kend := path("load", "ramp_up_strategy"), path("load", "ramp_up_start_rps"), path("load", "ramp_up_end_rps")
+	if !d.md.IsDefined(ks...) {
+		for _, k := range [][]string{kstart, kend} {
+			if d.check(k...) && d.md.IsDefined(k...) {
+				d.addKey(k, `only used with ramp_up_strategy ("linear" or "exponential"); set it or drop this key`)
+			}
+		}
+		return
+	}
+	if !d.check(ks...) {
+		return
+	}
+	if !oneOf(l.RampUpStrategy, RampStrategies) {
+		d.addKey(ks, fmt.Sprintf("unknown ramp-up strategy %q; use %s", l.RampUpStrategy, quoteList(RampStrategies)))
+	}
+	ok := true
+	for _, b := range []struct {
+		k []string
+		v float64
+	}{{kstart, l.RampUpStartRPS}, {kend, l.RampUpEndRPS}} {
+		switch {
+		case !d.check(b.k...):
+			ok = false
+		case !d.md.IsDefined(b.k...):
+			d.missing(b.k, "a ramp-up needs ramp_up_start_rps and ramp_up_end_rps (requests/s)")
+			ok = false
+		case !(b.v >= 0) || math.IsInf(b.v, 0):
+			d.addKey(b.k, fmt.Sprintf("%v: a rate must be a number >= 0", b.v))
+			ok = false
+		}
+	}
+	if ok && l.RampUpStartRPS > l.RampUpEndRPS {
+		d.addKey(kstart, fmt.Sprintf("%v is above ramp_up_end_rps %v; a ramp goes up", l.RampUpStartRPS, l.RampUpEndRPS))
+	}
+	if ok && l.RampUpStrategy == RampExponential && l.RampUpStartRPS == 0 {
+		d.addKey(kstart, "an exponential ramp cannot start at 0 requests/s; start above 0 or use \"linear\"")
+	}
+	for _, o := range [][]string{path("load", "request_rate"), path("matrix", "request_rate"), path("load", "duration")} {
+		if d.check(o...) && d.md.IsDefined(o...) {
+			d.addKey(o, fmt.Sprintf("a ramp-up (load.ramp_up_strategy) sets the request rate over a counted run; drop %s", toml.Key(o)))
+		}
+	}
+	if s := l.Search; s != nil && s.Axis == SearchRequestRate {
+		d.addKey(ks, `a ramp-up and a request_rate search both set the rate; drop one (a concurrency search can ramp)`)
+	}
+}

@@ -42,3 +42,11 @@ type LLMProbe struct {
 	// Records is the probe's per-request records file, relative to the cell.
 	Records string `json:"records,omitempty"`
 }
+
+// LLMRampUp is the ramp-up an LLM cell's arrivals followed ([load] ramp_up_strategy): the
+// request rate grew from StartRPS to EndRPS over the requests.
+type LLMRampUp struct {
+	Strategy string  `json:"strategy"`
+	StartRPS float64 `json:"start_rps"`
+	EndRPS   float64 `json:"end_rps"`
+}

@@ -77,6 +77,8 @@ type Config struct {
 	Rate float64
 	// Burstiness is the gamma shape of the inter-arrival times (1 = Poisson; 0 means 1).
 	Burstiness float64
+	// RampUp, when set, replaces Rate by a rate growing over the Requests (RampSchedule).
+	RampUp *RampUp
 	// Seed fixes the arrival schedule.
 	Seed uint64
 	// Concurrency caps the requests in flight; 0 means no cap.
@@ -289,6 +291,9 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 func arrivalsOf(cfg Config) func(i int) (at time.Duration, more bool) {
 	if cfg.Requests > 0 {
 		sched := Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
+		if cfg.RampUp != nil {
+			sched = RampSchedule(cfg.Requests, *cfg.RampUp, cfg.Burstiness, cfg.Seed)
+		}
 		return func(i int) (time.Duration, bool) {
 			if i >= len(sched) {
 				return 0, false

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/sglprof/runner/reports/rundir"
 )
@@ -189,4 +191,32 @@ func TestSearchBeatsBisection(t *testing.T) {
 		t.Errorf("%d probes in all to the exact frontiers, vLLM's search %d", ours, theirs)
 	}
 	t.Logf("probes to the exact frontiers: %d, vLLM's serve_sla: %d", ours, theirs)
+}
+
+// A ramp's intervals shrink as its rate grows: linear from 1 to 9 requests/s over 9 requests at
+// a fixed interval (burstiness +Inf) sends at 1/1, 1/2, … 1/9 s apart; exponential from 1 to 16
+// over 5 requests doubles the rate each request; the same seed gives the same schedule.
+func TestRampSchedule(t *testing.T) {
+	inf := math.Inf(1)
+	lin := RampSchedule(9, RampUp{Strategy: RampLinear, StartRPS: 1, EndRPS: 9}, inf, 1)
+	prev := time.Duration(0)
+	for i, at := range lin {
+		want := time.Duration(float64(time.Second) / float64(i+1))
+		if d := at - prev; d < want-time.Microsecond || d > want+time.Microsecond {
+			t.Errorf("linear interval %d = %v, want %v", i, d, want)
+		}
+		prev = at
+	}
+	exp := RampSchedule(5, RampUp{Strategy: RampExponential, StartRPS: 1, EndRPS: 16}, inf, 1)
+	if d := exp[4] - exp[3]; d < time.Second/16-time.Microsecond || d > time.Second/16+time.Microsecond {
+		t.Errorf("exponential last interval %v, want 1/16 s", d)
+	}
+	a := RampSchedule(50, RampUp{Strategy: RampLinear, StartRPS: 2, EndRPS: 20}, 1, 7)
+	b := RampSchedule(50, RampUp{Strategy: RampLinear, StartRPS: 2, EndRPS: 20}, 1, 7)
+	if !slices.Equal(a, b) || a[49] <= a[0] {
+		t.Errorf("seeded ramp differs or does not advance: %v ... %v", a[:3], a[47:])
+	}
+	if z := RampSchedule(3, RampUp{Strategy: RampLinear, StartRPS: 0, EndRPS: 4}, inf, 1); z[0] != 0 || z[1] != time.Second/2 {
+		t.Errorf("ramp from 0: %v, want the first at once, then 1/2 s", z)
+	}
 }
