@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 // driveLLM runs n requests (in prompt tokens, out output tokens) through an engine without
@@ -140,5 +142,32 @@ func TestLLMEngineCachedPrompt(t *testing.T) {
 	}
 	if st := e.snapshot(); st.PromptTokens != 1010 || st.CachedTokens != 809 || st.GeneratedTokens != 2 || st.Finished != 2 {
 		t.Errorf("stats %+v: want 1010 prompt tokens, 809 cached (a whole cached prompt still runs its last token)", st)
+	}
+}
+
+// A request sent on its load run's schedule arrives where the schedule puts it relative to the
+// run's first such request, however late it came in real time, unless the engine's clock has
+// passed that time already (then it arrives now); a request without a due time, or of a new
+// run, arrives now.
+func TestLLMEngineScheduledArrivals(t *testing.T) {
+	clk := &clock{ctx: context.Background(), scale: 0.001}
+	e := newLLMEngine(llmCost{}, clk, nil)
+	e.origin = time.Now().Add(-time.Second) // real time says the engine is at ~1000 s (less the slack)
+	first := e.arrivalAt(&simDue{run: "a", ns: 2e9})
+	if first < 990e9 || first > 1000e9 {
+		t.Fatalf("first arrival at %v s, want about 1000 s less the slack", float64(first)/1e9)
+	}
+	if got := e.arrivalAt(&simDue{run: "a", ns: 7e9}); got != first+5e9 {
+		t.Errorf("a request due 5 s after the first arrives at +%v s, want +5 s", float64(got-first)/1e9)
+	}
+	e.now = first + 60e9 // the engine ran past the schedule
+	if got := e.arrivalAt(&simDue{run: "a", ns: 9e9}); got != e.now {
+		t.Errorf("a late request arrives at %v, want the engine's now %v", got, e.now)
+	}
+	if got := e.arrivalAt(nil); got != e.now {
+		t.Errorf("an unscheduled request arrives at %v, want now %v", got, e.now)
+	}
+	if got := e.arrivalAt(&simDue{run: "b", ns: 3e9}); got != e.now {
+		t.Errorf("a new run's first request arrives at %v, want now %v", got, e.now)
 	}
 }
