@@ -298,6 +298,7 @@ func applyLLMDefaults(p *Plan, set func(k ...string) bool) {
 	if !set("load", "random_range_ratio") {
 		l.RandomRangeRatio = DefaultRandomRangeRatio
 	}
+	applySearchDefaults(p, set)
 }
 
 // MaxClients bounds [load] clients: client processes run on the runner's machine.
@@ -305,7 +306,8 @@ const MaxClients = 64
 
 // llmLoadKeys are the [load] keys only an LLM cell uses.
 var llmLoadKeys = []string{"request_rate", "burstiness", "max_concurrency", "duration", "dataset",
-	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "clients", "trace_slowdown"}
+	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "clients", "trace_slowdown",
+	"search", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"}
 
 // validateLLM checks the benchmark keys. planFile resolves a relative dataset_path.
 func (d *decoder) validateLLM(p *Plan, planFile string) {
@@ -346,6 +348,10 @@ func (d *decoder) validateLLM(p *Plan, planFile string) {
 	}
 	if k := path("matrix", "request_rate"); d.check(k...) && m.RequestRate != nil && len(m.RequestRate) == 0 {
 		d.addKey(k, `empty axis; list at least one rate such as [1, 4, "inf"], or drop the key`)
+	}
+	d.validateSearch(p, serve && llm)
+	if llm {
+		d.validateRampUp(p)
 	}
 	if !llm {
 		return // reported above, or a generate plan whose [load] validateServe rejects

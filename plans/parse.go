@@ -95,7 +95,7 @@ var schema = map[string][]string{
 	"gate": {"diffusers_fallback", "busy_gpu", "busy_wait", "require_locked_clocks"},
 	"load": {"api", "warmup", "requests", "concurrency", "max_error_rate", "request_timeout",
 		"request_rate", "burstiness", "max_concurrency", "duration", "dataset", "random_range_ratio",
-		"dataset_path", "slo_ttft", "slo_tpot"},
+		"dataset_path", "slo_ttft", "slo_tpot", "search", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"},
 	"compare":  {"alpha", "baseline_runs", "consecutive", "tolerances"},
 	"bundle":   {"redact"},
 	"executor": executorKeys,
@@ -104,6 +104,7 @@ var schema = map[string][]string{
 	"profile.vllm_profiler_config": vllmProfilerKeys,
 	"matrix.exclude":               ruleKeys,
 	"matrix.include":               ruleKeys,
+	"load.search":                  searchKeys,
 }
 
 // The raw types mirror the plan with every value delayed (toml.Primitive), so that one value of
@@ -201,6 +202,10 @@ type rawLoad struct {
 	SLOTPOT          toml.Primitive `toml:"slo_tpot"`
 	Clients          toml.Primitive `toml:"clients"`
 	TraceSlowdown    toml.Primitive `toml:"trace_slowdown"`
+	Search           toml.Primitive `toml:"search"`
+	RampUpStrategy   toml.Primitive `toml:"ramp_up_strategy"`
+	RampUpStartRPS   toml.Primitive `toml:"ramp_up_start_rps"`
+	RampUpEndRPS     toml.Primitive `toml:"ramp_up_end_rps"`
 }
 
 type rawCompare struct {
@@ -372,6 +377,10 @@ func (d *decoder) decodeLoad(prim toml.Primitive, p *Plan) {
 		d.decodeFloat(path("load", "max_error_rate"), rl.MaxErrorRate, &l.MaxErrorRate, `a number between 0 and 1 such as 0.1`)
 		decodeField(d, path("load", "request_timeout"), rl.RequestTimeout, &l.RequestTimeout, `a duration string such as "10m"`)
 		d.decodeLLMLoad(&rl, l)
+		d.decodeSearch(rl.Search, l)
+		decodeField(d, path("load", "ramp_up_strategy"), rl.RampUpStrategy, &l.RampUpStrategy, `a string: "linear" or "exponential"`)
+		d.decodeFloat(path("load", "ramp_up_start_rps"), rl.RampUpStartRPS, &l.RampUpStartRPS, `a number of requests/s such as 1`)
+		d.decodeFloat(path("load", "ramp_up_end_rps"), rl.RampUpEndRPS, &l.RampUpEndRPS, `a number of requests/s such as 16`)
 	}
 }
 

@@ -492,7 +492,7 @@ func TestExamples(t *testing.T) {
 // the serve-only ones, which a generate plan must not. Together they use every key.
 func TestFullExampleUsesEveryKey(t *testing.T) {
 	var mds []toml.MetaData
-	for _, f := range []string{"examples/full.toml", "testdata/full-serve.toml", "testdata/full-vllm.toml", "testdata/full-attach.toml"} {
+	for _, f := range []string{"examples/full.toml", "testdata/full-serve.toml", "testdata/full-vllm.toml", "testdata/full-attach.toml", "testdata/full-search.toml"} {
 		var v map[string]any
 		md, err := toml.DecodeFile(f, &v)
 		if err != nil {

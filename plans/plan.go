@@ -150,6 +150,13 @@ type LoadSpec struct {
 	Clients int `toml:"clients" json:"clients,omitempty"`
 	// TraceSlowdown multiplies a Mooncake trace's arrival times (2 = half the rate); 0 means 1.
 	TraceSlowdown float64 `toml:"trace_slowdown" json:"trace_slowdown,omitempty"`
+	// Search makes the cell an SLA search ([load.search], plans/search.go); nil: one load.
+	Search *LoadSearch `toml:"-" json:"search,omitempty"`
+	// RampUpStrategy ("linear", "exponential"; "" none) makes the request rate grow from
+	// RampUpStartRPS to RampUpEndRPS over the requests (plans/search.go).
+	RampUpStrategy string  `toml:"ramp_up_strategy" json:"ramp_up_strategy,omitempty"`
+	RampUpStartRPS float64 `toml:"ramp_up_start_rps" json:"ramp_up_start_rps,omitempty"`
+	RampUpEndRPS   float64 `toml:"ramp_up_end_rps" json:"ramp_up_end_rps,omitempty"`
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.

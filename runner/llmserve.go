@@ -146,6 +146,9 @@ func llmConfig(base string, c plans.Cell) (cfg load.Config, res *rundir.LLMResul
 	cfg = load.Config{BaseURL: base, Requests: n, Duration: l.Duration.Duration,
 		Rate: l.RequestRate, Burstiness: burst, Concurrency: conc, Seed: uint64(c.Seed),
 		Warmup: max(l.Warmup, 0), Timeout: l.RequestTimeout.Duration}
+	if l.RampUpStrategy != "" {
+		cfg.RampUp = &load.RampUp{Strategy: l.RampUpStrategy, StartRPS: l.RampUpStartRPS, EndRPS: l.RampUpEndRPS}
+	}
 	pool := n
 	if pool == 0 {
 		pool = llmDurationPrompts
@@ -171,6 +174,9 @@ func llmConfig(base string, c plans.Cell) (cfg load.Config, res *rundir.LLMResul
 	}
 	res = &rundir.LLMResult{API: api, Dataset: dataset, RequestRate: l.RequestRate, Burstiness: burst,
 		MaxConcurrency: conc, Records: rundir.LLMRecordsFile}
+	if cfg.RampUp != nil {
+		res.RampUp = &rundir.LLMRampUp{Strategy: l.RampUpStrategy, StartRPS: l.RampUpStartRPS, EndRPS: l.RampUpEndRPS}
+	}
 	return cfg, res, approxLengths(api, prompts), nil
 }
 

@@ -134,7 +134,12 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 			// runs there, not the simulator: its times are the client's own.
 			clock = load.SimClock{Scale: simclock.TimeScale(ss.cur.env(ss.opts))}
 		}
-		sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock, procClients(ss.opts.Exe, ss.opts.Env, ss.opts.Logger))
+		clients := procClients(ss.opts.Exe, ss.opts.Env, ss.opts.Logger)
+		if rec.Cell.Load.Search != nil {
+			sum, sr.LLM, lerr = searchLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock, clients, ss.opts.Logger)
+		} else {
+			sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock, clients)
+		}
 	} else {
 		var recs []load.Record
 		var wall time.Duration

@@ -3,63 +3,12 @@ package sim
 import (
 	"encoding/json"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sglprof/runner/backends/simclock"
 )
-
-// The LLM server's costs, in simulated milliseconds. Prefill grows with the input length and
-// decode with the batch (the requests in flight), and both shrink with tensor parallelism, so a
-// sweep over concurrency and tp-size shows the shapes a user knows from real servers: TTFT
-// growing with input length, TPOT growing with concurrency, throughput growing sublinearly.
-// At tp-size 1 and one request in flight they are the costs the non-streaming simulator always
-// had (15 ms + 0.04 ms a token of prefill, 11.5 ms a decoded token).
-const (
-	prefillBaseMS     = 15.0
-	prefillPerTokenMS = 0.04
-	decodeTokenMS     = 11.5
-	decodeBatchSlope  = 0.04 // +4 % per-token time for each other request in the batch
-)
-
-// tpSpeedup is how much faster a forward pass runs on tp GPUs: sublinear, since the all-reduce
-// after every layer costs more as tp grows.
-func (s *server) tpSpeedup(exp float64) float64 {
-	tp := max(s.p.intv("tp_size", 1), 1)
-	return math.Pow(float64(tp), exp)
-}
-
-// backendFactor is the relative decode cost of an attention backend (flashinfer, the default,
-// is 1).
-func (s *server) backendFactor() float64 {
-	switch s.p.str("attention_backend") {
-	case "fa3":
-		return 0.92
-	case "triton", "torch_native":
-		return 1.25
-	}
-	return 1
-}
-
-func (s *server) prefillMS(in int) float64 {
-	return (prefillBaseMS + prefillPerTokenMS*float64(in)) / s.tpSpeedup(0.9) * s.slowdown("prefill")
-}
-
-func (s *server) decodeMS() float64 {
-	batch := max(s.active.Load(), 1)
-	return decodeTokenMS * (1 + decodeBatchSlope*float64(batch-1)) * s.backendFactor() / s.tpSpeedup(0.7) * s.slowdown("decode")
-}
-
-// slowdown is RUNNER_SIM_SLOWDOWN's factor for an LLM phase ("prefill=1.2,decode=1.3"), 1 when
-// unset: how compare's LLM regressions are exercised.
-func (s *server) slowdown(phase string) float64 {
-	if f, ok := s.k.slow[phase]; ok {
-		return f
-	}
-	return 1
-}
 
 // sse writes server-sent events as upstream's StreamingResponse does: `data: <json>\n\n` per
 // chunk, flushed, and `data: [DONE]\n\n` at the end (srt/entrypoints/http_server.py).
@@ -105,7 +54,7 @@ const badCompletionTokens = 50_000_000
 
 // streamGenerate is /generate with stream: true. Each chunk carries the text so far and
 // meta_info with the cumulative completion_tokens (upstream's non-incremental stream output).
-func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
+func (s *server) streamGenerate(w http.ResponseWriter, due *simDue, in, out int) {
 	e := newSSE(w)
 	id := strings.ReplaceAll(uuid4(), "-", "")
 	// e2e_latency is on the simulated clock, as the non-streamed /generate reports it.
@@ -113,7 +62,7 @@ func (s *server) streamGenerate(w http.ResponseWriter, in, out int) {
 		return map[string]any{"id": id, "finish_reason": finish, "prompt_tokens": in, "completion_tokens": n,
 			"cached_tokens": 0, "e2e_latency": round4(ms / 1000)}
 	}
-	_, err := s.llmRun(in, out, func(n int, ms float64) {
+	_, err := s.llmRunDue(due, in, out, func(n int, ms float64) {
 		var finish any
 		reported := n
 		if n == out {
@@ -200,7 +149,7 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 		usage["completion_tokens"] = -5
 	}
 	if !q.Stream {
-		if _, err := s.llmRun(in, out, nil); err != nil {
+		if _, err := s.llmRunDue(q.due(), in, out, nil); err != nil {
 			http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 			return
 		}
@@ -220,7 +169,7 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, simclock.ElapsedField: 0})
 	}
 	last := 0.0
-	_, err := s.llmRun(in, out, func(n int, ms float64) {
+	_, err := s.llmRunDue(q.due(), in, out, func(n int, ms float64) {
 		last = ms
 		c := chunk(n)
 		if n == out {

@@ -64,30 +64,38 @@ func TestServeLLMStreams(t *testing.T) {
 }
 
 func TestLLMCosts(t *testing.T) {
-	srv := func(args ...string) *server {
+	cost := func(args ...string) llmCost {
 		p, err := parseArgs(llmSpecs, append([]string{"--model-path", "m"}, args...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &server{p: p, llm: true}
+		return (&server{p: p, llm: true}).llmCostOf()
 	}
-	one, two := srv(), srv("--tp-size", "2")
-	if one.decodeMS() != decodeTokenMS || one.prefillMS(100) != prefillBaseMS+100*prefillPerTokenMS {
-		t.Errorf("tp 1, one request: decode %v, prefill %v; want the historical 11.5 ms and 19 ms", one.decodeMS(), one.prefillMS(100))
+	one, two := cost(), cost("--tp-size", "2")
+	if one.decodeMS(1) != decodeTokenMS || one.prefillMS(100) != prefillBaseMS+100*prefillPerTokenMS {
+		t.Errorf("tp 1, one request: decode %v, prefill %v; want the historical 11.5 ms and 19 ms", one.decodeMS(1), one.prefillMS(100))
 	}
-	if !(two.decodeMS() < one.decodeMS()) || !(two.prefillMS(100) < one.prefillMS(100)) {
-		t.Errorf("tp 2 is not faster: decode %v vs %v", two.decodeMS(), one.decodeMS())
+	if !(two.decodeMS(1) < one.decodeMS(1)) || !(two.prefillMS(100) < one.prefillMS(100)) {
+		t.Errorf("tp 2 is not faster: decode %v vs %v", two.decodeMS(1), one.decodeMS(1))
 	}
 	if !(one.prefillMS(1000) > one.prefillMS(100)) {
 		t.Error("prefill does not grow with the input")
 	}
-	d1 := one.decodeMS()
-	one.active.Store(8)
-	if !(one.decodeMS() > d1) {
+	if !(one.decodeMS(8) > one.decodeMS(1)) {
 		t.Error("decode does not grow with the batch")
 	}
-	if fa3 := srv("--attention-backend", "fa3"); !(fa3.decodeMS() < d1) {
+	if !(one.mixedMS(8, 100) > one.decodeMS(8)) || one.mixedMS(0, 100) != one.prefillMS(100) {
+		t.Errorf("mixed step %v: want a decode step plus the prompt tokens", one.mixedMS(8, 100))
+	}
+	if fa3 := cost("--attention-backend", "fa3"); !(fa3.decodeMS(1) < one.decodeMS(1)) {
 		t.Error("fa3 is not faster than the default")
+	}
+	limits := cost("--max-total-tokens", "5000", "--max-running-requests", "7", "--chunked-prefill-size", "-1")
+	if limits.KVTokens != 5000 || limits.MaxRunning != 7 || limits.ChunkTokens < 1<<30 {
+		t.Errorf("limits %+v: want the flags' KV 5000, 7 running, no chunking", limits)
+	}
+	if one.KVTokens != defaultKVTokensPerGPU || two.KVTokens != 2*defaultKVTokensPerGPU || one.ChunkTokens != defaultChunkTokens {
+		t.Errorf("defaults %+v / %+v", one, two)
 	}
 }
 
@@ -107,8 +115,8 @@ func TestLLMSlowdownKnob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{p: p, k: k, llm: true}
-	if s.decodeMS() != decodeTokenMS*1.5 || s.prefillMS(0) != prefillBaseMS*2 {
-		t.Errorf("decode %v, prefill %v", s.decodeMS(), s.prefillMS(0))
+	c := (&server{p: p, k: k, llm: true}).llmCostOf()
+	if c.decodeMS(1) != decodeTokenMS*1.5 || c.prefillMS(0) != prefillBaseMS*2 {
+		t.Errorf("decode %v, prefill %v", c.decodeMS(1), c.prefillMS(0))
 	}
 }

@@ -130,16 +130,17 @@ func (s *server) track(toks []string, in, out int) func() {
 	}
 }
 
-// metricsView is the accessor the page reads: requests in flight but not in the running batch
-// are queued.
+// metricsView is the accessor the page reads: the scheduler's running batch, its queue and the
+// KV tokens they hold (llmengine.go), and this page's own prefix-cache and token counters.
 func (s *server) metricsView() metricsView {
 	m := &s.met
-	running := int(s.active.Load())
-	v := metricsView{Running: running, Queued: max(int(m.inflight.Load())-running, 0),
-		UsedTokens: min(m.used.Load(), simKVTokens), MaxTokens: simKVTokens,
+	eng := s.llmEngine()
+	st := eng.snapshot()
+	v := metricsView{Running: st.Running, Queued: st.Queued,
+		UsedTokens: int64(st.KVUsedTokens), MaxTokens: int64(st.KVCapTokens),
 		PromptTokens: m.prompt.Load(), CachedTokens: m.cached.Load(), GenTokens: m.gen.Load(), Requests: m.requests.Load()}
-	if running > 0 {
-		v.GenThroughput = float64(running) * 1000 / s.decodeMS()
+	if st.Running > 0 {
+		v.GenThroughput = float64(st.Running) * 1000 / eng.cost.decodeMS(st.Running)
 	}
 	m.mu.Lock()
 	if dp := v.PromptTokens - m.lastPrompt; dp > 0 {

@@ -52,6 +52,7 @@ var llmSpecs = []argSpec{
 	{flags: []string{"--mem-fraction-static"}, dest: "mem_fraction_static", kind: argFloat},
 	{flags: []string{"--max-running-requests"}, dest: "max_running_requests", kind: argInt},
 	{flags: []string{"--chunked-prefill-size"}, dest: "chunked_prefill_size", kind: argInt},
+	{flags: []string{"--max-total-tokens"}, dest: "max_total_tokens", kind: argInt},
 	{flags: []string{"--disable-cuda-graph"}, dest: "disable_cuda_graph", kind: argTrue},
 	{flags: []string{"--enable-layerwise-nvtx-marker"}, dest: "enable_layerwise_nvtx_marker", kind: argTrue},
 	{flags: []string{"--attention-backend"}, dest: "attention_backend"},
@@ -209,9 +210,10 @@ type server struct {
 	dwin  *diffusionWindow // the diffusion /start_profile window in progress (guarded by mu)
 	// flushing is closed when the flush in progress ends (nil: none): LLM requests wait for it.
 	flushing chan struct{}
-	steps    int64        // LLM forward steps so far
-	active   atomic.Int64 // LLM requests being prefilled or decoded (the batch size)
-	met      llmMetrics   // the /metrics page's counters and prefix cache (metrics.go)
+	steps    int64      // LLM forward steps so far
+	met      llmMetrics // the /metrics page's counters and prefix cache (metrics.go)
+	eng      *llmEngine // the LLM scheduler (llmEngine makes it)
+	engOnce  sync.Once
 }
 
 // llmProfile is an LLM /start_profile session.
@@ -856,13 +858,31 @@ type llmReq struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// SimDue and SimRun are the runner's load client's schedule under --simulate
+	// (simclock.DueField): when the request was due, in ns from its load run's start.
+	SimDue *int64 `json:"sim_due_ns"`
+	SimRun string `json:"sim_run"`
 }
 
-// llmRun simulates one request's prefill and decode steps and feeds the profiler; emit (may be
-// nil) gets the cumulative output token count as each token is produced (the first at the end
-// of prefill, then one per decode step) and the request's simulated time so far in ms. The
-// costs are in llm.go.
+// due is the request's place on its load's schedule; nil when the client sent none.
+func (q llmReq) due() *simDue {
+	if q.SimDue == nil || *q.SimDue < 0 {
+		return nil
+	}
+	return &simDue{run: q.SimRun, ns: *q.SimDue}
+}
+
+// llmRun runs one request through the server's continuous-batching engine (llmengine.go,
+// costs in llmcost.go) and feeds the profiler with its steps; emit (may be nil) gets the
+// cumulative output token count as each token is produced (the first at the end of its
+// prefill, then one per decode step) and the request's simulated time so far in ms, from its
+// arrival: queueing, prefill and decode. It returns the request's simulated latency in s.
 func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
+	return s.llmRunDue(nil, inTok, outTok, emit)
+}
+
+// llmRunDue is llmRun for a request the load client placed on its schedule (due; nil: none).
+func (s *server) llmRunDue(due *simDue, inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
 	s.mu.Lock()
 	flushing := s.flushing
@@ -870,39 +890,18 @@ func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (flo
 	if flushing != nil {
 		<-flushing
 	}
-	s.active.Add(1)
-	defer s.active.Add(-1)
-	// One deadline for the whole request (clock.sleepTo): tokens are short steps.
-	due := time.Now()
-	step := func(ms float64) error {
-		due = due.Add(time.Duration(ms * 1e6 * s.clk.scale))
-		return s.clk.sleepTo(int64(ms*1e6), due)
-	}
-	prefill := s.prefillMS(inTok)
-	t := s.clk.now()
-	if err := step(prefill); err != nil {
-		return 0, err
-	}
-	s.llmKernel("EXTEND", t, s.clk.now())
-	s.step(1, "EXTEND")
-	total := prefill
-	if emit != nil && outTok > 0 {
-		emit(1, total)
-	}
-	for i := 1; i < outTok; i++ {
-		d := s.decodeMS()
-		t := s.clk.now()
-		if err := step(d); err != nil {
-			return 0, err
-		}
-		s.llmKernel("DECODE", t, s.clk.now())
-		total += d
-		s.step(1, "DECODE")
-		if emit != nil {
-			emit(i+1, total)
-		}
-	}
-	return total / 1000, nil
+	return s.llmEngine().run(inTok, outTok, 0, due, emit)
+}
+
+// llmEngine is the server's engine, made at its first request from its flags.
+func (s *server) llmEngine() *llmEngine {
+	s.engOnce.Do(func() {
+		s.eng = newLLMEngine(s.llmCostOf(), s.clk, func(stage string, start, end int64) {
+			s.llmKernel(stage, start, end)
+			s.step(1, stage)
+		})
+	})
+	return s.eng
 }
 
 // step advances the forward-step counter and the profiler window.
@@ -958,10 +957,10 @@ func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.track(promptWords(q.InputIDs, text), in, out)() // metrics.go
 	if q.Stream {
-		s.streamGenerate(w, in, out)
+		s.streamGenerate(w, q.due(), in, out)
 		return
 	}
-	lat, err := s.llmRun(in, out, nil)
+	lat, err := s.llmRunDue(q.due(), in, out, nil)
 	if err != nil {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return

@@ -26,6 +26,18 @@ const DefaultTimeScale = 0.002
 // the loopback and scheduling noise a client's own clock would measure.
 const ElapsedField = "sim_elapsed_ns"
 
+// DueField and RunField are the keys of a request body, under --simulate only, that tell the
+// LLM simulator when the request was due on the load's arrival schedule (ns from the load run's
+// start) and which load run it belongs to. The load client sends them for requests sent on their
+// schedule (not those that waited for a concurrency slot); the simulator places the request's
+// arrival on its clock there rather than when it read it, so the real time the client and the
+// loopback take per request (at the default scale, 100 µs are 50 simulated ms) does not spread a
+// burst of arrivals. Real servers never see them: the keys go only to a simulated server.
+const (
+	DueField = "sim_due_ns"
+	RunField = "sim_run"
+)
+
 // ParseTimeScale reads a value of EnvTimeScale: "" (or blanks) is DefaultTimeScale, anything
 // else must be a finite number ≥ 0 (0 disables sleeping).
 func ParseTimeScale(v string) (float64, error) {

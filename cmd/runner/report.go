@@ -227,6 +227,12 @@ func reportCells(dir string) ([]render.CellLine, error) {
 		line := render.CellLine{ID: r.ID, Profiler: r.Profiler, Verdict: r.Verdict,
 			E2E: float64(r.E2ENS), Step: float64(r.MeanDenoiseStepNS), Warnings: len(r.Warnings), Cause: r.Cause, Key: r.Key}
 		line.LLM = render.LLMPointOf(r.LLM)
+		if r.LLM != nil {
+			// The timeline is an extra: a cell whose records are missing or unreadable has none.
+			if spans, more, err := rundir.ReadLLMSpans(rundir.CellDir(dir, r.ID)); err == nil {
+				line.Timeline, line.TimelineLeft = spans, more
+			}
+		}
 		cells = append(cells, line)
 	}
 	return cells, nil

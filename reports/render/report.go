@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/triage"
 )
 
@@ -75,6 +76,10 @@ type CellLine struct {
 	// key without their concurrency and rate parts.
 	Key string
 	LLM *LLMPoint
+	// Timeline is an LLM cell's requests for its timeline chart (timeline.go), TimelineLeft
+	// the requests past those (not drawn).
+	Timeline     []rundir.LLMSpan
+	TimelineLeft int
 }
 
 // WithCells adds the run's cells; without a comparison the headline then says what was
@@ -300,6 +305,12 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 	}
 	if t := LLMTable(r.Cells); t != nil {
 		b.WriteString("\n## LLM serving\n\n")
+		if err := table.WriteMarkdown(&b, t); err != nil {
+			return err
+		}
+	}
+	if t := SearchTable(r.Cells); t != nil {
+		b.WriteString("\n## SLA frontier\n\n")
 		if err := table.WriteMarkdown(&b, t); err != nil {
 			return err
 		}
@@ -738,6 +749,11 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		}
 		llm = template.HTML(b.String()) // table.WriteHTML escapes every cell
 	}
+	frontier, err := searchHTML(r.Cells)
+	if err != nil {
+		return err
+	}
+	timelines := timelineCharts(r.Cells)
 	sweep := sweepCharts(r.Cells)
 	legend := len(sweep) > 0 && len(sweep[0].Lines) > 1
 	kds, err := htmlKernelDiffs(r.Compare)
@@ -753,12 +769,14 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		Sweep       []svgChart
 		Queue       []svgChart // the server's queue depth over each LLM cell (queue.go)
 		LLM         template.HTML
+		Frontier    template.HTML   // the SLA frontier table (frontier.go)
+		Timelines   []timelineChart // the per-request timelines of LLM cells (timeline.go)
 		SimNote     string
 		KernelDiffs []htmlKernelDiff
 		SweepLegend bool // the sweep charts have more than one line, and a legend
 		// PlotL, PlotR, PlotT and PlotB are the plot area's edges, where the axes are drawn.
 		PlotL, PlotR, PlotT, PlotB float64
-	}{r, rows, cfgCommon, cfgCol, cs, sweep, queueChart(r.Cells), llm, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
+	}{r, rows, cfgCommon, cfgCol, cs, sweep, queueChart(r.Cells), llm, frontier, timelines, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
 }
 
 // htmlRow is a comparison row of report.html with its configuration's label: the parts of

@@ -162,6 +162,10 @@ func writeLLMSummary(b *bytes.Buffer, s *rundir.Summary) {
 	}
 	b.WriteString("\n## LLM serving\n\n")
 	_ = table.WriteMarkdown(b, t)
+	if t := SearchTable(cells); t != nil {
+		b.WriteString("\n## SLA frontier\n\n")
+		_ = table.WriteMarkdown(b, t)
+	}
 }
 
 // LLMPointOf converts a summary row's LLM figures to the report's; nil for a cell without
@@ -172,5 +176,5 @@ func LLMPointOf(l *rundir.LLMRow) *LLMPoint {
 	}
 	return &LLMPoint{OutputTPS: l.OutputThroughput, TPOTMS: l.TPOTMedianMS, TTFTMS: l.TTFTMedianMS,
 		TTFTP99MS: l.TTFTP99MS, ITLP99MS: l.ITLP99MS, Concurrency: l.Concurrency, Goodput: l.Goodput,
-		CacheHitRate: l.CacheHitRate, PeakQueued: l.PeakQueued, Queue: l.QueueDepth}
+		CacheHitRate: l.CacheHitRate, PeakQueued: l.PeakQueued, Queue: l.QueueDepth, Search: llmSearchOf(l)}
 }

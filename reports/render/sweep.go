@@ -28,6 +28,8 @@ type LLMPoint struct {
 	CacheHitRate *float64
 	PeakQueued   *float64
 	Queue        []rundir.QueuePoint
+	// Search is the cell's SLA search ([load.search]); nil for a cell that measured one load.
+	Search *rundir.LLMSearch
 }
 
 // LLMTable is the "LLM serving" table of summary.md, report.md and report.html, one row per LLM

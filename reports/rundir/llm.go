@@ -81,6 +81,11 @@ type LLMResult struct {
 	// ServerMetrics is what the server's /metrics page reported during the cell (nil: not
 	// scraped).
 	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
+	// Search is set for a cell with [load.search]: every probe; the summary above is the
+	// best probe's (search.go).
+	Search *LLMSearch `json:"search,omitempty"`
+	// RampUp is set when the arrival rate ramped up over the cell (then RequestRate is 0).
+	RampUp *LLMRampUp `json:"ramp_up,omitempty"`
 }
 
 // LLMRecordsFile is a serve LLM cell's per-request records (one JSON object a line: start,

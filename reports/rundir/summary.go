@@ -50,6 +50,8 @@ type LLMRow struct {
 	CacheHitRate *float64     `json:"cache_hit_rate,omitempty"`
 	PeakQueued   *float64     `json:"peak_queued,omitempty"`
 	QueueDepth   []QueuePoint `json:"queue_depth,omitempty"`
+	// Search is the SLA search of a [load.search] cell (its probes and best value).
+	Search *LLMSearch `json:"search,omitempty"`
 }
 
 // QueuePoint is the server's queued requests AtNS into the cell.
@@ -89,7 +91,7 @@ func queueDepth(samples []ServerMetricsSample) []QueuePoint {
 // NewLLMRow takes a summary row's figures from an LLM result.
 func NewLLMRow(l *LLMResult) *LLMRow {
 	r := &LLMRow{TTFTMedianMS: l.TTFT.Median, TTFTP99MS: l.TTFT.P99, TPOTMedianMS: l.TPOT.Median, ITLP99MS: l.ITL.P99,
-		OutputThroughput: l.OutputThroughput, Concurrency: l.Concurrency}
+		OutputThroughput: l.OutputThroughput, Concurrency: l.Concurrency, Search: l.Search}
 	if l.SLO != nil {
 		g := l.Goodput
 		r.Goodput = &g

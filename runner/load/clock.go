@@ -1,6 +1,8 @@
 package load
 
 import (
+	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/valyala/fastjson"
@@ -85,3 +87,23 @@ func (SimClock) Event(_ time.Duration, ev *fastjson.Value, last time.Duration) t
 
 // End is the last simulated completion.
 func (SimClock) End(_, lastEnd time.Duration) time.Duration { return lastEnd }
+
+// tagger is a Clock that marks a request body with the time it was due on the schedule (and the
+// load run it belongs to): SimClock, for the LLM simulator (simclock.DueField).
+type tagger interface {
+	Tag(body []byte, run string, due time.Duration) []byte
+}
+
+// Tag adds simclock.DueField and simclock.RunField to a JSON object body; any other body is
+// returned as it is.
+func (SimClock) Tag(body []byte, run string, due time.Duration) []byte {
+	if len(body) < 2 || body[0] != '{' {
+		return body
+	}
+	head := fmt.Sprintf(`{"%s":%d,"%s":%q`, simclock.DueField, int64(due), simclock.RunField, run)
+	rest := bytes.TrimLeft(body[1:], " \t\r\n")
+	if len(rest) > 0 && rest[0] != '}' {
+		head += ","
+	}
+	return append([]byte(head), rest...)
+}

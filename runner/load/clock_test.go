@@ -100,3 +100,19 @@ func TestSimClockNeverGoesBack(t *testing.T) {
 		t.Error("Pace does not scale")
 	}
 }
+
+// SimClock.Tag puts the schedule's due time and the run in front of a JSON object's keys, and
+// leaves an empty object valid and any other body alone.
+func TestSimClockTag(t *testing.T) {
+	c := SimClock{Scale: 0.002}
+	for in, want := range map[string]string{
+		`{"input_ids":[1,2],"stream":true}`: `{"sim_due_ns":1500,"sim_run":"r1","input_ids":[1,2],"stream":true}`,
+		`{ }`:                               `{"sim_due_ns":1500,"sim_run":"r1"}`,
+		`[1]`:                               `[1]`,
+		``:                                  ``,
+	} {
+		if got := string(c.Tag([]byte(in), "r1", 1500)); got != want {
+			t.Errorf("Tag(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

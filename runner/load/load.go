@@ -33,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -76,6 +77,8 @@ type Config struct {
 	Rate float64
 	// Burstiness is the gamma shape of the inter-arrival times (1 = Poisson; 0 means 1).
 	Burstiness float64
+	// RampUp, when set, replaces Rate by a rate growing over the Requests (RampSchedule).
+	RampUp *RampUp
 	// Seed fixes the arrival schedule.
 	Seed uint64
 	// Concurrency caps the requests in flight; 0 means no cap.
@@ -233,6 +236,7 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 		sent     = make([]bool, max(cfg.Requests, 0))
 	)
 	start := time.Now()
+	run := strconv.FormatInt(start.UnixNano(), 36) // tells this run's schedule from the warmup's and the next run's
 	for i := 0; ; i++ {
 		at, more := next(i)
 		if !more {
@@ -260,6 +264,10 @@ func Run(ctx context.Context, cfg Config) ([]Record, time.Duration, error) {
 				buildErr = err
 				break
 			}
+		}
+		if t, ok := l.clock.(tagger); ok && at >= w.free {
+			// Sent on its schedule: the simulator places its arrival there (SimClock.Tag).
+			req.Body = t.Tag(req.Body, run, at)
 		}
 		if reqs != nil {
 			sent[i] = true
@@ -311,6 +319,9 @@ func arrivalsOf(cfg Config) func(i int) (at time.Duration, more bool) {
 	}
 	if cfg.Requests > 0 {
 		sched := Schedule(cfg.Requests, cfg.Rate, cfg.Burstiness, cfg.Seed)
+		if cfg.RampUp != nil {
+			sched = RampSchedule(cfg.Requests, *cfg.RampUp, cfg.Burstiness, cfg.Seed)
+		}
 		return func(i int) (time.Duration, bool) {
 			if i >= len(sched) {
 				return 0, false

@@ -98,3 +98,45 @@ func gamma(rng *rand.Rand, shape float64) float64 {
 		}
 	}
 }
+
+// Ramp-up strategies (vLLM bench serve's --ramp-up-strategy).
+const (
+	RampLinear      = "linear"
+	RampExponential = "exponential"
+)
+
+// RampUp makes the request rate grow over a run, as vLLM bench serve's --ramp-up-strategy,
+// --ramp-up-start-rps and --ramp-up-end-rps do: request i of n is sent at rate
+// StartRPS + (EndRPS − StartRPS)·p (linear) or StartRPS·(EndRPS/StartRPS)^p (exponential),
+// p = i/(n−1).
+type RampUp struct {
+	Strategy         string
+	StartRPS, EndRPS float64
+}
+
+// rate is request i's rate of n.
+func (r RampUp) rate(i, n int) float64 {
+	p := float64(i) / float64(max(n-1, 1))
+	if r.Strategy == RampExponential {
+		return r.StartRPS * math.Pow(r.EndRPS/r.StartRPS, p)
+	}
+	return r.StartRPS + (r.EndRPS-r.StartRPS)*p
+}
+
+// RampSchedule returns the send times of n requests whose rate ramps up: request i's interval
+// is drawn as Schedule draws one (gamma of shape burstiness, seeded), at request i's rate. As in
+// vLLM, the drawn times are not rescaled: the ramp decides the run's length. A rate of 0 (a
+// linear ramp from 0) sends its request with no wait.
+func RampSchedule(n int, r RampUp, burstiness float64, seed uint64) []time.Duration {
+	out := make([]time.Duration, n)
+	a := NewArrivals(1, burstiness, seed)
+	t := 0.0
+	for i := range out {
+		if rate := r.rate(i, n); finiteRate(rate) {
+			a.rate = rate
+			t += a.interval()
+		}
+		out[i] = time.Duration(t * float64(time.Second))
+	}
+	return out
+}
