@@ -46,7 +46,7 @@ type Plan struct {
 
 // Backend says which program runs the cells and how.
 type Backend struct {
-	Kind      string            `toml:"kind" json:"kind"`             // sglang | vllm-omni
+	Kind      string            `toml:"kind" json:"kind"`             // sglang | vllm | vllm-omni
 	Mode      string            `toml:"mode" json:"mode"`             // generate | serve
 	Command   []string          `toml:"command" json:"command"`       // argv prefix, e.g. ["sglang"] or a venv python path
 	ExtraArgs []string          `toml:"extra_args" json:"extra_args"` // appended after the runner's own flags
@@ -90,6 +90,9 @@ type Matrix struct {
 	Args        []ServerArg `toml:"-" json:"args,omitempty"`
 	Concurrency []int       `toml:"concurrency" json:"concurrency,omitempty"`
 	RequestRate []float64   `toml:"-" json:"request_rate,omitempty"`
+	// Engine is the engine axis (engine.go): the LLM server program of each cell ("sglang" or
+	// "vllm"), so one plan runs the same load against both.
+	Engine []string `toml:"engine" json:"engine,omitempty"`
 	// Exclude and Include are [[matrix.exclude]] and [[matrix.include]] (matrixrules.go): the
 	// cells of the cross product that match an exclude rule are dropped unless they match an
 	// include rule.
