@@ -208,6 +208,10 @@ var workerRank = regexp.MustCompile(`(?:^|_)rank(\d+)$`)
 // (<host>_<pid>.async_llm), written unless ProfilerConfig.ignore_frontend.
 const frontendSuffix = ".async_llm"
 
+// FrontendDir is the directory, inside the cell's traces directory, of the API frontend's
+// CPU-only traces.
+const FrontendDir = "frontend"
+
 // CollectTraces implements backends.Server: the torch traces that appeared in the server's
 // profiler directory during the window move into the cell's traces directory. Each must be a
 // complete trace; each GPU worker's must hold kernels (the frontend's is CPU only); and every
@@ -228,18 +232,31 @@ func (Backend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceR
 	sort.Strings(names)
 	ranks := map[string]bool{}
 	for _, n := range names {
+		worker := traceName.FindStringSubmatch(n)[1]
+		frontend := strings.HasSuffix(worker, frontendSuffix)
 		dst := filepath.Join(d.Cell, n)
+		if frontend {
+			// The API process's CPU-only trace has no rank and no GPU work: it goes beside
+			// the workers' (FrontendDir), so that triage of the cell reads one job's ranks.
+			if err := os.MkdirAll(filepath.Join(d.Cell, FrontendDir), 0o755); err != nil {
+				fail("trace-move", err.Error())
+				continue
+			}
+			dst = filepath.Join(d.Cell, FrontendDir, n)
+		}
 		if err := os.Rename(filepath.Join(d.Server, n), dst); err != nil {
 			fail("trace-move", err.Error())
 			continue
 		}
-		r.Traces = append(r.Traces, dst)
-		worker := traceName.FindStringSubmatch(n)[1]
-		if err := backends.CheckTrace(dst); err != nil {
-			fail("trace-check", fmt.Sprintf("%s: %v", n, err))
+		if frontend {
 			continue
 		}
-		if strings.HasSuffix(worker, frontendSuffix) {
+		r.Traces = append(r.Traces, dst)
+		if !strings.HasSuffix(n, ".gz") {
+			continue // torch_profiler_use_gzip = false: a plain JSON trace, not checked here
+		}
+		if err := backends.CheckTrace(dst); err != nil {
+			fail("trace-check", fmt.Sprintf("%s: %v", n, err))
 			continue
 		}
 		if m := workerRank.FindStringSubmatch(worker); m != nil {
