@@ -2,6 +2,8 @@ package plans
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/BurntSushi/toml"
 )
@@ -49,6 +51,14 @@ func (d *decoder) validateEngine(p *Plan) {
 			d.addKey(k, `"vllm" runs `+"`vllm serve`"+`: set backend.mode = "serve"`)
 		case d.check("backend", "model_type") && !llm:
 			d.addKey(k, fmt.Sprintf(`"vllm" serves LLMs (backend.model_type = "llm"), but the model type is %q; a diffusion model is served by kind = "vllm-omni"`, b.ModelType))
+		}
+	}
+	if k := path("backend", "engine_args"); d.check(k...) {
+		for _, e := range slices.Sorted(maps.Keys(b.EngineArgs)) {
+			if !oneOf(e, Engines) {
+				d.addKey(path("backend", "engine_args", e), fmt.Sprintf("unknown engine %q; use %s", e, quoteList(Engines)))
+			}
+			d.noNUL(path("backend", "engine_args", e), b.EngineArgs[e])
 		}
 	}
 	k := path("matrix", "engine")

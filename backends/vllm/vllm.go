@@ -277,7 +277,7 @@ func (Backend) CollectTraces(c plans.Cell, d backends.TraceDirs) backends.TraceR
 // TensorParallel is the tensor-parallel size the cell's server arguments give vLLM
 // (--tensor-parallel-size N, -tp N, or the = forms), 1 without one.
 func TensorParallel(c plans.Cell) int {
-	v, ok := FlagValue(c.Backend.ExtraArgs, "--tensor-parallel-size", "-tp")
+	v, ok := backends.FlagValue(c.Backend.ExtraArgs, "--tensor-parallel-size", "-tp")
 	if !ok {
 		return 1
 	}
@@ -286,29 +286,6 @@ func TensorParallel(c plans.Cell) int {
 		return 1
 	}
 	return n
-}
-
-// FlagValue is the value of the last of the given flags in argv ("--flag V" or "--flag=V"),
-// and whether one was there; a bare flag (no value follows) has value "".
-func FlagValue(argv []string, names ...string) (string, bool) {
-	val, found := "", false
-	for i := 0; i < len(argv); i++ {
-		name, v, hasV := strings.Cut(argv[i], "=")
-		for _, n := range names {
-			if name != n {
-				continue
-			}
-			found, val = true, v
-			if !hasV {
-				val = ""
-				if i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
-					val = argv[i+1]
-					i++
-				}
-			}
-		}
-	}
-	return val, found
 }
 
 // AssessCell implements backends.Server: rejected arguments and a failed engine start fail
