@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -8,7 +9,10 @@ import (
 	"github.com/sglprof/runner/backends/sglang"
 	"github.com/sglprof/runner/backends/vllm"
 	"github.com/sglprof/runner/plans"
+	"github.com/sglprof/runner/reports/compare"
+	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/exitcode"
 )
 
 // engineSettings are the parity settings of each engine's server (the backends own their
@@ -99,4 +103,63 @@ func checkParityOf(recs []cellRecord) *rundir.Parity {
 		cells[i] = r.Cell
 	}
 	return CheckParity(cells)
+}
+
+// SplitEngines divides a run's configurations by engine: one Set per engine in the set, whose
+// configurations are keyed without the engine part, so that the engines' cells of one
+// configuration meet under one key. The order is the engines' first appearance in key order.
+func SplitEngines(s *perf.Set) ([]string, map[string]*perf.Set) {
+	var engines []string
+	out := map[string]*perf.Set{}
+	for _, key := range s.Keys() {
+		rest, e, ok := SplitEngineKey(key)
+		if !ok {
+			continue
+		}
+		side := out[e]
+		if side == nil {
+			side = &perf.Set{Source: s.Source + " [" + plans.EngineKeyPrefix + e + "]", Kind: s.Kind, RunID: s.RunID, Plan: s.Plan,
+				Start: s.Start, GPU: s.GPU, Driver: s.Driver, Commit: s.Commit, Configs: map[string]*perf.Config{}}
+			out[e] = side
+			engines = append(engines, e)
+		}
+		c := *s.Configs[key]
+		c.Key = rest
+		side.Configs[rest] = &c
+	}
+	return engines, out
+}
+
+// CompareEngines compares the engines of one run with an engine axis, configuration by
+// configuration: the plan's first engine is the base, the second the new side (TTFT, TPOT,
+// ITL, E2E and throughput rows side by side, with the t-test's verdict on each difference).
+func (n NightlyOptions) CompareEngines(cur *perf.Set, p *plans.Plan) (*compare.Result, *perf.Set, *perf.Set, error) {
+	found, sets := SplitEngines(cur)
+	order := slices.Clone(p.Matrix.Engine)
+	for _, e := range found {
+		if !slices.Contains(order, e) {
+			order = append(order, e)
+		}
+	}
+	var have []string
+	for _, e := range order {
+		if sets[e] != nil {
+			have = append(have, e)
+		}
+	}
+	if len(have) < 2 {
+		return nil, nil, nil, &exitcode.UsageError{Err: fmt.Errorf("%s: ok cells of %d engine(s) (%s); --engines compares the engines of a run whose plan has [matrix] engine = [\"sglang\", \"vllm\"]", cur.Source, len(have), strings.Join(have, ", "))}
+	}
+	co, _ := n.CompareOptions(p)
+	base, next := sets[have[0]], sets[have[1]]
+	res, err := compare.Compare(base, next, co)
+	if err != nil {
+		return nil, nil, nil, &exitcode.UsageError{Err: err}
+	}
+	res.Profilers = n.Profilers
+	if len(res.Profilers) == 0 {
+		res.Profilers = perf.DefaultProfilers
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("engines side by side: base is %s, new is %s; a \"regression\" row means %s is worse than %s there beyond the tolerance", have[0], have[1], have[1], have[0]))
+	return res, base, next, nil
 }
