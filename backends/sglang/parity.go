@@ -34,7 +34,7 @@ func ParitySettings(c plans.Cell) []backends.Setting {
 	out = append(out, backends.RequestSettings()...)
 	out = append(out, backends.Setting{Name: backends.SettingSampling, Value: "temperature 0; the rest SGLang's defaults", Same: "greedy"})
 	tp := "1"
-	if v, ok := backends.FlagValue(args, "--tp-size", "--tensor-parallel-size"); ok {
+	if v, ok := backends.FlagValue(args, "--tp-size", "--tensor-parallel-size", "--tp"); ok {
 		tp = v
 	}
 	out = append(out, backends.Setting{Name: backends.SettingTP, Value: tp, Same: tp})
