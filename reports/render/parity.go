@@ -45,7 +45,7 @@ func writeParitySummary(b *bytes.Buffer, s *rundir.Summary) {
 	}
 	b.WriteString("\n## Engine parity\n\n")
 	if len(s.Parity.Rows) > 0 {
-		fmt.Fprintf(b, "> **Warning:** these settings change results and differ between the engines as configured; align them in backend.extra_args or [matrix.server_args] for a like-for-like comparison.\n\n")
+		fmt.Fprintf(b, "> **Warning:** these settings change results and differ between the engines as configured; align them with [backend.engine_args] (flags for one engine) for a like-for-like comparison.\n\n")
 	}
 	t.Title = ""
 	t.Header[0], t.Header[1] = "Config", "Setting"

@@ -16,6 +16,7 @@ import (
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/perf"
 	"github.com/sglprof/runner/reports/render/table"
+	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/reports/triage"
 )
 
@@ -38,6 +39,8 @@ type Report struct {
 	Simulated bool
 	// Prompts says which prompt each "p…" part of the run's keys stands for (a hash of it).
 	Prompts []PromptKey
+	// Parity is the run's engine parity check (summary.json); nil without an engine axis.
+	Parity *rundir.Parity
 }
 
 // PromptKey is a configuration key's prompt part ("p7cfb7d39") and the prompt it hashes.
@@ -303,6 +306,7 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 			return err
 		}
 	}
+	writeParitySummary(&b, &rundir.Summary{Parity: r.Parity})
 	for _, c := range r.Configs {
 		if c.empty() {
 			continue
@@ -733,6 +737,15 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		}
 		llm = template.HTML(b.String()) // table.WriteHTML escapes every cell
 	}
+	var parity template.HTML
+	if t := ParityTable(r.Parity); t != nil {
+		var b strings.Builder
+		t.Title = ""
+		if err := table.WriteHTML(&b, t); err != nil {
+			return err
+		}
+		parity = template.HTML(b.String()) // table.WriteHTML escapes every cell
+	}
 	sweep := sweepCharts(r.Cells)
 	legend := len(sweep) > 0 && len(sweep[0].Lines) > 1
 	kds, err := htmlKernelDiffs(r.Compare)
@@ -747,12 +760,13 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		Configs     []htmlConfig
 		Sweep       []svgChart
 		LLM         template.HTML
+		Parity      template.HTML
 		SimNote     string
 		KernelDiffs []htmlKernelDiff
 		SweepLegend bool // the sweep charts have more than one line, and a legend
 		// PlotL, PlotR, PlotT and PlotB are the plot area's edges, where the axes are drawn.
 		PlotL, PlotR, PlotT, PlotB float64
-	}{r, rows, cfgCommon, cfgCol, cs, sweep, llm, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
+	}{r, rows, cfgCommon, cfgCol, cs, sweep, llm, parity, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
 }
 
 // htmlRow is a comparison row of report.html with its configuration's label: the parts of
