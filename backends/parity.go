@@ -1,6 +1,9 @@
 package backends
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Setting is one server setting that changes benchmark results, as an engine's server is
 // configured for a cell: what the parity check of an engine axis lays side by side (SGLang and
@@ -37,7 +40,8 @@ func RequestSettings() []Setting {
 }
 
 // FlagValue is the value of the last of the given flags in argv ("--flag V" or "--flag=V"),
-// and whether one was there; a bare flag (no value follows) has value "".
+// and whether one was there; a bare flag (no value follows) has value "". A negative number
+// after the flag is its value, as argparse reads it (--chunked-prefill-size -1).
 func FlagValue(argv []string, names ...string) (string, bool) {
 	val, found := "", false
 	for i := 0; i < len(argv); i++ {
@@ -49,7 +53,7 @@ func FlagValue(argv []string, names ...string) (string, bool) {
 			found, val = true, v
 			if !hasV {
 				val = ""
-				if i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+				if i+1 < len(argv) && (!strings.HasPrefix(argv[i+1], "-") || isNumber(argv[i+1])) {
 					val = argv[i+1]
 					i++
 				}
@@ -57,4 +61,11 @@ func FlagValue(argv []string, names ...string) (string, bool) {
 		}
 	}
 	return val, found
+}
+
+// isNumber reports whether s is a number: argparse takes "-1" as an option's value, not as an
+// option (a parser has no options that look like negative numbers).
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }

@@ -95,3 +95,17 @@ func TestVLLMLLMStartFailures(t *testing.T) {
 		t.Errorf("rc %d, stderr %s", rc, stderr.String())
 	}
 }
+
+// FuzzParseVLLMLLMArgs: any command line is parsed or refused with argparse's message, never a
+// panic; a refusal prints to stderr.
+func FuzzParseVLLMLLMArgs(f *testing.F) {
+	f.Add("serve", "m/M", "--tensor-parallel-size=2")
+	f.Add("serve", "m", "--no-enable-prefix-caching")
+	f.Add("serve", "-x", "--profiler-config")
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		var stderr bytes.Buffer
+		if _, ok := parseVLLMLLMArgs([]string{a, b, c}, &stderr); !ok && stderr.Len() == 0 {
+			t.Errorf("refused %q without a message", []string{a, b, c})
+		}
+	})
+}
