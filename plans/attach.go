@@ -53,8 +53,8 @@ func (d *decoder) validateAttach(p *Plan) {
 		if inList(p.Profile.Profilers, ProfilerNsys) {
 			d.addKey(pk, `"nsys" needs a server the runner starts under nsys profile; with backend.url use "torch" or "none", or drop url`)
 		}
-		if inList(p.Profile.Profilers, ProfilerTorch) && d.check("backend", "kind") && p.Backend.Kind == "vllm-omni" {
-			d.addKey(pk, `"torch" on an attached vLLM-Omni server: its trace directory is the server's own --profiler-config, which the runner cannot read back; use "none", or drop url to let the runner start the server`)
+		if inList(p.Profile.Profilers, ProfilerTorch) && d.check("backend", "kind") && (p.Backend.Kind == "vllm-omni" || p.Backend.Kind == KindVLLM) {
+			d.addKey(pk, `"torch" on an attached vLLM or vLLM-Omni server: its trace directory is the server's own --profiler-config, which the runner cannot read back; use "none", or drop url to let the runner start the server`)
 		}
 	}
 	if nk := path("profile", "num_steps"); d.check(nk...) && d.md.IsDefined(nk...) {

@@ -210,6 +210,12 @@ func (p *Plan) newCell(c cellPoint, index int, id, key, prof string, rep int) Ce
 		Gate:       p.Gate,
 		Load:       p.Load,
 	}
+	kind := p.Backend.Kind
+	if c.pt.engine != "" {
+		kind = c.pt.engine
+	}
+	cell.Backend.ExtraArgs = append(cell.Backend.ExtraArgs, p.Backend.EngineArgs[kind]...)
+	cell.Backend.EngineArgs = nil // the cell's own flags are in ExtraArgs
 	c.pt.apply(&cell)
 	capTraceSteps(&cell)
 	return cell

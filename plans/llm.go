@@ -544,6 +544,7 @@ func serverArgCells(args []ServerArg) int {
 // and request rate, with its id and key parts ("" for a plan without these axes, so that the
 // ids of such plans never change).
 type llmPoint struct {
+	engine   string // backend.kind of the engine axis ("": the plan's)
 	argv     []string
 	id, key  string
 	conc     int
@@ -552,10 +553,10 @@ type llmPoint struct {
 	hasRates bool
 }
 
-// llmPoints is the cross product of the axes, outermost first: server args in file order,
+// llmPoints is the cross product of the axes, outermost first: engine, server args in file order,
 // concurrency, request rate.
 func llmPoints(m Matrix) []llmPoint {
-	pts := []llmPoint{{}}
+	pts := enginePoints(m)
 	for _, a := range append(slices.Clone(m.ServerArgs), m.Args...) {
 		var next []llmPoint
 		for _, pt := range pts {
@@ -600,6 +601,9 @@ func llmPoints(m Matrix) []llmPoint {
 
 // apply sets the point's values on a cell.
 func (pt llmPoint) apply(c *Cell) {
+	if pt.engine != "" {
+		c.Backend.Kind = pt.engine
+	}
 	if len(pt.argv) > 0 {
 		c.ServerArgs = pt.argv
 		c.Backend.ExtraArgs = append(c.Backend.ExtraArgs, pt.argv...)

@@ -84,10 +84,10 @@ func ParseWith(name string, data []byte, opts ParseOptions) (*Plan, error) {
 // compare.tolerances is keyed by metric name, checked against CompareMetrics.
 var schema = map[string][]string{
 	"": {"name", "output_dir", "backend", "matrix", "profile", "nsys", "gate", "load", "compare", "bundle", "executor"},
-	"backend": {"kind", "mode", "command", "extra_args", "env", "timeout", "grace",
+	"backend": {"kind", "mode", "command", "extra_args", "engine_args", "env", "timeout", "grace",
 		"restart", "host", "port", "ready_timeout", "model_type", "url"},
 	"matrix": {"model", "prompt", "resolution", "num_inference_steps", "seed", "repeats", "input_len", "output_len",
-		"server_args", "args", "concurrency", "request_rate", "exclude", "include"},
+		"server_args", "args", "concurrency", "request_rate", "engine", "exclude", "include"},
 	"profile": {"profilers", "num_profiled_timesteps", "profile_all_stages", "max_trace_mb",
 		"start_step", "num_steps", "profile_by_stage", "merge_profiles", "flush_timeout",
 		"activities", "with_stack", "record_shapes", "profile_stages", "vllm_profiler_config"},
@@ -125,13 +125,14 @@ type rawPlan struct {
 }
 
 type rawBackend struct {
-	Kind      toml.Primitive `toml:"kind"`
-	Mode      toml.Primitive `toml:"mode"`
-	Command   toml.Primitive `toml:"command"`
-	ExtraArgs toml.Primitive `toml:"extra_args"`
-	Env       toml.Primitive `toml:"env"`
-	Timeout   toml.Primitive `toml:"timeout"`
-	Grace     toml.Primitive `toml:"grace"`
+	Kind       toml.Primitive `toml:"kind"`
+	Mode       toml.Primitive `toml:"mode"`
+	Command    toml.Primitive `toml:"command"`
+	ExtraArgs  toml.Primitive `toml:"extra_args"`
+	EngineArgs toml.Primitive `toml:"engine_args"`
+	Env        toml.Primitive `toml:"env"`
+	Timeout    toml.Primitive `toml:"timeout"`
+	Grace      toml.Primitive `toml:"grace"`
 
 	Restart      toml.Primitive `toml:"restart"`
 	Host         toml.Primitive `toml:"host"`
@@ -153,6 +154,7 @@ type rawMatrix struct {
 	Args              toml.Primitive `toml:"args"`
 	Concurrency       toml.Primitive `toml:"concurrency"`
 	RequestRate       toml.Primitive `toml:"request_rate"`
+	Engine            toml.Primitive `toml:"engine"`
 	Exclude           toml.Primitive `toml:"exclude"`
 	Include           toml.Primitive `toml:"include"`
 }
@@ -290,10 +292,11 @@ func (d *decoder) decodeBackend(prim toml.Primitive, p *Plan) {
 	var rb rawBackend
 	if d.decodeTable([]string{"backend"}, prim, &rb) {
 		b := &p.Backend
-		decodeField(d, path("backend", "kind"), rb.Kind, &b.Kind, `a string: "sglang" or "vllm-omni"`)
+		decodeField(d, path("backend", "kind"), rb.Kind, &b.Kind, `a string: "sglang", "vllm" or "vllm-omni"`)
 		decodeField(d, path("backend", "mode"), rb.Mode, &b.Mode, `a string: "generate" or "serve"`)
 		decodeField(d, path("backend", "command"), rb.Command, &b.Command, `an array of strings such as ["sglang"]`)
 		decodeField(d, path("backend", "extra_args"), rb.ExtraArgs, &b.ExtraArgs, `an array of strings such as ["--backend", "sglang"]`)
+		decodeField(d, path("backend", "engine_args"), rb.EngineArgs, &b.EngineArgs, `a table of arrays such as { vllm = ["--generation-config", "vllm"] }`)
 		d.decodeEnv(rb.Env, b)
 		decodeField(d, path("backend", "timeout"), rb.Timeout, &b.Timeout, `a duration string such as "20m"`)
 		decodeField(d, path("backend", "grace"), rb.Grace, &b.Grace, `a duration string such as "10s"`)
@@ -320,6 +323,7 @@ func (d *decoder) decodeMatrix(prim toml.Primitive, p *Plan) {
 		decodeField(d, path("matrix", "input_len"), rm.InputLen, &m.InputLen, `an array of integers such as [128, 1024] (tokens)`)
 		decodeField(d, path("matrix", "output_len"), rm.OutputLen, &m.OutputLen, `an array of integers such as [32] (tokens)`)
 		d.decodeLLMMatrix(&rm, m)
+		d.decodeEngine(&rm, m)
 		m.Exclude = d.decodeRules("exclude", rm.Exclude)
 		m.Include = d.decodeRules("include", rm.Include)
 	}

@@ -200,7 +200,7 @@ var badCases = []struct {
 		[]want{{"nsys.trace", 8, 1, []string{`"none" cannot be combined`}}}},
 	{"unknown backend kind lists the valid ones",
 		minimal + "[backend]\nkind = \"tensorrt\"\n",
-		[]want{{"backend.kind", 6, 1, []string{`unknown backend kind "tensorrt"`, `"sglang", "vllm-omni"`}}}},
+		[]want{{"backend.kind", 6, 1, []string{`unknown backend kind "tensorrt"`, `"sglang", "vllm", "vllm-omni"`}}}},
 	{"unknown mode, empty command",
 		minimal + "[backend]\nmode = \"batch\"\ncommand = []\n",
 		[]want{
@@ -492,7 +492,7 @@ func TestExamples(t *testing.T) {
 // the serve-only ones, which a generate plan must not. Together they use every key.
 func TestFullExampleUsesEveryKey(t *testing.T) {
 	var mds []toml.MetaData
-	for _, f := range []string{"examples/full.toml", "testdata/full-serve.toml", "testdata/full-vllm.toml", "testdata/full-attach.toml", "testdata/full-search.toml"} {
+	for _, f := range []string{"examples/full.toml", "testdata/full-serve.toml", "testdata/full-vllm.toml", "testdata/full-attach.toml", "testdata/full-search.toml", "testdata/full-engines.toml"} {
 		var v map[string]any
 		md, err := toml.DecodeFile(f, &v)
 		if err != nil {

@@ -46,12 +46,16 @@ type Plan struct {
 
 // Backend says which program runs the cells and how.
 type Backend struct {
-	Kind      string            `toml:"kind" json:"kind"`             // sglang | vllm-omni
-	Mode      string            `toml:"mode" json:"mode"`             // generate | serve
-	Command   []string          `toml:"command" json:"command"`       // argv prefix, e.g. ["sglang"] or a venv python path
-	ExtraArgs []string          `toml:"extra_args" json:"extra_args"` // appended after the runner's own flags
-	Env       map[string]string `toml:"env" json:"env"`               // added to the inherited environment
-	Timeout   Duration          `toml:"timeout" json:"timeout"`       // per cell; default 20m
+	Kind      string   `toml:"kind" json:"kind"`             // sglang | vllm | vllm-omni
+	Mode      string   `toml:"mode" json:"mode"`             // generate | serve
+	Command   []string `toml:"command" json:"command"`       // argv prefix, e.g. ["sglang"] or a venv python path
+	ExtraArgs []string `toml:"extra_args" json:"extra_args"` // appended after the runner's own flags
+	// EngineArgs are [backend.engine_args]: flags for one engine's server only, by
+	// backend.kind, appended after extra_args to the cells of that engine (the engine axis
+	// runs two programs that spell their flags differently). A cell's ExtraArgs carry them.
+	EngineArgs map[string][]string `toml:"engine_args" json:"engine_args,omitempty"`
+	Env        map[string]string   `toml:"env" json:"env"`         // added to the inherited environment
+	Timeout    Duration            `toml:"timeout" json:"timeout"` // per cell; default 20m
 	// Grace is how long the stop ladder waits after SIGINT and again after SIGTERM before
 	// escalating; default 10s (nsys cells wait at least 60s after SIGINT so nsys can write its report).
 	Grace Duration `toml:"grace" json:"grace"`
@@ -90,6 +94,9 @@ type Matrix struct {
 	Args        []ServerArg `toml:"-" json:"args,omitempty"`
 	Concurrency []int       `toml:"concurrency" json:"concurrency,omitempty"`
 	RequestRate []float64   `toml:"-" json:"request_rate,omitempty"`
+	// Engine is the engine axis (engine.go): the LLM server program of each cell ("sglang" or
+	// "vllm"), so one plan runs the same load against both.
+	Engine []string `toml:"engine" json:"engine,omitempty"`
 	// Exclude and Include are [[matrix.exclude]] and [[matrix.include]] (matrixrules.go): the
 	// cells of the cross product that match an exclude rule are dropped unless they match an
 	// include rule.

@@ -123,7 +123,7 @@ func (d *decoder) decodeProfilerOptions(prim toml.Primitive, pr *Profile) {
 func (d *decoder) validateProfilerOptions(p *Plan) {
 	pr := p.Profile
 	kindOK := d.check("backend", "kind")
-	vllm := kindOK && p.Backend.Kind == "vllm-omni"
+	vllm := kindOK && (p.Backend.Kind == "vllm-omni" || p.Backend.Kind == KindVLLM)
 	if k := path("profile", "activities"); d.check(k...) && d.md.IsDefined(k...) {
 		switch {
 		case vllm:

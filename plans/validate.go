@@ -55,7 +55,7 @@ const MaxCells = 10000
 
 // Valid values, in the order error messages list them.
 var (
-	Kinds             = []string{"sglang", "vllm-omni"}
+	Kinds             = []string{"sglang", KindVLLM, "vllm-omni"}
 	Modes             = []string{"generate", "serve"}
 	Profilers         = []string{ProfilerNone, ProfilerTorch, ProfilerNsys}
 	CudaGraphTraces   = []string{"node", "graph"}
@@ -193,7 +193,7 @@ func (d *decoder) defaultsServe(p *Plan) {
 		case b.ModelType == ModelTypeDiffusion:
 			l.API = APIImages
 		case b.ModelType == ModelTypeLLM:
-			l.API = APIGenerate
+			l.API = defaultLLMAPI(p)
 		}
 	}
 	if !set("load", "warmup") {
@@ -268,6 +268,7 @@ func (d *decoder) validate(p *Plan) {
 	d.validateGate(p)
 	d.validateServe(p)
 	d.validateLLM(p, d.file)
+	d.validateEngine(p)
 	d.validateProfilerOptions(p)
 	d.validateAttach(p)
 	d.validateNSysCapture(p)

@@ -110,7 +110,7 @@ func cellCount(p *Plan) (int, bool) {
 	for _, l := range []int{len(p.Matrix.Model), prompts, max(1, len(p.Matrix.Resolution)),
 		max(1, len(p.Matrix.NumInferenceSteps)), max(1, len(p.Matrix.Seed)), max(1, len(p.Matrix.InputLen)),
 		max(1, len(p.Matrix.OutputLen)), len(p.Profile.Profilers), max(1, p.Matrix.Repeats),
-		max(1, len(p.Matrix.Concurrency)), max(1, len(p.Matrix.RequestRate)), serverArgCells(append(slices.Clone(p.Matrix.ServerArgs), p.Matrix.Args...))} {
+		max(1, len(p.Matrix.Concurrency)), max(1, len(p.Matrix.RequestRate)), max(1, len(p.Matrix.Engine)), serverArgCells(append(slices.Clone(p.Matrix.ServerArgs), p.Matrix.Args...))} {
 		if l > MaxCells {
 			return 0, false
 		}

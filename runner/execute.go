@@ -46,6 +46,16 @@ func runInOrder(ctx context.Context, recs []cellRecord, todo []int, ss *serveSes
 func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, man *rundir.Manifest, opts *Options) (*rundir.Summary, error) {
 	todo := withoutResult(recs)
 	opts.lost = &lostResults{}
+	// The parity check of an engine axis, before anything runs: on the terminal and in
+	// parity.json now, in the summary at the end.
+	parity := checkParityOf(recs)
+	if parity != nil {
+		if err := rundir.WriteJSON(filepath.Join(dir, rundir.ParityFile), parity, nil); err != nil {
+			// summary.json and summary.md carry the same table at the end.
+			opts.Logger.Warn("parity.json not written; the summary has the parity table", "err", err)
+		}
+		render.WriteParity(opts.Out, parity)
+	}
 	opts.Progress.Start(len(todo))
 	var interrupted bool
 	switch {
@@ -96,6 +106,7 @@ func execute(ctx context.Context, p *plans.Plan, dir string, recs []cellRecord, 
 		sum.ExitCode = InterruptedExit(ctx) // 143 when SIGTERM stopped it
 	}
 	sum.Simulated = opts.Simulate
+	sum.Parity = parity
 	man.End = opts.Now().UTC()
 	man.Verdicts = sum.Counts
 	// Write what can be written and always print the summary: on a full disk the table on the

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/backends/sglang"
+	"github.com/sglprof/runner/backends/vllm"
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
@@ -181,8 +182,10 @@ func pickBackend(c plans.Cell) (backends.Backend, error) {
 		return sglang.NewServe(), nil
 	case c.Backend.Kind == vllmomni.Kind && c.Backend.Mode == backends.ModeServe:
 		return vllmomni.New(), nil
+	case c.Backend.Kind == vllm.Kind && c.Backend.Mode == backends.ModeServe:
+		return vllm.New(), nil
 	case c.Backend.Mode == backends.ModeServe:
-		return nil, &exitcode.UsageError{Err: fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\" or \"vllm-omni\"", c.Backend.Kind)}
+		return nil, &exitcode.UsageError{Err: fmt.Errorf("backend.kind = %q with mode \"serve\" is not supported by this runner version yet; use kind = \"sglang\", \"vllm\" or \"vllm-omni\"", c.Backend.Kind)}
 	default:
 		return nil, &exitcode.UsageError{Err: fmt.Errorf("backend.kind = %q with mode %q is not supported by this runner version yet; use kind = \"sglang\"", c.Backend.Kind, c.Backend.Mode)}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Main runs the simulator named by args[0] (a backend kind, "sglang" or "vllm-omni", or
+// Main runs the simulator named by args[0] (a backend kind, "sglang", "vllm" or "vllm-omni", or
 // "nsys") with the rest of args, after adding the knobs of RUNNER_SIM_KNOBS_FILE to env. ok is
 // false for an unknown name. It is the one dispatch behind `runner sim ...` and behind the
 // test binaries that stand in for the runner binary under --simulate.
@@ -17,7 +17,7 @@ func Main(ctx context.Context, args []string, env map[string]string, stdout, std
 		return 2, false
 	}
 	switch args[0] {
-	case "sglang", "vllm-omni", "nsys":
+	case "sglang", "vllm", "vllm-omni", "nsys":
 		env = maps.Clone(env) // the caller's map stays as it was
 		if err := applyKnobsFile(env); err != nil {
 			fmt.Fprintf(stderr, "runner sim %s: %v\n", args[0], err)
@@ -29,6 +29,8 @@ func Main(ctx context.Context, args []string, env map[string]string, stdout, std
 		return SGLang(ctx, args[1:], env, stdout, stderr), true
 	case "vllm-omni":
 		return vllmMain(ctx, args[1:], env, stdout, stderr), true
+	case "vllm":
+		return vllmLLMMain(ctx, args[1:], env, stdout, stderr), true
 	case "nsys":
 		return NSys(ctx, args[1:], env, stdout, stderr), true
 	}

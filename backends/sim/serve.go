@@ -47,7 +47,7 @@ var llmSpecs = []argSpec{
 	{flags: []string{"--model-type"}, dest: "model_type", choices: []string{"auto", "diffusion", "llm"}},
 	{flags: []string{"--host"}, dest: "host"},
 	{flags: []string{"--port"}, dest: "port", kind: argInt},
-	{flags: []string{"--tp-size", "--tp"}, dest: "tp_size", kind: argInt},
+	{flags: []string{"--tp-size", "--tp", "--tensor-parallel-size"}, dest: "tp_size", kind: argInt},
 	{flags: []string{"--dp-size", "--dp"}, dest: "dp_size", kind: argInt},
 	{flags: []string{"--mem-fraction-static"}, dest: "mem_fraction_static", kind: argFloat},
 	{flags: []string{"--max-running-requests"}, dest: "max_running_requests", kind: argInt},

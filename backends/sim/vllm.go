@@ -171,14 +171,11 @@ func parseVLLMArgs(args []string, stderr io.Writer) (vllmArgs, bool) {
 			va.served, _ = next()
 		case "--profiler-config":
 			v, _ := next()
-			va.pcfg = &profilerConfig{}
-			// vLLM's config dataclasses forbid extra fields: an unknown key fails the parse.
-			dec := json.NewDecoder(strings.NewReader(v))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(va.pcfg); err != nil {
-				fmt.Fprintf(stderr, "vllm serve: error: argument --profiler-config: Value %s cannot be converted to <class 'vllm.config.profiler.ProfilerConfig'>.\n", v)
+			pc, ok := decodeProfilerConfig(v, stderr)
+			if !ok {
 				return vllmArgs{}, false
 			}
+			va.pcfg = pc
 		default:
 			unknown = append(unknown, a)
 		}
@@ -188,6 +185,19 @@ func parseVLLMArgs(args []string, stderr io.Writer) (vllmArgs, bool) {
 		return vllmArgs{}, false
 	}
 	return va, true
+}
+
+// decodeProfilerConfig parses --profiler-config's JSON; vLLM's config dataclasses forbid extra
+// fields, so an unknown key fails the parse with argparse's message (reported false).
+func decodeProfilerConfig(v string, stderr io.Writer) (*profilerConfig, bool) {
+	pc := &profilerConfig{}
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(pc); err != nil {
+		fmt.Fprintf(stderr, "vllm serve: error: argument --profiler-config: Value %s cannot be converted to <class 'vllm.config.profiler.ProfilerConfig'>.\n", v)
+		return nil, false
+	}
+	return pc, true
 }
 
 // validProfilerConfig checks --profiler-config as vLLM's ProfilerConfig does after parsing,

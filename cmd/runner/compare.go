@@ -101,7 +101,7 @@ func compareCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
 		Usage:     "compare two runs (or cells, or perf dumps) metric by metric; exit 4 on a regression",
-		ArgsUsage: "BASE NEW | --baseline history RUN_DIR",
+		ArgsUsage: "BASE NEW | --baseline history RUN_DIR | --engines RUN_DIR",
 		Description: `Each side is a run directory, a cell directory or a perf-dump JSON file. Only ok cells of
 the profilers in --profilers (default none: profiled runs distort latency) enter. The samples
 are runs: one value per cell (repeat), the median of its steps or requests where it has many.
@@ -123,10 +123,16 @@ it on each side (torch, else nsys; with a history baseline, the newest earlier r
 one) follows the table, with a verdict line per stage naming the kernels that grew; JSON has
 the whole diff under kernel_diff.
 
+With --engines the two sides are the engines of one run whose plan has [matrix] engine =
+["sglang", "vllm"]: each configuration's cells meet under their key without the engine part,
+so the engines' TTFT, TPOT, ITL, E2E and throughput stand side by side (base: the plan's first
+engine). A difference between engines is not a regression: the exit status is 0.
+
 Exit status: 0 no regression, 4 regression, 2 nothing to compare (no configuration in
 common, a run still in progress, unreadable input), 1 other errors.`,
 		Flags: append(comparisonFlags(),
 			&cli.StringFlag{Name: "baseline", Usage: "history: compare RUN_DIR against the history database instead of a BASE"},
+			&cli.BoolFlag{Name: "engines", Usage: "compare the engines of one RUN_DIR whose plan has an engine axis: the first engine is the base, the second the new side (exit 0 whatever they differ by)"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text, md, json, csv or benchstat (Go benchmark lines for benchstat -col side FILE)"},
 		),
 		// compare writes only its standard output: Ctrl-C ends it even inside a read that does
@@ -139,6 +145,9 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 			format := c.String("format")
 			if !contains(compare.Formats, format) {
 				return usageErr("--format %q: use one of %s", format, strings.Join(compare.Formats, ", "))
+			}
+			if c.Bool("engines") {
+				return compareEngines(c, std, n, format)
 			}
 			// The new side is the last argument; the base is the history or the first.
 			var newPath string
@@ -347,4 +356,27 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// compareEngines is `runner compare --engines RUN_DIR`: the engines of one run side by side.
+func compareEngines(c *cli.Context, std stdio, n runner.NightlyOptions, format string) error {
+	if n.Baseline != "" {
+		return usageErr("--engines compares the engines of one run; it takes no --baseline")
+	}
+	args, err := positional(c, 1, 1, "RUN_DIR")
+	if err != nil {
+		return err
+	}
+	if err := regularInput(args[0], "pass a run directory of a plan with an engine axis"); err != nil {
+		return err
+	}
+	cur, err := perf.Load(args[0], perf.LoadOptions{Profilers: n.Profilers})
+	if err != nil {
+		return &exitError{code: exitcode.Usage, err: err}
+	}
+	res, base, next, err := n.CompareEngines(cur, planOf(args[0]))
+	if err != nil {
+		return &exitError{code: exitcode.Usage, err: err}
+	}
+	return compare.Write(std.out, format, res, base, next)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/history"
+	"github.com/sglprof/runner/reports/render"
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/exitcode"
 )
@@ -97,6 +98,9 @@ change gets a warning that names the repeats that would. Nothing is created or w
 				enc := json.NewEncoder(std.out)
 				enc.SetIndent("", "  ")
 				out := map[string]any{"plan": p.Name, "cells": cells, "detection": pw}
+				if parity := runner.CheckParity(p.Expand()); parity != nil {
+					out["parity"] = parity
+				}
 				if sbatch != "" {
 					out["sbatch"] = sbatch
 				}
@@ -114,6 +118,13 @@ change gets a warning that names the repeats that would. Nothing is created or w
 				}
 				if r := cl.Request; r != nil {
 					fmt.Fprintf(std.out, "  requests: %s %s, %s\n    body: %s\n", r.Method, r.Path, requestCounts(r), r.Body)
+				}
+			}
+			if parity := runner.CheckParity(p.Expand()); parity != nil {
+				// The same table `runner run` prints before its first cell.
+				fmt.Fprintln(std.out)
+				if err := render.WriteParity(std.out, parity); err != nil {
+					return err
 				}
 			}
 			if sbatch != "" {

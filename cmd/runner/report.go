@@ -149,6 +149,9 @@ func readReportInputs(ctx context.Context, std stdio, dir string, n *runner.Nigh
 	if man, err := rundir.ReadManifest(dir); err == nil {
 		rep.Simulated = man.Simulated // the manifest says how the run was made
 	}
+	if sum, err := rundir.ReadSummary(dir); err == nil {
+		rep.Parity = sum.Parity
+	}
 	return &readReport{rep: rep, regressed: res != nil && res.Regressed()}, nil
 }
 

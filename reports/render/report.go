@@ -40,6 +40,8 @@ type Report struct {
 	Simulated bool
 	// Prompts says which prompt each "p…" part of the run's keys stands for (a hash of it).
 	Prompts []PromptKey
+	// Parity is the run's engine parity check (summary.json); nil without an engine axis.
+	Parity *rundir.Parity
 }
 
 // PromptKey is a configuration key's prompt part ("p7cfb7d39") and the prompt it hashes.
@@ -315,6 +317,7 @@ func WriteReportMarkdown(w io.Writer, r *Report) error {
 			return err
 		}
 	}
+	writeParitySummary(&b, &rundir.Summary{Parity: r.Parity})
 	for _, c := range r.Configs {
 		if c.empty() {
 			continue
@@ -754,6 +757,15 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		return err
 	}
 	timelines := timelineCharts(r.Cells)
+	var parity template.HTML
+	if t := ParityTable(r.Parity); t != nil {
+		var b strings.Builder
+		t.Title = ""
+		if err := table.WriteHTML(&b, t); err != nil {
+			return err
+		}
+		parity = template.HTML(b.String()) // table.WriteHTML escapes every cell
+	}
 	sweep := sweepCharts(r.Cells)
 	legend := len(sweep) > 0 && len(sweep[0].Lines) > 1
 	kds, err := htmlKernelDiffs(r.Compare)
@@ -771,12 +783,13 @@ func WriteReportHTML(w io.Writer, r *Report) error {
 		LLM         template.HTML
 		Frontier    template.HTML   // the SLA frontier table (frontier.go)
 		Timelines   []timelineChart // the per-request timelines of LLM cells (timeline.go)
+		Parity      template.HTML   // the engine parity warnings (parity.go)
 		SimNote     string
 		KernelDiffs []htmlKernelDiff
 		SweepLegend bool // the sweep charts have more than one line, and a legend
 		// PlotL, PlotR, PlotT and PlotB are the plot area's edges, where the axes are drawn.
 		PlotL, PlotR, PlotT, PlotB float64
-	}{r, rows, cfgCommon, cfgCol, cs, sweep, queueChart(r.Cells), llm, frontier, timelines, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
+	}{r, rows, cfgCommon, cfgCol, cs, sweep, queueChart(r.Cells), llm, frontier, timelines, parity, SimulatedNote, kds, legend, padL, chartW - padR, padT, chartH - padB})
 }
 
 // htmlRow is a comparison row of report.html with its configuration's label: the parts of

@@ -32,6 +32,9 @@ func SummaryTable(w io.Writer, s *rundir.Summary) error {
 			fmt.Fprintf(w, "%s: %s\n", r.ID, r.Cause)
 		}
 	}
+	if s.Parity != nil && len(s.Parity.Rows) > 0 {
+		fmt.Fprintf(w, "%d engine parity %s (settings that change results differ): listed in %s\n", len(s.Parity.Rows), plural(len(s.Parity.Rows), "warning", "warnings"), filepath.Join(s.RunDir, rundir.SummaryMD))
+	}
 	if n := warnedCells(s); n > 0 {
 		fmt.Fprintf(w, "%d %s with warnings (!N in the verdict column): listed in %s\n", n, plural(n, "cell", "cells"), filepath.Join(s.RunDir, rundir.SummaryMD))
 	}
@@ -119,6 +122,7 @@ func SummaryMarkdown(s *rundir.Summary) []byte {
 	}
 	_ = table.WriteMarkdown(&b, t) // a bytes.Buffer does not fail
 	writeLLMSummary(&b, s)
+	writeParitySummary(&b, s)
 	var bad []string
 	for _, r := range s.Cells {
 		for _, reason := range r.Reasons {

@@ -25,6 +25,7 @@ import (
 //
 //	<output>/<plan>/<UTC time>-<id>/
 //	  plan.toml  cells.json  manifest.json  summary.md  summary.json  [compare.json compare.md]
+//	  [parity.json]                                            (a plan with an engine axis)
 //	  cells/<id>/  command.json log.txt result.json perf.json triage.md triage.json
 //	               traces/ outputs/ nsys/  [requests.jsonl load.json]
 //	  servers/<n>/ command.json log.txt server.json traces/      (serve mode)

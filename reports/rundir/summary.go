@@ -10,6 +10,8 @@ type Summary struct {
 	// Simulated is set for a run of the simulators (--simulate): its timings are invented.
 	Simulated bool `json:"simulated,omitempty"`
 	ExitCode  int  `json:"exit_code"`
+	// Parity is the parity check of a plan with an engine axis (parity.json); nil without one.
+	Parity *Parity `json:"parity,omitempty"`
 	// Detached is set when runner run --detach returned after submitting a Slurm job array;
 	// no summary was written yet.
 	Detached bool `json:"-"`

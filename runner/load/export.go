@@ -67,6 +67,9 @@ type BenchServing struct {
 
 // Load describes the load a summary was measured under, for the export's argument fields.
 type Load struct {
+	// Engine is the server's backend.kind ("sglang", "vllm"; "" for sglang), which picks
+	// bench_serving's --backend name.
+	Engine         string
 	API            string
 	Dataset        string
 	Rate           float64
@@ -77,7 +80,14 @@ type Load struct {
 }
 
 // backendName maps an API to bench_serving's --backend value for the same endpoint.
-func backendName(api string) string {
+func backendName(engine, api string) string {
+	if engine == "vllm" {
+		// bench_serving's --backend vllm streams /v1/completions; vllm-chat the chat API.
+		if api == APIChat {
+			return "vllm-chat"
+		}
+		return "vllm"
+	}
 	switch api {
 	case APICompletions:
 		return "sglang-oai"
@@ -90,7 +100,7 @@ func backendName(api string) string {
 // ToBenchServing converts a summary to bench_serving's record.
 func ToBenchServing(s rundir.LLMSummary, l Load) BenchServing {
 	b := BenchServing{
-		Backend:                    backendName(l.API),
+		Backend:                    backendName(l.Engine, l.API),
 		DatasetName:                l.Dataset,
 		RequestRate:                rateField(l.Rate),
 		RandomInputLen:             l.InputLen,
