@@ -736,9 +736,10 @@ func (a *argsFields) setVal(k argKind, v jv) {
 	}
 }
 
-func (a *argsFields) reset() {
-	*a = argsFields{external: trace.NoID, correlation: trace.NoID, pyID: trace.NoID, pyParent: trace.NoID}
-}
+func (a *argsFields) reset() { *a = noArgs }
+
+// noArgs is what an event without args has.
+var noArgs = argsFields{external: trace.NoID, correlation: trace.NoID, pyID: trace.NoID, pyParent: trace.NoID}
 
 // set stores one parsed args value; a later valid duplicate key wins, an invalid one is ignored.
 func (a *argsFields) set(k argKind, n int64) {
