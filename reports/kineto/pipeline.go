@@ -157,6 +157,12 @@ func (c *collector) bulk(s *scanner) (bool, error) {
 	if !c.fast || len(avail) < least {
 		return false, nil
 	}
+	if len(c.out) == 0 && !c.always {
+		// The consumer waits for input: only split (the ordinary path, about half the
+		// cost per byte) and let it decode. Decoding everything here made this goroutine
+		// the slower one (about 1.0 s against the consumer's 0.7 s of a 500 MB trace).
+		return false, nil
+	}
 	if c.cur == nil {
 		c.cur = c.next()
 	}
