@@ -12,11 +12,15 @@ import (
 // so .json.gz costs what .json costs. Batches are recycled, so memory stays bounded
 // (pipelineDepth batches of about batchBytes each).
 //
-// The parse costs more than the split, so the consumer is usually the slower stage. When the
-// splitter finds the queue full, it runs the fast event scanner over the batch it holds
-// (instead of only waiting) and sends the decoded fields along; the consumer then only stores
-// them. The work divides itself between the two cores by whoever is free, and the result is
-// the same whichever goroutine scanned an event, since fastEvent keeps no state.
+// The parse costs more than the split, so the consumer would be the slower stage. While the
+// consumer has a batch queued, the splitter decodes the plain events of its read buffer in
+// place (bulk: fastEventAt finds an element's end as it decodes it, so such an event is
+// scanned once, not split and then parsed) and sends the decoded fields along; the consumer
+// then only stores them. While the consumer waits, the splitter only splits. When it finds
+// the queue full, it runs the fast event scanner over what is left of the batch it holds
+// (instead of only waiting). The work divides itself between the two cores by whoever is
+// free, and the result is the same whichever goroutine scanned an event, since fastEvent
+// keeps no state.
 
 const (
 	batchBytes    = 256 << 10
