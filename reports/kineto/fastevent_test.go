@@ -37,6 +37,13 @@ var fastEventDocs = []string{
 	`[{"ph":"X","cat":"gpu_user_annotation","name":"a","pid":0,"tid":7,"ts":1,"dur":3,"args":{"device":3}},{"ph":"X","cat":"gpu_memcpy","name":"m","pid":0,"tid":7,"ts":1,"dur":3,"args":{"bytes":1024}}]`,
 	`[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}]`,
 	"[ {\n \"ph\" : \"X\" ,\r\n\t\"cat\":\"kernel\", \"ts\" : 1 , \"dur\" : 2 , \"args\" : { } } ]",
+	// The separators the pipeline's bulk decoding leaves to the ordinary path: a missing comma,
+	// doubled and trailing commas, a raw newline in a string (resynchronisation), text after an
+	// element, the last element, metadata keys after the array.
+	`{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2} {"ph":"X","cat":"kernel","name":"k","ts":3,"dur":2},,{"ph":"X","cat":"kernel","name":"k","ts":5,"dur":2} , ],"deviceProperties":[]}`,
+	"[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2},\n{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"a\nb\",\"ts\":1,\"dur\":2},\n{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":3,\"dur\":2},\n{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":4,\"dur\":2}]",
+	`[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2} x, {"ph":"X","cat":"kernel","name":"k","ts":3,"dur":2}]`,
+	`[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2},{"ph":"X","cat":"kernel","name":"k","ts":3,"dur":2}`,
 }
 
 // TestFastEventMatchesFastjson reads documents with the fast event scanner and with fastjson

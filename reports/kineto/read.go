@@ -88,6 +88,7 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 	}
 	defer closeFn()
 	d := newDecoder(ctx, name, opts)
+	d.total = sizeHint(r)
 	var s *scanner
 	var werr error
 	if !opts.Pipeline && (opts.Sequential || runtime.GOMAXPROCS(0) < 2) {
@@ -172,7 +173,22 @@ type decoder struct {
 	scratch [6][]byte // number texts of the fastjson path: pid, tid, ts, dur, id, an args value
 	shapeJS [3][]byte // the fastjson path's shape args (Input Dims, Input type, Concrete Inputs)
 	shape   []byte    // the Trace.Shapes text being built
+
+	total int64 // the input's uncompressed size when known (sizeHint), else 0
+	res   [resKinds]reservation
 }
+
+// The record slices reserve() sizes, by index into decoder.res.
+const (
+	resGPUOps = iota
+	resLaunches
+	resCPUOps
+	resFrames
+	resAnnotations
+	resFlows
+	resComms
+	resKinds
+)
 
 // rawEvent holds the fields of one event while it is decoded; byte slices alias the input
 // or the parser.
@@ -262,7 +278,13 @@ func (d *decoder) finish() {
 	// not draw arrows for; starts without a finish mean the GPU side was lost. Sorted id lists
 	// cost far less than sets for millions of flows.
 	if len(t.Flows) > 0 {
-		var starts, ends []int64
+		nStarts := 0
+		for _, f := range t.Flows {
+			if f.Start {
+				nStarts++
+			}
+		}
+		starts, ends := make([]int64, 0, nStarts), make([]int64, 0, len(t.Flows)-nStarts)
 		for _, f := range t.Flows {
 			if f.Start {
 				starts = append(starts, f.ID)
@@ -464,6 +486,7 @@ func (d *decoder) dispatch(ev *rawEvent, off int64) error {
 		}
 		pid, _ := d.idOf(ev.pid)
 		tid, _ := d.idOf(ev.tid)
+		d.t.Flows = reserve(d.t.Flows, &d.res[resFlows], off, d.total)
 		d.t.Flows = append(d.t.Flows, trace.Flow{TS: ts, ID: id, PID: pid, TID: tid, Start: ev.ph[0] == 's'})
 	}
 	return nil
@@ -713,9 +736,10 @@ func (a *argsFields) setVal(k argKind, v jv) {
 	}
 }
 
-func (a *argsFields) reset() {
-	*a = argsFields{external: trace.NoID, correlation: trace.NoID, pyID: trace.NoID, pyParent: trace.NoID}
-}
+func (a *argsFields) reset() { *a = noArgs }
+
+// noArgs is what an event without args has.
+var noArgs = argsFields{external: trace.NoID, correlation: trace.NoID, pyID: trace.NoID, pyParent: trace.NoID}
 
 // set stores one parsed args value; a later valid duplicate key wins, an invalid one is ignored.
 func (a *argsFields) set(k argKind, n int64) {
@@ -827,18 +851,25 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 			op.Bytes = a.bytes
 		} else if len(a.comm.name) > 0 {
 			c := &a.comm
+			t.Comms = reserve(t.Comms, &d.res[resComms], off, d.total)
 			t.Comms = append(t.Comms, trace.Comm{Op: int32(len(t.GPUOps)), Name: t.Names.Intern(c.name),
 				DType: t.Names.Intern(c.dtype), InElems: c.inElems, OutElems: c.outElems, GroupSize: int32(c.group),
 				InSplit: t.Names.Intern(c.inSplit), OutSplit: t.Names.Intern(c.outSplit)})
 		}
+		t.GPUOps = reserve(t.GPUOps, &d.res[resGPUOps], off, d.total)
 		t.GPUOps = append(t.GPUOps, op)
 		if psyn {
 			d.proc(pid, true)
 		}
 	case "cuda_runtime", "cuda_driver":
+		t.Launches = reserve(t.Launches, &d.res[resLaunches], off, d.total)
 		t.Launches = append(t.Launches, trace.Launch{Start: ts, End: ts + dur, Correlation: a.correlation,
 			ExternalID: a.external, Name: name, PID: pid, TID: tid, Graph: d.isGraph(name), Frame: trace.NoID})
 	case "cpu_op":
+		t.CPUOps = reserve(t.CPUOps, &d.res[resCPUOps], off, d.total)
+		if t.CPUOpShapes != nil && cap(t.CPUOpShapes) < cap(t.CPUOps) {
+			t.CPUOpShapes = append(make([]trace.NameID, 0, cap(t.CPUOps)), t.CPUOpShapes...)
+		}
 		if a.shape[0] != nil || a.shape[1] != nil || a.shape[2] != nil {
 			if t.Shapes == nil {
 				t.Shapes = trace.NewNames()
@@ -852,6 +883,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		t.CPUOps = append(t.CPUOps, trace.CPUOp{Start: ts, End: ts + dur, ExternalID: a.external, Name: name,
 			PID: pid, TID: tid, Frame: trace.NoID})
 	case "python_function":
+		t.Frames = reserve(t.Frames, &d.res[resFrames], off, d.total)
 		t.Frames = append(t.Frames, trace.Frame{Start: ts, End: ts + dur, ID: a.pyID, ParentID: a.pyParent,
 			Name: name, PID: pid, TID: tid, Parent: trace.NoID})
 	case "user_annotation", "gpu_user_annotation":
@@ -864,6 +896,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 				an.Device = int32(a.device)
 			}
 		}
+		t.Annotations = reserve(t.Annotations, &d.res[resAnnotations], off, d.total)
 		t.Annotations = append(t.Annotations, an)
 	}
 }

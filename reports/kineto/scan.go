@@ -325,6 +325,14 @@ type handler interface {
 	endEvents() error
 }
 
+// bulkHandler is a handler that can take whole events straight from the scanner's buffer
+// (the pipeline's collector). walkArray offers it the buffer at each element start, after the
+// array's '[' or an element's comma; it advances s.pos past what it took, which ends after a
+// comma, so the ordinary path resumes in the state it would have reached itself.
+type bulkHandler interface {
+	bulk(s *scanner) (bool, error)
+}
+
 // walk drives the scanner over a whole document. emit, when not nil, receives every byte that
 // is not part of a traceEvents element or the separators between elements (the document's
 // skeleton), so Fix and Slim can copy it verbatim. The returned error is a *syntaxError for
@@ -474,7 +482,13 @@ func walkMember(s *scanner, h handler, emit func([]byte)) error {
 // walkArray hands each element of an array to h.event; pos is just after '['. It consumes the
 // closing ']'.
 func walkArray(s *scanner, h handler) error {
+	bh, _ := h.(bulkHandler)
 	for {
+		if bh != nil {
+			if _, err := bh.bulk(s); err != nil {
+				return err
+			}
+		}
 		if !s.skipWS(nil) {
 			return s.truncated()
 		}
