@@ -54,15 +54,15 @@ const badCompletionTokens = 50_000_000
 
 // streamGenerate is /generate with stream: true. Each chunk carries the text so far and
 // meta_info with the cumulative completion_tokens (upstream's non-incremental stream output).
-func (s *server) streamGenerate(w http.ResponseWriter, due *simDue, in, out int) {
+func (s *server) streamGenerate(w http.ResponseWriter, due *simDue, in, out, cached int) {
 	e := newSSE(w)
 	id := strings.ReplaceAll(uuid4(), "-", "")
 	// e2e_latency is on the simulated clock, as the non-streamed /generate reports it.
 	meta := func(n int, finish any, ms float64) map[string]any {
 		return map[string]any{"id": id, "finish_reason": finish, "prompt_tokens": in, "completion_tokens": n,
-			"cached_tokens": 0, "e2e_latency": round4(ms / 1000)}
+			"cached_tokens": cached, "e2e_latency": round4(ms / 1000)}
 	}
-	_, err := s.llmRunDue(due, in, out, func(n int, ms float64) {
+	_, err := s.llmRunDue(due, in, out, cached, func(n int, ms float64) {
 		var finish any
 		reported := n
 		if n == out {
@@ -108,8 +108,9 @@ func (s *server) llmCompletions(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, "prompt is required")
 		return
 	}
-	defer s.trackOpenAI(q, in)() // metrics.go
-	s.openAI(w, q, in, "text_completion", func(n int) map[string]any {
+	cached, done := s.trackOpenAI(q, in) // metrics.go
+	defer done()
+	s.openAI(w, q, in, cached, "text_completion", func(n int) map[string]any {
 		return map[string]any{"index": 0, "text": " the", "logprobs": nil, "finish_reason": nil}
 	})
 }
@@ -125,8 +126,9 @@ func (s *server) llmChat(w http.ResponseWriter, r *http.Request) {
 	for _, m := range q.Messages {
 		in += tokens(m.Content)
 	}
-	defer s.trackOpenAI(q, in)() // metrics.go
-	s.openAI(w, q, in, "chat.completion", func(n int) map[string]any {
+	cached, done := s.trackOpenAI(q, in) // metrics.go
+	defer done()
+	s.openAI(w, q, in, cached, "chat.completion", func(n int) map[string]any {
 		return map[string]any{"index": 0, "delta": map[string]any{"content": " the"}, "logprobs": nil, "finish_reason": nil}
 	})
 }
@@ -135,7 +137,7 @@ func (s *server) llmChat(w http.ResponseWriter, r *http.Request) {
 // "<kind>.chunk" for chat), a last chunk with finish_reason "length", a usage chunk with empty
 // choices when stream_options.include_usage is set, then [DONE]; as sglang's OpenAI serving
 // does (srt/entrypoints/openai/serving_completions.py, serving_chat.py).
-func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, chunk func(n int) map[string]any) {
+func (s *server) openAI(w http.ResponseWriter, q llmReq, in, cached int, kind string, chunk func(n int) map[string]any) {
 	if !s.admit(w) {
 		return
 	}
@@ -149,7 +151,7 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 		usage["completion_tokens"] = -5
 	}
 	if !q.Stream {
-		if _, err := s.llmRunDue(q.due(), in, out, nil); err != nil {
+		if _, err := s.llmRunDue(q.due(), in, out, cached, nil); err != nil {
 			http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 			return
 		}
@@ -169,7 +171,7 @@ func (s *server) openAI(w http.ResponseWriter, q llmReq, in int, kind string, ch
 			"choices": []map[string]any{{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "finish_reason": nil}}, simclock.ElapsedField: 0})
 	}
 	last := 0.0
-	_, err := s.llmRunDue(q.due(), in, out, func(n int, ms float64) {
+	_, err := s.llmRunDue(q.due(), in, out, cached, func(n int, ms float64) {
 		last = ms
 		c := chunk(n)
 		if n == out {

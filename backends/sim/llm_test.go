@@ -120,3 +120,40 @@ func TestLLMSlowdownKnob(t *testing.T) {
 		t.Errorf("decode %v, prefill %v", c.decodeMS(1), c.prefillMS(0))
 	}
 }
+
+// TestPrefixHitSkipsPrefill: a prompt the prefix cache holds is not prefilled again, as on a
+// real server: the second of two identical requests reports its cached tokens and finishes
+// sooner on the simulated clock.
+func TestPrefixHitSkipsPrefill(t *testing.T) {
+	s := startServe(t, baseEnv(t), "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--tp-size", "1")
+	s.waitHealth(t)
+	ids := make([]int, 2048)
+	for i := range ids {
+		ids[i] = i + 7
+	}
+	type meta struct {
+		Cached int     `json:"cached_tokens"`
+		E2E    float64 `json:"e2e_latency"`
+	}
+	run := func() meta {
+		ev := sseEvents(t, s.base+"/generate", map[string]any{"input_ids": ids, "stream": true,
+			"sampling_params": map[string]any{"max_new_tokens": 2, "ignore_eos": true}})
+		var last struct {
+			Meta meta `json:"meta_info"`
+		}
+		if len(ev) < 2 {
+			t.Fatalf("events %q", ev)
+		}
+		if err := json.Unmarshal([]byte(ev[len(ev)-2]), &last); err != nil {
+			t.Fatal(err)
+		}
+		return last.Meta
+	}
+	cold, warm := run(), run()
+	if cold.Cached != 0 || warm.Cached < 2000 {
+		t.Fatalf("cached tokens: cold %d, warm %d; want 0 then the prompt's whole blocks", cold.Cached, warm.Cached)
+	}
+	if warm.E2E >= cold.E2E {
+		t.Errorf("e2e %.4f s with the prompt cached, %.4f s without: a cached prompt must not be prefilled again", warm.E2E, cold.E2E)
+	}
+}

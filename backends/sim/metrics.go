@@ -113,16 +113,17 @@ func promptWords(ids []int, text string) []string {
 	return strings.Fields(text)
 }
 
-// track counts a request from its admission to its end: call begin with its prompt's tokens and
-// lengths, and the returned func when it ends (whatever the outcome).
-func (s *server) track(toks []string, in, out int) func() {
+// track counts a request from its admission to its end: call it with its prompt's tokens and
+// lengths, and the returned func when it ends (whatever the outcome). It returns the prompt
+// tokens the prefix cache already holds, which the scheduler does not prefill again.
+func (s *server) track(toks []string, in, out int) (cached int, done func()) {
 	m := &s.met
-	cached := m.prefixLookup(toks, s.p.boolv("disable_radix_cache"))
+	cached = m.prefixLookup(toks, s.p.boolv("disable_radix_cache"))
 	m.prompt.Add(int64(in))
 	m.cached.Add(int64(cached))
 	m.inflight.Add(1)
 	m.used.Add(int64(in + out))
-	return func() {
+	return cached, func() {
 		m.inflight.Add(-1)
 		m.used.Add(-int64(in + out))
 		m.gen.Add(int64(out))
@@ -195,7 +196,7 @@ func writeMetrics(w io.Writer, naming metricsNaming, v metricsView, model string
 
 // trackOpenAI is track for an OpenAI completions or chat request (16 tokens unless max_tokens
 // says otherwise, as openAI defaults).
-func (s *server) trackOpenAI(q llmReq, in int) func() {
+func (s *server) trackOpenAI(q llmReq, in int) (cached int, done func()) {
 	out := 16
 	if q.MaxTokens != nil {
 		out = *q.MaxTokens

@@ -878,11 +878,12 @@ func (q llmReq) due() *simDue {
 // prefill, then one per decode step) and the request's simulated time so far in ms, from its
 // arrival: queueing, prefill and decode. It returns the request's simulated latency in s.
 func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
-	return s.llmRunDue(nil, inTok, outTok, emit)
+	return s.llmRunDue(nil, inTok, outTok, 0, emit)
 }
 
-// llmRunDue is llmRun for a request the load client placed on its schedule (due; nil: none).
-func (s *server) llmRunDue(due *simDue, inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
+// llmRunDue is llmRun for a request the load client placed on its schedule (due; nil: none),
+// cached of whose prompt tokens the prefix cache holds.
+func (s *server) llmRunDue(due *simDue, inTok, outTok, cached int, emit func(n int, simMS float64)) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
 	s.mu.Lock()
 	flushing := s.flushing
@@ -890,7 +891,7 @@ func (s *server) llmRunDue(due *simDue, inTok, outTok int, emit func(n int, simM
 	if flushing != nil {
 		<-flushing
 	}
-	return s.llmEngine().run(inTok, outTok, 0, due, emit)
+	return s.llmEngine().run(inTok, outTok, cached, due, emit)
 }
 
 // llmEngine is the server's engine, made at its first request from its flags.
@@ -955,12 +956,13 @@ func (s *server) llmGenerate(w http.ResponseWriter, r *http.Request) {
 	if q.Text != nil {
 		text = *q.Text
 	}
-	defer s.track(promptWords(q.InputIDs, text), in, out)() // metrics.go
+	cached, done := s.track(promptWords(q.InputIDs, text), in, out) // metrics.go
+	defer done()
 	if q.Stream {
-		s.streamGenerate(w, q.due(), in, out)
+		s.streamGenerate(w, q.due(), in, out, cached)
 		return
 	}
-	lat, err := s.llmRunDue(q.due(), in, out, nil)
+	lat, err := s.llmRunDue(q.due(), in, out, cached, nil)
 	if err != nil {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
