@@ -96,7 +96,7 @@ func bisectAction(c *cli.Context, std stdio) error {
 	}
 	opts.Out = std.err
 	if opts.Simulate {
-		fmt.Fprintln(std.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+		fmt.Fprintln(std.err, simulationBanner)
 	}
 	bo := runner.BisectOptions{
 		Repo: c.String("repo"), Good: c.String("good"), Bad: c.String("bad"), FromHistory: c.Bool("from-history"),

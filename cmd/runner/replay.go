@@ -98,7 +98,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 				opts.Progress = newLineProgress(std.err)
 			}
 			if opts.Simulate {
-				fmt.Fprintln(std.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+				fmt.Fprintln(std.err, simulationBanner)
 			}
 			res, err := runner.Replay(c.Context, args[0], opts)
 			if err != nil {

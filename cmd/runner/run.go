@@ -13,6 +13,10 @@ import (
 )
 
 // runCommand is runner run: every cell of a plan, or the rest of an earlier run.
+// simulationBanner is what every command that runs simulated cells prints first, so that no
+// simulated timing is ever read as a measurement.
+const simulationBanner = "SIMULATION: sglang, vLLM and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements."
+
 func runCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
@@ -62,7 +66,7 @@ func runAction(c *cli.Context, std stdio) error {
 		return err
 	}
 	if opts.Simulate {
-		fmt.Fprintln(std.err, "SIMULATION: sglang and nsys are replaced by the runner's built-in simulators; no GPU is used and the timings are not measurements.")
+		fmt.Fprintln(std.err, simulationBanner)
 	}
 	var sum *rundir.Summary
 	if dir := c.String("resume"); dir != "" {
