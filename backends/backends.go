@@ -5,6 +5,10 @@
 package backends
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
 )
@@ -88,4 +92,17 @@ type EnvProbes struct {
 	// (`sglang version`, `vllm --version`); the manifest records the answer under the backend's
 	// Name.
 	Version []string
+}
+
+// MakeCellDirs creates a cell's traces and outputs directories (TracesDir, OutputsDir) under
+// dir, where every backend's program writes; what names the backend in an error (e.g. "sglang
+// serve") says which launch failed.
+func MakeCellDirs(what, dir string) error {
+	for _, d := range []string{TracesDir, OutputsDir} {
+		p := filepath.Join(dir, d)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("%s: create %s: %w; check that the run directory is writable", what, p, err)
+		}
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package sglang
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -171,10 +170,8 @@ func (b ServeBackend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error
 	if err != nil {
 		return rundir.Launch{}, err
 	}
-	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return rundir.Launch{}, fmt.Errorf("sglang serve: create %s: %w; check that the run directory is writable", d, err)
-		}
+	if err := backends.MakeCellDirs("sglang serve", dir); err != nil {
+		return rundir.Launch{}, err
 	}
 	return b.Command(c, dir)
 }

@@ -10,7 +10,6 @@ package sglang
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -75,11 +74,8 @@ func (b Backend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error) {
 	if err != nil {
 		return rundir.Launch{}, err
 	}
-	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
-		p := filepath.Join(l.Dir, d)
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return rundir.Launch{}, fmt.Errorf("sglang: create %s: %w; check that the run directory is writable", p, err)
-		}
+	if err := backends.MakeCellDirs("sglang", l.Dir); err != nil {
+		return rundir.Launch{}, err
 	}
 	return l, nil
 }

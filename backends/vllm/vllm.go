@@ -96,10 +96,8 @@ func (Backend) Name() string { return Kind }
 
 // Launch implements backends.Backend.
 func (b Backend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error) {
-	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
-		if err := os.MkdirAll(filepath.Join(cellDir, d), 0o755); err != nil {
-			return rundir.Launch{}, fmt.Errorf("vllm: create %s: %w; check that the run directory is writable", d, err)
-		}
+	if err := backends.MakeCellDirs("vllm", cellDir); err != nil {
+		return rundir.Launch{}, err
 	}
 	return b.Command(c, cellDir)
 }

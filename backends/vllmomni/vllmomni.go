@@ -136,10 +136,8 @@ func (Backend) Name() string { return Kind }
 // Launch implements backends.Backend: the server command with placeholders for what is only
 // known at run time.
 func (b Backend) Launch(c plans.Cell, cellDir string) (rundir.Launch, error) {
-	for _, d := range []string{backends.TracesDir, backends.OutputsDir} {
-		if err := os.MkdirAll(filepath.Join(cellDir, d), 0o755); err != nil {
-			return rundir.Launch{}, fmt.Errorf("vllm-omni: create %s: %w", d, err)
-		}
+	if err := backends.MakeCellDirs("vllm-omni", cellDir); err != nil {
+		return rundir.Launch{}, err
 	}
 	return b.Command(c, cellDir)
 }
