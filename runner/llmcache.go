@@ -22,12 +22,14 @@ import (
 )
 
 // A reset refused with 400 (SGLang: requests still running or waiting, e.g. a request whose
-// client gave up) is tried again cacheResetTries times in all, cacheResetWait apart.
+// client gave up) is tried cacheResetTries times in all, cacheResetWait apart.
 const (
 	cacheResetTries   = 5
-	cacheResetWait    = 200 * time.Millisecond
 	cacheResetTimeout = 30 * time.Second
 )
+
+// cacheResetWait is a var so that tests need not wait.
+var cacheResetWait = 200 * time.Millisecond
 
 // cacheReset is an LLM cell's prefix-cache reset: the outcome of the reset before its measured
 // requests, and the reset to call again before each further SLA probe (nil: none).
