@@ -3,6 +3,8 @@ package backends
 import (
 	"strconv"
 	"strings"
+
+	"github.com/sglprof/runner/plans"
 )
 
 // Setting is one server setting that changes benchmark results, as an engine's server is
@@ -21,6 +23,7 @@ type Setting struct {
 // Parity setting names, in the order the parity table lists them.
 const (
 	SettingPrefixCache = "prefix caching"
+	SettingCacheReset  = "prefix cache reset"
 	SettingMaxLen      = "max model length"
 	SettingChunked     = "chunked prefill"
 	SettingIgnoreEOS   = "ignore_eos"
@@ -29,7 +32,7 @@ const (
 )
 
 // ParitySettings lists every setting name in table order.
-var ParitySettings = []string{SettingPrefixCache, SettingMaxLen, SettingChunked, SettingIgnoreEOS, SettingSampling, SettingTP}
+var ParitySettings = []string{SettingPrefixCache, SettingCacheReset, SettingMaxLen, SettingChunked, SettingIgnoreEOS, SettingSampling, SettingTP}
 
 // RequestSettings are the settings the runner's own client fixes for every engine: each
 // request asks for ignore_eos and greedy sampling (temperature 0) on every API.
@@ -37,6 +40,22 @@ func RequestSettings() []Setting {
 	return []Setting{
 		{Name: SettingIgnoreEOS, Value: "true (every request)", Same: "true"},
 	}
+}
+
+// CacheResetSetting is whether each cell of the server starts with an empty prefix cache
+// ([load] flush_cache): cached says the server caches prefixes at all, route is its reset
+// route, and blocked (empty when none) why the server will not have it. A cache that is off
+// and one reset before every cell are the same thing: no cell finds another's prompts.
+func CacheResetSetting(c plans.Cell, cached bool, route, blocked string) Setting {
+	switch {
+	case !cached:
+		return Setting{Name: SettingCacheReset, Value: "nothing to reset (prefix caching off)", Same: "cold"}
+	case !c.Load.FlushCache:
+		return Setting{Name: SettingCacheReset, Value: "off ([load] flush_cache = false): a cell finds earlier cells' prompts cached", Same: "warm"}
+	case blocked != "":
+		return Setting{Name: SettingCacheReset, Value: "not possible: " + blocked, Same: "warm"}
+	}
+	return Setting{Name: SettingCacheReset, Value: "before each cell (POST " + route + ")", Same: "cold"}
 }
 
 // FlagValue is the value of the last of the given flags in argv ("--flag V" or "--flag=V"),

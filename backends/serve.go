@@ -132,6 +132,9 @@ type Protocol struct {
 	// PerfDumps says that requests can ask for a perf dump each (perf_dump_path), which gives
 	// serve cells the stage and denoise-step timings of generate cells.
 	PerfDumps bool
+	// CacheReset is the route (POST) that empties the server's prefix cache, sent before each
+	// LLM cell's measured requests when [load] flush_cache is on. Empty: the server has none.
+	CacheReset string
 }
 
 // Window is a cell's profiling window on its server. The runner does the HTTP calls and the

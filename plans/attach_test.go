@@ -98,3 +98,39 @@ func TestCaptureRangeBadInputs(t *testing.T) {
 		t.Fatalf("no capture range: end %q, %v", p.NSys.CaptureRangeEnd, err)
 	}
 }
+
+// [load] flush_cache defaults to true for a server the runner starts and to false for an
+// attached one (flushing someone else's cache is a side effect the plan must ask for); a written
+// value wins either way, and every cell carries it.
+func TestFlushCacheDefaults(t *testing.T) {
+	url := "url = \"http://h:30000\"\n"
+	for _, tc := range []struct {
+		name, src string
+		want      bool
+	}{
+		{"launched", llmMin, true},
+		{"launched, off", llmMin + "[load]\nflush_cache = false\n", false},
+		{"attached", llmMin + url, false},
+		{"attached, asked for", llmMin + url + "[load]\nflush_cache = true\n", true},
+	} {
+		p := mustParse(t, tc.src)
+		if p.Load.FlushCache != tc.want {
+			t.Errorf("%s: flush_cache %v, want %v", tc.name, p.Load.FlushCache, tc.want)
+		}
+		for _, c := range p.Expand() {
+			if c.Load.FlushCache != tc.want {
+				t.Errorf("%s: cell %s flush_cache %v, want %v", tc.name, c.ID, c.Load.FlushCache, tc.want)
+			}
+		}
+	}
+	runBadCases(t, []struct {
+		name string
+		src  string
+		want []want
+	}{
+		{"flush_cache not a bool", llmMin + "[load]\nflush_cache = \"yes\"\n",
+			[]want{{"load.flush_cache", 9, 1, []string{"true or false"}}}},
+		{"flush_cache on a diffusion server", serveMin + "model_type = \"diffusion\"\n[load]\nflush_cache = true\n",
+			[]want{{"load.flush_cache", 9, 1, []string{"only used by LLM cells"}}}},
+	})
+}

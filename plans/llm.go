@@ -123,6 +123,7 @@ func (d *decoder) decodeLLMLoad(rl *rawLoad, l *LoadSpec) {
 	decodeField(d, path("load", "slo_tpot"), rl.SLOTPOT, &l.SLOTPOT, `a duration string such as "50ms"`)
 	decodeField(d, path("load", "clients"), rl.Clients, &l.Clients, `an integer such as 2`)
 	d.decodeFloat(path("load", "trace_slowdown"), rl.TraceSlowdown, &l.TraceSlowdown, `a number > 0 such as 2 (half the trace's rate)`)
+	decodeField(d, path("load", "flush_cache"), rl.FlushCache, &l.FlushCache, `true or false`)
 }
 
 // rate decodes one request rate: a number > 0 or "inf" (stored as 0). elem >= 0 names an
@@ -298,6 +299,10 @@ func applyLLMDefaults(p *Plan, set func(k ...string) bool) {
 	if !set("load", "random_range_ratio") {
 		l.RandomRangeRatio = DefaultRandomRangeRatio
 	}
+	if !set("load", "flush_cache") {
+		// A server the runner starts is its own to flush; an attached one is not.
+		l.FlushCache = p.Backend.URL == ""
+	}
 	applySearchDefaults(p, set)
 }
 
@@ -307,7 +312,7 @@ const MaxClients = 64
 // llmLoadKeys are the [load] keys only an LLM cell uses.
 var llmLoadKeys = []string{"request_rate", "burstiness", "max_concurrency", "duration", "dataset",
 	"random_range_ratio", "dataset_path", "slo_ttft", "slo_tpot", "clients", "trace_slowdown",
-	"search", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"}
+	"search", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "flush_cache"}
 
 // validateLLM checks the benchmark keys. planFile resolves a relative dataset_path.
 func (d *decoder) validateLLM(p *Plan, planFile string) {

@@ -208,6 +208,7 @@ type rawLoad struct {
 	RampUpStrategy   toml.Primitive `toml:"ramp_up_strategy"`
 	RampUpStartRPS   toml.Primitive `toml:"ramp_up_start_rps"`
 	RampUpEndRPS     toml.Primitive `toml:"ramp_up_end_rps"`
+	FlushCache       toml.Primitive `toml:"flush_cache"`
 }
 
 type rawCompare struct {

@@ -164,6 +164,12 @@ type LoadSpec struct {
 	RampUpStrategy string  `toml:"ramp_up_strategy" json:"ramp_up_strategy,omitempty"`
 	RampUpStartRPS float64 `toml:"ramp_up_start_rps" json:"ramp_up_start_rps,omitempty"`
 	RampUpEndRPS   float64 `toml:"ramp_up_end_rps" json:"ramp_up_end_rps,omitempty"`
+	// FlushCache resets the server's prefix cache right before each cell's measured requests
+	// (and each SLA probe), so that a cell does not find the prompts of the cells before it
+	// cached: SGLang POST /flush_cache, vLLM POST /reset_prefix_cache. Default true for a
+	// server the runner starts, false for an attached one (backend.url: flushing someone
+	// else's server is a side effect the plan must ask for).
+	FlushCache bool `toml:"flush_cache" json:"flush_cache,omitempty"`
 }
 
 // Compare holds the regression rules of runner compare and runner run --baseline.

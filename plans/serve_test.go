@@ -305,7 +305,7 @@ func TestServeExplicitValuesKept(t *testing.T) {
 	want := LoadSpec{API: "completions", Warmup: 2, Requests: 8, Concurrency: 4, MaxErrorRate: 0.25, RequestTimeout: Duration{2 * time.Minute},
 		RequestRate: 4, Burstiness: 0.5, MaxConcurrency: 16, Duration: Duration{time.Minute}, Dataset: "sharegpt",
 		RandomRangeRatio: 0.5, DatasetPath: sample,
-		SLOTTFT: Duration{200 * time.Millisecond}, SLOTPOT: Duration{50 * time.Millisecond}}
+		SLOTTFT: Duration{200 * time.Millisecond}, SLOTPOT: Duration{50 * time.Millisecond}, FlushCache: false}
 	if l != want {
 		t.Errorf("load = %+v, want %+v", l, want)
 	}

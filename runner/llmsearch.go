@@ -23,7 +23,11 @@ const SearchDir = "search"
 // search/NN/. The cell's result is its best probe's (the first probe's when none passed), with
 // every probe in serve.llm.search; the best probe's records become the cell's
 // llm_requests.jsonl and requests.jsonl, so compare and report read it as any LLM cell.
-func searchLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, clock load.Clock, clients clientStarter, log *slog.Logger) (rundir.LoadSummary, *rundir.LLMResult, error) {
+//
+// reset.first is the outcome of the prefix-cache reset before the first probe; reset.again
+// (nil: none) resets the cache before each later one, so that no probe finds the prompts of
+// the probes before it cached.
+func searchLLM(ctx context.Context, base string, c plans.Cell, cellDir string, requests io.Writer, clock load.Clock, clients clientStarter, log *slog.Logger, reset cacheReset) (rundir.LoadSummary, *rundir.LLMResult, error) {
 	s := c.Load.Search
 	type measured struct {
 		sum rundir.LoadSummary
@@ -47,13 +51,18 @@ func searchLLM(ctx context.Context, base string, c plans.Cell, cellDir string, r
 			return rundir.LLMProbe{}, fmt.Errorf("SLA probe: %w", err)
 		}
 		log.Info("SLA probe", "cell", c.ID, "probe", len(runs)+1, s.Axis, v)
+		cacheReset := reset.first
+		if len(runs) > 0 && reset.again != nil {
+			cacheReset = reset.again(ctx)
+		}
 		sum, res, err := measureLLM(ctx, base, pc, dir, io.Discard, clock, clients)
 		if err != nil {
 			return rundir.LLMProbe{}, err
 		}
+		res.CacheReset = cacheReset
 		runs = append(runs, measured{sum, res, rel})
 		p := rundir.LLMProbe{TTFTP99: res.TTFT.P99, TPOTP99: res.TPOT.P99, Failed: res.Requests - res.Completed,
-			RequestThroughput: res.RequestThroughput, Records: filepath.ToSlash(filepath.Join(rel, rundir.LLMRecordsFile))}
+			RequestThroughput: res.RequestThroughput, Records: filepath.ToSlash(filepath.Join(rel, rundir.LLMRecordsFile)), CacheReset: cacheReset}
 		p.Sustained = res.RequestThroughput
 		if s.Axis == plans.SearchConcurrency {
 			p.Sustained = res.Concurrency // Little's law: the requests the server kept in flight

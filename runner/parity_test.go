@@ -60,6 +60,17 @@ vllm = ["--max-num-batched-tokens", "4096", "--generation-config", "vllm", "-tp"
 	if len(p.Rows) != 2 || p.Rows[0].Setting != "tensor parallel size" || p.Rows[0].Values[0] != "2" || p.Rows[0].Values[1] != "4" {
 		t.Errorf("tp 2 vs 4: rows %+v", p.Rows)
 	}
+	// A plan that keeps vLLM out of development mode leaves its cache warm between cells while
+	// SGLang's is flushed: listed. With flush_cache off both keep theirs: not listed.
+	devOff := strings.Replace(aligned, "[matrix]", "[backend.env]\nVLLM_SERVER_DEV_MODE = \"0\"\n[matrix]", 1)
+	p = CheckParity(parsePlan(t, devOff).Expand())
+	if len(p.Rows) != 2 || p.Rows[0].Setting != "prefix cache reset" || !strings.Contains(p.Rows[0].Values[0], "POST /flush_cache") ||
+		!strings.Contains(p.Rows[0].Values[1], "not possible: backend.env VLLM_SERVER_DEV_MODE = \"0\"") {
+		t.Errorf("vLLM out of development mode: rows %+v, want the prefix cache reset of each configuration", p.Rows)
+	}
+	if p := CheckParity(parsePlan(t, devOff+"[load]\nflush_cache = false\n").Expand()); len(p.Rows) != 0 {
+		t.Errorf("flush_cache off on both: rows %+v, want none", p.Rows)
+	}
 	// Without an engine axis there is nothing to check.
 	if p := CheckParity(parsePlan(t, strings.Replace(parityPlan, `engine = ["sglang", "vllm"]`, "", 1)).Expand()); p != nil {
 		t.Errorf("no engine axis: %+v", p)

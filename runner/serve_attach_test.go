@@ -128,6 +128,10 @@ profilers = ["none", "torch"]
 	if code := get(context.Background(), &http.Client{Timeout: 5 * time.Second}, url+"/health"); code != 200 {
 		t.Fatalf("the attached server was stopped (health %d)", code)
 	}
+	// Someone else's prefix cache is left alone unless the plan asks ([load] flush_cache).
+	if torch.Serve.LLM == nil || torch.Serve.LLM.CacheReset != rundir.CacheNotReset+"[load] flush_cache = false" || strings.Contains(logb.String(), "Cache flushed") {
+		t.Errorf("attached server: cache_reset %+v; want it not flushed", torch.Serve.LLM)
+	}
 }
 
 // TestServeAttachNotReady: a URL where nothing answers fails the cell with

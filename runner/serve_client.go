@@ -80,8 +80,15 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 			return
 		}
 	}
+	var reset cacheReset
+	if isLLMAPI(spec.API) && ctx.Err() == nil {
+		// After the warmup and before the window, as bench_serving --flush-cache does: the
+		// measured requests find none of the earlier cells' prompts (llmcache.go).
+		reset.again = ss.cacheResetter(c, srv, res)
+		reset.first = reset.again(ctx)
+	}
 	if win.Kind == backends.WindowNSysSession {
-		ss.nsysWindow(ctx, rec, srv, cfg, spec, res, sr, fail)
+		ss.nsysWindow(ctx, rec, srv, cfg, spec, res, sr, reset, fail)
 		return
 	}
 	if ctx.Err() != nil || !ss.open(ctx, srv, win, sr, fail) {
@@ -90,7 +97,7 @@ func (ss *serveSession) client(ctx context.Context, rec cellRecord, srv *server,
 	_, doneBefore, _ := srv.snapshot()
 	cfg.Warmup = 0
 	cfg.Build = func(i int, measured bool) (load.Request, error) { return load.BuildIndexed(spec, i, measured) }
-	ss.measure(ctx, rec, cfg, spec, res, sr)
+	ss.measure(ctx, rec, cfg, spec, res, sr, reset)
 	flushed := true
 	if win.Kind != "" && ctx.Err() == nil && !srv.exited() {
 		flushed = ss.flush(ctx, c, srv, win, sr.Profile, dirs, doneBefore, fail)
@@ -122,7 +129,10 @@ func (ss *serveSession) open(ctx context.Context, srv *server, win backends.Wind
 
 // measure runs the measured requests and records their summary: load.json, the cell's
 // timings, and a failure when more requests failed than [load] max_error_rate allows.
-func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult) {
+//
+// reset is an LLM cell's prefix-cache reset: the outcome of the one before the measured
+// requests, and how to reset again before each further SLA probe.
+func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult, reset cacheReset) {
 	fail := cellFailer(res)
 	var sum rundir.LoadSummary
 	var lerr error
@@ -136,9 +146,12 @@ func (ss *serveSession) measure(ctx context.Context, rec cellRecord, cfg load.Co
 		}
 		clients := procClients(ss.opts.Exe, ss.opts.Env, ss.opts.Logger)
 		if rec.Cell.Load.Search != nil {
-			sum, sr.LLM, lerr = searchLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock, clients, ss.opts.Logger)
+			sum, sr.LLM, lerr = searchLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock, clients, ss.opts.Logger, reset)
 		} else {
 			sum, sr.LLM, lerr = measureLLM(ctx, cfg.BaseURL, rec.Cell, rec.abs, cfg.Records, clock, clients)
+			if sr.LLM != nil {
+				sr.LLM.CacheReset = reset.first
+			}
 		}
 	} else {
 		var recs []load.Record
@@ -391,7 +404,7 @@ func entryNames(dir string) map[string]bool {
 // nsysWindow runs the measured requests inside an nsys collection of the server's session:
 // `nsys start` right before them, `nsys stop` (which writes the report) right after. The
 // server keeps running; the report is exported when the cell ends (nsysStep).
-func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *server, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult, fail func(string, string, ...rundir.Evidence)) {
+func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *server, cfg load.Config, spec load.Spec, res *cellResult, sr *rundir.ServeResult, reset cacheReset, fail func(string, string, ...rundir.Evidence)) {
 	if ctx.Err() != nil {
 		return
 	}
@@ -407,7 +420,7 @@ func (ss *serveSession) nsysWindow(ctx context.Context, rec cellRecord, srv *ser
 	}
 	cfg.Warmup = 0
 	cfg.Build = func(i int, measured bool) (load.Request, error) { return load.BuildIndexed(spec, i, measured) }
-	ss.measure(ctx, rec, cfg, spec, res, sr)
+	ss.measure(ctx, rec, cfg, spec, res, sr, reset)
 	if ctx.Err() != nil || srv.exited() {
 		return
 	}

@@ -13,11 +13,13 @@ import (
 func ParitySettings(c plans.Cell) []backends.Setting {
 	args := c.Backend.ExtraArgs
 	var out []backends.Setting
-	if _, off := backends.FlagValue(args, "--disable-radix-cache"); off {
+	_, off := backends.FlagValue(args, "--disable-radix-cache")
+	if off {
 		out = append(out, backends.Setting{Name: backends.SettingPrefixCache, Value: "off (--disable-radix-cache)", Same: "off"})
 	} else {
 		out = append(out, backends.Setting{Name: backends.SettingPrefixCache, Value: "on (radix cache, default)", Same: "on"})
 	}
+	out = append(out, backends.CacheResetSetting(c, !off, FlushCachePath, ""))
 	if v, ok := backends.FlagValue(args, "--context-length"); ok {
 		out = append(out, backends.Setting{Name: backends.SettingMaxLen, Value: v + " (--context-length)", Same: v})
 	} else {

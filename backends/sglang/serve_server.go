@@ -79,10 +79,14 @@ func (ServeBackend) ServerLaunch(c plans.Cell, site backends.ServerSite) (rundir
 // unrecognized arguments, dead scheduler) watches the server log too.
 func (ServeBackend) NewServerWatcher(plans.Cell) backends.ServerWatcher { return NewWatcher() }
 
+// FlushCachePath is the LLM server's route that flushes the radix cache (http_server.py
+// flush_cache, GET or POST); it answers 400 while requests run or wait.
+const FlushCachePath = "/flush_cache"
+
 // Protocol implements backends.Server.
 func (ServeBackend) Protocol(c plans.Cell) backends.Protocol {
 	if ModelType(c) == ModelTypeLLM {
-		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", ServerInfoPath: "/get_server_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine}
+		return backends.Protocol{ModelType: ModelTypeLLM, ReadyLine: ReadyLineLLM, ModelInfoPath: "/get_model_info", ServerInfoPath: "/get_server_info", API: plans.APIGenerate, ProfileDoneLine: ProfileDoneLine, CacheReset: FlushCachePath}
 	}
 	// Diffusion requests take perf_dump_path: one dump per measured request.
 	return backends.Protocol{ModelType: ModelTypeDiffusion, ReadyLine: ReadyLineDiffusion, ModelInfoPath: "/v1/model_info", ServerInfoPath: "/v1/model_info", API: plans.APIImages, PerfDumps: true}

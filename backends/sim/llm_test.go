@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -155,5 +156,22 @@ func TestPrefixHitSkipsPrefill(t *testing.T) {
 	}
 	if warm.E2E >= cold.E2E {
 		t.Errorf("e2e %.4f s with the prompt cached, %.4f s without: a cached prompt must not be prefilled again", warm.E2E, cold.E2E)
+	}
+	// /flush_cache (GET or POST, as upstream's api_route) empties the cache: the prompt is
+	// prefilled whole again.
+	if code, body := postJSON(t, s.base+"/flush_cache", nil); code != 200 || string(body) != flushCacheBody {
+		t.Fatalf("POST /flush_cache: %d %q", code, body)
+	}
+	if again := run(); again.Cached != 0 {
+		t.Errorf("after /flush_cache %d tokens were cached, want 0", again.Cached)
+	}
+	if code, _ := getBody(t, s.base+"/flush_cache"); code != 200 {
+		t.Errorf("GET /flush_cache: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodPut, s.base+"/flush_cache", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("PUT /flush_cache: %v %v, want 405", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 }

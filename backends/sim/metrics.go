@@ -100,6 +100,63 @@ func (m *llmMetrics) prefixLookup(toks []string, disabled bool) int {
 	return hit
 }
 
+// flush empties the prefix cache (the counters stay: they are Prometheus counters).
+func (m *llmMetrics) flush() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.blocks, m.order = nil, nil
+}
+
+// flushCacheBody is what SGLang's /flush_cache answers, with 200 when it flushed and 400 when
+// it did not (python/sglang/srt/entrypoints/http_server.py).
+const flushCacheBody = "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
+
+// flushCache is SGLang's GET or POST /flush_cache: the radix cache is emptied unless the
+// scheduler has requests running or waiting, which is answered 400 with the same body.
+func (s *server) flushCache(w http.ResponseWriter, r *http.Request) {
+	st := s.llmEngine().snapshot()
+	if st.Running+st.Queued > 0 {
+		s.log.log("Cache not flushed because there are pending requests. #queue-req: %d, #running-req: %d", st.Queued, st.Running)
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, flushCacheBody)
+		return
+	}
+	s.met.flush()
+	s.log.log("Cache flushed successfully!")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, flushCacheBody)
+}
+
+// resetPrefixCache is vLLM's POST /reset_prefix_cache (mounted only in development mode): it
+// answers 200 with no body whatever happens; the engine resets nothing while requests hold
+// cache blocks and logs a warning instead (v1/core/block_pool.py reset_prefix_cache).
+func (s *server) resetPrefixCache(w http.ResponseWriter, r *http.Request) {
+	s.log.log("Resetting prefix cache...")
+	if st := s.llmEngine().snapshot(); st.Running+st.Queued > 0 {
+		s.log.log("WARNING Failed to reset prefix cache because some blocks (%d) are not freed yet", max((st.KVUsedTokens+prefixBlock-1)/prefixBlock, 1))
+	} else {
+		s.met.flush()
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// vllmDevMode is envs.VLLM_SERVER_DEV_MODE: bool(int(value)), false when unset; a value int()
+// cannot read is an error, as it is in vLLM.
+func vllmDevMode(env map[string]string) (bool, error) {
+	v, ok := env["VLLM_SERVER_DEV_MODE"]
+	if !ok {
+		return false, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("ValueError: invalid literal for int() with base 10: %s", pyQuote(v))
+	}
+	return n != 0, nil
+}
+
+// pyQuote is Python's repr of a str without quotes inside, enough for an error message.
+func pyQuote(v string) string { return "'" + v + "'" }
+
 // promptWords is a prompt's tokens for the prefix cache: token ids as text, or the words of a
 // text prompt (the simulator's token is a word).
 func promptWords(ids []int, text string) []string {

@@ -503,6 +503,8 @@ func (s *server) serveHTTP(ln net.Listener) {
 		mux.HandleFunc("POST /v1/chat/completions", s.llmChat)
 		mux.HandleFunc("/start_profile", s.startProfile)
 		mux.HandleFunc("/stop_profile", s.stopProfile)
+		mux.HandleFunc("GET /flush_cache", s.flushCache) // metrics.go
+		mux.HandleFunc("POST /flush_cache", s.flushCache)
 		if s.p.boolv("enable_metrics") {
 			mux.HandleFunc("GET /metrics", metricsHandler(namingSGLang, s.metricsView, s.served))
 		}

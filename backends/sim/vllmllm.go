@@ -189,6 +189,10 @@ func vllmLLMMain(ctx context.Context, args []string, env map[string]string, stdo
 	if !validProfilerConfig(lg, va.pcfg) {
 		return 1
 	}
+	if _, err := vllmDevMode(env); err != nil {
+		lg.raw(err.Error() + "\n") // envs.py reads it with int(): vLLM stops on such a value
+		return 1
+	}
 	p := parsedArgs{"port": va.port, "tp_size": va.tp, "disable_cuda_graph": va.enforceEager}
 	s := &vllmLLMServer{server: &server{p: p, k: k, env: env, log: lg, llm: true, model: va.model, served: va.served, jobs: map[string]*videoJob{}}, pcfg: va.pcfg, args: va}
 	s.cwd, _ = os.Getwd()
@@ -286,6 +290,10 @@ func (s *vllmLLMServer) vllmLLMRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/chat/completions", s.llmChat)
 	// vLLM's API server always serves its Prometheus page (metrics.go has its names).
 	mux.HandleFunc("GET /metrics", metricsHandler(namingVLLM, s.metricsView, s.served))
+	if on, _ := vllmDevMode(s.env); on {
+		// Development mode mounts the cache routes (entrypoints/serve/cache/api_router.py).
+		mux.HandleFunc("POST /reset_prefix_cache", s.resetPrefixCache) // metrics.go
+	}
 	if s.pcfg != nil {
 		mux.HandleFunc("POST /start_profile", s.vllmLLMStart)
 		mux.HandleFunc("POST /stop_profile", s.vllmLLMStop)

@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"fmt"
+
 	"github.com/sglprof/runner/backends"
 	"github.com/sglprof/runner/plans"
 )
@@ -25,11 +27,13 @@ func ParitySettings(c plans.Cell) []backends.Setting {
 		return def
 	}
 	var out []backends.Setting
-	if on("enable-prefix-caching", true) {
+	cached := on("enable-prefix-caching", true)
+	if cached {
 		out = append(out, backends.Setting{Name: backends.SettingPrefixCache, Value: "on (V1 default)", Same: "on"})
 	} else {
 		out = append(out, backends.Setting{Name: backends.SettingPrefixCache, Value: "off (--no-enable-prefix-caching)", Same: "off"})
 	}
+	out = append(out, backends.CacheResetSetting(c, cached, ResetPrefixCachePath, devModeBlocked(c)))
 	if v, ok := backends.FlagValue(args, "--max-model-len"); ok {
 		out = append(out, backends.Setting{Name: backends.SettingMaxLen, Value: v + " (--max-model-len)", Same: v})
 	} else {
@@ -55,4 +59,24 @@ func ParitySettings(c plans.Cell) []backends.Setting {
 	}
 	out = append(out, backends.Setting{Name: backends.SettingTP, Value: tp, Same: tp})
 	return out
+}
+
+// devModeBlocked is why the cell's vLLM server will have no reset route: a backend.env value of
+// VLLM_SERVER_DEV_MODE that is false or unreadable (ServerCommand sets 1 only when the plan
+// sets none). Empty when the route will be there, or cannot be known (an attached server).
+func devModeBlocked(c plans.Cell) string {
+	if c.Backend.URL != "" {
+		return ""
+	}
+	v, set := c.Backend.Env[EnvDevMode]
+	if !set {
+		return ""
+	}
+	switch on, valid := DevMode(c.Backend.Env); {
+	case !valid:
+		return fmt.Sprintf("backend.env %s = %q is not an integer, which stops vLLM", EnvDevMode, v)
+	case !on:
+		return fmt.Sprintf("backend.env %s = %q hides %s", EnvDevMode, v, ResetPrefixCachePath)
+	}
+	return ""
 }

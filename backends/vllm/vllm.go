@@ -81,8 +81,33 @@ func ServerCommand(c plans.Cell, command []string, port int, dir, traceDir, mark
 	for k, v := range c.Backend.Env {
 		env[k] = v
 	}
+	if _, set := env[EnvDevMode]; !set && c.Load.FlushCache && c.Backend.URL == "" {
+		// The reset route exists only in development mode; a value the plan sets is kept
+		// (the parity check and the cell's cache_reset then say that no reset happened).
+		env[EnvDevMode] = "1"
+	}
 	env[backends.EnvServerMarker] = marker
 	return rundir.Launch{Argv: argv, Env: env, Dir: dir}, nil
+}
+
+// EnvDevMode is vLLM's development-mode switch (envs.py: bool(int(value)), default 0): the API
+// server mounts POST /reset_prefix_cache only when it is true.
+const EnvDevMode = "VLLM_SERVER_DEV_MODE"
+
+// ResetPrefixCachePath is the API server's route that resets the prefix cache
+// (entrypoints/serve/cache/api_router.py); 404 unless EnvDevMode is true. It answers 200
+// without checking that the engine reset anything.
+const ResetPrefixCachePath = "/reset_prefix_cache"
+
+// DevMode reports whether the server's environment turns development mode on, as vLLM reads
+// it (an integer other than 0), and whether the value could be read at all.
+func DevMode(env map[string]string) (on, valid bool) {
+	v, set := env[EnvDevMode]
+	if !set {
+		return false, true
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	return err == nil && n != 0, err == nil
 }
 
 // Backend is the backends.Server of vLLM LLM serve cells.
@@ -152,9 +177,10 @@ func (Backend) EnvProbes(c plans.Cell) backends.EnvProbes {
 }
 
 // ServerKey implements backends.Server: the profiler configuration is a server argument, so
-// torch and unprofiled cells cannot share a server.
+// torch and unprofiled cells cannot share a server; [load] flush_cache sets the server's
+// development mode (ServerCommand).
 func (Backend) ServerKey(c plans.Cell) string {
-	return Kind + "|" + backends.ServerArgsKey(c, plans.ModelTypeLLM) + "|" + c.Profiler
+	return Kind + "|" + backends.ServerArgsKey(c, plans.ModelTypeLLM) + "|" + c.Profiler + "|flush=" + strconv.FormatBool(c.Load.FlushCache)
 }
 
 // PortFlags implements backends.Server: `vllm serve` binds no other port the runner chooses.
@@ -174,7 +200,7 @@ func (Backend) NewServerWatcher(plans.Cell) backends.ServerWatcher {
 // model and is all vLLM has for a server description; requests go to /v1/completions unless
 // the plan says chat.
 func (Backend) Protocol(plans.Cell) backends.Protocol {
-	return backends.Protocol{ModelType: plans.ModelTypeLLM, ReadyLine: ReadyLine, ServerInfoPath: "/v1/models", API: plans.APICompletions}
+	return backends.Protocol{ModelType: plans.ModelTypeLLM, ReadyLine: ReadyLine, ServerInfoPath: "/v1/models", API: plans.APICompletions, CacheReset: ResetPrefixCachePath}
 }
 
 // Window implements backends.Server: the routes exist only when --profiler-config sets a

@@ -86,7 +86,18 @@ type LLMResult struct {
 	Search *LLMSearch `json:"search,omitempty"`
 	// RampUp is set when the arrival rate ramped up over the cell (then RequestRate is 0).
 	RampUp *LLMRampUp `json:"ramp_up,omitempty"`
+	// CacheReset is what became of the server's prefix cache before the measured requests
+	// ([load] flush_cache): CacheFlushed, or "not reset: " and why (flush_cache off, the
+	// server refused or has no such route). Empty in runs from before the key existed.
+	CacheReset string `json:"cache_reset,omitempty"`
 }
+
+// CacheFlushed is LLMResult.CacheReset when the server answered the reset with 200 (vLLM's
+// route does not say whether the engine reset anything; it cannot while requests run).
+const CacheFlushed = "flushed"
+
+// CacheNotReset starts LLMResult.CacheReset when the cache was not reset; the reason follows.
+const CacheNotReset = "not reset: "
 
 // LLMRecordsFile is a serve LLM cell's per-request records (one JSON object a line: start,
 // TTFT, ITLs, E2E, token counts, error), next to result.json.

@@ -41,6 +41,9 @@ type LLMProbe struct {
 	Sustained float64 `json:"sustained,omitempty"`
 	// Records is the probe's per-request records file, relative to the cell.
 	Records string `json:"records,omitempty"`
+	// CacheReset is what became of the server's prefix cache before the probe
+	// (LLMResult.CacheReset's values).
+	CacheReset string `json:"cache_reset,omitempty"`
 }
 
 // LLMRampUp is the ramp-up an LLM cell's arrivals followed ([load] ramp_up_strategy): the
