@@ -55,6 +55,9 @@ type Options struct {
 
 	// noFast sends every event through fastjson (tests compare both paths).
 	noFast bool
+	// splitOff, when positive, reads plain JSON of any size in two halves with this offset as
+	// the guessed split point instead of splitAt's (tests try every offset).
+	splitOff int64
 	// preparseAll makes the pipeline's splitting goroutine decode every batch, not only those
 	// it would otherwise wait to hand over (tests compare both).
 	preparseAll bool
@@ -82,6 +85,11 @@ func ReadFile(ctx context.Context, path string, opts Options) (*trace.Trace, err
 // Damage that leaves part of the trace readable is reported in Trace.Warnings; an error is
 // returned only when nothing usable could be read (not JSON, not a trace, empty) or ctx ends.
 func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.Trace, error) {
+	atStart := false
+	if sk, ok := r.(io.Seeker); ok {
+		pos, err := sk.Seek(0, io.SeekCurrent)
+		atStart = err == nil && pos == 0
+	}
 	in, closeFn, err := openMaybeGzip(r)
 	if err != nil {
 		return nil, fmt.Errorf("read Kineto trace %s: %w", name, err)
@@ -91,10 +99,26 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 	d.total = sizeHint(r)
 	var s *scanner
 	var werr error
-	if !opts.Pipeline && (opts.Sequential || runtime.GOMAXPROCS(0) < 2) {
+	_, plain := in.(*bufio.Reader)
+	ra, _ := r.(io.ReaderAt)
+	split := false
+	if plain && atStart && ra != nil && !opts.Pipeline && !opts.Sequential && d.total > 0 &&
+		(runtime.GOMAXPROCS(0) >= 2 && d.total >= splitMin || opts.splitOff > 0) {
+		at := opts.splitOff
+		if at <= 0 {
+			at = splitAt(ra, d.total)
+		}
+		if at > 0 && at < d.total {
+			s, werr = readSplit(ctx, in, ra, d.total, at, d)
+			split = true
+		}
+	}
+	switch {
+	case split: // read in two halves
+	case !opts.Pipeline && (opts.Sequential || runtime.GOMAXPROCS(0) < 2):
 		s = newScanner(in)
 		werr = walk(s, d, nil)
-	} else {
+	default:
 		s, werr = pipelinedWalk(ctx, in, d, !opts.noFast, opts.preparseAll)
 	}
 	if d.ctxErr != nil {
@@ -176,7 +200,31 @@ type decoder struct {
 
 	total int64 // the input's uncompressed size when known (sizeHint), else 0
 	res   [resKinds]reservation
+
+	// The second half of a split read (split.go) logs what it would do to process records
+	// (procLog) instead of doing it, and notes whether a number it stored as a pid, tid,
+	// device or stream lies in the synthetic range (idHigh), where absorb could not tell it
+	// from a synthetic id.
+	half     bool
+	procLog  []procEv
+	procSeen map[int32]bool
+	idHigh   bool
 }
+
+// procEv is one change to a process record: created (procTouch), named, or labelled.
+type procEv struct {
+	kind    uint8
+	syn     bool
+	hasArgs bool
+	pid     int32
+	val     string
+}
+
+const (
+	procTouch uint8 = iota
+	procName
+	procLabels
+)
 
 // The record slices reserve() sizes, by index into decoder.res.
 const (
@@ -526,12 +574,14 @@ func (d *decoder) idOf(v jv) (id int32, synthetic bool) {
 	switch v.t {
 	case jvNumber:
 		if n, ok := parseInt(v.b); ok {
+			d.idHigh = d.idHigh || int32(n) >= syntheticPIDBase
 			return int32(n), false
 		}
 		return 0, false
 	case jvString:
 		b := v.b
 		if n, ok := parseInt(b); ok {
+			d.idHigh = d.idHigh || int32(n) >= syntheticPIDBase
 			return int32(n), false
 		}
 		if id, ok := d.synth[string(b)]; ok {
@@ -827,6 +877,9 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		return
 	}
 	a := &ev.a
+	if a.hasDevice && int32(a.device) >= syntheticPIDBase || a.hasStream && int32(a.stream) >= syntheticPIDBase {
+		d.idHigh = true
+	}
 	pid, psyn := d.idOf(ev.pid)
 	tid, _ := d.idOf(ev.tid)
 	t := d.t
@@ -839,6 +892,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		} else if psyn {
 			if n, ok := trailingInt(d.synthTxt[pid-syntheticPIDBase]); ok {
 				dev = n
+				d.idHigh = d.idHigh || n >= syntheticPIDBase
 			}
 		}
 		stream := tid
@@ -859,7 +913,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		t.GPUOps = reserve(t.GPUOps, &d.res[resGPUOps], off, d.total)
 		t.GPUOps = append(t.GPUOps, op)
 		if psyn {
-			d.proc(pid, true)
+			d.procOp(procEv{kind: procTouch, pid: pid, syn: true})
 		}
 	case "cuda_runtime", "cuda_driver":
 		t.Launches = reserve(t.Launches, &d.res[resLaunches], off, d.total)
@@ -923,22 +977,48 @@ func (d *decoder) isGraph(name trace.NameID) bool {
 
 // metadata handles a ph "M" event (process and thread names, labels).
 func (d *decoder) metadata(ev *rawEvent) {
-	pid, psyn := d.idOf(ev.pid)
+	pid, psyn := d.idOf(ev.pid) // first: a string pid takes its synthetic id whatever the event
+	m := procEv{pid: pid, syn: psyn}
+	key := ""
 	switch string(ev.name) {
 	case "process_name":
-		p := d.proc(pid, psyn)
-		if ev.args != nil {
-			p.Name = string(ev.args.GetStringBytes("name"))
-		}
+		m.kind, key = procName, "name"
 	case "process_labels":
-		p := d.proc(pid, psyn)
-		if ev.args != nil {
-			lab := string(ev.args.GetStringBytes("labels"))
-			if p.Label != "" && lab != "" && p.Label != lab {
-				p.Label = p.Label + " " + lab
-			} else if lab != "" {
-				p.Label = lab
+		m.kind, key = procLabels, "labels"
+	default:
+		return
+	}
+	if ev.args != nil {
+		m.hasArgs = true
+		m.val = string(ev.args.GetStringBytes(key))
+	}
+	d.procOp(m)
+}
+
+// procOp applies a change to a process record, or logs it in a split read's second half.
+func (d *decoder) procOp(m procEv) {
+	if d.half {
+		if m.kind == procTouch {
+			if d.procSeen[m.pid] {
+				return
 			}
+			d.procSeen[m.pid] = true
+		}
+		d.procLog = append(d.procLog, m)
+		return
+	}
+	p := d.proc(m.pid, m.syn)
+	if !m.hasArgs {
+		return
+	}
+	switch m.kind {
+	case procName:
+		p.Name = m.val
+	case procLabels:
+		if lab := m.val; p.Label != "" && lab != "" && p.Label != lab {
+			p.Label = p.Label + " " + lab
+		} else if lab != "" {
+			p.Label = lab
 		}
 	}
 }
