@@ -202,13 +202,20 @@ type decoder struct {
 	res   [resKinds]reservation
 
 	// The second half of a split read (split.go) logs what it would do to process records
-	// (procLog) instead of doing it, and notes whether a number it stored as a pid, tid,
-	// device or stream lies in the synthetic range (idHigh), where absorb could not tell it
-	// from a synthetic id.
+	// (procLog) instead of doing it, and notes the lowest number it stored as a pid, tid,
+	// device or stream at or above syntheticPIDBase (highID, 0 for none): where that lies
+	// among its synthetic ids, absorb could not tell the two apart.
 	half     bool
 	procLog  []procEv
 	procSeen map[int32]bool
-	idHigh   bool
+	highID   int32
+}
+
+// noteID records a numeric id for highID.
+func (d *decoder) noteID(n int32) {
+	if n >= syntheticPIDBase && (d.highID == 0 || n < d.highID) {
+		d.highID = n
+	}
 }
 
 // procEv is one change to a process record: created (procTouch), named, or labelled.
@@ -574,14 +581,14 @@ func (d *decoder) idOf(v jv) (id int32, synthetic bool) {
 	switch v.t {
 	case jvNumber:
 		if n, ok := parseInt(v.b); ok {
-			d.idHigh = d.idHigh || int32(n) >= syntheticPIDBase
+			d.noteID(int32(n))
 			return int32(n), false
 		}
 		return 0, false
 	case jvString:
 		b := v.b
 		if n, ok := parseInt(b); ok {
-			d.idHigh = d.idHigh || int32(n) >= syntheticPIDBase
+			d.noteID(int32(n))
 			return int32(n), false
 		}
 		if id, ok := d.synth[string(b)]; ok {
@@ -877,8 +884,11 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		return
 	}
 	a := &ev.a
-	if a.hasDevice && int32(a.device) >= syntheticPIDBase || a.hasStream && int32(a.stream) >= syntheticPIDBase {
-		d.idHigh = true
+	if a.hasDevice {
+		d.noteID(int32(a.device))
+	}
+	if a.hasStream {
+		d.noteID(int32(a.stream))
 	}
 	pid, psyn := d.idOf(ev.pid)
 	tid, _ := d.idOf(ev.tid)
@@ -892,7 +902,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		} else if psyn {
 			if n, ok := trailingInt(d.synthTxt[pid-syntheticPIDBase]); ok {
 				dev = n
-				d.idHigh = d.idHigh || n >= syntheticPIDBase
+				d.noteID(n)
 			}
 		}
 		stream := tid

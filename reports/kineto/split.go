@@ -123,7 +123,7 @@ func decodeHalf(ctx context.Context, ra io.ReaderAt, start, size int64, name str
 	err := walkArray(s, inPlace{d})
 	h := half{d: d, end: s.offset() - 1}
 	h.ok = err == nil && d.ctxErr == nil && s.readErr == nil && !s.badString &&
-		len(d.warnCount) == 0 && !d.idHigh &&
+		len(d.warnCount) == 0 && (d.highID == 0 || d.highID >= syntheticPIDBase+int32(len(d.synthTxt))) &&
 		d.nOverflow == 0 && d.nNegative == 0 && d.nBadTime == 0 && d.rank == trace.NoID
 	return h
 }
@@ -136,13 +136,13 @@ func (d *decoder) absorb(u *decoder) {
 	if len(u.synthTxt) > 0 {
 		// u's synthetic ids, in its order of first appearance, become d's (new ones are
 		// numbered after d's own, as the sequential read numbers them). Only synthetic ids
-		// lie in that range (u.idHigh is false).
+		// lie in that range (decodeHalf checked u.highID).
 		ids := make([]int32, len(u.synthTxt))
 		for i, txt := range u.synthTxt {
 			ids[i], _ = d.idOf(jv{t: jvString, b: []byte(txt)})
 		}
 		fix := func(id *int32) {
-			if *id >= syntheticPIDBase {
+			if *id >= syntheticPIDBase && *id < syntheticPIDBase+int32(len(ids)) {
 				*id = ids[*id-syntheticPIDBase]
 			}
 		}

@@ -59,6 +59,12 @@ var splitDocs = map[string]string{
 {"ph":"M","name":"process_name","pid":0,"args":{"name":"n1"}},
 {"ph":"X","cat":"gpu_user_annotation","name":"g","pid":"[TP01] 9","tid":"s","ts":9,"dur":2},
 {"ph":"s","cat":"ac2g","id":5,"pid":"C","tid":"u","ts":8}]}`,
+	"high ids": `{"traceEvents":[
+{"ph":"X","cat":"cpu_op","name":"a","pid":"A","tid":1,"ts":1,"dur":2},
+{"ph":"X","cat":"cpu_op","name":"b","pid":2,"tid":1,"ts":3,"dur":2},
+{"ph":"X","cat":"cpu_op","name":"c","pid":1073741824,"tid":1,"ts":5,"dur":2},
+{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":1,"ts":5,"dur":2,"args":{"stream":1073741825}},
+{"ph":"X","cat":"cpu_op","name":"d","pid":"B","tid":1,"ts":7,"dur":2}]}`,
 	"tiny": `{"traceEvents":[{},{}]}`,
 }
 
