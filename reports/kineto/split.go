@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -130,99 +131,106 @@ func decodeHalf(ctx context.Context, ra io.ReaderAt, start, size int64, name str
 
 // absorb appends the second half's records to d's, its name and shape ids remapped into d's
 // tables in their order of first appearance there, which is the file order: the result is
-// what d would hold had it decoded those events itself.
+// what d would hold had it decoded those events itself. The copy is the one serial step of
+// a split read, so each record is rewritten and copied in one pass, the kinds of record
+// divided between two goroutines.
 func (d *decoder) absorb(u *decoder) {
 	t, v := d.t, u.t
-	if len(u.synthTxt) > 0 {
-		// u's synthetic ids, in its order of first appearance, become d's (new ones are
-		// numbered after d's own, as the sequential read numbers them). Only synthetic ids
-		// lie in that range (decodeHalf checked u.highID).
-		ids := make([]int32, len(u.synthTxt))
-		for i, txt := range u.synthTxt {
-			ids[i], _ = d.idOf(jv{t: jvString, b: []byte(txt)})
+	// u's synthetic ids, in its order of first appearance, become d's (new ones numbered
+	// after d's own, as the sequential read numbers them). Only synthetic ids lie in
+	// [syntheticPIDBase, syntheticPIDBase+len(ids)) (decodeHalf checked u.highID).
+	ids := make([]int32, len(u.synthTxt))
+	for i, txt := range u.synthTxt {
+		ids[i], _ = d.idOf(jv{t: jvString, b: []byte(txt)})
+	}
+	fix := func(id int32) int32 {
+		if id >= syntheticPIDBase && id < syntheticPIDBase+int32(len(ids)) {
+			return ids[id-syntheticPIDBase]
 		}
-		fix := func(id *int32) {
-			if *id >= syntheticPIDBase && *id < syntheticPIDBase+int32(len(ids)) {
-				*id = ids[*id-syntheticPIDBase]
-			}
-		}
-		for i := range v.GPUOps {
-			fix(&v.GPUOps[i].Device)
-			fix(&v.GPUOps[i].Stream)
-		}
-		for i := range v.Launches {
-			fix(&v.Launches[i].PID)
-			fix(&v.Launches[i].TID)
-		}
-		for i := range v.CPUOps {
-			fix(&v.CPUOps[i].PID)
-			fix(&v.CPUOps[i].TID)
-		}
-		for i := range v.Frames {
-			fix(&v.Frames[i].PID)
-			fix(&v.Frames[i].TID)
-		}
-		for i := range v.Annotations {
-			fix(&v.Annotations[i].PID)
-			fix(&v.Annotations[i].TID)
-			fix(&v.Annotations[i].Device)
-		}
-		for i := range v.Flows {
-			fix(&v.Flows[i].PID)
-			fix(&v.Flows[i].TID)
-		}
-		for i := range u.procLog {
-			fix(&u.procLog[i].pid)
-		}
+		return id
 	}
 	for _, m := range u.procLog {
+		m.pid = fix(m.pid)
 		d.procOp(m)
 	}
 	names := remap(t.Names, v.Names)
-	for i := range v.GPUOps {
-		v.GPUOps[i].Name = names[v.GPUOps[i].Name]
-	}
-	for i := range v.Launches {
-		v.Launches[i].Name = names[v.Launches[i].Name]
-	}
-	for i := range v.CPUOps {
-		v.CPUOps[i].Name = names[v.CPUOps[i].Name]
-	}
-	for i := range v.Frames {
-		v.Frames[i].Name = names[v.Frames[i].Name]
-	}
-	for i := range v.Annotations {
-		v.Annotations[i].Name = names[v.Annotations[i].Name]
-	}
-	ops := int32(len(t.GPUOps))
-	for i := range v.Comms {
-		c := &v.Comms[i]
-		c.Op += ops
-		c.Name, c.DType, c.InSplit, c.OutSplit = names[c.Name], names[c.DType], names[c.InSplit], names[c.OutSplit]
-	}
-	if v.Shapes != nil || t.Shapes != nil {
+	var shapes []trace.NameID
+	if v.Shapes != nil {
 		if t.Shapes == nil {
 			t.Shapes = trace.NewNames()
 			t.CPUOpShapes = make([]trace.NameID, len(t.CPUOps), len(t.CPUOps)+len(v.CPUOps))
 		}
+		shapes = remap(t.Shapes, v.Shapes)
+	}
+	ops := int32(len(t.GPUOps))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.GPUOps = grow(t.GPUOps, len(v.GPUOps))
+		dst := t.GPUOps[len(t.GPUOps)-len(v.GPUOps):]
+		for i, o := range v.GPUOps {
+			o.Name, o.Device, o.Stream = names[o.Name], fix(o.Device), fix(o.Stream)
+			dst[i] = o
+		}
+		t.Launches = grow(t.Launches, len(v.Launches))
+		dl := t.Launches[len(t.Launches)-len(v.Launches):]
+		for i, l := range v.Launches {
+			l.Name, l.PID, l.TID = names[l.Name], fix(l.PID), fix(l.TID)
+			dl[i] = l
+		}
+		t.Comms = grow(t.Comms, len(v.Comms))
+		dc := t.Comms[len(t.Comms)-len(v.Comms):]
+		for i, c := range v.Comms {
+			c.Op += ops
+			c.Name, c.DType, c.InSplit, c.OutSplit = names[c.Name], names[c.DType], names[c.InSplit], names[c.OutSplit]
+			dc[i] = c
+		}
+	}()
+	if t.Shapes != nil {
 		if v.Shapes == nil {
 			t.CPUOpShapes = append(t.CPUOpShapes, make([]trace.NameID, len(v.CPUOps))...)
 		} else {
-			shapes := remap(t.Shapes, v.Shapes)
 			for _, id := range v.CPUOpShapes {
 				t.CPUOpShapes = append(t.CPUOpShapes, shapes[id])
 			}
 		}
 	}
-	t.GPUOps = append(t.GPUOps, v.GPUOps...)
-	t.Launches = append(t.Launches, v.Launches...)
-	t.CPUOps = append(t.CPUOps, v.CPUOps...)
-	t.Frames = append(t.Frames, v.Frames...)
-	t.Annotations = append(t.Annotations, v.Annotations...)
-	t.Flows = append(t.Flows, v.Flows...)
-	t.Comms = append(t.Comms, v.Comms...)
+	t.CPUOps = grow(t.CPUOps, len(v.CPUOps))
+	dc := t.CPUOps[len(t.CPUOps)-len(v.CPUOps):]
+	for i, c := range v.CPUOps {
+		c.Name, c.PID, c.TID = names[c.Name], fix(c.PID), fix(c.TID)
+		dc[i] = c
+	}
+	t.Frames = grow(t.Frames, len(v.Frames))
+	df := t.Frames[len(t.Frames)-len(v.Frames):]
+	for i, f := range v.Frames {
+		f.Name, f.PID, f.TID = names[f.Name], fix(f.PID), fix(f.TID)
+		df[i] = f
+	}
+	t.Annotations = grow(t.Annotations, len(v.Annotations))
+	da := t.Annotations[len(t.Annotations)-len(v.Annotations):]
+	for i, a := range v.Annotations {
+		a.Name, a.PID, a.TID, a.Device = names[a.Name], fix(a.PID), fix(a.TID), fix(a.Device)
+		da[i] = a
+	}
+	t.Flows = grow(t.Flows, len(v.Flows))
+	dw := t.Flows[len(t.Flows)-len(v.Flows):]
+	for i, f := range v.Flows {
+		f.PID, f.TID = fix(f.PID), fix(f.TID)
+		dw[i] = f
+	}
+	<-done
 	t.Events += v.Events
 	d.sawEvents = d.sawEvents || u.sawEvents
+}
+
+// grow extends s by n elements (to be overwritten), keeping nil when s is nil and n is 0 as
+// append would.
+func grow[T any](s []T, n int) []T {
+	if n == 0 {
+		return s
+	}
+	return slices.Grow(s, n)[:len(s)+n]
 }
 
 // remap interns every name of from into to, in from's id order, and returns the id map.
