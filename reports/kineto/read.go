@@ -8,6 +8,8 @@
 // keys or values, invalid JSON) goes through a reused fastjson parser, with identical results. Times are parsed from the decimal text as fixed point into int64
 // nanoseconds. Damaged input (truncated files, gzip streams cut short, invalid UTF-8, unescaped
 // quotes from old Kineto versions) yields what could be read plus warnings naming byte offsets.
+// A large plain-JSON file is read in two halves, one per core, merged in file order
+// (split.go); a gzip stream is inflated and split on a second goroutine (pipeline.go).
 package kineto
 
 import (
@@ -44,13 +46,14 @@ type Options struct {
 	MaxWarningsPerKind int
 	// Logger, when not nil, receives a debug line per warning.
 	Logger *slog.Logger
-	// Sequential reads on the calling goroutine only. By default (when GOMAXPROCS > 1) the
-	// input is inflated if needed and split into events on a second goroutine while this one
-	// parses them, which takes about a quarter less time for a large plain-JSON trace on two
-	// CPUs (docs/performance.md) and hides the inflate cost of .json.gz. The results are
-	// identical either way.
+	// Sequential reads on the calling goroutine only. By default (when GOMAXPROCS > 1) a
+	// plain-JSON file (io.ReaderAt, read from its start) of splitMin bytes or more is read in
+	// two halves on two goroutines (split.go), and other input is inflated if needed and split
+	// into events on a second goroutine while this one parses them, which hides the inflate
+	// cost of .json.gz (docs/performance.md). The results are identical either way.
 	Sequential bool
-	// Pipeline forces the two-goroutine pipeline even with GOMAXPROCS 1 (for measurements).
+	// Pipeline forces the two-goroutine pipeline even with GOMAXPROCS 1 and for plain JSON
+	// that would be read in two halves (for measurements).
 	Pipeline bool
 
 	// noFast sends every event through fastjson (tests compare both paths).
