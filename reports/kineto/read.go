@@ -93,13 +93,14 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 		pos, err := sk.Seek(0, io.SeekCurrent)
 		atStart = err == nil && pos == 0
 	}
-	in, closeFn, err := openMaybeGzip(r)
+	total := sizeHint(r)
+	in, closeFn, err := openMaybeGzip(r, total)
 	if err != nil {
 		return nil, fmt.Errorf("read Kineto trace %s: %w", name, err)
 	}
 	defer closeFn()
 	d := newDecoder(ctx, name, opts)
-	d.total = sizeHint(r)
+	d.total = total
 	var s *scanner
 	var werr error
 	_, plain := in.(*bufio.Reader)
@@ -112,7 +113,7 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 			at = splitAt(ra, d.total)
 		}
 		if at > 0 && at < d.total {
-			s, werr = readSplit(ctx, in, ra, d.total, at, d)
+			s, werr = readSplit(ctx, ra, d.total, at, d)
 			split = true
 		}
 	}
@@ -154,9 +155,14 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 }
 
 // openMaybeGzip returns a reader of the uncompressed bytes: gzip when the stream starts with
-// the gzip magic bytes, r itself otherwise.
-func openMaybeGzip(r io.Reader) (io.Reader, func(), error) {
-	br := bufio.NewReaderSize(r, 256<<10)
+// the gzip magic bytes, r itself otherwise. hint is sizeHint's (0: unknown); a small input
+// gets a small read buffer.
+func openMaybeGzip(r io.Reader, hint int64) (io.Reader, func(), error) {
+	size := 256 << 10
+	if hint > 0 {
+		size = int(min(max(hint, 4<<10), 256<<10))
+	}
+	br := bufio.NewReaderSize(r, size)
 	magic, err := br.Peek(2)
 	if err != nil && len(magic) < 2 {
 		if errors.Is(err, io.EOF) {

@@ -119,7 +119,7 @@ func decodeHalf(ctx context.Context, ra io.ReaderAt, start, size int64, name str
 	d := newDecoder(ctx, name, opts)
 	d.total = size
 	d.half, d.procSeen = true, map[int32]bool{}
-	s := newScanner(io.NewSectionReader(ra, start, size-start))
+	s := &scanner{r: io.NewSectionReader(ra, start, size-start), buf: make([]byte, splitBuf(size))}
 	s.base = start
 	err := walkArray(s, inPlace{d})
 	h := half{d: d, end: s.offset() - 1}
@@ -245,15 +245,23 @@ func remap(to, from *trace.Names) []trace.NameID {
 // splitTaken, when not nil, is told whether a split read merged its second half (tests).
 var splitTaken func(merged bool)
 
-// readSplit reads the plain JSON of ra (size bytes, also readable from in from its start)
-// into d in two halves, guessing that an element of traceEvents starts at offset at.
-func readSplit(ctx context.Context, in io.Reader, ra io.ReaderAt, size, at int64, d *decoder) (s *scanner, err error) {
+// splitBuf is a split read's scanner buffer: 1 MiB (a sixteenth of initialBuf's read calls,
+// and fewer events crossing a buffer's end, which the in-place decoder leaves to the
+// ordinary path), less for a small input.
+func splitBuf(size int64) int {
+	return int(min(max(size/2, 4<<10), 1<<20))
+}
+
+// readSplit reads the plain JSON of ra (size bytes, read from offset 0) into d in two
+// halves, guessing that an element of traceEvents starts at offset at.
+func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) (s *scanner, err error) {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := make(chan half, 1)
 	go func() { res <- decodeHalf(hctx, ra, at, size, d.t.Path, d.opts) }()
 	got := false
-	s = newScanner(in)
+	// The file from its start, read straight into the scanner's buffer (in has read ahead).
+	s = &scanner{r: io.NewSectionReader(ra, 0, size), buf: make([]byte, splitBuf(size))}
 	s.stopAt = at
 	s.atStop = func() {
 		s.stopAt = 0

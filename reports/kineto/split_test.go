@@ -95,9 +95,9 @@ func TestSplitEqualsSequential(t *testing.T) {
 		want, werr := Read(context.Background(), bytes.NewReader(data), name, Options{Sequential: true})
 		step := 1
 		if len(data) > 4000 {
-			step = len(data) / 100 // the generated trace: a sample of the offsets
+			step = len(data) / 40 // the generated trace: a sample of the offsets
 		} else if strings.HasSuffix(name, " cut") {
-			step = 7 // cut-off ends: a sample (the whole documents try every offset)
+			step = 11 // cut-off ends: a sample (the whole documents try every offset)
 		}
 		for at := 1; at < len(data); at += step {
 			got, err := Read(context.Background(), bytes.NewReader(data), name, Options{splitOff: int64(at)})
