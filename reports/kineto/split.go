@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"runtime"
 	"slices"
 
 	"github.com/sglprof/runner/reports/trace"
@@ -281,6 +282,12 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 		// Resume at the array's ']' as the walker would have reached it.
 		s.r = io.NewSectionReader(ra, h.end, size-h.end)
 		s.base, s.pos, s.end, s.eof = h.end, 0, 0, false
+		// The second half's records (a third of all records once copied) are garbage now:
+		// collect them before the caller allocates again (Link), so it reuses their pages
+		// instead of touching fresh ones. The records hold no pointers, so the collection
+		// marks little; without it peak RSS at 500 MB rose by 20-40 MB.
+		h = half{}
+		runtime.GC()
 	}
 	err = walk(s, inPlace{d}, nil)
 	cancel()
