@@ -66,7 +66,7 @@ if [[ " $PARTS " == *" ranks "* ]]; then
 	total=0
 	for r in 0 1 2 3 4 5 6 7; do
 		f="$dir/ranks-$rsize/bench-TP-$r.trace.json"
-		[[ -f $f ]] || "$dir/tracegen" -flavor llm -comm -stack -graph -size "$rsize" -rank "$r" -seed $((r + 1)) -o "$f" >/dev/null
+		[[ -f $f ]] || "$dir/tracegen" -flavor llm -comm -stack -graph -size "$rsize" -rank "$r" -world 8 -seed $((r + 1)) -o "$f" >/dev/null
 		total=$((total + $(stat -c %s "$f")))
 	done
 	timed "triage 8 ranks x $rsize" "$total" "$dir/runner" triage --format json "$dir/ranks-$rsize"

@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	graph := fs.Bool("graph", false, "llm: replay decode steps through one cudaGraphLaunch each")
 	stack := fs.Bool("stack", false, "record Python frames (with_stack=True)")
 	rank := fs.Int("rank", 0, "distributed rank (also the GPU index)")
+	world := fs.Int("world", 0, "distributedInfo.world_size (0: 2 with -comm, else 1; at least rank+1); give every rank of a directory the same, as triage requires")
 	seed := fs.Int64("seed", 1, "jitter seed; the same flags give the same bytes")
 	level := fs.Int("gzip-level", gzip.DefaultCompression, "gzip level for .gz output (Python's gzip.open uses 9)")
 	out := fs.String("o", "", "output file (.json or .json.gz); - for stdout")
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := kinetogen.Config{Flavor: *flavor, Steps: *steps, Layers: *layers, CommStream: *comm, CUDAGraph: *graph,
-		WithStack: *stack, Rank: *rank, Seed: *seed}
+		WithStack: *stack, Rank: *rank, WorldSize: *world, Seed: *seed}
 	if *size != "" {
 		n, err := humanize.ParseBytes(*size)
 		if err != nil {

@@ -66,3 +66,27 @@ func TestTracegenReadMode(t *testing.T) {
 		t.Errorf("bogus mode: exit %d", code)
 	}
 }
+
+// TestTracegenWorldSize: -world gives every rank the same world_size (triage refuses a
+// directory whose ranks disagree); without it a rank past the default raises its own.
+func TestTracegenWorldSize(t *testing.T) {
+	dir := t.TempDir()
+	world := func(args ...string) string {
+		out := filepath.Join(dir, "t.json")
+		var so, se bytes.Buffer
+		if code := run(context.Background(), append([]string{"-steps", "1", "-comm", "-o", out}, args...), &so, &se); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, se.String())
+		}
+		tr, err := kineto.ReadFile(context.Background(), out, kineto.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Meta["distributedInfo.world_size"]
+	}
+	if a, b := world("-rank", "0", "-world", "8"), world("-rank", "7", "-world", "8"); a != "8" || b != "8" {
+		t.Errorf("-world 8: ranks 0 and 7 wrote world_size %q and %q, want 8", a, b)
+	}
+	if a, b := world("-rank", "0"), world("-rank", "3"); a != "2" || b != "4" {
+		t.Errorf("without -world: ranks 0 and 3 wrote world_size %q and %q, want 2 and 4", a, b)
+	}
+}

@@ -71,7 +71,7 @@ func Fix(ctx context.Context, in io.Reader, out io.Writer) (FixStats, error) {
 
 	// Pass 1: GPU op intervals per track, tids in use, thread names.
 	p1 := &fixScan{rewriter: rewriter{ctx: ctx}, tracks: map[string]int32{}, used: map[string]struct{}{}, threadNm: map[string]string{}}
-	src, closeFn, err := openMaybeGzip(rp.first)
+	src, closeFn, err := openMaybeGzip(rp.first, 0)
 	if err != nil {
 		return st, fmt.Errorf("trace fix: %w", err)
 	}
@@ -87,7 +87,7 @@ func Fix(ctx context.Context, in io.Reader, out io.Writer) (FixStats, error) {
 	plan := p1.assignLanes(&st)
 
 	// Pass 2: copy, moving the ops that need a lane.
-	src2, closeFn2, err := openMaybeGzip(rp.second)
+	src2, closeFn2, err := openMaybeGzip(rp.second, 0)
 	if err != nil {
 		return st, fmt.Errorf("trace fix: second pass: %w", err)
 	}

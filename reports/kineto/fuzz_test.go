@@ -39,6 +39,13 @@ func FuzzRead(f *testing.F) {
 		if (err == nil) != (err3 == nil) || !reflect.DeepEqual(tr, pre) {
 			t.Fatalf("pre-parsing pipeline differs: %v / %v\n%+v\n%+v", err, err3, tr, pre)
 		}
+		// So must the read in two halves, whatever offset it guesses as the split point.
+		if len(data) > 1 {
+			sp, err4 := Read(context.Background(), bytes.NewReader(data), "fuzz.json", Options{splitOff: int64(len(data) / 2)})
+			if (err == nil) != (err4 == nil) || !reflect.DeepEqual(tr, sp) {
+				t.Fatalf("split read differs: %v / %v\n%+v\n%+v", err, err4, tr, sp)
+			}
+		}
 		if len(data) > 1<<16 || !json.Valid(data) || !utf8.Valid(data) || bytes.Count(data, []byte("traceEvents")) > 1 || nestingDepth(data) > 100 {
 			return
 		}

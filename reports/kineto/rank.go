@@ -53,7 +53,7 @@ func ReadHeaderFile(ctx context.Context, path string) (Header, error) {
 // from the header only, stopping at the first event. err is set only when the input cannot
 // be read at all.
 func ReadHeader(ctx context.Context, r io.Reader) (Header, error) {
-	in, closeFn, err := openMaybeGzip(r)
+	in, closeFn, err := openMaybeGzip(r, 0)
 	if err != nil {
 		return Header{-1, -1}, fmt.Errorf("read Kineto trace header: %w", err)
 	}

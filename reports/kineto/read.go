@@ -8,6 +8,8 @@
 // keys or values, invalid JSON) goes through a reused fastjson parser, with identical results. Times are parsed from the decimal text as fixed point into int64
 // nanoseconds. Damaged input (truncated files, gzip streams cut short, invalid UTF-8, unescaped
 // quotes from old Kineto versions) yields what could be read plus warnings naming byte offsets.
+// A large plain-JSON file is read in two halves, one per core, merged in file order
+// (split.go); a gzip stream is inflated and split on a second goroutine (pipeline.go).
 package kineto
 
 import (
@@ -44,17 +46,21 @@ type Options struct {
 	MaxWarningsPerKind int
 	// Logger, when not nil, receives a debug line per warning.
 	Logger *slog.Logger
-	// Sequential reads on the calling goroutine only. By default (when GOMAXPROCS > 1) the
-	// input is inflated if needed and split into events on a second goroutine while this one
-	// parses them, which takes about a quarter less time for a large plain-JSON trace on two
-	// CPUs (docs/performance.md) and hides the inflate cost of .json.gz. The results are
-	// identical either way.
+	// Sequential reads on the calling goroutine only. By default (when GOMAXPROCS > 1) a
+	// plain-JSON file (io.ReaderAt, read from its start) of splitMin bytes or more is read in
+	// two halves on two goroutines (split.go), and other input is inflated if needed and split
+	// into events on a second goroutine while this one parses them, which hides the inflate
+	// cost of .json.gz (docs/performance.md). The results are identical either way.
 	Sequential bool
-	// Pipeline forces the two-goroutine pipeline even with GOMAXPROCS 1 (for measurements).
+	// Pipeline forces the two-goroutine pipeline even with GOMAXPROCS 1 and for plain JSON
+	// that would be read in two halves (for measurements).
 	Pipeline bool
 
 	// noFast sends every event through fastjson (tests compare both paths).
 	noFast bool
+	// splitOff, when positive, reads plain JSON of any size in two halves with this offset as
+	// the guessed split point instead of splitAt's (tests try every offset).
+	splitOff int64
 	// preparseAll makes the pipeline's splitting goroutine decode every batch, not only those
 	// it would otherwise wait to hand over (tests compare both).
 	preparseAll bool
@@ -82,19 +88,41 @@ func ReadFile(ctx context.Context, path string, opts Options) (*trace.Trace, err
 // Damage that leaves part of the trace readable is reported in Trace.Warnings; an error is
 // returned only when nothing usable could be read (not JSON, not a trace, empty) or ctx ends.
 func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.Trace, error) {
-	in, closeFn, err := openMaybeGzip(r)
+	atStart := false
+	if sk, ok := r.(io.Seeker); ok {
+		pos, err := sk.Seek(0, io.SeekCurrent)
+		atStart = err == nil && pos == 0
+	}
+	total := sizeHint(r)
+	in, closeFn, err := openMaybeGzip(r, total)
 	if err != nil {
 		return nil, fmt.Errorf("read Kineto trace %s: %w", name, err)
 	}
 	defer closeFn()
 	d := newDecoder(ctx, name, opts)
-	d.total = sizeHint(r)
+	d.total = total
 	var s *scanner
 	var werr error
-	if !opts.Pipeline && (opts.Sequential || runtime.GOMAXPROCS(0) < 2) {
+	_, plain := in.(*bufio.Reader)
+	ra, _ := r.(io.ReaderAt)
+	split := false
+	if plain && atStart && ra != nil && !opts.Pipeline && !opts.Sequential && d.total > 0 &&
+		(runtime.GOMAXPROCS(0) >= 2 && d.total >= splitMin || opts.splitOff > 0) {
+		at := opts.splitOff
+		if at <= 0 {
+			at = splitAt(ra, d.total)
+		}
+		if at > 0 && at < d.total {
+			s, werr = readSplit(ctx, ra, d.total, at, d)
+			split = true
+		}
+	}
+	switch {
+	case split: // read in two halves
+	case !opts.Pipeline && (opts.Sequential || runtime.GOMAXPROCS(0) < 2):
 		s = newScanner(in)
 		werr = walk(s, d, nil)
-	} else {
+	default:
 		s, werr = pipelinedWalk(ctx, in, d, !opts.noFast, opts.preparseAll)
 	}
 	if d.ctxErr != nil {
@@ -127,9 +155,14 @@ func Read(ctx context.Context, r io.Reader, name string, opts Options) (*trace.T
 }
 
 // openMaybeGzip returns a reader of the uncompressed bytes: gzip when the stream starts with
-// the gzip magic bytes, r itself otherwise.
-func openMaybeGzip(r io.Reader) (io.Reader, func(), error) {
-	br := bufio.NewReaderSize(r, 256<<10)
+// the gzip magic bytes, r itself otherwise. hint is sizeHint's (0: unknown); a small input
+// gets a small read buffer.
+func openMaybeGzip(r io.Reader, hint int64) (io.Reader, func(), error) {
+	size := 256 << 10
+	if hint > 0 {
+		size = int(min(max(hint, 4<<10), 256<<10))
+	}
+	br := bufio.NewReaderSize(r, size)
 	magic, err := br.Peek(2)
 	if err != nil && len(magic) < 2 {
 		if errors.Is(err, io.EOF) {
@@ -176,7 +209,38 @@ type decoder struct {
 
 	total int64 // the input's uncompressed size when known (sizeHint), else 0
 	res   [resKinds]reservation
+
+	// The second half of a split read (split.go) logs what it would do to process records
+	// (procLog) instead of doing it, and notes the lowest number it stored as a pid, tid,
+	// device or stream at or above syntheticPIDBase (highID, 0 for none): where that lies
+	// among its synthetic ids, absorb could not tell the two apart.
+	half     bool
+	procLog  []procEv
+	procSeen map[int32]bool
+	highID   int32
 }
+
+// noteID records a numeric id for highID.
+func (d *decoder) noteID(n int32) {
+	if n >= syntheticPIDBase && (d.highID == 0 || n < d.highID) {
+		d.highID = n
+	}
+}
+
+// procEv is one change to a process record: created (procTouch), named, or labelled.
+type procEv struct {
+	kind    uint8
+	syn     bool
+	hasArgs bool
+	pid     int32
+	val     string
+}
+
+const (
+	procTouch uint8 = iota
+	procName
+	procLabels
+)
 
 // The record slices reserve() sizes, by index into decoder.res.
 const (
@@ -526,12 +590,14 @@ func (d *decoder) idOf(v jv) (id int32, synthetic bool) {
 	switch v.t {
 	case jvNumber:
 		if n, ok := parseInt(v.b); ok {
+			d.noteID(int32(n))
 			return int32(n), false
 		}
 		return 0, false
 	case jvString:
 		b := v.b
 		if n, ok := parseInt(b); ok {
+			d.noteID(int32(n))
 			return int32(n), false
 		}
 		if id, ok := d.synth[string(b)]; ok {
@@ -827,6 +893,12 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		return
 	}
 	a := &ev.a
+	if a.hasDevice {
+		d.noteID(int32(a.device))
+	}
+	if a.hasStream {
+		d.noteID(int32(a.stream))
+	}
 	pid, psyn := d.idOf(ev.pid)
 	tid, _ := d.idOf(ev.tid)
 	t := d.t
@@ -839,6 +911,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		} else if psyn {
 			if n, ok := trailingInt(d.synthTxt[pid-syntheticPIDBase]); ok {
 				dev = n
+				d.noteID(n)
 			}
 		}
 		stream := tid
@@ -859,7 +932,7 @@ func (d *decoder) complete(ev *rawEvent, off int64) {
 		t.GPUOps = reserve(t.GPUOps, &d.res[resGPUOps], off, d.total)
 		t.GPUOps = append(t.GPUOps, op)
 		if psyn {
-			d.proc(pid, true)
+			d.procOp(procEv{kind: procTouch, pid: pid, syn: true})
 		}
 	case "cuda_runtime", "cuda_driver":
 		t.Launches = reserve(t.Launches, &d.res[resLaunches], off, d.total)
@@ -923,22 +996,48 @@ func (d *decoder) isGraph(name trace.NameID) bool {
 
 // metadata handles a ph "M" event (process and thread names, labels).
 func (d *decoder) metadata(ev *rawEvent) {
-	pid, psyn := d.idOf(ev.pid)
+	pid, psyn := d.idOf(ev.pid) // first: a string pid takes its synthetic id whatever the event
+	m := procEv{pid: pid, syn: psyn}
+	key := ""
 	switch string(ev.name) {
 	case "process_name":
-		p := d.proc(pid, psyn)
-		if ev.args != nil {
-			p.Name = string(ev.args.GetStringBytes("name"))
-		}
+		m.kind, key = procName, "name"
 	case "process_labels":
-		p := d.proc(pid, psyn)
-		if ev.args != nil {
-			lab := string(ev.args.GetStringBytes("labels"))
-			if p.Label != "" && lab != "" && p.Label != lab {
-				p.Label = p.Label + " " + lab
-			} else if lab != "" {
-				p.Label = lab
+		m.kind, key = procLabels, "labels"
+	default:
+		return
+	}
+	if ev.args != nil {
+		m.hasArgs = true
+		m.val = string(ev.args.GetStringBytes(key))
+	}
+	d.procOp(m)
+}
+
+// procOp applies a change to a process record, or logs it in a split read's second half.
+func (d *decoder) procOp(m procEv) {
+	if d.half {
+		if m.kind == procTouch {
+			if d.procSeen[m.pid] {
+				return
 			}
+			d.procSeen[m.pid] = true
+		}
+		d.procLog = append(d.procLog, m)
+		return
+	}
+	p := d.proc(m.pid, m.syn)
+	if !m.hasArgs {
+		return
+	}
+	switch m.kind {
+	case procName:
+		p.Name = m.val
+	case procLabels:
+		if lab := m.val; p.Label != "" && lab != "" && p.Label != lab {
+			p.Label = p.Label + " " + lab
+		} else if lab != "" {
+			p.Label = lab
 		}
 	}
 }

@@ -53,6 +53,11 @@ type scanner struct {
 	// structure was lost (an unescaped quote from old Kineto versions).
 	badString    bool
 	badStringOff int64
+	// stopAt, when positive, makes walkArray call atStop once an element start lies at or
+	// past that offset (the split read's proof of its guessed split point, readSplit); atStop
+	// may move the scanner.
+	stopAt int64
+	atStop func()
 }
 
 func newScanner(r io.Reader) *scanner {
@@ -491,6 +496,12 @@ func walkArray(s *scanner, h handler) error {
 		}
 		if !s.skipWS(nil) {
 			return s.truncated()
+		}
+		if s.stopAt > 0 && s.offset() >= s.stopAt {
+			s.atStop()
+			if !s.skipWS(nil) {
+				return s.truncated()
+			}
 		}
 		c, _ := s.peek()
 		if c == ']' {

@@ -62,7 +62,7 @@ func Slim(ctx context.Context, in io.Reader, out io.Writer, opts SlimOptions) (S
 	defer rp.close()
 	pass1, second := rp.first, rp.second
 	sc := &stepScanner{ctx: ctx, minTS: 1<<63 - 1, fam: map[string][][2]int64{}}
-	src, closeFn, err := openMaybeGzip(pass1)
+	src, closeFn, err := openMaybeGzip(pass1, 0)
 	if err != nil {
 		return st, fmt.Errorf("trace slim: %w", err)
 	}
@@ -114,7 +114,7 @@ func Slim(ctx context.Context, in io.Reader, out io.Writer, opts SlimOptions) (S
 		zw, _ = gzip.NewWriterLevel(out, gzip.DefaultCompression)
 		w = zw
 	}
-	src2, closeFn2, err := openMaybeGzip(second)
+	src2, closeFn2, err := openMaybeGzip(second, 0)
 	if err != nil {
 		return st, fmt.Errorf("trace slim: second pass: %w", err)
 	}

@@ -1,0 +1,298 @@
+package kineto
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"runtime"
+	"slices"
+
+	"github.com/sglprof/runner/reports/trace"
+)
+
+// Reading a large plain-JSON file in two halves, one per core. The second half of the
+// traceEvents array is decoded speculatively on a second goroutine, from a guessed element
+// boundary near the middle of the file (splitAt), into its own decoder; the calling goroutine
+// reads the file from its start as it always does. When its walk reaches the array's loop
+// top exactly at the guessed offset, the guess is proven: the walker is then in the state the
+// second decoder started in, so everything from there to the array's ']' would be decoded
+// exactly as the second decoder did. It then appends the second decoder's records (with its
+// name ids remapped, in file order) and jumps to the ']'. When the walk passes the guess
+// elsewhere (it lay inside a string or a nested value), or the second half met anything that
+// does not merge trivially (a warning, a string pid, a syntax error, ...), the second half is
+// thrown away and the walk simply goes on over it: the result is the sequential read's, only
+// slower. Both halves decode in place (inPlace), so no event is scanned twice.
+
+// splitMin is the least plain-JSON size that is read in two halves: below it the second
+// goroutine's start and the merge cost more than they save.
+const splitMin = 16 << 20
+
+// splitWindow is how far past the middle splitAt looks for an element boundary.
+const splitWindow = 1 << 20
+
+// splitAt returns a guessed element start near the middle of the size bytes of ra: the '{'
+// of a `}` `,` `{` sequence (white space allowed between them), or -1 when the window holds
+// none. The guess may lie inside a string; the reader proves it before using it.
+func splitAt(ra io.ReaderAt, size int64) int64 {
+	mid := size / 2
+	buf := make([]byte, min(int64(splitWindow), size-mid))
+	n, _ := ra.ReadAt(buf, mid)
+	buf = buf[:n]
+	for i := 0; i < len(buf); {
+		j := bytes.IndexByte(buf[i:], ',')
+		if j < 0 {
+			return -1
+		}
+		c := i + j
+		i = c + 1
+		p := c - 1
+		for p >= 0 && wsByte[buf[p]] {
+			p--
+		}
+		if p < 0 || buf[p] != '}' {
+			continue
+		}
+		q := c + 1
+		for q < len(buf) && wsByte[buf[q]] {
+			q++
+		}
+		if q < len(buf) && buf[q] == '{' {
+			return mid + int64(q)
+		}
+	}
+	return -1
+}
+
+// inPlace is a decoder that takes whole events straight from the scanner's buffer
+// (fastEventAt decodes an event and finds its end in one scan), never past the scanner's
+// stop offset, so the proof of a split point sees every element start up to it.
+type inPlace struct{ *decoder }
+
+func (d inPlace) bulk(s *scanner) (bool, error) {
+	if d.opts.noFast {
+		return false, nil
+	}
+	lim := s.end
+	if s.stopAt > 0 && s.stopAt-s.base < int64(lim) {
+		lim = int(max(s.stopAt-s.base, int64(s.pos)))
+	}
+	data := s.buf[s.pos:lim]
+	done := 0 // bytes taken: up to and including the last taken element's comma
+	for {
+		j := done
+		for j < len(data) && wsByte[data[j]] {
+			j++
+		}
+		if j >= len(data) || data[j] != '{' {
+			break
+		}
+		n, ok := fastEventAt(data[j:], &d.ev)
+		if !ok {
+			break
+		}
+		k := j + n
+		for k < len(data) && wsByte[data[k]] {
+			k++
+		}
+		if k >= len(data) || data[k] != ',' {
+			break
+		}
+		if err := d.eventPre(data[j:j+n], s.base+int64(s.pos+j), &d.ev, false); err != nil {
+			s.pos += done
+			return done > 0, err
+		}
+		done = k + 1
+	}
+	s.pos += done
+	return done > 0, nil
+}
+
+// half is the second half's result.
+type half struct {
+	d   *decoder
+	end int64 // offset of the traceEvents array's ']'
+	ok  bool  // decoded to the ']' with nothing that needs the first half's state
+}
+
+// decodeHalf decodes the traceEvents elements of ra from start (an element start, unproven)
+// to the array's ']'.
+func decodeHalf(ctx context.Context, ra io.ReaderAt, start, size int64, name string, opts Options) half {
+	d := newDecoder(ctx, name, opts)
+	d.total = size
+	d.half, d.procSeen = true, map[int32]bool{}
+	s := &scanner{r: io.NewSectionReader(ra, start, size-start), buf: make([]byte, splitBuf(size))}
+	s.base = start
+	err := walkArray(s, inPlace{d})
+	h := half{d: d, end: s.offset() - 1}
+	h.ok = err == nil && d.ctxErr == nil && s.readErr == nil && !s.badString &&
+		len(d.warnCount) == 0 && (d.highID == 0 || d.highID >= syntheticPIDBase+int32(len(d.synthTxt))) &&
+		d.nOverflow == 0 && d.nNegative == 0 && d.nBadTime == 0 && d.rank == trace.NoID
+	return h
+}
+
+// absorb appends the second half's records to d's, its name and shape ids remapped into d's
+// tables in their order of first appearance there, which is the file order: the result is
+// what d would hold had it decoded those events itself. The copy is the one serial step of
+// a split read, so each record is rewritten and copied in one pass, the kinds of record
+// divided between two goroutines.
+func (d *decoder) absorb(u *decoder) {
+	t, v := d.t, u.t
+	// u's synthetic ids, in its order of first appearance, become d's (new ones numbered
+	// after d's own, as the sequential read numbers them). Only synthetic ids lie in
+	// [syntheticPIDBase, syntheticPIDBase+len(ids)) (decodeHalf checked u.highID).
+	ids := make([]int32, len(u.synthTxt))
+	for i, txt := range u.synthTxt {
+		ids[i], _ = d.idOf(jv{t: jvString, b: []byte(txt)})
+	}
+	fix := func(id int32) int32 {
+		if id >= syntheticPIDBase && id < syntheticPIDBase+int32(len(ids)) {
+			return ids[id-syntheticPIDBase]
+		}
+		return id
+	}
+	for _, m := range u.procLog {
+		m.pid = fix(m.pid)
+		d.procOp(m)
+	}
+	names := remap(t.Names, v.Names)
+	var shapes []trace.NameID
+	if v.Shapes != nil {
+		if t.Shapes == nil {
+			t.Shapes = trace.NewNames()
+			t.CPUOpShapes = make([]trace.NameID, len(t.CPUOps), len(t.CPUOps)+len(v.CPUOps))
+		}
+		shapes = remap(t.Shapes, v.Shapes)
+	}
+	ops := int32(len(t.GPUOps))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.GPUOps = grow(t.GPUOps, len(v.GPUOps))
+		dst := t.GPUOps[len(t.GPUOps)-len(v.GPUOps):]
+		for i, o := range v.GPUOps {
+			o.Name, o.Device, o.Stream = names[o.Name], fix(o.Device), fix(o.Stream)
+			dst[i] = o
+		}
+		t.Launches = grow(t.Launches, len(v.Launches))
+		dl := t.Launches[len(t.Launches)-len(v.Launches):]
+		for i, l := range v.Launches {
+			l.Name, l.PID, l.TID = names[l.Name], fix(l.PID), fix(l.TID)
+			dl[i] = l
+		}
+		t.Comms = grow(t.Comms, len(v.Comms))
+		dc := t.Comms[len(t.Comms)-len(v.Comms):]
+		for i, c := range v.Comms {
+			c.Op += ops
+			c.Name, c.DType, c.InSplit, c.OutSplit = names[c.Name], names[c.DType], names[c.InSplit], names[c.OutSplit]
+			dc[i] = c
+		}
+	}()
+	if t.Shapes != nil {
+		if v.Shapes == nil {
+			t.CPUOpShapes = append(t.CPUOpShapes, make([]trace.NameID, len(v.CPUOps))...)
+		} else {
+			for _, id := range v.CPUOpShapes {
+				t.CPUOpShapes = append(t.CPUOpShapes, shapes[id])
+			}
+		}
+	}
+	t.CPUOps = grow(t.CPUOps, len(v.CPUOps))
+	dc := t.CPUOps[len(t.CPUOps)-len(v.CPUOps):]
+	for i, c := range v.CPUOps {
+		c.Name, c.PID, c.TID = names[c.Name], fix(c.PID), fix(c.TID)
+		dc[i] = c
+	}
+	t.Frames = grow(t.Frames, len(v.Frames))
+	df := t.Frames[len(t.Frames)-len(v.Frames):]
+	for i, f := range v.Frames {
+		f.Name, f.PID, f.TID = names[f.Name], fix(f.PID), fix(f.TID)
+		df[i] = f
+	}
+	t.Annotations = grow(t.Annotations, len(v.Annotations))
+	da := t.Annotations[len(t.Annotations)-len(v.Annotations):]
+	for i, a := range v.Annotations {
+		a.Name, a.PID, a.TID, a.Device = names[a.Name], fix(a.PID), fix(a.TID), fix(a.Device)
+		da[i] = a
+	}
+	t.Flows = grow(t.Flows, len(v.Flows))
+	dw := t.Flows[len(t.Flows)-len(v.Flows):]
+	for i, f := range v.Flows {
+		f.PID, f.TID = fix(f.PID), fix(f.TID)
+		dw[i] = f
+	}
+	<-done
+	t.Events += v.Events
+	d.sawEvents = d.sawEvents || u.sawEvents
+}
+
+// grow extends s by n elements (to be overwritten), keeping nil when s is nil and n is 0 as
+// append would.
+func grow[T any](s []T, n int) []T {
+	if n == 0 {
+		return s
+	}
+	return slices.Grow(s, n)[:len(s)+n]
+}
+
+// remap interns every name of from into to, in from's id order, and returns the id map.
+func remap(to, from *trace.Names) []trace.NameID {
+	m := make([]trace.NameID, from.Len())
+	for i := range m {
+		m[i] = to.InternString(from.String(trace.NameID(i)))
+	}
+	return m
+}
+
+// splitTaken, when not nil, is told whether a split read merged its second half (tests).
+var splitTaken func(merged bool)
+
+// splitBuf is a split read's scanner buffer: 1 MiB (a sixteenth of initialBuf's read calls,
+// and fewer events crossing a buffer's end, which the in-place decoder leaves to the
+// ordinary path), less for a small input.
+func splitBuf(size int64) int {
+	return int(min(max(size/2, 4<<10), 1<<20))
+}
+
+// readSplit reads the plain JSON of ra (size bytes, read from offset 0) into d in two
+// halves, guessing that an element of traceEvents starts at offset at.
+func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) (s *scanner, err error) {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := make(chan half, 1)
+	go func() { res <- decodeHalf(hctx, ra, at, size, d.t.Path, d.opts) }()
+	got := false
+	// The file from its start, read straight into the scanner's buffer (in has read ahead).
+	s = &scanner{r: io.NewSectionReader(ra, 0, size), buf: make([]byte, splitBuf(size))}
+	s.stopAt = at
+	s.atStop = func() {
+		s.stopAt = 0
+		if s.offset() != at {
+			cancel() // the guess was no element start: read on
+			return
+		}
+		h := <-res
+		got = true
+		if splitTaken != nil {
+			splitTaken(h.ok)
+		}
+		if !h.ok {
+			return
+		}
+		d.absorb(h.d)
+		// Resume at the array's ']' as the walker would have reached it.
+		s.r = io.NewSectionReader(ra, h.end, size-h.end)
+		s.base, s.pos, s.end, s.eof = h.end, 0, 0, false
+		// The second half's records (a third of all records once copied) are garbage now:
+		// collect them before the caller allocates again (Link), so it reuses their pages
+		// instead of touching fresh ones. The records hold no pointers, so the collection
+		// marks little; without it peak RSS at 500 MB rose by 20-40 MB.
+		h = half{}
+		runtime.GC()
+	}
+	err = walk(s, inPlace{d}, nil)
+	cancel()
+	if !got {
+		<-res // the guess was not taken: wait for the goroutine to stop
+	}
+	return s, err
+}
