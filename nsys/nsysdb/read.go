@@ -143,6 +143,10 @@ type Capture struct {
 	LaunchStarts []int64
 	// apiSummarised says APIStats is the API table's source (even when empty).
 	apiSummarised bool
+	// GPUInside, when not nil, holds per Trace.Annotations entry the GPU time of the ops
+	// launched inside it on its thread, as a streamed pass (OpStream.EachScoped) summed it:
+	// NVTXSummary then reads it instead of computing it from held launches.
+	GPUInside []int64
 	// NVTXEvents counts every NVTX_EVENTS row (marks, domain and thread naming included);
 	// Trace.Annotations holds only the ranges.
 	NVTXEvents int
@@ -244,9 +248,9 @@ type reader struct {
 	rtFirst, rtEnd int64          // earliest start and latest end of every runtime call
 	rtIndex        *corrIndex     // SummariseAPI: GPU ops' correlation ids → first launch
 
-	// stopAtRange ends nvtx with errRangeFound at the first range (OpenStream refuses such
-	// an export, so the rest of the table is not worth reading).
-	stopAtRange bool
+	// maxRanges, when positive, ends nvtx with errTooManyRanges at the range after that many
+	// (OpenStream holds the ranges, and holds only so many).
+	maxRanges int
 
 	// An OpStream's kernels, which are not in GPUOps: how many, earliest start, latest end.
 	streamed                int64
@@ -1076,8 +1080,8 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 	return r.scanSQL(table, cols, dest, row)
 }
 
-// errRangeFound ends an NVTX scan that only asks whether the export has a range.
-var errRangeFound = errors.New("nsys: the export has NVTX ranges")
+// errTooManyRanges ends an NVTX scan at reader.maxRanges ranges.
+var errTooManyRanges = errors.New("nsys: more NVTX ranges than a streamed pass holds")
 
 // NVTX event types (ENUM_NSYS_EVENT_TYPE). The NVTXT ones come from nsys's own text-file
 // annotations and are summarised like the others.
@@ -1130,8 +1134,8 @@ func (r *reader) nvtx() error {
 			if !end.Valid {
 				return nil // a range still open when the capture ended
 			}
-			if r.stopAtRange {
-				return errRangeFound
+			if r.maxRanges > 0 && len(ranges) >= r.maxRanges {
+				return errTooManyRanges
 			}
 			style := "PushPop"
 			if evType.Int64 == evStartEnd || evType.Int64 == evNVTXTStartEnd {

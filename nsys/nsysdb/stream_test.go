@@ -197,6 +197,9 @@ type streamedOp struct {
 	// LS is the launch call's start as Each hands it over (-1 where the oracle has no call);
 	// describeOp leaves it 0.
 	LS int64
+	// Scope is the op's NVTX scope as EachScoped hands it over (an annotation index, -1 for
+	// none); describeOp leaves it 0.
+	Scope int32
 }
 
 func launchKey(t *trace.Trace, li int32) string {
@@ -226,9 +229,9 @@ func streamAll(t *testing.T, path string, opts ReadOptions, limits *streamLimits
 		s.limits = *limits
 	}
 	var ops []streamedOp
-	err = s.Each(context.Background(), func(op *trace.GPUOp, seq, ls int64) {
+	err = s.EachScoped(context.Background(), func(op *trace.GPUOp, seq, ls int64, scope int32) {
 		d := describeOp(s.Capture.Trace, *op, seq)
-		d.LS = ls
+		d.LS, d.Scope = ls, scope
 		ops = append(ops, d)
 	})
 	return s.Capture, ops, err
@@ -281,12 +284,14 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		return int(x.End - y.End)
 	})
 	want := make([]streamedOp, len(idx))
+	scopes := Scopes(ft, nil) // from every launching call's time and thread
 	for k, i := range idx {
 		want[k] = describeOp(ht, ht.GPUOps[i], int64(i))
 		want[k].LS = trace.NoID
 		if l := ft.GPUOps[i].Launch; l != trace.NoID {
 			want[k].LS = ft.Launches[l].Start
 		}
+		want[k].Scope = scopes[i]
 		if c := &want[k].Op.Correlation; multi && *c != trace.NoID {
 			*c &= 0xFFFFFFFF // the stream delivers kernels' ids as stored (Each says why)
 		}
@@ -391,8 +396,21 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		}
 		seen[k] = true
 	}
-	if len(st.GPUOps) != len(held.Memops) || len(c.Kernels) != 0 || len(st.Annotations) != 0 {
-		t.Errorf("the capture holds %d ops (want the %d memory ops), %d kernel infos, %d ranges", len(st.GPUOps), len(held.Memops), len(c.Kernels), len(st.Annotations))
+	if len(st.GPUOps) != len(held.Memops) || len(c.Kernels) != 0 {
+		t.Errorf("the capture holds %d ops (want the %d memory ops), %d kernel infos", len(st.GPUOps), len(held.Memops), len(c.Kernels))
+	}
+	anns := func(t *trace.Trace) []string {
+		var out []string
+		for _, a := range t.Annotations {
+			out = append(out, fmt.Sprintf("%s %d-%d %d/%d gpu=%v dev=%d", t.Name(a.Name), a.Start, a.End, a.PID, a.TID, a.GPU, a.Device))
+		}
+		return out
+	}
+	if d := cmp.Diff(anns(ht), anns(st)); d != "" {
+		t.Errorf("NVTX ranges (-ReadCapture +stream):\n%s", d)
+	}
+	if d := cmp.Diff(held.Ranges, c.Ranges); d != "" {
+		t.Errorf("NVTX range domains (-ReadCapture +stream):\n%s", d)
 	}
 }
 
@@ -504,7 +522,9 @@ func TestStreamNotStreamable(t *testing.T) {
 		// fails on this export as well.
 		unreadable bool
 	}{
-		{"nvtx", largeExport(t, 500, 1), nil, true, "NVTX ranges", false},
+		// Each range ends where the next starts, at a call: the call is inside two ranges
+		// that do not nest.
+		{"nvtx-not-nested", largeExport(t, 500, 1), nil, false, "overlap without nesting", false},
 		{"more-processes-than-joins", writeStreamExport(t, streamCase{version: "3.28.1", n: 100, pids: 3}), &twoJoins, false, "more than 2 processes", false},
 		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &smallReorder, false, "reorder window", false},
 		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
@@ -552,10 +572,68 @@ func TestStreamDirectReaderDeclines(t *testing.T) {
 	wantNotStreamable(t, err, "direct file reader")
 }
 
-// TestStreamPipitFixture: the real export has NVTX ranges, so it is refused with that reason.
+// TestStreamPipitFixture: the real export, with its NVTX ranges, streams as ReadCapture reads
+// it: each op's scope is Scopes', each range's GPU time gpuTimeInside's.
 func TestStreamPipitFixture(t *testing.T) {
-	_, err := OpenStream(context.Background(), fixture(t, pipit), leanOptions)
-	wantNotStreamable(t, err, "has NVTX ranges")
+	path := fixture(t, pipit)
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+	c, err := ReadCapture(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Trace.Annotations) == 0 {
+		t.Fatal("the fixture has no NVTX range any more: this test checks nothing")
+	}
+}
+
+// TestStreamNVTXScopes: nested NVTX ranges (layers inside steps, on one of the two threads
+// that launch, a range touching the next one between calls, ranges of a second process)
+// stream: every op's scope is Scopes' on the held trace and the NVTX table (GPU time inside
+// each range) is NVTXSummary's, with the default windows and with small ones.
+func TestStreamNVTXScopes(t *testing.T) {
+	for _, pids := range []int{1, 2} {
+		path := largeExportNVTX(t, 1000, pids, true)
+		// The layers no longer touch at a call, and steps hold five of them each.
+		mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = "end" - 1 WHERE "end" IS NOT NULL`,
+			`INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) SELECT start - 1, start - 1 + 5*25*8000, 59, 'step', globalTid, 0 FROM NVTX_EVENTS WHERE "end" IS NOT NULL AND rowid % 5 = 1`)
+		checkStreamMatchesRead(t, path, leanOptions, nil)
+		lim := defaultLimits()
+		lim.batch = 1 // a kernel asks for its call before the scan hands it over
+		checkStreamMatchesRead(t, path, leanOptions, &lim)
+		c, _, err := streamAll(t, path, leanOptions, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inside int64
+		for _, g := range c.GPUInside {
+			inside += g
+		}
+		if len(c.Trace.Annotations) < 40 || inside == 0 {
+			t.Fatalf("%d ranges, %d ns inside them: the export does not exercise the scopes", len(c.Trace.Annotations), inside)
+		}
+	}
+}
+
+// TestStreamNVTXLimits: an export with more NVTX ranges than a pass holds, or ranges nested
+// deeper than its stack, is refused, and ReadCapture reads it.
+func TestStreamNVTXLimits(t *testing.T) {
+	path := largeExportNVTX(t, 1000, 1, true)
+	mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = "end" - 1 WHERE "end" IS NOT NULL`)
+	lim := defaultLimits()
+	lim.ranges = 10
+	_, err := openStream(context.Background(), path, leanOptions, lim)
+	wantNotStreamable(t, err, "more than 10 NVTX ranges")
+	// Every range inside the one before: 40 deep.
+	mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = 100000000 - rowid WHERE "end" IS NOT NULL`)
+	s, err := OpenStream(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.limits.depth = 8
+	err = s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {})
+	wantNotStreamable(t, err, "more than 8 NVTX ranges nested")
+	checkStreamMatchesRead(t, path, leanOptions, nil) // with the default depth it streams
 }
 
 // TestStreamPipitWithoutNVTX: the real export with its NVTX table dropped streams as

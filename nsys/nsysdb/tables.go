@@ -30,7 +30,10 @@ type NVTXRange struct {
 // summarised the same way through a Capture built by hand.
 func NVTXSummary(c *Capture) []NVTXRange {
 	t := c.Trace
-	gpu := gpuTimeInside(t)
+	gpu := c.GPUInside
+	if gpu == nil {
+		gpu = gpuTimeInside(t)
+	}
 	type key struct {
 		domain string
 		name   trace.NameID

@@ -11,8 +11,9 @@ import (
 )
 
 // openStream is the triage.Options.OpenStream hook: an nsys export that nsysdb.OpenStream can
-// deliver in time order (no NVTX range; one process or several) is triaged as its kernels go by, so the
-// triage's memory does not grow with their number. Everything else, and an export whose order
+// deliver in time order (one process or several, with NVTX ranges or without) is triaged as
+// its kernels go by, so the triage's memory does not grow with their number (the NVTX ranges
+// themselves are held: each op comes with its scope, and the stage windows are the ranges'). Everything else, and an export whose order
 // breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
 // want NVTX ranges and the held capture, so they are not streamed.
 func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream, error) {
@@ -34,10 +35,26 @@ func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream
 		return nil, notStreamable(err)
 	}
 	c := st.Capture
+	// Each NVTX range's scope label (scopeLabels), interned before the pass.
+	var labels []trace.NameID
+	if n := len(c.Trace.Annotations); n > 0 {
+		label := rangeLabeler(c)
+		labels = make([]trace.NameID, n)
+		for a := range labels {
+			labels[a] = label(int32(a))
+		}
+	}
 	return &triage.OpStream{
 		Trace: c.Trace,
-		Each: func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error {
-			if err := st.Each(ctx, fn); err != nil {
+		EachScoped: func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64, scope trace.NameID)) error {
+			err := st.EachScoped(ctx, func(op *trace.GPUOp, seq, launchStart int64, a int32) {
+				var scope trace.NameID
+				if a >= 0 && int(a) < len(labels) {
+					scope = labels[a]
+				}
+				fn(op, seq, launchStart, scope)
+			})
+			if err != nil {
 				return notStreamable(err)
 			}
 			// The NVTX, memory and API tables, once the pass has summed the API calls.
