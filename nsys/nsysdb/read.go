@@ -1105,12 +1105,16 @@ func (r *reader) nvtx() error {
 		id  int64
 	}
 	domains := map[domainKey]string{}
-	type pending struct {
-		ann    trace.Annotation
-		domain domainKey
-		style  string
-	}
-	var ranges []pending
+	// Each range's domain and style, resolved into Capture.Ranges once the table is read (a
+	// domain's name may come after its first range): an index into keys, and the style in the
+	// top bit. A compact 4 bytes a range, as an export may hold hundreds of thousands.
+	var (
+		keys   []domainKey
+		keyIdx = map[domainKey]uint32{}
+		styles []uint32
+	)
+	const startEnd = 1 << 31
+	first := len(r.t.Annotations)
 	var (
 		start, end, evType, textID, gtid, domainID sql.NullInt64
 		text                                       sql.NullString
@@ -1134,30 +1138,42 @@ func (r *reader) nvtx() error {
 			if !end.Valid {
 				return nil // a range still open when the capture ended
 			}
-			if r.maxRanges > 0 && len(ranges) >= r.maxRanges {
+			if r.maxRanges > 0 && len(styles) >= r.maxRanges {
 				return errTooManyRanges
 			}
-			style := "PushPop"
+			dk := domainKey{pid, domainID.Int64}
+			k, ok := keyIdx[dk]
+			if !ok {
+				k = uint32(len(keys))
+				keyIdx[dk] = k
+				keys = append(keys, dk)
+			}
 			if evType.Int64 == evStartEnd || evType.Int64 == evNVTXTStartEnd {
-				style = "StartEnd"
+				k |= startEnd
 			}
 			r.pids[pid] = true
-			ranges = append(ranges, pending{
-				ann: trace.Annotation{Start: start.Int64, End: end.Int64, Name: r.t.Names.InternString(label),
-					PID: pid, TID: tid, Device: trace.NoID, ExternalID: trace.NoID},
-				domain: domainKey{pid, domainID.Int64},
-				style:  style,
-			})
+			styles = append(styles, k)
+			r.t.Annotations = append(r.t.Annotations, trace.Annotation{Start: start.Int64, End: end.Int64, Name: r.t.Names.InternString(label),
+				PID: pid, TID: tid, Device: trace.NoID, ExternalID: trace.NoID})
 		}
 		return nil
 	}
 	if err := r.nvtxRows(table, cols, []*sql.NullInt64{&start, &end, &evType, nil, &textID, &gtid, &domainID}, &text,
-		func() { r.c.NVTXEvents, ranges = 0, ranges[:0]; clear(domains) }, row); err != nil {
+		func() {
+			r.c.NVTXEvents, styles, keys = 0, styles[:0], keys[:0]
+			r.t.Annotations = r.t.Annotations[:first]
+			clear(domains)
+			clear(keyIdx)
+		}, row); err != nil {
 		return err
 	}
-	for _, p := range ranges {
-		r.t.Annotations = append(r.t.Annotations, p.ann)
-		r.c.Ranges = append(r.c.Ranges, RangeInfo{Domain: domains[p.domain], Style: p.style})
+	r.c.Ranges = slices.Grow(r.c.Ranges, len(styles))
+	for _, k := range styles {
+		ri := RangeInfo{Domain: domains[keys[k&^startEnd]], Style: "PushPop"}
+		if k&startEnd != 0 {
+			ri.Style = "StartEnd"
+		}
+		r.c.Ranges = append(r.c.Ranges, ri)
 	}
 	return nil
 }
