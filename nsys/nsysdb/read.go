@@ -47,6 +47,11 @@ type ReadOptions struct {
 	Logger *slog.Logger
 	// KernelNames picks the name style of kernel ops (Capture keeps the other two as well).
 	KernelNames NameStyle
+	// KeepRange, for OpenStream only, says which NVTX ranges (by label) Capture.Trace.Annotations
+	// holds, with their Capture.Ranges; nil holds none. A stream finds every op's scope and the
+	// NVTX table from its own compact index of the ranges; a caller keeps the few it needs
+	// itself (the triage: the ranges that name stages).
+	KeepRange func(label string) bool
 	// AllowNoKernels reads an export without kernels instead of failing with ErrNoKernels (the
 	// reason becomes a trace warning): the window mapping still wants its NVTX ranges and
 	// capture window to say why nothing was captured.
@@ -143,10 +148,9 @@ type Capture struct {
 	LaunchStarts []int64
 	// apiSummarised says APIStats is the API table's source (even when empty).
 	apiSummarised bool
-	// GPUInside, when not nil, holds per Trace.Annotations entry the GPU time of the ops
-	// launched inside it on its thread, as a streamed pass (OpStream.EachScoped) summed it:
-	// NVTXSummary then reads it instead of computing it from held launches.
-	GPUInside []int64
+	// nvtx is a streamed export's index of its NVTX ranges (streamnvtx.go): NVTXSummary and
+	// RangeKey read it. nil for ReadCapture.
+	nvtx *nvtxIndex
 	// NVTXEvents counts every NVTX_EVENTS row (marks, domain and thread naming included);
 	// Trace.Annotations holds only the ranges.
 	NVTXEvents int
@@ -251,6 +255,10 @@ type reader struct {
 	// maxRanges, when positive, ends nvtx with errTooManyRanges at the range after that many
 	// (OpenStream holds the ranges, and holds only so many).
 	maxRanges int
+	// nvIdx, when set (OpenStream), receives every NVTX range; Trace.Annotations holds only
+	// those keepRange accepts.
+	nvIdx     *nvtxIndex
+	keepRange func(label string) bool
 
 	// An OpStream's kernels, which are not in GPUOps: how many, earliest start, latest end.
 	streamed                int64
@@ -1100,10 +1108,6 @@ func (r *reader) nvtx() error {
 		return nil // lazy exports omit it when nothing was annotated
 	}
 	cols := []string{"start", "end", "eventType", "text", "textId", "globalTid", "domainId"}
-	type domainKey struct {
-		pid int32
-		id  int64
-	}
 	domains := map[domainKey]string{}
 	// Each range's domain and style, resolved into Capture.Ranges once the table is read (a
 	// domain's name may come after its first range): an index into keys, and the style in the
@@ -1138,10 +1142,20 @@ func (r *reader) nvtx() error {
 			if !end.Valid {
 				return nil // a range still open when the capture ended
 			}
-			if r.maxRanges > 0 && len(styles) >= r.maxRanges {
+			dk := domainKey{pid, domainID.Int64}
+			if r.nvIdx != nil {
+				if r.maxRanges > 0 && len(r.nvIdx.ranges) >= r.maxRanges {
+					return errTooManyRanges
+				}
+				name := r.t.Names.InternString(label)
+				r.nvIdx.add(start.Int64, end.Int64, name, pid, tid, dk)
+				r.pids[pid] = true
+				if r.keepRange == nil || !r.keepRange(label) {
+					return nil
+				}
+			} else if r.maxRanges > 0 && len(styles) >= r.maxRanges {
 				return errTooManyRanges
 			}
-			dk := domainKey{pid, domainID.Int64}
 			k, ok := keyIdx[dk]
 			if !ok {
 				k = uint32(len(keys))
@@ -1164,8 +1178,14 @@ func (r *reader) nvtx() error {
 			r.t.Annotations = r.t.Annotations[:first]
 			clear(domains)
 			clear(keyIdx)
+			if r.nvIdx != nil {
+				r.nvIdx.reset()
+			}
 		}, row); err != nil {
 		return err
+	}
+	if r.nvIdx != nil {
+		r.nvIdx.finish(domains)
 	}
 	r.c.Ranges = slices.Grow(r.c.Ranges, len(styles))
 	for _, k := range styles {

@@ -83,7 +83,6 @@ type OpStream struct {
 	runtime *directPlan // nil without a runtime table
 	kN      int64       // kernels: the kernel table's last rowid, checked during the pass
 	memSort []int32     // indices of the memory ops in (Start, End, index) order
-	nv      *nvtxScopes // nil without NVTX ranges
 	limits  streamLimits
 	used    bool
 	closed  bool
@@ -168,6 +167,8 @@ func openStream(ctx context.Context, path string, opts ReadOptions, lim streamLi
 		return nil, err
 	}
 	r.maxRanges = lim.ranges
+	r.nvIdx, r.keepRange = newNVTXIndex(), opts.KeepRange
+	r.c.nvtx = r.nvIdx
 	if err := r.nvtx(); err != nil {
 		if errors.Is(err, errTooManyRanges) {
 			return nil, notStreamable("%s has more than %d NVTX ranges, the most a streamed pass holds", path, lim.ranges)
@@ -258,11 +259,11 @@ func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq, launc
 	return s.EachScoped(ctx, func(op *trace.GPUOp, seq, launchStart int64, _ int32) { fn(op, seq, launchStart) })
 }
 
-// EachScoped is Each that also hands over the op's NVTX scope: the index in
-// Capture.Trace.Annotations of the innermost NVTX range open on the launching thread when the
-// launch call started, as Scopes gives it for the held trace (trace.NoID outside every range
-// or without a launch). When the pass ends (nil error) Capture.GPUInside holds each range's
-// GPU time as NVTXSummary would compute it from the held trace. An export whose ranges
+// EachScoped is Each that also hands over the op's NVTX scope: the key (Capture.RangeKey: its
+// name and domain) of the innermost NVTX range open on the launching thread when the launch
+// call started, the range Scopes gives for the held trace (trace.NoID outside every range or
+// without a launch). When the pass ends (nil error) NVTXSummary of the capture has each
+// range's GPU time inside as it has from the held trace. An export whose ranges
 // overlap without nesting around a launch, or whose calls on a thread with ranges are out of
 // start order, ends the pass with ErrNotStreamable (see streamnvtx.go).
 func (s *OpStream) EachScoped(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64, scope int32)) error {
@@ -329,7 +330,7 @@ type pass struct {
 	t   *trace.Trace
 	fn  func(*trace.GPUOp, int64, int64, int32)
 	lim streamLimits
-	nv  *nvtxScopes // nil without NVTX ranges
+	nv  *nvtxIndex // nil without NVTX ranges
 
 	// Kernels.
 	next      int64          // kernels scanned so far (the next one's seq)
@@ -379,7 +380,7 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 		lim.depth = defaultLimits().depth
 	}
 	p := &pass{
-		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim, nv: newNVTXScopes(s.r.t, lim.depth),
+		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim, nv: s.r.c.nvtx.startPass(lim.depth),
 		devs:      map[int32]bool{},
 		kPIDs:     map[int32]bool{},
 		joins:     map[int32]*join{},
@@ -557,7 +558,7 @@ func (p *pass) deliverFront() error {
 	if err := p.credit(x); err != nil {
 		return err
 	}
-	p.fn(&x.op, x.seq, x.ls, x.scope)
+	p.fn(&x.op, x.seq, x.ls, p.keyOf(x.scope))
 	p.free = append(p.free, slot)
 	return nil
 }
@@ -589,7 +590,7 @@ func (p *pass) deliverMemops(x *seqOp) error {
 			return err
 		}
 		p.scratch = m.op
-		p.fn(&p.scratch, m.seq, ls, m.scope)
+		p.fn(&p.scratch, m.seq, ls, p.keyOf(m.scope))
 	}
 	return nil
 }
@@ -1084,6 +1085,14 @@ func (p *pass) pull() error {
 	return nil
 }
 
+// keyOf is the key (Capture.RangeKey) of NVTX range r, or NoID.
+func (p *pass) keyOf(r int32) int32 {
+	if r == trace.NoID {
+		return trace.NoID
+	}
+	return p.nv.ranges[r].key
+}
+
 // credit adds a delivered op's GPU time to the NVTX ranges around its launch. gpuTimeInside
 // leaves out a launch whose ops sum to less than nothing, which a pass cannot know before its
 // end: an op that ends before it starts inside a range ends the pass instead.
@@ -1158,9 +1167,6 @@ func (p *pass) finish() error {
 		t.Warnings = append(t.Warnings, trace.UnlinkedWarning(p.unmatched, ops))
 	}
 	t.Events = ops + int64(c.APICalls+c.NVTXEvents)
-	if p.nv != nil {
-		c.GPUInside = p.nv.inside
-	}
 	r.log.Debug("nsys: export streamed", "path", r.path, "kernels", p.next, "memops", len(t.GPUOps), "launches", len(t.Launches))
 	return nil
 }

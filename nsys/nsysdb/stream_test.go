@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sglprof/runner/nsys/nsysgen"
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -197,9 +198,9 @@ type streamedOp struct {
 	// LS is the launch call's start as Each hands it over (-1 where the oracle has no call);
 	// describeOp leaves it 0.
 	LS int64
-	// Scope is the op's NVTX scope as EachScoped hands it over (an annotation index, -1 for
-	// none); describeOp leaves it 0.
-	Scope int32
+	// Scope is the op's NVTX scope as EachScoped hands it over, as "domain:name" ("" for
+	// none); describeOp leaves it "".
+	Scope string
 }
 
 func launchKey(t *trace.Trace, li int32) string {
@@ -231,7 +232,11 @@ func streamAll(t *testing.T, path string, opts ReadOptions, limits *streamLimits
 	var ops []streamedOp
 	err = s.EachScoped(context.Background(), func(op *trace.GPUOp, seq, ls int64, scope int32) {
 		d := describeOp(s.Capture.Trace, *op, seq)
-		d.LS, d.Scope = ls, scope
+		d.LS = ls
+		if scope != trace.NoID {
+			name, domain := s.Capture.RangeKey(scope)
+			d.Scope = domain + ":" + s.Capture.Trace.Name(name)
+		}
 		ops = append(ops, d)
 	})
 	return s.Capture, ops, err
@@ -291,7 +296,9 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		if l := ft.GPUOps[i].Launch; l != trace.NoID {
 			want[k].LS = ft.Launches[l].Start
 		}
-		want[k].Scope = scopes[i]
+		if a := scopes[i]; a != trace.NoID {
+			want[k].Scope = full.Ranges[a].Domain + ":" + ft.Name(ft.Annotations[a].Name)
+		}
 		if c := &want[k].Op.Correlation; multi && *c != trace.NoID {
 			*c &= 0xFFFFFFFF // the stream delivers kernels' ids as stored (Each says why)
 		}
@@ -399,9 +406,13 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 	if len(st.GPUOps) != len(held.Memops) || len(c.Kernels) != 0 {
 		t.Errorf("the capture holds %d ops (want the %d memory ops), %d kernel infos", len(st.GPUOps), len(held.Memops), len(c.Kernels))
 	}
+	// The stream holds the ranges opts.KeepRange keeps (none without it), with their domains.
 	anns := func(t *trace.Trace) []string {
 		var out []string
 		for _, a := range t.Annotations {
+			if t == ht && (opts.KeepRange == nil || !opts.KeepRange(t.Name(a.Name))) {
+				continue
+			}
 			out = append(out, fmt.Sprintf("%s %d-%d %d/%d gpu=%v dev=%d", t.Name(a.Name), a.Start, a.End, a.PID, a.TID, a.GPU, a.Device))
 		}
 		return out
@@ -409,7 +420,13 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 	if d := cmp.Diff(anns(ht), anns(st)); d != "" {
 		t.Errorf("NVTX ranges (-ReadCapture +stream):\n%s", d)
 	}
-	if d := cmp.Diff(held.Ranges, c.Ranges); d != "" {
+	var keptRanges []RangeInfo
+	for i, a := range ht.Annotations {
+		if opts.KeepRange != nil && opts.KeepRange(ht.Name(a.Name)) {
+			keptRanges = append(keptRanges, held.Ranges[i])
+		}
+	}
+	if d := cmp.Diff(keptRanges, c.Ranges, cmpopts.EquateEmpty()); d != "" {
 		t.Errorf("NVTX range domains (-ReadCapture +stream):\n%s", d)
 	}
 }
@@ -597,6 +614,9 @@ func TestStreamNVTXScopes(t *testing.T) {
 		mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = "end" - 1 WHERE "end" IS NOT NULL`,
 			`INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) SELECT start - 1, start - 1 + 5*25*8000, 59, 'step', globalTid, 0 FROM NVTX_EVENTS WHERE "end" IS NOT NULL AND rowid % 5 = 1`)
 		checkStreamMatchesRead(t, path, leanOptions, nil)
+		keep := leanOptions
+		keep.KeepRange = func(label string) bool { return label == "step" } // held as annotations too
+		checkStreamMatchesRead(t, path, keep, nil)
 		lim := defaultLimits()
 		lim.batch = 1 // a kernel asks for its call before the scan hands it over
 		checkStreamMatchesRead(t, path, leanOptions, &lim)
@@ -605,11 +625,11 @@ func TestStreamNVTXScopes(t *testing.T) {
 			t.Fatal(err)
 		}
 		var inside int64
-		for _, g := range c.GPUInside {
+		for _, g := range c.nvtx.inside {
 			inside += g
 		}
-		if len(c.Trace.Annotations) < 40 || inside == 0 {
-			t.Fatalf("%d ranges, %d ns inside them: the export does not exercise the scopes", len(c.Trace.Annotations), inside)
+		if len(c.nvtx.ranges) < 40 || inside == 0 {
+			t.Fatalf("%d ranges, %d ns inside them: the export does not exercise the scopes", len(c.nvtx.ranges), inside)
 		}
 	}
 }

@@ -33,6 +33,10 @@ func annotationStage(name string) string {
 	return ""
 }
 
+// IsStageAnnotation says an annotation named name marks a stage (its ops' stage label is the
+// stage it names): a reader that holds only some annotations keeps these.
+func IsStageAnnotation(name string) bool { return annotationStage(name) != "" }
+
 type window struct {
 	start, end int64
 	stage      string

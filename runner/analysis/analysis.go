@@ -664,7 +664,7 @@ func scopeLabels(c *nsysdb.Capture, idx []int32) []trace.NameID {
 	if len(t.Annotations) == 0 || idx == nil {
 		return nil // no NVTX range, so no op has a scope (nil reads as "none" for every op)
 	}
-	label := rangeLabeler(c)
+	label := rangeLabeler(t)
 	labels := map[int32]trace.NameID{}
 	out := make([]trace.NameID, len(idx))
 	for i, a := range idx {
@@ -673,7 +673,11 @@ func scopeLabels(c *nsysdb.Capture, idx []int32) []trace.NameID {
 		}
 		id, ok := labels[a]
 		if !ok {
-			id = label(a)
+			domain := ""
+			if int(a) < len(c.Ranges) {
+				domain = c.Ranges[a].Domain
+			}
+			id = label(t.Annotations[a].Name, domain)
 			labels[a] = id
 		}
 		out[i] = id
@@ -681,21 +685,18 @@ func scopeLabels(c *nsysdb.Capture, idx []int32) []trace.NameID {
 	return out
 }
 
-// rangeLabeler returns the scope label of annotation a of c.Trace (see scopeLabels), interning
-// it on first use. The label depends on the range's name and domain only: one per distinct
-// pair, not per range instance (a layerwise-marked run has tens of thousands of those).
-func rangeLabeler(c *nsysdb.Capture) func(a int32) trace.NameID {
-	t := c.Trace
+// rangeLabeler returns the scope label of an NVTX range of t with that name and domain (see
+// scopeLabels), interning it on first use. The label depends on the range's name and domain
+// only: one per distinct pair, not per range instance (a layerwise-marked run has tens of
+// thousands of those).
+func rangeLabeler(t *trace.Trace) func(name trace.NameID, domain string) trace.NameID {
 	type key struct {
 		name   trace.NameID
 		domain string
 	}
 	byName := map[key]trace.NameID{}
-	return func(a int32) trace.NameID {
-		k := key{name: t.Annotations[a].Name}
-		if int(a) < len(c.Ranges) {
-			k.domain = c.Ranges[a].Domain
-		}
+	return func(name trace.NameID, domain string) trace.NameID {
+		k := key{name, domain}
 		id, ok := byName[k]
 		if !ok {
 			name := foldNumbers(t.Name(k.name))

@@ -13,7 +13,8 @@ import (
 // openStream is the triage.Options.OpenStream hook: an nsys export that nsysdb.OpenStream can
 // deliver in time order (one process or several, with NVTX ranges or without) is triaged as
 // its kernels go by, so the triage's memory does not grow with their number (the NVTX ranges
-// themselves are held: each op comes with its scope, and the stage windows are the ranges'). Everything else, and an export whose order
+// are held in a compact index: each op comes with its scope, and only the ranges that name
+// stages are held as annotations, for the stage windows). Everything else, and an export whose order
 // breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
 // want NVTX ranges and the held capture, so they are not streamed.
 func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream, error) {
@@ -30,27 +31,28 @@ func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream
 			return nil, err
 		}
 	}
-	st, err := nsysdb.OpenStream(ctx, path, nsysdb.ReadOptions{Logger: s.log, SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true})
+	st, err := nsysdb.OpenStream(ctx, path, nsysdb.ReadOptions{Logger: s.log, SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true,
+		KeepRange: triage.IsStageAnnotation})
 	if err != nil {
 		return nil, notStreamable(err)
 	}
 	c := st.Capture
-	// Each NVTX range's scope label (scopeLabels), interned before the pass.
+	// Each NVTX range key's scope label (scopeLabels), interned before the pass.
 	var labels []trace.NameID
-	if n := len(c.Trace.Annotations); n > 0 {
-		label := rangeLabeler(c)
+	if n := c.RangeKeys(); n > 0 {
+		label := rangeLabeler(c.Trace)
 		labels = make([]trace.NameID, n)
-		for a := range labels {
-			labels[a] = label(int32(a))
+		for k := range labels {
+			labels[k] = label(c.RangeKey(int32(k)))
 		}
 	}
 	return &triage.OpStream{
 		Trace: c.Trace,
 		EachScoped: func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64, scope trace.NameID)) error {
-			err := st.EachScoped(ctx, func(op *trace.GPUOp, seq, launchStart int64, a int32) {
+			err := st.EachScoped(ctx, func(op *trace.GPUOp, seq, launchStart int64, k int32) {
 				var scope trace.NameID
-				if a >= 0 && int(a) < len(labels) {
-					scope = labels[a]
+				if k >= 0 && int(k) < len(labels) {
+					scope = labels[k]
 				}
 				fn(op, seq, launchStart, scope)
 			})
