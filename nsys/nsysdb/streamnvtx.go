@@ -38,6 +38,7 @@ type nvtxThread struct{ pid, tid int32 }
 type nvRange struct {
 	start, end int64
 	key        int32
+	lane       int32 // index into nvtxIndex.threads
 }
 
 // nvKey is what the NVTX table groups ranges by (the domain's name is resolved once the table
@@ -74,20 +75,26 @@ type nvtxIndex struct {
 	keys    []nvKey
 	keyIdx  map[nvKey]int32
 	aggs    []nvAgg
-	domains []string // per key, once the table is read
-	lanes   map[nvtxThread]*nvtxLane
-	parent  []int32 // per range: the range under it on its thread's stack, or NoID
-	inside  []int64 // per key: the GPU time of the ops launched inside its ranges
-	depth   int     // most ranges a stack may hold
+	domains []string     // per key, once the table is read
+	threads []nvtxThread // the ranges' threads, in first-seen order
+	laneIdx map[nvtxThread]int32
+	lanes   map[nvtxThread]*nvtxLane // built by finish
+	parent  []int32                  // per range: the range under it on its thread's stack, or NoID
+	inside  []int64                  // per key: the GPU time of the ops launched inside its ranges
+	depth   int                      // most ranges a stack may hold
 	sorted  bool
 }
 
 func newNVTXIndex() *nvtxIndex {
-	return &nvtxIndex{keyIdx: map[nvKey]int32{}, lanes: map[nvtxThread]*nvtxLane{}}
+	return &nvtxIndex{keyIdx: map[nvKey]int32{}, laneIdx: map[nvtxThread]int32{}}
 }
 
 // reset forgets what was read (the reader starts the table again through SQLite).
-func (n *nvtxIndex) reset() { *n = *newNVTXIndex() }
+func (n *nvtxIndex) reset() {
+	rs := n.ranges[:0]
+	*n = *newNVTXIndex()
+	n.ranges = rs
+}
 
 // add takes one range of the NVTX table.
 func (n *nvtxIndex) add(start, end int64, name trace.NameID, pid, tid int32, dk domainKey) {
@@ -105,13 +112,13 @@ func (n *nvtxIndex) add(start, end int64, name trace.NameID, pid, tid int32, dk 
 	g.total += d
 	g.minD, g.maxD = min(g.minD, d), max(g.maxD, d)
 	th := nvtxThread{pid, tid}
-	ln := n.lanes[th]
-	if ln == nil {
-		ln = &nvtxLane{}
-		n.lanes[th] = ln
+	li, ok := n.laneIdx[th]
+	if !ok {
+		li = int32(len(n.threads))
+		n.laneIdx[th] = li
+		n.threads = append(n.threads, th)
 	}
-	ln.ranges = append(ln.ranges, int32(len(n.ranges)))
-	n.ranges = append(n.ranges, nvRange{start: start, end: end, key: ki})
+	n.ranges = append(n.ranges, nvRange{start: start, end: end, key: ki, lane: li})
 }
 
 // finish resolves the keys' domains and sorts each thread's ranges for a pass.
@@ -120,7 +127,24 @@ func (n *nvtxIndex) finish(domains map[domainKey]string) {
 	for i, k := range n.keys {
 		n.domains[i] = domains[k.dk]
 	}
-	for _, ln := range n.lanes {
+	// Each thread's ranges, in slices of their exact size (an export may hold hundreds of
+	// thousands).
+	count := make([]int, len(n.threads))
+	for i := range n.ranges {
+		count[n.ranges[i].lane]++
+	}
+	lanes := make([]nvtxLane, len(n.threads))
+	n.lanes = make(map[nvtxThread]*nvtxLane, len(n.threads))
+	for i, th := range n.threads {
+		lanes[i].ranges = make([]int32, 0, count[i])
+		n.lanes[th] = &lanes[i]
+	}
+	for i := range n.ranges {
+		ln := &lanes[n.ranges[i].lane]
+		ln.ranges = append(ln.ranges, int32(i))
+	}
+	for i := range lanes {
+		ln := &lanes[i]
 		// The order Scopes sorts a thread's ranges in (the same comparator on the same input,
 		// in table order, so ranges with equal bounds come out in the same order).
 		slices.SortFunc(ln.ranges, func(a, b int32) int {
