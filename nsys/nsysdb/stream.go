@@ -643,11 +643,10 @@ type join struct {
 
 type joinSlot struct {
 	id    int64
-	pos   int64 // the call's place in the hand-over
+	pos1  int64 // the call's place in the hand-over plus one; 0 for an empty slot
 	start int64 // the call's start
 	raw   int32
-	scope int32
-	set   bool
+	scope int32 // 32 bytes a slot: a ring is 2 MB, one per process
 }
 
 type memJoin struct {
@@ -698,7 +697,7 @@ func (j *join) memOf(c int64) *memJoin {
 // find returns the name, start and NVTX scope of the first call seen with id c.
 func (j *join) find(c int64) (raw int32, start int64, scope int32, ok bool) {
 	if c >= j.kmax-j.back && c <= j.kmax+j.ahead {
-		if sl := &j.ring[c&j.mask]; sl.set && sl.id == c {
+		if sl := &j.ring[c&j.mask]; sl.pos1 != 0 && sl.id == c {
 			return sl.raw, sl.start, sl.scope, true
 		}
 	}
@@ -791,10 +790,10 @@ func (j *join) ingest(c rtCall) error {
 // put records call c (its id in the ring's range) unless an earlier call had that id.
 func (j *join) put(c rtCall, pos int64) {
 	sl := &j.ring[c.id&j.mask]
-	if sl.set && sl.id == c.id {
+	if sl.pos1 != 0 && sl.id == c.id {
 		return
 	}
-	*sl = joinSlot{id: c.id, pos: pos, start: c.start, raw: c.raw, scope: c.scope, set: true}
+	*sl = joinSlot{id: c.id, pos1: pos + 1, start: c.start, raw: c.raw, scope: c.scope}
 }
 
 // outlier is a call whose id was above the ring's range when it came.
@@ -808,8 +807,8 @@ const nearIDs = 64
 
 // posOf is the place of the first call with id c the scan handed over.
 func (j *join) posOf(c int64) (int64, bool) {
-	if sl := &j.ring[c&j.mask]; sl.set && sl.id == c {
-		return sl.pos, true
+	if sl := &j.ring[c&j.mask]; sl.pos1 != 0 && sl.id == c {
+		return sl.pos1 - 1, true
 	}
 	if m := j.memOf(c); m != nil && m.seen {
 		return m.pos, true
