@@ -81,14 +81,14 @@ func sortNVTX(rows []NVTXRange) []NVTXRange {
 	return rows
 }
 
-// RangeKey is the name and domain ("" for the default one) of NVTX range key k, as
-// OpStream.EachScoped hands keys over; RangeKeys is how many keys there are (0 for a
-// ReadCapture capture, whose ranges are Trace.Annotations).
+// RangeKey is the name and domain ("" for the default one) of NVTX range key k of a streamed
+// export, as OpStream.EachScoped hands keys over (k below RangeKeys).
 func (c *Capture) RangeKey(k int32) (name trace.NameID, domain string) {
 	return c.nvtx.keys[k].name, c.nvtx.domains[k]
 }
 
-// RangeKeys is the number of NVTX range keys of a streamed export (see RangeKey).
+// RangeKeys is the number of NVTX range keys of a streamed export (see RangeKey); 0 for a
+// ReadCapture capture, whose ranges are Trace.Annotations.
 func (c *Capture) RangeKeys() int {
 	if c.nvtx == nil {
 		return 0
