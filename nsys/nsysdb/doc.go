@@ -11,8 +11,9 @@
 //
 // OpenStream and OpStream.Each (stream.go) deliver an export's GPU ops one at a time in time
 // order without holding them, in memory that does not grow with the number of kernels, for
-// exports that keep to its windows (no NVTX ranges, tables close to time and call order; one
-// process or several); ErrNotStreamable sends the others to ReadCapture.
+// exports that keep to its windows (tables close to time and call order; one process or
+// several; NVTX ranges that nest per thread, each op handed over with its scope by
+// OpStream.EachScoped, streamnvtx.go); ErrNotStreamable sends the others to ReadCapture.
 //
 // It starts no process and writes nothing.
 package nsysdb

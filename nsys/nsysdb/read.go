@@ -47,6 +47,11 @@ type ReadOptions struct {
 	Logger *slog.Logger
 	// KernelNames picks the name style of kernel ops (Capture keeps the other two as well).
 	KernelNames NameStyle
+	// KeepRange, for OpenStream only, says which NVTX ranges (by label) Capture.Trace.Annotations
+	// holds, with their Capture.Ranges; nil holds none. A stream finds every op's scope and the
+	// NVTX table from its own compact index of the ranges; a caller keeps the few it needs
+	// itself (the triage: the ranges that name stages).
+	KeepRange func(label string) bool
 	// AllowNoKernels reads an export without kernels instead of failing with ErrNoKernels (the
 	// reason becomes a trace warning): the window mapping still wants its NVTX ranges and
 	// capture window to say why nothing was captured.
@@ -143,6 +148,9 @@ type Capture struct {
 	LaunchStarts []int64
 	// apiSummarised says APIStats is the API table's source (even when empty).
 	apiSummarised bool
+	// nvtx is a streamed export's index of its NVTX ranges (streamnvtx.go): NVTXSummary and
+	// RangeKey read it. nil for ReadCapture.
+	nvtx *nvtxIndex
 	// NVTXEvents counts every NVTX_EVENTS row (marks, domain and thread naming included);
 	// Trace.Annotations holds only the ranges.
 	NVTXEvents int
@@ -244,9 +252,13 @@ type reader struct {
 	rtFirst, rtEnd int64          // earliest start and latest end of every runtime call
 	rtIndex        *corrIndex     // SummariseAPI: GPU ops' correlation ids → first launch
 
-	// stopAtRange ends nvtx with errRangeFound at the first range (OpenStream refuses such
-	// an export, so the rest of the table is not worth reading).
-	stopAtRange bool
+	// maxRanges, when positive, ends nvtx with errTooManyRanges at the range after that many
+	// (OpenStream holds the ranges, and holds only so many).
+	maxRanges int
+	// nvIdx, when set (OpenStream), receives every NVTX range; Trace.Annotations holds only
+	// those keepRange accepts.
+	nvIdx     *nvtxIndex
+	keepRange func(label string) bool
 
 	// An OpStream's kernels, which are not in GPUOps: how many, earliest start, latest end.
 	streamed                int64
@@ -1076,8 +1088,8 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 	return r.scanSQL(table, cols, dest, row)
 }
 
-// errRangeFound ends an NVTX scan that only asks whether the export has a range.
-var errRangeFound = errors.New("nsys: the export has NVTX ranges")
+// errTooManyRanges ends an NVTX scan at reader.maxRanges ranges.
+var errTooManyRanges = errors.New("nsys: more NVTX ranges than a streamed pass holds")
 
 // NVTX event types (ENUM_NSYS_EVENT_TYPE). The NVTXT ones come from nsys's own text-file
 // annotations and are summarised like the others.
@@ -1096,17 +1108,17 @@ func (r *reader) nvtx() error {
 		return nil // lazy exports omit it when nothing was annotated
 	}
 	cols := []string{"start", "end", "eventType", "text", "textId", "globalTid", "domainId"}
-	type domainKey struct {
-		pid int32
-		id  int64
-	}
 	domains := map[domainKey]string{}
-	type pending struct {
-		ann    trace.Annotation
-		domain domainKey
-		style  string
-	}
-	var ranges []pending
+	// Each range's domain and style, resolved into Capture.Ranges once the table is read (a
+	// domain's name may come after its first range): an index into keys, and the style in the
+	// top bit. A compact 4 bytes a range, as an export may hold hundreds of thousands.
+	var (
+		keys   []domainKey
+		keyIdx = map[domainKey]uint32{}
+		styles []uint32
+	)
+	const startEnd = 1 << 31
+	first := len(r.t.Annotations)
 	var (
 		start, end, evType, textID, gtid, domainID sql.NullInt64
 		text                                       sql.NullString
@@ -1130,30 +1142,58 @@ func (r *reader) nvtx() error {
 			if !end.Valid {
 				return nil // a range still open when the capture ended
 			}
-			if r.stopAtRange {
-				return errRangeFound
+			dk := domainKey{pid, domainID.Int64}
+			if r.nvIdx != nil {
+				if r.maxRanges > 0 && len(r.nvIdx.ranges) >= r.maxRanges {
+					return errTooManyRanges
+				}
+				name := r.t.Names.InternString(label)
+				r.nvIdx.add(start.Int64, end.Int64, name, pid, tid, dk)
+				r.pids[pid] = true
+				if r.keepRange == nil || !r.keepRange(label) {
+					return nil
+				}
+			} else if r.maxRanges > 0 && len(styles) >= r.maxRanges {
+				return errTooManyRanges
 			}
-			style := "PushPop"
+			k, ok := keyIdx[dk]
+			if !ok {
+				k = uint32(len(keys))
+				keyIdx[dk] = k
+				keys = append(keys, dk)
+			}
 			if evType.Int64 == evStartEnd || evType.Int64 == evNVTXTStartEnd {
-				style = "StartEnd"
+				k |= startEnd
 			}
 			r.pids[pid] = true
-			ranges = append(ranges, pending{
-				ann: trace.Annotation{Start: start.Int64, End: end.Int64, Name: r.t.Names.InternString(label),
-					PID: pid, TID: tid, Device: trace.NoID, ExternalID: trace.NoID},
-				domain: domainKey{pid, domainID.Int64},
-				style:  style,
-			})
+			styles = append(styles, k)
+			r.t.Annotations = append(r.t.Annotations, trace.Annotation{Start: start.Int64, End: end.Int64, Name: r.t.Names.InternString(label),
+				PID: pid, TID: tid, Device: trace.NoID, ExternalID: trace.NoID})
 		}
 		return nil
 	}
 	if err := r.nvtxRows(table, cols, []*sql.NullInt64{&start, &end, &evType, nil, &textID, &gtid, &domainID}, &text,
-		func() { r.c.NVTXEvents, ranges = 0, ranges[:0]; clear(domains) }, row); err != nil {
+		func() {
+			r.c.NVTXEvents, styles, keys = 0, styles[:0], keys[:0]
+			r.t.Annotations = r.t.Annotations[:first]
+			clear(domains)
+			clear(keyIdx)
+			if r.nvIdx != nil {
+				r.nvIdx.reset()
+			}
+		}, row); err != nil {
 		return err
 	}
-	for _, p := range ranges {
-		r.t.Annotations = append(r.t.Annotations, p.ann)
-		r.c.Ranges = append(r.c.Ranges, RangeInfo{Domain: domains[p.domain], Style: p.style})
+	if r.nvIdx != nil {
+		r.nvIdx.finish(domains)
+	}
+	r.c.Ranges = slices.Grow(r.c.Ranges, len(styles))
+	for _, k := range styles {
+		ri := RangeInfo{Domain: domains[keys[k&^startEnd]], Style: "PushPop"}
+		if k&startEnd != 0 {
+			ri.Style = "StartEnd"
+		}
+		r.c.Ranges = append(r.c.Ranges, ri)
 	}
 	return nil
 }

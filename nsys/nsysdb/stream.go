@@ -55,10 +55,12 @@ type streamLimits struct {
 	outliers int   // calls kept whose ids are far above the kernels' (a second id sequence)
 	judged   int   // ids remembered as having no call, before they are kept as a range
 	joins    int   // processes a pass keeps a join for (each about 2 MB with the default ring)
+	ranges   int   // NVTX ranges a pass holds (Trace.Annotations, about 100 bytes each)
+	depth    int   // NVTX ranges nested on one thread
 }
 
 func defaultLimits() streamLimits {
-	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64}
+	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64, ranges: 1 << 19, depth: 1 << 12}
 }
 
 // ahead is how far above the largest kernel id a call's id may be and still go in the ring.
@@ -95,19 +97,24 @@ const runtimeTable = "CUPTI_ACTIVITY_KIND_RUNTIME"
 // OpenStream reads the export's small tables (schema, strings, devices, memory ops, NVTX,
 // session) and prepares the pass; SummariseAPI, SkipKernelInfo and OneLaunchPerName are
 // implied, KernelNames and Logger are honoured. It returns ErrNotStreamable (wrapped) up front
-// when the export has NVTX ranges (scopes and stages need each launch's time and thread),
-// when the direct file reader declines the file or the kernel or runtime table, when the
+// when the export has more than streamLimits.ranges NVTX ranges (they are held, with the
+// other small tables: each op's scope is found from them), when the direct file reader declines the file or the kernel or runtime table, when the
 // kernel table's rowids are not its row numbers, and for an export without kernels when
 // AllowNoKernels asks for it to be read anyway. Other errors are ReadCapture's (not SQLite,
 // not an export, ErrNoKernels, ...), with the same messages.
-func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream, err error) {
+func OpenStream(ctx context.Context, path string, opts ReadOptions) (*OpStream, error) {
+	return openStream(ctx, path, opts, defaultLimits())
+}
+
+// openStream is OpenStream with the pass's windows (tests shrink them).
+func openStream(ctx context.Context, path string, opts ReadOptions, lim streamLimits) (_ *OpStream, err error) {
 	opts.SummariseAPI, opts.SkipKernelInfo, opts.OneLaunchPerName = true, true, true
 	r, warnings, err := openReader(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
 	log := r.log
-	s := &OpStream{Capture: r.c, r: r, db: r.db, limits: defaultLimits()}
+	s := &OpStream{Capture: r.c, r: r, db: r.db, limits: lim}
 	// The pass's launches are one per API name, with no call's time (see launch).
 	r.t.LaunchTimesDropped = true
 	defer func() {
@@ -159,10 +166,21 @@ func OpenStream(ctx context.Context, path string, opts ReadOptions) (_ *OpStream
 	if err := r.memops(); err != nil {
 		return nil, err
 	}
-	r.stopAtRange = true
+	r.maxRanges = lim.ranges
+	r.nvIdx, r.keepRange = newNVTXIndex(), opts.KeepRange
+	r.c.nvtx = r.nvIdx
+	if r.has("NVTX_EVENTS") {
+		// The table's rows bound its ranges: one allocation for the index instead of a
+		// growing slice's copies (at 500k ranges those were most of the pass's heap).
+		if p, err := r.planDirect("NVTX_EVENTS", []string{"start"}); err == nil {
+			if n, err := r.file.lastRowid(p.root); err == nil && n > 0 {
+				r.nvIdx.ranges = make([]nvRange, 0, min(n, int64(lim.ranges)))
+			}
+		}
+	}
 	if err := r.nvtx(); err != nil {
-		if errors.Is(err, errRangeFound) {
-			return nil, notStreamable("%s has NVTX ranges: scopes and stages need every launch call's time and thread", path)
+		if errors.Is(err, errTooManyRanges) {
+			return nil, notStreamable("%s has more than %d NVTX ranges, the most a streamed pass holds", path, lim.ranges)
 		}
 		return nil, err
 	}
@@ -247,6 +265,17 @@ func (s *OpStream) Close() error {
 // may have seen some ops: the caller discards them and reads the export with ReadCapture.
 // ctx cancellation is honoured. Each may be called once.
 func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error {
+	return s.EachScoped(ctx, func(op *trace.GPUOp, seq, launchStart int64, _ int32) { fn(op, seq, launchStart) })
+}
+
+// EachScoped is Each that also hands over the op's NVTX scope: the key (Capture.RangeKey: its
+// name and domain) of the innermost NVTX range open on the launching thread when the launch
+// call started, the range Scopes gives for the held trace (trace.NoID outside every range or
+// without a launch). When the pass ends (nil error) NVTXSummary of the capture has each
+// range's GPU time inside as it has from the held trace. An export whose ranges
+// overlap without nesting around a launch, or whose calls on a thread with ranges are out of
+// start order, ends the pass with ErrNotStreamable (see streamnvtx.go).
+func (s *OpStream) EachScoped(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64, scope int32)) error {
 	if s.closed {
 		return errors.New("nsys: OpStream.Each after Close")
 	}
@@ -273,9 +302,10 @@ func (s *OpStream) Each(ctx context.Context, fn func(op *trace.GPUOp, seq, launc
 // seqOp is an op with its seq and its launch call's start (NoID without one), in the reorder
 // window.
 type seqOp struct {
-	op  trace.GPUOp
-	seq int64
-	ls  int64
+	op    trace.GPUOp
+	seq   int64
+	ls    int64
+	scope int32 // the launch call's NVTX scope (annotation index) or NoID
 }
 
 func lessOp(a, b *seqOp) bool {
@@ -294,6 +324,7 @@ type rtCall struct {
 	start int64 // the call's start, the launch time of the ops it launched
 	raw   int32 // StringIds id of the call's name
 	pid   int32 // correlation ids are numbered per process
+	scope int32 // the call's NVTX scope (annotation index) or NoID
 }
 
 // rtBatch is a hand-over of runtime calls.
@@ -306,8 +337,9 @@ type pass struct {
 	s   *OpStream
 	r   *reader
 	t   *trace.Trace
-	fn  func(*trace.GPUOp, int64, int64)
+	fn  func(*trace.GPUOp, int64, int64, int32)
 	lim streamLimits
+	nv  *nvtxIndex // nil without NVTX ranges
 
 	// Kernels.
 	next      int64          // kernels scanned so far (the next one's seq)
@@ -351,10 +383,13 @@ type pass struct {
 	reps        map[apiName]int32
 }
 
-func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64)) *pass {
+func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 	lim := s.limits
+	if lim.depth <= 0 {
+		lim.depth = defaultLimits().depth
+	}
 	p := &pass{
-		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim,
+		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim, nv: s.r.c.nvtx.startPass(lim.depth),
 		devs:      map[int32]bool{},
 		kPIDs:     map[int32]bool{},
 		joins:     map[int32]*join{},
@@ -437,7 +472,7 @@ func (p *pass) run(ctx context.Context) error {
 			p.devs[device] = true
 			p.lastDev = device
 		}
-		x := seqOp{seq: seq, ls: trace.NoID, op: trace.GPUOp{
+		x := seqOp{seq: seq, ls: trace.NoID, scope: trace.NoID, op: trace.GPUOp{
 			Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
 			Name: name, Device: device, Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
 		}}
@@ -445,7 +480,7 @@ func (p *pass) run(ctx context.Context) error {
 			x.op.Correlation = corr.Int64
 		}
 		if x.op.Correlation != trace.NoID { // a stored -1 is no id to ReadCapture's link either
-			if x.op.Launch, x.ls, err = p.kernelLaunch(pid, corr.Int64); err != nil {
+			if x.op.Launch, x.ls, x.scope, err = p.kernelLaunch(pid, corr.Int64); err != nil {
 				return err
 			}
 		}
@@ -529,7 +564,10 @@ func (p *pass) deliverFront() error {
 		p.unmatched++
 	}
 	p.prev, p.delivered = *x, true
-	p.fn(&x.op, x.seq, x.ls)
+	if err := p.credit(x); err != nil {
+		return err
+	}
+	p.fn(&x.op, x.seq, x.ls, p.keyOf(x.scope))
 	p.free = append(p.free, slot)
 	return nil
 }
@@ -539,7 +577,7 @@ func (p *pass) deliverMemops(x *seqOp) error {
 	ops, order := p.t.GPUOps, p.s.memSort
 	for p.memNext < len(order) {
 		i := order[p.memNext]
-		m := seqOp{op: ops[i], seq: p.s.kN + int64(i)}
+		m := seqOp{op: ops[i], seq: p.s.kN + int64(i), scope: trace.NoID}
 		if x != nil && !lessOp(&m, x) {
 			return nil
 		}
@@ -547,7 +585,7 @@ func (p *pass) deliverMemops(x *seqOp) error {
 		li, ls := int32(trace.NoID), int64(trace.NoID)
 		if c := m.op.Correlation; c != trace.NoID {
 			var err error
-			if li, ls, err = p.memopLaunch(p.memPID[i], c); err != nil {
+			if li, ls, m.scope, err = p.memopLaunch(p.memPID[i], c); err != nil {
 				return err
 			}
 		}
@@ -557,8 +595,11 @@ func (p *pass) deliverMemops(x *seqOp) error {
 		ops[i].Launch = li
 		m.op.Launch = li
 		p.prev, p.delivered = m, true
+		if err := p.credit(&m); err != nil {
+			return err
+		}
 		p.scratch = m.op
-		p.fn(&p.scratch, m.seq, ls)
+		p.fn(&p.scratch, m.seq, ls, p.keyOf(m.scope))
 	}
 	return nil
 }
@@ -602,16 +643,17 @@ type join struct {
 
 type joinSlot struct {
 	id    int64
-	pos   int64 // the call's place in the hand-over
+	pos1  int64 // the call's place in the hand-over plus one; 0 for an empty slot
 	start int64 // the call's start
 	raw   int32
-	set   bool
+	scope int32 // 32 bytes a slot: a ring is 2 MB, one per process
 }
 
 type memJoin struct {
 	pos          int64
 	start        int64
 	raw          int32
+	scope        int32
 	seen, judged bool
 }
 
@@ -652,22 +694,22 @@ func (j *join) memOf(c int64) *memJoin {
 	return nil
 }
 
-// find returns the name and start of the first call seen with id c.
-func (j *join) find(c int64) (raw int32, start int64, ok bool) {
+// find returns the name, start and NVTX scope of the first call seen with id c.
+func (j *join) find(c int64) (raw int32, start int64, scope int32, ok bool) {
 	if c >= j.kmax-j.back && c <= j.kmax+j.ahead {
-		if sl := &j.ring[c&j.mask]; sl.set && sl.id == c {
-			return sl.raw, sl.start, true
+		if sl := &j.ring[c&j.mask]; sl.pos1 != 0 && sl.id == c {
+			return sl.raw, sl.start, sl.scope, true
 		}
 	}
 	if len(j.outliers) > 0 {
 		if o, ok := j.outliers[c]; ok {
-			return o.raw, o.start, true
+			return o.call.raw, o.call.start, o.call.scope, true
 		}
 	}
 	if m := j.memOf(c); m != nil && m.seen {
-		return m.raw, m.start, true
+		return m.raw, m.start, m.scope, true
 	}
-	return 0, 0, false
+	return 0, 0, trace.NoID, false
 }
 
 // isJudged says id c was declared without a call (exactly: forgotten ids are not).
@@ -716,7 +758,7 @@ func (j *join) ingest(c rtCall) error {
 			return notStreamable("the runtime call with correlation id %d comes after the memory op with that id was delivered without a launch", id)
 		}
 		if !m.seen {
-			m.raw, m.start, m.pos, m.seen = c.raw, c.start, pos, true
+			m.raw, m.start, m.scope, m.pos, m.seen = c.raw, c.start, c.scope, pos, true
 		}
 		return nil
 	}
@@ -731,7 +773,7 @@ func (j *join) ingest(c rtCall) error {
 		if len(j.outliers) >= j.outLimit {
 			return notStreamable("more than %d runtime calls have correlation ids over %d above the kernels' (%d)", j.outLimit, j.ahead, j.kmax)
 		}
-		j.outliers[id] = outlier{raw: c.raw, start: c.start, pos: pos}
+		j.outliers[id] = outlier{call: c, pos: pos}
 		heapPush(&j.outHeap, id)
 	case inRange:
 		if len(j.outliers) > 0 {
@@ -739,26 +781,25 @@ func (j *join) ingest(c rtCall) error {
 				return nil // an earlier call with this id
 			}
 		}
-		j.put(id, c.raw, c.start, pos)
+		j.put(c, pos)
 	}
 	// Below the range: no kernel may ask for it any more (only the judged check matters).
 	return nil
 }
 
-// put records the call of id c (in the ring's range) unless an earlier call had that id.
-func (j *join) put(c int64, raw int32, start, pos int64) {
-	sl := &j.ring[c&j.mask]
-	if sl.set && sl.id == c {
+// put records call c (its id in the ring's range) unless an earlier call had that id.
+func (j *join) put(c rtCall, pos int64) {
+	sl := &j.ring[c.id&j.mask]
+	if sl.pos1 != 0 && sl.id == c.id {
 		return
 	}
-	*sl = joinSlot{id: c, pos: pos, start: start, raw: raw, set: true}
+	*sl = joinSlot{id: c.id, pos1: pos + 1, start: c.start, raw: c.raw, scope: c.scope}
 }
 
 // outlier is a call whose id was above the ring's range when it came.
 type outlier struct {
-	raw   int32
-	start int64
-	pos   int64
+	call rtCall
+	pos  int64
 }
 
 // nearIDs is how far around a missing id passed looks for its neighbours' calls.
@@ -766,8 +807,8 @@ const nearIDs = 64
 
 // posOf is the place of the first call with id c the scan handed over.
 func (j *join) posOf(c int64) (int64, bool) {
-	if sl := &j.ring[c&j.mask]; sl.set && sl.id == c {
-		return sl.pos, true
+	if sl := &j.ring[c&j.mask]; sl.pos1 != 0 && sl.id == c {
+		return sl.pos1 - 1, true
 	}
 	if m := j.memOf(c); m != nil && m.seen {
 		return m.pos, true
@@ -807,7 +848,7 @@ func (j *join) raise(k int64) {
 		o := j.outliers[id]
 		delete(j.outliers, id)
 		if id >= k-j.back {
-			j.put(id, o.raw, o.start, o.pos)
+			j.put(o.call, o.pos)
 		}
 	}
 }
@@ -850,46 +891,46 @@ func heapPop(h *[]int64) int64 {
 	return top
 }
 
-// kernelLaunch is the launch of a kernel of process pid with correlation id k, and the launch
-// call's start (NoID without a call).
-func (p *pass) kernelLaunch(pid int32, k int64) (int32, int64, error) {
+// kernelLaunch is the launch of a kernel of process pid with correlation id k, the launch
+// call's start and its NVTX scope (NoID without a call).
+func (p *pass) kernelLaunch(pid int32, k int64) (int32, int64, int32, error) {
 	j, err := p.joinOf(pid)
 	if err != nil {
-		return trace.NoID, trace.NoID, err
+		return trace.NoID, trace.NoID, trace.NoID, err
 	}
 	if !j.haveK || k > j.kmax {
 		j.raise(k)
 	}
 	missPos := p.calls
 	for {
-		if raw, start, ok := j.find(k); ok {
+		if raw, start, scope, ok := j.find(k); ok {
 			li, err := p.launch(raw)
-			return li, start, err
+			return li, start, scope, err
 		}
 		if j.isJudged(k) {
-			return trace.NoID, trace.NoID, nil
+			return trace.NoID, trace.NoID, trace.NoID, nil
 		}
 		if k < j.kmax-j.back {
-			return trace.NoID, trace.NoID, notStreamable("%s: a kernel's correlation id %d is more than %d below another kernel's (%d), out of the join window", p.r.path, k, j.back, j.kmax)
+			return trace.NoID, trace.NoID, trace.NoID, notStreamable("%s: a kernel's correlation id %d is more than %d below another kernel's (%d), out of the join window", p.r.path, k, j.back, j.kmax)
 		}
 		// Should a call with id k still come after this, ingest says so.
 		if p.done || j.passed(k, missPos) {
 			break
 		}
 		if err := p.pull(); err != nil {
-			return trace.NoID, trace.NoID, err
+			return trace.NoID, trace.NoID, trace.NoID, err
 		}
 	}
 	j.judge(k)
-	return trace.NoID, trace.NoID, nil
+	return trace.NoID, trace.NoID, trace.NoID, nil
 }
 
 // memopLaunch is the launch of a memory op of process pid with correlation id c, at its
-// delivery, and the launch call's start (NoID without a call).
-func (p *pass) memopLaunch(pid int32, c int64) (int32, int64, error) {
+// delivery, the launch call's start and its NVTX scope (NoID without a call).
+func (p *pass) memopLaunch(pid int32, c int64) (int32, int64, int32, error) {
 	j, err := p.joinOf(pid)
 	if err != nil {
-		return trace.NoID, trace.NoID, err
+		return trace.NoID, trace.NoID, trace.NoID, err
 	}
 	m := j.memOf(c)
 	missPos := p.calls
@@ -900,15 +941,15 @@ func (p *pass) memopLaunch(pid int32, c int64) (int32, int64, error) {
 			break
 		}
 		if err := p.pull(); err != nil {
-			return trace.NoID, trace.NoID, err
+			return trace.NoID, trace.NoID, trace.NoID, err
 		}
 	}
 	if m.seen {
 		li, err := p.launch(m.raw)
-		return li, m.start, err
+		return li, m.start, m.scope, err
 	}
 	m.judged = true
-	return trace.NoID, trace.NoID, nil
+	return trace.NoID, trace.NoID, trace.NoID, nil
 }
 
 // launch returns the launch for a call name (StringIds id), creating it on first use: one per
@@ -965,7 +1006,7 @@ func (p *pass) scanRuntime(ctx context.Context) {
 	rt, out := p.rt, p.batches
 	defer close(out)
 	pt := &rt.part
-	path, file, plan, size := p.r.path, p.r.file, p.s.runtime, p.lim.batch
+	path, file, plan, size, nv := p.r.path, p.r.file, p.s.runtime, p.lim.batch, p.nv
 	get := func() *rtBatch {
 		select {
 		case b := <-p.spare:
@@ -987,14 +1028,21 @@ func (p *pass) scanRuntime(ctx context.Context) {
 	ts := &tableScan{s: file, rowidAt: -1, ints: make([]sql.NullInt64, len(plan.cols))}
 	ts.fnInts = func(v []sql.NullInt64) error {
 		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
-		pid, _ := pt.add(start.Int64, end.Int64, gtid.Int64, nameID.Int64)
+		pid, tid := pt.add(start.Int64, end.Int64, gtid.Int64, nameID.Int64)
 		if !corr.Valid {
 			return nil
 		}
 		if nameID.Int64 < 0 || nameID.Int64 > math.MaxInt32 {
 			return notStreamable("%s: %s: name id %d out of range", path, runtimeTable, nameID.Int64)
 		}
-		b.calls = append(b.calls, rtCall{id: corr.Int64, start: start.Int64, raw: int32(nameID.Int64), pid: pid})
+		scope := int32(trace.NoID)
+		if nv != nil {
+			var err error
+			if scope, err = nv.scope(pid, tid, start.Int64); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		}
+		b.calls = append(b.calls, rtCall{id: corr.Int64, start: start.Int64, raw: int32(nameID.Int64), pid: pid, scope: scope})
 		if len(b.calls) == size {
 			if err := send(b); err != nil {
 				return err
@@ -1042,6 +1090,29 @@ func (p *pass) pull() error {
 	case p.spare <- b:
 	default:
 	}
+	return nil
+}
+
+// keyOf is the key (Capture.RangeKey) of NVTX range r, or NoID.
+func (p *pass) keyOf(r int32) int32 {
+	if r == trace.NoID {
+		return trace.NoID
+	}
+	return p.nv.ranges[r].key
+}
+
+// credit adds a delivered op's GPU time to the NVTX ranges around its launch. gpuTimeInside
+// leaves out a launch whose ops sum to less than nothing, which a pass cannot know before its
+// end: an op that ends before it starts inside a range ends the pass instead.
+func (p *pass) credit(x *seqOp) error {
+	if p.nv == nil || x.scope == trace.NoID {
+		return nil
+	}
+	d := x.op.Dur()
+	if d < 0 {
+		return notStreamable("%s: a GPU op inside an NVTX range ends before it starts (%d ns)", p.r.path, d)
+	}
+	p.nv.credit(x.scope, d)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sglprof/runner/nsys/nsysgen"
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -197,6 +198,9 @@ type streamedOp struct {
 	// LS is the launch call's start as Each hands it over (-1 where the oracle has no call);
 	// describeOp leaves it 0.
 	LS int64
+	// Scope is the op's NVTX scope as EachScoped hands it over, as "domain:name" ("" for
+	// none); describeOp leaves it "".
+	Scope string
 }
 
 func launchKey(t *trace.Trace, li int32) string {
@@ -226,9 +230,13 @@ func streamAll(t *testing.T, path string, opts ReadOptions, limits *streamLimits
 		s.limits = *limits
 	}
 	var ops []streamedOp
-	err = s.Each(context.Background(), func(op *trace.GPUOp, seq, ls int64) {
+	err = s.EachScoped(context.Background(), func(op *trace.GPUOp, seq, ls int64, scope int32) {
 		d := describeOp(s.Capture.Trace, *op, seq)
 		d.LS = ls
+		if scope != trace.NoID {
+			name, domain := s.Capture.RangeKey(scope)
+			d.Scope = domain + ":" + s.Capture.Trace.Name(name)
+		}
 		ops = append(ops, d)
 	})
 	return s.Capture, ops, err
@@ -281,11 +289,15 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		return int(x.End - y.End)
 	})
 	want := make([]streamedOp, len(idx))
+	scopes := Scopes(ft, nil) // from every launching call's time and thread
 	for k, i := range idx {
 		want[k] = describeOp(ht, ht.GPUOps[i], int64(i))
 		want[k].LS = trace.NoID
 		if l := ft.GPUOps[i].Launch; l != trace.NoID {
 			want[k].LS = ft.Launches[l].Start
+		}
+		if a := scopes[i]; a != trace.NoID {
+			want[k].Scope = full.Ranges[a].Domain + ":" + ft.Name(ft.Annotations[a].Name)
 		}
 		if c := &want[k].Op.Correlation; multi && *c != trace.NoID {
 			*c &= 0xFFFFFFFF // the stream delivers kernels' ids as stored (Each says why)
@@ -391,8 +403,31 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		}
 		seen[k] = true
 	}
-	if len(st.GPUOps) != len(held.Memops) || len(c.Kernels) != 0 || len(st.Annotations) != 0 {
-		t.Errorf("the capture holds %d ops (want the %d memory ops), %d kernel infos, %d ranges", len(st.GPUOps), len(held.Memops), len(c.Kernels), len(st.Annotations))
+	if len(st.GPUOps) != len(held.Memops) || len(c.Kernels) != 0 {
+		t.Errorf("the capture holds %d ops (want the %d memory ops), %d kernel infos", len(st.GPUOps), len(held.Memops), len(c.Kernels))
+	}
+	// The stream holds the ranges opts.KeepRange keeps (none without it), with their domains.
+	anns := func(t *trace.Trace) []string {
+		var out []string
+		for _, a := range t.Annotations {
+			if t == ht && (opts.KeepRange == nil || !opts.KeepRange(t.Name(a.Name))) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s %d-%d %d/%d gpu=%v dev=%d", t.Name(a.Name), a.Start, a.End, a.PID, a.TID, a.GPU, a.Device))
+		}
+		return out
+	}
+	if d := cmp.Diff(anns(ht), anns(st)); d != "" {
+		t.Errorf("NVTX ranges (-ReadCapture +stream):\n%s", d)
+	}
+	var keptRanges []RangeInfo
+	for i, a := range ht.Annotations {
+		if opts.KeepRange != nil && opts.KeepRange(ht.Name(a.Name)) {
+			keptRanges = append(keptRanges, held.Ranges[i])
+		}
+	}
+	if d := cmp.Diff(keptRanges, c.Ranges, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("NVTX range domains (-ReadCapture +stream):\n%s", d)
 	}
 }
 
@@ -504,7 +539,9 @@ func TestStreamNotStreamable(t *testing.T) {
 		// fails on this export as well.
 		unreadable bool
 	}{
-		{"nvtx", largeExport(t, 500, 1), nil, true, "NVTX ranges", false},
+		// Each range ends where the next starts, at a call: the call is inside two ranges
+		// that do not nest.
+		{"nvtx-not-nested", largeExport(t, 500, 1), nil, false, "overlap without nesting", false},
 		{"more-processes-than-joins", writeStreamExport(t, streamCase{version: "3.28.1", n: 100, pids: 3}), &twoJoins, false, "more than 2 processes", false},
 		{"too-far-out-of-order", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, shuffle: 40}), &smallReorder, false, "reorder window", false},
 		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
@@ -552,10 +589,71 @@ func TestStreamDirectReaderDeclines(t *testing.T) {
 	wantNotStreamable(t, err, "direct file reader")
 }
 
-// TestStreamPipitFixture: the real export has NVTX ranges, so it is refused with that reason.
+// TestStreamPipitFixture: the real export, with its NVTX ranges, streams as ReadCapture reads
+// it: each op's scope is Scopes', each range's GPU time gpuTimeInside's.
 func TestStreamPipitFixture(t *testing.T) {
-	_, err := OpenStream(context.Background(), fixture(t, pipit), leanOptions)
-	wantNotStreamable(t, err, "has NVTX ranges")
+	path := fixture(t, pipit)
+	checkStreamMatchesRead(t, path, leanOptions, nil)
+	c, err := ReadCapture(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Trace.Annotations) == 0 {
+		t.Fatal("the fixture has no NVTX range any more: this test checks nothing")
+	}
+}
+
+// TestStreamNVTXScopes: nested NVTX ranges (layers inside steps, on one of the two threads
+// that launch, a range touching the next one between calls, ranges of a second process)
+// stream: every op's scope is Scopes' on the held trace and the NVTX table (GPU time inside
+// each range) is NVTXSummary's, with the default windows and with small ones.
+func TestStreamNVTXScopes(t *testing.T) {
+	for _, pids := range []int{1, 2} {
+		path := largeExportNVTX(t, 1000, pids, true)
+		// The layers no longer touch at a call, and steps hold five of them each.
+		mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = "end" - 1 WHERE "end" IS NOT NULL`,
+			`INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) SELECT start - 1, start - 1 + 5*25*8000, 59, 'step', globalTid, 0 FROM NVTX_EVENTS WHERE "end" IS NOT NULL AND rowid % 5 = 1`)
+		checkStreamMatchesRead(t, path, leanOptions, nil)
+		keep := leanOptions
+		keep.KeepRange = func(label string) bool { return label == "step" } // held as annotations too
+		checkStreamMatchesRead(t, path, keep, nil)
+		lim := defaultLimits()
+		lim.batch = 1 // a kernel asks for its call before the scan hands it over
+		checkStreamMatchesRead(t, path, leanOptions, &lim)
+		c, _, err := streamAll(t, path, leanOptions, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inside int64
+		for _, g := range c.nvtx.inside {
+			inside += g
+		}
+		if len(c.nvtx.ranges) < 40 || inside == 0 {
+			t.Fatalf("%d ranges, %d ns inside them: the export does not exercise the scopes", len(c.nvtx.ranges), inside)
+		}
+	}
+}
+
+// TestStreamNVTXLimits: an export with more NVTX ranges than a pass holds, or ranges nested
+// deeper than its stack, is refused, and ReadCapture reads it.
+func TestStreamNVTXLimits(t *testing.T) {
+	path := largeExportNVTX(t, 1000, 1, true)
+	mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = "end" - 1 WHERE "end" IS NOT NULL`)
+	lim := defaultLimits()
+	lim.ranges = 10
+	_, err := openStream(context.Background(), path, leanOptions, lim)
+	wantNotStreamable(t, err, "more than 10 NVTX ranges")
+	// Every range inside the one before: 40 deep.
+	mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = 100000000 - rowid WHERE "end" IS NOT NULL`)
+	s, err := OpenStream(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.limits.depth = 8
+	err = s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {})
+	wantNotStreamable(t, err, "more than 8 NVTX ranges nested")
+	checkStreamMatchesRead(t, path, leanOptions, nil) // with the default depth it streams
 }
 
 // TestStreamPipitWithoutNVTX: the real export with its NVTX table dropped streams as
@@ -755,6 +853,30 @@ func fuzzStreamExport(data []byte) nsysgen.Export {
 		e.Memops = mergeByStart(e.Memops, func(m nsysgen.Memop) nsysgen.Memop { m.PID, m.Start, m.End = 10, m.Start+7, m.End+7; return m },
 			func(m nsysgen.Memop) int64 { return m.Start })
 	}
+	if len(data) > 0 && data[0]&0x40 != 0 {
+		// NVTX ranges: one around everything, then ranges the bytes place (nested, touching or
+		// crossing; bounds on the calls' 500 ns grid or between), on the launching thread of
+		// each process, some in a named domain.
+		pids := []int32{9}
+		if data[0]&0x80 != 0 {
+			pids = append(pids, 10)
+		}
+		for _, pid := range pids {
+			outer := nsysgen.NVTX{Start: 0, End: tm + 1_000, PID: pid, TID: pid, Text: "DenoisingStage"}
+			var inner []nsysgen.NVTX
+			for i := 1; i+2 < len(data) && i < 3*40; i += 3 {
+				start := 1_000_000 + int64(data[i])*250
+				n := nsysgen.NVTX{Start: start, End: start + int64(data[i+1]%64)*250 + int64(data[i+2]%2)*100, PID: pid, TID: pid,
+					Text: []string{"denoising_step_1", "layers.0", "layers.1", "attn"}[data[i+2]%4]}
+				if data[i+2]&0x10 != 0 {
+					n.Domain = "sgl"
+				}
+				inner = append(inner, n)
+				outer.End = max(outer.End, n.End+1)
+			}
+			e.NVTX = append(append(e.NVTX, outer), inner...)
+		}
+	}
 	return e
 }
 
@@ -782,13 +904,18 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 2, 3, 4, 4, 5, 6, 7, 5, 0, 0, 0}, byte(4), byte(2))
 	f.Add([]byte{2, 0, 2, 2, 2, 1, 0, 1, 6, 0, 0, 0, 0, 0, 1, 9, 7, 3, 1, 1, 3, 2, 22, 15, 4, 1, 2, 3}, byte(1), byte(0))
 	f.Add([]byte("a graph, a copy and a lost launch: 0123456789abcdefghijklmnop"), byte(3), byte(1))
-	f.Add([]byte{0x80, 1, 2, 3, 1, 2, 3, 4, 4, 5, 6, 7, 5, 0, 0, 0, 2, 0, 2, 2, 6, 0, 0, 0}, byte(4), byte(2)) // two processes
+	f.Add([]byte{0x80, 1, 2, 3, 1, 2, 3, 4, 4, 5, 6, 7, 5, 0, 0, 0, 2, 0, 2, 2, 6, 0, 0, 0}, byte(4), byte(2))                                                                                             // two processes
+	f.Add([]byte{0x40, 0x12, 0x2, 0x5, 0x13, 0xd, 0x11, 0x13, 0x12, 0x14, 0x8, 0x11, 0x2, 0xe, 0x8, 0x3, 0x7, 0x5, 0x2, 0x9, 0xf, 0x14, 0x4, 0xd, 0x6, 0x4, 0x6, 0x7, 0xc, 0xe, 0x17}, byte(4), byte(2))   // nested NVTX ranges
+	f.Add([]byte{0xc0, 0xc, 0x5, 0xb, 0x16, 0x6, 0x1, 0xb, 0x4, 0x8, 0xd, 0x11, 0x6, 0xf, 0x1, 0x10, 0x17, 0x0, 0x6, 0x11, 0x8, 0x3, 0x6, 0x1, 0xe, 0x17, 0x12, 0x16, 0x14, 0x14, 0x11}, byte(2), byte(1)) // and two processes
+	f.Add([]byte{0x40, 0, 40, 0, 2, 8, 1, 3, 2, 2, 0, 1, 22, 12, 4, 17, 4, 6, 1, 1, 3, 5, 5, 7, 6, 0, 0, 0}, byte(4), byte(2))                                                                             // ranges that cross at a call
 	f.Fuzz(func(t *testing.T, data []byte, reorder, ring byte) {
 		path := filepath.Join(t.TempDir(), "fuzz.sqlite")
 		if err := nsysgen.Write(path, fuzzStreamExport(data)); err != nil {
 			t.Fatal(err)
 		}
-		checkStream(t, path, leanOptions, nil, false)
+		// Ranges the bytes place may overlap without nesting around a call: such an export
+		// is refused (it is then read whole).
+		checkStream(t, path, leanOptions, nil, len(data) > 0 && data[0]&0x40 != 0)
 		size := 16 << (ring % 4)
 		lim := streamLimits{reorder: 1 + int(reorder%32), ring: size, back: int64(size / 2), slack: 1 + int64(ring%8),
 			batch: 1 + int(reorder%7), outliers: 4, judged: 2, joins: 64}

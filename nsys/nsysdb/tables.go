@@ -30,6 +30,9 @@ type NVTXRange struct {
 // summarised the same way through a Capture built by hand.
 func NVTXSummary(c *Capture) []NVTXRange {
 	t := c.Trace
+	if c.nvtx != nil {
+		return sortNVTX(c.nvtx.summary(t))
+	}
 	gpu := gpuTimeInside(t)
 	type key struct {
 		domain string
@@ -61,6 +64,11 @@ func NVTXSummary(c *Capture) []NVTXRange {
 		r.MaxNS = max(r.MaxNS, d)
 		r.GPUTimeNS += gpu[i]
 	}
+	return sortNVTX(rows)
+}
+
+// sortNVTX fills in the means and sorts the rows by total time, then domain and name.
+func sortNVTX(rows []NVTXRange) []NVTXRange {
 	for i := range rows {
 		rows[i].MeanNS = rows[i].TotalNS / int64(rows[i].Count)
 	}
@@ -71,6 +79,21 @@ func NVTXSummary(c *Capture) []NVTXRange {
 		return cmp.Compare(a.Domain+":"+a.Range, b.Domain+":"+b.Range)
 	})
 	return rows
+}
+
+// RangeKey is the name and domain ("" for the default one) of NVTX range key k of a streamed
+// export, as OpStream.EachScoped hands keys over (k below RangeKeys).
+func (c *Capture) RangeKey(k int32) (name trace.NameID, domain string) {
+	return c.nvtx.keys[k].name, c.nvtx.domains[k]
+}
+
+// RangeKeys is the number of NVTX range keys of a streamed export (see RangeKey); 0 for a
+// ReadCapture capture, whose ranges are Trace.Annotations.
+func (c *Capture) RangeKeys() int {
+	if c.nvtx == nil {
+		return 0
+	}
+	return len(c.nvtx.keys)
 }
 
 // gpuTimeInside returns, per annotation, the GPU time of ops launched inside it on its thread:

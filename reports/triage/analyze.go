@@ -546,6 +546,9 @@ type traceCtx struct {
 	// hands it over with the op; trace.NoID when unknown), read by launchOf when streamStarts.
 	streamLaunch int64
 	streamStarts bool
+	// streamScope is the Options.Scopes-like label of the op a stream is delivering now
+	// (OpStream.EachScoped; 0 for none), read by scoped for an op not in the trace.
+	streamScope trace.NameID
 }
 
 func newTraceCtx(t *trace.Trace, cls *Classifier) *traceCtx {
@@ -736,6 +739,12 @@ func sortStagesByStart(t *trace.Trace, order []string, groups map[string][]int32
 		}
 		first[st] = f
 	}
+	sortStages(order, first)
+}
+
+// sortStages orders stage labels by SGLang's fixed order, then by first (each stage's first
+// op's start), then by name.
+func sortStages(order []string, first map[string]int64) {
 	sort.SliceStable(order, func(i, j int) bool {
 		// SGLang's own stage names keep their fixed order (extend, mixed, decode, then the rest).
 		if oi, oj := stageOrder(order[i]), stageOrder(order[j]); oi != oj {
@@ -785,6 +794,8 @@ func (c *traceCtx) siteOf(op *trace.GPUOp, oi int32) siteKey {
 func (c *traceCtx) scoped(oi int32, k siteKey) siteKey {
 	if oi >= 0 && int(oi) < len(c.scopes) && c.scopes[oi] != 0 {
 		k.loc, k.kind = c.scopes[oi], kindScope
+	} else if oi < 0 && c.streamScope != 0 {
+		k.loc, k.kind = c.streamScope, kindScope
 	}
 	return k
 }

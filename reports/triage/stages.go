@@ -33,6 +33,10 @@ func annotationStage(name string) string {
 	return ""
 }
 
+// IsStageAnnotation says an annotation named name marks a stage (its ops' stage label is the
+// stage it names): a reader that holds only some annotations keeps these.
+func IsStageAnnotation(name string) bool { return annotationStage(name) != "" }
+
 type window struct {
 	start, end int64
 	stage      string
@@ -92,25 +96,7 @@ func AnnotationStages(t *trace.Trace, device int32) []string {
 // opStages assigns every op in ops (indices into t.GPUOps) a stage from the trace's
 // annotations. It returns nil when the trace has no stage annotations at all.
 func opStages(t *trace.Trace, ops []int32, device int32) []string {
-	var gpu, cpu []window
-	cache := map[trace.NameID]string{}
-	for _, a := range t.Annotations {
-		st, ok := cache[a.Name]
-		if !ok {
-			st = annotationStage(t.Name(a.Name))
-			cache[a.Name] = st
-		}
-		if st == "" || a.End <= a.Start {
-			continue
-		}
-		if a.GPU {
-			if a.Device == device || a.Device == trace.NoID {
-				gpu = append(gpu, window{a.Start, a.End, st})
-			}
-		} else {
-			cpu = append(cpu, window{a.Start, a.End, st})
-		}
-	}
+	gpu, cpu := stageWindows(t, device)
 	if len(gpu) == 0 && len(cpu) == 0 {
 		return nil
 	}
@@ -134,4 +120,28 @@ func opStages(t *trace.Trace, ops []int32, device int32) []string {
 		out[i] = st
 	}
 	return out
+}
+
+// stageWindows are t's stage annotations as windows: the GPU-side ones of device (all of them
+// for trace.NoID), and the CPU-side ones, which contain an op's launch call.
+func stageWindows(t *trace.Trace, device int32) (gpu, cpu []window) {
+	cache := map[trace.NameID]string{}
+	for _, a := range t.Annotations {
+		st, ok := cache[a.Name]
+		if !ok {
+			st = annotationStage(t.Name(a.Name))
+			cache[a.Name] = st
+		}
+		if st == "" || a.End <= a.Start {
+			continue
+		}
+		if a.GPU {
+			if a.Device == device || a.Device == trace.NoID {
+				gpu = append(gpu, window{a.Start, a.End, st})
+			}
+		} else {
+			cpu = append(cpu, window{a.Start, a.End, st})
+		}
+	}
+	return gpu, cpu
 }

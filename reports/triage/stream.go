@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -19,7 +21,8 @@ var ErrNotStreamable = errors.New("triage: input cannot be streamed")
 type OpStream struct {
 	// Trace is the input without the ops Each delivers: names, launches (GPUOp.Launch indexes
 	// them), processes, devices, warnings. Analyze ignores Trace.GPUOps, which a reader may use
-	// for its own tables. It must have no annotation: stages and scopes need a held trace.
+	// for its own tables. It may hold CPU-side annotations only when EachScoped is set: their
+	// stage windows are then looked up with each op's launch start, as a held trace's are.
 	Trace *trace.Trace
 	// Each calls fn once for every GPU op of the input in nondecreasing (Start, End, seq)
 	// order, where seq is the op's index in the trace the input's Open would return (it
@@ -30,6 +33,10 @@ type OpStream struct {
 	// (the reader found the order could not be kept) sends Analyze back to Open; fn may have
 	// seen some ops by then.
 	Each func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error
+	// EachScoped, when set, is used instead of Each: it also hands over the op's scope label,
+	// what Options.Scopes would give the op in the held trace (a name in Trace.Names, 0 for
+	// none), so that the input may carry annotations (an nsys export's NVTX ranges).
+	EachScoped func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64, scope trace.NameID)) error
 	// Close, when set, releases the reader's files; Analyze calls it once it is done with the
 	// stream, whether or not Each ran.
 	Close func() error
@@ -58,11 +65,12 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 			}
 		}()
 	}
-	if s.Trace == nil || s.Each == nil {
+	if s.Trace == nil || (s.Each == nil && s.EachScoped == nil) {
 		return info, nil, false, nil
 	}
 	t := s.Trace
-	if f.Stage == "" && (len(t.Annotations) > 0 || (a.opts.Stages != nil && a.opts.Stages(t) != nil)) ||
+	gpuAnn := slices.ContainsFunc(t.Annotations, func(x trace.Annotation) bool { return x.GPU })
+	if f.Stage == "" && ((len(t.Annotations) > 0 && (s.EachScoped == nil || gpuAnn)) || (a.opts.Stages != nil && a.opts.Stages(t) != nil)) ||
 		(a.opts.Scopes != nil && a.opts.Scopes(t) != nil) {
 		a.log.Debug("triage: reading the whole trace: its stages or scopes need every op", "path", f.Path)
 		return info, nil, false, nil
@@ -70,7 +78,21 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 	c := newTraceCtx(t, a.cls)
 	c.streamStarts = true
 	sa := &streamAnalysis{c: c, devs: map[int32]*streamDev{}}
-	if err := s.Each(ctx, sa.add); err != nil {
+	if f.Stage == "" {
+		if _, cpu := stageWindows(t, trace.NoID); len(cpu) > 0 {
+			sa.wins, sa.staged, sa.devAll = newWindowSet(cpu), map[devStage]*streamDev{}, map[int32]int64{}
+		}
+	}
+	var err2 error
+	if s.EachScoped != nil {
+		err2 = s.EachScoped(ctx, func(op *trace.GPUOp, seq, launchStart int64, scope trace.NameID) {
+			c.streamScope = scope
+			sa.add(op, seq, launchStart)
+		})
+	} else {
+		err2 = s.Each(ctx, sa.add)
+	}
+	if err := err2; err != nil {
 		if errors.Is(err, ErrNotStreamable) {
 			a.log.Debug("triage: reading the whole trace", "path", f.Path, "why", err)
 			return info, nil, false, nil
@@ -87,6 +109,9 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 	per := make(map[int32]int64, len(sa.devs))
 	for d, sd := range sa.devs {
 		per[d] = sd.all
+	}
+	if sa.wins != nil {
+		per = sa.devAll
 	}
 	dev, found := a.pickFrom(per, f.Path)
 	if !found {
@@ -107,7 +132,33 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 	if err := ctx.Err(); err != nil {
 		return info, nil, false, err
 	}
+	if sa.wins != nil {
+		// The stages of the device's ops, in a held trace's order (sortStagesByStart); a held
+		// stage holds only ops that do not end before they start.
+		var order []string
+		first := map[string]int64{}
+		for k, d := range sa.staged {
+			if k.dev == dev && d.count > 0 {
+				order = append(order, k.stage)
+				first[k.stage] = d.first
+			}
+		}
+		slices.Sort(order)
+		sortStages(order, first)
+		info.Stage = strings.Join(order, ",")
+		res := make([]stageResult, 0, len(order))
+		for _, st := range order {
+			res = append(res, a.streamStage(c, st, sa.staged[devStage{dev, st}]))
+		}
+		return info, res, true, nil
+	}
 	return info, []stageResult{a.streamStage(c, label, sa.devs[dev])}, true, nil
+}
+
+// devStage names one device's stage of a streamed input.
+type devStage struct {
+	dev   int32
+	stage string
 }
 
 // streamAnalysis is the state of one streamed input: one streamDev per device, as the device
@@ -121,6 +172,12 @@ type streamAnalysis struct {
 	pStart, pEnd, pSeq int64
 	n                  int64
 	err                error // the first order violation; the rest of the pass is ignored
+	// With stage annotations (wins not nil) the ops go to one streamDev per device and stage
+	// (staged) instead of devs, and devAll sums each device's op durations.
+	wins      *windowSet
+	staged    map[devStage]*streamDev
+	devAll    map[int32]int64
+	lastStage devStage
 }
 
 // streamDev is one device's stage: its aggregates, the online overlap sweep and, per stream,
@@ -201,6 +258,10 @@ func (sa *streamAnalysis) add(op *trace.GPUOp, seq, launchStart int64) {
 	sa.n++
 	sa.pStart, sa.pEnd, sa.pSeq = op.Start, op.End, seq
 	sa.c.streamLaunch = launchStart
+	if sa.wins != nil {
+		sa.addStaged(op, seq, launchStart)
+		return
+	}
 	d := sa.last
 	if d == nil || op.Device != sa.lastDev {
 		if d = sa.devs[op.Device]; d == nil {
@@ -208,6 +269,30 @@ func (sa *streamAnalysis) add(op *trace.GPUOp, seq, launchStart int64) {
 			sa.devs[op.Device] = d
 		}
 		sa.last, sa.lastDev = d, op.Device
+	}
+	d.add(sa.c, op, seq)
+}
+
+// addStaged is add for an input with stage windows: the op's stage is the innermost window
+// around its launch call's start (its own start without a launch), as opStages finds it.
+func (sa *streamAnalysis) addStaged(op *trace.GPUOp, seq, launchStart int64) {
+	ct := op.Start
+	if op.Launch >= 0 && launchStart != trace.NoID {
+		ct = launchStart
+	}
+	st := sa.wins.find(ct)
+	if st == "" {
+		st = StageUnannotated
+	}
+	sa.devAll[op.Device] += op.Dur()
+	k := devStage{op.Device, st}
+	d := sa.last
+	if d == nil || k != sa.lastStage {
+		if d = sa.staged[k]; d == nil {
+			d = &streamDev{streams: map[int32]*streamState{}, adj: map[uint64]int64{}}
+			sa.staged[k] = d
+		}
+		sa.last, sa.lastStage = d, k
 	}
 	d.add(sa.c, op, seq)
 }

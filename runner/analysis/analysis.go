@@ -664,13 +664,7 @@ func scopeLabels(c *nsysdb.Capture, idx []int32) []trace.NameID {
 	if len(t.Annotations) == 0 || idx == nil {
 		return nil // no NVTX range, so no op has a scope (nil reads as "none" for every op)
 	}
-	// The label depends on the range's name and domain only: one per distinct pair, not per
-	// range instance (a layerwise-marked run has tens of thousands of those).
-	type key struct {
-		name   trace.NameID
-		domain string
-	}
-	byName := map[key]trace.NameID{}
+	label := rangeLabeler(t)
 	labels := map[int32]trace.NameID{}
 	out := make([]trace.NameID, len(idx))
 	for i, a := range idx {
@@ -679,23 +673,41 @@ func scopeLabels(c *nsysdb.Capture, idx []int32) []trace.NameID {
 		}
 		id, ok := labels[a]
 		if !ok {
-			k := key{name: t.Annotations[a].Name}
+			domain := ""
 			if int(a) < len(c.Ranges) {
-				k.domain = c.Ranges[a].Domain
+				domain = c.Ranges[a].Domain
 			}
-			if id, ok = byName[k]; !ok {
-				name := foldNumbers(t.Name(k.name))
-				if k.domain != "" {
-					name = k.domain + ":" + name
-				}
-				id = t.Names.InternString("nvtx: " + name)
-				byName[k] = id
-			}
+			id = label(t.Annotations[a].Name, domain)
 			labels[a] = id
 		}
 		out[i] = id
 	}
 	return out
+}
+
+// rangeLabeler returns the scope label of an NVTX range of t with that name and domain (see
+// scopeLabels), interning it on first use. The label depends on the range's name and domain
+// only: one per distinct pair, not per range instance (a layerwise-marked run has tens of
+// thousands of those).
+func rangeLabeler(t *trace.Trace) func(name trace.NameID, domain string) trace.NameID {
+	type key struct {
+		name   trace.NameID
+		domain string
+	}
+	byName := map[key]trace.NameID{}
+	return func(name trace.NameID, domain string) trace.NameID {
+		k := key{name, domain}
+		id, ok := byName[k]
+		if !ok {
+			name := foldNumbers(t.Name(k.name))
+			if k.domain != "" {
+				name = k.domain + ":" + name
+			}
+			id = t.Names.InternString("nvtx: " + name)
+			byName[k] = id
+		}
+		return id
+	}
 }
 
 var decimalRun = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[0-9]+`) })

@@ -11,8 +11,10 @@ import (
 )
 
 // openStream is the triage.Options.OpenStream hook: an nsys export that nsysdb.OpenStream can
-// deliver in time order (no NVTX range; one process or several) is triaged as its kernels go by, so the
-// triage's memory does not grow with their number. Everything else, and an export whose order
+// deliver in time order (one process or several, with NVTX ranges or without) is triaged as
+// its kernels go by, so the triage's memory does not grow with their number (the NVTX ranges
+// are held in a compact index: each op comes with its scope, and only the ranges that name
+// stages are held as annotations, for the stage windows). Everything else, and an export whose order
 // breaks during the pass, goes to open (the held trace). The window mapping and --nvtx-stage
 // want NVTX ranges and the held capture, so they are not streamed.
 func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream, error) {
@@ -29,15 +31,32 @@ func (s *Session) openStream(ctx context.Context, path string) (*triage.OpStream
 			return nil, err
 		}
 	}
-	st, err := nsysdb.OpenStream(ctx, path, nsysdb.ReadOptions{Logger: s.log, SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true})
+	st, err := nsysdb.OpenStream(ctx, path, nsysdb.ReadOptions{Logger: s.log, SummariseAPI: true, SkipKernelInfo: true, OneLaunchPerName: true,
+		KeepRange: triage.IsStageAnnotation})
 	if err != nil {
 		return nil, notStreamable(err)
 	}
 	c := st.Capture
+	// Each NVTX range key's scope label (scopeLabels), interned before the pass.
+	var labels []trace.NameID
+	if n := c.RangeKeys(); n > 0 {
+		label := rangeLabeler(c.Trace)
+		labels = make([]trace.NameID, n)
+		for k := range labels {
+			labels[k] = label(c.RangeKey(int32(k)))
+		}
+	}
 	return &triage.OpStream{
 		Trace: c.Trace,
-		Each: func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64)) error {
-			if err := st.Each(ctx, fn); err != nil {
+		EachScoped: func(ctx context.Context, fn func(op *trace.GPUOp, seq, launchStart int64, scope trace.NameID)) error {
+			err := st.EachScoped(ctx, func(op *trace.GPUOp, seq, launchStart int64, k int32) {
+				var scope trace.NameID
+				if k >= 0 && int(k) < len(labels) {
+					scope = labels[k]
+				}
+				fn(op, seq, launchStart, scope)
+			})
+			if err != nil {
 				return notStreamable(err)
 			}
 			// The NVTX, memory and API tables, once the pass has summed the API calls.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,9 +19,9 @@ import (
 // streamExport writes a random export that a stream can serve: one process, kernels in start
 // order on several streams (overlapping, touching, equal starts, zero length), graph and
 // driver launches, synchronisations that launch nothing, copies and memsets, one or two GPUs.
-// twoPIDs gives a second process's kernels, whose correlation ids repeat the first's; nvtx a
-// range, which must be read held.
-func streamExport(t *testing.T, seed uint64, version string, twoPIDs, nvtx bool) string {
+// twoPIDs gives a second process's kernels, whose correlation ids repeat the first's; nvtx
+// NVTX ranges (nvtxRanges).
+func streamExport(t *testing.T, seed uint64, version string, twoPIDs bool, nvtx nvtxMode) string {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 77))
 	e := nsysgen.Export{Version: version, GPUs: []nsysgen.GPU{{ID: 0, Name: "H100"}, {ID: 1, Name: "H100"}},
@@ -32,6 +33,7 @@ func streamExport(t *testing.T, seed uint64, version string, twoPIDs, nvtx bool)
 	devs := 1 + r.IntN(2)
 	var at int64
 	corrs := map[int32]int64{} // per process: CUPTI numbers each process's calls from 1
+	calls := map[int64]bool{}  // every call's start
 	for i := range 600 {
 		at += int64(r.IntN(4_000))
 		pid := int32(4242)
@@ -61,19 +63,97 @@ func streamExport(t *testing.T, seed uint64, version string, twoPIDs, nvtx bool)
 				Correlation: corr, Name: names[r.IntN(len(names))], PID: pid, TID: pid})
 		}
 		e.Runtime = append(e.Runtime, call)
+		calls[call.Start] = true
 		if r.IntN(8) == 0 {
 			corrs[pid]++
 			e.Runtime = append(e.Runtime, nsysgen.Runtime{Start: at - 400, End: at + 9_000, PID: pid, TID: pid, Correlation: corrs[pid], Name: "cudaStreamSynchronize_v3020"})
 		}
 	}
-	if nvtx {
-		e.NVTX = append(e.NVTX, nsysgen.NVTX{Start: 0, End: at, PID: 4242, TID: 4242, Text: "denoising_step_0"})
+	if nvtx != nvtxNone {
+		pids := []int32{4242}
+		if twoPIDs {
+			pids = append(pids, 4343)
+		}
+		for _, pid := range pids {
+			e.NVTX = append(e.NVTX, nvtxRanges(r, pid, at, calls, nvtx == nvtxCrossing)...)
+		}
 	}
 	path := filepath.Join(t.TempDir(), fmt.Sprintf("report-%d.sqlite", seed))
 	if err := nsysgen.Write(path, e); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// nvtxMode is what NVTX ranges streamExport gives its export.
+type nvtxMode int
+
+const (
+	nvtxNone     nvtxMode = iota
+	nvtxNested            // stages, steps and layers, nested per thread (streamed)
+	nvtxCrossing          // the same with two ranges that overlap without nesting (read held)
+)
+
+// nvtxRanges gives thread pid ranges as a diffusion pipeline marks them over [0, end]: a
+// stage range, touching denoising_step_N ranges inside it (their shared bounds never at a
+// call's start: a call there would be inside two ranges that do not nest), layer ranges
+// (some in a named domain, some with a bound exactly at a call's start, some touching) inside
+// each step, a range on a thread that makes no call, and, with crossing, a range that
+// overlaps the first step without nesting.
+func nvtxRanges(r *rand.Rand, pid int32, end int64, calls map[int64]bool, crossing bool) []nsysgen.NVTX {
+	var starts []int64
+	for s := range calls {
+		if s > 0 && s < end {
+			starts = append(starts, s)
+		}
+	}
+	slices.Sort(starts)
+	out := []nsysgen.NVTX{{Start: 0, End: end, PID: pid, TID: pid, Text: "DenoisingStage"},
+		{Start: 10, End: end / 2, PID: pid, TID: pid + 1, Text: "loader"}}
+	steps := 2 + r.IntN(4)
+	at := int64(1_000)
+	for k := range steps {
+		next := at + (end-2_000)/int64(steps)
+		for calls[next] {
+			next++
+		}
+		if k == steps-1 {
+			next = end - 1_000
+		}
+		out = append(out, nsysgen.NVTX{Start: at, End: next, PID: pid, TID: pid, Text: fmt.Sprintf("denoising_step_%d", k)})
+		// Layers: ordered sub-intervals of the step, bounds picked from the calls inside it.
+		var in []int64
+		for _, s := range starts {
+			if s > at && s < next {
+				in = append(in, s)
+			}
+		}
+		for i := 0; i+1 < len(in); {
+			j := i + 1 + r.IntN(6)
+			if j >= len(in) {
+				break
+			}
+			lo, hi := in[i], in[j]
+			if r.IntN(2) == 0 {
+				lo++ // not at a call
+			}
+			l := nsysgen.NVTX{Start: lo, End: hi, PID: pid, TID: pid, Text: fmt.Sprintf("layers.%d", r.IntN(4))}
+			if r.IntN(4) == 0 {
+				l.Domain = "sgl"
+			}
+			out = append(out, l)
+			if r.IntN(3) == 0 && hi < in[len(in)-1] && !calls[hi] {
+				i = j // the next layer touches this one (never at a call: see above)
+			} else {
+				i = j + 1
+			}
+		}
+		at = next
+	}
+	if crossing {
+		out = append(out, nsysgen.NVTX{Start: 500, End: 1_000 + (end-2_000)/int64(steps)/2, PID: pid, TID: pid, Text: "crossing"})
+	}
+	return out
 }
 
 // triageJSON triages path (streamed or held) and returns the JSON report and the debug log.
@@ -98,15 +178,18 @@ func triageJSON(t *testing.T, path string, stream bool) (string, string) {
 func TestStreamedTriageMatchesHeld(t *testing.T) {
 	const fellBack = "reading the whole trace"
 	for i, tc := range []struct {
-		version       string
-		twoPIDs, nvtx bool
-		wantStreamed  bool
+		version      string
+		twoPIDs      bool
+		nvtx         nvtxMode
+		wantStreamed bool
 	}{
-		{"3.28.1", false, false, true},
-		{"3.13.2", false, false, true},
-		{"2.9.1", false, false, true},
-		{"3.28.1", true, false, true},
-		{"3.28.1", false, true, false},
+		{"3.28.1", false, nvtxNone, true},
+		{"3.13.2", false, nvtxNone, true},
+		{"2.9.1", false, nvtxNone, true},
+		{"3.28.1", true, nvtxNone, true},
+		{"3.28.1", false, nvtxNested, true},
+		{"3.28.1", true, nvtxNested, true},
+		{"3.28.1", false, nvtxCrossing, false},
 	} {
 		t.Run(fmt.Sprintf("%s-pids%v-nvtx%v", tc.version, tc.twoPIDs, tc.nvtx), func(t *testing.T) {
 			for seed := range uint64(4) {
@@ -123,6 +206,14 @@ func TestStreamedTriageMatchesHeld(t *testing.T) {
 				for _, want := range []string{`"memory_ops": [`, "cudaGraphLaunch", "cudaStreamSynchronize", `"host_wait_us": `, `"launch_delay`} {
 					if !strings.Contains(streamed, want) {
 						t.Fatalf("seed %d: the report lacks %q, so the export does not exercise it:\n%s", seed, want, streamed)
+					}
+				}
+				// NVTX: scopes in and out of a domain, the steps' stage and the NVTX table.
+				if tc.nvtx == nvtxNested {
+					for _, want := range []string{"nvtx: layers.N", "nvtx: sgl:layers.N", `"stage": "DenoisingStage`, `"range": "denoising_step_0"`} {
+						if !strings.Contains(streamed, want) {
+							t.Fatalf("seed %d: the report lacks %q, so the export does not exercise it:\n%s", seed, want, streamed)
+						}
 					}
 				}
 			}
