@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -338,6 +339,12 @@ func signalOurs(id ProcessID, token string) (bool, string) {
 	}
 	has, err := carriesToken(id.PID, token)
 	if err != nil {
+		// A process that exits between the stat above and this read is gone, not spared: its
+		// /proc entry answers ESRCH (or vanishes) once it is a zombie or reaped.
+		if st, ok := ReadStat(id.PID); errors.Is(err, syscall.ESRCH) || errors.Is(err, fs.ErrNotExist) ||
+			!ok || st.State == 'Z' || st.State == 'X' || st.Start != id.Start {
+			return false, ""
+		}
 		return false, fmt.Sprintf("its environment cannot be read (%v), so nothing shows that the runner started it", err)
 	}
 	if !has {
