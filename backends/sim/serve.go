@@ -874,17 +874,13 @@ func (q llmReq) due() *simDue {
 	return &simDue{run: q.SimRun, ns: *q.SimDue}
 }
 
-// llmRun runs one request through the server's continuous-batching engine (llmengine.go,
-// costs in llmcost.go) and feeds the profiler with its steps; emit (may be nil) gets the
-// cumulative output token count as each token is produced (the first at the end of its
-// prefill, then one per decode step) and the request's simulated time so far in ms, from its
-// arrival: queueing, prefill and decode. It returns the request's simulated latency in s.
-func (s *server) llmRun(inTok, outTok int, emit func(n int, simMS float64)) (float64, error) {
-	return s.llmRunDue(nil, inTok, outTok, 0, emit)
-}
-
-// llmRunDue is llmRun for a request the load client placed on its schedule (due; nil: none),
-// cached of whose prompt tokens the prefix cache holds.
+// llmRunDue runs one request through the server's continuous-batching engine (llmengine.go,
+// costs in llmcost.go) and feeds the profiler with its steps. due is where the load client
+// placed the request on its schedule (nil: none); cached of its prompt tokens are in the prefix
+// cache and are not prefilled again. emit (may be nil) gets the cumulative output token count
+// as each token is produced (the first at the end of its prefill, then one per decode step) and
+// the request's simulated time so far in ms, from its arrival: queueing, prefill and decode. It
+// returns the request's simulated latency in s.
 func (s *server) llmRunDue(due *simDue, inTok, outTok, cached int, emit func(n int, simMS float64)) (float64, error) {
 	// A flush holds the scheduler; requests wait for it.
 	s.mu.Lock()

@@ -82,7 +82,6 @@ type nvtxIndex struct {
 	parent  []int32                  // per range: the range under it on its thread's stack, or NoID
 	inside  []int64                  // per key: the GPU time of the ops launched inside its ranges
 	depth   int                      // most ranges a stack may hold
-	sorted  bool
 }
 
 func newNVTXIndex() *nvtxIndex {
