@@ -167,25 +167,16 @@ func (d *decoder) absorb(u *decoder) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t.GPUOps = grow(t.GPUOps, len(v.GPUOps))
-		dst := t.GPUOps[len(t.GPUOps)-len(v.GPUOps):]
-		for i, o := range v.GPUOps {
+		t.GPUOps = appendRemapped(t.GPUOps, v.GPUOps, func(o *trace.GPUOp) {
 			o.Name, o.Device, o.Stream = names[o.Name], fix(o.Device), fix(o.Stream)
-			dst[i] = o
-		}
-		t.Launches = grow(t.Launches, len(v.Launches))
-		dl := t.Launches[len(t.Launches)-len(v.Launches):]
-		for i, l := range v.Launches {
+		})
+		t.Launches = appendRemapped(t.Launches, v.Launches, func(l *trace.Launch) {
 			l.Name, l.PID, l.TID = names[l.Name], fix(l.PID), fix(l.TID)
-			dl[i] = l
-		}
-		t.Comms = grow(t.Comms, len(v.Comms))
-		dc := t.Comms[len(t.Comms)-len(v.Comms):]
-		for i, c := range v.Comms {
+		})
+		t.Comms = appendRemapped(t.Comms, v.Comms, func(c *trace.Comm) {
 			c.Op += ops
 			c.Name, c.DType, c.InSplit, c.OutSplit = names[c.Name], names[c.DType], names[c.InSplit], names[c.OutSplit]
-			dc[i] = c
-		}
+		})
 	}()
 	if t.Shapes != nil {
 		if v.Shapes == nil {
@@ -196,42 +187,37 @@ func (d *decoder) absorb(u *decoder) {
 			}
 		}
 	}
-	t.CPUOps = grow(t.CPUOps, len(v.CPUOps))
-	dc := t.CPUOps[len(t.CPUOps)-len(v.CPUOps):]
-	for i, c := range v.CPUOps {
+	t.CPUOps = appendRemapped(t.CPUOps, v.CPUOps, func(c *trace.CPUOp) {
 		c.Name, c.PID, c.TID = names[c.Name], fix(c.PID), fix(c.TID)
-		dc[i] = c
-	}
-	t.Frames = grow(t.Frames, len(v.Frames))
-	df := t.Frames[len(t.Frames)-len(v.Frames):]
-	for i, f := range v.Frames {
+	})
+	t.Frames = appendRemapped(t.Frames, v.Frames, func(f *trace.Frame) {
 		f.Name, f.PID, f.TID = names[f.Name], fix(f.PID), fix(f.TID)
-		df[i] = f
-	}
-	t.Annotations = grow(t.Annotations, len(v.Annotations))
-	da := t.Annotations[len(t.Annotations)-len(v.Annotations):]
-	for i, a := range v.Annotations {
+	})
+	t.Annotations = appendRemapped(t.Annotations, v.Annotations, func(a *trace.Annotation) {
 		a.Name, a.PID, a.TID, a.Device = names[a.Name], fix(a.PID), fix(a.TID), fix(a.Device)
-		da[i] = a
-	}
-	t.Flows = grow(t.Flows, len(v.Flows))
-	dw := t.Flows[len(t.Flows)-len(v.Flows):]
-	for i, f := range v.Flows {
+	})
+	t.Flows = appendRemapped(t.Flows, v.Flows, func(f *trace.Flow) {
 		f.PID, f.TID = fix(f.PID), fix(f.TID)
-		dw[i] = f
-	}
+	})
 	<-done
 	t.Events += v.Events
 	d.sawEvents = d.sawEvents || u.sawEvents
 }
 
-// grow extends s by n elements (to be overwritten), keeping nil when s is nil and n is 0 as
-// append would.
-func grow[T any](s []T, n int) []T {
-	if n == 0 {
-		return s
+// appendRemapped appends src's records to dst in one pass, each rewritten by fix (the second
+// half's ids into the first's), keeping nil when both are empty as append would.
+func appendRemapped[T any](dst, src []T, fix func(*T)) []T {
+	if len(src) == 0 {
+		return dst
 	}
-	return slices.Grow(s, n)[:len(s)+n]
+	n := len(dst)
+	dst = slices.Grow(dst, len(src))[:n+len(src)]
+	for i := range src {
+		r := &dst[n+i]
+		*r = src[i]
+		fix(r)
+	}
+	return dst
 }
 
 // remap interns every name of from into to, in from's id order, and returns the id map.
