@@ -25,7 +25,8 @@ const gitTimeout = 5 * time.Minute
 type Repo struct {
 	// Dir is the repository (any directory inside its work tree).
 	Dir string
-	// Env is the environment git runs with (KEY=VALUE); nil inherits the runner's.
+	// Env is the environment git runs with (KEY=VALUE), the run's own (its PATH finds git);
+	// this package reads no environment itself.
 	Env    []string
 	Logger *slog.Logger
 }
@@ -37,13 +38,9 @@ var gitArgs = []string{"git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmo
 // git runs one git command in the repository and returns its standard output.
 func (r Repo) git(ctx context.Context, args ...string) (string, error) {
 	argv := append(append(append([]string(nil), gitArgs...), "-C", r.Dir), args...)
-	env := r.Env
-	if env == nil {
-		env = os.Environ()
-	}
 	// No prompt for credentials; no optional locks on the user's index (git status would
 	// otherwise refresh it).
-	env = append(append([]string(nil), env...), "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
+	env := append(append([]string(nil), r.Env...), "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
 	log := r.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

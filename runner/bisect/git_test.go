@@ -49,7 +49,7 @@ echo draft > uncommitted.txt`
 
 func TestRangeCheckoutAndRemoveLeaveTheUsersCheckoutAlone(t *testing.T) {
 	dir := makeRepo(t, 6, 4)
-	r := Repo{Dir: dir}
+	r := Repo{Dir: dir, Env: os.Environ()}
 	ctx := t.Context()
 	before, err := r.git(ctx, "rev-parse", "HEAD", "--symbolic-full-name", "HEAD")
 	if err != nil {
@@ -102,7 +102,7 @@ func TestRangeCheckoutAndRemoveLeaveTheUsersCheckoutAlone(t *testing.T) {
 
 func TestInstallStoppedByCancelLeavesNothingRunning(t *testing.T) {
 	dir := makeRepo(t, 2, 9)
-	r := Repo{Dir: dir}
+	r := Repo{Dir: dir, Env: os.Environ()}
 	w, err := r.Checkout(t.Context(), filepath.Join(t.TempDir(), "wt"), "main")
 	if err != nil {
 		t.Fatal(err)
