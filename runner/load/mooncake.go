@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -59,7 +60,7 @@ func readMooncake(r io.Reader, name string, n int, slowdown float64) ([]Prompt, 
 	if len(reqs) == 0 {
 		return nil, nil, errors.New(name + ": no requests")
 	}
-	slices.SortStableFunc(reqs, func(a, b req) int { return cmpInt64(a.rec.Timestamp, b.rec.Timestamp) })
+	slices.SortStableFunc(reqs, func(a, b req) int { return cmp.Compare(a.rec.Timestamp, b.rec.Timestamp) })
 	t0 := reqs[0].rec.Timestamp
 	prompts := make([]Prompt, len(reqs))
 	arrivals := make([]time.Duration, len(reqs))
@@ -100,14 +101,4 @@ func traceIDs(rec plans.MooncakeRecord, line int) []int {
 		}
 	}
 	return ids
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
