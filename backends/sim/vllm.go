@@ -96,6 +96,13 @@ func vllmMain(ctx context.Context, args []string, env map[string]string, stdout,
 	}
 	s := &vllmServer{server: &server{p: parsedArgs{"port": va.port}, k: k, env: env, log: lg, model: va.model, served: va.served, prof: prof, jobs: map[string]*videoJob{}}, pcfg: va.pcfg}
 	s.cwd, _ = os.Getwd()
+	return serveVLLM(ctx, s.server, k, func() (int, error) { return s.run(va.port) })
+}
+
+// serveVLLM runs a simulated vLLM API server until run returns: its clock stops on SIGINT,
+// SIGTERM or ctx's end, and an interrupted server logs uvicorn's shutdown lines and exits 0,
+// as vLLM's does.
+func serveVLLM(ctx context.Context, s *server, k knobs, run func() (int, error)) int {
 	defer s.openServerActivity().close()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -110,10 +117,10 @@ func vllmMain(ctx context.Context, args []string, env map[string]string, stdout,
 		}
 	}()
 	s.clk = &clock{ctx: sctx, scale: k.scale, start: time.Now()}
-	code, err := s.run(va.port)
+	code, err := run()
 	var intr *errInterrupted
 	if errors.As(err, &intr) {
-		lg.raw("INFO:     Shutting down\nINFO:     Application shutdown complete.\n")
+		s.log.raw("INFO:     Shutting down\nINFO:     Application shutdown complete.\n")
 		return 0
 	}
 	return code

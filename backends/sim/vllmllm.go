@@ -26,12 +26,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
@@ -197,27 +195,7 @@ func vllmLLMMain(ctx context.Context, args []string, env map[string]string, stdo
 	s := &vllmLLMServer{server: &server{p: p, k: k, env: env, log: lg, llm: true, model: va.model, served: va.served, jobs: map[string]*videoJob{}}, pcfg: va.pcfg, args: va}
 	s.cwd, _ = os.Getwd()
 	s.crashed = make(chan struct{})
-	defer s.openServerActivity().close()
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-sig:
-			cancel()
-		case <-sctx.Done():
-		}
-	}()
-	s.clk = &clock{ctx: sctx, scale: k.scale, start: time.Now()}
-	code, err := s.runLLM()
-	var intr *errInterrupted
-	if errors.As(err, &intr) {
-		lg.raw("INFO:     Shutting down\nINFO:     Application shutdown complete.\n")
-		return 0
-	}
-	return code
+	return serveVLLM(ctx, s.server, k, s.runLLM)
 }
 
 // engineFailed logs what the API server logs when its engine core process dies while starting.
