@@ -68,20 +68,25 @@ func cmdForeign(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// supervisor stop|kill RECORD: signal the supervisor a cell's process record names. stop waits
-// (up to 60s) until the record lists at least two processes besides the supervisor (the cell's
-// program and the grandchild it started), then sends SIGSTOP, so that the supervisor cannot
-// react when the runner is killed next; kill sends SIGKILL. Together they make the case where
-// the runner and the supervisor both die and only the record is left.
+// supervisor kill RECORD: kill the supervisor a cell's process record names so that neither it
+// nor the runner can clean up, leaving only the record. It waits (up to 60s) until the record
+// lists at least two processes besides the supervisor (the cell's program and the grandchild it
+// started), stops the runner (the supervisor's parent) with SIGSTOP so that it cannot react to
+// its supervisor's death, and kills the supervisor with SIGKILL; the script kills the stopped
+// runner next. The supervisor itself is never stopped: when its parent dies, the kernel sends a
+// stopped process whose process group is thereby orphaned SIGHUP and SIGCONT, which wakes it to
+// clean up (the supervisor's own, intended answer to losing the runner), so stopping it and then
+// killing the runner raced the script's next command. The runner is started under setsid, so
+// that the group it is stopped in is its own, not the test binary's.
 func cmdSupervisor(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 || (args[0] != "stop" && args[0] != "kill") {
-		ts.Fatalf("usage: supervisor stop|kill RECORD")
+	if neg || len(args) != 2 || args[0] != "kill" {
+		ts.Fatalf("usage: supervisor kill RECORD")
 	}
 	var rec proc.Record
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		b, err := os.ReadFile(ts.MkAbs(args[1]))
-		if err == nil && json.Unmarshal(b, &rec) == nil && (args[0] == "kill" || len(rec.Processes) >= 2) {
+		if err == nil && json.Unmarshal(b, &rec) == nil && len(rec.Processes) >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -89,12 +94,25 @@ func cmdSupervisor(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st, ok := proc.ReadStat(rec.Supervisor.PID); !ok || st.Start != rec.Supervisor.Start {
+	st, ok := proc.ReadStat(rec.Supervisor.PID)
+	if !ok || st.Start != rec.Supervisor.Start {
 		ts.Fatalf("supervisor: %d is not running", rec.Supervisor.PID)
 	}
-	sig := syscall.SIGSTOP
-	if args[0] == "kill" {
-		sig = syscall.SIGKILL
+	runner, ok := proc.ReadStat(st.PPID)
+	if !ok || runner.PGRP != st.PPID {
+		ts.Fatalf("supervisor: its parent %d is not a runner in a process group of its own (start it with setsid)", st.PPID)
 	}
-	ts.Check(syscall.Kill(rec.Supervisor.PID, sig))
+	ts.Check(syscall.Kill(st.PPID, syscall.SIGSTOP))
+	ts.Check(syscall.Kill(rec.Supervisor.PID, syscall.SIGKILL))
+	// Dead means a zombie here: the stopped runner cannot reap it.
+	for {
+		s, ok := proc.ReadStat(rec.Supervisor.PID)
+		if !ok || s.Start != rec.Supervisor.Start || s.State == 'Z' || s.State == 'X' {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("supervisor: %d still running after SIGKILL", rec.Supervisor.PID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
