@@ -2,8 +2,8 @@ package load
 
 // What the server itself reports: its Prometheus /metrics page, scraped before, during and after
 // an LLM cell's load. The page is untrusted input: it is read through a size bound, parsed by
-// the Prometheus project's own text parser (github.com/prometheus/common/expfmt), and every
-// failure is recorded, never fatal to the cell.
+// parsePromText (promtext.go; the tests hold it to the Prometheus project's own parser), and
+// every failure is recorded, never fatal to the cell.
 //
 // Names are SGLang's (python/sglang/srt/metrics/collector.py: the scheduler's gauges
 // sglang:num_running_reqs, num_queue_reqs, token_usage, gen_throughput, cache_hit_rate and the
@@ -14,7 +14,6 @@ package load
 // prompt_tokens_total, generation_tokens_total).
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -23,10 +22,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sglprof/runner/reports/rundir"
 )
@@ -84,8 +79,7 @@ func ParseServerMetrics(r io.Reader) (ServerSample, error) {
 	if len(b) > MaxMetricsPage {
 		return s, fmt.Errorf("/metrics page is over %d MiB; not read", MaxMetricsPage>>20)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	fams, err := parsePromText(b)
 	if err != nil {
 		return s, fmt.Errorf("/metrics is not Prometheus text format: %w", err)
 	}
@@ -120,7 +114,7 @@ func nanSample() ServerSample {
 		PromptTokens: n, CachedTokens: n, GenTokens: n, PrefixQueries: n, PrefixHits: n}
 }
 
-func hasAny(fams map[string]*dto.MetricFamily, n sampleNames) bool {
+func hasAny(fams promValues, n sampleNames) bool {
 	for _, name := range []string{n.running, n.queued} {
 		if _, ok := fams[name]; ok {
 			return true
@@ -129,32 +123,12 @@ func hasAny(fams map[string]*dto.MetricFamily, n sampleNames) bool {
 	return false
 }
 
-// value is a series' gauge, counter or untyped value (NaN for other types and non-finite values,
-// which a hostile page may send).
-func value(m *dto.Metric) float64 {
-	v := math.NaN()
-	switch {
-	case m.GetGauge() != nil:
-		v = m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		v = m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		v = m.GetUntyped().GetValue()
-	}
-	if math.IsInf(v, 0) {
-		return math.NaN()
-	}
-	return v
-}
-
-func familyFold(f *dto.MetricFamily, fold func(acc, v float64) float64) (float64, int) {
+// familyFold folds a family's finite values (NaN, and infinities, which a hostile page may send,
+// are left out); NaN when there are none.
+func familyFold(vals []float64, fold func(acc, v float64) float64) (float64, int) {
 	acc, n := math.NaN(), 0
-	if f == nil {
-		return acc, 0
-	}
-	for _, m := range f.GetMetric() {
-		v := value(m)
-		if math.IsNaN(v) {
+	for _, v := range vals {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
 			continue
 		}
 		if n == 0 {
@@ -167,18 +141,18 @@ func familyFold(f *dto.MetricFamily, fold func(acc, v float64) float64) (float64
 	return acc, n
 }
 
-func familySum(f *dto.MetricFamily) float64 {
-	v, _ := familyFold(f, func(a, b float64) float64 { return a + b })
+func familySum(vals []float64) float64 {
+	v, _ := familyFold(vals, func(a, b float64) float64 { return a + b })
 	return v
 }
 
-func familyMax(f *dto.MetricFamily) float64 {
-	v, _ := familyFold(f, math.Max)
+func familyMax(vals []float64) float64 {
+	v, _ := familyFold(vals, math.Max)
 	return v
 }
 
-func familyMean(f *dto.MetricFamily) float64 {
-	v, n := familyFold(f, func(a, b float64) float64 { return a + b })
+func familyMean(vals []float64) float64 {
+	v, n := familyFold(vals, func(a, b float64) float64 { return a + b })
 	if n > 0 {
 		return v / float64(n)
 	}
