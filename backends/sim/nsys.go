@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/sglprof/runner/backends/simclock"
 	"github.com/sglprof/runner/nsys/nsysgen"
@@ -713,7 +714,7 @@ func writeReport(path string, rep *nsysReport) error {
 	if err != nil {
 		return err
 	}
-	zw := gzip.NewWriter(f)
+	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
 	if err := json.NewEncoder(zw).Encode(rep); err != nil {
 		f.Close()
 		os.Remove(tmp)

@@ -16,7 +16,6 @@ package sim
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -36,6 +35,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
 )

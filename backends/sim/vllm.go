@@ -12,7 +12,6 @@ package sim
 // removed when gzip finishes), which is why a client must wait for the .gz to be complete.
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
 )
@@ -374,7 +375,7 @@ func (s *vllmServer) backgroundGzip(path string) {
 	if err != nil {
 		return
 	}
-	zw := gzip.NewWriter(out)
+	zw, _ := gzip.NewWriterLevel(out, gzip.BestSpeed)
 	half := len(in) / 2
 	zw.Write(in[:half])
 	zw.Flush()

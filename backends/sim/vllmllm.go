@@ -19,7 +19,6 @@ package sim
 // Prometheus /metrics in vLLM's naming) can be mounted beside them without touching this file.
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
 )
@@ -381,7 +382,7 @@ func writeFrontendTrace(path, doc string, gz bool) error {
 		_, err = io.WriteString(f, doc)
 		return errors.Join(err, f.Close())
 	}
-	zw := gzip.NewWriter(f)
+	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
 	_, err = io.WriteString(zw, doc)
 	return errors.Join(err, zw.Close(), f.Close())
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/sglprof/runner/reports/kineto/kinetogen"
 )
@@ -193,7 +194,7 @@ func writeEmptyTrace(path string) error {
 		return err
 	}
 	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed)
 	zw.Write([]byte(`{"schemaVersion": 1, "traceEvents": []}`))
 	zw.Close()
 	return os.WriteFile(path, b.Bytes(), 0o644)
