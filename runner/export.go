@@ -110,7 +110,7 @@ func exportCells(dir string) ([]load.Cell, error) {
 func exportCell(r *rundir.CellResult, c *plans.Cell) load.Cell {
 	l := r.Serve.LLM
 	out := load.Cell{ID: r.ID, Key: r.Key, Summary: l.LLMSummary, TensorParallel: 1,
-		Load: load.Load{API: l.API, Dataset: l.Dataset, Rate: l.RequestRate, MaxConcurrency: l.MaxConcurrency}}
+		Load: load.Load{API: l.API, Dataset: l.Dataset, Rate: l.RequestRate, MaxConcurrency: l.MaxConcurrency, RampUp: l.RampUp}}
 	if c == nil {
 		return out
 	}

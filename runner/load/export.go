@@ -63,6 +63,11 @@ type BenchServing struct {
 	MaxOutputTokensPerS        float64  `json:"max_output_tokens_per_s"`
 	MaxConcurrentRequests      int      `json:"max_concurrent_requests"`
 	RequestGoodput             *float64 `json:"request_goodput,omitempty"`
+	// The ramp-up fields vLLM's benchmark adds when its arrival rate ramped (request_rate
+	// then stays inf): vllm/benchmarks/serve.py.
+	RampUpStrategy string   `json:"ramp_up_strategy,omitempty"`
+	RampUpStartRPS *float64 `json:"ramp_up_start_rps,omitempty"`
+	RampUpEndRPS   *float64 `json:"ramp_up_end_rps,omitempty"`
 }
 
 // Load describes the load a summary was measured under, for the export's argument fields.
@@ -77,6 +82,8 @@ type Load struct {
 	InputLen       int
 	OutputLen      int
 	RangeRatio     float64
+	// RampUp is the cell's rate ramp (nil: none).
+	RampUp *rundir.LLMRampUp
 }
 
 // backendName maps an API to bench_serving's --backend value for the same endpoint.
@@ -134,6 +141,10 @@ func ToBenchServing(s rundir.LLMSummary, l Load) BenchServing {
 	if s.SLO != nil {
 		g := s.Goodput
 		b.RequestGoodput = &g
+	}
+	if r := l.RampUp; r != nil {
+		start, end := r.StartRPS, r.EndRPS
+		b.RampUpStrategy, b.RampUpStartRPS, b.RampUpEndRPS = r.Strategy, &start, &end
 	}
 	return b
 }

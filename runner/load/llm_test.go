@@ -432,6 +432,33 @@ func TestBenchServingExportFields(t *testing.T) {
 	}
 }
 
+// TestBenchServingExportRampUp: a ramped cell's export says so as vLLM's benchmark does:
+// request_rate inf and the ramp's strategy and end rates; a cell without a ramp has none of them.
+func TestBenchServingExportRampUp(t *testing.T) {
+	s := SummarizeLLM([]Record{{Status: 200, TTFT: time.Millisecond, Latency: time.Millisecond, OutputTokens: 1}}, time.Second, rundir.LLMSLO{}, false)
+	for _, ramp := range []*rundir.LLMRampUp{{Strategy: "linear", StartRPS: 1, EndRPS: 8}, nil} {
+		var b strings.Builder
+		if err := WriteBenchServing(&b, ToBenchServing(s, Load{API: APICompletions, Dataset: "random", RampUp: ramp})); err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(b.String()), &m); err != nil {
+			t.Fatal(err)
+		}
+		if ramp == nil {
+			for _, k := range []string{"ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"} {
+				if _, ok := m[k]; ok {
+					t.Errorf("%s in an export without a ramp", k)
+				}
+			}
+			continue
+		}
+		if m["request_rate"] != "inf" || m["ramp_up_strategy"] != "linear" || m["ramp_up_start_rps"] != 1.0 || m["ramp_up_end_rps"] != 8.0 {
+			t.Errorf("ramped export: rate %v, strategy %v, %v..%v rps", m["request_rate"], m["ramp_up_strategy"], m["ramp_up_start_rps"], m["ramp_up_end_rps"])
+		}
+	}
+}
+
 // TestPeaksBuckets: bench_serving's one-second buckets, counted from the first start: a request
 // spanning seconds 0 to 2 is in flight in three buckets, and tokens land where they arrive.
 func TestPeaksBuckets(t *testing.T) {
