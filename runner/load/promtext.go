@@ -11,10 +11,11 @@ import (
 // The Prometheus text exposition format (version 0.0.4), read just far enough to pick gauge,
 // counter and untyped values by name: what a /metrics scrape needs. It replaces the Prometheus
 // project's parser (github.com/prometheus/common/expfmt), whose package brings the protobuf
-// runtime and its registry into the binary; their package initialisers ran in every process the
-// runner starts (each cell's supervisor and simulator included) and cost about 6 % of the CPU of
-// the end-to-end tests (docs/performance.md, "Process start"). The tests keep expfmt as the
-// oracle: FuzzPromTextAgreesWithExpfmt reads every page both ways.
+// runtime, a grammar package that imports testing and go/format, and their initialisers into
+// the binary, which ran in every process the runner starts (each cell's supervisor and
+// simulator included): about 30 page faults, 4 % of a process start (docs/performance.md, "go
+// test on a warm build cache"). The tests keep expfmt as the oracle:
+// FuzzPromTextAgreesWithExpfmt reads every page both ways.
 //
 // What is read: `# TYPE name type` lines (other comments and `# HELP` are skipped), and sample
 // lines `name{label="value",...} value [timestamp]`, the name also as the UTF-8 form's quoted
