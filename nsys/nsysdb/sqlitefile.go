@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime/debug"
-	"sync/atomic"
 
 	"github.com/sglprof/runner/plans/infile"
 )
@@ -59,70 +57,19 @@ type sqlFile struct {
 	pageSize int
 	usable   int    // page size less the reserved bytes at the end of each page
 	pages    uint32 // pages the file holds
-	// mapped is the file mapped read-only (nil: read with ReadAt). Pages are then used in
-	// place instead of copied out of the page cache, which was about a sixth of a scan's CPU
-	// time. Every access happens inside withFaults, so that a file truncated under the
-	// mapping fails the scan instead of crashing the program.
-	mapped []byte
-	// unmap releases mapped (set by openSQLFile).
-	unmap func([]byte) error
-	// used counts the bytes read through the mapping; every releaseBytes of them the
-	// mapping's pages are handed back with release (see mappedPage).
-	used         atomic.Int64
-	releaseEvery int64
-	release      func([]byte)
-}
-
-// faultAround is what Linux maps around a faulting page of a file mapping (fault_around_bytes).
-const faultAround = 64 << 10
-
-// releaseBytes is how much a scan reads through the mapping between two releases of its pages.
-const releaseBytes int64 = 4 << 20
-
-// fileOptions are the direct reader's settings that tests change (ReadOptions.file); the zero
-// value is what the program uses.
-type fileOptions struct {
-	noMmap       bool         // read with ReadAt instead of mapping the file
-	releaseEvery int64        // bytes read through the mapping between two releases; 0: releaseBytes
-	release      func([]byte) // hands the mapping's pages back; nil: releaseMapped
-}
-
-// releaseAll hands the mapping's pages back now (at the end of a scan).
-func (s *sqlFile) releaseAll() {
-	if s.mapped != nil && s.release != nil {
-		s.release(s.mapped)
-	}
-}
-
-// mappedPage is page pgno in the mapping. The pages a process has touched in a file mapping
-// count in its resident size until it unmaps them, so a scan of a 185 MB export grew the
-// triage's peak RSS by 185 MB although it holds nothing per row; every releaseBytes the
-// whole mapping is released (madvise DONTNEED: the page cache keeps the data, and a page
-// still in use is mapped again on its next access), which keeps the mapped part of the RSS
-// near 4 MiB and costs a few page faults.
-//
-// A page that does not follow the one read before it is charged as faultAround bytes: the
-// kernel maps the pages around each one it faults in, and a small table's pages lie scattered
-// over the file (reading the memcpy table of a 1M-kernel export left 13 MB resident when
-// every page was charged as one).
-func (s *sqlFile) mappedPage(pgno uint32, sequential bool) []byte {
-	ps := int64(s.pageSize)
-	if !sequential {
-		ps = max(ps, faultAround)
-	}
-	if n := s.used.Add(ps); n/s.releaseEvery != (n-ps)/s.releaseEvery && s.release != nil {
-		s.release(s.mapped)
-	}
-	off := int(pgno-1) * s.pageSize
-	return s.mapped[off : off+s.pageSize : off+s.pageSize]
 }
 
 // pageWindow is a read-ahead window of one scan: the leaves of a table that was only appended
 // to lie in consecutive pages, so one read of readAhead pages replaces as many system calls.
+//
+// The pages are copied out of the page cache with pread, not used in place from a mapping of
+// the file: a mapping's pages count in the resident size until they are handed back
+// (madvise), and the page faults and hand-backs cost more than the copy. With the file
+// mapped and handed back every 4 MiB, the streamed pass over a 1M-kernel export took 1.36 s
+// of CPU, with pread 0.81 s (docs/performance.md); memory is the window, 256 KiB a scan.
 type pageWindow struct {
 	buf          []byte
 	first, count uint32
-	last         uint32 // the page read last through the mapping
 }
 
 // readAhead is the read-ahead window in pages (256 KiB with 4 KiB pages).
@@ -130,7 +77,7 @@ const readAhead = 64
 
 // openSQLFile opens path and checks its 100-byte header for what the scanner supports: a
 // rollback-journal database (file format versions 1), UTF-8 text, the fixed payload fractions.
-func openSQLFile(path string, o fileOptions) (*sqlFile, error) {
+func openSQLFile(path string) (*sqlFile, error) {
 	f, err := infile.Open(path)
 	if err != nil {
 		return nil, err
@@ -146,34 +93,7 @@ func openSQLFile(path string, o fileOptions) (*sqlFile, error) {
 		return nil, err
 	}
 	s.closer = f
-	if !o.noMmap {
-		s.mapped, s.unmap, s.release = mapFile(f, st.Size()), unmapFile, releaseMapped
-		if o.release != nil {
-			s.release = o.release
-		}
-		if o.releaseEvery > 0 {
-			s.releaseEvery = o.releaseEvery
-		}
-	}
 	return s, nil
-}
-
-// withFaults runs fn, turning a fault on the mapping into an error: the mapped file shrank
-// while it was read (an export being rewritten), which would otherwise be a SIGBUS.
-func (s *sqlFile) withFaults(fn func() error) (err error) {
-	if s.mapped == nil {
-		return fn()
-	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if v := recover(); v != nil {
-			if _, ok := v.(interface{ Addr() uintptr }); !ok {
-				panic(v)
-			}
-			err = fmt.Errorf("nsys: the export changed while it was read (%v); read it again once nothing writes to it", v)
-		}
-	}()
-	return fn()
 }
 
 // newSQLFile checks the header of a database of size bytes read through r.
@@ -209,29 +129,20 @@ func newSQLFile(r io.ReaderAt, size int64) (*sqlFile, error) {
 	if pages > math.MaxUint32 {
 		return nil, layoutErr("%d pages", pages)
 	}
-	return &sqlFile{f: r, pageSize: ps, usable: usable, pages: uint32(pages), releaseEvery: releaseBytes}, nil
+	return &sqlFile{f: r, pageSize: ps, usable: usable, pages: uint32(pages)}, nil
 }
 
-// Close unmaps and closes the file.
+// Close closes the file.
 func (s *sqlFile) Close() error {
-	var err error
-	if s.mapped != nil && s.unmap != nil {
-		err = s.unmap(s.mapped)
-		s.mapped = nil
-	}
 	if s.closer == nil {
-		return err
+		return nil
 	}
-	return errors.Join(err, s.closer.Close())
+	return s.closer.Close()
 }
 
 func (s *sqlFile) readPage(pgno uint32, buf []byte) error {
 	if pgno < 1 || pgno > s.pages {
 		return layoutErr("page %d outside the file (%d pages)", pgno, s.pages)
-	}
-	if s.mapped != nil {
-		copy(buf[:s.pageSize], s.mappedPage(pgno, false))
-		return nil
 	}
 	n, err := s.f.ReadAt(buf[:s.pageSize], int64(pgno-1)*int64(s.pageSize))
 	if n < s.pageSize {
@@ -253,11 +164,6 @@ func (w *pageWindow) page(s *sqlFile, pgno uint32) ([]byte, error) {
 	}
 	if pgno < 1 || pgno > s.pages {
 		return nil, layoutErr("page %d outside the file (%d pages)", pgno, s.pages)
-	}
-	if s.mapped != nil {
-		seq := pgno == w.last+1
-		w.last = pgno
-		return s.mappedPage(pgno, seq), nil
 	}
 	if w.buf == nil {
 		w.buf = make([]byte, readAhead*ps)
@@ -373,12 +279,8 @@ func (ts *tableScan) plan(cols []int) {
 	}
 }
 
+// run reads the table rooted at root: cols planned (plan), then its b-tree walked depth-first.
 func (ts *tableScan) run(ctx context.Context, root uint32, cols []int) error {
-	return ts.s.withFaults(func() error { return ts.walk(ctx, root, cols) })
-}
-
-// walk is run without the fault guard.
-func (ts *tableScan) walk(ctx context.Context, root uint32, cols []int) error {
 	s := ts.s
 	ts.plan(cols)
 	// Depth-first over the b-tree with one page buffer per level; interior pages hold child
@@ -684,15 +586,7 @@ func beInt(b []byte) int64 {
 // following the right-most pointers down to the last leaf: a few page reads. In an export,
 // whose rows are only ever appended, it is the row count, which lets a reader size its slices
 // once instead of growing them.
-func (s *sqlFile) lastRowid(root uint32) (n int64, err error) {
-	err = s.withFaults(func() error {
-		n, err = s.lastRowidUnguarded(root)
-		return err
-	})
-	return n, err
-}
-
-func (s *sqlFile) lastRowidUnguarded(root uint32) (int64, error) {
+func (s *sqlFile) lastRowid(root uint32) (int64, error) {
 	buf := make([]byte, s.pageSize)
 	pgno := root
 	for depth := 0; depth < 64; depth++ {
@@ -739,15 +633,7 @@ func (s *sqlFile) lastRowidUnguarded(root uint32) (int64, error) {
 // interior pages (about one page in a few hundred): the plan of a parallel scan. All leaves of
 // a b-tree are at the same depth, so the children of the deepest interior level are the
 // leaves; a worker that finds anything but a leaf there reports errFileLayout.
-func (s *sqlFile) leafPages(root uint32) (leaves []uint32, err error) {
-	err = s.withFaults(func() error {
-		leaves, err = s.leafPagesUnguarded(root)
-		return err
-	})
-	return leaves, err
-}
-
-func (s *sqlFile) leafPagesUnguarded(root uint32) ([]uint32, error) {
+func (s *sqlFile) leafPages(root uint32) ([]uint32, error) {
 	level := []uint32{root}
 	buf := make([]byte, s.pageSize)
 	read := uint32(0)
@@ -820,7 +706,7 @@ func (s *sqlFile) scanIntsParts(ctx context.Context, root uint32, cols []int, pa
 			defer func() { done <- struct{}{} }()
 			ts := &tableScan{s: s, rowidAt: -1, ints: make([]sql.NullInt64, len(cols)), fnRow: fns[p]}
 			ts.plan(cols)
-			errs[p] = s.withFaults(func() error { return ts.leaves(ctx, leaves[lo:hi], cancel) })
+			errs[p] = ts.leaves(ctx, leaves[lo:hi], cancel)
 		}()
 	}
 	for range parts {

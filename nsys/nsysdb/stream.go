@@ -143,7 +143,7 @@ func openStream(ctx context.Context, path string, opts ReadOptions, lim streamLi
 	if len(warnings) > 0 || opts.noDirect {
 		return nil, notStreamable("%s: only the direct file reader streams, and it does not read a database a writer has touched (%v)", path, warnings)
 	}
-	if r.file, err = openSQLFile(path, opts.file); err != nil {
+	if r.file, err = openSQLFile(path); err != nil {
 		return nil, notStreamable("%s: the direct file reader declines the file: %v", path, err)
 	}
 	if s.kernels, err = s.plan(kernelTable, cols); err != nil {
