@@ -498,62 +498,95 @@ func (ts *tableScan) record(rec []byte, rowid int64) error {
 	return ts.fn(rowid, vals)
 }
 
-// recordInts is record for scanInts.
+// recordInts is record for scanInts, the hot loop of a streamed triage (a few columns of each
+// of millions of rows): the header's one-byte serial types are sized from a table and the
+// wanted integers decoded by serial type, without the generic path's value kinds.
 func (ts *tableScan) recordInts(rec []byte, rowid int64) error {
 	vals := ts.ints
 	clear(vals)
-	hsize, n := varint(rec)
-	if n == 0 || hsize > uint64(len(rec)) || int(hsize) < n {
+	if len(rec) == 0 {
 		return layoutErr("record header size")
 	}
-	hp, off, end := n, int(hsize), int(hsize)
-	for col := 0; col <= ts.maxCol && hp < end; col++ {
-		var st uint64
-		if c := rec[hp]; c < 0x80 {
-			st, hp = uint64(c), hp+1
+	hsize, n := uint64(rec[0]), 1
+	if hsize >= 0x80 {
+		if hsize, n = varint(rec); n == 0 {
+			return layoutErr("record header size")
+		}
+	}
+	if hsize > uint64(len(rec)) || int(hsize) < n {
+		return layoutErr("record header size")
+	}
+	hdr, body := rec[n:hsize], rec[hsize:]
+	slot := ts.slot
+	for col := 0; col < len(slot) && len(hdr) > 0; col++ {
+		st := uint64(hdr[0])
+		var size int
+		if st < 0x80 {
+			hdr = hdr[1:]
+			if size = int(serialSizes[st]); size == badSerial {
+				return layoutErr("record column %d: serial type %d", col, st)
+			}
 		} else {
-			st, n = varint(rec[hp:end])
+			st, n = varint(hdr)
 			if n == 0 {
 				return layoutErr("record serial type")
 			}
-			hp += n
-		}
-		var size int
-		switch {
-		case st <= 4:
-			size = int(st)
-		case st == 5:
-			size = 6
-		case st == 6, st == 7:
-			size = 8
-		case st == 8, st == 9:
-		default:
+			hdr = hdr[n:]
 			var ok bool
 			if size, ok = serialSize(st); !ok {
 				return layoutErr("record column %d: serial type %d", col, st)
 			}
 		}
-		if off+size > len(rec) {
+		if size > len(body) {
 			return layoutErr("record column %d runs off the record", col)
 		}
-		if k := ts.slot[col]; k >= 0 {
-			switch {
-			case st == 0:
-			case st <= 6:
-				vals[k] = sql.NullInt64{Int64: beInt(rec[off : off+size]), Valid: true}
-			case st == 8, st == 9:
-				vals[k] = sql.NullInt64{Int64: int64(st - 8), Valid: true}
+		if k := slot[col]; k >= 0 {
+			var v int64
+			switch st {
+			case 0:
+				body = body[size:]
+				continue
+			case 1:
+				v = int64(int8(body[0]))
+			case 2:
+				v = int64(int16(binary.BigEndian.Uint16(body)))
+			case 3:
+				v = int64(int32(uint32(body[0])<<24|uint32(body[1])<<16|uint32(body[2])<<8) >> 8)
+			case 4:
+				v = int64(int32(binary.BigEndian.Uint32(body)))
+			case 5:
+				v = int64(uint64(binary.BigEndian.Uint16(body))<<48|uint64(binary.BigEndian.Uint32(body[2:]))<<16) >> 16
+			case 6:
+				v = int64(binary.BigEndian.Uint64(body))
+			case 8, 9:
+				v = int64(st - 8)
 			default:
 				return layoutErr("record column %d is not an integer (serial type %d)", col, st)
 			}
+			vals[k] = sql.NullInt64{Int64: v, Valid: true}
 		}
-		off += size
+		body = body[size:]
 	}
 	if ts.fnRow != nil {
 		return ts.fnRow(rowid, vals)
 	}
 	return ts.fnInts(vals)
 }
+
+// badSerial marks the reserved serial types 10 and 11 in serialSizes.
+const badSerial = 0xff
+
+// serialSizes is serialSize of the serial types that fit one header byte (0 to 127).
+var serialSizes = func() (t [0x80]uint8) {
+	for st := range t {
+		size, ok := serialSize(uint64(st))
+		if !ok {
+			size = badSerial
+		}
+		t[st] = uint8(size)
+	}
+	return t
+}()
 
 // beInt sign-extends a big-endian two's-complement integer of 1, 2, 3, 4, 6 or 8 bytes (the
 // sizes of serial types 1 to 6).
