@@ -344,7 +344,7 @@ type pass struct {
 	// Kernels.
 	next      int64          // kernels scanned so far (the next one's seq)
 	kPIDs     map[int32]bool // the kernels' processes
-	lastPID   int32          // the previous kernel's process
+	seenPIDs  pidCache       // the processes already in kPIDs and the reader's set
 	devs      map[int32]bool // devices kernels ran on
 	lastDev   int32
 	first     int64 // earliest start and latest end of the kernels
@@ -461,10 +461,9 @@ func (p *pass) run(ctx context.Context) error {
 		if seq == 0 {
 			p.first, p.last = start.Int64, end.Int64
 		}
-		if seq == 0 || pid != p.lastPID {
+		if !p.seenPIDs.seen(pid) {
 			p.kPIDs[pid] = true
 			r.addPID(pid)
-			p.lastPID = pid
 		}
 		p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
 		device := int32(v[2].Int64)
