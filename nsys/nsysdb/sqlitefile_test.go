@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -871,4 +872,79 @@ func kernelRootAndCols(t *testing.T, path string) (uint32, []int) {
 		t.Fatal(err)
 	}
 	return p.root, p.cols
+}
+
+// TestReadAheadFollowsTheLeaves: a scan of a table whose leaves lie scattered over the file
+// (a small table written between a big one's rows, as an export's NVTX table lies among the
+// kernels and calls) reads about its own pages, not a whole read-ahead window for each; a
+// table whose leaves are close together is still read a window at a time.
+func TestReadAheadFollowsTheLeaves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scattered.sqlite")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	for _, s := range []string{
+		"PRAGMA synchronous = OFF",
+		"PRAGMA page_size = 4096",
+		"CREATE TABLE big (a INTEGER, pad BLOB)",
+		"CREATE TABLE small (a INTEGER, pad BLOB)",
+		"BEGIN",
+	} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Four small rows fill a leaf; 80 big pages are written between two of them.
+	for i := 0; i < 200; i++ {
+		if _, err := db.Exec("INSERT INTO small VALUES (?, zeroblob(900))", i); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 80; j++ {
+			if _, err := db.Exec("INSERT INTO big VALUES (?, zeroblob(3000))", i*80+j); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.Exec("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	roots := map[string]uint32{}
+	for _, name := range []string{"big", "small"} {
+		var root uint32
+		if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, name).Scan(&root); err != nil {
+			t.Fatal(err)
+		}
+		roots[name] = root
+	}
+	db.Close()
+	f, err := openSQLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, root := range roots {
+		leaves, err := f.leafPages(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		ts := &tableScan{s: f, rowidAt: -1, ints: make([]sql.NullInt64, 1), fnInts: func([]sql.NullInt64) error { rows++; return nil }}
+		if err := ts.run(context.Background(), root, []int{0}); err != nil {
+			t.Fatal(err)
+		}
+		// The leaves, the interior pages (a few) and a window's worth past the last leaf.
+		if limit := int64(len(leaves)) + 2*readAhead; ts.win.read > limit {
+			t.Errorf("%s: %d rows on %d leaves: %d pages read, want at most %d", name, rows, len(leaves), ts.win.read, limit)
+		}
+		t.Logf("%s: %d rows on %d leaves: %d pages read", name, rows, len(leaves), ts.win.read)
+		var par atomic.Int64
+		err = f.scanIntsParts(context.Background(), root, []int{0}, 2, func(int) func(int64, []sql.NullInt64) error {
+			return func(int64, []sql.NullInt64) error { par.Add(1); return nil }
+		})
+		if err != nil || par.Load() != int64(rows) {
+			t.Errorf("%s: parallel scan: %d rows (%d sequential), %v", name, par.Load(), rows, err)
+		}
+	}
 }
