@@ -114,32 +114,32 @@ type rtPart struct {
 	stats    []APIStat
 	launches []trace.Launch
 	pids     map[int32]bool
-	seenPIDs pidCache // the pids already in pids
+	seenPIDs idCache // the pids already in pids
 	calls    int
 	first    int64
 	end      int64
 }
 
-// pidCache remembers the process ids a per-row path has already put into its sets, so that the
-// row skips the map assignment. Rows of an export of several processes interleave them (the
-// kernels and calls of four TP ranks in time order), so remembering only the previous row's
-// pid missed on nearly every row, and the assignments were about 5 % of a streamed triage's
-// CPU at 10M kernels of four processes.
-type pidCache struct {
+// idCache remembers the process or device ids a per-row path has already put into its sets,
+// so that the row skips the map assignment. Rows of an export of several processes interleave
+// them (the kernels and calls of four TP ranks, one GPU each, in time order), so remembering
+// only the previous row's id missed on nearly every row, and the assignments were about 5 % of
+// a streamed triage's CPU at 10M kernels of four processes.
+type idCache struct {
 	ids [16]int32
 	n   int
 }
 
-// seen reports whether pid was seen before and remembers it while there is room (beyond 16
-// processes the callers' sets take the other pids' rows, as they did before).
-func (c *pidCache) seen(pid int32) bool {
+// seen reports whether id was seen before and remembers it while there is room (beyond 16 ids
+// the callers' sets take the other ids' rows, as they did before).
+func (c *idCache) seen(id int32) bool {
 	for _, x := range c.ids[:c.n] {
-		if x == pid {
+		if x == id {
 			return true
 		}
 	}
 	if c.n < len(c.ids) {
-		c.ids[c.n] = pid
+		c.ids[c.n] = id
 		c.n++
 	}
 	return false
