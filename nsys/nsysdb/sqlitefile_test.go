@@ -896,15 +896,15 @@ func TestReadAheadFollowsTheLeaves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Four small rows fill a leaf; 80 big pages are written between two of them.
+	// Four small rows fill a leaf, and 20 big rows (a page each) are written after each small
+	// one: the small table's leaves lie 80 pages apart, more than a window.
 	for i := 0; i < 200; i++ {
 		if _, err := db.Exec("INSERT INTO small VALUES (?, zeroblob(900))", i); err != nil {
 			t.Fatal(err)
 		}
-		for j := 0; j < 80; j++ {
-			if _, err := db.Exec("INSERT INTO big VALUES (?, zeroblob(3000))", i*80+j); err != nil {
-				t.Fatal(err)
-			}
+		if _, err := db.Exec(`INSERT INTO big WITH RECURSIVE n(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM n WHERE x < 19)
+			SELECT ? * 20 + x, zeroblob(3000) FROM n`, i); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if _, err := db.Exec("COMMIT"); err != nil {
