@@ -71,9 +71,9 @@ for x in "$DBP" "$DBNP" "$DBN"; do
 		{ grep -v '^time=' "$dir/diff" | head -40 >&2; echo "the streamed report of $x differs from the held one" >&2; exit 1; }
 done
 
-# timed CMD...: prints "seconds peak_rss_kb" of one run (output discarded).
+# timed CMD...: prints "seconds peak_rss_kb user_s system_s" of one run (output discarded).
 timed() {
-	/usr/bin/time -f '%e %M' -o "$dir/t" "$@" >/dev/null 2>"$dir/err" || { cat "$dir/err" >&2; exit 1; }
+	/usr/bin/time -f '%e %M %U %S' -o "$dir/t" "$@" >/dev/null 2>"$dir/err" || { cat "$dir/err" >&2; exit 1; }
 	cat "$dir/t"
 }
 have_cli=false
@@ -170,3 +170,10 @@ if $have_cli; then
 fi
 awk -v a="$(mb "$full")" -v b="$(mb "$small")" -v n="$N" -v s="$SMALL" 'BEGIN {
 	printf "full triage memory: %d MB at %d kernels, %d MB at %d kernels (%.0f bytes per extra kernel)\n", a, n, b, s, (a - b) * 1048576 / (n - s) }'
+# CPU time (user + system) is steadier than wall time on a shared machine: the least of the runs.
+cpu() { [ -s "$1" ] && awk '{printf "%.2f\n", $3 + $4}' "$1" | sort -n | head -1; }
+echo "CPU time (user + system), least over the runs:"
+for f in cli:"sqlite3 GROUP BY" full:"full triage" nvtx:"full triage, NVTX ranges" clip:"sqlite3 GROUP BY, four processes" \
+	procs:"full triage, four processes" nvtxp:"full triage, four processes, NVTX ranges" clib:"sqlite3 GROUP BY, $BIG kernels" big:"full triage, $BIG kernels"; do
+	if c=$(cpu "$dir/${f%%:*}"); then printf '  %-52s %6s s\n' "${f#*:}" "$c"; fi
+done

@@ -2,6 +2,7 @@ package nsysdb
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"os"
@@ -259,4 +260,34 @@ func BenchmarkStreamWork(b *testing.B) {
 		sink += streamWork(&op)
 	}
 	streamSink = sink
+}
+
+// BenchmarkScanTables is the direct reader alone: the kernel and runtime tables of the
+// benchmark export scanned with the streamed pass's columns into a callback that does
+// nothing (pages read, cells and records decoded), one table after the other on one
+// goroutine. It reports rows per second and nanoseconds a row.
+func BenchmarkScanTables(b *testing.B) {
+	path := benchExport(b, *benchKernels)
+	s, err := OpenStream(context.Background(), path, ReadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rows := 0
+	for b.Loop() {
+		rows = 0
+		for _, p := range []*directPlan{s.kernels, s.runtime} {
+			err := s.r.file.scanInts(context.Background(), p.root, p.cols, func([]sql.NullInt64) error {
+				rows++
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if rows != 4**benchKernels {
+		b.Fatalf("%d rows, want %d", rows, 4**benchKernels)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row")
 }

@@ -183,8 +183,6 @@ func (r *reader) scanDirect(table string, cols []string, reset func(), fn func(v
 		seen = true
 		return fn(v)
 	})
-	// The pages a scan left mapped are handed back at its end too (see mappedPage).
-	r.file.releaseAll()
 	if err != nil && errors.Is(err, errFileLayout) && seen && reset != nil {
 		reset()
 	}

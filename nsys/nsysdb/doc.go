@@ -4,8 +4,8 @@
 // nsys-only tables (NVTX ranges, runtime API calls, memory operations, nsys stats reports).
 //
 // The big tables of an export (kernels, runtime calls, NVTX events) are read straight from
-// SQLite's file format by a narrow read-only reader (sqlitefile.go, on the file mapped
-// read-only where the platform can), on several goroutines for the triage's lean read;
+// SQLite's file format by a narrow read-only reader (sqlitefile.go, pages copied out
+// of the page cache with pread), on several goroutines for the triage's lean read;
 // anything it does not expect sends the table through modernc.org/sqlite, which reads
 // everything else. docs/decisions.md says why.
 //

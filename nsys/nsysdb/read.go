@@ -76,8 +76,6 @@ type ReadOptions struct {
 	// noDirect reads every table through SQLite, noParallel scans on one goroutine (tests
 	// compare the paths).
 	noDirect, noParallel bool
-	// file is how the direct reader reads the file (tests compare mapped and ReadAt).
-	file fileOptions
 }
 
 // APIStat is one runtime or driver call name's aggregate over every call in the export.
@@ -276,7 +274,7 @@ func ReadCapture(ctx context.Context, path string, opts ReadOptions) (*Capture, 
 	// The direct reader only for a file that no writer has touched: with a -wal or -journal
 	// beside it, SQLite must merge those in.
 	if len(warnings) == 0 && !opts.noDirect {
-		if f, err := openSQLFile(path, opts.file); err == nil {
+		if f, err := openSQLFile(path); err == nil {
 			r.file = f
 			defer f.Close()
 		} else {

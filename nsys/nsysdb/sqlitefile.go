@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime/debug"
-	"sync/atomic"
 
 	"github.com/sglprof/runner/plans/infile"
 )
@@ -59,78 +57,47 @@ type sqlFile struct {
 	pageSize int
 	usable   int    // page size less the reserved bytes at the end of each page
 	pages    uint32 // pages the file holds
-	// mapped is the file mapped read-only (nil: read with ReadAt). Pages are then used in
-	// place instead of copied out of the page cache, which was about a sixth of a scan's CPU
-	// time. Every access happens inside withFaults, so that a file truncated under the
-	// mapping fails the scan instead of crashing the program.
-	mapped []byte
-	// unmap releases mapped (set by openSQLFile).
-	unmap func([]byte) error
-	// used counts the bytes read through the mapping; every releaseBytes of them the
-	// mapping's pages are handed back with release (see mappedPage).
-	used         atomic.Int64
-	releaseEvery int64
-	release      func([]byte)
-}
-
-// faultAround is what Linux maps around a faulting page of a file mapping (fault_around_bytes).
-const faultAround = 64 << 10
-
-// releaseBytes is how much a scan reads through the mapping between two releases of its pages.
-const releaseBytes int64 = 4 << 20
-
-// fileOptions are the direct reader's settings that tests change (ReadOptions.file); the zero
-// value is what the program uses.
-type fileOptions struct {
-	noMmap       bool         // read with ReadAt instead of mapping the file
-	releaseEvery int64        // bytes read through the mapping between two releases; 0: releaseBytes
-	release      func([]byte) // hands the mapping's pages back; nil: releaseMapped
-}
-
-// releaseAll hands the mapping's pages back now (at the end of a scan).
-func (s *sqlFile) releaseAll() {
-	if s.mapped != nil && s.release != nil {
-		s.release(s.mapped)
-	}
-}
-
-// mappedPage is page pgno in the mapping. The pages a process has touched in a file mapping
-// count in its resident size until it unmaps them, so a scan of a 185 MB export grew the
-// triage's peak RSS by 185 MB although it holds nothing per row; every releaseBytes the
-// whole mapping is released (madvise DONTNEED: the page cache keeps the data, and a page
-// still in use is mapped again on its next access), which keeps the mapped part of the RSS
-// near 4 MiB and costs a few page faults.
-//
-// A page that does not follow the one read before it is charged as faultAround bytes: the
-// kernel maps the pages around each one it faults in, and a small table's pages lie scattered
-// over the file (reading the memcpy table of a 1M-kernel export left 13 MB resident when
-// every page was charged as one).
-func (s *sqlFile) mappedPage(pgno uint32, sequential bool) []byte {
-	ps := int64(s.pageSize)
-	if !sequential {
-		ps = max(ps, faultAround)
-	}
-	if n := s.used.Add(ps); n/s.releaseEvery != (n-ps)/s.releaseEvery && s.release != nil {
-		s.release(s.mapped)
-	}
-	off := int(pgno-1) * s.pageSize
-	return s.mapped[off : off+s.pageSize : off+s.pageSize]
 }
 
 // pageWindow is a read-ahead window of one scan: the leaves of a table that was only appended
 // to lie in consecutive pages, so one read of readAhead pages replaces as many system calls.
+//
+// The pages are copied out of the page cache with pread, not used in place from a mapping of
+// the file: a mapping's pages count in the resident size until they are handed back
+// (madvise), and the page faults and hand-backs cost more than the copy. With the file
+// mapped and handed back every 4 MiB, the streamed pass over a 1M-kernel export took 1.36 s
+// of CPU, with pread 0.81 s (docs/performance.md); memory is the window, 256 KiB a scan.
 type pageWindow struct {
 	buf          []byte
 	first, count uint32
-	last         uint32 // the page read last through the mapping
+	read         int64 // pages read into the window so far (tests check the read-ahead)
 }
 
 // readAhead is the read-ahead window in pages (256 KiB with 4 KiB pages).
 const readAhead = 64
 
+// readSpan is how many pages from page first on a window read takes so that it holds the pages
+// the scan visits next: up to the farthest of next(0), next(1), ... (in visiting order; ok
+// false ends them) that lies within readAhead pages after first, stopping at the first that
+// does not. The tables of an export interleave in the file (a kernel leaf, a runtime leaf, ...),
+// where this is about the whole window; a small table's leaves lie scattered (the NVTX table's
+// 700 leaves of a 1M-kernel export over its 48,000 pages), where reading the whole window for
+// each leaf copied 180 MB to read 3 MB.
+func readSpan(first uint32, next func(i int) (uint32, bool)) uint32 {
+	span := uint32(1)
+	for i := 0; i < readAhead; i++ {
+		p, ok := next(i)
+		if !ok || p <= first || p-first >= readAhead {
+			break
+		}
+		span = max(span, p-first+1)
+	}
+	return span
+}
+
 // openSQLFile opens path and checks its 100-byte header for what the scanner supports: a
 // rollback-journal database (file format versions 1), UTF-8 text, the fixed payload fractions.
-func openSQLFile(path string, o fileOptions) (*sqlFile, error) {
+func openSQLFile(path string) (*sqlFile, error) {
 	f, err := infile.Open(path)
 	if err != nil {
 		return nil, err
@@ -146,34 +113,7 @@ func openSQLFile(path string, o fileOptions) (*sqlFile, error) {
 		return nil, err
 	}
 	s.closer = f
-	if !o.noMmap {
-		s.mapped, s.unmap, s.release = mapFile(f, st.Size()), unmapFile, releaseMapped
-		if o.release != nil {
-			s.release = o.release
-		}
-		if o.releaseEvery > 0 {
-			s.releaseEvery = o.releaseEvery
-		}
-	}
 	return s, nil
-}
-
-// withFaults runs fn, turning a fault on the mapping into an error: the mapped file shrank
-// while it was read (an export being rewritten), which would otherwise be a SIGBUS.
-func (s *sqlFile) withFaults(fn func() error) (err error) {
-	if s.mapped == nil {
-		return fn()
-	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if v := recover(); v != nil {
-			if _, ok := v.(interface{ Addr() uintptr }); !ok {
-				panic(v)
-			}
-			err = fmt.Errorf("nsys: the export changed while it was read (%v); read it again once nothing writes to it", v)
-		}
-	}()
-	return fn()
 }
 
 // newSQLFile checks the header of a database of size bytes read through r.
@@ -209,29 +149,20 @@ func newSQLFile(r io.ReaderAt, size int64) (*sqlFile, error) {
 	if pages > math.MaxUint32 {
 		return nil, layoutErr("%d pages", pages)
 	}
-	return &sqlFile{f: r, pageSize: ps, usable: usable, pages: uint32(pages), releaseEvery: releaseBytes}, nil
+	return &sqlFile{f: r, pageSize: ps, usable: usable, pages: uint32(pages)}, nil
 }
 
-// Close unmaps and closes the file.
+// Close closes the file.
 func (s *sqlFile) Close() error {
-	var err error
-	if s.mapped != nil && s.unmap != nil {
-		err = s.unmap(s.mapped)
-		s.mapped = nil
-	}
 	if s.closer == nil {
-		return err
+		return nil
 	}
-	return errors.Join(err, s.closer.Close())
+	return s.closer.Close()
 }
 
 func (s *sqlFile) readPage(pgno uint32, buf []byte) error {
 	if pgno < 1 || pgno > s.pages {
 		return layoutErr("page %d outside the file (%d pages)", pgno, s.pages)
-	}
-	if s.mapped != nil {
-		copy(buf[:s.pageSize], s.mappedPage(pgno, false))
-		return nil
 	}
 	n, err := s.f.ReadAt(buf[:s.pageSize], int64(pgno-1)*int64(s.pageSize))
 	if n < s.pageSize {
@@ -243,26 +174,27 @@ func (s *sqlFile) readPage(pgno uint32, buf []byte) error {
 	return nil
 }
 
-// page returns page pgno from the window, filling the window from pgno on when the page is
-// not in it. The slice is valid until the next call.
-func (w *pageWindow) page(s *sqlFile, pgno uint32) ([]byte, error) {
+// holds says whether page pgno is in the window.
+func (w *pageWindow) holds(pgno uint32) bool {
+	return w.first > 0 && pgno >= w.first && pgno-w.first < w.count
+}
+
+// page returns page pgno from the window, filling the window with pages pgno to pgno+span-1
+// (span at most readAhead; see readSpan) when the page is not in it. The slice is valid until
+// the next call.
+func (w *pageWindow) page(s *sqlFile, pgno, span uint32) ([]byte, error) {
 	ps := s.pageSize
-	if w.first > 0 && pgno >= w.first && pgno-w.first < w.count {
+	if w.holds(pgno) {
 		off := int(pgno-w.first) * ps
 		return w.buf[off : off+ps], nil
 	}
 	if pgno < 1 || pgno > s.pages {
 		return nil, layoutErr("page %d outside the file (%d pages)", pgno, s.pages)
 	}
-	if s.mapped != nil {
-		seq := pgno == w.last+1
-		w.last = pgno
-		return s.mappedPage(pgno, seq), nil
-	}
 	if w.buf == nil {
 		w.buf = make([]byte, readAhead*ps)
 	}
-	n := min(uint32(readAhead), s.pages-pgno+1)
+	n := min(max(span, 1), uint32(readAhead), s.pages-pgno+1)
 	w.first, w.count = 0, 0
 	got, err := s.f.ReadAt(w.buf[:int(n)*ps], int64(pgno-1)*int64(ps))
 	if got < ps {
@@ -272,6 +204,7 @@ func (w *pageWindow) page(s *sqlFile, pgno uint32) ([]byte, error) {
 		return nil, err
 	}
 	w.first, w.count = pgno, uint32(got/ps)
+	w.read += int64(w.count)
 	return w.buf[:ps], nil
 }
 
@@ -373,12 +306,8 @@ func (ts *tableScan) plan(cols []int) {
 	}
 }
 
+// run reads the table rooted at root: cols planned (plan), then its b-tree walked depth-first.
 func (ts *tableScan) run(ctx context.Context, root uint32, cols []int) error {
-	return ts.s.withFaults(func() error { return ts.walk(ctx, root, cols) })
-}
-
-// walk is run without the fault guard.
-func (ts *tableScan) walk(ctx context.Context, root uint32, cols []int) error {
 	s := ts.s
 	ts.plan(cols)
 	// Depth-first over the b-tree with one page buffer per level; interior pages hold child
@@ -401,7 +330,26 @@ func (ts *tableScan) walk(ctx context.Context, root uint32, cols []int) error {
 		if d >= 64 {
 			return layoutErr("b-tree deeper than 64 levels")
 		}
-		page, err := ts.win.page(s, pgno)
+		span := uint32(1)
+		if d > 0 && !ts.win.holds(pgno) {
+			// The pages visited next are the parent's next children (and their subtrees).
+			top := stack[d-1]
+			span = readSpan(pgno, func(i int) (uint32, bool) {
+				c := top.next + i
+				if c > top.cells {
+					return 0, false
+				}
+				if c == top.cells {
+					return top.right, true
+				}
+				ptr := int(binary.BigEndian.Uint16(top.buf[top.hdr+12+2*c:]))
+				if ptr+4 > s.usable || ptr < top.hdr+12 {
+					return 0, false
+				}
+				return binary.BigEndian.Uint32(top.buf[ptr:]), true
+			})
+		}
+		page, err := ts.win.page(s, pgno, span)
 		if err != nil {
 			return err
 		}
@@ -596,62 +544,95 @@ func (ts *tableScan) record(rec []byte, rowid int64) error {
 	return ts.fn(rowid, vals)
 }
 
-// recordInts is record for scanInts.
+// recordInts is record for scanInts, the hot loop of a streamed triage (a few columns of each
+// of millions of rows): the header's one-byte serial types are sized from a table and the
+// wanted integers decoded by serial type, without the generic path's value kinds.
 func (ts *tableScan) recordInts(rec []byte, rowid int64) error {
 	vals := ts.ints
 	clear(vals)
-	hsize, n := varint(rec)
-	if n == 0 || hsize > uint64(len(rec)) || int(hsize) < n {
+	if len(rec) == 0 {
 		return layoutErr("record header size")
 	}
-	hp, off, end := n, int(hsize), int(hsize)
-	for col := 0; col <= ts.maxCol && hp < end; col++ {
-		var st uint64
-		if c := rec[hp]; c < 0x80 {
-			st, hp = uint64(c), hp+1
+	hsize, n := uint64(rec[0]), 1
+	if hsize >= 0x80 {
+		if hsize, n = varint(rec); n == 0 {
+			return layoutErr("record header size")
+		}
+	}
+	if hsize > uint64(len(rec)) || int(hsize) < n {
+		return layoutErr("record header size")
+	}
+	hdr, body := rec[n:hsize], rec[hsize:]
+	slot := ts.slot
+	for col := 0; col < len(slot) && len(hdr) > 0; col++ {
+		st := uint64(hdr[0])
+		var size int
+		if st < 0x80 {
+			hdr = hdr[1:]
+			if size = int(serialSizes[st]); size == badSerial {
+				return layoutErr("record column %d: serial type %d", col, st)
+			}
 		} else {
-			st, n = varint(rec[hp:end])
+			st, n = varint(hdr)
 			if n == 0 {
 				return layoutErr("record serial type")
 			}
-			hp += n
-		}
-		var size int
-		switch {
-		case st <= 4:
-			size = int(st)
-		case st == 5:
-			size = 6
-		case st == 6, st == 7:
-			size = 8
-		case st == 8, st == 9:
-		default:
+			hdr = hdr[n:]
 			var ok bool
 			if size, ok = serialSize(st); !ok {
 				return layoutErr("record column %d: serial type %d", col, st)
 			}
 		}
-		if off+size > len(rec) {
+		if size > len(body) {
 			return layoutErr("record column %d runs off the record", col)
 		}
-		if k := ts.slot[col]; k >= 0 {
-			switch {
-			case st == 0:
-			case st <= 6:
-				vals[k] = sql.NullInt64{Int64: beInt(rec[off : off+size]), Valid: true}
-			case st == 8, st == 9:
-				vals[k] = sql.NullInt64{Int64: int64(st - 8), Valid: true}
+		if k := slot[col]; k >= 0 {
+			var v int64
+			switch st {
+			case 0:
+				body = body[size:]
+				continue
+			case 1:
+				v = int64(int8(body[0]))
+			case 2:
+				v = int64(int16(binary.BigEndian.Uint16(body)))
+			case 3:
+				v = int64(int32(uint32(body[0])<<24|uint32(body[1])<<16|uint32(body[2])<<8) >> 8)
+			case 4:
+				v = int64(int32(binary.BigEndian.Uint32(body)))
+			case 5:
+				v = int64(uint64(binary.BigEndian.Uint16(body))<<48|uint64(binary.BigEndian.Uint32(body[2:]))<<16) >> 16
+			case 6:
+				v = int64(binary.BigEndian.Uint64(body))
+			case 8, 9:
+				v = int64(st - 8)
 			default:
 				return layoutErr("record column %d is not an integer (serial type %d)", col, st)
 			}
+			vals[k] = sql.NullInt64{Int64: v, Valid: true}
 		}
-		off += size
+		body = body[size:]
 	}
 	if ts.fnRow != nil {
 		return ts.fnRow(rowid, vals)
 	}
 	return ts.fnInts(vals)
 }
+
+// badSerial marks the reserved serial types 10 and 11 in serialSizes.
+const badSerial = 0xff
+
+// serialSizes is serialSize of the serial types that fit one header byte (0 to 127).
+var serialSizes = func() (t [0x80]uint8) {
+	for st := range t {
+		size, ok := serialSize(uint64(st))
+		if !ok {
+			size = badSerial
+		}
+		t[st] = uint8(size)
+	}
+	return t
+}()
 
 // beInt sign-extends a big-endian two's-complement integer of 1, 2, 3, 4, 6 or 8 bytes (the
 // sizes of serial types 1 to 6).
@@ -684,15 +665,7 @@ func beInt(b []byte) int64 {
 // following the right-most pointers down to the last leaf: a few page reads. In an export,
 // whose rows are only ever appended, it is the row count, which lets a reader size its slices
 // once instead of growing them.
-func (s *sqlFile) lastRowid(root uint32) (n int64, err error) {
-	err = s.withFaults(func() error {
-		n, err = s.lastRowidUnguarded(root)
-		return err
-	})
-	return n, err
-}
-
-func (s *sqlFile) lastRowidUnguarded(root uint32) (int64, error) {
+func (s *sqlFile) lastRowid(root uint32) (int64, error) {
 	buf := make([]byte, s.pageSize)
 	pgno := root
 	for depth := 0; depth < 64; depth++ {
@@ -739,15 +712,7 @@ func (s *sqlFile) lastRowidUnguarded(root uint32) (int64, error) {
 // interior pages (about one page in a few hundred): the plan of a parallel scan. All leaves of
 // a b-tree are at the same depth, so the children of the deepest interior level are the
 // leaves; a worker that finds anything but a leaf there reports errFileLayout.
-func (s *sqlFile) leafPages(root uint32) (leaves []uint32, err error) {
-	err = s.withFaults(func() error {
-		leaves, err = s.leafPagesUnguarded(root)
-		return err
-	})
-	return leaves, err
-}
-
-func (s *sqlFile) leafPagesUnguarded(root uint32) ([]uint32, error) {
+func (s *sqlFile) leafPages(root uint32) ([]uint32, error) {
 	level := []uint32{root}
 	buf := make([]byte, s.pageSize)
 	read := uint32(0)
@@ -820,7 +785,7 @@ func (s *sqlFile) scanIntsParts(ctx context.Context, root uint32, cols []int, pa
 			defer func() { done <- struct{}{} }()
 			ts := &tableScan{s: s, rowidAt: -1, ints: make([]sql.NullInt64, len(cols)), fnRow: fns[p]}
 			ts.plan(cols)
-			errs[p] = s.withFaults(func() error { return ts.leaves(ctx, leaves[lo:hi], cancel) })
+			errs[p] = ts.leaves(ctx, leaves[lo:hi], cancel)
 		}()
 	}
 	for range parts {
@@ -849,7 +814,16 @@ func (ts *tableScan) leaves(ctx context.Context, leaves []uint32, cancel func())
 				return err
 			}
 		}
-		page, err := ts.win.page(s, pgno)
+		span := uint32(1)
+		if !ts.win.holds(pgno) {
+			span = readSpan(pgno, func(j int) (uint32, bool) {
+				if i+1+j >= len(leaves) {
+					return 0, false
+				}
+				return leaves[i+1+j], true
+			})
+		}
+		page, err := ts.win.page(s, pgno, span)
 		if err == nil {
 			hdr := 0
 			if pgno == 1 {

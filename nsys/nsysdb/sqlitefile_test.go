@@ -182,7 +182,7 @@ func TestParallelScanMatchesSequential(t *testing.T) {
 // TestScanIntsMatchesSQL checks the scanner row by row against SQLite on the big tables.
 func TestScanIntsMatchesSQL(t *testing.T) {
 	path := largeExport(t, 3000, 1)
-	f, err := openSQLFile(path, fileOptions{})
+	f, err := openSQLFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestScanValuesMatchSQL(t *testing.T) {
 	for _, ps := range []int{512, 4096, 65536} {
 		t.Run(fmt.Sprint(ps), func(t *testing.T) {
 			path := valuesDB(t, ps, 600)
-			f, err := openSQLFile(path, fileOptions{})
+			f, err := openSQLFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -446,7 +446,7 @@ func TestDirectReaderRefuses(t *testing.T) {
 	t.Run("wal", func(t *testing.T) {
 		path := largeExport(t, 500, 1)
 		mutate(t, path, "PRAGMA journal_mode = WAL")
-		if _, err := openSQLFile(path, fileOptions{}); !errors.Is(err, errFileLayout) {
+		if _, err := openSQLFile(path); !errors.Is(err, errFileLayout) {
 			t.Fatalf("WAL database opened directly: %v", err)
 		}
 		same(t, path)
@@ -530,7 +530,7 @@ func TestDirectReaderRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
-		sf, err := openSQLFile(path, fileOptions{})
+		sf, err := openSQLFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -664,9 +664,6 @@ func FuzzSQLFileScan(f *testing.F) {
 			}
 			return
 		}
-		if flip%2 == 1 {
-			s.mapped = data // pages used in place, as from a mapped file
-		}
 		rows := 0
 		limit := int(s.pages) * s.pageSize // a row takes at least a byte of a page
 		err = s.scan(context.Background(), uint32(root), []int{0, 1, 2, 3, 4}, -1, func(_ int64, v []sqlValue) error {
@@ -720,7 +717,7 @@ func TestKernelSummaryDirectMatchesSQL(t *testing.T) {
 func TestSparseRowidIsNotACount(t *testing.T) {
 	path, _ := writeSample(t, "3.28.1")
 	mutate(t, path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 4611686018427387904 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
-	f, err := openSQLFile(path, fileOptions{})
+	f, err := openSQLFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -829,96 +826,10 @@ func TestOneLaunchPerName(t *testing.T) {
 	}
 }
 
-// TestReadAtMatchesMapped: the scans read the same from a mapped file as with ReadAt, for the
-// full, the lean and the streamed read.
-func TestReadAtMatchesMapped(t *testing.T) {
-	paths := exportsUnderTest(t)
-	paths["no-nvtx"] = largeExportNVTX(t, 3000, 1, false)
-	read := func(path string, o ReadOptions, mmap bool) *Capture {
-		t.Helper()
-		o.file.noMmap = !mmap
-		c, err := ReadCapture(context.Background(), path, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	for name, path := range paths {
-		for _, o := range []ReadOptions{{}, {SummariseAPI: true, SkipKernelInfo: true}} {
-			if d := captureDiff(read(path, o, false), read(path, o, true)); d != "" {
-				t.Errorf("%s %+v (-ReadAt +mapped):\n%s", name, o, d)
-			}
-		}
-	}
-	o := leanOptions
-	o.file.noMmap = true
-	checkStreamMatchesRead(t, paths["no-nvtx"], o, nil)
-}
-
-// TestMappedPagesReleased: a scan through the mapping hands its pages back as it goes (so that
-// the resident size does not grow with the export), and reads the same when they are handed
-// back after every page.
-func TestMappedPagesReleased(t *testing.T) {
-	path := largeExportNVTX(t, 3000, 1, false)
-	var released atomic.Int64
-	file := fileOptions{
-		releaseEvery: 1, // every page
-		release: func(b []byte) {
-			released.Add(1)
-			releaseMapped(b)
-		},
-	}
-	read := func(mmap bool) *Capture {
-		t.Helper()
-		o := ReadOptions{SummariseAPI: true, SkipKernelInfo: true, file: file}
-		o.file.noMmap = !mmap
-		c, err := ReadCapture(context.Background(), path, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	f, err := openSQLFile(path, fileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hasMap := f.mapped != nil
-	f.Close()
-	if !hasMap {
-		t.Skip("no mmap on this platform")
-	}
-	mapped := read(true)
-	if d := captureDiff(read(false), mapped); d != "" {
-		t.Errorf("released after every page (-ReadAt +mapped):\n%s", d)
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The kernel and runtime tables are most of the file; each of their pages is read once.
-	if pages := st.Size() / 4096; released.Load() < pages/2 {
-		t.Errorf("%d releases for a %d-page file, want one per page read", released.Load(), pages)
-	}
-	released.Store(0)
-	o := leanOptions
-	o.file = file
-	o.file.releaseEvery = 1 << 20
-	stream, err := OpenStream(context.Background(), path, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Close()
-	if err := stream.Each(context.Background(), func(*trace.GPUOp, int64, int64) {}); err != nil {
-		t.Fatal(err)
-	}
-	if want := st.Size() / 2 / (1 << 20); released.Load() < want {
-		t.Errorf("the stream released its pages %d times over a %d-byte file, want at least %d", released.Load(), st.Size(), want)
-	}
-}
-
-// TestMappedFileTruncated: a file that shrinks under its mapping fails the scan with an error
-// instead of crashing the program (SIGBUS).
-func TestMappedFileTruncated(t *testing.T) {
+// TestFileTruncated: a file that shrinks after it was opened (an export being rewritten) ends
+// the direct scan with errFileLayout, which sends the table through SQLite, instead of rows
+// read past the end.
+func TestFileTruncated(t *testing.T) {
 	src := largeExportNVTX(t, 3000, 1, false)
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -928,22 +839,19 @@ func TestMappedFileTruncated(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := openSQLFile(path, fileOptions{})
+	s, err := openSQLFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.mapped == nil {
-		t.Skip("no mmap on this platform")
-	}
 	root, cols := kernelRootAndCols(t, path)
 	if err := os.Truncate(path, int64(len(data)/4)); err != nil {
 		t.Fatal(err)
 	}
 	rows := 0
 	err = s.scanInts(context.Background(), root, cols, func([]sql.NullInt64) error { rows++; return nil })
-	if err == nil || !strings.Contains(err.Error(), "changed while it was read") {
-		t.Errorf("scan of a truncated mapped file: %d rows, err = %v", rows, err)
+	if !errors.Is(err, errFileLayout) {
+		t.Errorf("scan of a truncated file: %d rows, err = %v, want errFileLayout", rows, err)
 	}
 	_, err = s.leafPages(root)
 	t.Logf("leafPages after truncation: %v", err)
@@ -964,4 +872,79 @@ func kernelRootAndCols(t *testing.T, path string) (uint32, []int) {
 		t.Fatal(err)
 	}
 	return p.root, p.cols
+}
+
+// TestReadAheadFollowsTheLeaves: a scan of a table whose leaves lie scattered over the file
+// (a small table written between a big one's rows, as an export's NVTX table lies among the
+// kernels and calls) reads about its own pages, not a whole read-ahead window for each; a
+// table whose leaves are close together is still read a window at a time.
+func TestReadAheadFollowsTheLeaves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scattered.sqlite")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	for _, s := range []string{
+		"PRAGMA synchronous = OFF",
+		"PRAGMA page_size = 4096",
+		"CREATE TABLE big (a INTEGER, pad BLOB)",
+		"CREATE TABLE small (a INTEGER, pad BLOB)",
+		"BEGIN",
+	} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Four small rows fill a leaf, and 20 big rows (a page each) are written after each small
+	// one: the small table's leaves lie 80 pages apart, more than a window.
+	for i := 0; i < 200; i++ {
+		if _, err := db.Exec("INSERT INTO small VALUES (?, zeroblob(900))", i); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO big WITH RECURSIVE n(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM n WHERE x < 19)
+			SELECT ? * 20 + x, zeroblob(3000) FROM n`, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	roots := map[string]uint32{}
+	for _, name := range []string{"big", "small"} {
+		var root uint32
+		if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, name).Scan(&root); err != nil {
+			t.Fatal(err)
+		}
+		roots[name] = root
+	}
+	db.Close()
+	f, err := openSQLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, root := range roots {
+		leaves, err := f.leafPages(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		ts := &tableScan{s: f, rowidAt: -1, ints: make([]sql.NullInt64, 1), fnInts: func([]sql.NullInt64) error { rows++; return nil }}
+		if err := ts.run(context.Background(), root, []int{0}); err != nil {
+			t.Fatal(err)
+		}
+		// The leaves, the interior pages (a few) and a window's worth past the last leaf.
+		if limit := int64(len(leaves)) + 2*readAhead; ts.win.read > limit {
+			t.Errorf("%s: %d rows on %d leaves: %d pages read, want at most %d", name, rows, len(leaves), ts.win.read, limit)
+		}
+		t.Logf("%s: %d rows on %d leaves: %d pages read", name, rows, len(leaves), ts.win.read)
+		var par atomic.Int64
+		err = f.scanIntsParts(context.Background(), root, []int{0}, 2, func(int) func(int64, []sql.NullInt64) error {
+			return func(int64, []sql.NullInt64) error { par.Add(1); return nil }
+		})
+		if err != nil || par.Load() != int64(rows) {
+			t.Errorf("%s: parallel scan: %d rows (%d sequential), %v", name, par.Load(), rows, err)
+		}
+	}
 }

@@ -196,16 +196,16 @@ func directRows(s *sqlFile, root uint32) ([]string, error) {
 	return rows, err
 }
 
-// checkLayout compares table v read directly (mapped and through ReadAt), its leaf-page plan,
+// checkLayout compares table v read directly (from the file and from memory), its leaf-page plan,
 // last rowid and a parallel integer scan with what SQLite reads.
 func checkLayout(t *testing.T, path string) {
 	t.Helper()
 	want, root := sqlRows(t, path)
-	mapped, err := openSQLFile(path, fileOptions{})
+	fromFile, err := openSQLFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mapped.Close()
+	defer fromFile.Close()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func checkLayout(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]*sqlFile{"mapped": mapped, "ReadAt": plain} {
+	for name, s := range map[string]*sqlFile{"file": fromFile, "memory": plain} {
 		got, err := directRows(s, root)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -326,7 +326,7 @@ func TestReadCaptureAutoVacuumAndFreelist(t *testing.T) {
 			if name != "full" && free < 10 {
 				t.Fatalf("%d freelist pages", free)
 			}
-			s, err := openSQLFile(path, fileOptions{}) // else ReadCapture would go through SQLite both times
+			s, err := openSQLFile(path) // else ReadCapture would go through SQLite both times
 			if err != nil {
 				t.Fatalf("the direct reader refuses the export: %v", err)
 			}

@@ -143,7 +143,7 @@ func openStream(ctx context.Context, path string, opts ReadOptions, lim streamLi
 	if len(warnings) > 0 || opts.noDirect {
 		return nil, notStreamable("%s: only the direct file reader streams, and it does not read a database a writer has touched (%v)", path, warnings)
 	}
-	if r.file, err = openSQLFile(path, opts.file); err != nil {
+	if r.file, err = openSQLFile(path); err != nil {
 		return nil, notStreamable("%s: the direct file reader declines the file: %v", path, err)
 	}
 	if s.kernels, err = s.plan(kernelTable, cols); err != nil {
@@ -344,10 +344,10 @@ type pass struct {
 	// Kernels.
 	next      int64          // kernels scanned so far (the next one's seq)
 	kPIDs     map[int32]bool // the kernels' processes
-	lastPID   int32          // the previous kernel's process
+	seenPIDs  idCache        // the processes already in kPIDs and the reader's set
 	devs      map[int32]bool // devices kernels ran on
-	lastDev   int32
-	first     int64 // earliest start and latest end of the kernels
+	seenDevs  idCache        // the devices already in devs
+	first     int64          // earliest start and latest end of the kernels
 	last      int64
 	unmatched int64 // ops delivered without a launch
 
@@ -364,11 +364,14 @@ type pass struct {
 	// Join: one per process, as each numbers its correlation ids on its own. calls counts
 	// the runtime calls handed over (of every process): the joins measure "how far the scan
 	// is past a place" in it.
-	joins  map[int32]*join
-	jPID   int32 // the process of j
-	j      *join // the join used last
-	calls  int64
-	memPID []int32 // per memory op (index into Trace.GPUOps): its process
+	joins map[int32]*join
+	// The first joins created, searched before the map: the calls and kernels of several
+	// processes interleave, so the last process's join (j) alone missed on most rows.
+	recentJoins []pidJoin
+	jPID        int32 // the process of j
+	j           *join // the join used last
+	calls       int64
+	memPID      []int32 // per memory op (index into Trace.GPUOps): its process
 
 	// Runtime scan.
 	batches chan *rtBatch
@@ -411,10 +414,22 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 	return p
 }
 
+// pidJoin is a process's join, as pass.recentJoins holds it.
+type pidJoin struct {
+	pid int32
+	j   *join
+}
+
 // joinOf returns the join of process pid, creating it on first use.
 func (p *pass) joinOf(pid int32) (*join, error) {
 	if p.j != nil && pid == p.jPID {
 		return p.j, nil
+	}
+	for _, e := range p.recentJoins {
+		if e.pid == pid {
+			p.j, p.jPID = e.j, pid
+			return e.j, nil
+		}
 	}
 	j := p.joins[pid]
 	if j == nil {
@@ -424,6 +439,9 @@ func (p *pass) joinOf(pid int32) (*join, error) {
 		j = &join{now: &p.calls}
 		j.init(p.lim, p.t.GPUOps, p.memPID, pid)
 		p.joins[pid] = j
+	}
+	if len(p.recentJoins) < 16 {
+		p.recentJoins = append(p.recentJoins, pidJoin{pid, j})
 	}
 	p.j, p.jPID = j, pid
 	return j, nil
@@ -461,16 +479,14 @@ func (p *pass) run(ctx context.Context) error {
 		if seq == 0 {
 			p.first, p.last = start.Int64, end.Int64
 		}
-		if seq == 0 || pid != p.lastPID {
+		if !p.seenPIDs.seen(pid) {
 			p.kPIDs[pid] = true
 			r.addPID(pid)
-			p.lastPID = pid
 		}
 		p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
 		device := int32(v[2].Int64)
-		if device != p.lastDev || seq == 0 {
+		if !p.seenDevs.seen(device) {
 			p.devs[device] = true
-			p.lastDev = device
 		}
 		x := seqOp{seq: seq, ls: trace.NoID, scope: trace.NoID, op: trace.GPUOp{
 			Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,

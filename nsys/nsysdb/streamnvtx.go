@@ -79,9 +79,14 @@ type nvtxIndex struct {
 	threads []nvtxThread // the ranges' threads, in first-seen order
 	laneIdx map[nvtxThread]int32
 	lanes   map[nvtxThread]*nvtxLane // built by finish
-	parent  []int32                  // per range: the range under it on its thread's stack, or NoID
-	inside  []int64                  // per key: the GPU time of the ops launched inside its ranges
-	depth   int                      // most ranges a stack may hold
+	// The lanes scope looked up (nil: a thread without ranges), up to laneCache threads:
+	// the map lookup per runtime call was a tenth of a streamed triage's CPU, and the calls
+	// of several processes interleave, so one remembered thread is not enough.
+	recent  [laneCache]recentLane
+	nRecent int
+	parent  []int32 // per range: the range under it on its thread's stack, or NoID
+	inside  []int64 // per key: the GPU time of the ops launched inside its ranges
+	depth   int     // most ranges a stack may hold
 }
 
 func newNVTXIndex() *nvtxIndex {
@@ -122,6 +127,7 @@ func (n *nvtxIndex) add(start, end int64, name trace.NameID, pid, tid int32, dk 
 
 // finish resolves the keys' domains and sorts each thread's ranges for a pass.
 func (n *nvtxIndex) finish(domains map[domainKey]string) {
+	n.nRecent = 0
 	n.domains = make([]string, len(n.keys))
 	for i, k := range n.keys {
 		n.domains[i] = domains[k.dk]
@@ -167,10 +173,35 @@ func (n *nvtxIndex) startPass(depth int) *nvtxIndex {
 	return n
 }
 
+// laneCache is how many threads' lanes nvtxIndex.lane remembers.
+const laneCache = 16
+
+// recentLane is one remembered thread's lane.
+type recentLane struct {
+	th nvtxThread
+	ln *nvtxLane
+}
+
+// lane is n.lanes[th], from the remembered threads when it is one (beyond laneCache threads
+// the others are looked up every time).
+func (n *nvtxIndex) lane(th nvtxThread) *nvtxLane {
+	for i := range n.recent[:n.nRecent] {
+		if n.recent[i].th == th {
+			return n.recent[i].ln
+		}
+	}
+	ln := n.lanes[th]
+	if n.nRecent < laneCache {
+		n.recent[n.nRecent] = recentLane{th, ln}
+		n.nRecent++
+	}
+	return ln
+}
+
 // scope returns the innermost range of thread (pid, tid) open at a call starting at at
 // (inclusive bounds, as Scopes), or NoID.
 func (n *nvtxIndex) scope(pid, tid int32, at int64) (int32, error) {
-	ln := n.lanes[nvtxThread{pid, tid}]
+	ln := n.lane(nvtxThread{pid, tid})
 	if ln == nil {
 		return trace.NoID, nil
 	}

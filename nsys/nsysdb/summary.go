@@ -118,7 +118,7 @@ func sortKernelStats(r *reader, table string, out []KernelStat) ([]KernelStat, e
 // pass over the kernel table's pages, sums in a slice indexed by the name id (StringIds ids are
 // small), then the names of the groups from StringIds. errFileLayout sends the caller to SQL.
 func (r *reader) kernelSummaryDirect(path, table, col string) ([]KernelStat, error) {
-	f, err := openSQLFile(path, r.opts.file)
+	f, err := openSQLFile(path)
 	if err != nil {
 		return nil, layoutErr("%v", err)
 	}

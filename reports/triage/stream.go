@@ -164,20 +164,48 @@ type devStage struct {
 // streamAnalysis is the state of one streamed input: one streamDev per device, as the device
 // to analyse is known only at the end (the one with the largest kernel time).
 type streamAnalysis struct {
-	c       *traceCtx
-	devs    map[int32]*streamDev
-	lastDev int32
-	last    *streamDev
+	c    *traceCtx
+	devs map[int32]*streamDev
+	// The devices' aggregates looked up so far: the ops of several devices interleave, so a
+	// map lookup per op (remembering only the previous op's device missed nearly every time).
+	recentDev recentAggs[int32]
 	// the previous op's order key, to check the stream's order
 	pStart, pEnd, pSeq int64
 	n                  int64
 	err                error // the first order violation; the rest of the pass is ignored
 	// With stage annotations (wins not nil) the ops go to one streamDev per device and stage
 	// (staged) instead of devs, and devAll sums each device's op durations.
-	wins      *windowSet
-	staged    map[devStage]*streamDev
-	devAll    map[int32]int64
-	lastStage devStage
+	wins        *windowSet
+	staged      map[devStage]*streamDev
+	devAll      map[int32]int64
+	recentStage recentAggs[devStage] // as recentDev; hashing the stage name per op was 5 % of the pass
+}
+
+// recentAggs remembers up to 16 keys' aggregates (a device, a device's stage) for the per-op
+// path, in front of the map that holds them all; keys beyond the 16th are looked up in the
+// map every time.
+type recentAggs[K comparable] struct {
+	keys [16]K
+	aggs [16]*streamDev
+	n    int
+}
+
+// get is k's aggregates if k is remembered, else nil.
+func (r *recentAggs[K]) get(k K) *streamDev {
+	for i := range r.n {
+		if r.keys[i] == k {
+			return r.aggs[i]
+		}
+	}
+	return nil
+}
+
+// put remembers k's aggregates while there is room.
+func (r *recentAggs[K]) put(k K, d *streamDev) {
+	if r.n < len(r.keys) {
+		r.keys[r.n], r.aggs[r.n] = k, d
+		r.n++
+	}
 }
 
 // streamDev is one device's stage: its aggregates, the online overlap sweep and, per stream,
@@ -262,13 +290,13 @@ func (sa *streamAnalysis) add(op *trace.GPUOp, seq, launchStart int64) {
 		sa.addStaged(op, seq, launchStart)
 		return
 	}
-	d := sa.last
-	if d == nil || op.Device != sa.lastDev {
+	d := sa.recentDev.get(op.Device)
+	if d == nil {
 		if d = sa.devs[op.Device]; d == nil {
 			d = &streamDev{streams: map[int32]*streamState{}, adj: map[uint64]int64{}}
 			sa.devs[op.Device] = d
 		}
-		sa.last, sa.lastDev = d, op.Device
+		sa.recentDev.put(op.Device, d)
 	}
 	d.add(sa.c, op, seq)
 }
@@ -286,13 +314,13 @@ func (sa *streamAnalysis) addStaged(op *trace.GPUOp, seq, launchStart int64) {
 	}
 	sa.devAll[op.Device] += op.Dur()
 	k := devStage{op.Device, st}
-	d := sa.last
-	if d == nil || k != sa.lastStage {
+	d := sa.recentStage.get(k)
+	if d == nil {
 		if d = sa.staged[k]; d == nil {
 			d = &streamDev{streams: map[int32]*streamState{}, adj: map[uint64]int64{}}
 			sa.staged[k] = d
 		}
-		sa.last, sa.lastStage = d, k
+		sa.recentStage.put(k, d)
 	}
 	d.add(sa.c, op, seq)
 }
