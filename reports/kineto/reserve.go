@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
+
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // Reserving the record slices. A 500 MB trace holds about two million records; grown one
@@ -102,6 +104,7 @@ func reserve[T any](s []T, r *reservation, off, total int64) []T {
 		return s
 	}
 	out := make([]T, len(s), int64(len(s))+more)
+	trace.AdviseHuge(out) // before the copy: the copy and the appends are the array's first writes
 	copy(out, s)
 	return out
 }

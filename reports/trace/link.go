@@ -233,6 +233,7 @@ func linkFrames(t *Trace) {
 		return
 	}
 	items := make([]sweepItem, 0, len(t.Frames)+len(t.CPUOps)+len(t.Launches))
+	AdviseHuge(items)
 	for i := range t.Frames {
 		f := &t.Frames[i]
 		items = append(items, sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)})

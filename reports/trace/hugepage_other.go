@@ -1,0 +1,6 @@
+//go:build !linux
+
+package trace
+
+// AdviseHuge does nothing outside Linux (hugepage_linux.go says why it exists).
+func AdviseHuge[T any](s []T) {}
