@@ -36,5 +36,6 @@ func AdviseHuge[T any](s []T) {
 // kernel uses what fits.
 const hugeSize = 2 << 20
 
-// hugeMin is the least array size worth a madvise call: below it at most one huge page fits.
-const hugeMin = 4 << 20
+// hugeMin is the least array size worth a madvise call: a smaller one holds no aligned huge
+// page.
+const hugeMin = hugeSize
