@@ -159,3 +159,49 @@ func TestLinkParallelEqualsSequential(t *testing.T) {
 		t.Errorf("test trace too tame: %d CPU ops framed, warnings %v", framed, a.Warnings)
 	}
 }
+
+// TestLaunchIndexDenseEqualsMap checks that the dense correlation table answers every lookup
+// as the map does (first launch wins, NoID skipped, misses), also for ids at the ends of int64
+// where c-lo overflows, and that ids spread too wide take the map.
+func TestLaunchIndexDenseEqualsMap(t *testing.T) {
+	const maxI, minI = int64(^uint64(0) >> 1), -int64(^uint64(0)>>1) - 1
+	cases := map[string][]int64{
+		"dense":      {5, 6, 7, 5, NoID, 9, 12, 6},
+		"negative":   {-7, -3, -2, -7, 0, 3},
+		"wide":       {1, 1 << 40, 3, 1},
+		"ends":       {maxI, minI, 0, maxI},
+		"near-max":   {maxI - 3, maxI, maxI - 1},
+		"near-min":   {minI, minI + 2, minI + 1, minI},
+		"only-no-id": {NoID, NoID},
+		"none":       {},
+		"one":        {42},
+	}
+	probes := []int64{maxI, minI, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, -1, -2, -3, -7, -8, 42, 1 << 40, maxI - 1, maxI - 3, minI + 1, minI + 2}
+	for name, corrs := range cases {
+		ls := make([]Launch, len(corrs))
+		want := map[int64]int32{}
+		for i, c := range corrs {
+			ls[i].Correlation = c
+			if _, ok := want[c]; !ok && c != NoID {
+				want[c] = int32(i)
+			}
+		}
+		x := launchIndex(ls)
+		if name == "wide" || name == "ends" {
+			if x.m == nil {
+				t.Errorf("%s: ids spread over %v took the dense table", name, corrs)
+			}
+		} else if len(corrs) > 0 && name != "only-no-id" && x.m != nil {
+			t.Errorf("%s: ids %v took the map, not the dense table", name, corrs)
+		}
+		for _, c := range append(probes, corrs...) {
+			w, ok := want[c]
+			if !ok {
+				w = NoID
+			}
+			if got := x.find(c); got != w {
+				t.Errorf("%s: find(%d) = %d, want %d", name, c, got, w)
+			}
+		}
+	}
+}
