@@ -290,6 +290,58 @@ type sweepItem struct {
 	idx        int32
 }
 
+// cmpSweep is the sweep's order: per thread, by start; at equal starts frames come first,
+// longer (outer) frames before shorter ones, so a frame starting with its op still encloses it.
+// It is a total order (idx breaks the last ties), so every way of sorting gives one result.
+func cmpSweep(a, b sweepItem) int {
+	if c := cmp.Compare(a.pid, b.pid); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.tid, b.tid); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.start, b.start); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.kind, b.kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.end, a.end); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.idx, b.idx)
+}
+
+// threadKey packs a pid and tid into one map key.
+func threadKey(pid, tid int32) uint64 { return uint64(uint32(pid))<<32 | uint64(uint32(tid)) }
+
+// sweepThreads numbers the threads (pid, tid) of the records; consecutive records mostly share
+// a thread, so the last one is remembered in front of the map.
+type sweepThreads struct {
+	ids     map[uint64]int32
+	keys    []uint64
+	last    uint64
+	lastID  int32
+	counts  [][3]int // per thread id, records of each sweep kind
+	started bool
+}
+
+func (th *sweepThreads) id(pid, tid int32) int32 {
+	k := threadKey(pid, tid)
+	if th.started && k == th.last {
+		return th.lastID
+	}
+	id, ok := th.ids[k]
+	if !ok {
+		id = int32(len(th.keys))
+		th.ids[k] = id
+		th.keys = append(th.keys, k)
+		th.counts = append(th.counts, [3]int{})
+	}
+	th.started, th.last, th.lastID = true, k, id
+	return id
+}
+
 func linkFrames(t *Trace) {
 	for i := range t.CPUOps {
 		t.CPUOps[i].Frame = NoID
@@ -303,66 +355,112 @@ func linkFrames(t *Trace) {
 	if len(t.Frames) == 0 {
 		return
 	}
-	items := make([]sweepItem, 0, len(t.Frames)+len(t.CPUOps)+len(t.Launches))
+	// The sweep visits the records of each thread in cmpSweep order. Sorting all of them at
+	// once was most of Link's time on a large trace; instead each thread's frames, CPU ops and
+	// launches are laid out as three runs, each sorted on its own (a reader's records are
+	// mostly in time order per thread already, so the check usually finds them sorted), and
+	// the sweep merges the three runs as it goes: the same order, without the full sort.
+	th := sweepThreads{ids: map[uint64]int32{}}
+	for i := range t.Frames {
+		th.counts[th.id(t.Frames[i].PID, t.Frames[i].TID)][0]++
+	}
+	for i := range t.CPUOps {
+		th.counts[th.id(t.CPUOps[i].PID, t.CPUOps[i].TID)][1]++
+	}
+	for i := range t.Launches {
+		th.counts[th.id(t.Launches[i].PID, t.Launches[i].TID)][2]++
+	}
+	// Threads in (pid, tid) order; runs[id][k] is the start of thread id's run of kind k in
+	// items, runs[id][3] its end.
+	order := make([]int32, len(th.keys))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		ka, kb := th.keys[a], th.keys[b]
+		if c := cmp.Compare(int32(ka>>32), int32(kb>>32)); c != 0 {
+			return c
+		}
+		return cmp.Compare(int32(uint32(ka)), int32(uint32(kb)))
+	})
+	runs := make([][4]int, len(th.keys))
+	at := 0
+	for _, id := range order {
+		for k := 0; k < 3; k++ {
+			runs[id][k] = at
+			at += th.counts[id][k]
+		}
+		runs[id][3] = at
+	}
+	items := make([]sweepItem, at)
 	AdviseHuge(items)
+	next := make([][3]int, len(runs)) // write position of each run
+	for id := range runs {
+		next[id] = [3]int{runs[id][0], runs[id][1], runs[id][2]}
+	}
+	th.started = false
 	for i := range t.Frames {
 		f := &t.Frames[i]
-		items = append(items, sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)})
+		p := &next[th.id(f.PID, f.TID)][0]
+		items[*p] = sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)}
+		*p++
 	}
 	for i := range t.CPUOps {
 		c := &t.CPUOps[i]
-		items = append(items, sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)})
+		p := &next[th.id(c.PID, c.TID)][1]
+		items[*p] = sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)}
+		*p++
 	}
 	for i := range t.Launches {
 		l := &t.Launches[i]
-		items = append(items, sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)})
+		p := &next[th.id(l.PID, l.TID)][2]
+		items[*p] = sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)}
+		*p++
 	}
-	// Per thread, by start; at equal starts frames come first, longer (outer) frames before
-	// shorter ones, so a frame starting with its op still encloses it.
-	slices.SortFunc(items, func(a, b sweepItem) int {
-		if c := cmp.Compare(a.pid, b.pid); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.tid, b.tid); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.start, b.start); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.kind, b.kind); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.end, a.end); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.idx, b.idx)
-	})
 	containing := make([]int32, len(t.Frames)) // time-containment parent of each frame
 	var stack []int32
-	var curPID, curTID int32
-	for n, it := range items {
-		if n == 0 || it.pid != curPID || it.tid != curTID {
-			stack = stack[:0]
-			curPID, curTID = it.pid, it.tid
+	for _, id := range order {
+		r := runs[id]
+		var run [3][]sweepItem
+		for k := range run {
+			run[k] = items[r[k]:r[k+1]]
+			if !slices.IsSortedFunc(run[k], cmpSweep) {
+				slices.SortFunc(run[k], cmpSweep)
+			}
 		}
-		// Pop frames that ended at or before this start.
-		for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
-			stack = stack[:len(stack)-1]
-		}
-		// A frame that started earlier but ended before an outer one did (improper nesting)
-		// may hide under the top; the top is still the innermost open frame that we know of.
-		top := int32(NoID)
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch it.kind {
-		case 0:
-			containing[it.idx] = top
-			stack = append(stack, it.idx)
-		case 1:
-			t.CPUOps[it.idx].Frame = top
-		case 2:
-			t.Launches[it.idx].Frame = top
+		stack = stack[:0]
+		for {
+			// The least head of the three runs.
+			k := -1
+			for j := range run {
+				if len(run[j]) > 0 && (k < 0 || cmpSweep(run[j][0], run[k][0]) < 0) {
+					k = j
+				}
+			}
+			if k < 0 {
+				break
+			}
+			it := run[k][0]
+			run[k] = run[k][1:]
+			// Pop frames that ended at or before this start.
+			for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
+				stack = stack[:len(stack)-1]
+			}
+			// A frame that started earlier but ended before an outer one did (improper nesting)
+			// may hide under the top; the top is still the innermost open frame that we know of.
+			top := int32(NoID)
+			if len(stack) > 0 {
+				top = stack[len(stack)-1]
+			}
+			switch it.kind {
+			case 0:
+				containing[it.idx] = top
+				stack = append(stack, it.idx)
+			case 1:
+				t.CPUOps[it.idx].Frame = top
+			case 2:
+				t.Launches[it.idx].Frame = top
+			}
 		}
 	}
 	// Parent by Python id where possible.

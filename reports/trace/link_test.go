@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -202,6 +204,157 @@ func TestLaunchIndexDenseEqualsMap(t *testing.T) {
 			if got := x.find(c); got != w {
 				t.Errorf("%s: find(%d) = %d, want %d", name, c, got, w)
 			}
+		}
+	}
+}
+
+// linkFramesBySort is linkFrames as it was before the per-thread runs: every sweep record
+// sorted at once. TestLinkFramesEqualsFullSort compares the two.
+func linkFramesBySort(t *Trace) {
+	for i := range t.CPUOps {
+		t.CPUOps[i].Frame = NoID
+	}
+	for i := range t.Frames {
+		t.Frames[i].Parent = NoID
+	}
+	for i := range t.Launches {
+		t.Launches[i].Frame = NoID
+	}
+	if len(t.Frames) == 0 {
+		return
+	}
+	items := make([]sweepItem, 0, len(t.Frames)+len(t.CPUOps)+len(t.Launches))
+	AdviseHuge(items)
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		items = append(items, sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)})
+	}
+	for i := range t.CPUOps {
+		c := &t.CPUOps[i]
+		items = append(items, sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)})
+	}
+	for i := range t.Launches {
+		l := &t.Launches[i]
+		items = append(items, sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)})
+	}
+	// Per thread, by start; at equal starts frames come first, longer (outer) frames before
+	// shorter ones, so a frame starting with its op still encloses it.
+	slices.SortFunc(items, func(a, b sweepItem) int {
+		if c := cmp.Compare(a.pid, b.pid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.tid, b.tid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.start, b.start); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.kind, b.kind); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.end, a.end); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.idx, b.idx)
+	})
+	containing := make([]int32, len(t.Frames)) // time-containment parent of each frame
+	var stack []int32
+	var curPID, curTID int32
+	for n, it := range items {
+		if n == 0 || it.pid != curPID || it.tid != curTID {
+			stack = stack[:0]
+			curPID, curTID = it.pid, it.tid
+		}
+		// Pop frames that ended at or before this start.
+		for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
+			stack = stack[:len(stack)-1]
+		}
+		// A frame that started earlier but ended before an outer one did (improper nesting)
+		// may hide under the top; the top is still the innermost open frame that we know of.
+		top := int32(NoID)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch it.kind {
+		case 0:
+			containing[it.idx] = top
+			stack = append(stack, it.idx)
+		case 1:
+			t.CPUOps[it.idx].Frame = top
+		case 2:
+			t.Launches[it.idx].Frame = top
+		}
+	}
+	// Parent by Python id where possible.
+	type pyKey struct {
+		pid int32
+		id  int64
+	}
+	byID := make(map[pyKey]int32, len(t.Frames))
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		if f.ID != NoID {
+			byID[pyKey{f.PID, f.ID}] = int32(i)
+		}
+	}
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		if f.ParentID != NoID {
+			if p, ok := byID[pyKey{f.PID, f.ParentID}]; ok && p != int32(i) {
+				f.Parent = p
+				continue
+			}
+		}
+		f.Parent = containing[i]
+	}
+}
+
+// TestLinkFramesEqualsFullSort: the sweep over per-thread runs merged as it goes links every
+// frame, CPU op and launch exactly as the sweep over one fully sorted array does, on records
+// in time order and out of it, with equal starts and ends, several pids (negative too) and
+// threads interleaved.
+func TestLinkFramesEqualsFullSort(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		build := func() *Trace {
+			r := rand.New(rand.NewPCG(seed, 9))
+			tr := New("x", "test")
+			name := tr.Names.InternString("f")
+			n := 50 + r.IntN(400)
+			ordered := seed%3 != 0 // in time order per thread, or shuffled
+			thread := func() (int32, int32) { return int32(r.IntN(3)) - 1, int32(r.IntN(4)) - 2 }
+			ts := func(i int) int64 {
+				if ordered {
+					return int64(i/2) * 10 // pairs of equal starts
+				}
+				return int64(r.IntN(n)) * 10
+			}
+			for i := 0; i < n; i++ {
+				pid, tid := thread()
+				s := ts(i)
+				tr.Frames = append(tr.Frames, Frame{Start: s, End: s + int64(r.IntN(6))*10, ID: int64(i), ParentID: int64(r.IntN(n+5)) - 2, Name: name, PID: pid, TID: tid})
+				pid, tid = thread()
+				s = ts(i)
+				tr.CPUOps = append(tr.CPUOps, CPUOp{Start: s, End: s + int64(r.IntN(3))*10, Name: name, PID: pid, TID: tid})
+				pid, tid = thread()
+				s = ts(i)
+				tr.Launches = append(tr.Launches, Launch{Start: s, End: s + 5, Name: name, PID: pid, TID: tid})
+			}
+			return tr
+		}
+		a, b := build(), build()
+		linkFrames(a)
+		linkFramesBySort(b)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("seed %d: the per-thread sweep differs from the fully sorted one", seed)
+		}
+		framed := 0
+		for i := range a.CPUOps {
+			if a.CPUOps[i].Frame != NoID {
+				framed++
+			}
+		}
+		if framed == 0 {
+			t.Errorf("seed %d: no CPU op framed: test trace too tame", seed)
 		}
 	}
 }
