@@ -40,8 +40,9 @@ func UnlinkedWarning(unmatched, ops int64) string {
 //     the same thread enclosing this frame's start (time containment).
 //
 // The Python-frame sweep (rule 4 and 5) reads only times and threads and writes only the Frame
-// and Parent fields, which rules 1 to 3 never touch, so on a large trace it runs on a second
-// goroutine beside them: on a 500 MB with_stack trace that hides most of its sorting.
+// and Parent fields, which rules 1 to 3 never touch, and the flow cross-check (rule 2) only
+// reads, so on a large trace each runs on a goroutine of its own beside rules 1 and 3; the
+// flow warning is appended after rule 1's, where the sequential order puts it.
 func Link(t *Trace) {
 	if len(t.Frames)+len(t.CPUOps)+len(t.Launches) < parallelLinkMin {
 		linkLaunches(t)
@@ -49,20 +50,38 @@ func Link(t *Trace) {
 		linkFrames(t)
 		return
 	}
-	done := make(chan struct{})
+	done := make(chan struct{}, 2)
 	go func() {
-		defer close(done)
+		defer func() { done <- struct{}{} }()
 		linkFrames(t)
 	}()
-	linkLaunches(t)
+	var flowWarn string
+	go func() {
+		defer func() { done <- struct{}{} }()
+		flowWarn = flowWarning(t)
+	}()
+	linkLaunchIDs(t)
 	linkCPUOps(t)
 	<-done
+	<-done
+	if flowWarn != "" {
+		t.Warnings = append(t.Warnings, flowWarn)
+	}
 }
 
 // parallelLinkMin is the record count from which Link sweeps frames on a second goroutine.
 const parallelLinkMin = 1 << 14
 
+// linkLaunches applies rules 1 and 2.
 func linkLaunches(t *Trace) {
+	linkLaunchIDs(t)
+	if w := flowWarning(t); w != "" {
+		t.Warnings = append(t.Warnings, w)
+	}
+}
+
+// linkLaunchIDs applies rule 1: GPUOp.Launch, and the warning for ops without a launch.
+func linkLaunchIDs(t *Trace) {
 	byCorr := launchIndex(t.Launches)
 	unmatched := 0
 	for i := range t.GPUOps {
@@ -81,10 +100,14 @@ func linkLaunches(t *Trace) {
 	if unmatched > 0 && len(t.Launches) > 0 {
 		t.Warnings = append(t.Warnings, UnlinkedWarning(int64(unmatched), int64(len(t.GPUOps))))
 	}
+}
 
-	// Flow cross-check.
+// flowWarning applies rule 2, the flow cross-check: it returns the warning for GPU ops whose
+// flow finishes disagree with their correlation, or "". It reads GPU ops' Start and
+// Correlation and the flows only.
+func flowWarning(t *Trace) string {
 	if len(t.Flows) == 0 {
-		return
+		return ""
 	}
 	// GPU-side flow finishes sorted by (ts, id): a binary search finds those at an op's start.
 	type fin struct{ ts, id int64 }
@@ -129,8 +152,9 @@ func linkLaunches(t *Trace) {
 		}
 	}
 	if disagree > 0 {
-		t.Warnings = append(t.Warnings, fmt.Sprintf("link: flows disagree with correlation ids for %d of %d GPU ops that have a flow arrow (correlation was used)", disagree, checked))
+		return fmt.Sprintf("link: flows disagree with correlation ids for %d of %d GPU ops that have a flow arrow (correlation was used)", disagree, checked)
 	}
+	return ""
 }
 
 // corrIndex finds the first launch (index into Trace.Launches) with a correlation id. CUPTI
