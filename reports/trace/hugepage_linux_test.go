@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"unsafe"
 )
@@ -74,4 +75,33 @@ func addrRange(line string) (lo, hi uintptr, ok bool) {
 		return 0, 0, false
 	}
 	return uintptr(x), uintptr(y), true
+}
+
+// TestPrefaultMapsTheRange checks with mincore that Prefault maps in exactly the pages from the
+// one holding the first element asked for (the appends are writing into it) to the last one
+// that the range covers whole, on fresh anonymous memory that nothing else has touched.
+func TestPrefaultMapsTheRange(t *testing.T) {
+	ps := os.Getpagesize()
+	mem, err := syscall.Mmap(-1, 0, 16*ps, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Skip("mmap:", err)
+	}
+	defer syscall.Munmap(mem)
+	if err := syscall.Madvise(mem[15*ps:], madvPopulateWrite); err != nil {
+		t.Skip("the kernel has no MADV_POPULATE_WRITE (Linux 5.14):", err)
+	}
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), len(mem)/8)
+	per := ps / 8
+	// Elements from the middle of page 2 to the middle of page 6: pages 2 to 5.
+	Prefault(words, 2*per+per/2, 6*per+per/2)
+	vec := make([]byte, 16)
+	if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Skip("mincore:", e)
+	}
+	for i, v := range vec {
+		want := i >= 2 && i <= 5 || i == 15
+		if got := v&1 == 1; got != want {
+			t.Errorf("page %d resident = %v, want %v (pages %v)", i, got, want, vec)
+		}
+	}
 }

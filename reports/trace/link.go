@@ -418,6 +418,7 @@ func linkFrames(t *Trace) {
 	}
 	items := make([]sweepItem, at)
 	AdviseHuge(items)
+	Prefault(items, 0, len(items))
 	next := make([][3]int, len(runs)) // write position of each run
 	for id := range runs {
 		next[id] = [3]int{runs[id][0], runs[id][1], runs[id][2]}
