@@ -213,7 +213,7 @@ func appendRemapped[T any](dst, src []T, fix func(*T)) []T {
 	if cap(dst)-n < len(src) {
 		// Exactly the room needed, advised for huge pages and mapped in before its first
 		// write (slices.Grow rounds up and clears the new part on 4 KiB pages, one fault
-		// each: a quarter of a 500 MB trace's remaining page faults).
+		// each: docs/performance.md).
 		grown := make([]T, 0, n+len(src))
 		trace.AdviseHuge(grown)
 		trace.Prefault(grown, 0, cap(grown))

@@ -10,11 +10,12 @@ import (
 // pages, where the machine's THP mode is "madvise" (the common default) or "always"; the Go
 // runtime does not ask for them on its heap. It is for a fresh pointer-free array of tens of MB
 // that is about to be written front to back (the readers' record slices, Link's sweep): with
-// 4 KiB pages each page costs one fault on its first write (a 500 MB Kineto trace took about
-// 45,000, most of a quarter of its CPU time that was system time), with huge pages one fault
-// per 2 MiB (and fewer TLB misses for whoever reads the array later). Only the 2 MiB-aligned
-// interior is advised; pages already touched keep their size. It changes no byte of the array
-// and is only advice: an error (an old kernel, THP "never") changes nothing, so it is ignored.
+// 4 KiB pages each page costs one fault at its first write, which on a VM made a large trace's
+// read spend a quarter of its CPU time in the kernel (docs/performance.md); with huge pages it
+// is one fault per 2 MiB, and fewer TLB misses for whoever reads the array later. Only the
+// 2 MiB-aligned interior is advised; pages already touched keep their size. It changes no byte
+// of the array and is only advice: an error (an old kernel, THP "never") changes nothing, so it
+// is ignored.
 func AdviseHuge[T any](s []T) {
 	var z T
 	n := uintptr(cap(s)) * unsafe.Sizeof(z)
@@ -44,10 +45,9 @@ const hugeMin = hugeSize
 // Prefault maps in, writable, the pages of s's array from the one holding element from to the
 // last one that elements [from, to) cover whole (to is clamped to the capacity), in one
 // madvise(MADV_POPULATE_WRITE) call instead of one page fault per page at the first write to
-// each: on a VM each fault costs several microseconds of system time, and a 100 MB trace's
-// record stores took about 5,000 of them (where huge pages were advised, it maps those). It
-// changes no byte of the array. Kernels before 5.14 refuse the call, and the writes then fault
-// as before.
+// each, which costs far less system time on a VM (docs/performance.md); where huge pages were
+// advised, it maps those. It changes no byte of the array. Kernels before 5.14 refuse the call,
+// and the writes then fault as before.
 func Prefault[T any](s []T, from, to int) {
 	var z T
 	size := unsafe.Sizeof(z)

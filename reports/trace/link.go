@@ -160,8 +160,8 @@ func flowWarning(t *Trace) string {
 // corrIndex finds the first launch (index into Trace.Launches) with a correlation id. CUPTI
 // numbers correlations densely from where profiling started, so when the ids span at most
 // denseSpan times the launches (plus a little), one slot per id in that span replaces a hash
-// map (a map insert and lookup per launch and GPU op were a third of Link's time on a 500 MB
-// trace); ids spread wider (merged or edited traces) keep the map.
+// map, whose insert and lookup per launch and GPU op were a large part of Link's time
+// (docs/performance.md); ids spread wider (merged or edited traces) keep the map.
 type corrIndex struct {
 	lo    int64
 	dense []int32 // slot c-lo: the first launch with correlation c, or NoID
@@ -380,7 +380,7 @@ func linkFrames(t *Trace) {
 		return
 	}
 	// The sweep visits the records of each thread in cmpSweep order. Sorting all of them at
-	// once was most of Link's time on a large trace; instead each thread's frames, CPU ops and
+	// once was the largest part of Link's time (docs/performance.md); instead each thread's frames, CPU ops and
 	// launches are laid out as three runs, each sorted on its own (a reader's records are
 	// mostly in time order per thread already, so the check usually finds them sorted), and
 	// the sweep merges the three runs as it goes: the same order, without the full sort.
