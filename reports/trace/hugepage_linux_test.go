@@ -13,20 +13,30 @@ import (
 // TestAdviseHugeMarksTheArray checks that AdviseHuge leaves the kernel's huge-page flag ("hg"
 // in /proc/self/smaps' VmFlags) on the 2 MiB-aligned interior of a large array, and none on a
 // small one. The flag is set by the madvise call whatever the machine's THP mode and free
-// memory, so the check does not depend on whether huge pages were actually handed out.
+// memory, so the check does not depend on whether huge pages were actually handed out. The
+// arrays are fresh anonymous mappings: on the Go heap a small array may share a mapping with
+// an advised large one, and the flag is per mapping.
 func TestAdviseHugeMarksTheArray(t *testing.T) {
 	if _, err := os.Stat("/proc/self/smaps"); err != nil {
 		t.Skip("no /proc/self/smaps:", err)
 	}
-	big := make([]Launch, 0, (16<<20)/unsafe.Sizeof(Launch{}))
+	mapped := func(n int) []byte {
+		b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			t.Skip("mmap:", err)
+		}
+		t.Cleanup(func() { syscall.Munmap(b) })
+		return b
+	}
+	raw := mapped(16 << 20)
+	big := unsafe.Slice((*Launch)(unsafe.Pointer(&raw[0])), len(raw)/int(unsafe.Sizeof(Launch{})))
 	AdviseHuge(big)
-	mid := uintptr(unsafe.Pointer(unsafe.SliceData(big[:cap(big)]))) + 8<<20
+	mid := uintptr(unsafe.Pointer(&raw[0])) + 8<<20
 	if !vmFlag(t, mid, "hg") {
 		t.Errorf("the middle of a 16 MiB array (%#x) is not advised for huge pages", mid)
 	}
-	small := make([]byte, 1<<20)
+	small := mapped(1 << 20)
 	AdviseHuge(small)
-	small[0] = 1
 	if p := uintptr(unsafe.Pointer(&small[0])); vmFlag(t, p, "hg") {
 		t.Errorf("a 1 MiB array (%#x) was advised; AdviseHuge should leave arrays below %d bytes alone", p, hugeMin)
 	}
