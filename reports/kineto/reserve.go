@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
+	"unsafe"
+
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // Reserving the record slices. A 500 MB trace holds about two million records; grown one
@@ -70,10 +73,18 @@ func sizeHint(r io.Reader) int64 {
 	return isize
 }
 
-// reservation remembers where a kind of record first appeared.
+// reservation remembers where a kind of record first appeared, and how far its slice's array
+// has been prefaulted.
 type reservation struct {
 	first int64 // input offset of the first record, -1 before it
+	// faulted is the element index up to which the array of capacity faultedCap has been
+	// prefaulted (trace.Prefault): a chunk at a time, just ahead of the appends, so that the
+	// capacity a reservation leaves unused costs no memory.
+	faulted, faultedCap int
 }
+
+// prefaultChunk is how many bytes of records are prefaulted at a time.
+const prefaultChunk = 256 << 10
 
 // reserve returns s with room for the records of its kind that the rest of the input should
 // still hold, when s is full and the rate since the kind's first record (at r.first) can be
@@ -82,7 +93,17 @@ func reserve[T any](s []T, r *reservation, off, total int64) []T {
 	if len(s) == 0 {
 		r.first = off
 	}
-	if len(s) < cap(s) || total <= 0 || off >= total {
+	if len(s) < cap(s) {
+		if cap(s) != r.faultedCap || len(s) >= r.faulted {
+			// A new array (append's or ours), or the appends reached the prefaulted end.
+			var z T
+			from := len(s)
+			r.faulted, r.faultedCap = from+max(1, prefaultChunk/int(unsafe.Sizeof(z))), cap(s)
+			trace.Prefault(s, from, r.faulted)
+		}
+		return s
+	}
+	if total <= 0 || off >= total {
 		return s
 	}
 	span := off - r.first
@@ -102,6 +123,7 @@ func reserve[T any](s []T, r *reservation, off, total int64) []T {
 		return s
 	}
 	out := make([]T, len(s), int64(len(s))+more)
+	trace.AdviseHuge(out) // before the copy: the copy and the appends are the array's first writes
 	copy(out, s)
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"runtime"
-	"slices"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -211,7 +210,16 @@ func appendRemapped[T any](dst, src []T, fix func(*T)) []T {
 		return dst
 	}
 	n := len(dst)
-	dst = slices.Grow(dst, len(src))[:n+len(src)]
+	if cap(dst)-n < len(src) {
+		// Exactly the room needed, advised for huge pages and mapped in before its first
+		// write (slices.Grow rounds up and clears the new part on 4 KiB pages, one fault
+		// each: docs/performance.md).
+		grown := make([]T, 0, n+len(src))
+		trace.AdviseHuge(grown)
+		trace.Prefault(grown, 0, cap(grown))
+		dst = append(grown, dst...)
+	}
+	dst = dst[:n+len(src)]
 	for i := range src {
 		r := &dst[n+i]
 		*r = src[i]

@@ -40,8 +40,9 @@ func UnlinkedWarning(unmatched, ops int64) string {
 //     the same thread enclosing this frame's start (time containment).
 //
 // The Python-frame sweep (rule 4 and 5) reads only times and threads and writes only the Frame
-// and Parent fields, which rules 1 to 3 never touch, so on a large trace it runs on a second
-// goroutine beside them: on a 500 MB with_stack trace that hides most of its sorting.
+// and Parent fields, which rules 1 to 3 never touch, and the flow cross-check (rule 2) only
+// reads, so on a large trace each runs on a goroutine of its own beside rules 1 and 3; the
+// flow warning is appended after rule 1's, where the sequential order puts it.
 func Link(t *Trace) {
 	if len(t.Frames)+len(t.CPUOps)+len(t.Launches) < parallelLinkMin {
 		linkLaunches(t)
@@ -49,30 +50,39 @@ func Link(t *Trace) {
 		linkFrames(t)
 		return
 	}
-	done := make(chan struct{})
+	done := make(chan struct{}, 2)
 	go func() {
-		defer close(done)
+		defer func() { done <- struct{}{} }()
 		linkFrames(t)
 	}()
-	linkLaunches(t)
+	var flowWarn string
+	go func() {
+		defer func() { done <- struct{}{} }()
+		flowWarn = flowWarning(t)
+	}()
+	linkLaunchIDs(t)
 	linkCPUOps(t)
 	<-done
+	<-done
+	if flowWarn != "" {
+		t.Warnings = append(t.Warnings, flowWarn)
+	}
 }
 
 // parallelLinkMin is the record count from which Link sweeps frames on a second goroutine.
 const parallelLinkMin = 1 << 14
 
+// linkLaunches applies rules 1 and 2.
 func linkLaunches(t *Trace) {
-	byCorr := make(map[int64]int32, len(t.Launches))
-	for i := range t.Launches {
-		c := t.Launches[i].Correlation
-		if c == NoID {
-			continue
-		}
-		if _, ok := byCorr[c]; !ok {
-			byCorr[c] = int32(i)
-		}
+	linkLaunchIDs(t)
+	if w := flowWarning(t); w != "" {
+		t.Warnings = append(t.Warnings, w)
 	}
+}
+
+// linkLaunchIDs applies rule 1: GPUOp.Launch, and the warning for ops without a launch.
+func linkLaunchIDs(t *Trace) {
+	byCorr := launchIndex(t.Launches)
 	unmatched := 0
 	for i := range t.GPUOps {
 		op := &t.GPUOps[i]
@@ -81,7 +91,7 @@ func linkLaunches(t *Trace) {
 			unmatched++
 			continue
 		}
-		if li, ok := byCorr[op.Correlation]; ok {
+		if li := byCorr.find(op.Correlation); li != NoID {
 			op.Launch = li
 		} else {
 			unmatched++
@@ -90,14 +100,24 @@ func linkLaunches(t *Trace) {
 	if unmatched > 0 && len(t.Launches) > 0 {
 		t.Warnings = append(t.Warnings, UnlinkedWarning(int64(unmatched), int64(len(t.GPUOps))))
 	}
+}
 
-	// Flow cross-check.
+// flowWarning applies rule 2, the flow cross-check: it returns the warning for GPU ops whose
+// flow finishes disagree with their correlation, or "". It reads GPU ops' Start and
+// Correlation and the flows only.
+func flowWarning(t *Trace) string {
 	if len(t.Flows) == 0 {
-		return
+		return ""
 	}
 	// GPU-side flow finishes sorted by (ts, id): a binary search finds those at an op's start.
 	type fin struct{ ts, id int64 }
-	var fins []fin
+	nf := 0
+	for i := range t.Flows {
+		if !t.Flows[i].Start {
+			nf++
+		}
+	}
+	fins := make([]fin, 0, nf)
 	for _, f := range t.Flows {
 		if !f.Start {
 			fins = append(fins, fin{f.TS, f.ID})
@@ -132,8 +152,83 @@ func linkLaunches(t *Trace) {
 		}
 	}
 	if disagree > 0 {
-		t.Warnings = append(t.Warnings, fmt.Sprintf("link: flows disagree with correlation ids for %d of %d GPU ops that have a flow arrow (correlation was used)", disagree, checked))
+		return fmt.Sprintf("link: flows disagree with correlation ids for %d of %d GPU ops that have a flow arrow (correlation was used)", disagree, checked)
 	}
+	return ""
+}
+
+// corrIndex finds the first launch (index into Trace.Launches) with a correlation id. CUPTI
+// numbers correlations densely from where profiling started, so when the ids span at most
+// denseSpan times the launches (plus a little), one slot per id in that span replaces a hash
+// map, whose insert and lookup per launch and GPU op were a large part of Link's time
+// (docs/performance.md); ids spread wider (merged or edited traces) keep the map.
+type corrIndex struct {
+	lo    int64
+	dense []int32 // slot c-lo: the first launch with correlation c, or NoID
+	m     map[int64]int32
+}
+
+// denseSpan bounds the dense table to this many slots per launch.
+const denseSpan = 4
+
+func launchIndex(ls []Launch) corrIndex {
+	lo, hi, n := int64(0), int64(0), 0
+	for i := range ls {
+		c := ls[i].Correlation
+		if c == NoID {
+			continue
+		}
+		if n == 0 || c < lo {
+			lo = c
+		}
+		if n == 0 || c > hi {
+			hi = c
+		}
+		n++
+	}
+	// hi-lo cannot overflow into a small positive span: a negative difference (overflow) or
+	// one above the bound takes the map.
+	if span := hi - lo; n > 0 && span >= 0 && span < int64(denseSpan*n+1024) {
+		x := corrIndex{lo: lo, dense: make([]int32, span+1)}
+		for i := range x.dense {
+			x.dense[i] = NoID
+		}
+		for i := range ls {
+			c := ls[i].Correlation
+			if c == NoID {
+				continue
+			}
+			if slot := &x.dense[c-lo]; *slot == NoID {
+				*slot = int32(i)
+			}
+		}
+		return x
+	}
+	x := corrIndex{m: make(map[int64]int32, n)}
+	for i := range ls {
+		c := ls[i].Correlation
+		if c == NoID {
+			continue
+		}
+		if _, ok := x.m[c]; !ok {
+			x.m[c] = int32(i)
+		}
+	}
+	return x
+}
+
+// find returns the first launch with correlation c, or NoID.
+func (x *corrIndex) find(c int64) int32 {
+	if x.m != nil {
+		if li, ok := x.m[c]; ok {
+			return li
+		}
+		return NoID
+	}
+	if d := c - x.lo; c >= x.lo && d >= 0 && d < int64(len(x.dense)) { // d < 0: overflow
+		return x.dense[d]
+	}
+	return NoID
 }
 
 func linkCPUOps(t *Trace) {
@@ -219,6 +314,58 @@ type sweepItem struct {
 	idx        int32
 }
 
+// cmpSweep is the sweep's order: per thread, by start; at equal starts frames come first,
+// longer (outer) frames before shorter ones, so a frame starting with its op still encloses it.
+// It is a total order (idx breaks the last ties), so every way of sorting gives one result.
+func cmpSweep(a, b sweepItem) int {
+	if c := cmp.Compare(a.pid, b.pid); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.tid, b.tid); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.start, b.start); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.kind, b.kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.end, a.end); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.idx, b.idx)
+}
+
+// threadKey packs a pid and tid into one map key.
+func threadKey(pid, tid int32) uint64 { return uint64(uint32(pid))<<32 | uint64(uint32(tid)) }
+
+// sweepThreads numbers the threads (pid, tid) of the records; consecutive records mostly share
+// a thread, so the last one is remembered in front of the map.
+type sweepThreads struct {
+	ids     map[uint64]int32
+	keys    []uint64
+	last    uint64
+	lastID  int32
+	counts  [][3]int // per thread id, records of each sweep kind
+	started bool
+}
+
+func (th *sweepThreads) id(pid, tid int32) int32 {
+	k := threadKey(pid, tid)
+	if th.started && k == th.last {
+		return th.lastID
+	}
+	id, ok := th.ids[k]
+	if !ok {
+		id = int32(len(th.keys))
+		th.ids[k] = id
+		th.keys = append(th.keys, k)
+		th.counts = append(th.counts, [3]int{})
+	}
+	th.started, th.last, th.lastID = true, k, id
+	return id
+}
+
 func linkFrames(t *Trace) {
 	for i := range t.CPUOps {
 		t.CPUOps[i].Frame = NoID
@@ -232,65 +379,113 @@ func linkFrames(t *Trace) {
 	if len(t.Frames) == 0 {
 		return
 	}
-	items := make([]sweepItem, 0, len(t.Frames)+len(t.CPUOps)+len(t.Launches))
+	// The sweep visits the records of each thread in cmpSweep order. Sorting all of them at
+	// once was the largest part of Link's time (docs/performance.md); instead each thread's frames, CPU ops and
+	// launches are laid out as three runs, each sorted on its own (a reader's records are
+	// mostly in time order per thread already, so the check usually finds them sorted), and
+	// the sweep merges the three runs as it goes: the same order, without the full sort.
+	th := sweepThreads{ids: map[uint64]int32{}}
+	for i := range t.Frames {
+		th.counts[th.id(t.Frames[i].PID, t.Frames[i].TID)][0]++
+	}
+	for i := range t.CPUOps {
+		th.counts[th.id(t.CPUOps[i].PID, t.CPUOps[i].TID)][1]++
+	}
+	for i := range t.Launches {
+		th.counts[th.id(t.Launches[i].PID, t.Launches[i].TID)][2]++
+	}
+	// Threads in (pid, tid) order; runs[id][k] is the start of thread id's run of kind k in
+	// items, runs[id][3] its end.
+	order := make([]int32, len(th.keys))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		ka, kb := th.keys[a], th.keys[b]
+		if c := cmp.Compare(int32(ka>>32), int32(kb>>32)); c != 0 {
+			return c
+		}
+		return cmp.Compare(int32(uint32(ka)), int32(uint32(kb)))
+	})
+	runs := make([][4]int, len(th.keys))
+	at := 0
+	for _, id := range order {
+		for k := 0; k < 3; k++ {
+			runs[id][k] = at
+			at += th.counts[id][k]
+		}
+		runs[id][3] = at
+	}
+	items := make([]sweepItem, at)
+	AdviseHuge(items)
+	Prefault(items, 0, len(items))
+	next := make([][3]int, len(runs)) // write position of each run
+	for id := range runs {
+		next[id] = [3]int{runs[id][0], runs[id][1], runs[id][2]}
+	}
+	th.started = false
 	for i := range t.Frames {
 		f := &t.Frames[i]
-		items = append(items, sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)})
+		p := &next[th.id(f.PID, f.TID)][0]
+		items[*p] = sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)}
+		*p++
 	}
 	for i := range t.CPUOps {
 		c := &t.CPUOps[i]
-		items = append(items, sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)})
+		p := &next[th.id(c.PID, c.TID)][1]
+		items[*p] = sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)}
+		*p++
 	}
 	for i := range t.Launches {
 		l := &t.Launches[i]
-		items = append(items, sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)})
+		p := &next[th.id(l.PID, l.TID)][2]
+		items[*p] = sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)}
+		*p++
 	}
-	// Per thread, by start; at equal starts frames come first, longer (outer) frames before
-	// shorter ones, so a frame starting with its op still encloses it.
-	slices.SortFunc(items, func(a, b sweepItem) int {
-		if c := cmp.Compare(a.pid, b.pid); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.tid, b.tid); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.start, b.start); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.kind, b.kind); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.end, a.end); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.idx, b.idx)
-	})
 	containing := make([]int32, len(t.Frames)) // time-containment parent of each frame
 	var stack []int32
-	var curPID, curTID int32
-	for n, it := range items {
-		if n == 0 || it.pid != curPID || it.tid != curTID {
-			stack = stack[:0]
-			curPID, curTID = it.pid, it.tid
+	for _, id := range order {
+		r := runs[id]
+		var run [3][]sweepItem
+		for k := range run {
+			run[k] = items[r[k]:r[k+1]]
+			if !slices.IsSortedFunc(run[k], cmpSweep) {
+				slices.SortFunc(run[k], cmpSweep)
+			}
 		}
-		// Pop frames that ended at or before this start.
-		for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
-			stack = stack[:len(stack)-1]
-		}
-		// A frame that started earlier but ended before an outer one did (improper nesting)
-		// may hide under the top; the top is still the innermost open frame that we know of.
-		top := int32(NoID)
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch it.kind {
-		case 0:
-			containing[it.idx] = top
-			stack = append(stack, it.idx)
-		case 1:
-			t.CPUOps[it.idx].Frame = top
-		case 2:
-			t.Launches[it.idx].Frame = top
+		stack = stack[:0]
+		for {
+			// The least head of the three runs.
+			k := -1
+			for j := range run {
+				if len(run[j]) > 0 && (k < 0 || cmpSweep(run[j][0], run[k][0]) < 0) {
+					k = j
+				}
+			}
+			if k < 0 {
+				break
+			}
+			it := run[k][0]
+			run[k] = run[k][1:]
+			// Pop frames that ended at or before this start.
+			for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
+				stack = stack[:len(stack)-1]
+			}
+			// A frame that started earlier but ended before an outer one did (improper nesting)
+			// may hide under the top; the top is still the innermost open frame that we know of.
+			top := int32(NoID)
+			if len(stack) > 0 {
+				top = stack[len(stack)-1]
+			}
+			switch it.kind {
+			case 0:
+				containing[it.idx] = top
+				stack = append(stack, it.idx)
+			case 1:
+				t.CPUOps[it.idx].Frame = top
+			case 2:
+				t.Launches[it.idx].Frame = top
+			}
 		}
 	}
 	// Parent by Python id where possible.

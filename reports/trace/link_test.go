@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -155,7 +157,205 @@ func TestLinkParallelEqualsSequential(t *testing.T) {
 			framed++
 		}
 	}
-	if framed == 0 || len(a.Warnings) == 0 {
+	if framed == 0 || len(a.Warnings) != 2 {
+		// Both warnings (unlinked ops, then flows that disagree): their order is checked.
 		t.Errorf("test trace too tame: %d CPU ops framed, warnings %v", framed, a.Warnings)
+	}
+}
+
+// TestLaunchIndexDenseEqualsMap checks that the dense correlation table answers every lookup
+// as the map does (first launch wins, NoID skipped, misses), also for ids at the ends of int64
+// where c-lo overflows, and that ids spread too wide take the map.
+func TestLaunchIndexDenseEqualsMap(t *testing.T) {
+	const maxI, minI = int64(^uint64(0) >> 1), -int64(^uint64(0)>>1) - 1
+	cases := map[string][]int64{
+		"dense":      {5, 6, 7, 5, NoID, 9, 12, 6},
+		"negative":   {-7, -3, -2, -7, 0, 3},
+		"wide":       {1, 1 << 40, 3, 1},
+		"ends":       {maxI, minI, 0, maxI},
+		"near-max":   {maxI - 3, maxI, maxI - 1},
+		"near-min":   {minI, minI + 2, minI + 1, minI},
+		"only-no-id": {NoID, NoID},
+		"none":       {},
+		"one":        {42},
+	}
+	probes := []int64{maxI, minI, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, -1, -2, -3, -7, -8, 42, 1 << 40, maxI - 1, maxI - 3, minI + 1, minI + 2}
+	for name, corrs := range cases {
+		ls := make([]Launch, len(corrs))
+		want := map[int64]int32{}
+		for i, c := range corrs {
+			ls[i].Correlation = c
+			if _, ok := want[c]; !ok && c != NoID {
+				want[c] = int32(i)
+			}
+		}
+		x := launchIndex(ls)
+		if name == "wide" || name == "ends" {
+			if x.m == nil {
+				t.Errorf("%s: ids spread over %v took the dense table", name, corrs)
+			}
+		} else if len(corrs) > 0 && name != "only-no-id" && x.m != nil {
+			t.Errorf("%s: ids %v took the map, not the dense table", name, corrs)
+		}
+		for _, c := range append(probes, corrs...) {
+			w, ok := want[c]
+			if !ok {
+				w = NoID
+			}
+			if got := x.find(c); got != w {
+				t.Errorf("%s: find(%d) = %d, want %d", name, c, got, w)
+			}
+		}
+	}
+}
+
+// linkFramesBySort is linkFrames as it was before the per-thread runs: every sweep record
+// sorted at once. TestLinkFramesEqualsFullSort compares the two.
+func linkFramesBySort(t *Trace) {
+	for i := range t.CPUOps {
+		t.CPUOps[i].Frame = NoID
+	}
+	for i := range t.Frames {
+		t.Frames[i].Parent = NoID
+	}
+	for i := range t.Launches {
+		t.Launches[i].Frame = NoID
+	}
+	if len(t.Frames) == 0 {
+		return
+	}
+	items := make([]sweepItem, 0, len(t.Frames)+len(t.CPUOps)+len(t.Launches))
+	AdviseHuge(items)
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		items = append(items, sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)})
+	}
+	for i := range t.CPUOps {
+		c := &t.CPUOps[i]
+		items = append(items, sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)})
+	}
+	for i := range t.Launches {
+		l := &t.Launches[i]
+		items = append(items, sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)})
+	}
+	// Per thread, by start; at equal starts frames come first, longer (outer) frames before
+	// shorter ones, so a frame starting with its op still encloses it.
+	slices.SortFunc(items, func(a, b sweepItem) int {
+		if c := cmp.Compare(a.pid, b.pid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.tid, b.tid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.start, b.start); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.kind, b.kind); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.end, a.end); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.idx, b.idx)
+	})
+	containing := make([]int32, len(t.Frames)) // time-containment parent of each frame
+	var stack []int32
+	var curPID, curTID int32
+	for n, it := range items {
+		if n == 0 || it.pid != curPID || it.tid != curTID {
+			stack = stack[:0]
+			curPID, curTID = it.pid, it.tid
+		}
+		// Pop frames that ended at or before this start.
+		for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
+			stack = stack[:len(stack)-1]
+		}
+		// A frame that started earlier but ended before an outer one did (improper nesting)
+		// may hide under the top; the top is still the innermost open frame that we know of.
+		top := int32(NoID)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch it.kind {
+		case 0:
+			containing[it.idx] = top
+			stack = append(stack, it.idx)
+		case 1:
+			t.CPUOps[it.idx].Frame = top
+		case 2:
+			t.Launches[it.idx].Frame = top
+		}
+	}
+	// Parent by Python id where possible.
+	type pyKey struct {
+		pid int32
+		id  int64
+	}
+	byID := make(map[pyKey]int32, len(t.Frames))
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		if f.ID != NoID {
+			byID[pyKey{f.PID, f.ID}] = int32(i)
+		}
+	}
+	for i := range t.Frames {
+		f := &t.Frames[i]
+		if f.ParentID != NoID {
+			if p, ok := byID[pyKey{f.PID, f.ParentID}]; ok && p != int32(i) {
+				f.Parent = p
+				continue
+			}
+		}
+		f.Parent = containing[i]
+	}
+}
+
+// TestLinkFramesEqualsFullSort: the sweep over per-thread runs merged as it goes links every
+// frame, CPU op and launch exactly as the sweep over one fully sorted array does, on records
+// in time order and out of it, with equal starts and ends, several pids (negative too) and
+// threads interleaved.
+func TestLinkFramesEqualsFullSort(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		build := func() *Trace {
+			r := rand.New(rand.NewPCG(seed, 9))
+			tr := New("x", "test")
+			name := tr.Names.InternString("f")
+			n := 50 + r.IntN(400)
+			ordered := seed%3 != 0 // in time order per thread, or shuffled
+			thread := func() (int32, int32) { return int32(r.IntN(3)) - 1, int32(r.IntN(4)) - 2 }
+			ts := func(i int) int64 {
+				if ordered {
+					return int64(i/2) * 10 // pairs of equal starts
+				}
+				return int64(r.IntN(n)) * 10
+			}
+			for i := 0; i < n; i++ {
+				pid, tid := thread()
+				s := ts(i)
+				tr.Frames = append(tr.Frames, Frame{Start: s, End: s + int64(r.IntN(6))*10, ID: int64(i), ParentID: int64(r.IntN(n+5)) - 2, Name: name, PID: pid, TID: tid})
+				pid, tid = thread()
+				s = ts(i)
+				tr.CPUOps = append(tr.CPUOps, CPUOp{Start: s, End: s + int64(r.IntN(3))*10, Name: name, PID: pid, TID: tid})
+				pid, tid = thread()
+				s = ts(i)
+				tr.Launches = append(tr.Launches, Launch{Start: s, End: s + 5, Name: name, PID: pid, TID: tid})
+			}
+			return tr
+		}
+		a, b := build(), build()
+		linkFrames(a)
+		linkFramesBySort(b)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("seed %d: the per-thread sweep differs from the fully sorted one", seed)
+		}
+		framed := 0
+		for i := range a.CPUOps {
+			if a.CPUOps[i].Frame != NoID {
+				framed++
+			}
+		}
+		if framed == 0 {
+			t.Errorf("seed %d: no CPU op framed: test trace too tame", seed)
+		}
 	}
 }
