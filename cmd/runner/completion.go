@@ -74,6 +74,18 @@ func flagWords(defs []cli.Flag) []string {
 	return out
 }
 
+// ownFlags are the flags c defines, without the --help that urfave/cli v3 adds to every command
+// of the tree before the completion command runs: the global words offer --help once already.
+func ownFlags(c *cli.Command) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range c.Flags {
+		if f.Names()[0] != "help" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func names(cmds []*cli.Command) []string {
 	var out []string
 	for _, c := range cmds {
@@ -114,9 +126,9 @@ func writeBashCompletion(w io.Writer, app *cli.Command, zsh bool) {
     "") words=%q ;;
 `, strings.Join(append(names(visible(app.Commands)), flagWords(app.Flags)...), " "))
 	for _, c := range visible(app.Commands) {
-		fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name, strings.Join(append(names(visible(c.Commands)), flagWords(c.Flags)...), " ")+" "+global)
+		fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name, strings.Join(append(names(visible(c.Commands)), flagWords(ownFlags(c))...), " ")+" "+global)
 		for _, s := range visible(c.Commands) {
-			fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name+" "+s.Name, strings.Join(flagWords(s.Flags), " ")+" "+global)
+			fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name+" "+s.Name, strings.Join(flagWords(ownFlags(s)), " ")+" "+global)
 		}
 	}
 	fmt.Fprint(w, `  esac
@@ -147,11 +159,11 @@ func writeFishCompletion(w io.Writer, app *cli.Command) {
 		} else {
 			fmt.Fprintf(w, "complete -c runner -F -n '%s'\n", cond)
 		}
-		for _, f := range c.Flags {
+		for _, f := range ownFlags(c) {
 			fishFlag(w, cond, f)
 		}
 		for _, s := range visible(c.Commands) {
-			for _, f := range s.Flags {
+			for _, f := range ownFlags(s) {
 				fishFlag(w, cond+"; and __fish_seen_subcommand_from "+s.Name, f)
 			}
 		}
