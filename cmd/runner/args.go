@@ -213,8 +213,8 @@ func unknownCommand(app *cli.Command, args []string) error {
 	for i < len(args) && len(cmds) > 0 {
 		name := args[i]
 		if len(path) > 0 && (name == "help" || name == "h") {
-			// `runner trace help fix` is urfave/cli's help command of trace: what follows is a
-			// subcommand of trace again.
+			// `runner trace help fix` is `runner trace fix --help` (permuteArgs): what follows is
+			// a subcommand of trace again.
 			i++
 			continue
 		}
