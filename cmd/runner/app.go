@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 	"golang.org/x/term"
 
 	"github.com/sglprof/runner/plans"
@@ -61,7 +61,7 @@ func run(args []string, io stdio) int {
 		return exitCode(err, io.err)
 	}
 	quietUsage(app.Commands)
-	err := app.RunContext(ctx, permuteArgs(app, args))
+	err := app.Run(ctx, permuteArgs(app, args))
 	return exitStatus(ctx, err, io.err)
 }
 
@@ -146,16 +146,16 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitcode.Error
 }
 
-func newApp(io stdio) *cli.App {
-	return &cli.App{
+func newApp(io stdio) *cli.Command {
+	return &cli.Command{
 		Name:      "runner",
 		Usage:     "reproducible sglang benchmark-and-profile runs, and triage of what the profilers wrote",
 		Version:   runner.RunnerVersion(),
 		Reader:    io.in,
 		Writer:    io.out,
 		ErrWriter: io.err,
-		// urfave/cli v2 would call os.Exit itself; exit codes are mapped in run instead.
-		ExitErrHandler:  func(*cli.Context, error) {},
+		// urfave/cli would call os.Exit itself; exit codes are mapped in run instead.
+		ExitErrHandler:  func(context.Context, *cli.Command, error) {},
 		HideHelpCommand: true,
 		Suggest:         true,
 		Flags: []cli.Flag{
@@ -180,19 +180,19 @@ func newApp(io stdio) *cli.App {
 			bisectCommand(io),
 			completionCommand(io),
 		},
-		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
+		OnUsageError: func(_ context.Context, _ *cli.Command, err error, _ bool) error {
 			return &exitError{code: exitcode.Usage, err: err}
 		},
 		// The global flags are checked once for every command, also those that log nothing.
-		Before: func(c *cli.Context) error {
+		Before: func(ctx context.Context, c *cli.Command) (context.Context, error) {
 			_, err := logger(c, io.err)
-			return err
+			return ctx, err
 		},
 	}
 }
 
 // logger builds the diagnostics logger from the global flags.
-func logger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
+func logger(c *cli.Command, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, usageErr("--log-level: %v", err)
@@ -211,10 +211,10 @@ func logger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 // positional returns the command's positional arguments, checking their count. Flags written
 // after them were already moved in front by permuteArgs; what still starts with a dash here
 // came after a `--` and is taken as a name.
-func positional(c *cli.Context, min, max int, what string) ([]string, error) {
+func positional(c *cli.Command, min, max int, what string) ([]string, error) {
 	args := c.Args().Slice()
 	if len(args) < min || (max >= 0 && len(args) > max) {
-		return nil, usageErr("usage: runner %s [flags] %s", c.Command.Name, what)
+		return nil, usageErr("usage: runner %s [flags] %s", c.Name, what)
 	}
 	return args, nil
 }
@@ -260,8 +260,8 @@ func regularInput(path, hint string) error {
 // runs in a goroutine and the action returns the context's error, exit 130, as soon as it is
 // done. Only for commands that write nothing but their standard output, which may be cut.
 func interruptible(action cli.ActionFunc) cli.ActionFunc {
-	return func(c *cli.Context) error {
-		_, err := interruptibly(c.Context, func() (struct{}, error) { return struct{}{}, action(c) })
+	return func(ctx context.Context, c *cli.Command) error {
+		_, err := interruptibly(ctx, func() (struct{}, error) { return struct{}{}, action(ctx, c) })
 		return err
 	}
 }

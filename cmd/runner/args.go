@@ -1,22 +1,26 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 	"github.com/xrash/smetrics"
 )
 
-// permuteArgs lets flags come anywhere before a `--`, as go test, kubectl and gh accept them:
-// urfave/cli v2 stops reading flags at a command's first positional argument, so
-// `runner triage trace.json --format json` would read --format as a second file. It walks to
+// permuteArgs lets flags come anywhere before a `--`, as go test, kubectl and gh accept them.
+// urfave/cli v2 stopped reading flags at a command's first positional argument (`runner triage
+// trace.json --format json` read --format as a second file); v3 reads them anywhere, but the
+// rules below (help wins, global flags, dash positionals) are the runner's own, so they are
+// kept here, whatever the parser's version does. It walks to
 // the command (and subcommand) the arguments name and moves every flag written after a
 // positional argument in front of the positionals, with its value when the flag takes one.
 // After a `--` nothing moves: what follows is positional even when it starts with a dash
 // (`runner triage -- -odd-name.json`). A flag the command does not define is moved too, so the
 // parser reports it as unknown instead of reading it as a file name.
-func permuteArgs(app *cli.App, args []string) []string {
+func permuteArgs(app *cli.Command, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
@@ -47,10 +51,17 @@ func permuteArgs(app *cli.App, args []string) []string {
 		for i < len(args) && isFlag(args[i]) {
 			i = routeFlag(app.Flags, cmd.Flags, args, i, &global, &out)
 		}
-		if i >= len(args) || len(cmd.Subcommands) == 0 {
+		if i < len(args) && (args[i] == "help" || args[i] == "h") {
+			// `runner trace help [fix]` is `runner trace [fix] --help` and `runner run help` is
+			// `runner run --help`, as `runner help` is and as urfave/cli v2 read them (v3 hides
+			// the help command of every command below one that hides it, as the app does).
+			args = append(append(append([]string(nil), args[:i]...), args[i+1:]...), "--help")
+			continue
+		}
+		if i >= len(args) || len(cmd.Commands) == 0 {
 			break
 		}
-		sub := findCommand(cmd.Subcommands, args[i])
+		sub := findCommand(cmd.Commands, args[i])
 		if sub == nil {
 			break
 		}
@@ -192,7 +203,7 @@ func findCommand(cmds []*cli.Command, name string) *cli.Command {
 // (`runner frob`, `runner trace frob`, `runner help frob`): one line, with the closest name when
 // one is near and a pointer to the --help of the level it was typed at. urfave/cli would answer
 // "No help topic for 'frob'" (exit 1) and suggest any name, however far.
-func unknownCommand(app *cli.App, args []string) error {
+func unknownCommand(app *cli.Command, args []string) error {
 	i, _ := takeFlags(app.Flags, args, 1, nil)
 	if i < len(args) && args[i] == "help" {
 		// `runner help COMMAND...` names commands the same way.
@@ -202,8 +213,8 @@ func unknownCommand(app *cli.App, args []string) error {
 	for i < len(args) && len(cmds) > 0 {
 		name := args[i]
 		if len(path) > 0 && (name == "help" || name == "h") {
-			// `runner trace help fix` is urfave/cli's help command of trace: what follows is a
-			// subcommand of trace again.
+			// `runner trace help fix` is `runner trace fix --help` (permuteArgs): what follows is
+			// a subcommand of trace again.
 			i++
 			continue
 		}
@@ -221,7 +232,7 @@ func unknownCommand(app *cli.App, args []string) error {
 		}
 		path = append(path, cmd.Name)
 		i = skipFlags(app.Flags, cmd.Flags, args, i+1)
-		cmds = cmd.Subcommands
+		cmds = cmd.Commands
 	}
 	return nil
 }
@@ -283,26 +294,30 @@ func suggestFlag(defs []cli.Flag, name string) string {
 // default of the whole help text with the error before and after it.
 func quietUsage(cmds []*cli.Command) {
 	for _, c := range cmds {
-		c.OnUsageError = func(ctx *cli.Context, err error, _ bool) error {
-			msg := err.Error()
+		c.OnUsageError = func(_ context.Context, cmd *cli.Command, err error, _ bool) error {
+			// urfave/cli v3 quotes strconv's whole error after the value it already named
+			// (`for flag -rank: strconv.ParseInt: parsing "x": invalid syntax`): keep the reason.
+			// Compiled here, not at start-up: every process the runner starts is this binary.
+			strconvPrefix := regexp.MustCompile(`strconv\.Parse\w+: parsing "(?:[^"\\]|\\.)*": `)
+			msg := strconvPrefix.ReplaceAllString(err.Error(), "")
 			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-				if s := suggestFlag(append(append([]cli.Flag(nil), ctx.Command.Flags...), ctx.App.Flags...), name); s != "" {
+				if s := suggestFlag(append(append([]cli.Flag(nil), cmd.Flags...), cmd.Root().Flags...), name); s != "" {
 					msg += fmt.Sprintf("; did you mean %q?", s)
 				}
 			}
-			return usageErr("%s (see runner %s --help)", msg, commandPath(ctx))
+			return usageErr("%s (see runner %s --help)", msg, commandPath(cmd))
 		}
-		quietUsage(c.Subcommands)
+		quietUsage(c.Commands)
 	}
 }
 
 // commandPath is the command's words as typed (trace fix), from the context's lineage.
-func commandPath(ctx *cli.Context) string {
+func commandPath(cmd *cli.Command) string {
 	var names []string
-	for _, c := range ctx.Lineage() {
-		// The app's own contexts carry a root command named after the app.
-		if c.Command != nil && c.Command.Name != "" && c.Command.Name != ctx.App.Name {
-			names = append([]string{c.Command.Name}, names...)
+	for _, c := range cmd.Lineage() {
+		// The root command is the program itself, not a word of the path.
+		if c != cmd.Root() {
+			names = append([]string{c.Name}, names...)
 		}
 	}
 	return strings.Join(names, " ")

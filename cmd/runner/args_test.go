@@ -22,6 +22,13 @@ func TestPermuteArgs(t *testing.T) {
 		{"runner triage a.json --cutoff 3 -- -x.json", "runner triage --cutoff 3 a.json -- -x.json"},
 		{"runner run plan.toml --simulate --no-progress", "runner run --simulate --no-progress plan.toml"},
 		{"runner help trace fix", "runner trace fix --help"},
+		{"runner trace help fix", "runner trace fix --help"},
+		{"runner trace h slim", "runner trace slim --help"},
+		{"runner trace help", "runner trace --help"},
+		{"runner run help", "runner run --help"},
+		{"runner triage --format json h", "runner triage --format json --help"},
+		{"runner triage t.json help", "runner triage t.json help"},
+		{"runner triage -- help", "runner triage -- help"},
 		{"runner frob --x y", "runner frob --x y"},
 		{"runner", "runner"},
 		{"runner sim sglang generate --model-path m --prompt=-x", "runner sim sglang generate --model-path m --prompt=-x"},
@@ -30,6 +37,26 @@ func TestPermuteArgs(t *testing.T) {
 		got := permuteArgs(app, strings.Fields(c.in))
 		if want := strings.Fields(c.want); !slices.Equal(got, want) {
 			t.Errorf("permuteArgs(%q)\n got %q\nwant %q", c.in, got, want)
+		}
+	}
+}
+
+// TestFlagValueError: a flag value that does not parse is one usage line that names the flag,
+// the value and the reason once (urfave/cli v3 quotes strconv's whole error, which repeats the
+// value).
+func TestFlagValueError(t *testing.T) {
+	cases := map[string]string{
+		"runner triage --rank x t.json":                      `runner: invalid value "x" for flag -rank: invalid syntax (see runner triage --help)`,
+		"runner triage t.json --cutoff 1,5":                  `runner: invalid value "1,5" for flag -cutoff: invalid syntax (see runner triage --help)`,
+		"runner trace slim --steps 99999999999999999999 a b": `runner: invalid value "99999999999999999999" for flag -steps: value out of range (see runner trace slim --help)`,
+	}
+	for in, want := range cases {
+		var out, errb strings.Builder
+		if code := run(strings.Fields(in), stdio{in: strings.NewReader(""), out: &out, err: &errb}); code != 2 {
+			t.Errorf("%s: exit %d, want 2", in, code)
+		}
+		if got := strings.TrimSuffix(errb.String(), "\n"); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
 		}
 	}
 }

@@ -1,11 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/runner"
 )
@@ -60,11 +61,11 @@ Exit status: 0 a verdict (a first bad commit, candidates, or endpoints that do n
 			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "output format: text or json"},
 		}, bisectComparisonFlags()...),
-		Action: func(c *cli.Context) error { return bisectAction(c, std) },
+		Action: func(ctx context.Context, c *cli.Command) error { return bisectAction(ctx, c, std) },
 	}
 }
 
-func bisectAction(c *cli.Context, std stdio) error {
+func bisectAction(ctx context.Context, c *cli.Command, std stdio) error {
 	log, err := logger(c, std.err)
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func bisectAction(c *cli.Context, std stdio) error {
 	if err != nil {
 		return err
 	}
-	opts, err := runOptions(c, std, log)
+	opts, err := runOptions(ctx, c, std, log)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func bisectAction(c *cli.Context, std stdio) error {
 			fmt.Fprintf(std.err, "%s [%s]\n", line, time.Since(start).Round(time.Second))
 		}
 	}
-	rep, err := runner.Bisect(c.Context, p, bo)
+	rep, err := runner.Bisect(ctx, p, bo)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/dustin/go-humanize"
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/runner"
 	"github.com/sglprof/runner/runner/bundle"
@@ -45,7 +46,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			&cli.IntFlag{Name: "trace-steps", Value: bundle.DefaultTraceSteps, Usage: "steps a slimmed trace keeps"},
 			&cli.BoolFlag{Name: "issue", Usage: "print a Markdown issue body to stdout instead of writing a bundle"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 1, 1, "RUN_DIR|CELL_DIR")
 			if err != nil {
 				return err
@@ -57,7 +58,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			cells := splitList(c.String("cells"))
 			if c.Bool("issue") {
 				// The issue body is only read and printed: Ctrl-C ends it even inside a read.
-				body, err := interruptibly(c.Context, func() (string, error) {
+				body, err := interruptibly(ctx, func() (string, error) {
 					return bundle.Issue(args[0], bundle.IssueOptions{Cells: cells, Env: os.Environ()})
 				})
 				if err != nil {
@@ -77,7 +78,7 @@ comparison) to stdout instead, ready to paste into a GitHub issue.`,
 			if c.Int("trace-steps") < 1 {
 				return usageErr("--trace-steps must be at least 1")
 			}
-			res, err := bundle.Create(c.Context, args[0], bundle.Options{
+			res, err := bundle.Create(ctx, args[0], bundle.Options{
 				Output:     c.String("output"),
 				Force:      c.Bool("force"),
 				Cells:      cells,

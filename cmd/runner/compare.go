@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/compare"
@@ -29,7 +30,7 @@ import (
 func comparisonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "history", Usage: "history database `PATH` (default: $RUNNER_HISTORY, else history.db in the run's output directory)"},
-		&cli.Float64Flag{Name: "alpha", Usage: "significance level of the t-test (and of the history's change-point search)", DefaultText: "the plan's [compare] alpha, else 0.05"},
+		&cli.FloatFlag{Name: "alpha", Usage: "significance level of the t-test (and of the history's change-point search)", DefaultText: "the plan's [compare] alpha, else 0.05"},
 		&cli.StringSliceFlag{Name: "tolerance", Usage: "override a tolerance, `METRIC=SPEC` such as denoise_stage=10% or 120ms, stage/DecodingStage=30%, peak_memory=2% or 256MB; METRIC is a class of the plan's [compare.tolerances] (" + strings.Join(plans.CompareMetrics, ", ") + ") or a metric name such as stage/DecodingStage (repeatable)"},
 		&cli.StringFlag{Name: "profilers", Value: "none", Usage: "comma list of the profilers whose cells are compared; profiled cells distort latency, so only none by default (all admits every cell)"},
 		&cli.IntFlag{Name: "baseline-runs", Usage: "history baseline: rolling median of the last `N` valid runs", DefaultText: "the plan's, else 5"},
@@ -39,7 +40,7 @@ func comparisonFlags() []cli.Flag {
 }
 
 // nightlyOptions reads the shared flags.
-func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
+func nightlyOptions(ctx context.Context, c *cli.Command) (runner.NightlyOptions, error) {
 	n := runner.NightlyOptions{
 		History:      c.String("history"),
 		Baseline:     c.String("baseline"),
@@ -51,7 +52,7 @@ func nightlyOptions(c *cli.Context) (runner.NightlyOptions, error) {
 		n.History = os.Getenv("RUNNER_HISTORY")
 	}
 	if c.IsSet("alpha") {
-		a := c.Float64("alpha")
+		a := c.Float("alpha")
 		if !(a > 0 && a < 1) { // NaN fails both comparisons
 			return n, usageErr("--alpha %v: want a level between 0 and 1, such as 0.05", a)
 		}
@@ -137,8 +138,8 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 		),
 		// compare writes only its standard output: Ctrl-C ends it even inside a read that does
 		// not watch the context (a FIFO inside a run directory, a huge perf dump).
-		Action: interruptible(func(c *cli.Context) error {
-			n, err := nightlyOptions(c)
+		Action: interruptible(func(ctx context.Context, c *cli.Command) error {
+			n, err := nightlyOptions(ctx, c)
 			if err != nil {
 				return err
 			}
@@ -147,7 +148,7 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 				return usageErr("--format %q: use one of %s", format, strings.Join(compare.Formats, ", "))
 			}
 			if c.Bool("engines") {
-				return compareEngines(c, std, n, format)
+				return compareEngines(ctx, c, std, n, format)
 			}
 			// The new side is the last argument; the base is the history or the first.
 			var newPath string
@@ -196,12 +197,12 @@ common, a run still in progress, unreadable input), 1 other errors.`,
 				if _, err := os.Stat(path); err != nil {
 					return usageErr("history database %s: %v; runs append to it as they finish, or pass --history PATH", path, err)
 				}
-				if db, err = history.Open(c.Context, path); err != nil {
+				if db, err = history.Open(ctx, path); err != nil {
 					return &exitError{code: exitcode.Usage, err: err}
 				}
 				defer db.Close()
 			}
-			res, base, err := n.CompareBaseline(c.Context, cur, planOf(newPath), db)
+			res, base, err := n.CompareBaseline(ctx, cur, planOf(newPath), db)
 			if err != nil {
 				return &exitError{code: exitcode.Usage, err: err}
 			}
@@ -234,7 +235,7 @@ listing its plan's runs) or a database file; else $RUNNER_HISTORY, else runs/his
 			&cli.StringFlag{Name: "since", Usage: "only runs newer than `AGE`: 30d, 12h, 90m"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, csv, json or html"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 0, 1, "[PLAN.toml | RUN_DIR | HISTORY.db]")
 			if err != nil {
 				return err
@@ -270,12 +271,12 @@ listing its plan's runs) or a database file; else $RUNNER_HISTORY, else runs/his
 				}
 				f.Since = time.Now().Add(-d)
 			}
-			db, err := history.Open(c.Context, path)
+			db, err := history.Open(ctx, path)
 			if err != nil {
 				return &exitError{code: exitcode.Usage, err: err}
 			}
 			defer db.Close()
-			entries, err := db.List(c.Context, f)
+			entries, err := db.List(ctx, f)
 			if err != nil {
 				return err
 			}
@@ -359,7 +360,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // compareEngines is `runner compare --engines RUN_DIR`: the engines of one run side by side.
-func compareEngines(c *cli.Context, std stdio, n runner.NightlyOptions, format string) error {
+func compareEngines(ctx context.Context, c *cli.Command, std stdio, n runner.NightlyOptions, format string) error {
 	if n.Baseline != "" {
 		return usageErr("--engines compares the engines of one run; it takes no --baseline")
 	}

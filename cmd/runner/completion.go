@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 )
 
 // completionCommand prints a shell completion script generated from the command tree: the
@@ -23,18 +24,18 @@ arguments). Load it from the shell's start-up file:
   bash:  source <(runner completion bash)          (in ~/.bashrc)
   zsh:   source <(runner completion zsh)           (in ~/.zshrc)
   fish:  runner completion fish > ~/.config/fish/completions/runner.fish`,
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 1, 1, "bash|zsh|fish")
 			if err != nil {
 				return err
 			}
 			switch args[0] {
 			case "bash":
-				writeBashCompletion(std.out, c.App, false)
+				writeBashCompletion(std.out, c.Root(), false)
 			case "zsh":
-				writeBashCompletion(std.out, c.App, true)
+				writeBashCompletion(std.out, c.Root(), true)
 			case "fish":
-				writeFishCompletion(std.out, c.App)
+				writeFishCompletion(std.out, c.Root())
 			default:
 				return usageErr("unknown shell %q: bash, zsh or fish", args[0])
 			}
@@ -73,6 +74,18 @@ func flagWords(defs []cli.Flag) []string {
 	return out
 }
 
+// ownFlags are the flags c defines, without the --help that urfave/cli v3 adds to every command
+// of the tree before the completion command runs: the global words offer --help once already.
+func ownFlags(c *cli.Command) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range c.Flags {
+		if f.Names()[0] != "help" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func names(cmds []*cli.Command) []string {
 	var out []string
 	for _, c := range cmds {
@@ -85,7 +98,7 @@ func names(cmds []*cli.Command) []string {
 // bashcompinit. The command path is the first non-flag words that name a command and a
 // subcommand; after it, a word that starts with a dash completes a flag of that command (or a
 // global one), any other word a file name.
-func writeBashCompletion(w io.Writer, app *cli.App, zsh bool) {
+func writeBashCompletion(w io.Writer, app *cli.Command, zsh bool) {
 	if zsh {
 		fmt.Fprintln(w, "#compdef runner\nautoload -U +X bashcompinit && bashcompinit")
 	}
@@ -100,7 +113,7 @@ func writeBashCompletion(w io.Writer, app *cli.App, zsh bool) {
 	var cases []string
 	for _, c := range visible(app.Commands) {
 		cases = append(cases, fmt.Sprintf("      %q) cmdpath=%q ;;\n", " "+c.Name, c.Name))
-		for _, s := range visible(c.Subcommands) {
+		for _, s := range visible(c.Commands) {
 			cases = append(cases, fmt.Sprintf("      %q) cmdpath=%q ;;\n", c.Name+" "+s.Name, c.Name+" "+s.Name))
 		}
 	}
@@ -113,9 +126,9 @@ func writeBashCompletion(w io.Writer, app *cli.App, zsh bool) {
     "") words=%q ;;
 `, strings.Join(append(names(visible(app.Commands)), flagWords(app.Flags)...), " "))
 	for _, c := range visible(app.Commands) {
-		fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name, strings.Join(append(names(visible(c.Subcommands)), flagWords(c.Flags)...), " ")+" "+global)
-		for _, s := range visible(c.Subcommands) {
-			fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name+" "+s.Name, strings.Join(flagWords(s.Flags), " ")+" "+global)
+		fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name, strings.Join(append(names(visible(c.Commands)), flagWords(ownFlags(c))...), " ")+" "+global)
+		for _, s := range visible(c.Commands) {
+			fmt.Fprintf(w, "    %q) words=%q ;;\n", c.Name+" "+s.Name, strings.Join(flagWords(ownFlags(s)), " ")+" "+global)
 		}
 	}
 	fmt.Fprint(w, `  esac
@@ -131,7 +144,7 @@ complete -o filenames -F _runner runner
 
 // writeFishCompletion writes fish completions: commands until one is given, then its
 // subcommands and flags.
-func writeFishCompletion(w io.Writer, app *cli.App) {
+func writeFishCompletion(w io.Writer, app *cli.Command) {
 	top := visible(app.Commands)
 	for _, f := range app.Flags {
 		fishFlag(w, "", f)
@@ -139,18 +152,18 @@ func writeFishCompletion(w io.Writer, app *cli.App) {
 	for _, c := range top {
 		fmt.Fprintf(w, "complete -c runner -f -n '__fish_use_subcommand' -a %s -d %s\n", c.Name, fishQuote(c.Usage))
 		cond := "__fish_seen_subcommand_from " + c.Name
-		if subs := visible(c.Subcommands); len(subs) > 0 {
+		if subs := visible(c.Commands); len(subs) > 0 {
 			for _, s := range subs {
 				fmt.Fprintf(w, "complete -c runner -f -n '%s' -a %s -d %s\n", cond, s.Name, fishQuote(s.Usage))
 			}
 		} else {
 			fmt.Fprintf(w, "complete -c runner -F -n '%s'\n", cond)
 		}
-		for _, f := range c.Flags {
+		for _, f := range ownFlags(c) {
 			fishFlag(w, cond, f)
 		}
-		for _, s := range visible(c.Subcommands) {
-			for _, f := range s.Flags {
+		for _, s := range visible(c.Commands) {
+			for _, f := range ownFlags(s) {
 				fishFlag(w, cond+"; and __fish_seen_subcommand_from "+s.Name, f)
 			}
 		}

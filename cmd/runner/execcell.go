@@ -1,10 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/runner"
 )
@@ -22,7 +23,7 @@ func execCellCommand(std stdio) *cli.Command {
 			&cli.BoolFlag{Name: "simulate", Usage: "use the built-in simulators of sglang and nsys"},
 			&cli.BoolFlag{Name: "no-triage", Usage: "do not triage the cell's traces"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 2, 2, "RUN_DIR CELL_ID")
 			if err != nil {
 				return err
@@ -35,7 +36,7 @@ func execCellCommand(std stdio) *cli.Command {
 			if err != nil {
 				return fmt.Errorf("exec-cell: cannot find the runner's own binary: %w", err)
 			}
-			res, err := runner.ExecCell(c.Context, args[0], args[1], runner.Options{
+			res, err := runner.ExecCell(ctx, args[0], args[1], runner.Options{
 				Simulate: c.Bool("simulate"), Exe: exe, Env: os.Environ(), Out: std.out, Logger: log,
 				NoTriage: c.Bool("no-triage"), Args: os.Args,
 			})

@@ -1,10 +1,11 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/runner"
 )
@@ -28,7 +29,7 @@ github-action-benchmark's customSmallerIsBetter (latencies, ms) and customBigger
 			&cli.StringFlag{Name: "format", Value: "bench_serving", Usage: "output format: " + strings.Join(runner.ExportFormats, ", ")},
 		},
 		// It writes only stdout: interruptible ends it at Ctrl-C even inside a read.
-		Action: interruptible(func(c *cli.Context) error {
+		Action: interruptible(func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 1, 1, "CELL_DIR | RUN_DIR")
 			if err != nil {
 				return err

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 )
 
 // TestHelpGolden reads every command's help once: each is compared with its golden
@@ -25,7 +25,7 @@ func TestHelpGolden(t *testing.T) {
 			}
 			p := append(append([]string(nil), prefix...), c.Name)
 			paths = append(paths, p)
-			walk(p, c.Subcommands)
+			walk(p, c.Commands)
 		}
 	}
 	walk(nil, app.Commands)

@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sglprof/runner/runner/exitcode"
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 )
 
 // TestInterruptibleReturnsAtCancel: an action stuck in work that never looks at the context
@@ -20,11 +19,10 @@ func TestInterruptibleReturnsAtCancel(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := cli.NewContext(cli.NewApp(), flag.NewFlagSet("x", flag.ContinueOnError), nil)
-	c.Context = ctx
+	c := &cli.Command{}
 	done := make(chan error, 1)
 	go func() {
-		done <- interruptible(func(*cli.Context) error { <-block; return nil })(c)
+		done <- interruptible(func(context.Context, *cli.Command) error { <-block; return nil })(ctx, c)
 	}()
 	cancel()
 	select {
@@ -39,8 +37,7 @@ func TestInterruptibleReturnsAtCancel(t *testing.T) {
 		t.Fatal("the action did not return after the cancel")
 	}
 	want := errors.New("own")
-	c.Context = context.Background()
-	if err := interruptible(func(*cli.Context) error { return want })(c); err != want {
+	if err := interruptible(func(context.Context, *cli.Command) error { return want })(context.Background(), c); err != want {
 		t.Errorf("err = %v, want the action's own", err)
 	}
 }

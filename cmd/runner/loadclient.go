@@ -1,7 +1,8 @@
 package main
 
 import (
-	"github.com/urfave/cli/v2"
+	"context"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/runner"
 )
@@ -15,11 +16,11 @@ func loadClientCommand() *cli.Command {
 		Hidden:    true,
 		Usage:     "send one client's share of an LLM cell's load (started by runner run)",
 		ArgsUsage: "SPEC",
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() != 1 {
 				return usageErr("usage: runner %s SPEC", runner.LoadClientCommand)
 			}
-			return runner.RunLoadClient(c.Context, c.Args().First())
+			return runner.RunLoadClient(ctx, c.Args().First())
 		},
 	}
 }

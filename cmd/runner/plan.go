@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/history"
@@ -21,7 +22,7 @@ import (
 // configurations (what runner compare compares by default) with the plan's repeats, and the
 // noise of the history database when one exists (read only: a plan creates nothing). It returns
 // the database path it read, "" when there was none.
-func planPower(c *cli.Context, p *plans.Plan, cells []runner.CellLaunch) (*history.Power, string, error) {
+func planPower(ctx context.Context, c *cli.Command, p *plans.Plan, cells []runner.CellLaunch) (*history.Power, string, error) {
 	var keys []string
 	seen := map[string]bool{}
 	for _, cl := range cells {
@@ -39,7 +40,7 @@ func planPower(c *cli.Context, p *plans.Plan, cells []runner.CellLaunch) (*histo
 	}
 	var db *history.DB
 	if _, err := os.Stat(hpath); err == nil {
-		if db, err = history.OpenReadOnly(c.Context, hpath); err != nil {
+		if db, err = history.OpenReadOnly(ctx, hpath); err != nil {
 			return nil, "", &exitError{code: exitcode.Usage, err: err}
 		}
 		defer db.Close()
@@ -50,7 +51,7 @@ func planPower(c *cli.Context, p *plans.Plan, cells []runner.CellLaunch) (*histo
 	_, bo := n.CompareOptions(p)
 	serve := p.Backend.Mode == "serve"
 	llm := serve && p.Backend.ModelType == "llm"
-	pw, err := history.PlanPower(c.Context, db, p.Name, keys, history.HeadlineMetrics(serve, llm), max(p.Matrix.Repeats, 1), bo)
+	pw, err := history.PlanPower(ctx, db, p.Name, keys, history.HeadlineMetrics(serve, llm), max(p.Matrix.Repeats, 1), bo)
 	return pw, hpath, err
 }
 
@@ -72,7 +73,7 @@ change gets a warning that names the repeats that would. Nothing is created or w
 			&cli.BoolFlag{Name: "simulate", Usage: "show the argv that run --simulate would use"},
 			&cli.StringFlag{Name: "history", Usage: "history database `PATH` whose runs of the plan measure its noise (default: $RUNNER_HISTORY, else history.db in the plan's output_dir; read only)"},
 		},
-		Action: interruptible(func(c *cli.Context) error {
+		Action: interruptible(func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 1, 1, "PLAN.toml")
 			if err != nil {
 				return err
@@ -90,7 +91,7 @@ change gets a warning that names the repeats that would. Nothing is created or w
 			if err != nil {
 				return err
 			}
-			pw, hpath, err := planPower(c, p, cells)
+			pw, hpath, err := planPower(ctx, c, p, cells)
 			if err != nil {
 				return err
 			}

@@ -2,11 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 	"golang.org/x/term"
 
 	"github.com/sglprof/runner/runner"
@@ -52,7 +53,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 			&cli.BoolFlag{Name: "yes", Usage: "run what the replay lists (commands, variables, setup lines, network targets) without asking; read the list first"},
 			&cli.BoolFlag{Name: "trust-plan", Usage: "run plan.toml's commands even where they differ from the argv the bundle recorded"},
 		},
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 1, 1, "BUNDLE.tar.gz")
 			if err != nil {
 				return err
@@ -100,7 +101,7 @@ timing moved beyond its tolerance, 1 or 2 the replay itself failed.`,
 			if opts.Simulate {
 				fmt.Fprintln(std.err, simulationBanner)
 			}
-			res, err := runner.Replay(c.Context, args[0], opts)
+			res, err := runner.Replay(ctx, args[0], opts)
 			if err != nil {
 				return err
 			}

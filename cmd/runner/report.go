@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/history"
@@ -45,20 +45,20 @@ comparison found a regression, 2 for unusable input.`,
 		Flags: append(comparisonFlags(),
 			&cli.StringFlag{Name: "baseline", Usage: "compare with `history` or a run directory"},
 		),
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			args, err := positional(c, 1, 1, "RUN_DIR")
 			if err != nil {
 				return err
 			}
 			dir := args[0]
-			n, err := nightlyOptions(c)
+			n, err := nightlyOptions(ctx, c)
 			if err != nil {
 				return err
 			}
 			// Everything up to the report is read-only and runs under interruptibly, so Ctrl-C
 			// ends a read that does not watch the context (summary.json a FIFO); the files are
 			// written only after it.
-			rr, err := interruptibly(c.Context, func() (*readReport, error) { return readReportInputs(c.Context, std, dir, &n) })
+			rr, err := interruptibly(ctx, func() (*readReport, error) { return readReportInputs(ctx, std, dir, &n) })
 			if err != nil {
 				return err
 			}

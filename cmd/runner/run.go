@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner"
@@ -50,18 +51,18 @@ GPU and the timings are made up. Use it to try a plan or the tool on a machine w
 			&cli.StringFlag{Name: "executor", Usage: "where cells run, overriding the plan's [executor] kind: `KIND` is local or slurm"},
 			&cli.BoolFlag{Name: "detach", Usage: "with the Slurm executor: return once the job array is submitted; runner run --resume DIR waits for it and writes the summary"},
 		}, comparisonFlags()...),
-		Action: func(c *cli.Context) error { return runAction(c, std) },
+		Action: func(ctx context.Context, c *cli.Command) error { return runAction(ctx, c, std) },
 	}
 }
 
 // runAction runs the plan named on the command line (or resumes --resume DIR) and turns the
 // summary into the exit status.
-func runAction(c *cli.Context, std stdio) error {
+func runAction(ctx context.Context, c *cli.Command, std stdio) error {
 	log, err := logger(c, std.err)
 	if err != nil {
 		return err
 	}
-	opts, err := runOptions(c, std, log)
+	opts, err := runOptions(ctx, c, std, log)
 	if err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func runAction(c *cli.Context, std stdio) error {
 		if _, err := positional(c, 0, 0, ""); err != nil {
 			return usageErr("--resume DIR takes no plan: the plan is read from DIR/plan.toml")
 		}
-		sum, err = runner.Resume(c.Context, dir, opts)
+		sum, err = runner.Resume(ctx, dir, opts)
 	} else {
 		args, perr := positional(c, 1, 1, "PLAN.toml")
 		if perr != nil {
@@ -83,7 +84,7 @@ func runAction(c *cli.Context, std stdio) error {
 		if lerr != nil {
 			return lerr
 		}
-		sum, err = runner.Run(c.Context, p, opts)
+		sum, err = runner.Run(ctx, p, opts)
 	}
 	if err != nil {
 		return err
@@ -99,7 +100,7 @@ func runAction(c *cli.Context, std stdio) error {
 
 // runOptions turns the flags and environment of runner run into runner.Options; a simulated
 // run given to --resume resumes simulated (its manifest says so, the user need not).
-func runOptions(c *cli.Context, std stdio, log *slog.Logger) (runner.Options, error) {
+func runOptions(ctx context.Context, c *cli.Command, std stdio, log *slog.Logger) (runner.Options, error) {
 	exe, err := os.Executable()
 	if err != nil && c.Bool("simulate") {
 		return runner.Options{}, fmt.Errorf("--simulate: cannot find the runner's own binary: %w", err)
@@ -127,7 +128,7 @@ func runOptions(c *cli.Context, std stdio, log *slog.Logger) (runner.Options, er
 	default:
 		return opts, usageErr("--executor %q: want local or slurm", k)
 	}
-	if opts.Nightly, err = nightlyOptions(c); err != nil {
+	if opts.Nightly, err = nightlyOptions(ctx, c); err != nil {
 		return opts, err
 	}
 	if c.Bool("no-history") {

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
 	"os"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/backends/sim"
 )
@@ -16,12 +17,12 @@ func simCommand(std stdio) *cli.Command {
 		Hidden:          true,
 		SkipFlagParsing: true,
 		Usage:           "run a simulator: sim sglang ARGS... | sim nsys ARGS...",
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			args := c.Args().Slice()
 			if len(args) == 0 {
 				return usageErr("usage: runner sim sglang|nsys ARGS...")
 			}
-			code, ok := sim.Main(c.Context, args, sim.EnvMap(os.Environ()), std.out, std.err)
+			code, ok := sim.Main(ctx, args, sim.EnvMap(os.Environ()), std.out, std.err)
 			if !ok {
 				return usageErr("unknown simulator %q: want sglang or nsys", args[0])
 			}

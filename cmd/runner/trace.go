@@ -1,13 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/reports/kineto"
 	"github.com/sglprof/runner/reports/rundir"
@@ -18,13 +19,13 @@ func traceCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:  "trace",
 		Usage: "rewrite torch-profiler traces for viewing in Perfetto",
-		Subcommands: []*cli.Command{
+		Commands: []*cli.Command{
 			{
 				Name:      "fix",
 				Usage:     "move GPU ops that overlap on one stream onto their own lanes so Perfetto shows them",
 				ArgsUsage: "IN OUT",
 				Flags:     []cli.Flag{forceFlag()},
-				Action: func(c *cli.Context) error {
+				Action: func(ctx context.Context, c *cli.Command) error {
 					args, err := positional(c, 2, 2, "IN OUT")
 					if err != nil {
 						return err
@@ -33,7 +34,7 @@ func traceCommand(std stdio) *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := kineto.FixFile(c.Context, in, args[1], c.Bool("force"))
+					st, err := kineto.FixFile(ctx, in, args[1], c.Bool("force"))
 					if err != nil {
 						return rewriteErr(err)
 					}
@@ -53,7 +54,7 @@ func traceCommand(std stdio) *cli.Command {
 					&cli.StringFlag{Name: "window", Usage: "keep `START:END`, durations from the first event (e.g. 1.5s:2s)"},
 					forceFlag(),
 				},
-				Action: func(c *cli.Context) error {
+				Action: func(ctx context.Context, c *cli.Command) error {
 					args, err := positional(c, 2, 2, "IN OUT")
 					if err != nil {
 						return err
@@ -79,7 +80,7 @@ func traceCommand(std stdio) *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := kineto.SlimFile(c.Context, in, args[1], opts, c.Bool("force"))
+					st, err := kineto.SlimFile(ctx, in, args[1], opts, c.Bool("force"))
 					if err != nil {
 						return rewriteErr(err)
 					}

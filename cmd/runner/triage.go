@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,7 @@ import (
 	"regexp"
 	"runtime/debug"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/nsys/nsysdb"
 	"github.com/sglprof/runner/plans"
@@ -45,7 +46,7 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 --stats prints nsys stats' cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum instead.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, md, json or csv"},
-			&cli.Float64Flag{Name: "cutoff", Value: triage.DefaultCutoff, Usage: "hide rows below this share in `PERCENT` (0 shows all)"},
+			&cli.FloatFlag{Name: "cutoff", Value: triage.DefaultCutoff, Usage: "hide rows below this share in `PERCENT` (0 shows all)"},
 			&cli.IntFlag{Name: "rank", Value: -1, Usage: "analyse rank `N`", DefaultText: "the lowest rank present"},
 			&cli.BoolFlag{Name: "all-ranks", Usage: "analyse every rank"},
 			&cli.IntFlag{Name: "device", Value: -1, Usage: "analyse GPU `N`", DefaultText: "the one with the most kernel time"},
@@ -57,53 +58,53 @@ its NVTX scope (the innermost NVTX range around its launch, numbers folded to N)
 			&cli.BoolFlag{Name: "diff", Usage: "kernel diff of two inputs: runner triage --diff BASE NEW"},
 			&cli.BoolFlag{Name: "stats", Usage: "nsys inputs: print the nsys stats summaries cuda_gpu_kern_sum, cuda_api_sum and nvtx_sum with nsys's headers (CSV with --format csv, as JSON rows with --format json, text otherwise) instead of the triage"},
 		},
-		Action: interruptible(func(c *cli.Context) error { return triageAction(c, std) }),
+		Action: interruptible(func(ctx context.Context, c *cli.Command) error { return triageAction(ctx, c, std) }),
 	}
 }
 
 // triageAction checks the flags, resolves the input (one FILE|DIR or the two-trace pair) and
 // prints the nsys stats, the kernels-only tables or the full triage.
-func triageAction(c *cli.Context, std stdio) error {
+func triageAction(ctx context.Context, c *cli.Command, std stdio) error {
 	limitMemory()
 	log, err := logger(c, std.err)
 	if err != nil {
 		return err
 	}
 	format := c.String("format")
-	dopts, topts, nopts, err := triageOptions(c, format, log)
+	dopts, topts, nopts, err := triageOptions(ctx, c, format, log)
 	if err != nil {
 		return err
 	}
 	if c.Bool("diff") {
-		return triageDiff(c, std, format, dopts, topts, nopts, log)
+		return triageDiff(ctx, c, std, format, dopts, topts, nopts, log)
 	}
-	root, err := triageRoot(c, std, dopts, &topts, log)
+	root, err := triageRoot(ctx, c, std, dopts, &topts, log)
 	if err != nil {
 		return err
 	}
 	if c.Bool("stats") {
-		return printStats(c, std, root, dopts, format, log)
+		return printStats(ctx, c, std, root, dopts, format, log)
 	}
 	if c.Bool("kernels-only") {
 		if c.Bool("stats") || topts.Mapping != nil {
 			return usageErr("--kernels-only takes one nsys export, without --stats or two-trace mode")
 		}
-		rep, err := analysis.TriageKernelsOnly(c.Context, root, topts)
+		rep, err := analysis.TriageKernelsOnly(ctx, root, topts)
 		if err != nil {
 			return err
 		}
-		return triage.Render(std.out, rep, format, c.Float64("cutoff"))
+		return triage.Render(std.out, rep, format, c.Float("cutoff"))
 	}
-	rep, err := analysis.TriageNsys(c.Context, root, dopts, topts, nopts)
+	rep, err := analysis.TriageNsys(ctx, root, dopts, topts, nopts)
 	if err != nil {
 		return err
 	}
-	return triage.Render(std.out, rep, format, c.Float64("cutoff"))
+	return triage.Render(std.out, rep, format, c.Float("cutoff"))
 }
 
 // triageOptions validates the triage flags that need no input and turns them into the
 // discovery, triage and nsys options.
-func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.DiscoverOptions, triage.Options, analysis.NsysOptions, error) {
+func triageOptions(ctx context.Context, c *cli.Command, format string, log *slog.Logger) (triage.DiscoverOptions, triage.Options, analysis.NsysOptions, error) {
 	var (
 		dopts triage.DiscoverOptions
 		topts triage.Options
@@ -115,10 +116,10 @@ func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.Disc
 	default:
 		return dopts, topts, nopts, usageErr("--format must be text, md, json or csv, not %q", format)
 	}
-	if co := c.Float64("cutoff"); !(co >= 0 && co <= 100) { // NaN fails both
+	if co := c.Float("cutoff"); !(co >= 0 && co <= 100) { // NaN fails both
 		return dopts, topts, nopts, usageErr("--cutoff is a percentage from 0 to 100")
 	}
-	dopts = triage.DiscoverOptions{AllRanks: c.Bool("all-ranks"), Header: analysis.HeaderReader(c.Context)}
+	dopts = triage.DiscoverOptions{AllRanks: c.Bool("all-ranks"), Header: analysis.HeaderReader(ctx)}
 	if r := c.Int("rank"); r >= 0 {
 		if dopts.AllRanks {
 			return dopts, topts, nopts, usageErr("--rank and --all-ranks exclude each other")
@@ -144,7 +145,7 @@ func triageOptions(c *cli.Context, format string, log *slog.Logger) (triage.Disc
 // triageRoot returns the trace file or directory to triage: the --formal directory in
 // two-trace mode (the --mapping input is discovered into topts), else the FILE|DIR argument
 // resolved through run directories and cells, with an nsys report exported to SQLite.
-func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *triage.Options, log *slog.Logger) (string, error) {
+func triageRoot(ctx context.Context, c *cli.Command, std stdio, dopts triage.DiscoverOptions, topts *triage.Options, log *slog.Logger) (string, error) {
 	mapping, formal := c.String("mapping"), c.String("formal")
 	if mapping != "" || formal != "" {
 		if mapping == "" || formal == "" {
@@ -165,13 +166,13 @@ func triageRoot(c *cli.Context, std stdio, dopts triage.DiscoverOptions, topts *
 	if err != nil {
 		return "", err
 	}
-	return triageInput(c, std, args[0], log)
+	return triageInput(ctx, c, std, args[0], log)
 }
 
 // triageInput resolves one FILE|DIR argument: a run directory to its one traced cell, a cell
 // to its traces (refusing an invalid cell without --force), an nsys report to its SQLite
 // export.
-func triageInput(c *cli.Context, std stdio, arg string, log *slog.Logger) (string, error) {
+func triageInput(ctx context.Context, c *cli.Command, std stdio, arg string, log *slog.Logger) (string, error) {
 	// A FIFO or device would block the read: refused up front, before anything opens it.
 	if err := regularInput(arg, "pass a trace file or the directory the profiler wrote"); err != nil {
 		return "", err
@@ -191,7 +192,7 @@ func triageInput(c *cli.Context, std stdio, arg string, log *slog.Logger) (strin
 		return "", &exitError{code: exitcode.CellsFailed, err: &analysis.GateError{Cell: cell, Result: res}}
 	}
 	if analysis.IsNsysReport(root) {
-		if root, err = analysis.ExportReport(c.Context, root, os.Environ(), log); err != nil {
+		if root, err = analysis.ExportReport(ctx, root, os.Environ(), log); err != nil {
 			return "", err
 		}
 	}
@@ -200,7 +201,7 @@ func triageInput(c *cli.Context, std stdio, arg string, log *slog.Logger) (strin
 
 // triageDiff is `runner triage --diff BASE NEW`: both inputs resolved as FILE|DIR is, checked
 // to be of one kind, triaged with the same options, and NEW's report rendered with the diff.
-func triageDiff(c *cli.Context, std stdio, format string, dopts triage.DiscoverOptions, topts triage.Options, nopts analysis.NsysOptions, log *slog.Logger) error {
+func triageDiff(ctx context.Context, c *cli.Command, std stdio, format string, dopts triage.DiscoverOptions, topts triage.Options, nopts analysis.NsysOptions, log *slog.Logger) error {
 	if c.Bool("stats") || c.String("mapping") != "" || c.String("formal") != "" {
 		return usageErr("--diff compares the triages of two inputs; it takes neither --stats nor --mapping/--formal")
 	}
@@ -210,7 +211,7 @@ func triageDiff(c *cli.Context, std stdio, format string, dopts triage.DiscoverO
 	}
 	var roots, kinds [2]string
 	for i, a := range args {
-		if roots[i], err = triageInput(c, std, a, log); err != nil {
+		if roots[i], err = triageInput(ctx, c, std, a, log); err != nil {
 			return diffSide(i, err)
 		}
 		if kinds[i], err = analysis.InputKind(roots[i], dopts); err != nil {
@@ -225,16 +226,16 @@ func triageDiff(c *cli.Context, std stdio, format string, dopts triage.DiscoverO
 	var reps [2]*triage.Report
 	for i, root := range roots {
 		if c.Bool("kernels-only") {
-			reps[i], err = analysis.TriageKernelsOnly(c.Context, root, topts)
+			reps[i], err = analysis.TriageKernelsOnly(ctx, root, topts)
 		} else {
-			reps[i], err = analysis.TriageNsys(c.Context, root, dopts, topts, nopts)
+			reps[i], err = analysis.TriageNsys(ctx, root, dopts, topts, nopts)
 		}
 		if err != nil {
 			return diffSide(i, err)
 		}
 	}
 	reps[1].Diff = triage.Diff(reps[0], reps[1])
-	return triage.Render(std.out, reps[1], format, c.Float64("cutoff"))
+	return triage.Render(std.out, reps[1], format, c.Float("cutoff"))
 }
 
 // diffSide names the side of --diff an error is about, keeping its exit code.
@@ -249,7 +250,7 @@ func diffSide(i int, err error) error {
 
 // printStats writes the nsys stats summaries of every nsys export under root (text, md, csv
 // with nsys's headers, or the rows as JSON); a torch trace is a usage error.
-func printStats(c *cli.Context, std stdio, root string, dopts triage.DiscoverOptions, format string, log *slog.Logger) error {
+func printStats(ctx context.Context, c *cli.Command, std stdio, root string, dopts triage.DiscoverOptions, format string, log *slog.Logger) error {
 	in, err := triage.Discover(root, dopts)
 	if err != nil {
 		var me *triage.MixedInputsError
@@ -265,7 +266,7 @@ func printStats(c *cli.Context, std stdio, root string, dopts triage.DiscoverOpt
 	}
 	tf := table.Format(format)
 	for i, f := range in.Files {
-		capt, err := nsysdb.ReadCapture(c.Context, f.Path, nsysdb.ReadOptions{Logger: log})
+		capt, err := nsysdb.ReadCapture(ctx, f.Path, nsysdb.ReadOptions{Logger: log})
 		if err != nil {
 			return err
 		}

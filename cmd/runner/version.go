@@ -1,10 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 
-	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v3"
 
 	"github.com/sglprof/runner/runner"
 )
@@ -13,7 +14,7 @@ func versionCommand(std stdio) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
 		Usage: "print the runner's version",
-		Action: func(c *cli.Context) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
 			if _, err := positional(c, 0, 0, ""); err != nil {
 				return err
 			}
@@ -30,5 +31,5 @@ func versionLine() string {
 
 func init() {
 	// --version prints the same line as the version command.
-	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
+	cli.VersionPrinter = func(c *cli.Command) { fmt.Fprintln(c.Root().Writer, versionLine()) }
 }
