@@ -465,30 +465,42 @@ func linkFrames(t *Trace) {
 			if k < 0 {
 				break
 			}
-			it := run[k][0]
+			stack = t.sweepStep(stack, containing, run[k][0])
 			run[k] = run[k][1:]
-			// Pop frames that ended at or before this start.
-			for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
-				stack = stack[:len(stack)-1]
-			}
-			// A frame that started earlier but ended before an outer one did (improper nesting)
-			// may hide under the top; the top is still the innermost open frame that we know of.
-			top := int32(NoID)
-			if len(stack) > 0 {
-				top = stack[len(stack)-1]
-			}
-			switch it.kind {
-			case 0:
-				containing[it.idx] = top
-				stack = append(stack, it.idx)
-			case 1:
-				t.CPUOps[it.idx].Frame = top
-			case 2:
-				t.Launches[it.idx].Frame = top
-			}
 		}
 	}
-	// Parent by Python id where possible.
+	t.frameParents(containing)
+}
+
+// sweepStep takes the next record of one thread's sweep (in cmpSweep order): frames that ended
+// at or before its start leave the stack of open frames, the innermost open frame becomes its
+// frame (a CPU op's or launch's Frame, a frame's time-containment parent in containing), and a
+// frame goes on the stack. It returns the stack.
+func (t *Trace) sweepStep(stack, containing []int32, it sweepItem) []int32 {
+	for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
+		stack = stack[:len(stack)-1]
+	}
+	// A frame that started earlier but ended before an outer one did (improper nesting) may
+	// hide under the top; the top is still the innermost open frame that we know of.
+	top := int32(NoID)
+	if len(stack) > 0 {
+		top = stack[len(stack)-1]
+	}
+	switch it.kind {
+	case 0:
+		containing[it.idx] = top
+		stack = append(stack, it.idx)
+	case 1:
+		t.CPUOps[it.idx].Frame = top
+	case 2:
+		t.Launches[it.idx].Frame = top
+	}
+	return stack
+}
+
+// frameParents sets each frame's Parent: the frame of its Python parent id in the same process
+// where there is one, its time-containment parent (containing, from the sweep) otherwise.
+func (t *Trace) frameParents(containing []int32) {
 	type pyKey struct {
 		pid int32
 		id  int64

@@ -210,7 +210,8 @@ func TestLaunchIndexDenseEqualsMap(t *testing.T) {
 }
 
 // linkFramesBySort is linkFrames as it was before the per-thread runs: every sweep record
-// sorted at once. TestLinkFramesEqualsFullSort compares the two.
+// sorted at once by the order spelled out below, then the same per-record step and parent
+// pass. TestLinkFramesEqualsFullSort compares the two orders' results.
 func linkFramesBySort(t *Trace) {
 	for i := range t.CPUOps {
 		t.CPUOps[i].Frame = NoID
@@ -266,48 +267,9 @@ func linkFramesBySort(t *Trace) {
 			stack = stack[:0]
 			curPID, curTID = it.pid, it.tid
 		}
-		// Pop frames that ended at or before this start.
-		for len(stack) > 0 && t.Frames[stack[len(stack)-1]].End <= it.start {
-			stack = stack[:len(stack)-1]
-		}
-		// A frame that started earlier but ended before an outer one did (improper nesting)
-		// may hide under the top; the top is still the innermost open frame that we know of.
-		top := int32(NoID)
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch it.kind {
-		case 0:
-			containing[it.idx] = top
-			stack = append(stack, it.idx)
-		case 1:
-			t.CPUOps[it.idx].Frame = top
-		case 2:
-			t.Launches[it.idx].Frame = top
-		}
+		stack = t.sweepStep(stack, containing, it)
 	}
-	// Parent by Python id where possible.
-	type pyKey struct {
-		pid int32
-		id  int64
-	}
-	byID := make(map[pyKey]int32, len(t.Frames))
-	for i := range t.Frames {
-		f := &t.Frames[i]
-		if f.ID != NoID {
-			byID[pyKey{f.PID, f.ID}] = int32(i)
-		}
-	}
-	for i := range t.Frames {
-		f := &t.Frames[i]
-		if f.ParentID != NoID {
-			if p, ok := byID[pyKey{f.PID, f.ParentID}]; ok && p != int32(i) {
-				f.Parent = p
-				continue
-			}
-		}
-		f.Parent = containing[i]
-	}
+	t.frameParents(containing)
 }
 
 // TestLinkFramesEqualsFullSort: the sweep over per-thread runs merged as it goes links every
