@@ -200,25 +200,11 @@ type corrIndex struct {
 }
 
 func newCorrIndex(ops []trace.GPUOp) *corrIndex {
-	lo, hi, n := int64(0), int64(-1), 0
-	for i := range ops {
-		c := ops[i].Correlation
-		if c == trace.NoID {
-			continue
-		}
-		if n == 0 || c < lo {
-			lo = c
-		}
-		if n == 0 || c > hi {
-			hi = c
-		}
-		n++
-	}
-	x := &corrIndex{lo: lo}
-	if n > 0 && hi-lo < 4*int64(n)+4096 {
-		x.dense = make([]int32, hi-lo+1)
+	x := &corrIndex{}
+	if lo, slots, ok := trace.CorrelationSpan(ops, func(o *trace.GPUOp) int64 { return o.Correlation }, 4, 4096); ok {
+		x.lo, x.dense = lo, make([]int32, slots)
 	} else {
-		x.sparse = make(map[int64]int32, n)
+		x.sparse = map[int64]int32{}
 	}
 	for i := range ops {
 		if c := ops[i].Correlation; c != trace.NoID {
@@ -226,6 +212,13 @@ func newCorrIndex(ops []trace.GPUOp) *corrIndex {
 		}
 	}
 	return x
+}
+
+// slot is id c's index in dense, or false when c is outside it (c-lo computed without
+// overflow: ids of a hostile export may lie at both ends of int64).
+func (x *corrIndex) slot(c int64) (int64, bool) {
+	d := c - x.lo
+	return d, c >= x.lo && d >= 0 && d < int64(len(x.dense))
 }
 
 func (x *corrIndex) mark(c int64) {
@@ -253,7 +246,8 @@ func (x *corrIndex) reset() {
 
 func (x *corrIndex) wanted(c int64) bool {
 	if x.dense != nil {
-		return c >= x.lo && c-x.lo < int64(len(x.dense)) && x.dense[c-x.lo] != 0
+		d, ok := x.slot(c)
+		return ok && x.dense[d] != 0
 	}
 	_, ok := x.sparse[c]
 	return ok
@@ -262,8 +256,8 @@ func (x *corrIndex) wanted(c int64) bool {
 // add records call li for id c (a wanted id) unless an earlier call has it.
 func (x *corrIndex) add(c int64, li int32) {
 	if x.dense != nil {
-		if p := &x.dense[c-x.lo]; *p == -1 {
-			*p = li + 1
+		if d, ok := x.slot(c); ok && x.dense[d] == -1 {
+			x.dense[d] = li + 1
 		}
 		return
 	}
@@ -276,10 +270,11 @@ func (x *corrIndex) add(c int64, li int32) {
 // wanted says a GPU op has id c, first that no call had claimed it (false also for a name id
 // that does not fit). Parts of a parallel scan claim concurrently, hence the atomics.
 func (x *corrIndex) claim(c, nameID, start int64) (wanted, first bool) {
-	if x.dense == nil || c < x.lo || c-x.lo >= int64(len(x.dense)) {
+	d, ok := x.slot(c)
+	if x.dense == nil || !ok {
 		return false, false
 	}
-	p := &x.dense[c-x.lo]
+	p := &x.dense[d]
 	if atomic.LoadInt32(p) == 0 {
 		return false, false
 	}
@@ -290,7 +285,7 @@ func (x *corrIndex) claim(c, nameID, start int64) (wanted, first bool) {
 		return true, false
 	}
 	if x.starts != nil {
-		x.starts[c-x.lo] = start // only the claim's winner writes it; read after the scan
+		x.starts[d] = start // only the claim's winner writes it; read after the scan
 	}
 	return true, true
 }
@@ -299,10 +294,11 @@ func (x *corrIndex) claim(c, nameID, start int64) (wanted, first bool) {
 func (x *corrIndex) first(c int64) int32 {
 	var v int32
 	if x.dense != nil {
-		if c < x.lo || c-x.lo >= int64(len(x.dense)) {
+		d, ok := x.slot(c)
+		if !ok {
 			return trace.NoID
 		}
-		v = x.dense[c-x.lo]
+		v = x.dense[d]
 	} else {
 		v = x.sparse[c]
 	}

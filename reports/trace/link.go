@@ -172,24 +172,8 @@ type corrIndex struct {
 const denseSpan = 4
 
 func launchIndex(ls []Launch) corrIndex {
-	lo, hi, n := int64(0), int64(0), 0
-	for i := range ls {
-		c := ls[i].Correlation
-		if c == NoID {
-			continue
-		}
-		if n == 0 || c < lo {
-			lo = c
-		}
-		if n == 0 || c > hi {
-			hi = c
-		}
-		n++
-	}
-	// hi-lo cannot overflow into a small positive span: a negative difference (overflow) or
-	// one above the bound takes the map.
-	if span := hi - lo; n > 0 && span >= 0 && span < int64(denseSpan*n+1024) {
-		x := corrIndex{lo: lo, dense: make([]int32, span+1)}
+	if lo, slots, ok := CorrelationSpan(ls, func(l *Launch) int64 { return l.Correlation }, denseSpan, 1024); ok {
+		x := corrIndex{lo: lo, dense: make([]int32, slots)}
 		for i := range x.dense {
 			x.dense[i] = NoID
 		}
@@ -204,6 +188,12 @@ func launchIndex(ls []Launch) corrIndex {
 		}
 		return x
 	}
+	n := 0
+	for i := range ls {
+		if ls[i].Correlation != NoID {
+			n++
+		}
+	}
 	x := corrIndex{m: make(map[int64]int32, n)}
 	for i := range ls {
 		c := ls[i].Correlation
@@ -215,6 +205,33 @@ func launchIndex(ls []Launch) corrIndex {
 		}
 	}
 	return x
+}
+
+// CorrelationSpan is the layout of a flat table indexed by correlation id for the records xs
+// (ids equal to NoID left out): the least id lo and the number of slots, id-lo for each id.
+// ok is false when there is no id, or when the ids span more than perID slots an id plus
+// extra (ids from merged or edited files, or hostile ones far apart, whose difference may even
+// overflow): a map serves those. CUPTI numbers correlations densely, so real traces fit.
+func CorrelationSpan[T any](xs []T, id func(*T) int64, perID, extra int) (lo int64, slots int, ok bool) {
+	hi, n := int64(0), 0
+	for i := range xs {
+		c := id(&xs[i])
+		if c == NoID {
+			continue
+		}
+		if n == 0 || c < lo {
+			lo = c
+		}
+		if n == 0 || c > hi {
+			hi = c
+		}
+		n++
+	}
+	// A negative difference is an overflow.
+	if span := hi - lo; n > 0 && span >= 0 && span < int64(perID)*int64(n)+int64(extra) {
+		return lo, int(span) + 1, true
+	}
+	return 0, 0, false
 }
 
 // find returns the first launch with correlation c, or NoID.
