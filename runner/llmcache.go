@@ -10,7 +10,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/sglprof/runner/backends/vllm"
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
-	"github.com/sglprof/runner/runner/load"
 )
 
 // A reset refused with 400 (SGLang: requests still running or waiting, e.g. a request whose
@@ -51,7 +49,7 @@ func resetPrefixCache(ctx context.Context, base, route string, flush bool) strin
 	var code int
 	var body string
 	for try := 1; ; try++ {
-		code, body = postEmpty(ctx, base+route, cacheResetTimeout)
+		code, body = post(ctx, base+route, nil, cacheResetTimeout)
 		if code == http.StatusOK {
 			return rundir.CacheFlushed
 		}
@@ -77,24 +75,6 @@ func resetPrefixCache(ctx context.Context, base, route string, flush bool) strin
 		msg += "; vLLM serves it only with " + vllm.EnvDevMode + "=1 in the server's environment (drop the value backend.env gives it)"
 	}
 	return rundir.CacheNotReset + msg
-}
-
-// postEmpty POSTs no body to url and returns the status (0 when there was no answer) and the
-// start of the body (or the error).
-func postEmpty(ctx context.Context, url string, timeout time.Duration) (int, string) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, http.NoBody)
-	if err != nil {
-		return 0, err.Error()
-	}
-	resp, err := (&http.Client{Transport: load.NewTransport(1)}).Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(io.LimitReader(resp.Body, load.MaxErrorBody))
-	return resp.StatusCode, string(rb)
 }
 
 // cacheResetter is the reset of one cell's server: it logs and warns on the cell when a reset

@@ -342,16 +342,23 @@ func perfTimings(dir string, res *cellResult) int64 {
 	return total / nt
 }
 
-// post sends a JSON POST and returns the status (0 on a transport error) and the body.
+// post sends a POST, with body as JSON (none when body is nil), and returns the status (0 on
+// a transport error) and the start of the answer's body (or the error).
 func post(ctx context.Context, url string, body any, timeout time.Duration) (int, string) {
-	b, _ := json.Marshal(body)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
 	if err != nil {
 		return 0, err.Error()
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := (&http.Client{Transport: load.NewTransport(1)}).Do(req)
 	if err != nil {
 		return 0, err.Error()
