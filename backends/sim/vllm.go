@@ -136,63 +136,14 @@ type vllmArgs struct {
 	pcfg          *profilerConfig // --profiler-config (nil: none)
 }
 
-// parseVLLMArgs parses `vllm serve MODEL [options]` as vLLM's argparse does; on a usage
-// error it prints argparse's message and reports false (exit status 2).
 // vllmSimVersion is what the simulated `vllm --version` prints.
 const vllmSimVersion = "0.11.0+sim"
 
+// parseVLLMArgs parses the simulated vLLM-Omni server's `vllm serve MODEL --omni [options]`;
+// on a usage error it prints argparse's message and reports false (exit status 2).
 func parseVLLMArgs(args []string, stderr io.Writer) (vllmArgs, bool) {
-	if len(args) < 2 || args[0] != "serve" || strings.HasPrefix(args[1], "-") {
-		fmt.Fprint(stderr, "usage: vllm serve [model_tag] [options]\nvllm: error: the following arguments are required: model_tag\n")
-		return vllmArgs{}, false
-	}
-	va := vllmArgs{model: args[1], served: args[1], port: 8000, host: "127.0.0.1"}
-	var unknown []string
-	rest := args[2:]
-	for i := 0; i < len(rest); i++ {
-		a := rest[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		next := func() (string, bool) {
-			if hasVal {
-				return val, true
-			}
-			if i+1 < len(rest) {
-				i++
-				return rest[i], true
-			}
-			return "", false
-		}
-		switch name {
-		case "--omni":
-			va.omni = true
-		case "--port":
-			v, ok := next()
-			p, err := strconv.Atoi(v)
-			if !ok || err != nil {
-				fmt.Fprintf(stderr, "vllm serve: error: argument --port: invalid int value: '%s'\n", v)
-				return vllmArgs{}, false
-			}
-			va.port = p
-		case "--host":
-			va.host, _ = next()
-		case "--served-model-name":
-			va.served, _ = next()
-		case "--profiler-config":
-			v, _ := next()
-			pc, ok := decodeProfilerConfig(v, stderr)
-			if !ok {
-				return vllmArgs{}, false
-			}
-			va.pcfg = pc
-		default:
-			unknown = append(unknown, a)
-		}
-	}
-	if len(unknown) > 0 {
-		fmt.Fprintf(stderr, "vllm serve: error: unrecognized arguments: %s\n", strings.Join(unknown, " "))
-		return vllmArgs{}, false
-	}
-	return va, true
+	va, ok := parseVLLMServe(args, stderr, false)
+	return va.vllmArgs, ok
 }
 
 // decodeProfilerConfig parses --profiler-config's JSON; vLLM's config dataclasses forbid extra

@@ -79,6 +79,13 @@ var (
 // parseVLLMLLMArgs parses `vllm serve MODEL [options]`; on a usage error it prints argparse's
 // message and reports false (exit status 2).
 func parseVLLMLLMArgs(args []string, stderr io.Writer) (vllmLLMArgs, bool) {
+	return parseVLLMServe(args, stderr, true)
+}
+
+// parseVLLMServe is the one parser of `vllm serve MODEL [options]` for both simulated servers:
+// the flags both take, and with llm the LLM server's (tensor parallelism, model length, the
+// engine's value and switch flags); any other is refused as vLLM's argparse refuses it.
+func parseVLLMServe(args []string, stderr io.Writer, llm bool) (vllmLLMArgs, bool) {
 	if len(args) < 2 || args[0] != "serve" || strings.HasPrefix(args[1], "-") {
 		fmt.Fprint(stderr, "usage: vllm serve [model_tag] [options]\nvllm: error: the following arguments are required: model_tag\n")
 		return vllmLLMArgs{}, false
@@ -125,6 +132,8 @@ func parseVLLMLLMArgs(args []string, stderr io.Writer) (vllmLLMArgs, bool) {
 				return vllmLLMArgs{}, false
 			}
 			va.pcfg = pc
+		case !llm:
+			unknown = append(unknown, a)
 		case name == "--tensor-parallel-size" || name == "-tp":
 			if !intArg(&va.tp) {
 				return vllmLLMArgs{}, false
