@@ -1,8 +1,10 @@
 package triage
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -218,11 +220,13 @@ func (acc *collAcc) add(c *traceCtx, op *trace.GPUOp, oi int32, g *kagg) {
 	var dtype string
 	var group int
 	var imb float64
-	ci, ok := -1, false
+	ci := int32(-1)
 	if oi >= 0 && len(t.Comms) > 0 {
-		ci, ok = c.commIndex()[oi]
+		if idx := c.commIndex(); int(oi) < len(idx) {
+			ci = idx[oi]
+		}
 	}
-	if ok {
+	if ci >= 0 {
 		cm := &t.Comms[ci]
 		key.op = collOp(t.Name(cm.Name))
 		if key.op == "" {
@@ -280,7 +284,7 @@ func (acc *collAcc) finish() ([]CollectiveRow, []commInst) {
 		out = append(out, a.row)
 	}
 	sortCollectives(out)
-	sort.SliceStable(acc.insts, func(i, j int) bool { return acc.insts[i].start < acc.insts[j].start })
+	slices.SortStableFunc(acc.insts, func(a, b commInst) int { return cmp.Compare(a.start, b.start) })
 	return out, acc.insts
 }
 
@@ -306,12 +310,19 @@ func sortCollectives(rows []CollectiveRow) {
 	})
 }
 
-// commIndex maps GPU op indexes to their Trace.Comms entries, built once per trace.
-func (c *traceCtx) commIndex() map[int32]int {
+// commIndex maps GPU op indexes to their Trace.Comms entries (-1: none; the last entry of an
+// op wins), built once per trace. It is a table by op index, not a map: collectives asks it
+// once per op of a stage, and a map lookup per op was most of that pass's time.
+func (c *traceCtx) commIndex() []int32 {
 	if c.comms == nil {
-		c.comms = make(map[int32]int, len(c.t.Comms))
+		c.comms = make([]int32, len(c.t.GPUOps))
+		for i := range c.comms {
+			c.comms[i] = -1
+		}
 		for i, cm := range c.t.Comms {
-			c.comms[cm.Op] = i
+			if cm.Op >= 0 && int(cm.Op) < len(c.comms) {
+				c.comms[cm.Op] = int32(i)
+			}
 		}
 	}
 	return c.comms
