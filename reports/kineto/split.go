@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"runtime"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -253,7 +255,24 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := make(chan half, 1)
-	go func() { res <- decodeHalf(hctx, ra, at, size, d.t.Path, d.opts) }()
+	var stop atomic.Bool // the first half reached the split point: ahead stops
+	aheadDone := make(chan struct{})
+	for k := range d.res {
+		d.res[k].publish = true
+	}
+	go func() {
+		defer close(aheadDone)
+		h := decodeHalf(hctx, ra, at, size, d.t.Path, d.opts)
+		ok := h.ok
+		res <- h
+		if ok {
+			ahead(&d.res, &stop)
+		}
+	}()
+	defer func() {
+		stop.Store(true)
+		<-aheadDone
+	}()
 	got := false
 	// The file from its start, read straight into the scanner's buffer (in has read ahead).
 	s = &scanner{r: io.NewSectionReader(ra, 0, size), buf: make([]byte, splitBuf(size))}
@@ -264,6 +283,7 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 			cancel() // the guess was no element start: read on
 			return
 		}
+		stop.Store(true)
 		h := <-res
 		got = true
 		if splitTaken != nil {
@@ -290,3 +310,44 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 	}
 	return s, err
 }
+
+// ahead prefaults the first half's record arrays (trace.Prefault), from where that half has
+// got to (the front its reserve calls published) upward, a chunk of each in turn, on the
+// second half's goroutine once that half is decoded and until stop is set (the first half
+// reached the split point). The second half usually ends first, and its core would sit idle
+// until then; this way the pages the first half still fills and those the merge copies the
+// second half's records into (first touches of fresh memory were most of the merge's time)
+// are mapped there. It maps no byte above the arrays' last sixteenth, which mostly holds a
+// reservation's margin and stays unused: a page mapped in vain costs memory, not results.
+func ahead(res *[resKinds]reservation, stop *atomic.Bool) {
+	var done [resKinds]uintptr // how far ahead has mapped each array
+	var arr [resKinds]unsafe.Pointer
+	for {
+		progressed := false
+		for k := range res {
+			if stop.Load() {
+				return
+			}
+			v := res[k].shown.Load()
+			if v == nil {
+				continue
+			}
+			if v.p != arr[k] { // a new array (a reservation): start again at its front
+				arr[k], done[k] = v.p, 0
+			}
+			from, limit := max(v.front, done[k]), v.size-v.size/16
+			if from >= limit {
+				continue
+			}
+			to := min(from+aheadChunk, limit)
+			trace.Prefault(unsafe.Slice((*byte)(v.p), v.size), int(from), int(to))
+			done[k], progressed = to, true
+		}
+		if !progressed {
+			return
+		}
+	}
+}
+
+// aheadChunk is how many bytes of one array ahead maps between looks at stop: one huge page.
+const aheadChunk = 2 << 20
