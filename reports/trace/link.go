@@ -123,19 +123,24 @@ func flowWarning(t *Trace) string {
 			fins = append(fins, fin{f.TS, f.ID})
 		}
 	}
-	slices.SortFunc(fins, func(a, b fin) int {
+	byTime := func(a, b fin) int {
 		if c := cmp.Compare(a.ts, b.ts); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.id, b.id)
-	})
-	disagree, checked := 0, 0
+	}
+	if !slices.IsSortedFunc(fins, byTime) { // a reader's flows mostly come in time order
+		slices.SortFunc(fins, byTime)
+	}
+	// The ops mostly come in time order too, so each search starts where the last one ended.
+	disagree, checked, at := 0, 0, 0
 	for i := range t.GPUOps {
 		op := &t.GPUOps[i]
 		if op.Correlation == NoID {
 			continue
 		}
-		k, _ := slices.BinarySearchFunc(fins, op.Start, func(f fin, ts int64) int { return cmp.Compare(f.ts, ts) })
+		k := SearchNear(len(fins), at, func(j int) bool { return fins[j].ts >= op.Start })
+		at = k
 		if k >= len(fins) || fins[k].ts != op.Start {
 			continue
 		}
