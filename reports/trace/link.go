@@ -267,15 +267,23 @@ func linkCPUOps(t *Trace) {
 			idx = append(idx, int32(i))
 		}
 	}
-	slices.SortFunc(idx, func(a, b int32) int {
+	byExt := func(a, b int32) int {
 		x, y := &t.CPUOps[a], &t.CPUOps[b]
 		if c := cmp.Compare(x.ExternalID, y.ExternalID); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.Start, y.Start)
-	})
+	}
+	// A reader's CPU ops mostly come in id order already (the sort would leave them as they
+	// are), and the GPU ops ask for ids mostly in order: each search starts at the last one's
+	// answer.
+	if !slices.IsSortedFunc(idx, byExt) {
+		slices.SortFunc(idx, byExt)
+	}
+	near := 0
 	find := func(ext int64, at int64, hasAt bool) int32 {
-		lo, _ := slices.BinarySearchFunc(idx, ext, func(i int32, e int64) int { return cmp.Compare(t.CPUOps[i].ExternalID, e) })
+		lo := SearchNear(len(idx), near, func(k int) bool { return t.CPUOps[idx[k]].ExternalID >= ext })
+		near = lo
 		if lo >= len(idx) || t.CPUOps[idx[lo]].ExternalID != ext {
 			return NoID
 		}
