@@ -397,18 +397,18 @@ func (th *sweepThreads) id(pid, tid int32) int32 {
 }
 
 func linkFrames(t *Trace) {
-	for i := range t.CPUOps {
-		t.CPUOps[i].Frame = NoID
-	}
-	for i := range t.Frames {
-		t.Frames[i].Parent = NoID
-	}
-	for i := range t.Launches {
-		t.Launches[i].Frame = NoID
-	}
 	if len(t.Frames) == 0 {
+		for i := range t.CPUOps {
+			t.CPUOps[i].Frame = NoID
+		}
+		for i := range t.Launches {
+			t.Launches[i].Frame = NoID
+		}
 		return
 	}
+	// Otherwise the sweep sets every CPU op's and launch's Frame (each lies in one thread's
+	// run) and frameParents every frame's Parent: clearing them first would be two more
+	// passes over the largest record arrays.
 	// The sweep visits the records of each thread in cmpSweep order. Sorting all of them at
 	// once was the largest part of Link's time (docs/performance.md); instead each thread's frames, CPU ops and
 	// launches are laid out as three runs, each sorted on its own (a reader's records are
