@@ -266,7 +266,7 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 		ok := h.ok
 		res <- h
 		if ok {
-			ahead(&d.res, &stop)
+			ahead(&d.res, stop.Load)
 		}
 	}()
 	defer func() {
@@ -284,7 +284,20 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 			return
 		}
 		stop.Store(true)
-		h := <-res
+		// When the second half is still decoding, this goroutine maps the merge's
+		// destination (ahead) until it arrives.
+		var h half
+		ahead(&d.res, func() bool {
+			select {
+			case h = <-res:
+				got = true
+			default:
+			}
+			return got
+		})
+		if !got {
+			h = <-res
+		}
 		got = true
 		if splitTaken != nil {
 			splitTaken(h.ok)
@@ -312,20 +325,21 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 }
 
 // ahead prefaults the first half's record arrays (trace.Prefault), from where that half has
-// got to (the front its reserve calls published) upward, a chunk of each in turn, on the
-// second half's goroutine once that half is decoded and until stop is set (the first half
-// reached the split point). The second half usually ends first, and its core would sit idle
-// until then; this way the pages the first half still fills and those the merge copies the
-// second half's records into (first touches of fresh memory were most of the merge's time)
-// are mapped there. It maps no byte above the arrays' last sixteenth, which mostly holds a
-// reservation's margin and stays unused: a page mapped in vain costs memory, not results.
-func ahead(res *[resKinds]reservation, stop *atomic.Bool) {
+// got to (the front its reserve calls published) upward, a chunk of each in turn, until stop
+// says to stop, on whichever goroutine of a split read would otherwise wait for the other:
+// the second half's once it is decoded until the first half reaches the split point, or the
+// first half's there until the second half is decoded. The pages the first half still fills
+// and those the merge copies the second half's records into (first touches of fresh memory
+// were most of the merge's time) are then mapped on a core that would sit idle. It maps no
+// byte above the arrays' last sixteenth, which mostly holds a reservation's margin and stays
+// unused: a page mapped in vain costs memory, not results.
+func ahead(res *[resKinds]reservation, stop func() bool) {
 	var done [resKinds]uintptr // how far ahead has mapped each array
 	var arr [resKinds]unsafe.Pointer
 	for {
 		progressed := false
 		for k := range res {
-			if stop.Load() {
+			if stop() {
 				return
 			}
 			v := res[k].shown.Load()

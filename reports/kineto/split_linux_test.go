@@ -27,7 +27,7 @@ func TestAheadMapsTheFront(t *testing.T) {
 		res[resCPUOps].shown.Store(&arrayView{p: unsafe.Pointer(&mem[0]), size: uintptr(len(mem)), front: uintptr(8 * ps)})
 		var stop atomic.Bool
 		stop.Store(stopped)
-		ahead(&res, &stop)
+		ahead(&res, stop.Load)
 		vec := make([]byte, pages)
 		if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
 			syscall.Munmap(mem)
