@@ -202,8 +202,10 @@ type collAcc struct {
 	// noInsts keeps rows only: a streamed input holds memory flat whatever its length, so
 	// its instances are not kept and its rows get no cross-rank skew.
 	noInsts bool
-	// byName caches collOp of the aggregates' names: it allocates, and is asked per op.
+	// byName caches collOp of the aggregates' names, byComm the row op of recorded
+	// collectives' names: collOp allocates, and is asked per op.
 	byName map[*kagg]string
+	byComm map[trace.NameID]string
 }
 
 type collRowAcc struct {
@@ -228,10 +230,17 @@ func (acc *collAcc) add(c *traceCtx, op *trace.GPUOp, oi int32, g *kagg) {
 	}
 	if ci >= 0 {
 		cm := &t.Comms[ci]
-		key.op = collOp(t.Name(cm.Name))
-		if key.op == "" {
-			key.op = t.Name(cm.Name)
+		op, seen := acc.byComm[cm.Name]
+		if !seen {
+			if op = collOp(t.Name(cm.Name)); op == "" {
+				op = t.Name(cm.Name)
+			}
+			if acc.byComm == nil {
+				acc.byComm = map[trace.NameID]string{}
+			}
+			acc.byComm[cm.Name] = op
 		}
+		key.op = op
 		dtype, group = t.Name(cm.DType), int(cm.GroupSize)
 		key.bytes = max(cm.InElems, cm.OutElems) * dtypeSize(dtype)
 		if key.op == "all_to_all" {
