@@ -454,11 +454,25 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 		groups[f.Stage] = ops
 		order = []string{f.Stage}
 	} else if st := a.opStages(t, ops, dev); st != nil {
+		// Consecutive ops mostly share a stage: the map is asked only when it changes.
+		var lists [][]int32
+		pos := map[string]int{}
+		last := -1
 		for i, oi := range ops {
-			if _, ok := groups[st[i]]; !ok {
-				order = append(order, st[i])
+			if last < 0 || st[i] != order[last] {
+				k, ok := pos[st[i]]
+				if !ok {
+					k = len(order)
+					pos[st[i]] = k
+					order = append(order, st[i])
+					lists = append(lists, nil)
+				}
+				last = k
 			}
-			groups[st[i]] = append(groups[st[i]], oi)
+			lists[last] = append(lists[last], oi)
+		}
+		for k, name := range order {
+			groups[name] = lists[k]
 		}
 		sortStagesByStart(t, order, groups)
 		info.Stage = strings.Join(order, ",")
@@ -491,8 +505,19 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 
 func (a *analyzer) pickDevice(t *trace.Trace, path string) (int32, bool) {
 	per := map[int32]int64{}
+	// Consecutive ops mostly share a device: sum a run of them before the map is asked.
+	var dev int32
+	var sum int64
 	for i := range t.GPUOps {
-		per[t.GPUOps[i].Device] += t.GPUOps[i].Dur()
+		if op := &t.GPUOps[i]; i == 0 || op.Device == dev {
+			dev, sum = op.Device, sum+op.Dur()
+		} else {
+			per[dev] += sum
+			dev, sum = op.Device, op.Dur()
+		}
+	}
+	if len(t.GPUOps) > 0 {
+		per[dev] += sum
 	}
 	return a.pickFrom(per, path)
 }
