@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sglprof/runner/reports/trace"
@@ -81,6 +82,17 @@ type reservation struct {
 	// prefaulted (trace.Prefault): a chunk at a time, just ahead of the appends, so that the
 	// capacity a reservation leaves unused costs no memory.
 	faulted, faultedCap int
+	// publish makes reserve show the array and its prefaulted front in shown, for another
+	// goroutine to prefault further (the first half of a split read: split.go's ahead).
+	publish bool
+	shown   atomic.Pointer[arrayView]
+}
+
+// arrayView is a record slice's array as bytes: size bytes from p, of which the first front
+// are prefaulted or written.
+type arrayView struct {
+	p           unsafe.Pointer
+	size, front uintptr
 }
 
 // prefaultChunk is how many bytes of records are prefaulted at a time.
@@ -100,6 +112,10 @@ func reserve[T any](s []T, r *reservation, off, total int64) []T {
 			from := len(s)
 			r.faulted, r.faultedCap = from+max(1, prefaultChunk/int(unsafe.Sizeof(z))), cap(s)
 			trace.Prefault(s, from, r.faulted)
+			if r.publish {
+				r.shown.Store(&arrayView{p: unsafe.Pointer(unsafe.SliceData(s)), size: uintptr(cap(s)) * unsafe.Sizeof(z),
+					front: uintptr(min(r.faulted, cap(s))) * unsafe.Sizeof(z)})
+			}
 		}
 		return s
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"runtime"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -33,8 +35,23 @@ const splitWindow = 1 << 20
 // of a `}` `,` `{` sequence (white space allowed between them), or -1 when the window holds
 // none. The guess may lie inside a string; the reader proves it before using it.
 func splitAt(ra io.ReaderAt, size int64) int64 {
+	// A trace's events are a few hundred bytes long, so a small window nearly always holds a
+	// boundary; the whole window is read only when it does not (the first boundary in the
+	// small window is the first in the whole one too). The read is on the serial path before
+	// the two halves start, and a fresh 1 MiB buffer is 256 page faults.
+	if at := splitAtWithin(ra, size, splitWindowFirst); at >= 0 {
+		return at
+	}
+	return splitAtWithin(ra, size, splitWindow)
+}
+
+// splitWindowFirst is the window splitAt tries first.
+const splitWindowFirst = 64 << 10
+
+// splitAtWithin is splitAt looking window bytes past the middle.
+func splitAtWithin(ra io.ReaderAt, size int64, window int) int64 {
 	mid := size / 2
-	buf := make([]byte, min(int64(splitWindow), size-mid))
+	buf := make([]byte, min(int64(window), size-mid))
 	n, _ := ra.ReadAt(buf, mid)
 	buf = buf[:n]
 	for i := 0; i < len(buf); {
@@ -253,7 +270,24 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := make(chan half, 1)
-	go func() { res <- decodeHalf(hctx, ra, at, size, d.t.Path, d.opts) }()
+	var stop atomic.Bool // the first half reached the split point: ahead stops
+	aheadDone := make(chan struct{})
+	for k := range d.res {
+		d.res[k].publish = true
+	}
+	go func() {
+		defer close(aheadDone)
+		h := decodeHalf(hctx, ra, at, size, d.t.Path, d.opts)
+		ok := h.ok
+		res <- h
+		if ok {
+			ahead(&d.res, stop.Load)
+		}
+	}()
+	defer func() {
+		stop.Store(true)
+		<-aheadDone
+	}()
 	got := false
 	// The file from its start, read straight into the scanner's buffer (in has read ahead).
 	s = &scanner{r: io.NewSectionReader(ra, 0, size), buf: make([]byte, splitBuf(size))}
@@ -264,7 +298,21 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 			cancel() // the guess was no element start: read on
 			return
 		}
-		h := <-res
+		stop.Store(true)
+		// When the second half is still decoding, this goroutine maps the merge's
+		// destination (ahead) until it arrives.
+		var h half
+		ahead(&d.res, func() bool {
+			select {
+			case h = <-res:
+				got = true
+			default:
+			}
+			return got
+		})
+		if !got {
+			h = <-res
+		}
 		got = true
 		if splitTaken != nil {
 			splitTaken(h.ok)
@@ -290,3 +338,45 @@ func readSplit(ctx context.Context, ra io.ReaderAt, size, at int64, d *decoder) 
 	}
 	return s, err
 }
+
+// ahead prefaults the first half's record arrays (trace.Prefault), from where that half has
+// got to (the front its reserve calls published) upward, a chunk of each in turn, until stop
+// says to stop, on whichever goroutine of a split read would otherwise wait for the other:
+// the second half's once it is decoded until the first half reaches the split point, or the
+// first half's there until the second half is decoded. The pages the first half still fills
+// and those the merge copies the second half's records into (first touches of fresh memory
+// were most of the merge's time) are then mapped on a core that would sit idle. It maps no
+// byte above the arrays' last sixteenth, which mostly holds a reservation's margin and stays
+// unused: a page mapped in vain costs memory, not results.
+func ahead(res *[resKinds]reservation, stop func() bool) {
+	var done [resKinds]uintptr // how far ahead has mapped each array
+	var arr [resKinds]unsafe.Pointer
+	for {
+		progressed := false
+		for k := range res {
+			if stop() {
+				return
+			}
+			v := res[k].shown.Load()
+			if v == nil {
+				continue
+			}
+			if v.p != arr[k] { // a new array (a reservation): start again at its front
+				arr[k], done[k] = v.p, 0
+			}
+			from, limit := max(v.front, done[k]), v.size-v.size/16
+			if from >= limit {
+				continue
+			}
+			to := min(from+aheadChunk, limit)
+			trace.Prefault(unsafe.Slice((*byte)(v.p), v.size), int(from), int(to))
+			done[k], progressed = to, true
+		}
+		if !progressed {
+			return
+		}
+	}
+}
+
+// aheadChunk is how many bytes of one array ahead maps between looks at stop: one huge page.
+const aheadChunk = 2 << 20

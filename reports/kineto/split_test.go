@@ -123,6 +123,26 @@ func TestSplitAt(t *testing.T) {
 	if at := splitAt(strings.NewReader(`{"traceEvents":[1,2,3]}`), 23); at != -1 {
 		t.Errorf("splitAt found %d in a document without objects", at)
 	}
+	// The first boundary lies past the first window (a long string straddles the middle):
+	// the whole window finds it; and one whose white space runs across the first window's
+	// end is found where the whole window finds it.
+	long := `{"traceEvents":[{"a":"` + strings.Repeat("x", 4*splitWindowFirst) + `"},{"b":1},{"c":2}]}`
+	if at := splitAt(strings.NewReader(long), int64(len(long))); at < 0 || !strings.HasPrefix(long[at:], `{"b"`) {
+		t.Errorf("splitAt past the first window = %d", at)
+	}
+	const ws, head, tail = 100, `{"traceEvents":[{"a":"`, `{"b":1},{"c":2}]}`
+	comma := len(tail) + 1 + ws + 2*splitWindowFirst - 20 // 10 bytes before the first window's end
+	edge := head + strings.Repeat("x", comma-2-len(head)) + `"},` + strings.Repeat(" ", ws) + tail
+	size := int64(len(edge))
+	if c := strings.Index(edge, `},`) + 1; c != comma || int64(c)-size/2 != splitWindowFirst-10 {
+		t.Fatalf("test document: comma at %d, %d past the middle", c, int64(c)-size/2)
+	}
+	if at := splitAtWithin(strings.NewReader(edge), size, splitWindowFirst); at != -1 {
+		t.Errorf("the first window alone found %d", at)
+	}
+	if at := splitAt(strings.NewReader(edge), size); at < 0 || !strings.HasPrefix(edge[at:], `{"b"`) {
+		t.Errorf("splitAt across the first window's end = %d", at)
+	}
 }
 
 // TestSplitRealTraces: the real fixtures, inflated, read in two halves from the guessed

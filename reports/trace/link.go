@@ -123,19 +123,24 @@ func flowWarning(t *Trace) string {
 			fins = append(fins, fin{f.TS, f.ID})
 		}
 	}
-	slices.SortFunc(fins, func(a, b fin) int {
+	byTime := func(a, b fin) int {
 		if c := cmp.Compare(a.ts, b.ts); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.id, b.id)
-	})
-	disagree, checked := 0, 0
+	}
+	if !slices.IsSortedFunc(fins, byTime) { // a reader's flows mostly come in time order
+		slices.SortFunc(fins, byTime)
+	}
+	// The ops mostly come in time order too, so each search starts where the last one ended.
+	disagree, checked, at := 0, 0, 0
 	for i := range t.GPUOps {
 		op := &t.GPUOps[i]
 		if op.Correlation == NoID {
 			continue
 		}
-		k, _ := slices.BinarySearchFunc(fins, op.Start, func(f fin, ts int64) int { return cmp.Compare(f.ts, ts) })
+		k := SearchNear(len(fins), at, func(j int) bool { return fins[j].ts >= op.Start })
+		at = k
 		if k >= len(fins) || fins[k].ts != op.Start {
 			continue
 		}
@@ -262,15 +267,23 @@ func linkCPUOps(t *Trace) {
 			idx = append(idx, int32(i))
 		}
 	}
-	slices.SortFunc(idx, func(a, b int32) int {
+	byExt := func(a, b int32) int {
 		x, y := &t.CPUOps[a], &t.CPUOps[b]
 		if c := cmp.Compare(x.ExternalID, y.ExternalID); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.Start, y.Start)
-	})
+	}
+	// A reader's CPU ops mostly come in id order already (the sort would leave them as they
+	// are), and the GPU ops ask for ids mostly in order: each search starts at the last one's
+	// answer.
+	if !slices.IsSortedFunc(idx, byExt) {
+		slices.SortFunc(idx, byExt)
+	}
+	near := 0
 	find := func(ext int64, at int64, hasAt bool) int32 {
-		lo, _ := slices.BinarySearchFunc(idx, ext, func(i int32, e int64) int { return cmp.Compare(t.CPUOps[i].ExternalID, e) })
+		lo := SearchNear(len(idx), near, func(k int) bool { return t.CPUOps[idx[k]].ExternalID >= ext })
+		near = lo
 		if lo >= len(idx) || t.CPUOps[idx[lo]].ExternalID != ext {
 			return NoID
 		}
@@ -384,18 +397,18 @@ func (th *sweepThreads) id(pid, tid int32) int32 {
 }
 
 func linkFrames(t *Trace) {
-	for i := range t.CPUOps {
-		t.CPUOps[i].Frame = NoID
-	}
-	for i := range t.Frames {
-		t.Frames[i].Parent = NoID
-	}
-	for i := range t.Launches {
-		t.Launches[i].Frame = NoID
-	}
 	if len(t.Frames) == 0 {
+		for i := range t.CPUOps {
+			t.CPUOps[i].Frame = NoID
+		}
+		for i := range t.Launches {
+			t.Launches[i].Frame = NoID
+		}
 		return
 	}
+	// Otherwise the sweep sets every CPU op's and launch's Frame (each lies in one thread's
+	// run) and frameParents every frame's Parent: clearing them first would be two more
+	// passes over the largest record arrays.
 	// The sweep visits the records of each thread in cmpSweep order. Sorting all of them at
 	// once was the largest part of Link's time (docs/performance.md); instead each thread's frames, CPU ops and
 	// launches are laid out as three runs, each sorted on its own (a reader's records are
@@ -433,7 +446,11 @@ func linkFrames(t *Trace) {
 		}
 		runs[id][3] = at
 	}
-	items := make([]sweepItem, at)
+	// Each run holds record indexes, not sweep items: 4 bytes a record instead of 32. The
+	// array is fresh memory, and on a large trace first touches of fresh pages cost more
+	// than the copy (docs/performance.md); the runs' order and the sweep read each record's
+	// times in place (item).
+	items := make([]int32, at)
 	AdviseHuge(items)
 	Prefault(items, 0, len(items))
 	next := make([][3]int, len(runs)) // write position of each run
@@ -444,30 +461,36 @@ func linkFrames(t *Trace) {
 	for i := range t.Frames {
 		f := &t.Frames[i]
 		p := &next[th.id(f.PID, f.TID)][0]
-		items[*p] = sweepItem{f.Start, f.End, f.PID, f.TID, 0, int32(i)}
+		items[*p] = int32(i)
 		*p++
 	}
 	for i := range t.CPUOps {
 		c := &t.CPUOps[i]
 		p := &next[th.id(c.PID, c.TID)][1]
-		items[*p] = sweepItem{c.Start, c.End, c.PID, c.TID, 1, int32(i)}
+		items[*p] = int32(i)
 		*p++
 	}
 	for i := range t.Launches {
 		l := &t.Launches[i]
 		p := &next[th.id(l.PID, l.TID)][2]
-		items[*p] = sweepItem{l.Start, l.End, l.PID, l.TID, 2, int32(i)}
+		items[*p] = int32(i)
 		*p++
 	}
 	containing := make([]int32, len(t.Frames)) // time-containment parent of each frame
 	var stack []int32
 	for _, id := range order {
 		r := runs[id]
-		var run [3][]sweepItem
+		var run [3][]int32
+		var head [3]sweepItem
 		for k := range run {
 			run[k] = items[r[k]:r[k+1]]
-			if !slices.IsSortedFunc(run[k], cmpSweep) {
-				slices.SortFunc(run[k], cmpSweep)
+			kind := uint8(k)
+			byItem := func(a, b int32) int { return cmpSweep(t.item(kind, a), t.item(kind, b)) }
+			if !slices.IsSortedFunc(run[k], byItem) {
+				slices.SortFunc(run[k], byItem)
+			}
+			if len(run[k]) > 0 {
+				head[k] = t.item(kind, run[k][0])
 			}
 		}
 		stack = stack[:0]
@@ -475,18 +498,34 @@ func linkFrames(t *Trace) {
 			// The least head of the three runs.
 			k := -1
 			for j := range run {
-				if len(run[j]) > 0 && (k < 0 || cmpSweep(run[j][0], run[k][0]) < 0) {
+				if len(run[j]) > 0 && (k < 0 || cmpSweep(head[j], head[k]) < 0) {
 					k = j
 				}
 			}
 			if k < 0 {
 				break
 			}
-			stack = t.sweepStep(stack, containing, run[k][0])
-			run[k] = run[k][1:]
+			stack = t.sweepStep(stack, containing, head[k])
+			if run[k] = run[k][1:]; len(run[k]) > 0 {
+				head[k] = t.item(uint8(k), run[k][0])
+			}
 		}
 	}
 	t.frameParents(containing)
+}
+
+// item is record i of a sweep kind (0 frame, 1 CPU op, 2 launch) as the sweep orders it.
+func (t *Trace) item(kind uint8, i int32) sweepItem {
+	switch kind {
+	case 0:
+		f := &t.Frames[i]
+		return sweepItem{f.Start, f.End, f.PID, f.TID, 0, i}
+	case 1:
+		c := &t.CPUOps[i]
+		return sweepItem{c.Start, c.End, c.PID, c.TID, 1, i}
+	}
+	l := &t.Launches[i]
+	return sweepItem{l.Start, l.End, l.PID, l.TID, 2, i}
 }
 
 // sweepStep takes the next record of one thread's sweep (in cmpSweep order): frames that ended

@@ -321,3 +321,115 @@ func TestLinkFramesEqualsFullSort(t *testing.T) {
 		}
 	}
 }
+
+// linkCPUOpsBySort is linkCPUOps as it was before its searches started at the last answer:
+// the CPU ops sorted by (External id, Start) every time and each id searched from scratch.
+func linkCPUOpsBySort(t *Trace) {
+	for i := range t.GPUOps {
+		t.GPUOps[i].CPUOp = NoID
+	}
+	var idx []int32
+	for i := range t.CPUOps {
+		if t.CPUOps[i].ExternalID != NoID {
+			idx = append(idx, int32(i))
+		}
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		x, y := &t.CPUOps[a], &t.CPUOps[b]
+		if c := cmp.Compare(x.ExternalID, y.ExternalID); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Start, y.Start)
+	})
+	find := func(ext, at int64, hasAt bool) int32 {
+		lo, _ := slices.BinarySearchFunc(idx, ext, func(i int32, e int64) int { return cmp.Compare(t.CPUOps[i].ExternalID, e) })
+		hi := lo
+		for hi < len(idx) && t.CPUOps[idx[hi]].ExternalID == ext {
+			hi++
+		}
+		best, bestAny := int32(NoID), int32(NoID)
+		inner := func(cur, cand int32) bool {
+			if cur == NoID {
+				return true
+			}
+			c, d := &t.CPUOps[cand], &t.CPUOps[cur]
+			return c.Start > d.Start || c.Start == d.Start && c.End < d.End
+		}
+		for _, ci := range idx[lo:hi] {
+			if inner(bestAny, ci) {
+				bestAny = ci
+			}
+			if c := &t.CPUOps[ci]; hasAt && c.Start <= at && at <= c.End && inner(best, ci) {
+				best = ci
+			}
+		}
+		if best != NoID {
+			return best
+		}
+		return bestAny
+	}
+	for i := range t.GPUOps {
+		op := &t.GPUOps[i]
+		var at int64
+		hasAt, launchExt := false, int64(NoID)
+		if op.Launch != NoID {
+			l := &t.Launches[op.Launch]
+			at, hasAt, launchExt = l.Start, true, l.ExternalID
+		}
+		ci := int32(NoID)
+		if op.ExternalID != NoID {
+			ci = find(op.ExternalID, at, hasAt)
+		}
+		if ci == NoID && launchExt != NoID && launchExt != op.ExternalID {
+			ci = find(launchExt, at, hasAt)
+		}
+		op.CPUOp = ci
+	}
+}
+
+// TestLinkCPUOpsEqualsFullSort compares linkCPUOps with the sort-and-search reference on
+// CPU ops in id order (the sort skipped) and shuffled, with repeated ids, equal starts and
+// ids no CPU op has.
+func TestLinkCPUOpsEqualsFullSort(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		build := func() *Trace {
+			r := rand.New(rand.NewPCG(seed, 5))
+			tr := New("x", "test")
+			n := 20 + r.IntN(300)
+			ordered := seed%3 != 0
+			for i := 0; i < n; i++ {
+				ext := int64(i / 2)
+				if !ordered {
+					ext = int64(r.IntN(n / 2))
+				}
+				if r.IntN(10) == 0 {
+					ext = NoID
+				}
+				s := int64(r.IntN(4)) * 10
+				if ordered {
+					s += int64(i) * 10
+				}
+				tr.CPUOps = append(tr.CPUOps, CPUOp{Start: s, End: s + int64(r.IntN(3))*10, ExternalID: ext})
+				tr.Launches = append(tr.Launches, Launch{Start: s + 5, End: s + 6, Correlation: int64(i), ExternalID: int64(r.IntN(n)) - 1})
+				tr.GPUOps = append(tr.GPUOps, GPUOp{Correlation: int64(r.IntN(2 * n)), ExternalID: int64(r.IntN(n)) - 2})
+			}
+			linkLaunchIDs(tr)
+			return tr
+		}
+		a, b := build(), build()
+		linkCPUOps(a)
+		linkCPUOpsBySort(b)
+		if !reflect.DeepEqual(a.GPUOps, b.GPUOps) {
+			t.Fatalf("seed %d: linkCPUOps differs from the sort-and-search reference", seed)
+		}
+		linked := 0
+		for i := range a.GPUOps {
+			if a.GPUOps[i].CPUOp != NoID {
+				linked++
+			}
+		}
+		if linked == 0 || linked == len(a.GPUOps) {
+			t.Errorf("seed %d: %d of %d GPU ops linked: test trace too tame", seed, linked, len(a.GPUOps))
+		}
+	}
+}

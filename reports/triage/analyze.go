@@ -454,11 +454,25 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 		groups[f.Stage] = ops
 		order = []string{f.Stage}
 	} else if st := a.opStages(t, ops, dev); st != nil {
+		// Consecutive ops mostly share a stage: the map is asked only when it changes.
+		var lists [][]int32
+		pos := map[string]int{}
+		last := -1
 		for i, oi := range ops {
-			if _, ok := groups[st[i]]; !ok {
-				order = append(order, st[i])
+			if last < 0 || st[i] != order[last] {
+				k, ok := pos[st[i]]
+				if !ok {
+					k = len(order)
+					pos[st[i]] = k
+					order = append(order, st[i])
+					lists = append(lists, nil)
+				}
+				last = k
 			}
-			groups[st[i]] = append(groups[st[i]], oi)
+			lists[last] = append(lists[last], oi)
+		}
+		for k, name := range order {
+			groups[name] = lists[k]
 		}
 		sortStagesByStart(t, order, groups)
 		info.Stage = strings.Join(order, ",")
@@ -491,8 +505,19 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 
 func (a *analyzer) pickDevice(t *trace.Trace, path string) (int32, bool) {
 	per := map[int32]int64{}
+	// Consecutive ops mostly share a device: sum a run of them before the map is asked.
+	var dev int32
+	var sum int64
 	for i := range t.GPUOps {
-		per[t.GPUOps[i].Device] += t.GPUOps[i].Dur()
+		if op := &t.GPUOps[i]; i == 0 || op.Device == dev {
+			dev, sum = op.Device, sum+op.Dur()
+		} else {
+			per[dev] += sum
+			dev, sum = op.Device, op.Dur()
+		}
+	}
+	if len(t.GPUOps) > 0 {
+		per[dev] += sum
 	}
 	return a.pickFrom(per, path)
 }
@@ -537,7 +562,7 @@ type traceCtx struct {
 	lowers []string // lower-cased canonical names, shared by the classifier and the fusion catalog
 	sites  *siteFinder
 	scopes []trace.NameID // per GPU op: Options.Scopes label, or nil
-	comms  map[int32]int  // GPU op index -> Trace.Comms index (commIndex)
+	comms  []int32        // GPU op index -> Trace.Comms index (commIndex)
 	roof   *roofCtx       // nil when the trace recorded no shapes
 	peak   *Peak          // the analysed device's peaks, nil when unknown
 	// launchStarts is per GPU op its launch call's start (Options.LaunchStarts), or nil
@@ -901,14 +926,25 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 	// An op's aggregate is looked up again by its name rather than kept per op: every name
 	// has its canonical id by now.
 	aggOf := func(i int32) *kagg { return byCanon[c.canon[t.GPUOps[ops[i]].Name]] }
+	// The overlap sweep with the idle figures and the collectives table are the stage's two
+	// largest passes over its ops and share nothing they write (the sweep writes the
+	// aggregates' hidden time and its own accumulators, reading the site cache; collectives
+	// reads the aggregates' names and categories and builds its own rows and the comm index),
+	// so the sweep runs on a goroutine of its own: the analysis after a trace's read is
+	// otherwise serial, on one core of two.
 	var sw Sweep
-	idle := heldIdle(c, iv, &sw, first)
-	sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
-	res.stage.BusyUS = us(sw.BusyNS)
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		idle := heldIdle(c, iv, &sw, first)
+		sw.sweep(iv, func(i int32, ns int64) { aggOf(i).hidden += ns })
+		if len(ops) > 0 {
+			res.stage.IdleFigures = idle.heldDone(c, iv, &sw, first, last)
+		}
+	}()
 	res.stage.Collectives, res.comms = collectives(c, ops, aggs, byCanon)
-	if len(ops) > 0 {
-		res.stage.IdleFigures = idle.heldDone(c, iv, &sw, first, last)
-	}
+	<-swept
+	res.stage.BusyUS = us(sw.BusyNS)
 	res.stage.Summary = OverlapTotals{MultiStreamNS: sw.MultiNS, PeakStreams: sw.Peak, Streams: sw.Streams}
 	return a.tables(c, res, total, func() map[uint64]int64 { return adjacency(&sw, iv, aggOf) },
 		func(g *kagg) string { return depRisk(c, ops, iv, &sw, g.rep) })

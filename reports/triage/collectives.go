@@ -1,8 +1,10 @@
 package triage
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -200,8 +202,10 @@ type collAcc struct {
 	// noInsts keeps rows only: a streamed input holds memory flat whatever its length, so
 	// its instances are not kept and its rows get no cross-rank skew.
 	noInsts bool
-	// byName caches collOp of the aggregates' names: it allocates, and is asked per op.
+	// byName caches collOp of the aggregates' names, byComm the row op of recorded
+	// collectives' names: collOp allocates, and is asked per op.
 	byName map[*kagg]string
+	byComm map[trace.NameID]string
 }
 
 type collRowAcc struct {
@@ -218,16 +222,25 @@ func (acc *collAcc) add(c *traceCtx, op *trace.GPUOp, oi int32, g *kagg) {
 	var dtype string
 	var group int
 	var imb float64
-	ci, ok := -1, false
+	ci := int32(-1)
 	if oi >= 0 && len(t.Comms) > 0 {
-		ci, ok = c.commIndex()[oi]
-	}
-	if ok {
-		cm := &t.Comms[ci]
-		key.op = collOp(t.Name(cm.Name))
-		if key.op == "" {
-			key.op = t.Name(cm.Name)
+		if idx := c.commIndex(); int(oi) < len(idx) {
+			ci = idx[oi]
 		}
+	}
+	if ci >= 0 {
+		cm := &t.Comms[ci]
+		op, seen := acc.byComm[cm.Name]
+		if !seen {
+			if op = collOp(t.Name(cm.Name)); op == "" {
+				op = t.Name(cm.Name)
+			}
+			if acc.byComm == nil {
+				acc.byComm = map[trace.NameID]string{}
+			}
+			acc.byComm[cm.Name] = op
+		}
+		key.op = op
 		dtype, group = t.Name(cm.DType), int(cm.GroupSize)
 		key.bytes = max(cm.InElems, cm.OutElems) * dtypeSize(dtype)
 		if key.op == "all_to_all" {
@@ -280,7 +293,7 @@ func (acc *collAcc) finish() ([]CollectiveRow, []commInst) {
 		out = append(out, a.row)
 	}
 	sortCollectives(out)
-	sort.SliceStable(acc.insts, func(i, j int) bool { return acc.insts[i].start < acc.insts[j].start })
+	slices.SortStableFunc(acc.insts, func(a, b commInst) int { return cmp.Compare(a.start, b.start) })
 	return out, acc.insts
 }
 
@@ -306,12 +319,19 @@ func sortCollectives(rows []CollectiveRow) {
 	})
 }
 
-// commIndex maps GPU op indexes to their Trace.Comms entries, built once per trace.
-func (c *traceCtx) commIndex() map[int32]int {
+// commIndex maps GPU op indexes to their Trace.Comms entries (-1: none; the last entry of an
+// op wins), built once per trace. It is a table by op index, not a map: collectives asks it
+// once per op of a stage, and a map lookup per op was most of that pass's time.
+func (c *traceCtx) commIndex() []int32 {
 	if c.comms == nil {
-		c.comms = make(map[int32]int, len(c.t.Comms))
+		c.comms = make([]int32, len(c.t.GPUOps))
+		for i := range c.comms {
+			c.comms[i] = -1
+		}
 		for i, cm := range c.t.Comms {
-			c.comms[cm.Op] = i
+			if cm.Op >= 0 && int(cm.Op) < len(c.comms) {
+				c.comms[cm.Op] = int32(i)
+			}
 		}
 	}
 	return c.comms

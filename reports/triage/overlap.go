@@ -3,7 +3,6 @@ package triage
 import (
 	"cmp"
 	"slices"
-	"sort"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -218,9 +217,11 @@ func hiddenIn(iv *spans, mStart, mEnd []int64, hidden func(i int32, ns int64)) {
 	for i := range mStart {
 		cum[i+1] = cum[i] + mEnd[i] - mStart[i]
 	}
+	// Ops mostly come in time order, so each op's searches start where the last op's ended.
+	var near [2]int
 	for i := range int32(iv.len()) {
 		x := iv.at(i)
-		if h := measureIn(x.Start, x.End, mStart, mEnd, cum); h != 0 {
+		if h := measureNear(x.Start, x.End, mStart, mEnd, cum, &near); h != 0 {
 			hidden(i, h)
 		}
 	}
@@ -397,13 +398,17 @@ func (r *unionRun) advance() bool {
 	return r.next()
 }
 
-// measureIn returns |[s,e) ∩ ∪[ms[i],me[i])| for sorted disjoint intervals with prefix sums cum.
-func measureIn(s, e int64, ms, me, cum []int64) int64 {
+// measureNear returns |[s,e) ∩ ∪[ms[i],me[i])| for sorted disjoint intervals with prefix sums
+// cum. Its two searches start at near's positions (those of the previous call), which it
+// updates: a fraction of the cost of searching from scratch when successive intervals lie
+// close in time, and the same result wherever they lie.
+func measureNear(s, e int64, ms, me, cum []int64, near *[2]int) int64 {
 	if e <= s || len(ms) == 0 {
 		return 0
 	}
-	i := sort.Search(len(me), func(k int) bool { return me[k] > s })
-	j := sort.Search(len(ms), func(k int) bool { return ms[k] >= e }) - 1
+	i := trace.SearchNear(len(me), near[0], func(k int) bool { return me[k] > s })
+	j := trace.SearchNear(len(ms), near[1], func(k int) bool { return ms[k] >= e }) - 1
+	near[0], near[1] = i, j+1
 	if i > j {
 		return 0
 	}

@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"math"
 	"strings"
 
 	"github.com/sglprof/runner/reports/trace"
@@ -96,10 +97,13 @@ func siteScore(site string) int {
 // millions of ops costs O(frames), not O(ops × depth).
 type siteFinder struct {
 	t       *trace.Trace
-	names   map[trace.NameID]siteInfo
-	best    []int32 // per frame: index of the best frame on its chain; -2 = not computed
+	names   []siteInfo // per frame name id (info); score scoreUnknown: not computed yet
+	best    []int32    // per frame: index of the best frame on its chain; -2 = not computed
 	scratch []int32
 }
+
+// scoreUnknown marks a name whose siteInfo is not computed yet; no score is this low.
+const scoreUnknown = math.MinInt
 
 type siteInfo struct {
 	name  string
@@ -111,12 +115,21 @@ func newSiteFinder(t *trace.Trace) *siteFinder {
 	for i := range b {
 		b[i] = -2
 	}
-	return &siteFinder{t: t, names: map[trace.NameID]siteInfo{}, best: b}
+	return &siteFinder{t: t, best: b}
 }
 
+// info is the site name and score of frame f's name, computed once per name. The cache is a
+// table by name id, not a map: the triage asks it once per GPU op.
 func (s *siteFinder) info(f int32) siteInfo {
 	id := s.t.Frames[f].Name
-	if si, ok := s.names[id]; ok {
+	if int(id) >= len(s.names) {
+		grown := make([]siteInfo, max(s.t.Names.Len(), int(id)+1))
+		for i := copy(grown, s.names); i < len(grown); i++ {
+			grown[i].score = scoreUnknown
+		}
+		s.names = grown
+	}
+	if si := s.names[id]; si.score != scoreUnknown {
 		return si
 	}
 	n := siteName(s.t.Name(id))

@@ -43,10 +43,12 @@ type window struct {
 }
 
 // windowSet answers "which stage window contains t" in O(log n) with nested windows allowed:
-// the innermost (latest-starting) containing window wins.
+// the innermost (latest-starting) containing window wins. find remembers where its last
+// search ended, so one windowSet serves one goroutine.
 type windowSet struct {
 	w      []window
 	maxEnd []int64
+	near   int // the last search's answer, where the next starts (ops come mostly in time order)
 }
 
 func newWindowSet(w []window) *windowSet {
@@ -71,7 +73,9 @@ func (s *windowSet) find(t int64) string {
 	if s == nil || len(s.w) == 0 {
 		return ""
 	}
-	i := sort.Search(len(s.w), func(i int) bool { return s.w[i].start > t }) - 1
+	i := trace.SearchNear(len(s.w), s.near, func(i int) bool { return s.w[i].start > t })
+	s.near = i
+	i--
 	for j := i; j >= 0 && s.maxEnd[j] > t; j-- {
 		if s.w[j].start <= t && t < s.w[j].end {
 			return s.w[j].stage
