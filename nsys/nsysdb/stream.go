@@ -57,10 +57,11 @@ type streamLimits struct {
 	joins    int   // processes a pass keeps a join for (each about 2 MB with the default ring)
 	ranges   int   // NVTX ranges a pass holds (Trace.Annotations, about 100 bytes each)
 	depth    int   // NVTX ranges nested on one thread
+	kbatch   int   // decoded kernel rows per hand-over (kernelsDecoded)
 }
 
 func defaultLimits() streamLimits {
-	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64, ranges: 1 << 19, depth: 1 << 12}
+	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64, ranges: 1 << 19, depth: 1 << 12, kbatch: kernelBatch}
 }
 
 // ahead is how far above the largest kernel id a call's id may be and still go in the ring.
@@ -391,6 +392,9 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 	if lim.depth <= 0 {
 		lim.depth = defaultLimits().depth
 	}
+	if lim.kbatch <= 0 {
+		lim.kbatch = kernelBatch
+	}
 	p := &pass{
 		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim, nv: s.r.c.nvtx.startPass(lim.depth),
 		devs:      map[int32]bool{},
@@ -450,59 +454,14 @@ func (p *pass) joinOf(pid int32) (*join, error) {
 // run scans the kernel table, delivers every op and drains the runtime scan.
 func (p *pass) run(ctx context.Context) error {
 	s, r := p.s, p.r
-	style := r.opts.KernelNames
-	ts := &tableScan{s: r.file, rowidAt: -1, ints: make([]sql.NullInt64, len(s.kernels.cols))}
-	ts.fnRow = func(rowid int64, v []sql.NullInt64) error {
-		seq := p.next
-		if rowid != seq+1 || seq >= s.kN {
-			return notStreamable("%s: %s: rowid %d where %d was expected (a kernel's place in the table is its seq)", r.path, kernelTable, rowid, seq+1)
-		}
-		p.next++
-		start, end, corr, gpid := v[0], v[1], v[4], v[5]
-		if !v[2].Valid || !v[3].Valid {
-			return r.wrap(kernelTable, errors.New("a kernel without deviceId or streamId"))
-		}
-		name, err := r.name(kernelNameID(style, v[6], v[7]))
-		if err != nil {
-			return err
-		}
-		if style == Mangled && len(v) > 8 && v[8].Valid {
-			m, err := r.name(v[8].Int64)
-			if err != nil {
-				return err
-			}
-			if m != 0 {
-				name = m
-			}
-		}
-		_, pid, _ := SplitGlobalID(gpid.Int64)
-		if seq == 0 {
-			p.first, p.last = start.Int64, end.Int64
-		}
-		if !p.seenPIDs.seen(pid) {
-			p.kPIDs[pid] = true
-			r.addPID(pid)
-		}
-		p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
-		device := int32(v[2].Int64)
-		if !p.seenDevs.seen(device) {
-			p.devs[device] = true
-		}
-		x := seqOp{seq: seq, ls: trace.NoID, scope: trace.NoID, op: trace.GPUOp{
-			Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
-			Name: name, Device: device, Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
-		}}
-		if corr.Valid {
-			x.op.Correlation = corr.Int64
-		}
-		if x.op.Correlation != trace.NoID { // a stored -1 is no id to ReadCapture's link either
-			if x.op.Launch, x.ls, x.scope, err = p.kernelLaunch(pid, corr.Int64); err != nil {
-				return err
-			}
-		}
-		return p.push(&x)
+	var err error
+	if scanParts() >= 2 && !r.opts.noParallel {
+		err = p.kernelsDecoded(ctx)
+	} else {
+		ts := &tableScan{s: r.file, rowidAt: -1, ints: make([]sql.NullInt64, len(s.kernels.cols)), fnRow: p.kernel}
+		err = ts.run(ctx, s.kernels.root, s.kernels.cols)
 	}
-	if err := ts.run(ctx, s.kernels.root, s.kernels.cols); err != nil {
+	if err != nil {
 		if errors.Is(err, errFileLayout) {
 			return notStreamable("%s: %s: %v", r.path, kernelTable, err)
 		}
@@ -529,6 +488,62 @@ func (p *pass) run(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// kernel takes the kernel table's row rowid (its columns v as OpStream.kernels plans them)
+// into the pass: its name, process and device, its launch from the join, and the reorder
+// window.
+func (p *pass) kernel(rowid int64, v []sql.NullInt64) error {
+	s, r := p.s, p.r
+	seq := p.next
+	if rowid != seq+1 || seq >= s.kN {
+		return notStreamable("%s: %s: rowid %d where %d was expected (a kernel's place in the table is its seq)", r.path, kernelTable, rowid, seq+1)
+	}
+	p.next++
+	start, end, corr, gpid := v[0], v[1], v[4], v[5]
+	if !v[2].Valid || !v[3].Valid {
+		return r.wrap(kernelTable, errors.New("a kernel without deviceId or streamId"))
+	}
+	style := r.opts.KernelNames
+	name, err := r.name(kernelNameID(style, v[6], v[7]))
+	if err != nil {
+		return err
+	}
+	if style == Mangled && len(v) > 8 && v[8].Valid {
+		m, err := r.name(v[8].Int64)
+		if err != nil {
+			return err
+		}
+		if m != 0 {
+			name = m
+		}
+	}
+	_, pid, _ := SplitGlobalID(gpid.Int64)
+	if seq == 0 {
+		p.first, p.last = start.Int64, end.Int64
+	}
+	if !p.seenPIDs.seen(pid) {
+		p.kPIDs[pid] = true
+		r.addPID(pid)
+	}
+	p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
+	device := int32(v[2].Int64)
+	if !p.seenDevs.seen(device) {
+		p.devs[device] = true
+	}
+	x := seqOp{seq: seq, ls: trace.NoID, scope: trace.NoID, op: trace.GPUOp{
+		Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
+		Name: name, Device: device, Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
+	}}
+	if corr.Valid {
+		x.op.Correlation = corr.Int64
+	}
+	if x.op.Correlation != trace.NoID { // a stored -1 is no id to ReadCapture's link either
+		if x.op.Launch, x.ls, x.scope, err = p.kernelLaunch(pid, corr.Int64); err != nil {
+			return err
+		}
+	}
+	return p.push(&x)
 }
 
 // push adds a kernel to the reorder window and delivers the earliest op once the window is
