@@ -176,6 +176,8 @@ func openStream(ctx context.Context, path string, opts ReadOptions, lim streamLi
 		if p, err := r.planDirect("NVTX_EVENTS", []string{"start"}); err == nil {
 			if n, err := r.file.lastRowid(p.root); err == nil && n > 0 {
 				r.nvIdx.ranges = make([]nvRange, 0, min(n, int64(lim.ranges)))
+				// Written front to back now, on the open's one goroutine: mapped in at once.
+				trace.Prefault(r.nvIdx.ranges, 0, cap(r.nvIdx.ranges))
 			}
 		}
 	}
@@ -406,6 +408,9 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 		launchMap: map[int32]int32{},
 		reps:      map[apiName]int32{},
 	}
+	// The reorder window's pool is written whole once the window first fills (1.7 MB with
+	// the default window): mapped in at once, as the join rings are.
+	trace.Prefault(p.pool, 0, len(p.pool))
 	for i := range p.free {
 		p.free[i] = int32(len(p.free) - 1 - i)
 	}
@@ -691,6 +696,11 @@ type memJoin struct {
 // init sets the join up for the memory ops (Trace.GPUOps) whose process (pids, per op) is pid.
 func (j *join) init(lim streamLimits, memops []trace.GPUOp, pids []int32, pid int32) {
 	j.ring = make([]joinSlot, lim.ring)
+	// The ring (2 MB with the default window) is written all over within the process's first
+	// ring-size of ids: mapped in with one call rather than a page fault per 4 KiB page, which
+	// were most of a streamed pass's page faults (512 a process) and cost several
+	// microseconds each on a VM.
+	trace.Prefault(j.ring, 0, len(j.ring))
 	j.mask = int64(lim.ring - 1)
 	j.back, j.ahead, j.slack = lim.back, lim.ahead(), lim.slack
 	j.outliers = map[int64]outlier{}

@@ -3,6 +3,8 @@ package nsysdb
 import (
 	"context"
 	"database/sql"
+
+	"github.com/sglprof/runner/reports/trace"
 )
 
 // A pass has three goroutines where the process may use two CPUs: the runtime scan
@@ -50,7 +52,11 @@ func (p *pass) kernelsDecoded(ctx context.Context) error {
 				b.rowids, b.vals = b.rowids[:0], b.vals[:0]
 				return b
 			default:
-				return &kBatch{rowids: make([]int64, 0, size), vals: make([]sql.NullInt64, 0, size*ncols)}
+				// A new hand-over's columns (150 KB by default) are mapped in at once rather
+				// than a page fault per page as the rows go in.
+				b := &kBatch{rowids: make([]int64, 0, size), vals: make([]sql.NullInt64, 0, size*ncols)}
+				trace.Prefault(b.vals, 0, cap(b.vals))
+				return b
 			}
 		}
 		send := func(b *kBatch) error {
