@@ -1099,33 +1099,52 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 		p, err := r.planDirect(table, cols)
 		if err == nil {
 			seen := false
-			err = r.file.scan(r.ctx, p.root, p.cols, -1, func(_ int64, v []sqlValue) error {
-				seen = true
+			// conv converts a row's values as database/sql would (see above).
+			conv := func(v []sqlValue, row *nvRow) error {
 				for i, x := range v {
 					if i == 3 {
-						*text = sql.NullString{}
 						switch x.Kind {
 						case valNull:
 						case valText, valBlob:
-							*text = sql.NullString{String: string(x.Bytes), Valid: true}
+							row.text = sql.NullString{String: string(x.Bytes), Valid: true}
 						case valInt:
-							*text = sql.NullString{String: strconv.FormatInt(x.Int, 10), Valid: true}
+							row.text = sql.NullString{String: strconv.FormatInt(x.Int, 10), Valid: true}
 						default:
 							return layoutErr("%s.%s holds a real", table, cols[i])
 						}
 						continue
 					}
-					*ints[i] = sql.NullInt64{}
 					switch x.Kind {
 					case valNull:
 					case valInt:
-						*ints[i] = sql.NullInt64{Int64: x.Int, Valid: true}
+						row.ints[i] = sql.NullInt64{Int64: x.Int, Valid: true}
 					default:
 						return layoutErr("%s.%s holds a non-integer value", table, cols[i])
 					}
 				}
+				return nil
+			}
+			take := func(x *nvRow) error {
+				seen = true
+				for i, p := range ints {
+					if p != nil {
+						*p = x.ints[i]
+					}
+				}
+				*text = x.text
 				return row()
-			})
+			}
+			if r.nvIdx != nil && len(cols) <= len(nvRow{}.ints) && scanParts() >= 2 && !r.opts.noParallel {
+				err = r.nvtxAhead(p, conv, take)
+			} else {
+				err = r.file.scan(r.ctx, p.root, p.cols, -1, func(_ int64, v []sqlValue) error {
+					var x nvRow
+					if err := conv(v, &x); err != nil {
+						return err
+					}
+					return take(&x)
+				})
+			}
 			if err == nil || !errors.Is(err, errFileLayout) {
 				return err
 			}
