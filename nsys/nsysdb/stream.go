@@ -17,10 +17,11 @@ import (
 // consumer that keeps only per-name and per-stream state (the triage) needs memory that does
 // not grow with the number of kernels. Nothing per kernel or per runtime call is kept:
 //
-//   - The kernel table is scanned once, in table order, by the direct file reader. Exports
-//     write it in start order or nearly so, so a fixed reorder window (OpStream.limits.reorder
-//     ops) puts it in (Start, End, seq) order; an op that would have to go before one already
-//     delivered ends the pass with ErrNotStreamable.
+//   - The kernel table is scanned once, in table order, by the direct file reader (its pages
+//     read and records decoded on a goroutine of their own where two CPUs may be used; see
+//     streamdecode.go). Exports write it in start order or nearly so, so a fixed reorder
+//     window (OpStream.limits.reorder ops) puts it in (Start, End, seq) order; an op that
+//     would have to go before one already delivered ends the pass with ErrNotStreamable.
 //   - The memory operations are few: they are read up front into Trace.GPUOps (the memory
 //     summary needs them anyway) and merged into the kernel stream by (Start, End, seq).
 //   - Launch names come from a merge join on correlation ids. CUPTI numbers API calls in call
