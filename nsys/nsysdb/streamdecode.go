@@ -29,8 +29,10 @@ const kernelBatches = 8
 
 // kBatch is a hand-over of decoded kernel rows: their rowids and, per row, the plan's columns.
 type kBatch struct {
+	_      cacheLinePad // its lengths are written per row by the decoding goroutine
 	rowids []int64
 	vals   []sql.NullInt64 // len(rowids) rows of ncols columns
+	_      cacheLinePad
 }
 
 // kernelsDecoded scans the kernel table on a goroutine of its own and takes its rows into the
