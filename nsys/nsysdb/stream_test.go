@@ -538,6 +538,11 @@ func TestStreamNotStreamable(t *testing.T) {
 	mutate(t, rowGap, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 17")
 	realStart := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, realStart, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 0.5 WHERE rowid = 150")
+	// A rowid gap just before a value the direct reader refuses, in one hand-over of decoded
+	// rows: the gap, met first on one goroutine, is what the pass reports.
+	gapThenReal := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
+	mutate(t, gapThenReal, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 146",
+		"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 0.5 WHERE rowid = 148")
 	realName := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, realName, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 1.5 WHERE rowid = 400")
 	for _, tc := range []struct {
@@ -561,6 +566,8 @@ func TestStreamNotStreamable(t *testing.T) {
 		{"rowid-gap-small-batches", rowGap, &smallBatches, false, "rowid", false},
 		{"real-in-kernel-table", realStart, nil, false, "not an integer", true},
 		{"real-in-kernel-table-small-batches", realStart, &smallBatches, false, "not an integer", true},
+		{"gap-then-real-small-batches", gapThenReal, &smallBatches, false, "rowid 147 where 146", true},
+		{"gap-then-real", gapThenReal, nil, false, "rowid 147 where 146", true},
 		{"real-in-runtime-table", realName, nil, false, "not an integer", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

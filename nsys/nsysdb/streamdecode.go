@@ -83,8 +83,11 @@ func (p *pass) kernelsDecoded(ctx context.Context) error {
 			return nil
 		}
 		err := ts.run(sctx, s.kernels.root, s.kernels.cols)
-		if err == nil && len(b.rowids) > 0 {
-			err = send(b)
+		// The rows before an error are taken before it, as on one goroutine.
+		if len(b.rowids) > 0 && sctx.Err() == nil {
+			if serr := send(b); serr != nil && err == nil {
+				err = serr
+			}
 		}
 		scanErr = err
 	}()
