@@ -116,8 +116,9 @@ type nvRow struct {
 	text sql.NullString
 }
 
-// nvtxBatch is how many NVTX rows one hand-over of nvtxAhead carries (about 40 KB).
-const nvtxBatch = 256
+// nvtxBatch is how many NVTX rows one hand-over of nvtxAhead carries (about 40 KB; a variable
+// so that tests can make a small table span several).
+var nvtxBatch = 256
 
 // nvtxAhead is nvtxRows' direct scan of plan p with the page reads and record decoding (conv)
 // on a goroutine of their own and take, which builds the index, on this one, row by row in
