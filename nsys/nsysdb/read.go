@@ -236,6 +236,10 @@ type reader struct {
 	strStmt  *sql.Stmt
 	strs     map[int64]trace.NameID // StringIds id → interned name
 	strDense []trace.NameID         // the same for ids below 2^20
+	// strAll is a small StringIds table read whole (id → value), the first name lookup's
+	// work; strTried says that was tried. See preloadStrings.
+	strAll   map[int64]string
+	strTried bool
 	pids     map[int32]bool
 	opts     ReadOptions
 	file     *sqlFile // direct table scans (sqlitefile.go); nil reads everything through SQLite
@@ -484,7 +488,15 @@ func (r *reader) name(id int64) (trace.NameID, error) {
 		return n, nil
 	}
 	var s string
-	if r.strStmt != nil {
+	if !r.strTried && r.strStmt != nil {
+		r.strTried = true
+		if err := r.preloadStrings(); err != nil {
+			return 0, err
+		}
+	}
+	if v, ok := r.strAll[id]; ok {
+		s = v
+	} else if r.strStmt != nil {
 		err := r.strStmt.QueryRowContext(r.ctx, id).Scan(&s)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, r.wrap("StringIds", err)
@@ -504,6 +516,57 @@ func (r *reader) name(id int64) (trace.NameID, error) {
 		r.strDense[id] = n
 	}
 	return n, nil
+}
+
+// preloadStringsPages is the most leaf pages (4 MiB of 4 KiB pages) a StringIds table may
+// take for preloadStrings to read it whole.
+const preloadStringsPages = 1024
+
+// preloadStrings reads a small StringIds table whole into r.strAll with one query, so that a
+// name lookup is a map lookup and not a query of its own: an export's kernels, calls and
+// ranges name a few hundred strings, and a query each was about 25 µs, 13 ms of a 1M-kernel
+// triage, on the goroutine that delivers the ops. The values are what the single-row query
+// gives (the first row of an id in table order, database/sql's conversion to a string); when
+// the table is large (its leaves are counted through the direct reader, without which nothing
+// is read), an id is not an integer or a value cannot be a string, nothing is kept and every
+// lookup queries as before. A failed query is only a missed shortcut.
+func (r *reader) preloadStrings() error {
+	if r.file == nil {
+		return nil
+	}
+	p, err := r.planDirect("StringIds", nil)
+	if err != nil {
+		return nil
+	}
+	leaves, err := r.file.leafPages(p.root)
+	if err != nil || len(leaves) > preloadStringsPages {
+		return nil
+	}
+	rows, err := r.db.QueryContext(r.ctx, `SELECT id, value FROM StringIds`)
+	if err != nil {
+		return r.ctx.Err()
+	}
+	defer rows.Close()
+	all := map[int64]string{}
+	for rows.Next() {
+		var id any
+		var v string
+		if err := rows.Scan(&id, &v); err != nil {
+			return r.ctx.Err()
+		}
+		k, ok := id.(int64)
+		if !ok {
+			return r.ctx.Err()
+		}
+		if _, dup := all[k]; !dup {
+			all[k] = v
+		}
+	}
+	if rows.Err() != nil {
+		return r.ctx.Err()
+	}
+	r.strAll = all
+	return nil
 }
 
 func (r *reader) noKernels(why string) error {
@@ -1036,33 +1099,52 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 		p, err := r.planDirect(table, cols)
 		if err == nil {
 			seen := false
-			err = r.file.scan(r.ctx, p.root, p.cols, -1, func(_ int64, v []sqlValue) error {
-				seen = true
+			// conv converts a row's values as database/sql would (see above).
+			conv := func(v []sqlValue, row *nvRow) error {
 				for i, x := range v {
 					if i == 3 {
-						*text = sql.NullString{}
 						switch x.Kind {
 						case valNull:
 						case valText, valBlob:
-							*text = sql.NullString{String: string(x.Bytes), Valid: true}
+							row.text = sql.NullString{String: string(x.Bytes), Valid: true}
 						case valInt:
-							*text = sql.NullString{String: strconv.FormatInt(x.Int, 10), Valid: true}
+							row.text = sql.NullString{String: strconv.FormatInt(x.Int, 10), Valid: true}
 						default:
 							return layoutErr("%s.%s holds a real", table, cols[i])
 						}
 						continue
 					}
-					*ints[i] = sql.NullInt64{}
 					switch x.Kind {
 					case valNull:
 					case valInt:
-						*ints[i] = sql.NullInt64{Int64: x.Int, Valid: true}
+						row.ints[i] = sql.NullInt64{Int64: x.Int, Valid: true}
 					default:
 						return layoutErr("%s.%s holds a non-integer value", table, cols[i])
 					}
 				}
+				return nil
+			}
+			take := func(x *nvRow) error {
+				seen = true
+				for i, p := range ints {
+					if p != nil {
+						*p = x.ints[i]
+					}
+				}
+				*text = x.text
 				return row()
-			})
+			}
+			if r.nvIdx != nil && len(cols) <= len(nvRow{}.ints) && scanParts() >= 2 && !r.opts.noParallel {
+				err = r.nvtxAhead(p, conv, take)
+			} else {
+				err = r.file.scan(r.ctx, p.root, p.cols, -1, func(_ int64, v []sqlValue) error {
+					var x nvRow
+					if err := conv(v, &x); err != nil {
+						return err
+					}
+					return take(&x)
+				})
+			}
 			if err == nil || !errors.Is(err, errFileLayout) {
 				return err
 			}

@@ -570,3 +570,65 @@ func TestLeanReadSizesOpsForMemops(t *testing.T) {
 		}
 	}
 }
+
+// TestPreloadedStringsAreTheQueries: names looked up in a StringIds table read whole are what
+// the single-row query gives, for values of every storage class, missing ids and repeated ids;
+// a table with a non-integer id or a NULL value is not preloaded, and its lookups query.
+func TestPreloadedStringsAreTheQueries(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ddl     string
+		rows    string
+		preload bool
+	}{
+		"integer-key": {"CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)", "(1,'a'),(2,'bb'),(5,''),(9,'z')", true},
+		"every-class": {"CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value)", "(1,'a'),(2,42),(3,x'6869'),(4,1.5),(8,-7)", true},
+		"repeated-id": {"CREATE TABLE StringIds (id INT, value TEXT)", "(3,'first'),(1,'a'),(3,'second')", true},
+		"text-id":     {"CREATE TABLE StringIds (id, value TEXT)", "(1,'a'),('2','b'),(3,'c')", false},
+		"null-value":  {"CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value)", "(1,'a'),(2,NULL),(3,'c')", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.sqlite")
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(tc.ddl + "; INSERT INTO StringIds VALUES " + tc.rows); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			lookup := func(preload bool) (names []string, r *reader) {
+				r, _, err := openReader(context.Background(), path, ReadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.db.Close() })
+				if r.file, err = openSQLFile(path); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.file.Close() })
+				if r.strStmt, err = r.db.Prepare(`SELECT value FROM StringIds WHERE id = ?`); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.strStmt.Close() })
+				r.strTried = !preload
+				for id := int64(0); id <= 10; id++ {
+					n, err := r.name(id)
+					if err != nil {
+						names = append(names, "error")
+						continue
+					}
+					names = append(names, r.t.Names.String(n))
+				}
+				return names, r
+			}
+			want, _ := lookup(false)
+			got, r := lookup(true)
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("names (-queried +preloaded):\n%s", d)
+			}
+			if (r.strAll != nil) != tc.preload {
+				t.Errorf("preloaded: %v, want %v", r.strAll != nil, tc.preload)
+			}
+		})
+	}
+}

@@ -250,6 +250,7 @@ func serialSize(st uint64) (int, bool) {
 
 // tableScan is one scan's plan and scratch state.
 type tableScan struct {
+	_        cacheLinePad // a scan is read per row by its own goroutine (see cacheLinePad)
 	s        *sqlFile
 	slot     []int // record column -> index into vals, -1 when not wanted
 	maxCol   int
@@ -266,6 +267,7 @@ type tableScan struct {
 	ints   []sql.NullInt64
 	fnInts func(vals []sql.NullInt64) error
 	fnRow  func(rowid int64, vals []sql.NullInt64) error
+	_      cacheLinePad
 }
 
 // scan calls fn for every row of the rowid table rooted at page root, in rowid order. cols are

@@ -17,10 +17,11 @@ import (
 // consumer that keeps only per-name and per-stream state (the triage) needs memory that does
 // not grow with the number of kernels. Nothing per kernel or per runtime call is kept:
 //
-//   - The kernel table is scanned once, in table order, by the direct file reader. Exports
-//     write it in start order or nearly so, so a fixed reorder window (OpStream.limits.reorder
-//     ops) puts it in (Start, End, seq) order; an op that would have to go before one already
-//     delivered ends the pass with ErrNotStreamable.
+//   - The kernel table is scanned once, in table order, by the direct file reader (its pages
+//     read and records decoded on a goroutine of their own where two CPUs may be used; see
+//     streamdecode.go). Exports write it in start order or nearly so, so a fixed reorder
+//     window (OpStream.limits.reorder ops) puts it in (Start, End, seq) order; an op that
+//     would have to go before one already delivered ends the pass with ErrNotStreamable.
 //   - The memory operations are few: they are read up front into Trace.GPUOps (the memory
 //     summary needs them anyway) and merged into the kernel stream by (Start, End, seq).
 //   - Launch names come from a merge join on correlation ids. CUPTI numbers API calls in call
@@ -57,10 +58,11 @@ type streamLimits struct {
 	joins    int   // processes a pass keeps a join for (each about 2 MB with the default ring)
 	ranges   int   // NVTX ranges a pass holds (Trace.Annotations, about 100 bytes each)
 	depth    int   // NVTX ranges nested on one thread
+	kbatch   int   // decoded kernel rows per hand-over (kernelsDecoded)
 }
 
 func defaultLimits() streamLimits {
-	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64, ranges: 1 << 19, depth: 1 << 12}
+	return streamLimits{reorder: 1 << 14, ring: 1 << 16, back: 1 << 15, slack: 4096, batch: 2048, outliers: 1 << 16, judged: 1 << 16, joins: 64, ranges: 1 << 19, depth: 1 << 12, kbatch: kernelBatch}
 }
 
 // ahead is how far above the largest kernel id a call's id may be and still go in the ring.
@@ -175,6 +177,8 @@ func openStream(ctx context.Context, path string, opts ReadOptions, lim streamLi
 		if p, err := r.planDirect("NVTX_EVENTS", []string{"start"}); err == nil {
 			if n, err := r.file.lastRowid(p.root); err == nil && n > 0 {
 				r.nvIdx.ranges = make([]nvRange, 0, min(n, int64(lim.ranges)))
+				// Written front to back now, on the open's one goroutine: mapped in at once.
+				trace.Prefault(r.nvIdx.ranges, 0, cap(r.nvIdx.ranges))
 			}
 		}
 	}
@@ -329,7 +333,9 @@ type rtCall struct {
 
 // rtBatch is a hand-over of runtime calls.
 type rtBatch struct {
+	_     cacheLinePad // its length is written per call by the runtime scan
 	calls []rtCall
+	_     cacheLinePad
 }
 
 // pass is the state of one Each.
@@ -391,6 +397,9 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 	if lim.depth <= 0 {
 		lim.depth = defaultLimits().depth
 	}
+	if lim.kbatch <= 0 {
+		lim.kbatch = kernelBatch
+	}
 	p := &pass{
 		s: s, r: s.r, t: s.r.t, fn: fn, lim: lim, nv: s.r.c.nvtx.startPass(lim.depth),
 		devs:      map[int32]bool{},
@@ -402,6 +411,9 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 		launchMap: map[int32]int32{},
 		reps:      map[apiName]int32{},
 	}
+	// The reorder window's pool is written whole once the window first fills (1.7 MB with
+	// the default window): mapped in at once, as the join rings are.
+	trace.Prefault(p.pool, 0, len(p.pool))
 	for i := range p.free {
 		p.free[i] = int32(len(p.free) - 1 - i)
 	}
@@ -450,59 +462,14 @@ func (p *pass) joinOf(pid int32) (*join, error) {
 // run scans the kernel table, delivers every op and drains the runtime scan.
 func (p *pass) run(ctx context.Context) error {
 	s, r := p.s, p.r
-	style := r.opts.KernelNames
-	ts := &tableScan{s: r.file, rowidAt: -1, ints: make([]sql.NullInt64, len(s.kernels.cols))}
-	ts.fnRow = func(rowid int64, v []sql.NullInt64) error {
-		seq := p.next
-		if rowid != seq+1 || seq >= s.kN {
-			return notStreamable("%s: %s: rowid %d where %d was expected (a kernel's place in the table is its seq)", r.path, kernelTable, rowid, seq+1)
-		}
-		p.next++
-		start, end, corr, gpid := v[0], v[1], v[4], v[5]
-		if !v[2].Valid || !v[3].Valid {
-			return r.wrap(kernelTable, errors.New("a kernel without deviceId or streamId"))
-		}
-		name, err := r.name(kernelNameID(style, v[6], v[7]))
-		if err != nil {
-			return err
-		}
-		if style == Mangled && len(v) > 8 && v[8].Valid {
-			m, err := r.name(v[8].Int64)
-			if err != nil {
-				return err
-			}
-			if m != 0 {
-				name = m
-			}
-		}
-		_, pid, _ := SplitGlobalID(gpid.Int64)
-		if seq == 0 {
-			p.first, p.last = start.Int64, end.Int64
-		}
-		if !p.seenPIDs.seen(pid) {
-			p.kPIDs[pid] = true
-			r.addPID(pid)
-		}
-		p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
-		device := int32(v[2].Int64)
-		if !p.seenDevs.seen(device) {
-			p.devs[device] = true
-		}
-		x := seqOp{seq: seq, ls: trace.NoID, scope: trace.NoID, op: trace.GPUOp{
-			Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
-			Name: name, Device: device, Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
-		}}
-		if corr.Valid {
-			x.op.Correlation = corr.Int64
-		}
-		if x.op.Correlation != trace.NoID { // a stored -1 is no id to ReadCapture's link either
-			if x.op.Launch, x.ls, x.scope, err = p.kernelLaunch(pid, corr.Int64); err != nil {
-				return err
-			}
-		}
-		return p.push(&x)
+	var err error
+	if scanParts() >= 2 && !r.opts.noParallel {
+		err = p.kernelsDecoded(ctx)
+	} else {
+		ts := &tableScan{s: r.file, rowidAt: -1, ints: make([]sql.NullInt64, len(s.kernels.cols)), fnRow: p.kernel}
+		err = ts.run(ctx, s.kernels.root, s.kernels.cols)
 	}
-	if err := ts.run(ctx, s.kernels.root, s.kernels.cols); err != nil {
+	if err != nil {
 		if errors.Is(err, errFileLayout) {
 			return notStreamable("%s: %s: %v", r.path, kernelTable, err)
 		}
@@ -529,6 +496,62 @@ func (p *pass) run(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// kernel takes the kernel table's row rowid (its columns v as OpStream.kernels plans them)
+// into the pass: its name, process and device, its launch from the join, and the reorder
+// window.
+func (p *pass) kernel(rowid int64, v []sql.NullInt64) error {
+	s, r := p.s, p.r
+	seq := p.next
+	if rowid != seq+1 || seq >= s.kN {
+		return notStreamable("%s: %s: rowid %d where %d was expected (a kernel's place in the table is its seq)", r.path, kernelTable, rowid, seq+1)
+	}
+	p.next++
+	start, end, corr, gpid := v[0], v[1], v[4], v[5]
+	if !v[2].Valid || !v[3].Valid {
+		return r.wrap(kernelTable, errors.New("a kernel without deviceId or streamId"))
+	}
+	style := r.opts.KernelNames
+	name, err := r.name(kernelNameID(style, v[6], v[7]))
+	if err != nil {
+		return err
+	}
+	if style == Mangled && len(v) > 8 && v[8].Valid {
+		m, err := r.name(v[8].Int64)
+		if err != nil {
+			return err
+		}
+		if m != 0 {
+			name = m
+		}
+	}
+	_, pid, _ := SplitGlobalID(gpid.Int64)
+	if seq == 0 {
+		p.first, p.last = start.Int64, end.Int64
+	}
+	if !p.seenPIDs.seen(pid) {
+		p.kPIDs[pid] = true
+		r.addPID(pid)
+	}
+	p.first, p.last = min(p.first, start.Int64), max(p.last, end.Int64)
+	device := int32(v[2].Int64)
+	if !p.seenDevs.seen(device) {
+		p.devs[device] = true
+	}
+	x := seqOp{seq: seq, ls: trace.NoID, scope: trace.NoID, op: trace.GPUOp{
+		Start: start.Int64, End: end.Int64, Correlation: trace.NoID, ExternalID: trace.NoID,
+		Name: name, Device: device, Stream: int32(v[3].Int64), Kind: trace.OpKernel, Launch: trace.NoID, CPUOp: trace.NoID,
+	}}
+	if corr.Valid {
+		x.op.Correlation = corr.Int64
+	}
+	if x.op.Correlation != trace.NoID { // a stored -1 is no id to ReadCapture's link either
+		if x.op.Launch, x.ls, x.scope, err = p.kernelLaunch(pid, corr.Int64); err != nil {
+			return err
+		}
+	}
+	return p.push(&x)
 }
 
 // push adds a kernel to the reorder window and delivers the earliest op once the window is
@@ -676,6 +699,11 @@ type memJoin struct {
 // init sets the join up for the memory ops (Trace.GPUOps) whose process (pids, per op) is pid.
 func (j *join) init(lim streamLimits, memops []trace.GPUOp, pids []int32, pid int32) {
 	j.ring = make([]joinSlot, lim.ring)
+	// The ring (2 MB with the default window) is written all over within the process's first
+	// ring-size of ids: mapped in with one call rather than a page fault per 4 KiB page, which
+	// were most of a streamed pass's page faults (512 a process) and cost several
+	// microseconds each on a VM.
+	trace.Prefault(j.ring, 0, len(j.ring))
 	j.mask = int64(lim.ring - 1)
 	j.back, j.ahead, j.slack = lim.back, lim.ahead(), lim.slack
 	j.outliers = map[int64]outlier{}
@@ -1006,9 +1034,21 @@ func (p *pass) launch(raw int32) (int32, error) {
 // rtScan is the runtime scan's own state: the API sums (as the parallel lean read keeps
 // them per part) and its error, read by the consumer once the batch channel is closed.
 type rtScan struct {
+	_    cacheLinePad
 	part rtPart
 	err  error
+	_    cacheLinePad
 }
+
+// cacheLinePad, one before and one after, keeps what one goroutine of a pass writes or reads
+// per row (the runtime scan's sums, a batch being filled, a table scan's state) off the cache
+// lines of objects another goroutine uses per row: the allocator packs objects of one size
+// class next to each other, and a line written by one core and read by the other moves between
+// them each time. rtScan and the triage's traceCtx are both 224 bytes: unpadded, the runtime
+// scan's per-name sums (rtPart.stat) and the triage's per-op scope read (traceCtx.scoped) each
+// took about 4 % of the streamed triage's CPU, padded under 1 % (CPU profiles of twelve
+// triages of the 1M four-process NVTX export).
+type cacheLinePad [64]byte
 
 // startRuntime starts the runtime scan on its own goroutine.
 func (p *pass) startRuntime(ctx context.Context) {

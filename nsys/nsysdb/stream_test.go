@@ -465,15 +465,22 @@ func TestStreamMatchesRead(t *testing.T) {
 // that every ring slot is reused, the reorder window delivers while the scan goes on, and the
 // join pulls many batches.
 func TestStreamSmallWindows(t *testing.T) {
-	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4, joins: 64}
+	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4, joins: 64, kbatch: 3}
 	for name, sc := range map[string]streamCase{
 		"all":      {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true},
 		"shuffled": {version: "3.28.1", n: 800, devices: 2, streams: 3, memops: true, graphs: true, driver: true, shuffle: 5},
 		"two-pids": {version: "3.28.1", n: 40, devices: 2, streams: 3, memops: true, graphs: true, driver: true, pids: 2},
 	} {
-		t.Run(name, func(t *testing.T) {
-			checkStreamMatchesRead(t, writeStreamExport(t, sc), leanOptions, &lim)
-		})
+		path := writeStreamExport(t, sc)
+		// The kernel table decoded on its own goroutine (where two CPUs may be used) and
+		// on the consumer's.
+		for _, oneGoroutine := range []bool{false, true} {
+			t.Run(fmt.Sprint(name, "/one-goroutine=", oneGoroutine), func(t *testing.T) {
+				o := leanOptions
+				o.noParallel = oneGoroutine
+				checkStreamMatchesRead(t, path, o, &lim)
+			})
+		}
 	}
 }
 
@@ -518,15 +525,24 @@ func wantNotStreamable(t *testing.T, err error, why string) {
 // ErrNotStreamable, up front where it can be known, else from Each; ReadCapture still reads
 // every one of these exports.
 func TestStreamNotStreamable(t *testing.T) {
-	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64, joins: 64}
+	small := streamLimits{reorder: 8, ring: 256, back: 100, slack: 8, batch: 16, outliers: 64, judged: 64, joins: 64, kbatch: 4}
+	// Decoded kernel rows handed over four at a time: the pass stops while the decoding
+	// goroutine has hand-overs queued, and must stop it.
+	smallBatches := defaultLimits()
+	smallBatches.kbatch = 4
 	twoJoins := defaultLimits()
 	twoJoins.joins = 2
 	// A join that tolerates the disorder, so that the reorder window is what gives up.
-	smallReorder := streamLimits{reorder: 8, ring: 4096, back: 2000, slack: 1024, batch: 16, outliers: 64, judged: 64, joins: 64}
+	smallReorder := streamLimits{reorder: 8, ring: 4096, back: 2000, slack: 1024, batch: 16, outliers: 64, judged: 64, joins: 64, kbatch: 4}
 	rowGap := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, rowGap, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 17")
 	realStart := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, realStart, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 0.5 WHERE rowid = 150")
+	// A rowid gap just before a value the direct reader refuses, in one hand-over of decoded
+	// rows: the gap, met first on one goroutine, is what the pass reports.
+	gapThenReal := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
+	mutate(t, gapThenReal, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 146",
+		"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 0.5 WHERE rowid = 148")
 	realName := writeStreamExport(t, streamCase{version: "3.28.1", n: 200})
 	mutate(t, realName, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 1.5 WHERE rowid = 400")
 	for _, tc := range []struct {
@@ -547,7 +563,11 @@ func TestStreamNotStreamable(t *testing.T) {
 		{"id-far-behind", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, behind: true}), &small, false, "out of the join window", false},
 		{"call-after-its-kernel", writeStreamExport(t, streamCase{version: "3.28.1", n: 300, lateCall: true}), &small, false, "delivered without a launch", false},
 		{"rowid-gap", rowGap, nil, false, "rowid", false},
+		{"rowid-gap-small-batches", rowGap, &smallBatches, false, "rowid", false},
 		{"real-in-kernel-table", realStart, nil, false, "not an integer", true},
+		{"real-in-kernel-table-small-batches", realStart, &smallBatches, false, "not an integer", true},
+		{"gap-then-real-small-batches", gapThenReal, &smallBatches, false, "rowid 147 where 146", true},
+		{"gap-then-real", gapThenReal, nil, false, "rowid 147 where 146", true},
 		{"real-in-runtime-table", realName, nil, false, "not an integer", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -951,4 +971,27 @@ func TestStreamNullAndOddIDs(t *testing.T) {
 	checkStreamMatchesRead(t, path, leanOptions, nil)
 	lim := streamLimits{reorder: 16, ring: 256, back: 100, slack: 8, batch: 5, outliers: 64, judged: 4, joins: 64}
 	checkStreamMatchesRead(t, path, leanOptions, &lim)
+}
+
+// TestStreamNVTXOddValues: the NVTX table of a streamed export, read ahead on a goroutine of its
+// own (more rows than one hand-over) or on one, converts an integer or a blob text as
+// database/sql does, and a value the direct reader refuses, found after rows were taken, sends
+// the table through SQLite, those rows dropped: the stream still matches ReadCapture.
+func TestStreamNVTXOddValues(t *testing.T) {
+	defer func(n int) { nvtxBatch = n }(nvtxBatch)
+	nvtxBatch = 16
+	path := largeExportNVTX(t, 1000, 1, true)
+	mutate(t, path, `UPDATE NVTX_EVENTS SET "end" = "end" - 1 WHERE "end" IS NOT NULL`, // nested, not touching
+		"UPDATE NVTX_EVENTS SET text = 42 WHERE rowid = 1", "UPDATE NVTX_EVENTS SET text = CAST('blob' AS BLOB) WHERE rowid = 4")
+	for _, real := range []bool{false, true} {
+		if real {
+			// A blob in an integer column: the direct reader refuses it, SQLite reads "0" as 0.
+			mutate(t, path, fmt.Sprintf("UPDATE NVTX_EVENTS SET domainId = CAST('0' AS BLOB) WHERE rowid = %d", nvtxBatch+10))
+		}
+		for _, oneGoroutine := range []bool{false, true} {
+			o := leanOptions
+			o.noParallel = oneGoroutine
+			checkStreamMatchesRead(t, path, o, nil)
+		}
+	}
 }

@@ -351,3 +351,24 @@ func BenchmarkAnalyzeStream(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/op-streamed")
 }
+
+// TestDevTotals: the per-device sums are a plain map's, for devices beyond the 16 the scan
+// remembers too, in any order.
+func TestDevTotals(t *testing.T) {
+	tot := devTotals{m: map[int32]*int64{}}
+	want := map[int32]int64{}
+	for i := range 2000 {
+		d := int32((i * 7919) % 40)
+		v := int64(i%13) - 3
+		tot.add(d, v)
+		want[d] += v
+	}
+	if len(tot.m) != len(want) {
+		t.Fatalf("%d devices, want %d", len(tot.m), len(want))
+	}
+	for d, v := range want {
+		if got := *tot.m[d]; got != v {
+			t.Errorf("device %d: sum %d, want %d", d, got, v)
+		}
+	}
+}
