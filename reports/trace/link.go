@@ -291,31 +291,45 @@ func linkCPUOps(t *Trace) {
 		for hi < len(idx) && t.CPUOps[idx[hi]].ExternalID == ext {
 			hi++
 		}
-		if hi-lo == 1 {
-			return idx[lo]
-		}
-		best, bestAny := int32(NoID), int32(NoID)
-		inner := func(cur int32, cand int32) bool {
-			if cur == NoID {
-				return true
-			}
-			c, d := &t.CPUOps[cand], &t.CPUOps[cur]
-			return c.Start > d.Start || c.Start == d.Start && c.End < d.End
-		}
-		for _, ci := range idx[lo:hi] {
-			if inner(bestAny, ci) {
-				bestAny = ci
-			}
-			c := &t.CPUOps[ci]
-			if hasAt && c.Start <= at && at <= c.End && inner(best, ci) {
-				best = ci
-			}
-		}
-		if best != NoID {
-			return best
-		}
-		return bestAny
+		return pickCPUOp(t, idx[lo:hi], at, hasAt)
 	}
+	assignCPUOps(t, find)
+}
+
+// pickCPUOp chooses among the CPU ops of one external id (run) the one a GPU op belongs to:
+// the innermost (latest start, then earliest end) of those spanning the launch time at when
+// the GPU op has a launch, else the innermost of them all.
+func pickCPUOp(t *Trace, run []int32, at int64, hasAt bool) int32 {
+	if len(run) == 1 {
+		return run[0]
+	}
+	best, bestAny := int32(NoID), int32(NoID)
+	inner := func(cur int32, cand int32) bool {
+		if cur == NoID {
+			return true
+		}
+		c, d := &t.CPUOps[cand], &t.CPUOps[cur]
+		return c.Start > d.Start || c.Start == d.Start && c.End < d.End
+	}
+	for _, ci := range run {
+		if inner(bestAny, ci) {
+			bestAny = ci
+		}
+		c := &t.CPUOps[ci]
+		if hasAt && c.Start <= at && at <= c.End && inner(best, ci) {
+			best = ci
+		}
+	}
+	if best != NoID {
+		return best
+	}
+	return bestAny
+}
+
+// assignCPUOps sets each GPU op's CPU op through find (the CPU op of an external id, given
+// the launch time when there is a launch): by the GPU op's own external id, else by its
+// launch's when that differs.
+func assignCPUOps(t *Trace, find func(ext, at int64, hasAt bool) int32) {
 	for i := range t.GPUOps {
 		op := &t.GPUOps[i]
 		var at int64

@@ -347,44 +347,12 @@ func linkCPUOpsBySort(t *Trace) {
 		for hi < len(idx) && t.CPUOps[idx[hi]].ExternalID == ext {
 			hi++
 		}
-		best, bestAny := int32(NoID), int32(NoID)
-		inner := func(cur, cand int32) bool {
-			if cur == NoID {
-				return true
-			}
-			c, d := &t.CPUOps[cand], &t.CPUOps[cur]
-			return c.Start > d.Start || c.Start == d.Start && c.End < d.End
+		if hi == lo {
+			return NoID
 		}
-		for _, ci := range idx[lo:hi] {
-			if inner(bestAny, ci) {
-				bestAny = ci
-			}
-			if c := &t.CPUOps[ci]; hasAt && c.Start <= at && at <= c.End && inner(best, ci) {
-				best = ci
-			}
-		}
-		if best != NoID {
-			return best
-		}
-		return bestAny
+		return pickCPUOp(t, idx[lo:hi], at, hasAt)
 	}
-	for i := range t.GPUOps {
-		op := &t.GPUOps[i]
-		var at int64
-		hasAt, launchExt := false, int64(NoID)
-		if op.Launch != NoID {
-			l := &t.Launches[op.Launch]
-			at, hasAt, launchExt = l.Start, true, l.ExternalID
-		}
-		ci := int32(NoID)
-		if op.ExternalID != NoID {
-			ci = find(op.ExternalID, at, hasAt)
-		}
-		if ci == NoID && launchExt != NoID && launchExt != op.ExternalID {
-			ci = find(launchExt, at, hasAt)
-		}
-		op.CPUOp = ci
-	}
+	assignCPUOps(t, find)
 }
 
 // TestLinkCPUOpsEqualsFullSort compares linkCPUOps with the sort-and-search reference on
