@@ -247,8 +247,11 @@ requests = 8
 `)
 	opts := simOptions(t)
 	// Slow enough that the 8 requests of a c8 cell overlap on the server (the batch it decodes
-	// follows the real overlap), a few ms a request; the timings themselves are simulated.
-	opts.Env = append(opts.Env, "RUNNER_SIM_TIME_SCALE=0.01")
+	// follows the real overlap): about 30 ms of real time a request, so that even a client
+	// slowed by the race detector on a loaded machine has all 8 in flight at once (at 0.01,
+	// 3 ms a request, the c8 requests of a race run came one at a time: TPOT as alone). The
+	// timings themselves are simulated.
+	opts.Env = append(opts.Env, "RUNNER_SIM_TIME_SCALE=0.1")
 	sum, err := Run(context.Background(), p, opts)
 	if err != nil {
 		t.Fatal(err)
