@@ -1072,14 +1072,7 @@ func (p *pass) scanRuntime(ctx context.Context) {
 			return &rtBatch{calls: make([]rtCall, 0, size)}
 		}
 	}
-	send := func(b *rtBatch) error {
-		select {
-		case out <- b:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	send := func(b *rtBatch) error { return handOver(ctx, out, b) }
 	b := get()
 	ts := &tableScan{s: file, rowidAt: -1, ints: make([]sql.NullInt64, len(plan.cols))}
 	ts.fnInts = func(v []sql.NullInt64) error {

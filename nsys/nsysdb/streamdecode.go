@@ -35,6 +35,19 @@ type kBatch struct {
 	_      cacheLinePad
 }
 
+// handOver sends batch b to the consuming goroutine, or returns ctx's error once the pass is
+// stopped (the consumer failed or the caller cancelled) so the producer never blocks on a
+// consumer that has gone. The three producers of a pass (runtime calls, kernel rows, NVTX
+// rows) hand over through it.
+func handOver[B any](ctx context.Context, out chan<- B, b B) error {
+	select {
+	case out <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // kernelsDecoded scans the kernel table on a goroutine of its own and takes its rows into the
 // pass (pass.kernel) on this one, in table order. It returns the first error in row order:
 // the consumer's, or the scan's (errFileLayout, ctx's) once the rows before it are taken.
@@ -61,14 +74,7 @@ func (p *pass) kernelsDecoded(ctx context.Context) error {
 				return b
 			}
 		}
-		send := func(b *kBatch) error {
-			select {
-			case out <- b:
-				return nil
-			case <-sctx.Done():
-				return sctx.Err()
-			}
-		}
+		send := func(b *kBatch) error { return handOver(sctx, out, b) }
 		b := get()
 		ts := &tableScan{s: p.r.file, rowidAt: -1, ints: make([]sql.NullInt64, ncols)}
 		ts.fnRow = func(rowid int64, v []sql.NullInt64) error {
@@ -143,14 +149,7 @@ func (r *reader) nvtxAhead(p *directPlan, conv func([]sqlValue, *nvRow) error, t
 				return make([]nvRow, 0, nvtxBatch)
 			}
 		}
-		send := func(b []nvRow) error {
-			select {
-			case out <- b:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+		send := func(b []nvRow) error { return handOver(ctx, out, b) }
 		b := get()
 		err := r.file.scan(ctx, p.root, p.cols, -1, func(_ int64, v []sqlValue) error {
 			b = append(b, nvRow{})
