@@ -518,9 +518,10 @@ func (r *reader) name(id int64) (trace.NameID, error) {
 	return n, nil
 }
 
-// preloadStringsPages is the most leaf pages (4 MiB of 4 KiB pages) a StringIds table may
-// take for preloadStrings to read it whole.
-const preloadStringsPages = 1024
+// preloadStringsBytes is the most a StringIds table's leaf pages may hold for preloadStrings
+// to read it whole: counted in bytes, not pages, since an export's page size may be up to
+// 64 KiB (1,024 such pages would be 64 MiB of strings, the whole memory budget).
+var preloadStringsBytes int64 = 4 << 20 // a variable so that a test can lower it
 
 // preloadStrings reads a small StringIds table whole into r.strAll with one query, so that a
 // name lookup is a map lookup and not a query of its own: an export's kernels, calls and
@@ -539,7 +540,7 @@ func (r *reader) preloadStrings() error {
 		return nil
 	}
 	leaves, err := r.file.leafPages(p.root)
-	if err != nil || len(leaves) > preloadStringsPages {
+	if err != nil || int64(len(leaves))*int64(r.file.pageSize) > preloadStringsBytes {
 		return nil
 	}
 	rows, err := r.db.QueryContext(r.ctx, `SELECT id, value FROM StringIds`)

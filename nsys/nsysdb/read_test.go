@@ -585,8 +585,15 @@ func TestPreloadedStringsAreTheQueries(t *testing.T) {
 		"repeated-id": {"CREATE TABLE StringIds (id INT, value TEXT)", "(3,'first'),(1,'a'),(3,'second')", true},
 		"text-id":     {"CREATE TABLE StringIds (id, value TEXT)", "(1,'a'),('2','b'),(3,'c')", false},
 		"null-value":  {"CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value)", "(1,'a'),(2,NULL),(3,'c')", false},
+		// Over the size bound (lowered below to less than the table's one leaf page).
+		"too-large": {"CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)", "(1,'a'),(2,'b')", false},
 	} {
 		t.Run(name, func(t *testing.T) {
+			if name == "too-large" {
+				old := preloadStringsBytes
+				preloadStringsBytes = 100
+				t.Cleanup(func() { preloadStringsBytes = old })
+			}
 			path := filepath.Join(t.TempDir(), "s.sqlite")
 			db, err := sql.Open("sqlite", path)
 			if err != nil {
