@@ -902,7 +902,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 			g.rep, g.repStr = int32(i), op.Stream
 		}
 		if op.Kind != trace.OpKernel || c.roof != nil {
-			if oc, ok := c.roof.opCost(op); ok {
+			if oc, ok := c.roof.opCost(op, g.name); ok {
 				g.roof.add(oc, d)
 			}
 		}

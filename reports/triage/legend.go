@@ -50,8 +50,11 @@ var legendText = map[string]string{
 	"collective wait": "collective wait: a rank's time in communication kernels beyond the least any rank spent in them; a collective ends together on every rank, so the excess is waiting for the slowest rank (HTA's approach)",
 	// "sync" explains the Sync column of an nsys input's CUDA API table (the nsys package's
 	// SyncKind values: "yes" and "implicit").
-	"sync": "Sync (CUDA API calls): yes = the call waits for the GPU (…Synchronize) or polls it (…Query); implicit = a synchronous copy or memset (cudaMemcpy, cudaMemset, not their …Async forms) or cudaFree, which can block the host until earlier GPU work is done (a copy to pageable host memory returns only when complete; cudaFree synchronises the device); blank = does not wait for the GPU",
-	"busy": "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
+	"sync":           "Sync (CUDA API calls): yes = the call waits for the GPU (…Synchronize) or polls it (…Query); implicit = a synchronous copy or memset (cudaMemcpy, cudaMemset, not their …Async forms) or cudaFree, which can block the host until earlier GPU work is done (a copy to pageable host memory returns only when complete; cudaFree synchronises the device); blank = does not wait for the GPU",
+	"roof":           "roof: the row's achieved share of the roof its arithmetic intensity (FLOP/B) allows: the dense tensor peak of its operand type when compute-bound, the HBM bandwidth when memory-bound; FLOPs and bytes come from the recorded shapes of the CPU op that launched the kernel (a device-to-device copy counts every byte read and written); \"(of N%)\": the figures cover only that share of the row's time, the launches whose op had recorded shapes and a formula",
+	"roof above 100": "above 100% memory: the model counts every operand byte as HBM traffic; part of them came from the L2 cache (a tensor the previous kernel had just written), so the kernel ran faster than HBM alone allows; it is not a measurement error",
+	"link copy":      "GB/s without a roof: a copy to or from the host or another GPU moves its bytes over PCIe, NVLink or host memory, whose peaks the table does not hold; compare it with the link's rated bandwidth",
+	"busy":           "busy: union of the stage's GPU busy intervals over all streams; share = % of the summed kernel time",
 }
 
 // legend collects the words an output used.

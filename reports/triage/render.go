@@ -328,6 +328,7 @@ func (d *doc) kernels(s *Stage, cutoff float64) error {
 		row = append(row, strconv.Itoa(k.Count), loc, cpu)
 		if roof {
 			row = append(row, rooflineCells(&s.Kernels[i])...)
+			d.leg.use(rooflineWords(&s.Kernels[i])...)
 		}
 		t.Rows = append(t.Rows, row)
 	}

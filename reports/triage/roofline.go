@@ -26,6 +26,9 @@ type opCost struct {
 	flops, bytes float64
 	class        string // dtypeClass of the operands that set the compute peak ("" unknown)
 	ok           bool
+	// link marks a copy bound by a link (PCIe, NVLink, host memory), not the device's HBM:
+	// its bandwidth is shown, but a percentage of the HBM roof would mislead.
+	link bool
 }
 
 // roofAgg is a kernel row's roofline sums.
@@ -34,12 +37,14 @@ type roofAgg struct {
 	ns           int64 // summed duration of the ops that had a cost
 	class        string
 	mixed        bool // the costed ops had different dtype classes
+	link         bool // some costed op was a link-bound copy (no HBM roof)
 }
 
 func (r *roofAgg) add(c opCost, d int64) {
 	r.flops += c.flops
 	r.bytes += c.bytes
 	r.ns += d
+	r.link = r.link || c.link
 	if c.class != "" {
 		if r.class == "" {
 			r.class = c.class
@@ -65,13 +70,18 @@ func newRoofCtx(t *trace.Trace) *roofCtx {
 }
 
 // opCost returns the cost GPU op op adds to its row: its CPU op's, the first time a kernel of
-// that CPU op is seen; a memcpy's or memset's own bytes.
-func (r *roofCtx) opCost(op *trace.GPUOp) (opCost, bool) {
+// that CPU op is seen; a memcpy's or memset's own bytes (name is the op's name, which tells a
+// copy's direction).
+func (r *roofCtx) opCost(op *trace.GPUOp, name string) (opCost, bool) {
 	if op.Kind != trace.OpKernel {
-		if op.Bytes > 0 {
-			return opCost{bytes: float64(op.Bytes), ok: true}, true
+		if op.Bytes <= 0 {
+			return opCost{}, false
 		}
-		return opCost{}, false
+		if op.Kind == trace.OpMemcpy {
+			factor, link := copyTraffic(name)
+			return opCost{bytes: factor * float64(op.Bytes), link: link, ok: true}, true
+		}
+		return opCost{bytes: float64(op.Bytes), ok: true}, true // a memset writes its bytes once
 	}
 	if r == nil || op.CPUOp < 0 || int(op.CPUOp) >= len(r.t.CPUOps) {
 		return opCost{}, false
@@ -96,6 +106,26 @@ func (r *roofCtx) opCost(op *trace.GPUOp) (opCost, bool) {
 	}
 	r.credited[w] |= bit
 	return c, true
+}
+
+// copyTraffic is how a copy named name loads the roofline: the factor its byte count is
+// multiplied by for the memory traffic it causes, and whether a link rather than the device's
+// HBM bounds it. A device-to-device copy on one GPU reads and writes every byte in HBM (the
+// profiler's own bandwidth figure counts them once, so a copy at the HBM roof would read as
+// half of it); copies to or from the host or another GPU move each byte once over PCIe,
+// NVLink or host memory, whose peaks the table does not hold. Names are Kineto's ("Memcpy
+// DtoD (Device -> Device)", "Memcpy PtoP (...)") and nsys's ("[CUDA memcpy
+// Device-to-Device]"); a name of neither form keeps factor 1 against HBM.
+func copyTraffic(name string) (factor float64, link bool) {
+	switch {
+	case strings.Contains(name, "DtoD"), strings.HasSuffix(name, " Device-to-Device]") && !strings.Contains(name, "Unified"):
+		return 2, false
+	case strings.Contains(name, "HtoD"), strings.Contains(name, "DtoH"), strings.Contains(name, "HtoH"),
+		strings.Contains(name, "PtoP"), strings.Contains(name, "Host"), strings.Contains(name, "Peer-to-Peer"),
+		strings.Contains(name, "Unified"):
+		return 1, true
+	}
+	return 1, false
 }
 
 // shapeArgs are one CPU op's recorded inputs.
@@ -265,9 +295,13 @@ var attnOps = map[string]attnLayout{
 	"aten::_scaled_dot_product_flash_attention":     {bhsd: true, causal: 4, varlen: -1, topLeft: true},
 	"aten::_scaled_dot_product_efficient_attention": {bhsd: true, causal: 6, varlen: -1, topLeft: true},
 	"aten::_scaled_dot_product_cudnn_attention":     {bhsd: true, causal: 6, varlen: -1, topLeft: true},
-	"aten::_flash_attention_forward":                {causal: 8, varlen: 3},
-	"aten::_efficient_attention_forward":            {causal: -2, varlen: 4}, // custom_mask_type at 9
-	"flash_attn::_flash_attn_forward":               {causal: 5, varlen: -1},
+	// The op under SDPA's cuDNN backend that launches the kernel (PyTorch 2.11 on H100 picks
+	// this backend by default): (q, k, v, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
+	// compute_log_sumexp, dropout_p, is_causal, ...); batched inputs are [B, H, S, D].
+	"aten::_cudnn_attention_forward":     {bhsd: true, causal: 10, varlen: 4, topLeft: true},
+	"aten::_flash_attention_forward":     {causal: 8, varlen: 3},
+	"aten::_efficient_attention_forward": {causal: -2, varlen: 4}, // custom_mask_type at 9
+	"flash_attn::_flash_attn_forward":    {causal: 5, varlen: -1},
 }
 
 // costOf computes a CPU op's cost from its shape text (ok false: no formula, or the shapes do
@@ -565,7 +599,9 @@ func setRoofline(row *KernelRow, r *roofAgg, peak *Peak) {
 		return
 	}
 	if r.flops <= 0 { // bytes only (a copy, a norm, a memcpy): the bandwidth roof
-		row.Bound, row.PctOfPeak = BoundMemory, row.GBps/peak.HBMGBps*100
+		if !r.link {
+			row.Bound, row.PctOfPeak = BoundMemory, row.GBps/peak.HBMGBps*100
+		}
 		return
 	}
 	pf := peak.TFLOPS(r.class)

@@ -87,6 +87,21 @@ func rooflineCells(k *KernelRow) []string {
 	return []string{tf, fig(k.GBps), ai, strings.TrimSpace(roof)}
 }
 
+// rooflineWords are the legend entries a kernel row's roofline cells need.
+func rooflineWords(k *KernelRow) []string {
+	var w []string
+	if k.Bound != "" {
+		w = append(w, "roof")
+	}
+	if k.Bound == BoundMemory && k.PctOfPeak > 100 {
+		w = append(w, "roof above 100")
+	}
+	if _, link := copyTraffic(k.Name); link && k.GBps > 0 {
+		w = append(w, "link copy")
+	}
+	return w
+}
+
 // fig formats an achieved figure with three significant digits at most one decimal
 // (137.4, 12.7, 3341, 0.21).
 func fig(v float64) string {

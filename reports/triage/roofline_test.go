@@ -128,6 +128,11 @@ func TestRooflineCostFormulas(t *testing.T) {
 			2 * 2 * 16 * 16, 2 * 4 * 64},
 		{"aten::_flash_attention_forward", `[[5,2,8],[5,2,8],[5,2,8],[2],[2]]`, `["c10::BFloat16","c10::BFloat16","c10::BFloat16","int","int"]`, ``,
 			0, 0}, // ragged: per-sequence lengths are not in the shapes
+		// SDPA's cuDNN backend as PyTorch 2.11 records it: 13 inputs, is_causal at 10.
+		{"aten::_cudnn_attention_forward", `[[1,2,4,8],[1,2,4,8],[1,2,4,8],[],[],[],[],[],[],[],[],[],[]]`, `["c10::BFloat16","c10::BFloat16","c10::BFloat16","","","","Scalar","Scalar","Scalar","Scalar","Scalar","Scalar",""]`, `["","","","","","","4","4","False","0.","True","False",""]`,
+			2 * 2 * (4 + 3 + 2 + 1) * 16, 2 * 4 * 64},
+		{"aten::_cudnn_attention_forward", `[[5,2,8],[5,2,8],[5,2,8],[],[2],[2]]`, `["c10::BFloat16","c10::BFloat16","c10::BFloat16","","int","int"]`, ``,
+			0, 0}, // packed (varlen): per-sequence lengths are not in the shapes
 		{"aten::cudnn_convolution", `[[1,3,8,8],[4,3,3,3]]`, `["float","float"]`, `["","","[1, 1]","[1, 1]","[1, 1]","1"]`,
 			2 * 4 * 64 * 3 * 9, 4 * (192 + 108 + 256)},
 		{"aten::mul_", `[[4,8],[8]]`, `["c10::BFloat16","c10::BFloat16"]`, ``,
@@ -259,7 +264,7 @@ const roofJSON = `{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"NVIDIA 
 {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":225,"dur":5,"args":{"External id":4,"correlation":40}},
 {"ph":"X","cat":"kernel","name":"void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<true, 128u, 8u, 16u, __nv_bfloat16, long>(int)","pid":0,"tid":7,"ts":1500,"dur":20,"args":{"External id":4,"correlation":40,"device":0,"stream":7}},
 {"ph":"X","cat":"cuda_runtime","name":"cudaMemcpyAsync","pid":1,"tid":1,"ts":250,"dur":5,"args":{"External id":5,"correlation":50}},
-{"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoD (Device -> Device)","pid":0,"tid":7,"ts":1600,"dur":25,"args":{"External id":5,"correlation":50,"device":0,"stream":7,"bytes":67108864}}
+{"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoD (Device -> Device)","pid":0,"tid":7,"ts":1600,"dur":50,"args":{"External id":5,"correlation":50,"device":0,"stream":7,"bytes":67108864}}
 ]}`
 
 func TestRooflineGolden(t *testing.T) {
@@ -309,4 +314,37 @@ func FuzzCostOf(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A copy's roofline traffic by its name, in Kineto's and nsys's spellings.
+func TestCopyTraffic(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		factor float64
+		link   bool
+	}{
+		{"Memcpy DtoD (Device -> Device)", 2, false},
+		{"[CUDA memcpy Device-to-Device]", 2, false},
+		{"Memcpy HtoD (Pinned -> Device)", 1, true},
+		{"Memcpy DtoH (Device -> Pageable)", 1, true},
+		{"Memcpy PtoP (Device -> Device)", 1, true},
+		{"[CUDA memcpy Host-to-Device]", 1, true},
+		{"[CUDA memcpy Peer-to-Peer]", 1, true},
+		{"[CUDA memcpy Unified Device-to-Device]", 1, true},
+		{"Memcpy", 1, false}, // no direction: as before, once against HBM
+	} {
+		f, l := copyTraffic(c.name)
+		if f != c.factor || l != c.link {
+			t.Errorf("%s: factor %v link %v, want %v %v", c.name, f, l, c.factor, c.link)
+		}
+	}
+	// A link-bound copy keeps its GB/s but gets no share of the HBM roof.
+	pk, _ := PeakFor("NVIDIA H100 80GB HBM3")
+	var row KernelRow
+	agg := roofAgg{}
+	agg.add(opCost{bytes: 1 << 30, link: true, ok: true}, 50_000_000)
+	setRoofline(&row, &agg, &pk)
+	if row.GBps <= 0 || row.Bound != "" || row.PctOfPeak != 0 {
+		t.Errorf("host copy row: %.1f GB/s, %q %.1f%%; want GB/s and no roof", row.GBps, row.Bound, row.PctOfPeak)
+	}
 }
