@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -236,5 +237,19 @@ prompt = ["a cat"]
 	e = captureGPUEnv(context.Background(), sgl.Expand(), &opts)
 	if got, _ := os.ReadFile(calls); e.Interpreter != pyPath || !strings.Contains(string(got), "-m sglang.check_env") {
 		t.Errorf("sglang: gpu_env %+v, calls:\n%s", e, got)
+	}
+}
+
+// The manifest's GPU line from a real nvidia-smi (one H100, driver 580; runner/gpu's testdata).
+func TestManifestRealNvidiaSMI(t *testing.T) {
+	out, err := os.ReadFile("gpu/testdata/h100-driver580/manifest.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseNvidiaSMI(string(out))
+	want := []rundir.GPUInfo{{Name: "NVIDIA H100 80GB HBM3", Driver: "580.159.04", MemoryMiB: "81559 MiB",
+		SMClock: "1980 MHz", MaxSMClock: "1980 MHz", PowerLimit: "700.00 W"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }

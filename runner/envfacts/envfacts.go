@@ -17,6 +17,7 @@ import (
 	"github.com/sglprof/runner/backends/vllmomni"
 	"github.com/sglprof/runner/reports/compare"
 	"github.com/sglprof/runner/reports/rundir"
+	"github.com/sglprof/runner/runner/gpu"
 
 	"github.com/dustin/go-humanize"
 )
@@ -166,6 +167,57 @@ func orDash(s string) string {
 // topoLink is one cell of `nvidia-smi topo -m` that names how two GPUs are connected.
 var topoLink = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(NV[0-9]+|PIX|PXB|PHB|NODE|SYS|SOC)$`) })
 
+// topoLinks counts the links between GPUs in the matrix of `nvidia-smi topo -m`: each pair of
+// GPUs once (the matrix is symmetric), NIC rows and columns, the CPU and NUMA affinity columns
+// and the legend printed under the matrix (whose lines name every link kind) left out; a
+// manifest written before the escape codes were stripped at the probe reads the same. order
+// is the link kinds in the order first seen.
+func topoLinks(topo string) (counts map[string]int, order []string) {
+	counts = map[string]int{}
+	var cols []string // header cells; cols[j] names column j of every row
+	for _, line := range strings.Split(gpu.StripEscapes(topo), "\n") {
+		cells := strings.Split(line, "\t")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if cols == nil {
+			if strings.TrimSpace(line) != "" {
+				cols = cells
+			}
+			continue
+		}
+		row, ok := strings.CutPrefix(cells[0], "GPU")
+		if !ok || row == "" || strings.TrimLeft(row, "0123456789") != "" {
+			if strings.TrimSpace(line) == "" {
+				break // the legend follows the matrix after an empty line
+			}
+			continue // a NIC row
+		}
+		for j := 1; j < len(cells) && j < len(cols); j++ {
+			col, ok := strings.CutPrefix(cols[j], "GPU")
+			if !ok || strings.TrimLeft(col, "0123456789") != "" || col == "" || !gpuBefore(row, col) {
+				continue
+			}
+			if f := cells[j]; topoLink().MatchString(f) {
+				if counts[f] == 0 {
+					order = append(order, f)
+				}
+				counts[f]++
+			}
+		}
+	}
+	return counts, order
+}
+
+// gpuBefore reports whether GPU index a (decimal digits) is below GPU index b, so that each
+// pair of a symmetric matrix is counted once.
+func gpuBefore(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
 // gpuEnvFacts are the facts of the GPU environment (runner/gpuenv.go); none for a manifest
 // written before it existed, so such manifests read as they did.
 func gpuEnvFacts(e *rundir.GPUEnv) []EnvFact {
@@ -196,16 +248,7 @@ func gpuEnvFacts(e *rundir.GPUEnv) []EnvFact {
 		facts = append(facts, EnvFact{"MIG", strings.Join(migs, ", ")}, EnvFact{"ECC", strings.Join(eccs, ", ")})
 	}
 	if e.Topology != "" {
-		counts := map[string]int{}
-		var order []string
-		for _, f := range strings.Fields(e.Topology) {
-			if topoLink().MatchString(f) {
-				if counts[f] == 0 {
-					order = append(order, f)
-				}
-				counts[f]++
-			}
-		}
+		counts, order := topoLinks(e.Topology)
 		parts := make([]string, len(order))
 		for i, l := range order {
 			parts[i] = fmt.Sprintf("%s×%d", l, counts[l])

@@ -12,7 +12,9 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sglprof/runner/reports/rundir"
@@ -178,10 +180,23 @@ func (p Prober) ClocksLocked(ctx context.Context) (bool, error) {
 	return ParseClockLock(out)
 }
 
-// Topology returns `nvidia-smi topo -m` as printed.
+// Topology returns `nvidia-smi topo -m` as printed, less its terminal escape codes.
 func (p Prober) Topology(ctx context.Context) (string, error) {
 	out, err := p.run(ctx, "topo", "-m")
-	return strings.TrimSpace(string(out)), err
+	return strings.TrimSpace(StripEscapes(string(out))), err
+}
+
+// ansiEscape matches a terminal escape sequence (CSI: ESC [ parameters letter).
+var ansiEscape = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`) })
+
+// StripEscapes removes terminal escape sequences from nvidia-smi's output: driver 580's `topo
+// -m` underlines its header (ESC[4m ... ESC[0m) even when the output is not a terminal, which
+// a manifest, a report or a diff of two topologies must not carry.
+func StripEscapes(s string) string {
+	if !strings.Contains(s, "\x1b") {
+		return s
+	}
+	return ansiEscape().ReplaceAllString(s, "")
 }
 
 // run executes nvidia-smi with args and returns its standard output. It runs under
