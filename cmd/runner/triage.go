@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/urfave/cli/v3"
@@ -304,13 +305,52 @@ func printStats(ctx context.Context, c *cli.Command, std stdio, root string, dop
 // smaller heap keeps a 500 MB trace's peak RSS under 200 MB (and faults in fewer fresh pages;
 // docs/performance.md). A GOMEMLIMIT or GOGC set by the user wins.
 func limitMemory() {
-	if os.Getenv("GOMEMLIMIT") == "" {
+	gcPolicy(os.Getenv("GOMEMLIMIT") != "", os.Getenv("GOGC") != "", nil)
+}
+
+// gcPolicy is limitMemory's settings, given whether the user set GOMEMLIMIT and GOGC; restored
+// (tests) is called once the collector runs at triage's GOGC.
+//
+// Without either, no collection runs before the heap first reaches triageQuietHeap: GOGC 35
+// alone collects from a 1.4 MB heap on, and the first 80 ms of an nsys export's triage (the
+// open: schema, memory ops, the NVTX index, the pass's arrays) went through six to eight
+// collections, each taking one of the two cores for its marking while the NVTX read wanted
+// both: with no collection there, the pass started about 20 ms sooner (docs/performance.md).
+// The collector is off with a memory limit of triageQuietHeap; the first collection (at that
+// limit) finds a sentinel object unreachable, and its finalizer sets GOGC 35 and the real limit.
+// A run that never gets there (an nsys export of a few million kernels is streamed in less)
+// never collects.
+func gcPolicy(userLimit, userGC bool, restored func()) {
+	if !userLimit {
 		debug.SetMemoryLimit(triageMemoryLimit)
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(triageGCPercent)
+	if userGC {
+		return
 	}
+	if userLimit {
+		debug.SetGCPercent(triageGCPercent)
+		return
+	}
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(triageQuietHeap)
+	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
+		debug.SetGCPercent(triageGCPercent)
+		debug.SetMemoryLimit(triageMemoryLimit)
+		if restored != nil {
+			restored()
+		}
+	})
 }
+
+// gcSentinel is gcPolicy's object whose finalizer ends the quiet start. It holds a pointer so
+// that it is not put in a tiny-allocation block (whose objects' finalizers wait for the block).
+type gcSentinel struct {
+	_ *byte
+	_ [16]byte
+}
+
+// triageQuietHeap is the Go memory (heap, stacks, runtime) up to which triage does not collect.
+const triageQuietHeap = 32 << 20
 
 // triageGCPercent is triage's GOGC (see limitMemory).
 const triageGCPercent = 35

@@ -88,6 +88,7 @@ type OpStream struct {
 	limits  streamLimits
 	used    bool
 	closed  bool
+	onBatch func(*rtBatch) // tests: pass.onBatch
 }
 
 // runtimeCols are the runtime table's columns a pass reads.
@@ -384,6 +385,7 @@ type pass struct {
 	spare   chan *rtBatch
 	done    bool // batches is closed and drained
 	rt      *rtScan
+	onBatch func(*rtBatch) // tests: sees each hand-over as the consumer takes it
 
 	// Launches: raw StringIds id → launch index+1 (dense below 2^16), and the launch of each
 	// (name, graph, driver).
@@ -410,6 +412,7 @@ func newPass(s *OpStream, fn func(*trace.GPUOp, int64, int64, int32)) *pass {
 		order:     make([]int32, 2*(lim.reorder+1)),
 		launchMap: map[int32]int32{},
 		reps:      map[apiName]int32{},
+		onBatch:   s.onBatch,
 	}
 	// The reorder window's pool is written whole once the window first fills (1.7 MB with
 	// the default window): mapped in at once, as the join rings are.
@@ -1050,10 +1053,25 @@ type rtScan struct {
 // triages of the 1M four-process NVTX export).
 type cacheLinePad [64]byte
 
+// rtBatches is how many hand-overs of runtime calls a pass cycles through, oldest first. The
+// runtime scan writes each call into a batch the consumer read before; with only the batches
+// in flight to reuse (four queued, one being read), it took back the one the consumer had
+// just read, whose cache lines were still in the other core's cache, and its first store into
+// each line waited for that core to give the line up: about a fifth of the streamed triage's
+// CPU in a profile of the 1M four-process NVTX export sat on that one store. Taking the
+// batch released longest ago instead (24 of 64 KiB, allocated and mapped in at the pass's
+// start: 1.5 MB) leaves about a megabyte of other data between its reading and its reuse.
+const rtBatches = 24
+
 // startRuntime starts the runtime scan on its own goroutine.
 func (p *pass) startRuntime(ctx context.Context) {
 	p.batches = make(chan *rtBatch, 4)
-	p.spare = make(chan *rtBatch, 8)
+	p.spare = make(chan *rtBatch, rtBatches)
+	for range rtBatches {
+		b := &rtBatch{calls: make([]rtCall, 0, p.lim.batch)}
+		trace.Prefault(b.calls, 0, cap(b.calls))
+		p.spare <- b
+	}
 	p.rt = &rtScan{part: rtPart{sparse: map[int64]int32{}, pids: map[int32]bool{}}}
 	go p.scanRuntime(ctx)
 }
@@ -1064,6 +1082,8 @@ func (p *pass) scanRuntime(ctx context.Context) {
 	pt := &rt.part
 	path, file, plan, size, nv := p.r.path, p.r.file, p.s.runtime, p.lim.batch, p.nv
 	get := func() *rtBatch {
+		// The pool's batches are never all out (at most four queued, one read, one
+		// filled), so this takes the oldest released; a new batch is only a safeguard.
 		select {
 		case b := <-p.spare:
 			b.calls = b.calls[:0]
@@ -1124,6 +1144,9 @@ func (p *pass) pull() error {
 	if !ok {
 		p.done = true
 		return p.rt.err
+	}
+	if p.onBatch != nil {
+		p.onBatch(b)
 	}
 	for _, c := range b.calls {
 		j, err := p.joinOf(c.pid)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -993,5 +994,40 @@ func TestStreamNVTXOddValues(t *testing.T) {
 			o.noParallel = oneGoroutine
 			checkStreamMatchesRead(t, path, o, nil)
 		}
+	}
+}
+
+// TestRuntimeBatchesReusedOldestFirst: the runtime scan fills the hand-over the consumer
+// released longest ago, not the one it has just read (rtBatches), so a batch comes round again
+// only after most of the pool went by; and the pool is all the pass uses.
+func TestRuntimeBatchesReusedOldestFirst(t *testing.T) {
+	path := writeStreamExport(t, streamCase{version: "3.28.1", n: 600, devices: 2, streams: 2})
+	s, err := OpenStream(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.limits.batch = 4 // hundreds of hand-overs
+	last := map[*rtBatch]int{}
+	n, minGap := 0, math.MaxInt
+	s.onBatch = func(b *rtBatch) {
+		if i, ok := last[b]; ok {
+			minGap = min(minGap, n-i)
+		}
+		last[b] = n
+		n++
+	}
+	if err := s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	if n < 4*rtBatches {
+		t.Fatalf("%d hand-overs; the test wants the pool to come round several times", n)
+	}
+	// At most four queued, one read and one filled are out of the pool at a time.
+	if minGap < rtBatches-6 {
+		t.Errorf("a batch came back after %d hand-overs, want at least %d", minGap, rtBatches-6)
+	}
+	if len(last) > rtBatches {
+		t.Errorf("%d batches used, want the pool's %d", len(last), rtBatches)
 	}
 }

@@ -78,11 +78,15 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		return nil, errors.New("triage: no input traces; run Discover on a trace file or directory first")
 	}
 	a := &analyzer{opts: opts, cls: opts.Classifier, cat: opts.Catalog, log: opts.Logger}
-	if a.cls == nil {
-		a.cls = DefaultClassifier()
-	}
-	if a.cat == nil {
-		a.cat = DefaultCatalog()
+	if a.cls == nil || a.cat == nil {
+		// The embedded classifier and catalog (about 5 ms to parse, more in a fresh process)
+		// are built on the other core while the first trace is opened, which needs neither:
+		// for an nsys export that open is the schema, memory-op and NVTX reads before the
+		// pass, on one goroutine. classifier and catalog wait for them where they are used.
+		go func() {
+			DefaultClassifier()
+			DefaultCatalog()
+		}()
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -225,8 +229,8 @@ func prefixAll(p string, ss []string) []string {
 
 type analyzer struct {
 	opts    Options
-	cls     *Classifier
-	cat     *Catalog
+	cls     *Classifier // nil: the embedded one (classifier)
+	cat     *Catalog    // nil: the embedded one (catalog)
 	log     *slog.Logger
 	model   string
 	tp      int
@@ -236,6 +240,23 @@ type analyzer struct {
 	unmatchedN     int
 	unmatchedNS    int64
 	unmatchedFirst string
+}
+
+// classifier is Options.Classifier, or the embedded one (DefaultClassifier, which waits for
+// Analyze's build of it to finish).
+func (a *analyzer) classifier() *Classifier {
+	if a.cls != nil {
+		return a.cls
+	}
+	return DefaultClassifier()
+}
+
+// catalog is Options.Catalog, or the embedded one (DefaultCatalog).
+func (a *analyzer) catalog() *Catalog {
+	if a.cat != nil {
+		return a.cat
+	}
+	return DefaultCatalog()
 }
 
 // siteKeyS is a resolved (location, CPU op) pair.
@@ -483,7 +504,7 @@ func (a *analyzer) one(ctx context.Context, f Input, formal bool) (InputInfo, []
 	if info.Stage == "" {
 		info.Stage = strings.Join(order, ",")
 	}
-	c := newTraceCtx(t, a.cls)
+	c := newTraceCtx(t, a.classifier())
 	if a.opts.Scopes != nil {
 		c.scopes = a.opts.Scopes(t)
 	}
@@ -975,6 +996,6 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 	}
 	res.stage.Kernels = rows
 	res.stage.Overlap = a.overlapRows(aggs, total, rows, dep, res.main)
-	res.stage.Fusions = a.cat.Match(rows, total, a.model, a.tp)
+	res.stage.Fusions = a.catalog().Match(rows, total, a.model, a.tp)
 	return res
 }

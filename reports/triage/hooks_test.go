@@ -57,3 +57,45 @@ func TestScopeAndStageHooks(t *testing.T) {
 		t.Fatalf("stages from the hook = %v, want first 1 and %s 1", got, StageUnannotated)
 	}
 }
+
+// TestAnalyzeOwnClassifierAndCatalog: Options.Classifier and Options.Catalog are what the
+// report uses, and without them the embedded ones (which Analyze builds on another goroutine
+// while the first trace opens).
+func TestAnalyzeOwnClassifierAndCatalog(t *testing.T) {
+	in := Inputs{Files: []Input{{Path: "f", Rank: NoRank}}}
+	open := opener(map[string]*trace.Trace{"f": bigTrace(300, 1)})
+	cls, err := ParseClassifier("norm re:.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := ParseCatalog([]byte(`{"patterns":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cats := func(r *Report) (map[string]bool, int) {
+		got, fusions := map[string]bool{}, 0
+		for _, s := range r.Stages {
+			for _, k := range s.Kernels {
+				got[k.Category] = true
+			}
+			fusions += len(s.Fusions)
+		}
+		return got, fusions
+	}
+	def, err := Analyze(context.Background(), in, Options{Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := Analyze(context.Background(), in, Options{Open: open, Classifier: cls, Catalog: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, df := cats(def)
+	oc, of := cats(own)
+	if !dc[CatGEMM] || !dc[CatCommunication] || df == 0 {
+		t.Errorf("embedded classifier and catalog: categories %v, %d fusions; want gemm, communication and fusions", dc, df)
+	}
+	if len(oc) != 1 || !oc["norm"] || of != 0 {
+		t.Errorf("own classifier and catalog: categories %v, %d fusions; want only norm and none", oc, of)
+	}
+}

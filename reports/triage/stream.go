@@ -75,7 +75,7 @@ func (a *analyzer) streamOne(ctx context.Context, f Input) (info InputInfo, res 
 		a.log.Debug("triage: reading the whole trace: its stages or scopes need every op", "path", f.Path)
 		return info, nil, false, nil
 	}
-	c := newTraceCtx(t, a.cls)
+	c := newTraceCtx(t, a.classifier())
 	c.streamStarts = true
 	sa := &streamAnalysis{c: c, devs: map[int32]*streamDev{}}
 	if f.Stage == "" {
