@@ -294,6 +294,10 @@ type kagg struct {
 	rsites   map[siteKeyS]int64
 	row      int // index of the kernel row (after sorting)
 	roof     roofAgg
+	// copyFactor and copyLink are copyTraffic of name, worked out once per aggregate rather
+	// than per op (an nsys export can hold hundreds of thousands of copies).
+	copyFactor float64
+	copyLink   bool
 }
 
 // add counts one op of duration d at site k; true when it is the aggregate's longest op so
@@ -326,6 +330,7 @@ func (g *kagg) add(d int64, k siteKey) bool {
 func (c *traceCtx) newAgg(cid int32) *kagg {
 	g := &kagg{name: c.names[cid], lower: c.lowers[cid], cat: c.cats[cid], sites: map[siteKey]int64{}, repDur: -1, curNS: -1}
 	g.base = baseName(g.name)
+	g.copyFactor, g.copyLink = copyTraffic(g.name)
 	return g
 }
 
@@ -923,7 +928,7 @@ func (a *analyzer) stage(c *traceCtx, label string, ops []int32, formal bool) st
 			g.rep, g.repStr = int32(i), op.Stream
 		}
 		if op.Kind != trace.OpKernel || c.roof != nil {
-			if oc, ok := c.roof.opCost(op, g.name); ok {
+			if oc, ok := c.roof.opCost(op, g); ok {
 				g.roof.add(oc, d)
 			}
 		}

@@ -69,17 +69,15 @@ func newRoofCtx(t *trace.Trace) *roofCtx {
 	return &roofCtx{t: t, costs: map[uint64]opCost{}, credited: make([]uint64, (len(t.CPUOps)+63)/64)}
 }
 
-// opCost returns the cost GPU op op adds to its row: its CPU op's, the first time a kernel of
-// that CPU op is seen; a memcpy's or memset's own bytes (name is the op's name, which tells a
-// copy's direction).
-func (r *roofCtx) opCost(op *trace.GPUOp, name string) (opCost, bool) {
+// opCost returns the cost GPU op op adds to its row g: its CPU op's, the first time a kernel of
+// that CPU op is seen; a memcpy's or memset's own bytes, weighted by the row's copyTraffic.
+func (r *roofCtx) opCost(op *trace.GPUOp, g *kagg) (opCost, bool) {
 	if op.Kind != trace.OpKernel {
 		if op.Bytes <= 0 {
 			return opCost{}, false
 		}
 		if op.Kind == trace.OpMemcpy {
-			factor, link := copyTraffic(name)
-			return opCost{bytes: factor * float64(op.Bytes), link: link, ok: true}, true
+			return opCost{bytes: g.copyFactor * float64(op.Bytes), link: g.copyLink, ok: true}, true
 		}
 		return opCost{bytes: float64(op.Bytes), ok: true}, true // a memset writes its bytes once
 	}

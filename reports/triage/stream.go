@@ -388,7 +388,7 @@ func (d *streamDev) add(c *traceCtx, op *trace.GPUOp, seq int64) {
 		d.coll.add(c, op, trace.NoID, g)
 	}
 	if op.Kind != trace.OpKernel {
-		if oc, ok := c.roof.opCost(op, g.name); ok {
+		if oc, ok := c.roof.opCost(op, g); ok {
 			g.roof.add(oc, dur)
 		}
 	}
