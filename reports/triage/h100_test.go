@@ -186,3 +186,62 @@ func checkRatio(t *testing.T, what string, got, want, lo, hi float64) {
 
 // tflops is TFLOP/s from FLOPs and microseconds.
 func tflops(flops, us float64) float64 { return flops / us / 1e6 }
+
+// Two-trace mode on the real H100 recordings: the same loop with Python stacks (mapping) and
+// with each step's block replayed as a CUDA graph (formal). Every kernel of the block runs in
+// the formal trace with no CPU op or Python frame of its own; the mapping trace must give each
+// the site it has there (block's frame, the FP8 GEMM's own function), while the times stay the
+// formal trace's.
+func TestH100MappingFormal(t *testing.T) {
+	mapping, err := Discover("testdata/real/h100-torch-model-loop-stack.json.gz", DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	formal, err := Discover("testdata/real/h100-torch-model-loop-graph.json.gz", DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := Analyze(context.Background(), formal, Options{Open: openKineto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Analyze(context.Background(), formal, Options{Open: openKineto, Mapping: &mapping})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Mode != ModeMappingFormal {
+		t.Fatalf("mode %s", r.Mode)
+	}
+	var den, den0 *Stage
+	for i := range r.Stages {
+		if r.Stages[i].Stage == "DenoisingStage" {
+			den, den0 = &r.Stages[i], &alone.Stages[i]
+		}
+	}
+	if den == nil || den0.Stage != "DenoisingStage" {
+		t.Fatal("no denoising stage")
+	}
+	if den.KernelTimeUS != den0.KernelTimeUS || len(den.Kernels) != len(den0.Kernels) {
+		t.Errorf("the mapping changed the formal trace's times: %.1f µs over %d rows, alone %.1f µs over %d", den.KernelTimeUS, len(den.Kernels), den0.KernelTimeUS, len(den0.Kernels))
+	}
+	graphKernels, mapped := 0, 0
+	for i, k := range den.Kernels {
+		if len(den0.Kernels[i].Locations) == 0 || !strings.Contains(den0.Kernels[i].Locations[0].Location, "graph replay") {
+			continue // not a graph kernel on its own (the copy between replays)
+		}
+		graphKernels++
+		loc := k.Locations[0]
+		want := "block"
+		if strings.HasPrefix(loc.CPUOp, "aten::_scaled_mm") {
+			want = "fp8_gemm"
+		}
+		if !strings.HasSuffix(loc.CPUOp, "(mapping)") || !strings.Contains(loc.Location, "record_model_loop.py") || !strings.HasSuffix(loc.Location, " "+want) {
+			t.Errorf("%s: site %q, CPU op %q; want the mapping trace's record_model_loop.py %s", k.Name, loc.Location, loc.CPUOp, want)
+		} else {
+			mapped++
+		}
+	}
+	if graphKernels < 8 || mapped != graphKernels {
+		t.Errorf("%d of %d graph-replayed kernel rows took their site from the mapping trace, want all (at least 8)", mapped, graphKernels)
+	}
+}

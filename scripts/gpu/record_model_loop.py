@@ -6,8 +6,10 @@ Run on a machine with a CUDA GPU and PyTorch (no sglang needed):
 
     python3 scripts/gpu/record_model_loop.py OUTDIR
 
-It writes OUTDIR/model-loop.json.gz (the Chrome trace the torch profiler exports, gzipped)
-and OUTDIR/model-loop.truth.json: what the loop did, measured outside the profiler with CUDA
+It writes OUTDIR/model-loop.json.gz (the Chrome trace the torch profiler exports, gzipped),
+OUTDIR/model-loop-stack.json.gz (the same loop with Python stacks), OUTDIR/model-loop-graph.json.gz
+(each step's block replayed as a CUDA graph: the pair is two-trace mode's mapping and formal
+input) and OUTDIR/model-loop.truth.json: what the loop did, measured outside the profiler with CUDA
 events, so the triage's figures can be held to something it did not compute itself.
 
 The loop is shaped like one denoising stage of a DiT: per step an RMSNorm, a fused QKV GEMM,
@@ -68,6 +70,14 @@ def time_cuda(fn, rounds=7, per_round=20, warm=10):
         ts.append(s.elapsed_time(e) / per_round)
     ts.sort()
     return ts[len(ts) // 2]
+
+
+def export(prof, raw):
+    """Write prof's Chrome trace to raw + ".gz" (gzipped; the plain file is removed)."""
+    prof.export_chrome_trace(raw)
+    with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb", compresslevel=9) as g:
+        shutil.copyfileobj(f, g)
+    os.remove(raw)
 
 
 def main(out):
@@ -153,11 +163,45 @@ def main(out):
     with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
         step_loop()
         torch.cuda.synchronize()
-    raw = os.path.join(out, "model-loop.json")
-    prof.export_chrome_trace(raw)
-    with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb", compresslevel=9) as g2:
-        shutil.copyfileobj(f, g2)
-    os.remove(raw)
+    export(prof, os.path.join(out, "model-loop.json"))
+
+    # The same loop with Python stacks (the mapping trace of two-trace mode: it names the
+    # Python site of every kernel)...
+    with torch.profiler.profile(activities=acts, record_shapes=True, with_stack=True) as prof:
+        step_loop()
+        torch.cuda.synchronize()
+    export(prof, os.path.join(out, "model-loop-stack.json"))
+
+    # ...and with each step's block captured once as a CUDA graph and replayed (the formal
+    # trace: its kernels have no CPU op and no Python site of their own).
+    x_static = x0.clone()
+    cap = torch.cuda.Stream()
+    cap.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(cap):
+        for _ in range(2):
+            block(x_static, w)
+    torch.cuda.current_stream().wait_stream(cap)
+    step_graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(step_graph):
+        y_static = block(x_static, w)
+        if fp8_gemm is not None:
+            fp8_gemm()
+
+    def graph_loop():
+        with torch.profiler.record_function("DenoisingStage"):
+            for i in range(STEPS):
+                with torch.profiler.record_function(f"denoising_step_{i}"):
+                    step_graph.replay()
+                    x_static.copy_(y_static)
+                    torch.cuda.synchronize()
+                time.sleep(HOST_SLEEP_S)
+
+    graph_loop()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+        graph_loop()
+        torch.cuda.synchronize()
+    export(prof, os.path.join(out, "model-loop-graph.json"))
 
     props = torch.cuda.get_device_properties(0)
     truth = {
