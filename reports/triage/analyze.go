@@ -236,6 +236,8 @@ type analyzer struct {
 	tp      int
 	warn    []string
 	mapping map[string]map[string]map[siteKeyS]int64 // stage -> canonical (and base) name -> site -> ns
+	// mappingRoof is the mapping traces' roofline sums under the same keys as mapping.
+	mappingRoof map[string]map[string]*mapRoof
 
 	unmatchedN     int
 	unmatchedNS    int64
@@ -992,6 +994,13 @@ func (a *analyzer) tables(c *traceCtx, res stageResult, total int64, adj func() 
 		row := KernelRow{Name: g.name, lower: g.lower, Category: g.cat, TotalUS: us(g.total), Count: g.count, SharePct: pct(g.total, total), totalNS: g.total, adj: pairs}
 		row.Locations = a.locations(c, g, label)
 		setRoofline(&row, &g.roof, c.peak)
+		if g.roof.ns == 0 && g.count > 0 {
+			if mr := a.lookupMappingRoof(label, g); mr != nil {
+				ra := mr.scaled(g.count, g.total)
+				setRoofline(&row, &ra, c.peak)
+				row.RooflineFrom = RooflineFromMapping
+			}
+		}
 		row.Demangled = demangled(g.name)
 		rows = append(rows, row)
 	}

@@ -23,11 +23,19 @@ func stageAliases(stage string) []string {
 const globalStage = "\x00global"
 
 func (a *analyzer) addMapping(sr stageResult) {
+	if a.mappingRoof == nil {
+		a.mappingRoof = map[string]map[string]*mapRoof{}
+	}
 	for _, st := range []string{sr.stage.Stage, globalStage} {
 		m := a.mapping[st]
 		if m == nil {
 			m = map[string]map[siteKeyS]int64{}
 			a.mapping[st] = m
+		}
+		mr := a.mappingRoof[st]
+		if mr == nil {
+			mr = map[string]*mapRoof{}
+			a.mappingRoof[st] = mr
 		}
 		for _, g := range sr.aggs {
 			if len(g.rsites) == 0 {
@@ -42,28 +50,98 @@ func (a *analyzer) addMapping(sr stageResult) {
 				for k, ns := range g.rsites {
 					d[k] += ns
 				}
+				r := mr[key]
+				if r == nil {
+					r = &mapRoof{}
+					mr[key] = r
+				}
+				r.add(g)
 			}
 		}
 	}
 }
 
-func (a *analyzer) lookupMapping(stage string, g *kagg) map[siteKeyS]int64 {
+// mappingKey finds where a formal kernel's mapping-trace entry is: the first of the stage's
+// aliases (then every stage) that holds its canonical name, else its base name.
+func (a *analyzer) mappingKey(stage string, g *kagg) (st, key string, ok bool) {
 	if a.mapping == nil {
-		return nil
+		return "", "", false
 	}
 	for _, st := range append(stageAliases(stage), globalStage) {
 		m := a.mapping[st]
 		if m == nil {
 			continue
 		}
-		if d := m[g.name]; d != nil {
-			return d
+		if m[g.name] != nil {
+			return st, g.name, true
 		}
-		if d := m["\x00"+g.base]; d != nil {
-			return d
+		if m["\x00"+g.base] != nil {
+			return st, "\x00" + g.base, true
 		}
 	}
+	return "", "", false
+}
+
+func (a *analyzer) lookupMapping(stage string, g *kagg) map[siteKeyS]int64 {
+	st, key, ok := a.mappingKey(stage, g)
+	if !ok {
+		return nil
+	}
+	return a.mapping[st][key]
+}
+
+// lookupMappingRoof returns the mapping trace's roofline sums for a formal kernel row that has
+// none of its own (a graph replay has no CPU op, hence no shapes), from the same entry its
+// Python sites come from; nil when that entry cannot stand for every launch (mapRoof.usable).
+func (a *analyzer) lookupMappingRoof(stage string, g *kagg) *mapRoof {
+	st, key, ok := a.mappingKey(stage, g)
+	if !ok {
+		return nil
+	}
+	if r := a.mappingRoof[st][key]; r.usable() {
+		return r
+	}
 	return nil
+}
+
+// mapRoof is the roofline sums of one kernel name in the mapping traces: its launches, how
+// many of them had a cost, and the FLOPs and bytes of those.
+type mapRoof struct {
+	launches, costed int
+	flops, bytes     float64
+	class            string
+	mixed, link      bool
+}
+
+func (r *mapRoof) add(g *kagg) {
+	r.launches += g.count
+	r.costed += g.roof.n
+	r.flops += g.roof.flops
+	r.bytes += g.roof.bytes
+	r.link = r.link || g.roof.link
+	switch {
+	case g.roof.n == 0:
+	case r.class == "" && !r.mixed:
+		r.class, r.mixed = g.roof.class, g.roof.mixed
+	case g.roof.class != r.class || g.roof.mixed:
+		r.mixed = true
+	}
+}
+
+// usable says the sums can stand for a formal kernel's launches: every launch of the name in
+// the mapping trace had a cost. A name only some of whose launches were costed (a split-K
+// GEMM's second kernel carries none, an op without shapes) would make any per-launch average
+// a guess.
+func (r *mapRoof) usable() bool {
+	return r != nil && r.launches > 0 && r.costed == r.launches && (r.flops > 0 || r.bytes > 0)
+}
+
+// scaled is the roofline sums for n formal launches taking ns: the mapping trace's FLOPs and
+// bytes per launch times n. The same code in both traces launches the same mix of shapes
+// under one kernel name, so the average per launch carries over.
+func (r *mapRoof) scaled(n int, ns int64) roofAgg {
+	f := float64(n) / float64(r.launches)
+	return roofAgg{flops: r.flops * f, bytes: r.bytes * f, ns: ns, n: n, class: r.class, mixed: r.mixed, link: r.link}
 }
 
 type siteShare struct {

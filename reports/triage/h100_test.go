@@ -3,6 +3,7 @@ package triage
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -243,5 +244,65 @@ func TestH100MappingFormal(t *testing.T) {
 	}
 	if graphKernels < 8 || mapped != graphKernels {
 		t.Errorf("%d of %d graph-replayed kernel rows took their site from the mapping trace, want all (at least 8)", mapped, graphKernels)
+	}
+
+	// The graph replays' roofline comes from the mapping trace's shapes: both recordings ran
+	// the same steps, so the FLOPs are the shapes' counts exactly, over the formal trace's time.
+	raw, err := os.ReadFile(h100Truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var truth h100TruthDoc
+	if err := json.Unmarshal(raw, &truth); err != nil {
+		t.Fatal(err)
+	}
+	var bf16, attn float64
+	for _, k := range den.Kernels {
+		if k.Category == "memory" {
+			if k.RooflineFrom != "" {
+				t.Errorf("%s: a copy has bytes of its own, yet its figures came from %q", k.Name, k.RooflineFrom)
+			}
+			continue
+		}
+		if k.RooflineFrom != RooflineFromMapping || k.RooflineUS != k.TotalUS {
+			t.Errorf("%s: roofline from %q over %.1f of %.1f µs; want the mapping trace's, over the row's time", k.Name, k.RooflineFrom, k.RooflineUS, k.TotalUS)
+		}
+		switch {
+		case k.Category == "gemm" && k.Dtype == "bf16":
+			bf16 += k.FLOPs
+		case k.Category == "attention":
+			attn += k.FLOPs
+		}
+	}
+	var want float64
+	for name, g := range truth.GEMM {
+		if name != "fp8" {
+			want += float64(truth.Steps) * 2 * float64(g.M*g.K*g.N)
+		}
+	}
+	if math.Abs(bf16-want) > want*1e-9 {
+		t.Errorf("graph-replayed BF16 GEMM FLOPs %.6g, want %.6g", bf16, want)
+	}
+	if wantAttn := float64(truth.Steps) * 4 * float64(truth.Heads*truth.Tokens*truth.Tokens*truth.HeadDim); math.Abs(attn-wantAttn) > wantAttn*1e-9 {
+		t.Errorf("graph-replayed attention FLOPs %.6g, want %.6g", attn, wantAttn)
+	}
+}
+
+// A kernel name only some of whose mapping-trace launches had a cost gives its graph replays
+// no figures: any per-launch average would be a guess.
+func TestMappingRoofOnlyWhenEveryLaunchCosted(t *testing.T) {
+	full := &kagg{count: 4, roof: roofAgg{flops: 400, bytes: 40, ns: 10, n: 4, class: "bf16"}}
+	part := &kagg{count: 4, roof: roofAgg{flops: 100, bytes: 10, ns: 3, n: 1, class: "bf16"}}
+	var r mapRoof
+	r.add(full)
+	if !r.usable() {
+		t.Fatal("every launch costed: not usable")
+	}
+	if got := r.scaled(2, 5); got.flops != 200 || got.bytes != 20 || got.ns != 5 || got.class != "bf16" {
+		t.Errorf("two launches of a 100-FLOP kernel: %+v", got)
+	}
+	r.add(part)
+	if r.usable() {
+		t.Errorf("5 of 8 launches costed, yet usable: %+v", r)
 	}
 }

@@ -122,6 +122,11 @@ type KernelRow struct {
 	Dtype      string  `json:"dtype,omitempty"`
 	PctOfPeak  float64 `json:"pct_of_peak,omitempty"`
 	Bound      string  `json:"bound,omitempty"`
+	// RooflineFrom is RooflineFromMapping when the figures are the mapping trace's (two-trace
+	// mode: a graph-replayed kernel has no shapes of its own, so its FLOPs and bytes per launch
+	// are the mapping trace's for the same kernel name, over this row's launches and time);
+	// absent when they are the row's own.
+	RooflineFrom string `json:"roofline_from,omitempty"`
 
 	totalNS int64
 	lower   string // Name lower-cased when the analyzer has it (the fusion catalog matches on it)

@@ -38,12 +38,14 @@ type roofAgg struct {
 	class        string
 	mixed        bool // the costed ops had different dtype classes
 	link         bool // some costed op was a link-bound copy (no HBM roof)
+	n            int  // ops that had a cost
 }
 
 func (r *roofAgg) add(c opCost, d int64) {
 	r.flops += c.flops
 	r.bytes += c.bytes
 	r.ns += d
+	r.n++
 	r.link = r.link || c.link
 	if c.class != "" {
 		if r.class == "" {
@@ -577,6 +579,9 @@ const (
 	BoundCompute = "compute"
 	BoundMemory  = "memory"
 )
+
+// RooflineFromMapping is KernelRow.RooflineFrom for figures taken from the mapping trace.
+const RooflineFromMapping = "mapping"
 
 // setRoofline fills a kernel row's roofline fields from its sums and the device's peak.
 func setRoofline(row *KernelRow, r *roofAgg, peak *Peak) {

@@ -84,6 +84,9 @@ func rooflineCells(k *KernelRow) []string {
 	if k.RooflineUS < k.TotalUS*0.999 {
 		roof += fmt.Sprintf(" (of %s)", pc(k.RooflineUS*100/k.TotalUS))
 	}
+	if k.RooflineFrom == RooflineFromMapping {
+		roof += " (mapping)"
+	}
 	return []string{tf, fig(k.GBps), ai, strings.TrimSpace(roof)}
 }
 
@@ -98,6 +101,9 @@ func rooflineWords(k *KernelRow) []string {
 	}
 	if _, link := copyTraffic(k.Name); link && k.GBps > 0 {
 		w = append(w, "link copy")
+	}
+	if k.RooflineFrom == RooflineFromMapping {
+		w = append(w, "roof from mapping")
 	}
 	return w
 }
