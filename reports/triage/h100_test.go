@@ -306,3 +306,61 @@ func TestMappingRoofOnlyWhenEveryLaunchCosted(t *testing.T) {
 		t.Errorf("5 of 8 launches costed, yet usable: %+v", r)
 	}
 }
+
+// LLM-decode-like GEMMs on the real H100 (8 tokens through a Llama-8B-sized MLP): memory-bound,
+// with the bytes of both operands and the output exactly, and GB/s near the CUDA-event figure.
+// cuBLAS splits the down projection's K (a split-K kernel and its reduction): the GEMM's cost
+// goes to the first kernel, the reduction shows time without figures.
+func TestH100Decode(t *testing.T) {
+	raw, err := os.ReadFile("testdata/real/h100-torch-decode.truth.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var truth struct {
+		Steps, Tokens, Hidden, Inter int64
+		Up, Down                     struct{ MS, Bytes, GBps float64 }
+	}
+	if err := json.Unmarshal(raw, &truth); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Discover("testdata/real/h100-torch-decode.json.gz", DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Analyze(context.Background(), in, Options{Open: openKineto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Stages) != 1 || r.Stages[0].Stage != StageDecode {
+		t.Fatalf("stages %d (%v), want decode alone", len(r.Stages), r.Stages)
+	}
+	var gemms, reduce int
+	var bytes, ns float64
+	for _, k := range r.Stages[0].Kernels {
+		switch {
+		case k.Category == "gemm" && k.FLOPs > 0:
+			gemms++
+			if k.Bound != BoundMemory || k.PctOfPeak <= 0 || k.PctOfPeak > 100 {
+				t.Errorf("%s: %.1f%% %s, want memory-bound within the roof", k.Name, k.PctOfPeak, k.Bound)
+			}
+			bytes += k.Bytes
+			ns += k.RooflineUS * 1e3
+		case strings.Contains(k.Name, "splitKreduce"):
+			reduce++
+			if k.RooflineUS != 0 {
+				t.Errorf("split-K reduction %s has figures (%.1f µs costed): the GEMM's cost was counted twice", k.Name, k.RooflineUS)
+			}
+		}
+	}
+	if gemms != 2 {
+		t.Fatalf("%d costed GEMM rows, want 2 (up and down projections)", gemms)
+	}
+	if want := float64(truth.Steps) * (truth.Up.Bytes + truth.Down.Bytes); bytes != want {
+		t.Errorf("GEMM bytes %.6g, want %.6g", bytes, want)
+	}
+	// Event timings include the launch gaps and the split-K reduction; the rows' do not.
+	checkRatio(t, "decode GEMM GB/s", bytes/ns, (truth.Up.Bytes+truth.Down.Bytes)/((truth.Up.MS+truth.Down.MS)*1e6), 0.95, 1.2)
+	if reduce == 0 {
+		t.Log("no split-K reduction in this recording")
+	}
+}

@@ -9,7 +9,8 @@ Run on a machine with a CUDA GPU and PyTorch (no sglang needed):
 It writes OUTDIR/model-loop.json.gz (the Chrome trace the torch profiler exports, gzipped),
 OUTDIR/model-loop-stack.json.gz (the same loop with Python stacks), OUTDIR/model-loop-graph.json.gz
 (each step's block replayed as a CUDA graph: the pair is two-trace mode's mapping and formal
-input) and OUTDIR/model-loop.truth.json: what the loop did, measured outside the profiler with CUDA
+input), OUTDIR/model-decode.json.gz with OUTDIR/model-decode.truth.json (record_decode) and
+OUTDIR/model-loop.truth.json: what the loop did, measured outside the profiler with CUDA
 events, so the triage's figures can be held to something it did not compute itself.
 
 The loop is shaped like one denoising stage of a DiT: per step an RMSNorm, a fused QKV GEMM,
@@ -78,6 +79,48 @@ def export(prof, raw):
     with open(raw, "rb") as f, gzip.open(raw + ".gz", "wb", compresslevel=9) as g:
         shutil.copyfileobj(f, g)
     os.remove(raw)
+
+
+def record_decode(out, dev, acts):
+    """An LLM-decode-like loop: 8 tokens through a large MLP (up and down GEMMs of a Llama-8B
+    layer's shape), memory-bound; each step annotated decode_step_N. Writes
+    OUTDIR/model-decode.json.gz and OUTDIR/model-decode.truth.json (the GEMMs' event timings and
+    the bytes they must move)."""
+    tokens, hidden, inter = 8, 4096, 14336
+    wu = torch.randn(inter, hidden, device=dev, dtype=DT) * 0.02
+    wd = torch.randn(hidden, inter, device=dev, dtype=DT) * 0.02
+    xt = torch.randn(tokens, hidden, device=dev, dtype=DT)
+    ht = torch.randn(tokens, inter, device=dev, dtype=DT)
+
+    def step():
+        return F.linear(F.silu(F.linear(xt, wu)), wd)
+
+    up_ms = time_cuda(lambda: F.linear(xt, wu))
+    down_ms = time_cuda(lambda: F.linear(ht, wd))
+
+    def loop():
+        for i in range(STEPS):
+            with torch.profiler.record_function(f"decode_step_{i}"):
+                step()
+                torch.cuda.synchronize()
+
+    loop()
+    with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+        loop()
+        torch.cuda.synchronize()
+    export(prof, os.path.join(out, "model-decode.json"))
+    el = 2  # bytes per bf16 element
+    gemm_bytes = el * (tokens * hidden + inter * hidden + tokens * inter)  # A and B read, C written
+    truth = {
+        "steps": STEPS, "tokens": tokens, "hidden": hidden, "inter": inter,
+        "up": {"ms": up_ms, "bytes": gemm_bytes, "gbps": gemm_bytes / (up_ms * 1e-3) / 1e9},
+        "down": {"ms": down_ms, "bytes": gemm_bytes, "gbps": gemm_bytes / (down_ms * 1e-3) / 1e9},
+        "note": "event-timed medians outside the profiler (as in model-loop.truth.json); bytes = both "
+        "operands read once and the output written once, as the roofline counts them",
+    }
+    with open(os.path.join(out, "model-decode.truth.json"), "w") as f:
+        json.dump(truth, f, indent=1)
+    print(json.dumps(truth, indent=1))
 
 
 def main(out):
@@ -202,6 +245,8 @@ def main(out):
         graph_loop()
         torch.cuda.synchronize()
     export(prof, os.path.join(out, "model-loop-graph.json"))
+
+    record_decode(out, dev, acts)
 
     props = torch.cuda.get_device_properties(0)
     truth = {
