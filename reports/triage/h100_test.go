@@ -20,6 +20,32 @@ const (
 	h100Truth = "testdata/real/h100-torch-model-loop.truth.json"
 )
 
+// triageReal triages the trace at path (with mapping traces in two-trace mode, when given).
+func triageReal(t *testing.T, path string, mapping *Inputs) *Report {
+	t.Helper()
+	in, err := Discover(path, DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Analyze(context.Background(), in, Options{Open: openKineto, Mapping: mapping})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// readTruth decodes a recording's truth file into v.
+func readTruth(t *testing.T, path string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
 type h100TruthDoc struct {
 	Device                       string
 	Steps, Tokens, Hidden, Heads int64
@@ -35,22 +61,9 @@ type h100TruthDoc struct {
 }
 
 func TestH100ModelLoop(t *testing.T) {
-	raw, err := os.ReadFile(h100Truth)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var truth h100TruthDoc
-	if err := json.Unmarshal(raw, &truth); err != nil {
-		t.Fatal(err)
-	}
-	in, err := Discover(h100Trace, DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Analyze(context.Background(), in, Options{Open: openKineto})
-	if err != nil {
-		t.Fatal(err)
-	}
+	readTruth(t, h100Truth, &truth)
+	r := triageReal(t, h100Trace, nil)
 	for _, w := range r.Warnings {
 		// The trace lost nothing: flows from cudaStreamWaitEvent and cudaDeviceSynchronize
 		// have no GPU side in PyTorch 2.11's traces and are no sign of lost records.
@@ -198,18 +211,9 @@ func TestH100MappingFormal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	formal, err := Discover("testdata/real/h100-torch-model-loop-graph.json.gz", DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	alone, err := Analyze(context.Background(), formal, Options{Open: openKineto})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Analyze(context.Background(), formal, Options{Open: openKineto, Mapping: &mapping})
-	if err != nil {
-		t.Fatal(err)
-	}
+	const formal = "testdata/real/h100-torch-model-loop-graph.json.gz"
+	alone := triageReal(t, formal, nil)
+	r := triageReal(t, formal, &mapping)
 	if r.Mode != ModeMappingFormal {
 		t.Fatalf("mode %s", r.Mode)
 	}
@@ -248,14 +252,8 @@ func TestH100MappingFormal(t *testing.T) {
 
 	// The graph replays' roofline comes from the mapping trace's shapes: both recordings ran
 	// the same steps, so the FLOPs are the shapes' counts exactly, over the formal trace's time.
-	raw, err := os.ReadFile(h100Truth)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var truth h100TruthDoc
-	if err := json.Unmarshal(raw, &truth); err != nil {
-		t.Fatal(err)
-	}
+	readTruth(t, h100Truth, &truth)
 	var bf16, attn float64
 	for _, k := range den.Kernels {
 		if k.Category == "memory" {
@@ -312,25 +310,12 @@ func TestMappingRoofOnlyWhenEveryLaunchCosted(t *testing.T) {
 // cuBLAS splits the down projection's K (a split-K kernel and its reduction): the GEMM's cost
 // goes to the first kernel, the reduction shows time without figures.
 func TestH100Decode(t *testing.T) {
-	raw, err := os.ReadFile("testdata/real/h100-torch-decode.truth.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var truth struct {
 		Steps, Tokens, Hidden, Inter int64
 		Up, Down                     struct{ MS, Bytes, GBps float64 }
 	}
-	if err := json.Unmarshal(raw, &truth); err != nil {
-		t.Fatal(err)
-	}
-	in, err := Discover("testdata/real/h100-torch-decode.json.gz", DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Analyze(context.Background(), in, Options{Open: openKineto})
-	if err != nil {
-		t.Fatal(err)
-	}
+	readTruth(t, "testdata/real/h100-torch-decode.truth.json", &truth)
+	r := triageReal(t, "testdata/real/h100-torch-decode.json.gz", nil)
 	if len(r.Stages) != 1 || r.Stages[0].Stage != StageDecode {
 		t.Fatalf("stages %d (%v), want decode alone", len(r.Stages), r.Stages)
 	}
