@@ -377,7 +377,7 @@ func (d *decoder) finish() {
 		}
 		// Finishes without a start are written for every runtime call Kineto draws no arrow
 		// for, so they are only counted; starts without a finish mean lost GPU records, except
-		// on waits and synchronisations (noGPUSideCorrelations).
+		// on waits and synchronisations (waitCalls).
 		noEnd := len(dangling) - waitCalls(t, dangling)
 		t.Meta["kineto.flow_starts_without_finish"] = strconv.Itoa(noEnd)
 		t.Meta["kineto.flow_finishes_without_start"] = strconv.Itoa(noStart)
@@ -1056,10 +1056,12 @@ func waitCalls(t *trace.Trace, dangling []int64) int {
 		return 0
 	}
 	wait := map[trace.NameID]bool{}
+	counted := make([]bool, len(dangling)) // an id several calls share (several processes) counts once
 	n := 0
 	for i := range t.Launches {
 		l := &t.Launches[i]
-		if _, found := slices.BinarySearch(dangling, l.Correlation); !found {
+		k, found := slices.BinarySearch(dangling, l.Correlation)
+		if !found || counted[k] {
 			continue
 		}
 		w, seen := wait[l.Name]
@@ -1068,6 +1070,7 @@ func waitCalls(t *trace.Trace, dangling []int64) int {
 			wait[l.Name] = w
 		}
 		if w {
+			counted[k] = true
 			n++
 		}
 	}

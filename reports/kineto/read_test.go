@@ -666,6 +666,7 @@ func TestDanglingFlows(t *testing.T) {
 	waits := readBytes(t, []byte(`[
 {"ph":"X","cat":"cuda_runtime","name":"cudaStreamWaitEvent","pid":1,"tid":1,"ts":1,"dur":1,"args":{"correlation":4}},
 {"ph":"X","cat":"cuda_runtime","name":"cudaDeviceSynchronize","pid":1,"tid":1,"ts":3,"dur":1,"args":{"correlation":5}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaDeviceSynchronize","pid":2,"tid":2,"ts":3,"dur":1,"args":{"correlation":5}},
 {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":5,"dur":1,"args":{"correlation":6}},
 {"ph":"s","id":4,"pid":1,"tid":1,"ts":1,"cat":"ac2g","name":"ac2g"},
 {"ph":"s","id":5,"pid":1,"tid":1,"ts":3,"cat":"ac2g","name":"ac2g"},
