@@ -123,9 +123,9 @@ type KernelRow struct {
 	PctOfPeak  float64 `json:"pct_of_peak,omitempty"`
 	Bound      string  `json:"bound,omitempty"`
 	// RooflineFrom is RooflineFromMapping when the figures are the mapping trace's (two-trace
-	// mode: a graph-replayed kernel has no shapes of its own, so its FLOPs and bytes per launch
-	// are the mapping trace's for the same kernel name, over this row's launches and time);
-	// absent when they are the row's own.
+	// mode: a kernel with no shapes of its own, such as a graph replay, takes the mapping
+	// trace's FLOPs and bytes per launch for the same kernel name, over this row's launches and
+	// time); absent when they are the row's own.
 	RooflineFrom string `json:"roofline_from,omitempty"`
 
 	totalNS int64
