@@ -267,6 +267,11 @@ type tableScan struct {
 	ints   []sql.NullInt64
 	fnInts func(vals []sql.NullInt64) error
 	fnRow  func(rowid int64, vals []sql.NullInt64) error
+	// absent are the positions of ints no record column fills (a column the table lacks, a
+	// column asked for twice): recordInts sets them NULL per row, as it sets every other
+	// position once per row, so ints need not be cleared and may move between rows (a
+	// caller's fnRow may point it into its own batch: see kernelsDecoded).
+	absent []int
 	_      cacheLinePad
 }
 
@@ -304,6 +309,12 @@ func (ts *tableScan) plan(cols []int) {
 	for i, c := range cols {
 		if c >= 0 && i != ts.rowidAt {
 			ts.slot[c] = i
+		}
+	}
+	ts.absent = ts.absent[:0]
+	for i, c := range cols {
+		if c < 0 || ts.slot[c] != i {
+			ts.absent = append(ts.absent, i)
 		}
 	}
 }
@@ -548,10 +559,14 @@ func (ts *tableScan) record(rec []byte, rowid int64) error {
 
 // recordInts is record for scanInts, the hot loop of a streamed triage (a few columns of each
 // of millions of rows): the header's one-byte serial types are sized from a table and the
-// wanted integers decoded by serial type, without the generic path's value kinds.
+// wanted integers decoded by serial type, without the generic path's value kinds. Every
+// position of ts.ints is written once per row (a value, or NULL for a NULL column, one past
+// the record's end, or an absent one) rather than cleared first and written again.
 func (ts *tableScan) recordInts(rec []byte, rowid int64) error {
 	vals := ts.ints
-	clear(vals)
+	for _, k := range ts.absent {
+		vals[k] = sql.NullInt64{}
+	}
 	if len(rec) == 0 {
 		return layoutErr("record header size")
 	}
@@ -566,7 +581,8 @@ func (ts *tableScan) recordInts(rec []byte, rowid int64) error {
 	}
 	hdr, body := rec[n:hsize], rec[hsize:]
 	slot := ts.slot
-	for col := 0; col < len(slot) && len(hdr) > 0; col++ {
+	col := 0
+	for ; col < len(slot) && len(hdr) > 0; col++ {
 		st := uint64(hdr[0])
 		var size int
 		if st < 0x80 {
@@ -592,6 +608,7 @@ func (ts *tableScan) recordInts(rec []byte, rowid int64) error {
 			var v int64
 			switch st {
 			case 0:
+				vals[k] = sql.NullInt64{}
 				body = body[size:]
 				continue
 			case 1:
@@ -614,6 +631,12 @@ func (ts *tableScan) recordInts(rec []byte, rowid int64) error {
 			vals[k] = sql.NullInt64{Int64: v, Valid: true}
 		}
 		body = body[size:]
+	}
+	// Columns past the record's end (added by ALTER TABLE after it was written) are NULL.
+	for ; col < len(slot); col++ {
+		if k := slot[col]; k >= 0 {
+			vals[k] = sql.NullInt64{}
+		}
 	}
 	if ts.fnRow != nil {
 		return ts.fnRow(rowid, vals)

@@ -76,16 +76,22 @@ func (p *pass) kernelsDecoded(ctx context.Context) error {
 		}
 		send := func(b *kBatch) error { return handOver(sctx, out, b) }
 		b := get()
-		ts := &tableScan{s: p.r.file, rowidAt: -1, ints: make([]sql.NullInt64, ncols)}
-		ts.fnRow = func(rowid int64, v []sql.NullInt64) error {
+		// The scan decodes each row straight into the batch's next row (ts.ints points
+		// there; recordInts writes every column of it), so the row is not copied again: the
+		// batch's length takes it in once decoded.
+		ts := &tableScan{s: p.r.file, rowidAt: -1, ints: b.vals[:ncols:ncols]}
+		ts.fnRow = func(rowid int64, _ []sql.NullInt64) error {
 			b.rowids = append(b.rowids, rowid)
-			b.vals = append(b.vals, v...)
+			n := len(b.vals) + ncols
+			b.vals = b.vals[:n]
 			if len(b.rowids) == size {
 				if err := send(b); err != nil {
 					return err
 				}
 				b = get()
+				n = 0
 			}
+			ts.ints = b.vals[n : n+ncols : n+ncols]
 			return nil
 		}
 		err := ts.run(sctx, s.kernels.root, s.kernels.cols)

@@ -2,6 +2,7 @@ package nsysdb
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/sglprof/runner/reports/trace"
@@ -65,6 +66,12 @@ type nvtxLane struct {
 	// overlapped it without nesting (before any call saw both); a late call at or before it
 	// could be inside both, which the parent links cannot say.
 	crossed int64
+	// Until fastHi (inclusive) the answer stays fastR: no range starts before then (the next
+	// one starts later) and the innermost open range (fastR) ends no earlier. A call in
+	// [last, fastHi] takes it without touching the ranges: most calls of a thread fall
+	// between two range starts, and the ranges' reads were most of scope's time.
+	fastHi int64
+	fastR  int32
 }
 
 // nvtxIndex is a streamed export's NVTX ranges and a pass's state over them. The runtime scan
@@ -205,10 +212,15 @@ func (n *nvtxIndex) scope(pid, tid int32, at int64) (int32, error) {
 	if ln == nil {
 		return trace.NoID, nil
 	}
+	if ln.seen && at >= ln.last && at <= ln.fastHi {
+		ln.last = at
+		return ln.fastR, nil
+	}
 	if ln.seen && at < ln.last {
 		return n.late(ln, pid, tid, at)
 	}
 	ln.seen, ln.last = true, at
+	ln.fastHi = math.MinInt64 // set again below unless the scope fails
 	rs := n.ranges
 	for ln.next < len(ln.ranges) && rs[ln.ranges[ln.next]].start <= at {
 		r := ln.ranges[ln.next]
@@ -241,10 +253,16 @@ func (n *nvtxIndex) scope(pid, tid int32, at int64) (int32, error) {
 	for len(ln.stack) > 0 && rs[ln.stack[len(ln.stack)-1]].end < at {
 		ln.stack = ln.stack[:len(ln.stack)-1]
 	}
+	ln.fastHi, ln.fastR = int64(math.MaxInt64), trace.NoID
+	if ln.next < len(ln.ranges) {
+		ln.fastHi = rs[ln.ranges[ln.next]].start - 1
+	}
 	if len(ln.stack) == 0 {
 		return trace.NoID, nil
 	}
-	return ln.stack[len(ln.stack)-1], nil
+	top := ln.stack[len(ln.stack)-1]
+	ln.fastHi, ln.fastR = min(ln.fastHi, rs[top].end), top
+	return top, nil
 }
 
 // late is scope for a call that starts before an earlier call of its thread. Every range that

@@ -75,3 +75,30 @@ const madvPopulateWrite = 23
 
 // pageSize is the base page size Prefault rounds to.
 var pageSize = uintptr(os.Getpagesize())
+
+// MakeHuge returns a zeroed slice of n elements (length and capacity n) whose array starts on
+// a 2 MiB boundary, advised for transparent huge pages (AdviseHuge), when it is at least
+// 2 MiB; a smaller one is make([]T, n). It allocates up to 2 MiB more than it returns and
+// leaves that margin untouched, so it is never mapped in (the resident size is the slice's).
+// It is for arrays read or written at random places all the time (a streamed pass's join
+// rings): with 4 KiB pages each such access also misses the TLB, whose refill walks two page
+// tables under a hypervisor.
+func MakeHuge[T any](n int) []T {
+	var z T
+	size := unsafe.Sizeof(z)
+	if size == 0 || uintptr(n)*size < hugeMin {
+		return make([]T, n)
+	}
+	extra := int((hugeSize + size - 1) / size)
+	s := make([]T, n+extra)
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	skip := 0
+	if off := start & (hugeSize - 1); off != 0 {
+		skip = int((hugeSize - off + size - 1) / size)
+	}
+	// skip elements may overshoot the boundary when size does not divide 2 MiB; the array
+	// then starts a little after it, and AdviseHuge advises what is aligned.
+	out := s[skip : skip+n : skip+n]
+	AdviseHuge(out)
+	return out
+}

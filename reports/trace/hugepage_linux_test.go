@@ -118,3 +118,45 @@ func TestPrefaultMapsTheRange(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeHugeAligned: MakeHuge's arrays of 2 MiB or more start on a 2 MiB boundary (within
+// one element of it when the element size does not divide 2 MiB), have the length and
+// capacity asked for, are zero and are advised for huge pages; a smaller one is a plain slice.
+func TestMakeHugeAligned(t *testing.T) {
+	type slot struct{ a, b, c, d int64 } // 32 bytes: divides 2 MiB
+	type odd struct{ a, b, c int64 }     // 24 bytes: does not
+	check := func(name string, p uintptr, n, cp, want, size int, zero bool) {
+		t.Helper()
+		if n != want || cp != want {
+			t.Errorf("%s: len %d cap %d, want %d", name, n, cp, want)
+		}
+		if off := p & (hugeSize - 1); off >= uintptr(size) {
+			t.Errorf("%s: array at %#x, %d bytes past a 2 MiB boundary", name, p, off)
+		}
+		if !zero {
+			t.Errorf("%s: not zero", name)
+		}
+	}
+	s := MakeHuge[slot](1 << 16)
+	s[len(s)-1].d = 1 // the whole length is usable
+	check("32-byte slots", uintptr(unsafe.Pointer(&s[0])), len(s), cap(s), 1<<16, 32, s[0] == slot{} && s[len(s)/2] == slot{})
+	o := MakeHuge[odd](100_000)
+	check("24-byte slots", uintptr(unsafe.Pointer(&o[0])), len(o), cap(o), 100_000, 24, o[0] == odd{} && o[len(o)-1] == odd{})
+	if small := MakeHuge[slot](100); len(small) != 100 || cap(small) != 100 {
+		t.Errorf("small: len %d cap %d", len(small), cap(small))
+	}
+	if _, err := os.Stat("/proc/self/smaps"); err != nil {
+		return
+	}
+	probe, err := syscall.Mmap(-1, 0, 4<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return
+	}
+	defer syscall.Munmap(probe)
+	if syscall.Madvise(probe, syscall.MADV_HUGEPAGE) != nil {
+		return // this kernel takes no huge-page advice
+	}
+	if mid := uintptr(unsafe.Pointer(&s[len(s)/2])); !vmFlag(t, mid, "hg") {
+		t.Errorf("the middle of the array (%#x) is not advised for huge pages", mid)
+	}
+}
