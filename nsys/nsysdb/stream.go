@@ -323,19 +323,33 @@ func lessOp(a, b *seqOp) bool {
 	return a.seq < b.seq
 }
 
-// rtCall is one runtime call with a correlation id, as the runtime scan hands it over.
+// rtCall is one runtime call with a correlation id, as the runtime scan hands it over (its
+// process is its batch's run's: rtBatch.runs).
 type rtCall struct {
 	id    int64
 	start int64 // the call's start, the launch time of the ops it launched
 	raw   int32 // StringIds id of the call's name
-	pid   int32 // correlation ids are numbered per process
 	scope int32 // the call's NVTX scope (annotation index) or NoID
 }
 
-// rtBatch is a hand-over of runtime calls.
+// pidRun says that the calls of a batch from at on (to the next run's at) are of process pid:
+// correlation ids are numbered per process.
+type pidRun struct {
+	at  int32
+	pid int32
+}
+
+// rtBatch is a hand-over of runtime calls. Their processes come as runs rather than one per
+// call: the runtime scan's store of each call into the batch was its costliest line (the
+// batch's cache lines were last read by the other core), and a 24-byte call takes three
+// lines where a 32-byte one took four; the consumer looks the join up once a run. A runtime
+// table lists a thread's calls in runs (a kernel's three calls of each process in turn in
+// the benchmark exports, a buffer's worth of one thread in nsys's); calls of processes in
+// strict turn cost 8 bytes more each, as much as the process field did.
 type rtBatch struct {
 	_     cacheLinePad // its length is written per call by the runtime scan
 	calls []rtCall
+	runs  []pidRun
 	_     cacheLinePad
 }
 
@@ -1063,8 +1077,9 @@ type cacheLinePad [64]byte
 // just read, whose cache lines were still in the other core's cache, and its first store into
 // each line waited for that core to give the line up: about a fifth of the streamed triage's
 // CPU in a profile of the 1M four-process NVTX export sat on that one store. Taking the
-// batch released longest ago instead (24 of 64 KiB, allocated and mapped in at the pass's
-// start: 1.5 MB) leaves about a megabyte of other data between its reading and its reuse.
+// batch released longest ago instead (24 of 48 KiB of calls, allocated and mapped in at the
+// pass's start: 1.2 MB) leaves about a megabyte of other data between its reading and its
+// reuse.
 const rtBatches = 24
 
 // startRuntime starts the runtime scan on its own goroutine.
@@ -1090,7 +1105,7 @@ func (p *pass) scanRuntime(ctx context.Context) {
 		// filled), so this takes the oldest released; a new batch is only a safeguard.
 		select {
 		case b := <-p.spare:
-			b.calls = b.calls[:0]
+			b.calls, b.runs = b.calls[:0], b.runs[:0]
 			return b
 		default:
 			return &rtBatch{calls: make([]rtCall, 0, size)}
@@ -1098,6 +1113,7 @@ func (p *pass) scanRuntime(ctx context.Context) {
 	}
 	send := func(b *rtBatch) error { return handOver(ctx, out, b) }
 	b := get()
+	var runPID int32 // the process of b's last run
 	ts := &tableScan{s: file, rowidAt: -1, ints: make([]sql.NullInt64, len(plan.cols))}
 	ts.fnInts = func(v []sql.NullInt64) error {
 		start, end, gtid, corr, nameID := v[0], v[1], v[2], v[3], v[4]
@@ -1115,7 +1131,11 @@ func (p *pass) scanRuntime(ctx context.Context) {
 				return fmt.Errorf("%s: %w", path, err)
 			}
 		}
-		b.calls = append(b.calls, rtCall{id: corr.Int64, start: start.Int64, raw: int32(nameID.Int64), pid: pid, scope: scope})
+		if len(b.runs) == 0 || pid != runPID {
+			b.runs = append(b.runs, pidRun{at: int32(len(b.calls)), pid: pid})
+			runPID = pid
+		}
+		b.calls = append(b.calls, rtCall{id: corr.Int64, start: start.Int64, raw: int32(nameID.Int64), scope: scope})
 		if len(b.calls) == size {
 			if err := send(b); err != nil {
 				return err
@@ -1152,15 +1172,21 @@ func (p *pass) pull() error {
 	if p.onBatch != nil {
 		p.onBatch(b)
 	}
-	for _, c := range b.calls {
-		j, err := p.joinOf(c.pid)
+	for i, run := range b.runs {
+		end := len(b.calls)
+		if i+1 < len(b.runs) {
+			end = int(b.runs[i+1].at)
+		}
+		j, err := p.joinOf(run.pid)
 		if err != nil {
 			return err
 		}
-		if err := j.ingest(c); err != nil {
-			return err
+		for _, c := range b.calls[run.at:end] {
+			if err := j.ingest(c); err != nil {
+				return err
+			}
+			p.calls++
 		}
-		p.calls++
 	}
 	select {
 	case p.spare <- b:

@@ -2,6 +2,7 @@ package nsysdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -34,6 +35,9 @@ type streamCase struct {
 	// behind gives the kernel of iteration 3n/4 the correlation id of iteration 0's launch.
 	behind bool
 	pids   int // processes (0 means 1); every pid after the first repeats the first one's ids
+	// interleave writes the runtime table in call start order, the processes' calls in turn,
+	// rather than one process after another.
+	interleave bool
 }
 
 var streamKernelNames = []string{
@@ -174,6 +178,9 @@ func writeStreamExport(t testing.TB, sc streamCase) string {
 		for i := 0; i < len(kernels); i += d {
 			slices.Reverse(kernels[i:min(i+d, len(kernels))])
 		}
+	}
+	if sc.interleave {
+		slices.SortStableFunc(calls, func(a, b nsysgen.Runtime) int { return int(a.Start - b.Start) })
 	}
 	for _, c := range calls {
 		w.AddRuntime(c)
@@ -1030,4 +1037,77 @@ func TestRuntimeBatchesReusedOldestFirst(t *testing.T) {
 	if len(last) > rtBatches {
 		t.Errorf("%d batches used, want the pool's %d", len(last), rtBatches)
 	}
+}
+
+// TestRuntimeBatchRunsNameEachCallsProcess: a hand-over's process runs (rtBatch.runs) give
+// every call the process of its runtime table row, with calls of three processes in turn
+// split across small batches, and a run starts only where the process changes.
+func TestRuntimeBatchRunsNameEachCallsProcess(t *testing.T) {
+	path := writeStreamExport(t, streamCase{version: "3.28.1", n: 40, pids: 3, interleave: true})
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT correlationId, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IS NOT NULL ORDER BY rowid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type idPID struct {
+		id  int64
+		pid int32
+	}
+	var want []idPID
+	for rows.Next() {
+		var id, gtid int64
+		if err := rows.Scan(&id, &gtid); err != nil {
+			t.Fatal(err)
+		}
+		_, pid, _ := SplitGlobalID(gtid)
+		want = append(want, idPID{id, pid})
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStream(context.Background(), path, leanOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.limits.batch = 5
+	var got []idPID
+	multi := 0
+	s.onBatch = func(b *rtBatch) {
+		if len(b.runs) > 1 {
+			multi++
+		}
+		for i, run := range b.runs {
+			end := len(b.calls)
+			if i+1 < len(b.runs) {
+				end = int(b.runs[i+1].at)
+			}
+			if i > 0 && b.runs[i-1].pid == run.pid {
+				t.Errorf("runs %d and %d of a batch are both of process %d", i-1, i, run.pid)
+			}
+			if int(run.at) >= end {
+				t.Errorf("run %d of a batch is empty (at %d, end %d)", i, run.at, end)
+			}
+			for _, c := range b.calls[run.at:end] {
+				got = append(got, idPID{c.id, run.pid})
+			}
+		}
+	}
+	if err := s.Each(context.Background(), func(*trace.GPUOp, int64, int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	if multi == 0 {
+		t.Fatal("no hand-over held calls of two processes; the test wants them interleaved")
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls as handed over (id, process):\n%v\nwant the runtime table's:\n%v", got, want)
+	}
+	// The consumer takes each run into its process's join: the pass is the held read.
+	lim := defaultLimits()
+	lim.batch = 5
+	checkStreamMatchesRead(t, path, leanOptions, &lim)
 }
