@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1014,5 +1016,60 @@ func TestScanIntsWritesEveryColumn(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-sqlite +direct):\n%s", d)
+	}
+}
+
+// TestRecordIntsDecodesAndRefuses: recordInts decodes every integer serial type, skips a
+// column whose serial type takes two header bytes, and refuses a record whose columns run
+// off its end (a skipped column included), a reserved serial type, a real in a wanted column
+// and a header larger than the record, as errFileLayout rather than a panic.
+func TestRecordIntsDecodesAndRefuses(t *testing.T) {
+	text := strings.Repeat("x", 60) // serial type 133: two header bytes (0x81 0x05)
+	body := []byte(text)
+	body = append(body, 0x80)                                           // 1: -128
+	body = append(body, 0x80, 0x01)                                     // 2: -32767
+	body = append(body, 0xff, 0xff, 0xfe)                               // 3: -2
+	body = append(body, 0x7f, 0xff, 0xff, 0xff)                         // 4: 2147483647
+	body = append(body, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfd)             // 6 bytes: -3
+	body = append(body, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01) // 8 bytes: MinInt64+1
+	hdr := []byte{0x81, 0x05, 1, 2, 3, 4, 5, 6, 8, 9, 0}
+	rec := append([]byte{byte(len(hdr) + 1)}, hdr...)
+	rec = append(rec, body...)
+	want := []sql.NullInt64{{Int64: -128, Valid: true}, {Int64: -32767, Valid: true}, {Int64: -2, Valid: true},
+		{Int64: math.MaxInt32, Valid: true}, {Int64: -3, Valid: true}, {Int64: math.MinInt64 + 1, Valid: true},
+		{Int64: 0, Valid: true}, {Int64: 1, Valid: true}, {}, {}}
+	cols := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10} // 10 is past the record's end
+	decode := func(rec []byte) ([]sql.NullInt64, error) {
+		ts := &tableScan{rowidAt: -1, ints: make([]sql.NullInt64, len(cols))}
+		for i := range ts.ints {
+			ts.ints[i] = sql.NullInt64{Int64: -7, Valid: true}
+		}
+		var got []sql.NullInt64
+		ts.fnInts = func(v []sql.NullInt64) error { got = append(got, v...); return nil }
+		ts.plan(cols)
+		err := ts.recordInts(rec, 1)
+		return got, err
+	}
+	got, err := decode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("decoded %v, want %v", got, want)
+	}
+	short := slices.Clone(rec[:len(rec)-3]) // the 8-byte column runs off the end
+	skipped := slices.Clone(rec[:1+len(hdr)+10])
+	skipped = append(skipped, 0x80) // the text column (skipped) claims 60 bytes and has 11
+	reserved := slices.Clone(rec)
+	reserved[3] = 10
+	real := slices.Clone(rec)
+	real[3] = 7
+	bigHeader := slices.Clone(rec)
+	bigHeader[0] = byte(len(rec) + 1)
+	for name, r := range map[string][]byte{"short": short, "skipped-short": skipped, "reserved": reserved,
+		"real": real, "header": bigHeader, "empty": nil} {
+		if _, err := decode(r); !errors.Is(err, errFileLayout) {
+			t.Errorf("%s: err = %v, want errFileLayout", name, err)
+		}
 	}
 }
