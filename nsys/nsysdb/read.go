@@ -50,7 +50,8 @@ type ReadOptions struct {
 	// KeepRange, for OpenStream only, says which NVTX ranges (by label) Capture.Trace.Annotations
 	// holds, with their Capture.Ranges; nil holds none. A stream finds every op's scope and the
 	// NVTX table from its own compact index of the ranges; a caller keeps the few it needs
-	// itself (the triage: the ranges that name stages).
+	// itself (the triage: the ranges that name stages). It is asked once per distinct label
+	// and must answer by the label alone.
 	KeepRange func(label string) bool
 	// AllowNoKernels reads an export without kernels instead of failing with ErrNoKernels (the
 	// reason becomes a trace warning): the window mapping still wants its NVTX ranges and
@@ -1100,6 +1101,10 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 		p, err := r.planDirect(table, cols)
 		if err == nil {
 			seen := false
+			// The texts met so far, so that a repeated one is not copied into a new string
+			// per row: ranges repeat a few hundred names (a denoising step's, a layer's)
+			// tens of thousands of times. conv runs on one goroutine at a time.
+			texts := map[string]string{}
 			// conv converts a row's values as database/sql would (see above).
 			conv := func(v []sqlValue, row *nvRow) error {
 				for i, x := range v {
@@ -1107,7 +1112,7 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 						switch x.Kind {
 						case valNull:
 						case valText, valBlob:
-							row.text = sql.NullString{String: string(x.Bytes), Valid: true}
+							row.text = sql.NullString{String: internText(texts, x.Bytes), Valid: true}
 						case valInt:
 							row.text = sql.NullString{String: strconv.FormatInt(x.Int, 10), Valid: true}
 						default:
@@ -1169,6 +1174,47 @@ func (r *reader) nvtxRows(table string, cols []string, ints []*sql.NullInt64, te
 	return r.scanSQL(table, cols, dest, row)
 }
 
+// keepMemo remembers a range filter's answer per name: the ranges of an export repeat a few
+// hundred names, and the filter (the triage's stage check: lower-casing, prefixes, a regular
+// expression) ran once per range.
+type keepMemo struct {
+	ans []uint8 // per NameID: 0 not asked yet, 1 keep, 2 drop
+}
+
+// keep is keepRange(label) for the range named name (label's id), asked once per name.
+func (m *keepMemo) keep(name trace.NameID, label string, keepRange func(string) bool) bool {
+	if int(name) < len(m.ans) {
+		if a := m.ans[name]; a != 0 {
+			return a == 1
+		}
+	} else {
+		m.ans = append(m.ans, make([]uint8, int(name)+1-len(m.ans))...)
+	}
+	k := keepRange(label)
+	m.ans[name] = 2
+	if k {
+		m.ans[name] = 1
+	}
+	return k
+}
+
+// maxInternedTexts bounds internText's map: texts past it are copied per row, as before.
+const maxInternedTexts = 4096
+
+// internText returns b as a string, the one texts already holds for it when it does (the
+// lookup with string(b) does not allocate), adding it while texts has fewer than
+// maxInternedTexts.
+func internText(texts map[string]string, b []byte) string {
+	if s, ok := texts[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(texts) < maxInternedTexts {
+		texts[s] = s
+	}
+	return s
+}
+
 // errTooManyRanges ends an NVTX scan at reader.maxRanges ranges.
 var errTooManyRanges = errors.New("nsys: more NVTX ranges than a streamed pass holds")
 
@@ -1200,6 +1246,7 @@ func (r *reader) nvtx() error {
 	)
 	const startEnd = 1 << 31
 	first := len(r.t.Annotations)
+	var keeps keepMemo // keepRange's answer per name
 	var (
 		start, end, evType, textID, gtid, domainID sql.NullInt64
 		text                                       sql.NullString
@@ -1231,7 +1278,7 @@ func (r *reader) nvtx() error {
 				name := r.t.Names.InternString(label)
 				r.nvIdx.add(start.Int64, end.Int64, name, pid, tid, dk)
 				r.pids[pid] = true
-				if r.keepRange == nil || !r.keepRange(label) {
+				if r.keepRange == nil || !keeps.keep(name, label, r.keepRange) {
 					return nil
 				}
 			} else if r.maxRanges > 0 && len(styles) >= r.maxRanges {

@@ -645,6 +645,22 @@ func TestStreamNVTXScopes(t *testing.T) {
 		keep := leanOptions
 		keep.KeepRange = func(label string) bool { return label == "step" } // held as annotations too
 		checkStreamMatchesRead(t, path, keep, nil)
+		// The filter is asked once per distinct label, not once per range.
+		asked := map[string]int{}
+		keep.KeepRange = func(label string) bool { asked[label]++; return label == "step" }
+		s, err := OpenStream(context.Background(), path, keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if len(asked) < 2 {
+			t.Fatalf("KeepRange asked about %v: the export does not repeat names", asked)
+		}
+		for label, n := range asked {
+			if n != 1 {
+				t.Errorf("KeepRange asked about %q %d times, want once", label, n)
+			}
+		}
 		lim := defaultLimits()
 		lim.batch = 1 // a kernel asks for its call before the scan hands it over
 		checkStreamMatchesRead(t, path, leanOptions, &lim)

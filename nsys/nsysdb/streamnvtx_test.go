@@ -2,7 +2,9 @@ package nsysdb
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -78,5 +80,31 @@ func TestNVTXScopeBetweenStarts(t *testing.T) {
 	}
 	if fast < 1000 {
 		t.Fatalf("%d calls between range starts: the test does not exercise them", fast)
+	}
+}
+
+// TestInternText: a text met again is the string made the first time (no copy per row), a
+// new one is its bytes, and the map stops growing at maxInternedTexts.
+func TestInternText(t *testing.T) {
+	texts := map[string]string{}
+	buf := []byte("layers.7")
+	a := internText(texts, buf)
+	buf[7] = '8'
+	b := internText(texts, buf)
+	buf[7] = '7'
+	c := internText(texts, buf)
+	if a != "layers.7" || b != "layers.8" || c != "layers.7" {
+		t.Fatalf("got %q, %q, %q", a, b, c)
+	}
+	if unsafe.StringData(a) != unsafe.StringData(c) {
+		t.Error("a repeated text was copied into a new string")
+	}
+	for i := range 2 * maxInternedTexts {
+		if got, want := internText(texts, []byte(strconv.Itoa(i))), strconv.Itoa(i); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	if len(texts) != maxInternedTexts {
+		t.Errorf("%d texts held, want at most %d", len(texts), maxInternedTexts)
 	}
 }
