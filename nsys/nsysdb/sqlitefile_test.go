@@ -184,16 +184,7 @@ func TestParallelScanMatchesSequential(t *testing.T) {
 // TestScanIntsMatchesSQL checks the scanner row by row against SQLite on the big tables.
 func TestScanIntsMatchesSQL(t *testing.T) {
 	path := largeExport(t, 3000, 1)
-	f, err := openSQLFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	f, db := openBoth(t, path)
 	for _, tc := range []struct {
 		table string
 		cols  []string
@@ -341,26 +332,11 @@ func TestScanValuesMatchSQL(t *testing.T) {
 	for _, ps := range []int{512, 4096, 65536} {
 		t.Run(fmt.Sprint(ps), func(t *testing.T) {
 			path := valuesDB(t, ps, 600)
-			f, err := openSQLFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f, db := openBoth(t, path)
 			if f.pageSize != ps {
 				t.Fatalf("page size %d", f.pageSize)
 			}
-			db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			rootOf := func(table string) uint32 {
-				var root uint32
-				if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, table).Scan(&root); err != nil {
-					t.Fatal(err)
-				}
-				return root
-			}
+			rootOf := func(table string) uint32 { return rootPage(t, db, table) }
 			show := func(v sqlValue) string {
 				switch v.Kind {
 				case valInt:
@@ -375,7 +351,7 @@ func TestScanValuesMatchSQL(t *testing.T) {
 				return "null"
 			}
 			var got []string
-			err = f.scan(context.Background(), rootOf("v"), []int{4, 0, 1, 2, 3}, -1, func(rowid int64, v []sqlValue) error {
+			err := f.scan(context.Background(), rootOf("v"), []int{4, 0, 1, 2, 3}, -1, func(rowid int64, v []sqlValue) error {
 				if v[2].Kind == valInt { // column b has REAL affinity: integral reals are stored as integers
 					v[2] = sqlValue{Kind: valFloat, Float: float64(v[2].Int)}
 				}
@@ -719,16 +695,7 @@ func TestKernelSummaryDirectMatchesSQL(t *testing.T) {
 func TestSparseRowidIsNotACount(t *testing.T) {
 	path, _ := writeSample(t, "3.28.1")
 	mutate(t, path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 4611686018427387904 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
-	f, err := openSQLFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	f, db := openBoth(t, path)
 	r := &reader{ctx: context.Background(), db: db, path: path, file: f, cols: map[string]map[string]bool{}}
 	if n := r.rowEstimate("CUPTI_ACTIVITY_KIND_KERNEL"); n != 0 {
 		t.Errorf("row estimate %d for a table of 5 rows with a huge rowid", n)
@@ -914,11 +881,7 @@ func TestReadAheadFollowsTheLeaves(t *testing.T) {
 	}
 	roots := map[string]uint32{}
 	for _, name := range []string{"big", "small"} {
-		var root uint32
-		if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, name).Scan(&root); err != nil {
-			t.Fatal(err)
-		}
-		roots[name] = root
+		roots[name] = rootPage(t, db, name)
 	}
 	db.Close()
 	f, err := openSQLFile(path)
@@ -958,20 +921,8 @@ func TestReadAheadFollowsTheLeaves(t *testing.T) {
 // rows): rows decoded into memory full of stale values are SQLite's.
 func TestScanIntsWritesEveryColumn(t *testing.T) {
 	path := valuesDB(t, 512, 300)
-	f, err := openSQLFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var root uint32
-	if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = 'v'`).Scan(&root); err != nil {
-		t.Fatal(err)
-	}
+	f, db := openBoth(t, path)
+	root := rootPage(t, db, "v")
 	// a (NULL in some rows), e (added by ALTER TABLE: past the end of the older records), a
 	// column the table lacks; b, c and d (real, text, blob) are skipped.
 	cols := []int{0, 4, -1}
@@ -1072,4 +1023,31 @@ func TestRecordIntsDecodesAndRefuses(t *testing.T) {
 			t.Errorf("%s: err = %v, want errFileLayout", name, err)
 		}
 	}
+}
+
+// openBoth opens the export at path twice: with the page reader and, read-only, through
+// SQLite, the oracle the page reader is held to; both close when the test ends.
+func openBoth(t *testing.T, path string) (*sqlFile, *sql.DB) {
+	t.Helper()
+	f, err := openSQLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return f, db
+}
+
+// rootPage is the b-tree root page of table, as SQLite's schema gives it.
+func rootPage(t testing.TB, db *sql.DB, table string) uint32 {
+	t.Helper()
+	var root uint32
+	if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, table).Scan(&root); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

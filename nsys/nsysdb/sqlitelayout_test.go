@@ -146,9 +146,7 @@ func sqlRows(t testing.TB, path string) (rows []string, root uint32) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = 'v'`).Scan(&root); err != nil {
-		t.Fatal(err)
-	}
+	root = rootPage(t, db, "v")
 	q, err := db.Query(`SELECT rowid, a, b, c, d FROM v ORDER BY rowid`)
 	if err != nil {
 		t.Fatal(err)

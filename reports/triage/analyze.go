@@ -84,8 +84,8 @@ func Analyze(ctx context.Context, in Inputs, opts Options) (*Report, error) {
 		// for an nsys export that open is the schema, memory-op and NVTX reads before the
 		// pass, on one goroutine. classifier and catalog wait for them where they are used.
 		go func() {
-			DefaultClassifier()
-			DefaultCatalog()
+			a.classifier()
+			a.catalog()
 		}()
 	}
 	if a.log == nil {
