@@ -466,9 +466,17 @@ func runSimpleExec(argv, env []string, log io.Writer, on func(Line)) (int, error
 // (the binary re-executed), the child (/bin/true) under it, and the status
 // and sweep that end it. It is paid once per cell.
 func BenchmarkRunTrue(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		if res := Run(context.Background(), Spec{Argv: []string{"/bin/true"}}, nil); res.ExitCode != 0 {
-			b.Fatalf("exit %d, start error %v", res.ExitCode, res.StartErr)
-		}
+	for _, withRecord := range []bool{false, true} {
+		b.Run(fmt.Sprint("record=", withRecord), func(b *testing.B) {
+			s := Spec{Argv: []string{"/bin/true"}}
+			if withRecord { // as a cell runs: the supervisor keeps a record
+				s.Record = filepath.Join(b.TempDir(), RecordFile)
+			}
+			for i := 0; i < b.N; i++ {
+				if res := Run(context.Background(), s, nil); res.ExitCode != 0 {
+					b.Fatalf("exit %d, start error %v", res.ExitCode, res.StartErr)
+				}
+			}
+		})
 	}
 }

@@ -161,7 +161,7 @@ func supervise(argv []string, grace time.Duration, record string) int {
 	go sv.reap(exited)
 	tick := time.NewTicker(recordEvery)
 	defer tick.Stop()
-	sv.writeRecord()
+	sv.writeFirstRecord()
 	for {
 		select {
 		case <-kill:
@@ -329,14 +329,36 @@ func (sv *supervisor) signalAll(sig syscall.Signal) int {
 // writeRecord replaces the record with the current descendants, when they
 // changed.
 func (sv *supervisor) writeRecord() {
+	if sv.record != "" {
+		sv.saveRecord(Descendants(sv.self))
+	}
+}
+
+// writeFirstRecord records the child alone, without the walk of every
+// process in /proc that Descendants does. The child started a moment ago:
+// whatever it has started since is its own child, which Reap finds below it,
+// and the refresh every recordEvery walks as before. On a GPU node, where
+// /proc lists thousands of processes (kernel threads included), the walk
+// cost every cell's start milliseconds for nothing, and a cell that ends
+// before the first refresh (a probe, a failed start) now never walks.
+func (sv *supervisor) writeFirstRecord() {
 	if sv.record == "" {
 		return
 	}
+	var ps []ProcessID
+	if st, ok := ReadStat(sv.child); ok && st.State != 'Z' && st.State != 'X' {
+		ps = []ProcessID{{PID: sv.child, Start: st.Start}}
+	}
+	sv.saveRecord(ps)
+}
+
+// saveRecord replaces the record with one naming ps, when that changes it.
+func (sv *supervisor) saveRecord(ps []ProcessID) {
 	me, ok := ReadStat(sv.self)
 	if !ok {
 		return
 	}
-	rec := Record{Supervisor: ProcessID{PID: sv.self, Start: me.Start}, Processes: Descendants(sv.self), Token: os.Getenv(TokenEnv)}
+	rec := Record{Supervisor: ProcessID{PID: sv.self, Start: me.Start}, Processes: ps, Token: os.Getenv(TokenEnv)}
 	b := rec.encode()
 	if string(b) == sv.lastRecord {
 		return

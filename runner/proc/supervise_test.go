@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -292,4 +293,27 @@ func FuzzScanEnv(f *testing.F) {
 			t.Fatalf("holdsEntry(%q, %q) = %v, %v; want %v", env, entry, got, err, want)
 		}
 	})
+}
+
+// The supervisor's first record, written as the child starts and before any
+// walk of /proc, names the child with its true start time, so that a
+// supervisor killed in its first moments still leaves Reap what to act on.
+func TestFirstRecordNamesTheChild(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), RecordFile)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Result, 1)
+	go func() { done <- Run(ctx, Spec{Argv: []string{"sleep", "30"}, Record: rec}, nil) }()
+	defer func() { cancel(); <-done }()
+	var got Record
+	waitFor(t, 10*time.Second, "the first record", func() bool {
+		b, err := os.ReadFile(rec)
+		return err == nil && json.Unmarshal(b, &got) == nil
+	})
+	if len(got.Processes) != 1 {
+		t.Fatalf("first record names %+v; want the child alone", got.Processes)
+	}
+	st, ok := ReadStat(got.Processes[0].PID)
+	if !ok || st.PPID != got.Supervisor.PID || st.Start != got.Processes[0].Start {
+		t.Fatalf("recorded %+v; its stat %+v (found %v), supervisor %d", got.Processes[0], st, ok, got.Supervisor.PID)
+	}
 }
