@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
 	"github.com/sglprof/runner/backends/simclock"
 	"github.com/sglprof/runner/nsys/nsysgen"
 )
@@ -29,9 +27,8 @@ import (
 const NSysVersion = "2025.5.1.121-255136380782v0"
 
 // reportMagic marks the simulator's .nsys-rep files. The real format is proprietary; the
-// simulator's is a gzip-compressed JSON document (nsysReport) holding the captured activity
-// with absolute simulated times, the collection window and how the application ended. Only
-// the simulated `nsys export` reads it.
+// simulator's (nsysreport.go) holds the captured activity with absolute simulated times, the
+// collection window and how the application ended. Only the simulated `nsys export` reads it.
 const reportMagic = "sglprof-sim-nsys-report"
 
 // nsysReport is the content of a simulated .nsys-rep.
@@ -706,47 +703,6 @@ func versioned(name string) string {
 		return "cudaMemcpyAsync_v3020"
 	}
 	return name
-}
-
-func writeReport(path string, rep *nsysReport) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	if err := json.NewEncoder(zw).Encode(rep); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func readReport(path string) (*nsysReport, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, errors.New("the file is not a valid Nsight Systems report")
-	}
-	var rep nsysReport
-	if err := json.NewDecoder(zr).Decode(&rep); err != nil || rep.Magic != reportMagic {
-		return nil, errors.New("the file is not a valid Nsight Systems report or it is truncated")
-	}
-	return &rep, nil
 }
 
 func nsysExport(args []string, stdout, stderr io.Writer) int {
