@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"runtime/debug"
 
 	"github.com/urfave/cli/v3"
 
@@ -22,6 +23,7 @@ func simCommand(std stdio) *cli.Command {
 			if len(args) == 0 {
 				return usageErr("usage: runner sim sglang|nsys ARGS...")
 			}
+			simGCPolicy()
 			code, ok := sim.Main(ctx, args, sim.EnvMap(os.Environ()), std.out, std.err)
 			if !ok {
 				return usageErr("unknown simulator %q: want sglang or nsys", args[0])
@@ -31,5 +33,18 @@ func simCommand(std stdio) *cli.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// simGCPolicy lets a simulator's heap grow to five times what it holds before collecting (a
+// simulated nsys holds a whole capture: the default spent about a quarter of a simulated run's
+// CPU collecting), within a soft limit of 1 GiB. A simulator stands in for sglang or nsys and
+// measures nothing, so its collections only cost the machine time.
+func simGCPolicy() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(1 << 30)
 	}
 }
