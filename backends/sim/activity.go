@@ -52,7 +52,7 @@ type actRec struct {
 type activityWriter struct {
 	f     *os.File
 	bw    *bufio.Writer
-	enc   *json.Encoder
+	line  []byte // put's buffer
 	names map[string]int32
 	err   error
 }
@@ -63,14 +63,15 @@ func openActivity(path string) (*activityWriter, error) {
 		return nil, fmt.Errorf("open nsys activity file: %w", err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<16)
-	return &activityWriter{f: f, bw: bw, enc: json.NewEncoder(bw), names: map[string]int32{}}, nil
+	return &activityWriter{f: f, bw: bw, names: map[string]int32{}}, nil
 }
 
 func (a *activityWriter) put(r *actRec) {
 	if a == nil || a.err != nil {
 		return
 	}
-	a.err = a.enc.Encode(r)
+	a.line = appendActRec(a.line[:0], r)
+	_, a.err = a.bw.Write(a.line)
 }
 
 // name returns the string-table id of s, writing the entry the first time.
@@ -159,8 +160,11 @@ func readActivity(r io.Reader) (*activity, error) {
 	for sc.Scan() {
 		line++
 		var rec actRec
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			continue
+		if !parseActLine(sc.Bytes(), &rec) {
+			rec = actRec{}
+			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+				continue
+			}
 		}
 		if rec.N != 0 {
 			rec.Name = names[rec.N]
