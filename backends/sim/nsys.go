@@ -514,7 +514,7 @@ loop:
 // (128+signal when it was killed by one) and the capture range's end mode.
 func newNSysReport(opts map[string]string, app []string, t0 time.Time, w captureWindow, waitErr error, interrupted bool) *nsysReport {
 	rep := &nsysReport{
-		Magic: reportMagic, Format: 1, NSysVersion: NSysVersion, Command: app, Options: opts,
+		Magic: reportMagic, NSysVersion: NSysVersion, Command: app, Options: opts,
 		SessionStartNS: t0.UnixNano(), WindowStartNS: w.start, Interrupted: interrupted,
 	}
 	if opts["--duration"] != "" && w.end != math.MaxInt64 {

@@ -53,11 +53,10 @@ func writeReport(path string, rep *nsysReport) error {
 	return os.Rename(tmp, path)
 }
 
-// encodeReport writes rep in format 2 (and sets rep.Format to it).
+// encodeReport writes rep in format 2, whatever rep.Format says.
 func encodeReport(w io.Writer, rep *nsysReport) error {
 	head := *rep
 	head.Format = reportFormat
-	rep.Format = reportFormat
 	head.Kernels, head.Runtime, head.Memops, head.NVTX = nil, nil, nil, nil
 	bw := bufio.NewWriterSize(w, 64<<10)
 	if err := json.NewEncoder(bw).Encode(&head); err != nil { // ends in '\n'

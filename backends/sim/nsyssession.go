@@ -242,7 +242,7 @@ func nsysStop(args []string, stdout, stderr io.Writer) int {
 	}
 	defer os.Remove(cpath)
 	end := activityEnd(s.Act)
-	rep := &nsysReport{Magic: reportMagic, Format: 1, NSysVersion: NSysVersion, Command: s.Command,
+	rep := &nsysReport{Magic: reportMagic, NSysVersion: NSysVersion, Command: s.Command,
 		Options:        map[string]string{"--session": name, "--trace": s.Trace},
 		SessionStartNS: s.StartNS, WindowStartNS: c.StartNS, WindowEndNS: max(end, c.StartNS+1)}
 	if err := fillReport(rep, s.Act, s.Trace); err != nil {
