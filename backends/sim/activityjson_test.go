@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/valyala/fastjson"
 )
 
 // appendActRec writes what json.Marshal writes, for every field set or not and strings that
@@ -97,6 +99,51 @@ func BenchmarkActivityLines(b *testing.B) {
 				if !parseActLine(l[:len(l)-1], &r) {
 					b.Fatal("refused")
 				}
+			}
+		}
+	})
+	b.Run("read/fastjson", func(b *testing.B) { // the library the Kineto reader uses
+		var p fastjson.Parser
+		for i := 0; i < b.N; i++ {
+			for _, l := range lines {
+				v, err := p.ParseBytes(l)
+				if err != nil {
+					b.Fatal(err)
+				}
+				o, _ := v.Object()
+				var r actRec
+				o.Visit(func(k []byte, v *fastjson.Value) {
+					switch string(k) {
+					case "k":
+						r.K = string(v.GetStringBytes())
+					case "text":
+						r.Text = string(v.GetStringBytes())
+					case "s":
+						r.S = v.GetInt64()
+					case "e":
+						r.E = v.GetInt64()
+					case "corr":
+						r.Corr = v.GetInt64()
+					case "pid":
+						r.PID = int32(v.GetInt())
+					case "tid":
+						r.TID = int32(v.GetInt())
+					case "str":
+						r.Str = int32(v.GetInt())
+					case "n":
+						r.N = int32(v.GetInt())
+					case "g", "b":
+						dst := &r.G
+						if k[0] == 'b' {
+							dst = &r.B
+						}
+						for j, x := range v.GetArray() {
+							if j < 3 {
+								dst[j] = int32(x.GetInt())
+							}
+						}
+					}
+				})
 			}
 		}
 	})

@@ -79,54 +79,43 @@ func encodeReport(w io.Writer, rep *nsysReport) error {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	flush := func() error {
-		_, err := bw.Write(b)
-		b = b[:0]
-		return err
+	var werr error
+	// spill hands b to bw once it holds more than over bytes; the first write error sticks.
+	spill := func(b []byte, over int) []byte {
+		if len(b) > over && werr == nil {
+			_, werr = bw.Write(b)
+			b = b[:0]
+		}
+		return b
 	}
 	b = binary.AppendUvarint(b, uint64(len(rep.Kernels)))
 	for _, k := range rep.Kernels {
 		b = appendInts(b, k.Start, k.End, int64(k.Device), int64(k.Stream), k.Correlation)
 		b = binary.AppendUvarint(binary.AppendUvarint(b, e.ids[k.Name]), e.ids[k.Short])
 		b = appendInts(b, int64(k.GridX), int64(k.GridY), int64(k.GridZ), int64(k.BlockX), int64(k.BlockY), int64(k.BlockZ), int64(k.PID), int64(k.TID))
-		if len(b) > 32<<10 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+		b = spill(b, 32<<10)
 	}
 	b = binary.AppendUvarint(b, uint64(len(rep.Runtime)))
 	for _, r := range rep.Runtime {
 		b = appendInts(b, r.Start, r.End, int64(r.PID), int64(r.TID), r.Correlation)
 		b = append(binary.AppendUvarint(b, e.ids[r.Name]), boolByte(r.Driver))
-		if len(b) > 32<<10 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+		b = spill(b, 32<<10)
 	}
 	b = binary.AppendUvarint(b, uint64(len(rep.Memops)))
 	for _, m := range rep.Memops {
 		b = appendInts(b, m.Start, m.End, int64(m.Device), int64(m.Stream), m.Correlation, m.Bytes, int64(m.CopyKind), int64(m.PID))
 		b = append(b, boolByte(m.Memset))
-		if len(b) > 32<<10 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+		b = spill(b, 32<<10)
 	}
 	b = binary.AppendUvarint(b, uint64(len(rep.NVTX)))
 	for _, n := range rep.NVTX {
 		b = appendInts(b, n.Start, n.End, int64(n.PID), int64(n.TID))
 		b = binary.AppendUvarint(binary.AppendUvarint(b, e.ids[n.Text]), e.ids[n.Domain])
-		if len(b) > 32<<10 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+		b = spill(b, 32<<10)
 	}
-	if err := flush(); err != nil {
-		return err
+	spill(b, 0)
+	if werr != nil {
+		return werr
 	}
 	return bw.Flush()
 }
