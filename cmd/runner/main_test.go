@@ -28,15 +28,15 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output")
 
-// TestMain makes the test binary act as `runner`, and as fake `sglang` and `nsys` programs
-// (the simulators) when testscript runs it under those names.
+// TestMain makes the test binary act as the fake `sglang` and `nsys` programs (the simulators)
+// when a script runs it under those names; the scripts' `runner` is the real one (scriptBin).
 //
 // The scripts spend most of their time waiting on the processes they start (the runner, its
 // cells, servers and simulators), not on the CPU, so when the test binary itself runs (not one
 // of its commands) and -test.parallel was not given, they run at 4 × GOMAXPROCS at once
 // instead of go test's default of GOMAXPROCS.
 func TestMain(m *testing.M) {
-	if !slices.Contains([]string{"runner", "sglang", "nsys"}, filepath.Base(os.Args[0])) {
+	if !slices.Contains([]string{"sglang", "nsys"}, filepath.Base(os.Args[0])) {
 		flag.Parse()
 		set := false
 		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
@@ -45,7 +45,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	testscript.Main(removingScriptBin{m}, map[string]func(){
-		"runner": func() { os.Exit(run(os.Args, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})) },
 		"sglang": func() {
 			os.Exit(sim.SGLang(context.Background(), os.Args[1:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr))
 		},
@@ -81,9 +80,9 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PATH", strings.Join(path, string(filepath.ListSeparator)))
 			// Eight scripts share the machine's cores, and each mostly waits on the processes it
 			// started: with one P each, those Go processes do not spin looking for work or poll
-			// their blocked system calls as often. The suite measured 15 % less CPU and 20 % less
-			// time (docs/performance.md, "CI duration"). The readers' parallel paths are covered
-			// by their own packages' tests.
+			// their blocked system calls as often: with scriptBin, this package's tests take about a
+			// fifth less CPU and time (docs/performance.md, "CI duration"). The readers' parallel
+			// paths are covered by their own packages' tests.
 			env.Setenv("GOMAXPROCS", "1")
 			env.Setenv("REPO", root)
 			env.Setenv("FIXTURES", fixturesDir())
