@@ -80,7 +80,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PATH", strings.Join(path, string(filepath.ListSeparator)))
 			// Eight scripts share the machine's cores, and each mostly waits on the processes it
 			// started: with one P each, those Go processes do not spin looking for work or poll
-			// their blocked system calls as often: with scriptBin, this package's tests take about a
+			// their blocked system calls as often. With scriptBin, this package's tests take about a
 			// fifth less CPU and time (docs/performance.md, "CI duration"). The readers' parallel
 			// paths are covered by their own packages' tests.
 			env.Setenv("GOMAXPROCS", "1")
