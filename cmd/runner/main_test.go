@@ -12,8 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,19 +29,11 @@ var update = flag.Bool("update", false, "rewrite testscript files with the actua
 // TestMain makes the test binary act as the fake `sglang` and `nsys` programs (the simulators)
 // when a script runs it under those names; the scripts' `runner` is the real one (scriptBin).
 //
-// The scripts spend most of their time waiting on the processes they start (the runner, its
-// cells, servers and simulators), not on the CPU, so when the test binary itself runs (not one
-// of its commands) and -test.parallel was not given, they run at 4 × GOMAXPROCS at once
-// instead of go test's default of GOMAXPROCS.
+// The scripts run at go test's default parallelism (GOMAXPROCS). They used to run at four times
+// that, because they mostly wait on the processes they start; but those processes are CPU on a
+// small machine, and the whole suite took less time without the extra scripts at once
+// (docs/performance.md, "CI duration").
 func TestMain(m *testing.M) {
-	if !slices.Contains([]string{"sglang", "nsys"}, filepath.Base(os.Args[0])) {
-		flag.Parse()
-		set := false
-		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-		if !set {
-			_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
-		}
-	}
 	testscript.Main(removingScriptBin{m}, map[string]func(){
 		"sglang": func() {
 			os.Exit(sim.SGLang(context.Background(), os.Args[1:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr))
@@ -78,9 +68,9 @@ func TestScripts(t *testing.T) {
 			path := filepath.SplitList(env.Getenv("PATH"))
 			path[0] = bin
 			env.Setenv("PATH", strings.Join(path, string(filepath.ListSeparator)))
-			// Eight scripts share the machine's cores, and each mostly waits on the processes it
-			// started: with one P each, those Go processes do not spin looking for work or poll
-			// their blocked system calls as often. With scriptBin, this package's tests take about a
+			// Scripts share the machine's cores with each other and with other packages' tests,
+			// and each mostly waits on the processes it started: with one P each, those Go
+			// processes do not spin looking for work or poll their blocked system calls as often. With scriptBin, this package's tests take about a
 			// fifth less CPU and time (docs/performance.md, "CI duration"). The readers' parallel
 			// paths are covered by their own packages' tests.
 			env.Setenv("GOMAXPROCS", "1")
