@@ -27,14 +27,15 @@ import (
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output")
 
 // TestMain makes the test binary act as the fake `sglang` and `nsys` programs (the simulators)
-// when a script runs it under those names; the scripts' `runner` is the real one (scriptBin).
+// when a script runs it under those names; the scripts' `runner` is the real one
+// (buildScriptRunner).
 //
 // The scripts run at go test's default parallelism (GOMAXPROCS). They used to run at four times
 // that, because they mostly wait on the processes they start; but those processes are CPU on a
 // small machine, and the whole suite took less time without the extra scripts at once
 // (docs/performance.md, "CI duration").
 func TestMain(m *testing.M) {
-	testscript.Main(removingScriptBin{m}, map[string]func(){
+	testscript.Main(m, map[string]func(){
 		"sglang": func() {
 			os.Exit(sim.SGLang(context.Background(), os.Args[1:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr))
 		},
@@ -44,17 +45,8 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// removingScriptBin runs the tests, then removes the runner scriptBin built for them.
-type removingScriptBin struct{ *testing.M }
-
-// Run runs the tests and removes the scripts' runner.
-func (m removingScriptBin) Run() int {
-	defer removeScriptBin()
-	return m.M.Run()
-}
-
 func TestScripts(t *testing.T) {
-	bin := scriptBin(t)
+	buildScriptRunner(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
@@ -64,15 +56,12 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			// The scripts run the runner a user builds, not this test binary (scriptBin).
-			path := filepath.SplitList(env.Getenv("PATH"))
-			path[0] = bin
-			env.Setenv("PATH", strings.Join(path, string(filepath.ListSeparator)))
 			// Scripts share the machine's cores with each other and with other packages' tests,
 			// and each mostly waits on the processes it started: with one P each, those Go
-			// processes do not spin looking for work or poll their blocked system calls as often. With scriptBin, this package's tests take about a
-			// fifth less CPU and time (docs/performance.md, "CI duration"). The readers' parallel
-			// paths are covered by their own packages' tests.
+			// processes do not spin looking for work or poll their blocked system calls as often.
+			// With buildScriptRunner, this package's tests take about a fifth less CPU and time
+			// (docs/performance.md, "CI duration"). The readers' parallel paths are covered by
+			// their own packages' tests.
 			env.Setenv("GOMAXPROCS", "1")
 			env.Setenv("REPO", root)
 			env.Setenv("FIXTURES", fixturesDir())
