@@ -281,12 +281,24 @@ func TestServeDiffusionFallbackAndPortTaken(t *testing.T) {
 // (default 5555) and a given master port at start, as ServerArgs._adjust_network_ports does,
 // and dies before loading when one is busy; the explicit ports stay bound while it runs.
 func TestServeStrictPorts(t *testing.T) {
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A port held here whose predecessor is free (the --dp-size case starts one below it): ports
+	// next to a free one are not free for sure while other tests run, so both are checked.
+	var busy net.Listener
+	for busy == nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if below, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ln.Addr().(*net.TCPAddr).Port-1)); err == nil {
+			below.Close()
+			busy = ln
+		} else {
+			ln.Close()
+		}
 	}
 	defer busy.Close()
 	bp := busy.Addr().(*net.TCPAddr).Port
+	dup := freeTestPort(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -296,7 +308,7 @@ func TestServeStrictPorts(t *testing.T) {
 		// --dp-size 2: the second replica's scheduler port, scheduler_port + 1, is checked too.
 		{[]string{"--dp-size", "2", "--scheduler-port", strconv.Itoa(bp - 1)}, fmt.Sprintf("RuntimeError: Scheduler[1] port %d is unavailable and --strict-ports is enabled.", bp)},
 		// Two flags naming one port are refused before either is bound.
-		{[]string{"--scheduler-port", strconv.Itoa(bp + 7), "--master-port", strconv.Itoa(bp + 7)}, fmt.Sprintf("RuntimeError: Master port %d duplicates Scheduler[0] port and --strict-ports is enabled.", bp+7)},
+		{[]string{"--scheduler-port", strconv.Itoa(dup), "--master-port", strconv.Itoa(dup)}, fmt.Sprintf("RuntimeError: Master port %d duplicates Scheduler[0] port and --strict-ports is enabled.", dup)},
 	} {
 		args := append([]string{"serve", "--model-path", "Qwen/Qwen-Image", "--strict-ports", "--port", strconv.Itoa(freeTestPort(t))}, tc.args...)
 		r := sglang(t, baseEnv(t), args...)
