@@ -243,7 +243,7 @@ func TestDocsSpeakToUsers(t *testing.T) {
 // runner/slurm/slurmtest starts the daemons of a test cluster, which must outlive one call.
 func TestProcessesStartInOnePlace(t *testing.T) {
 	_, pkgs := loadPackages(t)
-	allowed := map[string]bool{"runner/proc": true, "backends/sim": true, "runner/slurm/slurmtest": true}
+	allowed := map[string]bool{"runner/proc": true, "runner/proc/internal/supervisor": true, "backends/sim": true, "runner/slurm/slurmtest": true}
 	starts := map[string]map[string]bool{
 		"os/exec": {"Command": true, "CommandContext": true},
 		"os":      {"StartProcess": true},

@@ -146,12 +146,13 @@ func TestReadFileUnknownSize(t *testing.T) {
 // readerExceptions are the files that may call os.Open or os.ReadFile themselves, each for a
 // reason; every other file of the module reads through this package.
 var readerExceptions = map[string]string{
-	"runner/proc/ports.go":  "the kernel's /proc files, not files anyone gives the runner",
-	"runner/proc/follow.go": "the runner's own log, reopened through /proc/self/fd",
-	"runner/proc/record.go": "the kernel's /proc files",
-	"runner/manifest.go":    "the kernel's /proc/cpuinfo and /proc/meminfo",
-	"backends/sim/":         "the simulators stand for the programs the runner runs, and run as those programs",
-	"cmd/tracegen/":         "a tool that writes synthetic traces for tests",
+	"runner/proc/ports.go":                      "the kernel's /proc files, not files anyone gives the runner",
+	"runner/proc/follow.go":                     "the runner's own log, reopened through /proc/self/fd",
+	"runner/proc/record.go":                     "the kernel's /proc files",
+	"runner/proc/internal/supervisor/procfs.go": "the kernel's /proc directory",
+	"runner/manifest.go":                        "the kernel's /proc/cpuinfo and /proc/meminfo",
+	"backends/sim/":                             "the simulators stand for the programs the runner runs, and run as those programs",
+	"cmd/tracegen/":                             "a tool that writes synthetic traces for tests",
 }
 
 // TestEveryReaderGoesThroughInfile keeps this package the one reader: no other non-test file

@@ -41,8 +41,8 @@
 // Every child runs under a supervisor, the running binary re-executed, which
 // is a child subreaper: it kills all the child's descendants, also those
 // that left the process group, when the child is done, on a second stop, or
-// when the runner dies, and records them for Record.Reap (supervise_linux.go,
-// record.go).
+// when the runner dies, and records them for Record.Reap (runner/proc/internal/supervisor;
+// supervise_linux.go and record.go here).
 //
 // Linux is the target. Process-group membership is read from /proc, and the
 // main process's exit is observed with waitid(WNOWAIT) or reported by the
@@ -60,6 +60,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sglprof/runner/runner/proc/internal/supervisor"
 
 	"github.com/go-cmd/cmd"
 	"golang.org/x/sys/unix"
@@ -85,7 +87,7 @@ const Overlap = 4 << 10
 const (
 	DefaultInterruptGrace = 30 * time.Second
 	DefaultTerminateGrace = 10 * time.Second
-	DefaultLeftoverGrace  = time.Second
+	DefaultLeftoverGrace  = supervisor.DefaultGrace
 	DefaultLogStall       = 10 * time.Second
 )
 
@@ -238,7 +240,7 @@ type Result struct {
 // stops as soon as the main process exits. log may be nil.
 //
 // The child's stdin is /dev/null. It runs under a supervisor
-// (supervise_linux.go), so a process that leaves the group on its own
+// (runner/proc/internal/supervisor), so a process that leaves the group on its own
 // (setsid, a daemon) is still found and killed with the rest, and so is
 // everything once the runner dies. Should the supervisor be unavailable (the
 // binary cannot be found again), such a process is beyond the group signals;
@@ -255,7 +257,7 @@ func Run(ctx context.Context, s Spec, log *slog.Logger) Result {
 	}
 	if s.Record != "" {
 		// Every process of the run inherits the token; the supervisor
-		// writes it into the record (supervise_linux.go).
+		// writes it into the record (runner/proc/internal/supervisor).
 		if tok, err := newToken(); err == nil {
 			s.Env = withToken(s.Env, tok)
 		} else {

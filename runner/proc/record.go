@@ -1,10 +1,8 @@
 package proc
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
+
+	"github.com/sglprof/runner/runner/proc/internal/supervisor"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +32,7 @@ const RecordFile = "processes.json"
 // someone who read the record, which only its owner can), so finding it there
 // shows that the runner started the process; a pid and start time, which
 // anyone can read in /proc and write into a planted record, show nothing.
-const TokenEnv = "SGLPROF_PROC_TOKEN"
+const TokenEnv = supervisor.TokenEnv
 
 // ProcessID names one process across pid reuse: its pid and its start time
 // (field 22 of /proc/<pid>/stat, in clock ticks since boot).
@@ -42,18 +41,14 @@ type ProcessID struct {
 	Start uint64 `json:"start"`
 }
 
-// Record is the content of RecordFile.
+// Record is the content of RecordFile, which the supervisor writes
+// (supervisor.EncodeRecord).
 type Record struct {
 	Supervisor ProcessID   `json:"supervisor"`
 	Processes  []ProcessID `json:"processes"`
 	// Token is the random token the supervised run put in its processes'
 	// environment (TokenEnv); Reap signals only processes that carry it.
 	Token string `json:"token"`
-}
-
-func (r Record) encode() []byte {
-	b, _ := json.MarshalIndent(r, "", "  ")
-	return append(b, '\n')
 }
 
 // tokenBytes is the size of a process token: 128 random bits, which nobody
@@ -111,130 +106,23 @@ type Stat struct {
 // ReadStat reads /proc/<pid>/stat; ok is false when the process is gone or
 // the file cannot be parsed.
 func ReadStat(pid int) (Stat, bool) {
-	var buf [1024]byte
-	b, ok := readSmall([]byte("/proc/"+strconv.Itoa(pid)+"/stat"), buf[:])
-	if !ok {
-		return Stat{}, false
-	}
-	return parseStat(b)
+	st, ok := supervisor.ReadStat(pid)
+	return Stat(st), ok
 }
-
-// parseStat parses "pid (comm) state ppid pgrp ... starttime ...";
-// comm may hold spaces and parentheses, so fields are counted from the last
-// ')'. starttime is field 22, the 20th after comm.
-func parseStat(b []byte) (Stat, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return Stat{}, false
-	}
-	// The fields after comm, split on blanks without allocating: the
-	// supervisor parses every process of the machine this way.
-	var f [20][]byte
-	n := 0
-	for rest := b[i+1:]; n < len(f); {
-		for len(rest) > 0 && isBlank(rest[0]) {
-			rest = rest[1:]
-		}
-		if len(rest) == 0 {
-			break
-		}
-		j := 0
-		for j < len(rest) && !isBlank(rest[j]) {
-			j++
-		}
-		f[n], rest = rest[:j], rest[j:]
-		n++
-	}
-	if n < 20 || len(f[0]) != 1 {
-		return Stat{}, false
-	}
-	ppid, ok1 := atoiBytes(f[1])
-	pg, ok2 := atoiBytes(f[2])
-	start, e3 := strconv.ParseUint(unsafeString(f[19]), 10, 64)
-	if !ok1 || !ok2 || e3 != nil {
-		return Stat{}, false
-	}
-	return Stat{State: f[0][0], PPID: ppid, PGRP: pg, Start: start}, true
-}
-
-func isBlank(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
-}
-
-// atoiBytes parses a decimal int (with an optional sign) without copying.
-func atoiBytes(b []byte) (int, bool) {
-	n, err := strconv.Atoi(unsafeString(b))
-	return n, err == nil
-}
-
-// unsafeString views b as a string for a call that does not keep it.
-func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // Descendants lists the live (non-zombie) descendants of pid, by walking
-// the parent links of every process in /proc. The supervisor calls it while
-// a cell runs, so it reads each stat file into one reused buffer instead of
-// allocating per process (this kernel has no /proc/PID/task/TID/children to
-// walk down from pid instead).
+// the parent links of every process in /proc (the supervisor's walk).
 func Descendants(pid int) []ProcessID {
-	names, err := readProcDir()
-	if err != nil {
-		return nil
-	}
-	kids := map[int][]ProcessID{}
-	buf := make([]byte, 1024)
-	path := make([]byte, 0, 32)
-	for _, n := range names {
-		p, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		path = append(append(append(path[:0], "/proc/"...), n...), "/stat"...)
-		b, ok := readSmall(path, buf)
-		if !ok {
-			continue
-		}
-		st, ok := parseStat(b)
-		if !ok || st.State == 'Z' || st.State == 'X' {
-			continue
-		}
-		kids[st.PPID] = append(kids[st.PPID], ProcessID{PID: p, Start: st.Start})
-	}
-	var out []ProcessID
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, k := range kids[p] {
-			out = append(out, k)
-			queue = append(queue, k.PID)
-		}
+	ds := supervisor.Descendants(pid)
+	out := make([]ProcessID, len(ds))
+	for i, d := range ds {
+		out[i] = ProcessID(d)
 	}
 	return out
 }
 
-// readSmall reads a small /proc file into buf with one read, as the kernel
-// writes a stat file whole; ok is false when the file is gone or does not
-// fit.
-func readSmall(path, buf []byte) ([]byte, bool) {
-	fd, err := unix.Open(unsafeString(path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, false
-	}
-	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
-	if err != nil || n <= 0 || n == len(buf) {
-		return nil, false
-	}
-	return buf[:n], true
-}
-
 func readProcDir() ([]string, error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
+	names, err := supervisor.ReadProcDir()
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
