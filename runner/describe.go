@@ -172,9 +172,5 @@ func DescribeSlurm(p *plans.Plan, opts Options) (string, error) {
 		return "", &exitcode.UsageError{Err: fmt.Errorf("executor slurm: %w", err)}
 	}
 	// Setup lines are the user's own, but what runner plan prints may be pasted into an issue.
-	r, err := secrets.Default()
-	if err != nil {
-		return "", err
-	}
-	return r.String(script), nil
+	return secrets.Default().String(script), nil
 }

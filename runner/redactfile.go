@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"fmt"
-
 	"github.com/sglprof/runner/plans"
 	"github.com/sglprof/runner/reports/rundir"
 	"github.com/sglprof/runner/runner/exitcode"
@@ -31,10 +29,7 @@ func (o *Options) writeRedactedJSON(path string, v any) error {
 	red := o.red
 	if red == nil {
 		// Only code that drives a cell without a run (a test) gets here.
-		var err error
-		if red, err = secrets.Default(); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
+		red = secrets.Default()
 	} else {
 		red = red.Clone()
 	}

@@ -32,24 +32,10 @@ type ruleSet struct {
 	byWord [][]int // keyword index -> rules
 }
 
-var (
-	baseOnce  sync.Once
-	baseRules []rule
-	baseErr   error
-)
-
-// base is the catalogue plus the name-based rules, parsed once per process.
-func base() ([]rule, error) {
-	baseOnce.Do(func() {
-		cat, err := catalogueRules()
-		if err != nil {
-			baseErr = err
-			return
-		}
-		baseRules = append(append([]rule{}, builtinRules...), cat...)
-	})
-	return baseRules, baseErr
-}
+// base is the catalogue plus the name-based rules, made once per process.
+var base = sync.OnceValue(func() []rule {
+	return append(append([]rule{}, builtinRules...), catalogueRules()...)
+})
 
 func compile(rules []rule) *ruleSet {
 	s := &ruleSet{rules: rules}
@@ -116,11 +102,7 @@ type literal struct {
 // the environment's), and the extra regular expressions of a plan's [bundle] redact. A pattern
 // that does not compile is an error naming it.
 func New(env []string, extra []string) (*Redactor, error) {
-	rules, err := base()
-	if err != nil {
-		return nil, err
-	}
-	rules = append([]rule{}, rules...)
+	rules := append([]rule{}, base()...)
 	for i, p := range extra {
 		re, err := regexp.Compile(p)
 		if err != nil {
@@ -209,10 +191,10 @@ func argvLine(argv []string) []byte {
 // command.json, server.json) is redacted line by line afterwards, where a flag and its value
 // are never seen together.
 func Argv(argv []string) []string {
-	r, err := Default()
-	if err != nil || len(argv) == 0 {
-		return argv // the embedded catalogue parses (TestRedactorShapes); no rules, no change
+	if len(argv) == 0 {
+		return argv
 	}
+	r := Default()
 	line := argvLine(argv)
 	red := r.Bytes(line)
 	if bytes.Equal(red, line) {
@@ -230,28 +212,14 @@ func Argv(argv []string) []string {
 	return out
 }
 
-var (
-	defaultOnce sync.Once
-	defaultSet  *ruleSet
-	defaultErr  error
-)
+// defaultSet is Default's rule set, compiled once per process.
+var defaultSet = sync.OnceValue(func() *ruleSet { return compile(base()) })
 
 // Default returns a redactor with the catalogue and the name-based rules only, for text that
 // belongs to no run (no plan patterns or variable values are known); a run's files go through
 // ForRun's.
-func Default() (*Redactor, error) {
-	defaultOnce.Do(func() {
-		rules, err := base()
-		if err != nil {
-			defaultErr = err
-			return
-		}
-		defaultSet = compile(rules)
-	})
-	if defaultErr != nil {
-		return nil, defaultErr
-	}
-	return &Redactor{counts: map[[2]string]int{}, set: defaultSet}, nil
+func Default() *Redactor {
+	return &Redactor{counts: map[[2]string]int{}, set: defaultSet()}
 }
 
 // literals are the values of the secret-named variables of env, longest first so a value
