@@ -101,6 +101,8 @@ type Stat struct {
 	PPID  int
 	PGRP  int
 	Start uint64
+	// Flags are the kernel's PF_* flags of the process (field 9).
+	Flags uint64
 }
 
 // ReadStat reads /proc/<pid>/stat; ok is false when the process is gone or

@@ -23,6 +23,8 @@ type Stat struct {
 	PPID  int
 	PGRP  int
 	Start uint64
+	// Flags are the kernel's PF_* flags of the process (field 9).
+	Flags uint64
 }
 
 // ReadStat reads /proc/<pid>/stat; ok is false when the process is gone or the file cannot be
@@ -67,11 +69,12 @@ func ParseStat(b []byte) (Stat, bool) {
 	}
 	ppid, ok1 := atoiBytes(f[1])
 	pg, ok2 := atoiBytes(f[2])
+	flags, e2 := strconv.ParseUint(unsafeString(f[6]), 10, 64)
 	start, e3 := strconv.ParseUint(unsafeString(f[19]), 10, 64)
-	if !ok1 || !ok2 || e3 != nil {
+	if !ok1 || !ok2 || e2 != nil || e3 != nil {
 		return Stat{}, false
 	}
-	return Stat{State: f[0][0], PPID: ppid, PGRP: pg, Start: start}, true
+	return Stat{State: f[0][0], PPID: ppid, PGRP: pg, Start: start, Flags: flags}, true
 }
 
 func isBlank(c byte) bool {
@@ -151,4 +154,46 @@ func ReadProcDir() ([]string, error) {
 	}
 	defer d.Close()
 	return d.Readdirnames(-1)
+}
+
+// pfExiting is PF_EXITING of <linux/sched.h>: the process is in exit().
+const pfExiting = 0x4
+
+// sigkillBit is SIGKILL's bit in the pending masks of /proc/<pid>/status.
+const sigkillBit = 1 << (9 - 1)
+
+// Dying reports whether process pid is already on its way out: it is exiting (PF_EXITING),
+// or a SIGKILL is pending, sent but not yet acted on (the stop ladder's kill of the group, which
+// on a loaded machine a process can take longer than the leftover grace to act on). Such a
+// process outlives nothing: it was killed with the rest.
+func Dying(pid int) bool {
+	if st, ok := ReadStat(pid); !ok || st.State == 'Z' || st.State == 'X' || st.Flags&pfExiting != 0 {
+		return true
+	}
+	var buf [4096]byte
+	b, ok := readSmall([]byte("/proc/"+strconv.Itoa(pid)+"/status"), buf[:])
+	return ok && killPending(b)
+}
+
+// killPending reports whether a /proc/<pid>/status text has SIGKILL pending, for the thread
+// (SigPnd) or the process (ShdPnd).
+func killPending(status []byte) bool {
+	for _, key := range []string{"\nSigPnd:", "\nShdPnd:"} {
+		i := bytes.Index(status, []byte(key))
+		if i < 0 {
+			continue
+		}
+		v := status[i+len(key):]
+		for len(v) > 0 && isBlank(v[0]) {
+			v = v[1:]
+		}
+		j := 0
+		for j < len(v) && !isBlank(v[j]) {
+			j++
+		}
+		if mask, err := strconv.ParseUint(unsafeString(v[:j]), 16, 64); err == nil && mask&sigkillBit != 0 {
+			return true
+		}
+	}
+	return false
 }

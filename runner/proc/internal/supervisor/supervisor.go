@@ -384,7 +384,12 @@ func (sv *supervisor) sweep(grace time.Duration, kill <-chan struct{}) int {
 	if gone(grace) {
 		return 0
 	}
-	n := len(Descendants(sv.self))
+	n := 0
+	for _, d := range Descendants(sv.self) {
+		if !Dying(d.PID) {
+			n++ // it outlived the child, not merely slow to act on the group's SIGKILL
+		}
+	}
 	sv.signalAll(syscall.SIGTERM)
 	if !gone(grace) {
 		sv.killAll()
