@@ -24,6 +24,15 @@ import (
 // second) and returns its base URL.
 func startLLMSim(t *testing.T, scale string, args ...string) string {
 	t.Helper()
+	t.Chdir(t.TempDir())
+	return launchLLMSim(t, scale, args...)()
+}
+
+// launchLLMSim starts a simulated LLM server in the working directory and returns a function
+// that waits until it is healthy and returns its URL, so that a test can start several and
+// wait for their (simulated) model loads at once.
+func launchLLMSim(t *testing.T, scale string, args ...string) func() string {
+	t.Helper()
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
@@ -31,20 +40,22 @@ func startLLMSim(t *testing.T, scale string, args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	env := map[string]string{simclock.EnvTimeScale: scale}
-	t.Chdir(t.TempDir())
 	args = append([]string{"-m", "sglang.launch_server", "--model-path", "Qwen/Qwen2.5-0.5B-Instruct", "--port", strconv.Itoa(port)}, args...)
 	go func() { done <- sim.SGLang(ctx, args, env, io.Discard, io.Discard) }()
 	t.Cleanup(func() { cancel(); <-done })
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
+	return func() string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if resp, err := http.Get(base + "/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return base
+				}
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the simulated server never became healthy")
+			if time.Now().After(deadline) {
+				t.Fatal("the simulated server never became healthy")
+			}
 		}
 	}
 }
@@ -149,12 +160,17 @@ func TestRunLLMLoadChatIsApproximate(t *testing.T) {
 // machine moves time between TTFT and TPOT but not out of E2E); TestLLMCosts pins the costs.
 func TestRunLLMLoadTPSizeLowersE2E(t *testing.T) {
 	c := testPlan(t, llmServePlan).Expand()[1]
+	// Slow enough (about 110 ms a request at tp 1, 40 ms at tp 4) that the client's own
+	// overhead on a loaded machine, under -race, does not blur the shape. Both servers load
+	// their (simulated) weights at once; the loads are measured one after the other.
+	t.Chdir(t.TempDir())
+	ready := map[string]func() string{}
+	for _, tp := range []string{"1", "4"} {
+		ready[tp] = launchLLMSim(t, "0.5", "--tp-size", tp)
+	}
 	e2e := map[string]float64{}
 	for _, tp := range []string{"1", "4"} {
-		// Slow enough (about 110 ms a request at tp 1, 40 ms at tp 4) that the client's own
-		// overhead on a loaded machine, under -race, does not blur the shape.
-		base := startLLMSim(t, "0.5", "--tp-size", tp)
-		_, res, err := runLLMLoad(context.Background(), base, c, t.TempDir(), nil)
+		_, res, err := runLLMLoad(context.Background(), ready[tp](), c, t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
