@@ -95,15 +95,9 @@ func withToken(env []string, token string) []string {
 	return append(out, TokenEnv+"="+token)
 }
 
-// Stat is what the process layer reads of /proc/<pid>/stat.
-type Stat struct {
-	State byte
-	PPID  int
-	PGRP  int
-	Start uint64
-	// Flags are the kernel's PF_* flags of the process (field 9).
-	Flags uint64
-}
+// Stat is what the process layer reads of /proc/<pid>/stat (the supervisor's reading, whose
+// fields it has: State, PPID, PGRP, Start and Flags).
+type Stat supervisor.Stat
 
 // ReadStat reads /proc/<pid>/stat; ok is false when the process is gone or
 // the file cannot be parsed.
