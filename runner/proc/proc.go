@@ -61,10 +61,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sglprof/runner/runner/proc/internal/supervisor"
-
 	"github.com/go-cmd/cmd"
 	"golang.org/x/sys/unix"
+
+	"github.com/sglprof/runner/runner/proc/internal/supervisor"
 )
 
 // MaxLine is the longest line handed to Spec.OnLine. Longer runs of bytes

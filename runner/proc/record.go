@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sglprof/runner/runner/proc/internal/supervisor"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/sglprof/runner/runner/proc/internal/supervisor"
 )
 
 // RecordFile is the name of the process record a cell's supervisor keeps in

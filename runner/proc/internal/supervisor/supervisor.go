@@ -28,11 +28,11 @@
 // before main: in the runner binary, most of a process's start-up is the initialisers of the
 // hundred-odd packages it links (SQLite, HTTP, TLS, TOML, the report templates). A supervisor
 // starts for every cell, server and probe, so this package imports only what the runtime's
-// first packages give (os, os/signal, strconv, sync, syscall, time), not fmt, strings, os/exec,
-// encoding/json or x/sys/unix, each of which would put it behind most of those initialisers.
-// It then decides at about the twenty-third init instead of the ninety-second; in the runner
-// binary a process that stops there costs 9 ms of CPU instead of 22 (docs/performance.md,
-// "CI duration").
+// first packages give (os, os/signal, strconv, sync, syscall, time, bytes, errors, io/fs), not
+// fmt, strings, os/exec, encoding/json or x/sys/unix, each of which would put it behind most of
+// those initialisers (TestImportsKeepInitEarly). It then decides at the twenty-fourth init
+// instead of the ninety-second: a process of the runner binary that stops there costs about
+// 9 ms of CPU, one that reaches main about 21 (docs/performance.md, "CI duration").
 package supervisor
 
 import (
