@@ -2,40 +2,30 @@ package proc
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/sglprof/runner/runner/proc/internal/supervisor"
 )
 
 // LookPath finds name on env's PATH (not the runner's own), so the program a cell, a probe or
 // an export would run is the one checked beforehand. A name with a slash is taken as a path.
-// It is the one lookup of the runner: the process owner decides which program a command line
-// names.
+// The rules are the supervisor's (supervisor.LookPath: exec.LookPath's, on a PATH of our
+// choosing), so the program checked here is the one the supervisor then starts; the process
+// owner decides which program a command line names.
 func LookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		if isExecutable(name) {
-			return name, nil
-		}
-		return "", fmt.Errorf("%s is not an executable file", name)
-	}
 	path := ""
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			path = v // the last one wins, as in exec
 		}
 	}
-	for _, d := range filepath.SplitList(path) {
-		if d == "" {
-			d = "."
-		}
-		if p := filepath.Join(d, name); isExecutable(p) {
-			return p, nil
-		}
+	p, err := supervisor.LookPath(name, path)
+	switch {
+	case err == nil:
+		return p, nil
+	case strings.Contains(name, "/"):
+		return "", fmt.Errorf("%s is not an executable file", name)
+	default:
+		return "", fmt.Errorf("%s not found on PATH", name)
 	}
-	return "", fmt.Errorf("%s not found on PATH", name)
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }

@@ -192,7 +192,7 @@ func startChild(argv []string) (int, error) {
 	if len(argv) == 0 {
 		return 0, errors.New("no command")
 	}
-	path, err := lookPath(argv[0])
+	path, err := LookPath(argv[0], os.Getenv("PATH"))
 	if err != nil {
 		return 0, err
 	}
@@ -219,13 +219,14 @@ func startChild(argv []string) (int, error) {
 // exec.ErrNotFound.
 var errNotFound = errors.New("executable file not found in $PATH")
 
-// lookPath is exec.LookPath (which this package cannot import without being initialised
-// late; see the package comment): a name with a slash is taken as it is, any other is looked
-// up on PATH, where an empty element means the current directory. Like exec.LookPath it
-// accepts a file when the effective user may execute it (faccessat with AT_EACCESS), and
-// unlike it a relative result is used rather than refused with exec.ErrDot, which is what
-// the supervisor did with exec.LookPath's answer.
-func lookPath(name string) (string, error) {
+// LookPath is exec.LookPath against the PATH value path (which this package cannot import
+// without being initialised late; see the package comment), and the one PATH lookup of the
+// runner: the supervisor runs it on its own PATH, proc.LookPath on a cell's or a probe's. A
+// name with a slash is taken as it is, any other is looked up on path, where an empty element
+// means the current directory. Like exec.LookPath it accepts a file when the effective user
+// may execute it (faccessat with AT_EACCESS), and unlike it a relative result is used rather
+// than refused with exec.ErrDot, which is what the supervisor did with exec.LookPath's answer.
+func LookPath(name, path string) (string, error) {
 	switch name {
 	case "", ".", "..":
 		return "", lookError(name, errNotFound)
@@ -236,7 +237,6 @@ func lookPath(name string) (string, error) {
 		}
 		return name, nil
 	}
-	path := os.Getenv("PATH")
 	// Split as filepath.SplitList does: an empty PATH has no element, an empty element is ".".
 	for i := 0; path != "" && i <= len(path); {
 		j := i

@@ -58,7 +58,7 @@ func TestEncodeRecordIsJSON(t *testing.T) {
 	}
 }
 
-// lookPath answers as exec.LookPath does, with the supervisor's one difference: a relative
+// LookPath answers as exec.LookPath does, with the supervisor's one difference: a relative
 // result is used, not refused with exec.ErrDot.
 func TestLookPathIsExecLookPath(t *testing.T) {
 	dir := t.TempDir()
@@ -82,14 +82,14 @@ func TestLookPathIsExecLookPath(t *testing.T) {
 			if errors.Is(werr, exec.ErrDot) {
 				werr = nil
 			}
-			got, gerr := lookPath(name)
+			got, gerr := LookPath(name, path)
 			if (gerr == nil) != (werr == nil) {
-				t.Errorf("PATH=%q lookPath(%q) = %q, %v; exec.LookPath: %q, %v", path, name, got, gerr, want, werr)
+				t.Errorf("PATH=%q LookPath(%q) = %q, %v; exec.LookPath: %q, %v", path, name, got, gerr, want, werr)
 				continue
 			}
 			if gerr != nil {
 				if gerr.Error() != werr.Error() {
-					t.Errorf("PATH=%q lookPath(%q) error %q, exec.LookPath's %q", path, name, gerr, werr)
+					t.Errorf("PATH=%q LookPath(%q) error %q, exec.LookPath's %q", path, name, gerr, werr)
 				}
 				for _, target := range []error{errNotFound, fs.ErrPermission, syscall.EISDIR, syscall.EACCES, syscall.ENOENT} {
 					wantIs := errors.Is(werr, target)
@@ -97,13 +97,13 @@ func TestLookPathIsExecLookPath(t *testing.T) {
 						wantIs = errors.Is(werr, exec.ErrNotFound)
 					}
 					if errors.Is(gerr, target) != wantIs {
-						t.Errorf("PATH=%q lookPath(%q): errors.Is(%v) = %v, exec.LookPath's %v", path, name, target, !wantIs, wantIs)
+						t.Errorf("PATH=%q LookPath(%q): errors.Is(%v) = %v, exec.LookPath's %v", path, name, target, !wantIs, wantIs)
 					}
 				}
 				continue
 			}
 			if filepath.Clean(got) != filepath.Clean(want) {
-				t.Errorf("PATH=%q lookPath(%q) = %q, exec.LookPath: %q", path, name, got, want)
+				t.Errorf("PATH=%q LookPath(%q) = %q, exec.LookPath: %q", path, name, got, want)
 			}
 		}
 	}
