@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,12 +32,10 @@ var update = flag.Bool("update", false, "rewrite testscript files with the actua
 // when a script runs it under those names; the scripts' `runner` is the real one
 // (buildScriptRunner).
 //
-// The scripts run at go test's default parallelism (GOMAXPROCS). They used to run at four times
-// that, because they mostly wait on the processes they start; but those processes are CPU on a
-// small machine, and the whole suite took less time without the extra scripts at once
-// (docs/performance.md, "CI duration").
+// As many scripts compute at once as go test's default parallelism (GOMAXPROCS) allows; scripts
+// that mostly wait on a real Slurm cluster run beside them (scriptSlots).
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(slotsM{m}, map[string]func(){
 		"sglang": func() {
 			os.Exit(sim.SGLang(context.Background(), os.Args[1:], sim.EnvMap(os.Environ()), os.Stdout, os.Stderr))
 		},
@@ -45,6 +45,86 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// scriptSlots holds one token per script computing now. The scripts used to run at four times
+// GOMAXPROCS, because they mostly wait on the processes they start; but those processes are CPU
+// on a small machine, and the whole suite took less time without the extra scripts at once
+// (docs/performance.md, "CI duration"). A script whose first command is `waits` takes no
+// token: it spends its time on a real cluster's scheduler, which starts jobs on a one-second
+// tick, and would otherwise hold one of the two slots of a 2-core machine for half a minute
+// while using a few seconds of CPU.
+var scriptSlots chan struct{}
+
+// slotsM sizes scriptSlots before the tests run. Without -parallel, the testing package's limit
+// is lifted so that waiting scripts start beside the computing ones, and scriptSlots keeps the
+// computing ones at GOMAXPROCS; an explicit -parallel N is kept as the limit of both.
+type slotsM struct{ m *testing.M }
+
+func (s slotsM) Run() int {
+	flag.Parse()
+	n := runtime.GOMAXPROCS(0)
+	explicit := false
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "test.parallel" {
+			explicit = true
+			if v, err := strconv.Atoi(f.Value.String()); err == nil && v > 0 {
+				n = v
+			}
+		}
+	})
+	if !explicit {
+		if err := flag.Set("test.parallel", "1024"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	scriptSlots = make(chan struct{}, n)
+	return s.m.Run()
+}
+
+// takeScriptSlot waits for a token of scriptSlots and gives it back when the script ends,
+// unless the script's first command is `waits`.
+func takeScriptSlot(env *testscript.Env) error {
+	t, ok := env.T().(interface{ Name() string })
+	if !ok {
+		return fmt.Errorf("testscript's T has no Name method")
+	}
+	waits, err := scriptWaits(filepath.Join("testdata", "script", path.Base(t.Name())+".txtar"))
+	if err != nil || waits {
+		return err
+	}
+	scriptSlots <- struct{}{}
+	env.Defer(func() { <-scriptSlots })
+	return nil
+}
+
+// scriptWaits reports whether the script's first command (after blank and comment lines) is
+// `waits`.
+func scriptWaits(file string) (bool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		return line == "waits" || strings.HasPrefix(line, "waits "), nil
+	}
+	return false, nil
+}
+
+// waits REASON...: a no-op marking a script that mostly waits on something outside this
+// machine's CPU (takeScriptSlot reads it before the script starts). Only a first command counts.
+func cmdWaits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: waits REASON...")
+	}
+	if first, err := scriptWaits(filepath.Join("testdata", "script", ts.Name()+".txtar")); err != nil || !first {
+		ts.Fatalf("waits must be the script's first command (%v)", err)
+	}
+}
+
 func TestScripts(t *testing.T) {
 	buildScriptRunner(t)
 	testscript.Run(t, testscript.Params{
@@ -52,6 +132,9 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		UpdateScripts:       *update,
 		Setup: func(env *testscript.Env) error {
+			if err := takeScriptSlot(env); err != nil {
+				return err
+			}
 			root, err := filepath.Abs("../..")
 			if err != nil {
 				return err
@@ -92,6 +175,7 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waits":      cmdWaits,
 			"exitcode":   cmdExitCode,
 			"rundir":     cmdRunDir,
 			"verdict":    cmdVerdict,
