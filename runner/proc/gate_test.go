@@ -94,31 +94,36 @@ func pad(b *bytes.Buffer, c byte, n int) {
 // 14: a marker straddling the 1 MiB line cut was missed and the cell passed
 // the gate).
 func TestGateSeesMarkerAcrossEveryBoundary(t *testing.T) {
-	dir := t.TempDir()
-	var buf bytes.Buffer
 	// Every offset at the marker's edges (ending just before the cut, cut after its first
 	// bytes, cut before its last bytes, starting at or after the cut), every third in between:
 	// the output path's overlap treats a cut anywhere inside the marker alike, and each run
 	// pushes megabytes through both modes (every offset took a quarter of the package's CPU).
+	// One subtest per marker, in parallel: the package's longest test is all CPU, and runs
+	// beside tests that mostly wait.
 	step := 3
 	if testing.Short() {
 		step = 5
 	}
 	for _, marker := range gateMarkers {
 		clean := strings.ReplaceAll(marker, "\x1b[36m", "")
-		for _, c := range gateCuts() {
-			for d := -len(marker) - 1; d <= 1; d++ {
-				if edge := d <= -len(marker)+2 || d >= -3; !edge && d%step != 0 {
-					continue
-				}
-				in := gateInput(&buf, c.lineAt, c.at+d, marker)
-				for _, mode := range []string{"pipe", "file"} {
-					if !gateSeen(t, dir, mode, in, marker) {
-						t.Errorf("%s mode: marker %q at byte %d (%s at %d%+d) not delivered whole", mode, clean, c.at+d, c.name, c.at, d)
+		t.Run(clean, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var buf bytes.Buffer
+			for _, c := range gateCuts() {
+				for d := -len(marker) - 1; d <= 1; d++ {
+					if edge := d <= -len(marker)+2 || d >= -3; !edge && d%step != 0 {
+						continue
+					}
+					in := gateInput(&buf, c.lineAt, c.at+d, marker)
+					for _, mode := range []string{"pipe", "file"} {
+						if !gateSeen(t, dir, mode, in, marker) {
+							t.Errorf("%s mode: marker %q at byte %d (%s at %d%+d) not delivered whole", mode, clean, c.at+d, c.name, c.at, d)
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 

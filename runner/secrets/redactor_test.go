@@ -146,17 +146,20 @@ func TestStreamChunksInOrder(t *testing.T) {
 		return r.String(in), r.Count()
 	}()
 	for _, workers := range []int{1, 2, 4} {
-		r, _ := New([]string{"HF_TOKEN=hf_literalvalue"}, nil)
-		var out bytes.Buffer
-		if err := r.stream(&out, strings.NewReader(in), workers); err != nil {
-			t.Fatal(err)
-		}
-		if out.String() != want {
-			t.Errorf("%d workers: the stream differs from the text redacted at once", workers)
-		}
-		if r.Count() != wantCounts {
-			t.Errorf("%d workers: %d redactions counted, want %d", workers, r.Count(), wantCounts)
-		}
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			t.Parallel()
+			r, _ := New([]string{"HF_TOKEN=hf_literalvalue"}, nil)
+			var out bytes.Buffer
+			if err := r.stream(&out, strings.NewReader(in), workers); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != want {
+				t.Errorf("%d workers: the stream differs from the text redacted at once", workers)
+			}
+			if r.Count() != wantCounts {
+				t.Errorf("%d workers: %d redactions counted, want %d", workers, r.Count(), wantCounts)
+			}
+		})
 	}
 }
 
@@ -177,20 +180,24 @@ func TestStreamLongLineKeepsSecretsWhole(t *testing.T) {
 		`https://user:s3cretpassw0rd@example.com/x`,
 	}
 	leaks := []string{"opaquevaluexyz123", "hunter2hunter2", "abcdefghijklmnop1234", strings.Repeat("A1b2C3d4E5", 4)[:36], "s3cretpassw0rd"}
+	// One subtest per secret, in parallel: all CPU, the package's longest test.
 	for si, sec := range secrets {
-		for _, off := range probeOffsets() {
-			in := base[:off] + " " + sec + ", " + base[off:] // a word of its own, as in a log
-			for _, workers := range []int{1, 2} {
-				r, _ := New(nil, nil)
-				var out bytes.Buffer
-				if err := r.stream(&out, strings.NewReader(in), workers); err != nil {
-					t.Fatal(err)
-				}
-				if strings.Contains(out.String(), leaks[si]) {
-					t.Fatalf("%q at offset %d survived a cut inside the line (%d workers)", sec, off, workers)
+		t.Run(leaks[si][:4], func(t *testing.T) {
+			t.Parallel()
+			for _, off := range probeOffsets() {
+				in := base[:off] + " " + sec + ", " + base[off:] // a word of its own, as in a log
+				for _, workers := range []int{1, 2} {
+					r, _ := New(nil, nil)
+					var out bytes.Buffer
+					if err := r.stream(&out, strings.NewReader(in), workers); err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(out.String(), leaks[si]) {
+						t.Fatalf("%q at offset %d survived a cut inside the line (%d workers)", sec, off, workers)
+					}
 				}
 			}
-		}
+		})
 	}
 }
 
