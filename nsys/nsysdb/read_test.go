@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/sglprof/runner/nsys/nsysgen"
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -97,7 +96,7 @@ func TestReadPipitFixture(t *testing.T) {
 		t.Errorf("%d driver calls, want 1", drivers)
 	}
 	want := []trace.Device{{ID: 0, Name: "NVIDIA A100-SXM4-40GB"}}
-	if diff := cmp.Diff(want, tr.Devices); diff != "" {
+	if diff := fastDiff(want, tr.Devices); diff != "" {
 		t.Errorf("devices (-want +got):\n%s", diff)
 	}
 	if len(tr.Processes) != 1 || tr.Processes[0].PID != 1230493 || tr.Processes[0].Name != "./saxpy-mpi-cuda" {
@@ -240,7 +239,7 @@ func TestRoundTrip(t *testing.T) {
 				k.GridY, k.GridZ, k.BlockY, k.BlockZ = max(k.GridY, 1), max(k.GridZ, 1), max(k.BlockY, 1), max(k.BlockZ, 1)
 				wantKernels[i] = k
 			}
-			if diff := cmp.Diff(wantKernels, kernels); diff != "" {
+			if diff := fastDiff(wantKernels, kernels); diff != "" {
 				t.Errorf("kernels (-want +got):\n%s", diff)
 			}
 			var runtime []nsysgen.Runtime
@@ -251,7 +250,7 @@ func TestRoundTrip(t *testing.T) {
 					t.Errorf("launch %q Graph=%v", c.APIRaw[l.Name], l.Graph)
 				}
 			}
-			if diff := cmp.Diff(e.Runtime, runtime); diff != "" {
+			if diff := fastDiff(e.Runtime, runtime); diff != "" {
 				t.Errorf("runtime (-want +got):\n%s", diff)
 			}
 			var memops []nsysgen.Memop
@@ -262,28 +261,28 @@ func TestRoundTrip(t *testing.T) {
 			}
 			// Memcpys come before memsets (one table each).
 			wantMem := []nsysgen.Memop{e.Memops[0], e.Memops[2], e.Memops[3], e.Memops[1]}
-			if diff := cmp.Diff(wantMem, memops); diff != "" {
+			if diff := fastDiff(wantMem, memops); diff != "" {
 				t.Errorf("memops (-want +got):\n%s", diff)
 			}
 			var nvtx []nsysgen.NVTX
 			for i, a := range tr.Annotations {
 				nvtx = append(nvtx, nsysgen.NVTX{Start: a.Start, End: a.End, PID: a.PID, TID: a.TID, Text: tr.Name(a.Name), Domain: c.Ranges[i].Domain})
 			}
-			if diff := cmp.Diff(e.NVTX, nvtx); diff != "" {
+			if diff := fastDiff(e.NVTX, nvtx); diff != "" {
 				t.Errorf("nvtx (-want +got):\n%s", diff)
 			}
 			var gpus []nsysgen.GPU
 			for _, d := range tr.Devices {
 				gpus = append(gpus, nsysgen.GPU{ID: d.ID, Name: d.Name})
 			}
-			if diff := cmp.Diff(e.GPUs, gpus); diff != "" {
+			if diff := fastDiff(e.GPUs, gpus); diff != "" {
 				t.Errorf("gpus (-want +got):\n%s", diff)
 			}
 			var procs []nsysgen.Process
 			for _, p := range tr.Processes {
 				procs = append(procs, nsysgen.Process{PID: p.PID, Name: p.Name})
 			}
-			if diff := cmp.Diff(e.Processes, procs); diff != "" {
+			if diff := fastDiff(e.Processes, procs); diff != "" {
 				t.Errorf("processes (-want +got):\n%s", diff)
 			}
 			if c.SessionStartUnixNs != e.SessionStartUnixNs {
@@ -522,7 +521,7 @@ func TestMissingOptionalTablesAndColumns(t *testing.T) {
 	if len(tr.Annotations) != 0 || len(tr.Launches) != 0 {
 		t.Errorf("ranges %d launches %d", len(tr.Annotations), len(tr.Launches))
 	}
-	if diff := cmp.Diff([]trace.Device{{ID: 0, Name: "GPU 0"}, {ID: 1, Name: "GPU 1"}}, tr.Devices); diff != "" {
+	if diff := fastDiff([]trace.Device{{ID: 0, Name: "GPU 0"}, {ID: 1, Name: "GPU 1"}}, tr.Devices); diff != "" {
 		t.Errorf("devices derived from ops (-want +got):\n%s", diff)
 	}
 	if len(tr.Warnings) != 1 || !strings.Contains(tr.Warnings[0], "CUPTI_ACTIVITY_KIND_RUNTIME") {
@@ -630,7 +629,7 @@ func TestPreloadedStringsAreTheQueries(t *testing.T) {
 			}
 			want, _ := lookup(false)
 			got, r := lookup(true)
-			if d := cmp.Diff(want, got); d != "" {
+			if d := fastDiff(want, got); d != "" {
 				t.Errorf("names (-queried +preloaded):\n%s", d)
 			}
 			if (r.strAll != nil) != tc.preload {

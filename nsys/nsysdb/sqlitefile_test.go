@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -87,6 +88,17 @@ func largeExportNVTX(t testing.TB, n, pids int, nvtx bool) string {
 	return path
 }
 
+// fastDiff is cmp.Diff behind a reflect.DeepEqual check. Values that are deeply equal are
+// equal under every option these tests pass (options only ignore or loosen), and go-cmp's
+// reflection walk of a whole capture was two fifths of this package's test CPU; the diff is
+// computed only when DeepEqual fails, so a real difference is still reported as before.
+func fastDiff(a, b any, opts ...cmp.Option) string {
+	if reflect.DeepEqual(a, b) {
+		return ""
+	}
+	return cmp.Diff(a, b, opts...)
+}
+
 // namesTransformer compares interners by their strings (they have unexported fields).
 var namesTransformer = cmp.Transformer("names", func(n *trace.Names) []string {
 	if n == nil {
@@ -101,7 +113,7 @@ var namesTransformer = cmp.Transformer("names", func(n *trace.Names) []string {
 
 // captureDiff compares two captures field by field.
 func captureDiff(a, b *Capture) string {
-	return cmp.Diff(a, b, namesTransformer, cmpopts.IgnoreUnexported(Capture{}), cmpopts.EquateEmpty())
+	return fastDiff(a, b, namesTransformer, cmpopts.IgnoreUnexported(Capture{}), cmpopts.EquateEmpty())
 }
 
 // exportsUnderTest are the exports the direct reader is checked on: generated ones of every
@@ -226,7 +238,7 @@ func TestScanIntsMatchesSQL(t *testing.T) {
 		if len(want) < 1000 && tc.table != "CUPTI_ACTIVITY_KIND_MEMCPY" {
 			t.Fatalf("%s: only %d rows; the test wants a multi-level b-tree", tc.table, len(want))
 		}
-		if d := cmp.Diff(want, got); d != "" {
+		if d := fastDiff(want, got); d != "" {
 			t.Errorf("%s (-sqlite +direct):\n%s", tc.table, d)
 		}
 		// Cut into parts, in part order the rows are the same.
@@ -247,7 +259,7 @@ func TestScanIntsMatchesSQL(t *testing.T) {
 		if len(parts[0]) == 0 || (len(parts[2]) == 0 && len(leaves) >= 3) {
 			t.Errorf("%s: parts of %d, %d, %d rows", tc.table, len(parts[0]), len(parts[1]), len(parts[2]))
 		}
-		if d := cmp.Diff(want, append(append(parts[0], parts[1]...), parts[2]...)); d != "" {
+		if d := fastDiff(want, append(append(parts[0], parts[1]...), parts[2]...)); d != "" {
 			t.Errorf("%s in parts (-sqlite +direct):\n%s", tc.table, d)
 		}
 		last, err := f.lastRowid(plan.root)
@@ -385,7 +397,7 @@ func TestScanValuesMatchSQL(t *testing.T) {
 					cell(b.Valid, fmt.Sprint("f", b.Float64)), cell(c.Valid, "t"+c.String), cell(d != nil, fmt.Sprintf("b%x", d))))
 			}
 			rows.Close()
-			if d := cmp.Diff(want, got); d != "" {
+			if d := fastDiff(want, got); d != "" {
 				t.Errorf("table v (-sqlite +direct):\n%s", d)
 			}
 			// INTEGER PRIMARY KEY: the record holds NULL, the rowid is the value.
@@ -543,7 +555,7 @@ func TestSummariseAPIMatchesFullRead(t *testing.T) {
 				if len(lean.Kernels) != 0 || len(lean.Trace.Launches) > len(full.Trace.Launches) {
 					t.Errorf("lean read kept %d kernel infos, %d of %d launches", len(lean.Kernels), len(lean.Trace.Launches), len(full.Trace.Launches))
 				}
-				if d := cmp.Diff(Summaries(full, 0), Summaries(lean, 0)); d != "" {
+				if d := fastDiff(Summaries(full, 0), Summaries(lean, 0)); d != "" {
 					t.Errorf("tables (-full +lean):\n%s", d)
 				}
 				type link struct {
@@ -562,7 +574,7 @@ func TestSummariseAPIMatchesFullRead(t *testing.T) {
 					}
 					return out
 				}
-				if d := cmp.Diff(links(full), links(lean)); d != "" {
+				if d := fastDiff(links(full), links(lean)); d != "" {
 					t.Errorf("op launches (-full +lean):\n%s", d)
 				}
 				// The lean read interns fewer names, so names are compared as text.
@@ -578,23 +590,23 @@ func TestSummariseAPIMatchesFullRead(t *testing.T) {
 					}
 					return out
 				}
-				if d := cmp.Diff(named(full), named(lean)); d != "" {
+				if d := fastDiff(named(full), named(lean)); d != "" {
 					t.Errorf("ops (-full +lean):\n%s", d)
 				}
-				if d := cmp.Diff(Scopes(full.Trace, nil), Scopes(lean.Trace, nil)); d != "" {
+				if d := fastDiff(Scopes(full.Trace, nil), Scopes(lean.Trace, nil)); d != "" {
 					t.Errorf("scopes (-full +lean):\n%s", d)
 				}
 				if full.Trace.Events != lean.Trace.Events || full.WindowStart != lean.WindowStart || full.WindowEnd != lean.WindowEnd || full.APICalls != lean.APICalls {
 					t.Errorf("events %d/%d window %d-%d/%d-%d calls %d/%d", full.Trace.Events, lean.Trace.Events,
 						full.WindowStart, full.WindowEnd, lean.WindowStart, lean.WindowEnd, full.APICalls, lean.APICalls)
 				}
-				if d := cmp.Diff(full.Trace.Warnings, lean.Trace.Warnings); d != "" {
+				if d := fastDiff(full.Trace.Warnings, lean.Trace.Warnings); d != "" {
 					t.Errorf("warnings (-full +lean):\n%s", d)
 				}
-				if d := cmp.Diff(full.Trace.Processes, lean.Trace.Processes); d != "" {
+				if d := fastDiff(full.Trace.Processes, lean.Trace.Processes); d != "" {
 					t.Errorf("processes (-full +lean):\n%s", d)
 				}
-				if d := cmp.Diff(full.Trace.Meta, lean.Trace.Meta); d != "" {
+				if d := fastDiff(full.Trace.Meta, lean.Trace.Meta); d != "" {
 					t.Errorf("meta (-full +lean):\n%s", d)
 				}
 			})
@@ -680,7 +692,7 @@ func TestKernelSummaryDirectMatchesSQL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(viaSQL, direct); d != "" {
+			if d := fastDiff(viaSQL, direct); d != "" {
 				t.Errorf("%s style %d (-sqlite +direct):\n%s", name, style, d)
 			}
 			if len(direct) == 0 {
@@ -766,7 +778,7 @@ func TestOneLaunchPerName(t *testing.T) {
 					}
 					return out
 				}
-				if d := cmp.Diff(links(lean), links(one)); d != "" {
+				if d := fastDiff(links(lean), links(one)); d != "" {
 					t.Errorf("op launches (-lean +one per name):\n%s", d)
 				}
 				if tc.perName {
@@ -776,10 +788,10 @@ func TestOneLaunchPerName(t *testing.T) {
 				} else if len(one.Trace.Launches) != len(lean.Trace.Launches) {
 					t.Errorf("%d launches kept, the lean read keeps %d", len(one.Trace.Launches), len(lean.Trace.Launches))
 				}
-				if d := cmp.Diff(Summaries(lean, 0), Summaries(one, 0)); d != "" {
+				if d := fastDiff(Summaries(lean, 0), Summaries(one, 0)); d != "" {
 					t.Errorf("tables (-lean +one per name):\n%s", d)
 				}
-				if d := cmp.Diff(lean.Trace.Warnings, one.Trace.Warnings); d != "" {
+				if d := fastDiff(lean.Trace.Warnings, one.Trace.Warnings); d != "" {
 					t.Errorf("warnings (-lean +one per name):\n%s", d)
 				}
 				if lean.Trace.Events != one.Trace.Events || lean.WindowStart != one.WindowStart || lean.WindowEnd != one.WindowEnd ||
@@ -787,7 +799,7 @@ func TestOneLaunchPerName(t *testing.T) {
 					t.Errorf("events %d/%d window %d-%d/%d-%d calls %d/%d", lean.Trace.Events, one.Trace.Events,
 						lean.WindowStart, lean.WindowEnd, one.WindowStart, one.WindowEnd, lean.APICalls, one.APICalls)
 				}
-				if d := cmp.Diff(lean.Trace.Processes, one.Trace.Processes); d != "" {
+				if d := fastDiff(lean.Trace.Processes, one.Trace.Processes); d != "" {
 					t.Errorf("processes (-lean +one per name):\n%s", d)
 				}
 			})
@@ -965,7 +977,7 @@ func TestScanIntsWritesEveryColumn(t *testing.T) {
 	if nulls[0] == 0 || nulls[1] == 0 || nulls[1] == len(want) {
 		t.Fatalf("NULLs per column %v of %d rows: the table does not exercise the NULL cases", nulls, len(want))
 	}
-	if d := cmp.Diff(want, got); d != "" {
+	if d := fastDiff(want, got); d != "" {
 		t.Errorf("(-sqlite +direct):\n%s", d)
 	}
 }
@@ -1050,4 +1062,26 @@ func rootPage(t testing.TB, db *sql.DB, table string) uint32 {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// fastDiff answers as cmp.Diff does: empty for equal values, also under an option that only
+// DeepEqual would not accept, and the same report for a difference.
+func TestFastDiffIsCmpDiff(t *testing.T) {
+	type rec struct {
+		A []int
+		B string
+	}
+	for _, c := range []struct {
+		a, b rec
+		opts []cmp.Option
+	}{
+		{rec{[]int{1}, "x"}, rec{[]int{1}, "x"}, nil},
+		{rec{nil, "x"}, rec{[]int{}, "x"}, []cmp.Option{cmpopts.EquateEmpty()}},
+		{rec{nil, "x"}, rec{[]int{}, "x"}, nil},
+		{rec{[]int{1}, "x"}, rec{[]int{2}, "x"}, nil},
+	} {
+		if got, want := fastDiff(c.a, c.b, c.opts...), cmp.Diff(c.a, c.b, c.opts...); got != want {
+			t.Errorf("fastDiff(%+v, %+v) = %q, cmp.Diff says %q", c.a, c.b, got, want)
+		}
+	}
 }

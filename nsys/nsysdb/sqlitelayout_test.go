@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // layoutSpec describes a database built by modernc's SQLite to exercise the parts of the file
@@ -217,7 +215,7 @@ func checkLayout(t *testing.T, path string) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if d := cmp.Diff(want, got); d != "" {
+		if d := fastDiff(want, got); d != "" {
 			t.Fatalf("%s: table v (-sqlite +direct):\n%s", name, d)
 		}
 		last, err := s.lastRowid(root)
@@ -251,7 +249,7 @@ func checkLayout(t *testing.T, path string) {
 		for _, r := range want {
 			wantIDs = append(wantIDs, strings.Fields(r)[0])
 		}
-		if d := cmp.Diff(wantIDs, all); d != "" {
+		if d := fastDiff(wantIDs, all); d != "" {
 			t.Errorf("%s: parallel scan rowids (-sqlite +direct):\n%s", name, d)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sglprof/runner/nsys/nsysgen"
 	"github.com/sglprof/runner/reports/trace"
@@ -311,7 +310,7 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 			*c &= 0xFFFFFFFF // the stream delivers kernels' ids as stored (Each says why)
 		}
 	}
-	if d := cmp.Diff(want, got); d != "" {
+	if d := fastDiff(want, got); d != "" {
 		t.Errorf("delivered ops (-ReadCapture sorted +stream):\n%s", d)
 	}
 	if held.OneLaunchPerName {
@@ -343,7 +342,7 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 	for i, m := range c.Memops {
 		gotMem = append(gotMem, describeOp(st, st.GPUOps[m.Op], int64(i)))
 	}
-	if d := cmp.Diff(wantMem, gotMem); d != "" {
+	if d := fastDiff(wantMem, gotMem); d != "" {
 		t.Errorf("capture memops (-ReadCapture +stream):\n%s", d)
 	}
 	type stat struct {
@@ -358,7 +357,7 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		}
 		return out
 	}
-	if d := cmp.Diff(stats(held), stats(c)); d != "" {
+	if d := fastDiff(stats(held), stats(c)); d != "" {
 		t.Errorf("API stats (-ReadCapture +stream):\n%s", d)
 	}
 	raw := func(c *Capture) map[string]string {
@@ -368,10 +367,10 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		}
 		return out
 	}
-	if d := cmp.Diff(raw(held), raw(c)); d != "" {
+	if d := fastDiff(raw(held), raw(c)); d != "" {
 		t.Errorf("API raw names (-ReadCapture +stream):\n%s", d)
 	}
-	if d := cmp.Diff(Summaries(held, 0), Summaries(c, 0)); d != "" {
+	if d := fastDiff(Summaries(held, 0), Summaries(c, 0)); d != "" {
 		t.Errorf("tables (-ReadCapture +stream):\n%s", d)
 	}
 	for _, x := range []struct {
@@ -391,7 +390,7 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		{"Schema", [2]string{held.SchemaText, held.ProductVersion}, [2]string{c.SchemaText, c.ProductVersion}},
 		{"Tables", held.Tables, c.Tables},
 	} {
-		if d := cmp.Diff(x.want, x.got); d != "" {
+		if d := fastDiff(x.want, x.got); d != "" {
 			t.Errorf("%s (-ReadCapture +stream):\n%s", x.what, d)
 		}
 	}
@@ -425,7 +424,7 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 		}
 		return out
 	}
-	if d := cmp.Diff(anns(ht), anns(st)); d != "" {
+	if d := fastDiff(anns(ht), anns(st)); d != "" {
 		t.Errorf("NVTX ranges (-ReadCapture +stream):\n%s", d)
 	}
 	var keptRanges []RangeInfo
@@ -434,7 +433,7 @@ func checkStream(t *testing.T, path string, opts ReadOptions, limits *streamLimi
 			keptRanges = append(keptRanges, held.Ranges[i])
 		}
 	}
-	if d := cmp.Diff(keptRanges, c.Ranges, cmpopts.EquateEmpty()); d != "" {
+	if d := fastDiff(keptRanges, c.Ranges, cmpopts.EquateEmpty()); d != "" {
 		t.Errorf("NVTX range domains (-ReadCapture +stream):\n%s", d)
 	}
 }

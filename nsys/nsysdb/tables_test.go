@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/sglprof/runner/reports/render/table"
 	"github.com/sglprof/runner/reports/trace"
 )
@@ -48,7 +47,7 @@ func TestScopes(t *testing.T) {
 		"[CUDA memcpy Device-to-Host]@1.220 ms":   "prefetch", // worker thread
 		"[CUDA memcpy Device-to-Device]@1.310 ms": "prefetch",
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := fastDiff(want, got); diff != "" {
 		t.Errorf("scopes (-want +got):\n%s", diff)
 	}
 	// Stage ranges only: the attention/mlp ranges no longer count.
@@ -79,7 +78,7 @@ func TestScopesUnlinkedAndOutside(t *testing.T) {
 	tr.GPUOps = []trace.GPUOp{{Launch: 0}, {Launch: 1}, {Launch: 2}, {Launch: trace.NoID}}
 	got := Scopes(tr, nil)
 	// before the range; other thread; at the range end (inclusive); no launch.
-	if diff := cmp.Diff([]int32{trace.NoID, trace.NoID, 0, trace.NoID}, got); diff != "" {
+	if diff := fastDiff([]int32{trace.NoID, trace.NoID, 0, trace.NoID}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
@@ -98,7 +97,7 @@ func TestNVTXSummaryGPUTimeInside(t *testing.T) {
 		":denoising_step_1": 60_000,
 		":prefetch":         20_000 + 2_000,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := fastDiff(want, got); diff != "" {
 		t.Errorf("GPU time inside (-want +got):\n%s", diff)
 	}
 }
@@ -232,7 +231,7 @@ func golden(t *testing.T, name string, got []byte) {
 	if err != nil {
 		t.Fatalf("%v (run `go test ./nsys -update` to create it)", err)
 	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+	if diff := fastDiff(string(want), string(got)); diff != "" {
 		t.Errorf("%s differs (-want +got); run `go test ./nsys -update` if the change is intended:\n%s", name, diff)
 	}
 }
@@ -240,10 +239,10 @@ func golden(t *testing.T, name string, got []byte) {
 func TestWindowCoverage(t *testing.T) {
 	steps := []Step{{0, 100, 200}, {1, 200, 300}, {2, 300, 400}, {3, 400, 500}}
 	cov := CoverWindow(steps, 250, 450)
-	if diff := cmp.Diff([]int{2}, cov.Full); diff != "" {
+	if diff := fastDiff([]int{2}, cov.Full); diff != "" {
 		t.Errorf("full: %s", diff)
 	}
-	if diff := cmp.Diff([]int{1, 3}, cov.Partial); diff != "" {
+	if diff := fastDiff([]int{1, 3}, cov.Partial); diff != "" {
 		t.Errorf("partial: %s", diff)
 	}
 	if cov.Summary != "steps 1-3 of 4 captured (1 full, 2 partial)" || len(cov.Warnings) != 0 {
@@ -298,7 +297,7 @@ func TestKernelSummaryMatchesFullRead(t *testing.T) {
 		for _, r := range KernSum(tr).Rows {
 			want = append(want, KernelStat{Name: r.Name, Count: r.Instances, TotalNS: r.TotalNS})
 		}
-		if diff := cmp.Diff(want, stats); diff != "" {
+		if diff := fastDiff(want, stats); diff != "" {
 			t.Errorf("style %d (-full +streaming):\n%s", style, diff)
 		}
 	}
