@@ -81,6 +81,12 @@ func (s slotsM) Run() int {
 	return s.m.Run()
 }
 
+// scriptDir holds the scripts TestScripts runs.
+const scriptDir = "testdata/script"
+
+// waitsKey marks, in a script's Env.Values, a script whose first command is `waits`.
+type waitsKey struct{}
+
 // takeScriptSlot waits for a token of scriptSlots and gives it back when the script ends,
 // unless the script's first command is `waits`.
 func takeScriptSlot(env *testscript.Env) error {
@@ -88,30 +94,30 @@ func takeScriptSlot(env *testscript.Env) error {
 	if !ok {
 		return fmt.Errorf("testscript's T has no Name method")
 	}
-	waits, err := scriptWaits(filepath.Join("testdata", "script", path.Base(t.Name())+".txtar"))
-	if err != nil || waits {
+	b, err := os.ReadFile(filepath.Join(scriptDir, path.Base(t.Name())+".txtar"))
+	if err != nil {
 		return err
+	}
+	if scriptWaits(string(b)) {
+		env.Values[waitsKey{}] = true
+		return nil
 	}
 	scriptSlots <- struct{}{}
 	env.Defer(func() { <-scriptSlots })
 	return nil
 }
 
-// scriptWaits reports whether the script's first command (after blank and comment lines) is
+// scriptWaits reports whether a script's first command (after blank and comment lines) is
 // `waits`.
-func scriptWaits(file string) (bool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+func scriptWaits(script string) bool {
+	for _, line := range strings.Split(script, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		return line == "waits" || strings.HasPrefix(line, "waits "), nil
+		return line == "waits" || strings.HasPrefix(line, "waits ")
 	}
-	return false, nil
+	return false
 }
 
 // waits REASON...: a no-op marking a script that mostly waits on something outside this
@@ -120,15 +126,15 @@ func cmdWaits(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
 		ts.Fatalf("usage: waits REASON...")
 	}
-	if first, err := scriptWaits(filepath.Join("testdata", "script", ts.Name()+".txtar")); err != nil || !first {
-		ts.Fatalf("waits must be the script's first command (%v)", err)
+	if ts.Value(waitsKey{}) != true {
+		ts.Fatalf("waits must be the script's first command: later, the script already holds a slot")
 	}
 }
 
 func TestScripts(t *testing.T) {
 	buildScriptRunner(t)
 	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
+		Dir:                 scriptDir,
 		RequireExplicitExec: true,
 		UpdateScripts:       *update,
 		Setup: func(env *testscript.Env) error {
@@ -406,4 +412,23 @@ func join(a, b string) string {
 func fixturesDir() string {
 	d, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures"))
 	return d
+}
+
+// Only a first command of `waits` frees a script from the slots; comments and blank lines
+// before it do not count, and a later one, or a command that merely starts with the letters,
+// does not.
+func TestScriptWaits(t *testing.T) {
+	for script, want := range map[string]bool{
+		"waits on a real cluster\nslurmcluster\n":              true,
+		"# about it\n\n  waits on Slurm\n[!slurm] skip 'no'\n": true,
+		"waits\n": true,
+		"[!slurm] skip 'no'\nwaits on a cluster\n": false,
+		"waitsfor x\n":      false,
+		"# only comments\n": false,
+		"":                  false,
+	} {
+		if got := scriptWaits(script); got != want {
+			t.Errorf("scriptWaits(%q) = %v, want %v", script, got, want)
+		}
+	}
 }
